@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# On the GPU host (device tool, kind nvidia-h200-x2): the GPU tests, the one-GPU cuBLAS anchor, then
+# mgemm beside dask.array.matmul on the same cluster and inputs, over UCX/NVLink and over TCP.
+# Usage (from the repo root, wheels from ../shared/gpu/fetch-wheels.sh in .whl):
+#   bash benchmarks/run_gpu_orchestrator.sh [repeat]
+set -uo pipefail
+repeat=${1:-5}
+out=${OUT:-/tmp/mgemm-out}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+if [ -d .whl ] && ! python3 -c "import distributed" 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:$PWD
+fi
+export PYTHONPATH=${PYTHONPATH:-}:$PWD
+git_commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+echo "commit $git_commit"
+nvidia-smi --query-gpu=index,name,memory.total,clocks.sm,clocks.max.sm --format=csv
+nvidia-smi topo -m | head -5
+python3 -m pytest tests/test_gpu.py -q -x -p no:cacheprovider 2>&1 | tee "$out/gpu-tests.log" | tail -5
+python3 benchmarks/cublas_one_gpu.py --repeat "$repeat" --json "$out/rows.jsonl" | tee "$out/cublas.txt"
+python3 -m mgemm.cli bench --protocol ucx --repeat "$repeat" --json "$out/rows.jsonl" 2>"$out/ucx.err" \
+  | tee "$out/ucx.txt"
+python3 -m mgemm.cli bench --protocol tcp --repeat "$repeat" --case float32-32768 \
+  --json "$out/rows.jsonl" 2>"$out/tcp.err" | tee "$out/tcp.txt"
+tail -3 "$out/ucx.err" "$out/tcp.err"

@@ -1,0 +1,282 @@
+"""mgemm's public functions: ``matmul`` (NumPy semantics) and ``gemm`` (BLAS semantics).
+
+Both check their arguments completely before anything is scheduled, then plan the product over
+the cluster's workers (``mgemm.plan``) and build one Dask task per output block (``mgemm.graph``).
+Dask arrays in → a lazy ``dask.array.Array`` out; NumPy or CuPy arrays in → the computed array.
+
+>>> import numpy as np, dask.array as da
+>>> a = da.ones((4, 3), chunks=2)
+>>> b = da.ones((3, 5), chunks=(1, 5))
+>>> c = matmul(a, b)
+>>> c.shape, c.dtype, float(c.sum().compute(scheduler="sync"))
+((4, 5), dtype('float64'), 60.0)
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import dask.array as da
+import numpy as np
+
+from . import config, engines, graph
+from .cluster import active_client, describe_workers, install_placement, local_workers
+from .plan import Problem, choose_block_size, make_plan
+
+_ARRAY_TYPES = ("numpy", "cupy", "dask")
+
+
+def _kind(x: Any, name: str) -> str:
+    """'dask', 'cupy' or 'numpy' for an array operand; TypeError for anything else."""
+    if isinstance(x, da.Array):
+        return "dask"
+    if engines.is_cupy(x) and hasattr(x, "shape"):
+        return "cupy"
+    if isinstance(x, np.ndarray):
+        return "numpy"
+    if isinstance(x, (list, tuple)) or np.isscalar(x) or isinstance(x, np.generic):
+        return "numpy"
+    raise TypeError(f"mgemm: {name} must be a NumPy, CuPy or Dask array, got {type(x).__name__}")
+
+
+def _as_operand(x: Any, name: str) -> tuple[Any, str]:
+    kind = _kind(x, name)
+    if kind == "numpy" and not isinstance(x, np.ndarray):
+        x = np.asarray(x)
+    dtype = np.dtype(x.dtype) if str(x.dtype) != "bfloat16" else x.dtype
+    if getattr(dtype, "kind", "") in ("O", "U", "S", "V", "M", "m"):
+        raise TypeError(f"mgemm: {name} has dtype {x.dtype}, which has no matrix product")
+    return x, kind
+
+
+def _result_dtype(*arrays: Any) -> Any:
+    dtypes = [x.dtype for x in arrays]
+    try:
+        return np.result_type(*dtypes)
+    except TypeError:  # bfloat16 and other extension dtypes: promote within the chunk library
+        if all(d == dtypes[0] for d in dtypes):
+            return dtypes[0]
+        raise
+
+
+def matmul(a: Any, b: Any, **options: Any) -> Any:
+    """``a @ b`` with NumPy's matmul semantics, computed one task per output block.
+
+    1-D operands are promoted (a row or column vector) and the added axis removed from the
+    result; leading batch dimensions broadcast.  Options: ``engine``, ``block_size``,
+    ``allow_tf32``, ``split``, ``client`` (see ``mgemm.config``).
+
+    >>> import numpy as np
+    >>> matmul(np.arange(6.0).reshape(2, 3), np.ones(3)).tolist()
+    [3.0, 12.0]
+    """
+    opts = config.resolve(**options)
+    a, kind_a = _as_operand(a, "a")
+    b, kind_b = _as_operand(b, "b")
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"mgemm.matmul: operands must have at least one dimension; "
+                         f"got shapes {a.shape} and {b.shape} (use * for scalars)")
+    squeeze = []
+    if a.ndim == 1:
+        a, squeeze = a[None, :], squeeze + [-2]
+    if b.ndim == 1:
+        b, squeeze = b[:, None], squeeze + [-1]
+    if a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"mgemm.matmul: inner dimensions differ: shapes {_shape(a, 'a', squeeze)} "
+                         f"and {_shape(b, 'b', squeeze)} (a's last {a.shape[-1]} != b's "
+                         f"second-to-last {b.shape[-2]})")
+    try:
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise ValueError(f"mgemm.matmul: batch dimensions of shapes {a.shape} and {b.shape} "
+                         "do not broadcast") from None
+    out_dtype = _result_dtype(a, b)
+    eager = "dask" not in (kind_a, kind_b)
+    if batch:
+        a = _broadcast(a, batch + a.shape[-2:])
+        b = _broadcast(b, batch + b.shape[-2:])
+        products = [_product(a[idx], b[idx], None, 1.0, 0.0, out_dtype, opts)
+                    for idx in np.ndindex(*batch)]
+        out = da.stack(products).reshape(batch + products[0].shape)
+    else:
+        out = _product(a, b, None, 1.0, 0.0, out_dtype, opts)
+    for axis in sorted(squeeze):  # -2 before -1: each index refers to the remaining array
+        out = out.squeeze(axis=axis) if axis == -2 else out.squeeze(axis=-1)
+    return _finish(out, eager, opts)
+
+
+def gemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0,
+         trans_a: bool = False, trans_b: bool = False, **options: Any) -> Any:
+    """``alpha · op(a) @ op(b) + beta · c`` with BLAS semantics, for 2-D operands.
+
+    ``op(x)`` is ``x.T`` when ``trans_x`` is set (a view: no copy).  ``c`` is not read when
+    ``beta == 0`` (a NaN there does not propagate); ``a`` and ``b`` are not read when
+    ``alpha == 0``.
+
+    >>> import numpy as np
+    >>> gemm(np.eye(2), np.ones((2, 2)), np.ones((2, 2)), alpha=2.0, beta=3.0).tolist()
+    [[5.0, 5.0], [5.0, 5.0]]
+    """
+    opts = config.resolve(**options)
+    a, kind_a = _as_operand(a, "a")
+    b, kind_b = _as_operand(b, "b")
+    kinds = {kind_a, kind_b}
+    if a.ndim != 2 or b.ndim != 2:
+        raise ValueError(f"mgemm.gemm: a and b must be 2-D; got shapes {a.shape} and {b.shape}")
+    if trans_a:
+        a = a.T
+    if trans_b:
+        b = b.T
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"mgemm.gemm: inner dimensions differ: op(a) is {a.shape} and op(b) is "
+                         f"{b.shape}")
+    operands = [a, b]
+    if c is not None:
+        c, kind_c = _as_operand(c, "c")
+        kinds.add(kind_c)
+        if c.shape != (a.shape[0], b.shape[1]):
+            raise ValueError(f"mgemm.gemm: c has shape {c.shape}; op(a) @ op(b) has shape "
+                             f"{(a.shape[0], b.shape[1])}")
+        operands.append(c)
+    for name, value in (("alpha", alpha), ("beta", beta)):
+        if not isinstance(value, (int, float, complex, np.number)) or isinstance(value, bool):
+            raise TypeError(f"mgemm.gemm: {name} must be a number, got {value!r}")
+    out_dtype = _result_dtype(*operands)
+    if c is None or beta == 0:
+        c, beta = None, 0.0
+    out = _product(a, b, c, alpha, beta, out_dtype, opts)
+    return _finish(out, "dask" not in kinds, opts)
+
+
+def _shape(x: Any, name: str, squeeze: list) -> tuple:
+    """The shape the caller passed (before 1-D promotion), for error messages."""
+    if name == "a" and -2 in squeeze:
+        return x.shape[1:]
+    if name == "b" and -1 in squeeze:
+        return x.shape[:-1]
+    return x.shape
+
+
+def _broadcast(x: Any, shape: tuple) -> Any:
+    if x.shape == shape:
+        return x
+    if isinstance(x, da.Array):
+        return da.broadcast_to(x, shape)
+    return np.broadcast_to(x, shape) if isinstance(x, np.ndarray) else _cupy().broadcast_to(x, shape)
+
+
+def _cupy() -> Any:
+    import cupy
+    return cupy
+
+
+def _finish(out: da.Array, eager: bool, opts: dict) -> Any:
+    """Dask in → lazy out; arrays in → compute on the client if there is one, else locally."""
+    if not eager:
+        return out
+    client = active_client(opts["client"])
+    return client.compute(out).result() if client is not None else out.compute()
+
+
+def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
+             opts: dict) -> da.Array:
+    """The lazy 2-D product ``alpha · a @ b + beta · c`` (c None ⇔ beta == 0)."""
+    m, k = a.shape
+    n = b.shape[1]
+    meta_src = a if not isinstance(a, da.Array) else a._meta
+    if isinstance(b, da.Array) and engines.is_cupy(b._meta):
+        meta_src = b._meta
+    elif not isinstance(b, da.Array) and engines.is_cupy(b):
+        meta_src = b
+    gpu = engines.is_cupy(meta_src)
+    engine = engines.select(opts["engine"], meta_src)
+    client = active_client(opts["client"])
+    if min(m, n) == 0 or k == 0 or alpha == 0:
+        return _degenerate(a, b, c, alpha, beta, out_dtype, meta_src)
+
+    workers = (describe_workers(client, out_dtype, gpu=gpu, allow_tf32=opts["allow_tf32"])
+               if client is not None else local_workers(out_dtype, gpu=gpu,
+                                                        allow_tf32=opts["allow_tf32"]))
+    itemsize = np.dtype(out_dtype).itemsize if str(out_dtype) != "bfloat16" else 2
+    target = _target_block(opts["block_size"], m, n, k, itemsize, workers)
+    a = _to_dask(a, (target[0], "auto"))
+    b = _to_dask(b, ("auto", target[1]))
+    a, b = _align(a, b, target)
+    problem = Problem(tuple(a.chunks[0]), tuple(b.chunks[1]), tuple(a.chunks[1]), itemsize)
+    locations = _locations(client, a, b) if client is not None else None
+    plan = make_plan(problem, workers, block_size=target, split=opts["split"],
+                     locations=locations)
+    if c is not None:
+        c = _to_dask(c, (a.chunks[0], b.chunks[1]))
+    placement = client is not None
+    if placement:
+        install_placement(client)
+    return graph.build(a, b, plan, c=c, alpha=alpha, beta=beta, engine=engine,
+                       out_dtype=out_dtype, allow_tf32=opts["allow_tf32"], placement=placement)
+
+
+def _target_block(option: Any, m: int, n: int, k: int, itemsize: int, workers: list) -> tuple:
+    if option == "auto":
+        return tuple(choose_block_size(m, n, k, itemsize, workers))
+    if isinstance(option, int):
+        return (option, option)
+    return tuple(option)
+
+
+def _to_dask(x: Any, chunks: Any) -> da.Array:
+    if isinstance(x, da.Array):
+        return x
+    return da.from_array(x, chunks=chunks, asarray=False)
+
+
+def _align(a: da.Array, b: da.Array, target: tuple) -> tuple[da.Array, da.Array]:
+    """Rechunk so A's and B's K chunks agree, and chunks coarser than the target block split."""
+    rows = _split_coarse(a.chunks[0], target[0])
+    cols = _split_coarse(b.chunks[1], target[1])
+    kch = graph.common_k_chunks(a.chunks[1], b.chunks[0])
+    kch = _split_coarse(kch, max(target))
+    if (rows, kch) != a.chunks:
+        a = a.rechunk((rows, kch))
+    if (kch, cols) != b.chunks:
+        b = b.rechunk((kch, cols))
+    return a, b
+
+
+def _split_coarse(chunks: tuple, target: int) -> tuple:
+    """Chunks larger than 1.5 × target are cut into near-equal pieces of at most ~target."""
+    out = []
+    for size in chunks:
+        pieces = -(-size // target) if size > 1.5 * target else 1
+        base, extra = divmod(size, pieces)
+        out.extend([base + 1] * extra + [base] * (pieces - extra))
+    return tuple(out)
+
+
+def _locations(client: Any, a: da.Array, b: da.Array) -> dict | None:
+    """Where each persisted input chunk lives, as the planner's ``("a", i, k)`` → worker map."""
+    keys = {}
+    for (i, k) in itertools.product(range(a.numblocks[0]), range(a.numblocks[1])):
+        keys[(a.name, i, k)] = ("a", i, k)
+    for (k, j) in itertools.product(range(b.numblocks[0]), range(b.numblocks[1])):
+        keys[(b.name, k, j)] = ("b", k, j)
+    try:
+        who = client.who_has(list(keys))
+    except Exception:
+        return None
+    out = {keys[key]: sorted(ws)[0] for key, ws in who.items() if ws and key in keys}
+    return out or None
+
+
+def _degenerate(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
+                meta_src: Any) -> da.Array:
+    """Empty dimensions, K == 0 or alpha == 0: no product to compute, A and B are not read."""
+    shape = (a.shape[0], b.shape[1])
+    out = da.zeros(shape, dtype=out_dtype, chunks="auto")
+    if engines.is_cupy(meta_src):
+        meta = da.utils.meta_from_array(meta_src, ndim=2, dtype=out_dtype)
+        out = out.map_blocks(_cupy().asarray, meta=meta)
+    if c is not None and beta != 0:
+        c = _to_dask(c, "auto")
+        out = (beta * c).astype(out_dtype)
+    return out

@@ -1,0 +1,276 @@
+"""Measuring mgemm against dask.array.matmul on one cluster: inputs, timing, checks, cases.
+
+Used by ``mgemm demo`` and ``mgemm bench``.  Inputs are random (never zeros), generated on the
+workers and persisted before timing.  A timed run is: submit, ``wait``, then a device synchronize
+on every worker (a CuPy call returns before its kernel finishes), all inside the host clock.
+Correctness is checked against a float64 reference on sampled rows and columns.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import platform
+import statistics
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+import dask
+import dask.array as da
+import numpy as np
+
+#: Relative error bound ‖out − ref‖ / ‖ref‖ per result dtype, against a float64 reference.
+TOLERANCE = {"float64": 1e-12, "complex128": 1e-12, "float32": 1e-5, "complex64": 1e-5,
+             "tf32": 5e-3, "float16": 1e-2, "bfloat16": 5e-2}
+
+
+def tolerance(dtype: Any, allow_tf32: bool = False) -> float:
+    name = str(np.dtype(dtype)) if str(dtype) != "bfloat16" else "bfloat16"
+    if name == "float32" and allow_tf32:
+        name = "tf32"
+    return TOLERANCE.get(name, 0.0)  # integers are exact
+
+
+def _random_block(block_info: Any, *, seed: int, dtype: str, gpu: bool) -> Any:
+    """One chunk of a random matrix in [-1, 1), seeded by the chunk's position (reproducible)."""
+    info = block_info[None]
+    shape, loc = info["chunk-shape"], info["chunk-location"]
+    if gpu:
+        import cupy as xp
+    else:
+        xp = np
+    rng = xp.random.default_rng(seed * 1_000_003 + hash(loc) % 1_000_003)
+    kind = np.dtype(dtype).kind if dtype != "bfloat16" else "f"
+    if kind in "iu":
+        return rng.integers(-8, 8, size=shape).astype(dtype)
+    real = rng.random(shape, dtype=xp.float32 if dtype in ("float16", "float32", "complex64",
+                                                          "bfloat16") else xp.float64)
+    out = real * 2 - 1
+    if kind == "c":
+        out = out + 1j * (rng.random(shape, dtype=out.dtype) * 2 - 1)
+    return out.astype(dtype)
+
+
+def random_matrix(shape: tuple[int, int], chunks: Any, dtype: str, *, gpu: bool,
+                  seed: int) -> da.Array:
+    """A lazy random matrix whose chunks are made on the workers (CuPy chunks when ``gpu``)."""
+    if gpu:
+        import cupy
+        meta = cupy.empty((0, 0), dtype=dtype)
+    else:
+        meta = np.empty((0, 0), dtype=dtype)
+    template = da.empty(shape, chunks=chunks, dtype=dtype)
+    make = functools.partial(_random_block, seed=seed, dtype=dtype, gpu=gpu)
+    return template.map_blocks(lambda _, block_info=None: make(block_info), dtype=dtype,
+                               meta=meta)
+
+
+def synchronize_workers(client: Any) -> None:
+    """Wait until every worker's GPU has finished its queued work (no-op on CPU workers)."""
+    client.run(_device_synchronize)
+
+
+def _device_synchronize() -> None:
+    try:
+        import cupy
+    except ImportError:
+        return
+    try:
+        if cupy.cuda.runtime.getDeviceCount():
+            cupy.cuda.Device().synchronize()
+    except cupy.cuda.runtime.CUDARuntimeError:
+        return
+
+
+def timed(client: Any, make: Callable[[], da.Array]) -> tuple[float, Any]:
+    """Seconds to persist ``make()`` on the cluster and finish all device work; the persisted array."""
+    from distributed import wait
+
+    synchronize_workers(client)
+    start = time.perf_counter()
+    out = make().persist()
+    wait(out)
+    synchronize_workers(client)
+    return time.perf_counter() - start, out
+
+
+def check(a: da.Array, b: da.Array, c: da.Array, *, samples: int = 16, seed: int = 0,
+          tol: float) -> float:
+    """Relative error of ``c`` against float64 ``a @ b`` on sampled rows × columns; raises if above."""
+    rng = np.random.default_rng(seed)
+    rows = np.sort(rng.choice(a.shape[0], size=min(samples, a.shape[0]), replace=False))
+    cols = np.sort(rng.choice(b.shape[1], size=min(samples, b.shape[1]), replace=False))
+    a_rows, b_cols, got = dask.compute(a[rows, :], b[:, cols], c[rows][:, cols])
+    a_rows, b_cols, got = (_to_host(x) for x in (a_rows, b_cols, got))
+    wide = np.complex128 if np.iscomplexobj(got) else np.float64
+    ref = a_rows.astype(wide) @ b_cols.astype(wide)
+    got = got.astype(wide)
+    if not np.all(np.isfinite(got)):
+        raise AssertionError(f"non-finite values in the product at {np.argwhere(~np.isfinite(got))[:5]}")
+    err = float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), np.finfo(np.float64).tiny))
+    if err > tol:
+        worst = np.unravel_index(np.argmax(np.abs(got - ref)), got.shape)
+        raise AssertionError(f"relative error {err:.3g} > {tol:.3g}; worst at row {rows[worst[0]]}, "
+                             f"col {cols[worst[1]]}: {got[worst]} vs {ref[worst]}")
+    return err
+
+
+def _to_host(x: Any) -> np.ndarray:
+    return x.get() if hasattr(x, "get") and not isinstance(x, np.ndarray) else np.asarray(x)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmark problem: C (m × n) = A (m × k) @ B (k × n), inputs chunked ``chunk``."""
+    name: str
+    m: int
+    n: int
+    k: int
+    dtype: str = "float32"
+    chunk: int | str = "auto"
+
+    @property
+    def flops(self) -> float:
+        factor = 4 if np.dtype(self.dtype).kind == "c" else 1
+        return 2.0 * self.m * self.n * self.k * factor
+
+
+@dataclass(frozen=True)
+class Method:
+    """A way to compute the product: ``run(a, b, options)`` returns a lazy array."""
+    name: str
+    run: Callable[[da.Array, da.Array, dict], da.Array]
+
+
+def _mgemm(a: da.Array, b: da.Array, options: dict) -> da.Array:
+    from .api import matmul
+    return matmul(a, b, **options)
+
+
+def _dask(a: da.Array, b: da.Array, options: dict) -> da.Array:
+    return da.matmul(a, b)
+
+
+METHODS = {"mgemm": Method("mgemm", _mgemm), "dask": Method("dask.array.matmul", _dask)}
+
+
+def gpu_cases(n_gpus: int) -> list[Case]:
+    """The orchestrator benchmark of the foundation issue: 32768³ per dtype on the whole cluster."""
+    return [Case(f"{dt}-32768", 32768, 32768, 32768, dt, 8192)
+            for dt in ("float32", "float64", "float16")]
+
+
+def cpu_cases() -> list[Case]:
+    return [Case("float64-2048", 2048, 2048, 2048, "float64", 512),
+            Case("float32-2048", 2048, 2048, 2048, "float32", 512)]
+
+
+@dataclass
+class Row:
+    case: str
+    method: str
+    m: int
+    n: int
+    k: int
+    dtype: str
+    seconds: list[float]
+    median_s: float
+    tflops: float
+    rel_error: float
+    workers: int
+    protocol: str
+    environment: dict = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+
+def environment(client: Any) -> dict:
+    """GPU model, versions and commit, for every benchmark row."""
+    from . import __version__
+    from .cluster import worker_devices
+
+    devices = [d for d in worker_devices(client).values() if d]
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True, timeout=5).stdout.strip()
+    except Exception:
+        commit = ""
+    import distributed
+    env = {"mgemm": __version__, "dask": dask.__version__, "distributed": distributed.__version__,
+           "numpy": np.__version__, "python": platform.python_version(), "commit": commit,
+           "gpu": devices[0]["model"] if devices else None, "gpus": len(devices)}
+    try:
+        import cupy
+        env["cupy"] = cupy.__version__
+    except ImportError:
+        pass
+    return env
+
+
+def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, options: dict,
+             gpu: bool, progress: Callable[[str], None] = lambda msg: None) -> list[Row]:
+    """Time every method on one set of persisted inputs; check each result first."""
+    from distributed import wait
+
+    from .cluster import protocol
+
+    a = random_matrix((case.m, case.k), case.chunk, case.dtype, gpu=gpu, seed=1).persist()
+    b = random_matrix((case.k, case.n), case.chunk, case.dtype, gpu=gpu, seed=2).persist()
+    wait([a, b])
+    env = environment(client)
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    proto = protocol(next(iter(workers))) if workers else "inproc"
+    rows = []
+    for key in methods:
+        method = METHODS[key]
+        progress(f"{case.name}: {method.name} warm-up and check")
+        _, c = timed(client, lambda: method.run(a, b, options))
+        err = check(a, b, c, tol=tolerance(case.dtype, options.get("allow_tf32", False)))
+        del c
+        times = []
+        for r in range(repeat):
+            progress(f"{case.name}: {method.name} run {r + 1}/{repeat}")
+            seconds, c = timed(client, lambda: method.run(a, b, options))
+            del c
+            times.append(seconds)
+        med = statistics.median(times)
+        rows.append(Row(case.name, method.name, case.m, case.n, case.k, case.dtype, times, med,
+                        case.flops / med / 1e12, err, len(workers), proto, env))
+    return rows
+
+
+def table(rows: list[Row]) -> str:
+    """A text table; rows of one case show their speed-up over dask.array.matmul."""
+    base = {r.case: r.median_s for r in rows if r.method == "dask.array.matmul"}
+    lines = [f"{'case':<16} {'method':<18} {'median s':>9} {'TFLOP/s':>8} {'vs dask':>8} "
+             f"{'rel err':>9} {'runs':>5}"]
+    for r in rows:
+        ratio = base[r.case] / r.median_s if r.case in base else float("nan")
+        lines.append(f"{r.case:<16} {r.method:<18} {r.median_s:>9.3f} {r.tflops:>8.1f} "
+                     f"{ratio:>8.2f} {r.rel_error:>9.2e} {len(r.seconds):>5}")
+    return "\n".join(lines)
+
+
+def plot(rows: list[Row], path: str) -> None:
+    """A bar chart of TFLOP/s per case and method (needs matplotlib: the ``plot`` extra)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = list(dict.fromkeys(r.case for r in rows))
+    methods = list(dict.fromkeys(r.method for r in rows))
+    width = 0.8 / max(1, len(methods))
+    fig, ax = plt.subplots(figsize=(1.5 + 1.6 * len(cases), 3.5))
+    for mi, method in enumerate(methods):
+        values = [next((r.tflops for r in rows if r.case == c and r.method == method), 0.0)
+                  for c in cases]
+        ax.bar([i + mi * width for i in range(len(cases))], values, width, label=method)
+    ax.set_xticks([i + width * (len(methods) - 1) / 2 for i in range(len(cases))], cases)
+    ax.set_ylabel("TFLOP/s (median)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,212 @@
+"""The ``mgemm`` command: ``demo``, ``bench``, ``plan`` and ``info``.
+
+Every mgemm option is a flag with the same name as its keyword (``--engine``, ``--block-size``,
+``--allow-tf32``, ``--split``, ``--client``); unset flags fall back to ``dask.config`` and the
+``MGEMM_*`` environment (see ``mgemm.config``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+import numpy as np
+
+from . import config
+
+DTYPES = ("float64", "float32", "float16", "bfloat16", "complex64", "complex128")
+
+
+def mgemm_options(func: Any) -> Any:
+    """Add one flag per mgemm option (same name as the keyword argument)."""
+    for opt in reversed(list(config.OPTIONS.values())):
+        if opt.name == "allow_tf32":
+            func = click.option(opt.flag + "/--no-allow-tf32", opt.name, default=None,
+                                help=opt.help)(func)
+        else:
+            func = click.option(opt.flag, opt.name, default=None, help=opt.help)(func)
+    return func
+
+
+def _say(msg: str) -> None:
+    click.echo(msg, err=True)
+
+
+@click.group()
+@click.version_option(package_name="mgemm")
+def main() -> None:
+    """mgemm: large matrix products across GPUs with Dask."""
+
+
+@main.command()
+@click.option("--size", type=int, default=None, help="matrix edge n (n×n @ n×n); default from the hardware")
+@click.option("--dtype", type=click.Choice(DTYPES), default="float32", show_default=True)
+@click.option("--repeat", type=int, default=3, show_default=True, help="timed runs per method")
+@click.option("--workers", "n_workers", type=int, default=None,
+              help="workers of the embedded cluster (default: one per GPU, or a few CPU processes)")
+@mgemm_options
+def demo(size: int | None, dtype: str, repeat: int, n_workers: int | None, **options: Any) -> None:
+    """Multiply two random matrices on the default cluster, check, and compare with dask."""
+    from .bench import Case, run_case, table
+    from .cluster import default_client, gpus_visible
+
+    opts = config.resolve(**options)
+    client = opts.pop("client")
+    owned = False
+    if client is None:
+        _say("starting the embedded default cluster ...")
+        client, owned = default_client(n_workers=n_workers)
+    else:
+        from .cluster import active_client
+        client = active_client(client)
+    try:
+        gpu = _cluster_has_gpus(client) if not owned else gpus_visible() > 0
+        n_workers_now = len(client.scheduler_info(n_workers=-1)["workers"])
+        size = size or _demo_size(gpu, n_workers_now)
+        chunk = max(256, size // (4 if gpu else 4))
+        _say(f"cluster: {n_workers_now} {'GPU' if gpu else 'CPU'} worker(s) at "
+             f"{client.scheduler.address}; C = A @ B with A, B {size}×{size} {dtype}")
+        case = Case(f"{dtype}-{size}", size, size, size, dtype, chunk)
+        rows = run_case(client, case, ["mgemm", "dask"], repeat=repeat,
+                        options={k: v for k, v in opts.items()}, gpu=gpu, progress=_say)
+        click.echo(table(rows))
+        m, d = rows
+        click.echo(f"mgemm: {m.tflops:.2f} TFLOP/s, {d.median_s / m.median_s:.2f}× "
+                   f"dask.array.matmul; checked against float64 (relative error {m.rel_error:.1e})")
+    finally:
+        if owned:
+            cluster = client.cluster
+            client.close()
+            if cluster is not None:
+                cluster.close()
+
+
+def _demo_size(gpu: bool, n_workers: int) -> int:
+    if gpu:
+        return 16384 if n_workers < 2 else 32768
+    return 2048
+
+
+def _cluster_has_gpus(client: Any) -> bool:
+    from .cluster import worker_devices
+    return any(worker_devices(client).values())
+
+
+@main.command()
+@click.option("--case", "case_names", multiple=True, help="run only these cases (default: all)")
+@click.option("--method", "methods", multiple=True, default=("mgemm", "dask"), show_default=True,
+              type=click.Choice(["mgemm", "dask"]))
+@click.option("--repeat", type=int, default=5, show_default=True)
+@click.option("--protocol", type=click.Choice(["tcp", "ucx"]), default=None,
+              help="protocol of the embedded cluster (default: ucx when installed)")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              help="append one JSON row per (case, method) to this file")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="write a PNG bar chart (needs matplotlib)")
+@mgemm_options
+def bench(case_names: tuple, methods: tuple, repeat: int, protocol: str | None,
+          json_path: str | None, plot_path: str | None, **options: Any) -> None:
+    """Time mgemm and dask.array.matmul on the same cluster and inputs (median of --repeat)."""
+    from .bench import cpu_cases, gpu_cases, plot, run_case, table
+    from .cluster import active_client, default_client, gpus_visible, start_default_cluster
+
+    opts = config.resolve(**options)
+    given = opts.pop("client")
+    owned = False
+    if given is not None:
+        client = active_client(given)
+    elif protocol is not None:
+        client, owned = start_default_cluster(protocol=protocol), True
+    else:
+        client, owned = default_client()
+    try:
+        gpu = _cluster_has_gpus(client) if not owned else gpus_visible() > 0
+        n = len(client.scheduler_info(n_workers=-1)["workers"])
+        cases = gpu_cases(n) if gpu else cpu_cases()
+        if case_names:
+            cases = [c for c in cases if c.name in case_names]
+            if not cases:
+                raise click.BadParameter(f"no case named {', '.join(case_names)}", param_hint="--case")
+        rows = []
+        for case in cases:
+            rows += run_case(client, case, list(methods), repeat=repeat, options=opts, gpu=gpu,
+                             progress=_say)
+            if json_path:
+                with open(json_path, "a") as fh:
+                    for row in rows[-len(methods):]:
+                        fh.write(row.to_json() + "\n")
+        click.echo(table(rows))
+        if plot_path:
+            plot(rows, plot_path)
+            _say(f"wrote {plot_path}")
+    finally:
+        if owned:
+            cluster = client.cluster
+            client.close()
+            cluster.close()
+
+
+@main.command(name="plan")
+@click.option("--m", "m", type=int, required=True)
+@click.option("--n", "n", type=int, required=True)
+@click.option("--k", "k", type=int, required=True)
+@click.option("--dtype", type=click.Choice(DTYPES), default="float32", show_default=True)
+@click.option("--workers", type=int, default=2, show_default=True, help="number of workers")
+@click.option("--kind", type=click.Choice(["gpu", "cpu"]), default="gpu", show_default=True)
+@click.option("--chunk", type=int, default=None, help="input chunk edge (default: the block size)")
+@click.option("--json", "as_json", is_flag=True, help="print the plan as JSON")
+@mgemm_options
+def plan_cmd(m: int, n: int, k: int, dtype: str, workers: int, kind: str, chunk: int | None,
+             as_json: bool, **options: Any) -> None:
+    """Print the plan mgemm makes for an M×K @ K×N product on N identical workers."""
+    from .cluster import H200_FLOPS, cpu_flops
+    from .plan import plan_from_shape
+
+    opts = config.resolve(**options)
+    itemsize = 2 if dtype == "bfloat16" else np.dtype(dtype).itemsize
+    name = "tf32" if dtype == "float32" and opts["allow_tf32"] else dtype
+    flops = H200_FLOPS[name] if kind == "gpu" else cpu_flops(8, dtype)
+    try:
+        plan = plan_from_shape(m, n, k, itemsize, workers, kind=kind, flops=flops, chunk=chunk,
+                               block_size=opts["block_size"], split=opts["split"])
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps(plan.to_dict(), indent=1))
+    else:
+        click.echo(plan.table())
+
+
+@main.command()
+@click.option("--client", default=None, help="scheduler address (default: the embedded cluster)")
+def info(client: str | None) -> None:
+    """Show the workers, their GPUs (model, SMs, memory) and the protocol."""
+    from .cluster import active_client, default_client, protocol, worker_devices
+
+    owned = False
+    if client is not None:
+        c = active_client(client)
+    else:
+        c, owned = default_client()
+    try:
+        workers = c.scheduler_info(n_workers=-1)["workers"]
+        devices = worker_devices(c)
+        click.echo(f"scheduler {c.scheduler.address}  protocol {protocol(c.scheduler.address)}  "
+                   f"workers {len(workers)}")
+        for address in sorted(workers):
+            w, dev = workers[address], devices.get(address)
+            gpu = (f"{dev['model']}, {dev['sms']} SMs, {dev['memory'] / 2**30:.0f} GiB"
+                   if dev else "no GPU")
+            click.echo(f"  {address}  threads {w.get('nthreads')}  "
+                       f"memory {w.get('memory_limit', 0) / 2**30:.1f} GiB  {gpu}")
+    finally:
+        if owned:
+            cluster = c.cluster
+            c.close()
+            cluster.close()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,249 @@
+"""The cluster side: the embedded default cluster, what the planner knows of each worker, and the
+scheduler plugin that keeps planned placement.
+
+``default_client()`` gives the active ``distributed.Client`` if there is one; else it starts a
+``LocalCUDACluster`` when GPUs are visible (UCX over NVLink with an RMM pool when distributed-ucxx
+is installed, else TCP), else a ``LocalCluster`` of processes.  Everything listens on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+from typing import Any
+
+import numpy as np
+from distributed.diagnostics.plugin import SchedulerPlugin
+
+from .plan import Worker
+
+#: Sustained GEMM FLOP/s of one NVIDIA H200 (132 SMs) per dtype, measured with cuBLAS at 8192³
+#: (benchmarks/RESULTS.md).  Other GPUs are scaled by their SM count.
+H200_FLOPS = {"float64": 59e12, "float32": 51e12, "tf32": 395e12, "float16": 715e12,
+              "bfloat16": 743e12, "complex64": 51e12 / 4, "complex128": 59e12 / 4}
+H200_SMS = 132
+#: Per CPU thread, float64 (float32 twice that); a rough figure for modern x86 cores.
+CPU_FLOPS_PER_THREAD = 3e10
+#: Bytes/s a worker fetches a remote chunk at, by protocol (UCX assumes NVLink within a host).
+LINK_BANDWIDTH = {"ucx": 150e9, "ucxx": 150e9, "tcp": 1.5e9, "tls": 1.0e9, "inproc": 1e12}
+
+
+def gpu_flops(device: dict, dtype: Any, allow_tf32: bool = False) -> float:
+    """Estimated FLOP/s of one GPU for ``dtype``, from the H200 table scaled by SM count."""
+    name = np.dtype(dtype).name if str(dtype) != "bfloat16" else "bfloat16"
+    if name == "float32" and allow_tf32:
+        name = "tf32"
+    rate = H200_FLOPS.get(name, H200_FLOPS["float32"] / 8)  # integers run off cuBLAS's fast path
+    return rate * device.get("sms", H200_SMS) / H200_SMS
+
+
+def cpu_flops(nthreads: int, dtype: Any) -> float:
+    itemsize = np.dtype(dtype).itemsize if str(dtype) != "bfloat16" else 2
+    scale = 2.0 if itemsize <= 4 and np.dtype(dtype).kind == "f" else 1.0
+    return nthreads * CPU_FLOPS_PER_THREAD * scale
+
+
+def device_info() -> dict | None:
+    """Runs on a worker: the GPU this process uses (model, SMs, memory), or None."""
+    try:
+        import cupy
+        dev = cupy.cuda.Device()
+        props = cupy.cuda.runtime.getDeviceProperties(dev.id)
+        free, total = cupy.cuda.runtime.memGetInfo()
+    except Exception:
+        return None
+    name = props["name"]
+    return {"model": name.decode() if isinstance(name, bytes) else str(name),
+            "sms": int(props["multiProcessorCount"]), "memory": int(total), "free": int(free),
+            "cc": f"{props['major']}.{props['minor']}",
+            "visible": os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0]}
+
+
+def worker_devices(client: Any) -> dict[str, dict | None]:
+    """Worker address → ``device_info()`` there, cached per client and worker set."""
+    addresses = tuple(sorted(client.scheduler_info(n_workers=-1)["workers"]))
+    return _cached_devices(client, addresses)
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_devices(client: Any, addresses: tuple[str, ...]) -> dict[str, dict | None]:
+    return client.run(device_info, workers=list(addresses))
+
+
+def protocol(address: str) -> str:
+    return address.split("://", 1)[0] if "://" in address else "inproc"
+
+
+def describe_workers(client: Any, dtype: Any, *, gpu: bool, allow_tf32: bool = False) -> list[Worker]:
+    """The planner's view of the cluster: one ``Worker`` per Dask worker, sorted by address."""
+    info = client.scheduler_info(n_workers=-1)["workers"]
+    if not info:
+        raise RuntimeError("the Dask cluster has no workers")
+    devices = worker_devices(client) if gpu else {}
+    out = []
+    for address in sorted(info):
+        w = info[address]
+        dev = devices.get(address)
+        bandwidth = LINK_BANDWIDTH.get(protocol(address), 1e9)
+        if gpu and dev:
+            out.append(Worker(address, "gpu", gpu_flops(dev, dtype, allow_tf32),
+                              int(dev["free"] * 0.8), bandwidth))
+        else:
+            memory = int(w.get("memory_limit") or 8 << 30)
+            out.append(Worker(address, "cpu", cpu_flops(int(w.get("nthreads", 1)), dtype),
+                              memory // 2, bandwidth))
+    return out
+
+
+def local_workers(dtype: Any, *, gpu: bool, allow_tf32: bool = False) -> list[Worker]:
+    """The planner's view when there is no distributed client: this process, one worker."""
+    if gpu:
+        dev = device_info() or {}
+        return [Worker("local", "gpu", gpu_flops(dev, dtype, allow_tf32),
+                       int(dev.get("free", 64 << 30) * 0.8), 1e12)]
+    threads = os.cpu_count() or 1
+    return [Worker("local", "cpu", cpu_flops(threads, dtype), 8 << 30, 1e12)]
+
+
+def active_client(option: Any = None) -> Any:
+    """The client to run on: ``option`` (a Client or an address), else the active one, else None."""
+    if option is not None and not isinstance(option, str):
+        return option
+    try:
+        from distributed import Client, get_client
+    except ImportError:  # pragma: no cover - distributed is a dependency
+        return None
+    if isinstance(option, str):
+        return _client_for(option)
+    try:
+        return get_client()
+    except ValueError:
+        return None
+
+
+@functools.lru_cache(maxsize=8)
+def _client_for(address: str) -> Any:
+    from distributed import Client
+    return Client(address, set_as_default=False)
+
+
+def gpus_visible() -> int:
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount()
+    except Exception:
+        return 0
+
+
+def has_ucx() -> bool:
+    try:
+        import distributed_ucxx  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+def start_default_cluster(*, n_workers: int | None = None, protocol: str | None = None,
+                          rmm_pool: str | None = "auto", quiet: bool = True) -> Any:
+    """Start mgemm's embedded default cluster and return a Client to it.
+
+    GPUs visible → ``LocalCUDACluster`` (one worker per GPU; ``protocol`` "ucx" when
+    distributed-ucxx is installed, with NVLink and an RMM pool, else "tcp").  No GPU → a
+    ``LocalCluster`` of processes.  Work stealing is off on the scheduler so the plan's placement
+    holds; restrictions stay loose so a lost worker's blocks run elsewhere.
+    """
+    import dask
+    from distributed import Client, LocalCluster
+
+    settings = {"distributed.scheduler.work-stealing": False}
+    if quiet:
+        settings["distributed.logging.distributed"] = "error"
+    with dask.config.set(settings):
+        if gpus_visible():
+            from dask_cuda import LocalCUDACluster
+
+            proto = protocol or ("ucx" if has_ucx() else "tcp")
+            kwargs: dict[str, Any] = {"protocol": proto, "host": "127.0.0.1",
+                                      "dashboard_address": "127.0.0.1:0"}
+            if n_workers:
+                kwargs["CUDA_VISIBLE_DEVICES"] = list(range(n_workers))
+            if proto.startswith("ucx"):
+                kwargs.update(enable_nvlink=True, enable_tcp_over_ucx=True)
+            if rmm_pool:
+                pool = "auto" if rmm_pool == "auto" else rmm_pool
+                try:
+                    import rmm  # noqa: F401
+                    kwargs["rmm_pool_size"] = "0.5" if pool == "auto" else pool
+                except ImportError:
+                    pass
+            cluster = LocalCUDACluster(**kwargs)
+        else:
+            cpus = os.cpu_count() or 1
+            workers = n_workers or max(2, min(4, cpus // 2))
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=max(1, cpus // workers),
+                                   processes=True, host="127.0.0.1",
+                                   dashboard_address="127.0.0.1:0")
+    client = Client(cluster)
+    install_placement(client)
+    return client
+
+
+def default_client(**kwargs: Any) -> tuple[Any, bool]:
+    """``(client, owned)``: the active client (owned=False) or a new embedded one (owned=True)."""
+    client = active_client()
+    if client is not None:
+        return client, False
+    return start_default_cluster(**kwargs), True
+
+
+class KeepPlacement(SchedulerPlugin):
+    """Scheduler plugin: Dask's work stealing leaves mgemm's planned block tasks alone.
+
+    Stealing may move a loosely restricted task to an idle worker; for a block whose panels already
+    sit on the planned worker that costs a transfer of both panels, and in measurement it made
+    run times bimodal.  With this plugin the plan holds while the planned worker lives; if it dies,
+    the loose restriction lets the scheduler run the block elsewhere.
+    """
+
+    name = "mgemm-keep-placement"
+
+    def __init__(self, prefix: str = "mgemm-block-"):
+        self.prefix = prefix
+        self.scheduler = None
+
+    async def start(self, scheduler: Any) -> None:
+        self.scheduler = scheduler
+
+    def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
+        if finish != "processing" or self.scheduler is None:
+            return
+        name = key[0] if isinstance(key, tuple) else key
+        if not (isinstance(name, str) and name.startswith(self.prefix)):
+            return
+        stealing = self.scheduler.extensions.get("stealing")
+        ts = self.scheduler.tasks.get(key)
+        if stealing is None or ts is None:
+            return
+        stealing.remove_key_from_stealable(ts)
+        pending = stealing.unknown_durations.get(ts.prefix.name)
+        if pending:
+            pending.discard(ts)
+
+
+_installed: set[int] = set()
+
+
+def install_placement(client: Any) -> bool:
+    """Register ``KeepPlacement`` on the client's scheduler once; False if it cannot be."""
+    if id(client) in _installed:
+        return True
+    try:
+        client.register_plugin(KeepPlacement(), name=KeepPlacement.name)
+    except Exception as exc:  # a remote scheduler without mgemm installed, say
+        warnings.warn(f"mgemm could not install its placement plugin on the scheduler ({exc}); "
+                      "work stealing may move blocks off their planned workers", stacklevel=2)
+        return False
+    _installed.add(id(client))
+    return True
+

@@ -1,0 +1,163 @@
+"""mgemm's settings: one name at every layer, read in this module only.
+
+Each option has the same name as a keyword argument, a ``dask.config`` key under ``mgemm.``, a CLI
+flag and an environment variable::
+
+    keyword        dask.config            CLI               environment
+    engine         mgemm.engine           --engine          MGEMM_ENGINE
+    block_size     mgemm.block_size       --block-size      MGEMM_BLOCK_SIZE
+    allow_tf32     mgemm.allow_tf32       --allow-tf32      MGEMM_ALLOW_TF32
+    split          mgemm.split            --split           MGEMM_SPLIT
+    client         mgemm.client           --client          MGEMM_CLIENT
+
+A keyword wins over ``dask.config`` (which includes ``DASK_MGEMM__*`` variables), which wins over
+``MGEMM_*`` variables, which win over the defaults below.
+
+>>> resolve(engine="numpy")["engine"]
+'numpy'
+>>> import dask
+>>> with dask.config.set({"mgemm.block_size": 1024}):
+...     resolve()["block_size"]
+1024
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import dask
+
+ENGINES = ("auto", "numpy", "cublas", "persistent")
+SPLITS = ("auto", "on", "off")
+
+
+def _parse_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"not a boolean: {value!r}")
+
+
+def _parse_engine(value: Any) -> str:
+    text = str(value).strip().lower()
+    if text not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {value!r}")
+    return text
+
+
+def _parse_split(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    text = str(value).strip().lower()
+    if text not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {value!r}")
+    return text
+
+
+def _parse_block_size(value: Any) -> str | int | tuple[int, int]:
+    """``"auto"``, an edge length ``n`` (blocks n × n) or a pair ``(rows, cols)``."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == "auto":
+            return "auto"
+        parts = [p for p in text.replace("x", ",").split(",") if p]
+        value = tuple(int(p) for p in parts)
+    if isinstance(value, (tuple, list)):
+        if len(value) == 1:
+            value = value[0]
+        elif len(value) == 2:
+            rows, cols = (int(v) for v in value)
+            if rows < 1 or cols < 1:
+                raise ValueError(f"block_size must be positive, got {value!r}")
+            return (rows, cols)
+        else:
+            raise ValueError(f"block_size must be 'auto', n or (rows, cols), got {value!r}")
+    if isinstance(value, bool) or int(value) != value or int(value) < 1:
+        raise ValueError(f"block_size must be 'auto' or a positive integer, got {value!r}")
+    return int(value)
+
+
+def _parse_client(value: Any) -> Any:
+    """A ``distributed.Client``, a scheduler address string, or None (use the active client)."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "auto")):
+        return None
+    if isinstance(value, str):
+        return value.strip()
+    if hasattr(value, "scheduler_info") and hasattr(value, "submit"):
+        return value
+    raise ValueError(f"client must be a distributed.Client or a scheduler address, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    default: Any
+    parse: Callable[[Any], Any]
+    help: str
+
+    @property
+    def key(self) -> str:
+        return f"mgemm.{self.name}"
+
+    @property
+    def env(self) -> str:
+        return f"MGEMM_{self.name.upper()}"
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+OPTIONS = {
+    o.name: o
+    for o in (
+        Option("engine", "auto", _parse_engine,
+               "block GEMM engine: auto, numpy (CPU), cublas (CuPy) or persistent (mgemm's kernel)"),
+        Option("block_size", "auto", _parse_block_size,
+               "output block edge: 'auto' (planned from the cluster) or n or rows,cols"),
+        Option("allow_tf32", False, _parse_bool,
+               "let float32 products use TF32 tensor cores (faster, about 1e-3 relative error)"),
+        Option("split", "auto", _parse_split,
+               "split the K range of tail blocks across workers: auto, on or off"),
+        Option("client", None, _parse_client,
+               "a distributed.Client or a scheduler address; default: the active client"),
+    )
+}
+
+
+def _defaults() -> dict[str, Any]:
+    out = {}
+    for opt in OPTIONS.values():
+        raw = os.environ.get(opt.env)
+        out[opt.name] = opt.default if raw is None else raw
+    return out
+
+
+dask.config.update_defaults({"mgemm": _defaults()})
+
+
+def resolve(**given: Any) -> dict[str, Any]:
+    """Options after keyword > dask.config > environment > default, parsed and checked.
+
+    ``None`` for a keyword means "not given".  Unknown names raise ``TypeError``.
+    """
+    unknown = set(given) - set(OPTIONS)
+    if unknown:
+        raise TypeError(f"unknown mgemm option(s): {', '.join(sorted(unknown))}; "
+                        f"known: {', '.join(OPTIONS)}")
+    out = {}
+    for name, opt in OPTIONS.items():
+        value = given.get(name)
+        if value is None:
+            value = dask.config.get(opt.key, default=opt.default)
+        try:
+            out[name] = opt.parse(value)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"mgemm option {name}: {exc}") from None
+    return out

@@ -1,0 +1,83 @@
+"""Block GEMM engines: what a Dask task calls to multiply one output block.
+
+An engine computes ``alpha * sum_k a_parts[k] @ b_parts[k] + beta * c`` for 2-D arrays of one
+library (NumPy or CuPy).  ``a_parts[k]`` is M×Kk and ``b_parts[k]`` is Kk×N; either may be a
+non-contiguous view (a transpose costs no copy).  ``c`` is not read when ``beta == 0``.
+
+Engines: ``numpy`` (CPU), ``cublas`` (CuPy → cuBLAS) and ``persistent`` (mgemm's own kernel in
+``kernels/``).  ``select("auto", meta)`` picks from the chunk type and what is installed.
+
+>>> import numpy as np
+>>> engine = get("numpy")
+>>> engine.gemm([np.eye(2)], [np.full((2, 2), 3.0)], alpha=2.0).tolist()
+[[6.0, 6.0], [6.0, 6.0]]
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Protocol, Sequence
+
+#: engine name -> "module:Class"; imported on first use so a CPU install never imports CuPy.
+_REGISTRY = {
+    "numpy": "mgemm.engines.numpy:NumpyEngine",
+    "cublas": "mgemm.engines.cublas:CublasEngine",
+    "persistent": "mgemm.engines.persistent:PersistentEngine",
+}
+
+
+class Engine(Protocol):
+    name: str
+
+    @staticmethod
+    def available() -> bool: ...
+
+    def gemm(self, a_parts: Sequence[Any], b_parts: Sequence[Any], *, alpha: float = 1.0,
+             beta: float = 0.0, c: Any = None, out_dtype: Any = None,
+             allow_tf32: bool = False) -> Any: ...
+
+
+_cache: dict[str, Engine] = {}
+
+
+def get(name: str) -> Engine:
+    """The engine called ``name``; ``RuntimeError`` if it cannot run here."""
+    if name in _cache:
+        return _cache[name]
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown engine {name!r}; known: {', '.join(_REGISTRY)}")
+    module, _, cls = _REGISTRY[name].partition(":")
+    try:
+        engine_cls = getattr(importlib.import_module(module), cls)
+    except ImportError as exc:
+        raise RuntimeError(f"engine {name!r} is not installed here: {exc}") from exc
+    if not engine_cls.available():
+        raise RuntimeError(f"engine {name!r} cannot run here (no usable GPU or library)")
+    _cache[name] = engine = engine_cls()
+    return engine
+
+
+def is_cupy(x: Any) -> bool:
+    return type(x).__module__.split(".")[0] == "cupy"
+
+
+def select(name: str, meta: Any) -> str:
+    """Resolve ``"auto"`` from the chunk type ``meta``; check an explicit choice against it."""
+    gpu_chunks = is_cupy(meta)
+    if name == "auto":
+        return "cublas" if gpu_chunks else "numpy"
+    if name == "numpy" and gpu_chunks:
+        raise ValueError("engine 'numpy' cannot multiply CuPy chunks; use 'cublas' or 'auto'")
+    if name in ("cublas", "persistent") and not gpu_chunks:
+        raise ValueError(f"engine {name!r} needs CuPy chunks; these are "
+                         f"{type(meta).__module__}.{type(meta).__name__} (use 'numpy' or 'auto')")
+    return name
+
+
+def scale_and_add(acc: Any, alpha: float, beta: float, c: Any, xp: Any) -> Any:
+    """``alpha * acc + beta * c`` in place where possible, reading ``c`` only when beta != 0."""
+    if alpha != 1:
+        acc *= xp.asarray(alpha).astype(acc.dtype) if acc.dtype.kind != "c" else alpha
+    if beta != 0 and c is not None:
+        acc += beta * c
+    return acc

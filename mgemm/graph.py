@@ -1,0 +1,191 @@
+"""From a ``Plan`` to a Dask graph: one task per output block, the K reduction inside the task.
+
+dask.array.matmul makes one task per (i, k, j) block triple and sums the Kb partial blocks of each
+output block in a tree: about 4/3·Mb·Nb·Kb tasks and Kb partial blocks in flight per output block.
+mgemm makes one task per output block (its A row panel and B column panel are its dependencies)
+and, only for blocks the planner split along K, one partial task per piece and a fix-up task that
+adds the pieces in a fixed order (so results do not depend on arrival order).
+
+Placement from the plan is given as *loose* restrictions: Dask keeps each task on its planned
+worker while that worker lives and re-runs it elsewhere if the worker is lost.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Sequence
+
+import dask.array as da
+import numpy as np
+from dask._task_spec import Task, TaskRef, parse_input
+from dask.base import tokenize
+from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+
+from . import engines
+from .plan import Plan
+
+#: Prefix of every block task key; the placement plugin recognises mgemm tasks by it.
+BLOCK_PREFIX = "mgemm-block-"
+
+
+def common_k_chunks(ka: Sequence[int], kb: Sequence[int]) -> tuple[int, ...]:
+    """The coarsest chunking of K that refines both ``ka`` and ``kb``.
+
+    >>> common_k_chunks((4, 4), (2, 6))
+    (2, 2, 4)
+    """
+    cuts = sorted(set(itertools.accumulate(ka)) | set(itertools.accumulate(kb)))
+    return tuple(np.diff([0, *cuts]).tolist()) if cuts else ()
+
+
+def _block_task(engine_name: str, a_grid: list, b_grid: list, c: Any, alpha: float, beta: float,
+                out_dtype: str, allow_tf32: bool) -> Any:
+    """Worker side: alpha · (A row panel @ B column panel) + beta · C for one block.
+
+    ``a_grid[r][k]`` are A's chunks (rows r of the block, K chunk k); ``b_grid[k][j]`` B's.
+    """
+    xp = _array_module(a_grid[0][0])
+    a_parts = [_concat(xp, [row[k] for row in a_grid], 0) for k in range(len(a_grid[0]))]
+    b_parts = [_concat(xp, row, 1) for row in b_grid]
+    return engines.get(engine_name).gemm(a_parts, b_parts, alpha=alpha, beta=beta, c=c,
+                                         out_dtype=out_dtype, allow_tf32=allow_tf32)
+
+
+def _fixup_task(partials: list, c: Any, alpha: float, beta: float) -> Any:
+    """Worker side: add the partials of a split block in plan order, then scale and add C."""
+    total = partials[0].copy()
+    for part in partials[1:]:
+        total += part
+    xp = _array_module(total)
+    return engines.scale_and_add(total, alpha, beta, c, xp)
+
+
+def _array_module(x: Any) -> Any:
+    if engines.is_cupy(x):
+        import cupy
+        return cupy
+    return np
+
+
+def _concat(xp: Any, arrays: list, axis: int) -> Any:
+    return arrays[0] if len(arrays) == 1 else xp.concatenate(arrays, axis=axis)
+
+
+def build(a: da.Array, b: da.Array, plan: Plan, *, c: da.Array | None = None, alpha: float = 1.0,
+          beta: float = 0.0, engine: str, out_dtype: np.dtype, allow_tf32: bool = False,
+          placement: bool = True) -> da.Array:
+    """The Dask array ``alpha · a @ b + beta · c`` computed as ``plan`` says.
+
+    ``a``'s row chunks, ``b``'s column chunks and their common K chunks must be the plan's problem
+    (``mgemm.api`` rechunks before planning); ``c``, when given, is rechunked to the output blocks.
+    """
+    prob = plan.problem
+    if (tuple(a.chunks[0]), tuple(b.chunks[1])) != (tuple(prob.m_chunks), tuple(prob.n_chunks)) \
+            or tuple(a.chunks[1]) != tuple(prob.k_chunks) or tuple(b.chunks[0]) != tuple(prob.k_chunks):
+        raise ValueError("the plan was made for another chunking of the operands")
+    row_edges, col_edges = block_grid(plan)
+    out_chunks = (tuple(np.diff(row_edges).tolist()), tuple(np.diff(col_edges).tolist()))
+    token = tokenize(a, b, c, alpha, beta, engine, str(out_dtype), allow_tf32, plan.to_dict())
+    name = BLOCK_PREFIX + token
+    part_name = BLOCK_PREFIX + "part-" + token
+    if c is not None and beta != 0:
+        c = c.rechunk(out_chunks)
+    else:
+        c = None
+
+    bi_of = {edge: i for i, edge in enumerate(row_edges_chunks(plan))}
+    bj_of = {edge: j for j, edge in enumerate(col_edges_chunks(plan))}
+    dsk: dict = {}
+    owner: dict = {}
+    order: dict = {}
+    works_by_block: dict[int, list] = {}
+    for w in plan.work:
+        works_by_block.setdefault(w.block, []).append(w)
+    for blk_index, works in works_by_block.items():
+        blk = plan.blocks[blk_index]
+        bi, bj = bi_of[blk.i0], bj_of[blk.j0]
+        out_key = (name, bi, bj)
+        c_ref = TaskRef((c.name, bi, bj)) if c is not None else None
+        works = sorted(works, key=lambda w: w.k0)
+
+        def inputs(k0: int, k1: int):
+            a_grid = [[TaskRef((a.name, i, k)) for k in range(k0, k1)] for i in range(blk.i0, blk.i1)]
+            b_grid = [[TaskRef((b.name, k, j)) for j in range(blk.j0, blk.j1)] for k in range(k0, k1)]
+            return parse_input(a_grid), parse_input(b_grid)
+
+        if len(works) == 1:
+            w = works[0]
+            dsk[out_key] = Task(out_key, _block_task, engine, *inputs(w.k0, w.k1), c_ref, alpha,
+                                beta, str(out_dtype), allow_tf32)
+            owner[out_key], order[out_key] = w.worker, w.seq
+            continue
+        part_refs = []
+        for p, w in enumerate(works):
+            key = (part_name, bi, bj, p)
+            dsk[key] = Task(key, _block_task, engine, *inputs(w.k0, w.k1), None, 1.0, 0.0,
+                            str(out_dtype), allow_tf32)
+            owner[key], order[key] = w.worker, w.seq
+            part_refs.append(TaskRef(key))
+        dsk[out_key] = Task(out_key, _fixup_task, parse_input(part_refs), c_ref, alpha, beta)
+        owner[out_key] = plan.fixup[blk_index]
+        order[out_key] = max(order[r.key] for r in part_refs)
+
+    annotations = None
+    if placement:
+        annotations = {
+            "workers": lambda key: [owner[key]] if key in owner else None,
+            "allow_other_workers": True,
+            # Dask runs higher priorities first: follow the plan's per-worker order.
+            "priority": lambda key: -order.get(key, 0),
+        }
+    layer = MaterializedLayer(dsk, annotations=annotations)
+    deps = [a, b] + ([c] if c is not None else [])
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=deps)
+    meta = da.utils.meta_from_array(a._meta, ndim=2, dtype=out_dtype)
+    return PlacedArray(graph, name, out_chunks, meta=meta)
+
+
+def _optimize_keeping_layers(dsk: Any, keys: Any, **kwargs: Any) -> Any:
+    """dask.array's optimization without low-level fusion, which would drop layer annotations."""
+    import dask
+    from dask.array.optimization import optimize
+
+    with dask.config.set({"optimization.fuse.active": False}):
+        return optimize(dsk, keys, **kwargs)
+
+
+class PlacedArray(da.Array):
+    """A dask Array whose graph keeps mgemm's placement annotations when it is computed.
+
+    Dask's low-level fusion turns a graph into a plain dict and drops per-layer annotations, so
+    computing or persisting this array skips that fusion (mgemm's block tasks have several
+    dependencies and would not fuse anyway).  Arrays derived from it are ordinary Dask arrays:
+    there fusion may drop the placement, and Dask's own locality-based choice of worker applies.
+    """
+
+    __slots__ = ()
+    __dask_optimize__ = staticmethod(_optimize_keeping_layers)
+
+
+def row_edges_chunks(plan: Plan) -> list[int]:
+    """First chunk-row index of every block row, ascending."""
+    return sorted({blk.i0 for blk in plan.blocks})
+
+
+def col_edges_chunks(plan: Plan) -> list[int]:
+    return sorted({blk.j0 for blk in plan.blocks})
+
+
+def block_grid(plan: Plan) -> tuple[list[int], list[int]]:
+    """Element offsets of the block rows and columns; the plan's blocks must form a grid."""
+    prob = plan.problem
+    row_off = [0, *itertools.accumulate(prob.m_chunks)]
+    col_off = [0, *itertools.accumulate(prob.n_chunks)]
+    rows = sorted({(blk.i0, blk.i1) for blk in plan.blocks})
+    cols = sorted({(blk.j0, blk.j1) for blk in plan.blocks})
+    for spans, n in ((rows, len(prob.m_chunks)), (cols, len(prob.n_chunks))):
+        if [s for s, _ in spans] != [0, *[e for _, e in spans[:-1]]] or spans[-1][1] != n:
+            raise ValueError("the plan's blocks do not form a grid over the chunks")
+    if len(plan.blocks) != len(rows) * len(cols):
+        raise ValueError("the plan's blocks do not form a grid over the chunks")
+    return [row_off[s] for s, _ in rows] + [row_off[-1]], [col_off[s] for s, _ in cols] + [col_off[-1]]

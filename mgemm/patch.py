@@ -1,0 +1,226 @@
+"""``patch_dask()``: make existing dask.array code (``a @ b``, ``da.matmul``, 2-D ``da.dot``) run
+through ``mgemm.matmul``, falling back to dask's own function wherever the result could differ.
+
+>>> import numpy as np, dask.array as da
+>>> a = da.ones((4, 3), chunks=2)
+>>> with patch_dask():
+...     c = a @ a.T
+>>> c.name.startswith("mgemm-block-"), float(c.sum().compute(scheduler="sync"))
+(True, 48.0)
+>>> (a @ a.T).name.startswith("mgemm-block-")  # restored on leaving the block
+False
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import sys
+import threading
+from typing import Any, Callable
+
+import dask.array as da
+import dask.array.core as da_core
+import dask.array.routines as da_routines
+import numpy as np
+
+from . import api, config
+
+#: A batched product is planned one matrix at a time; past this many matrices dask's single
+#: blockwise graph is cheaper to build than mgemm's stack of plans, so dask keeps them.
+MAX_BATCH = 64
+
+#: (owner, attribute) pairs that ``patch_dask`` replaces, and which wrapper goes there.
+#: ``Array.__matmul__``, ``Array.__rmatmul__`` and ``np.matmul(dask_array, …)`` (through
+#: ``Array.__array_ufunc__``) all look up ``dask.array.routines.matmul`` when called, so replacing
+#: that attribute reroutes them while keeping dask's own operand deferral (NEP 13) intact.
+#: ``np.dot(dask_array, …)`` goes through ``Array.__array_function__``, which looks up
+#: ``dask.array.dot``.  ``Array.dot`` (the method) calls ``tensordot`` directly, so it is replaced.
+_TARGETS = (
+    (da_routines, "matmul", "matmul"),
+    (da, "matmul", "matmul"),
+    (da_routines, "dot", "dot"),
+    (da, "dot", "dot"),
+    (da_core.Array, "dot", "dot_method"),
+)
+
+_lock = threading.RLock()
+_active: list["DaskPatch"] = []  # innermost last
+_originals: dict[tuple[int, str], Any] = {}  # dask's own attributes, saved while any patch is on
+
+
+def patch_dask(**options: Any) -> "DaskPatch":
+    """Route dask.array's matmul, ``@`` and 2-D dot through ``mgemm.matmul(…, **options)``.
+
+    Works as a context manager and as a plain call::
+
+        with mgemm.patch_dask(engine="numpy"):
+            c = a @ b               # planned by mgemm: one task per output block
+
+        p = mgemm.patch_dask()      # patched from here on ...
+        p.undo()                    # ... until undone
+
+    Replaced: ``dask.array.matmul`` (also seen as ``dask.array.routines.matmul``, which
+    ``Array.__matmul__``/``__rmatmul__`` and ``np.matmul`` on a dask array use), ``dask.array.dot``
+    and the ``Array.dot`` method.  A call goes to mgemm only when mgemm computes exactly what dask
+    would: numeric (integer, float, complex) operands that are dask arrays with NumPy or CuPy
+    chunks of known size, or plain NumPy/CuPy arrays, with matching inner dimensions, no empty
+    dimension and at most ``MAX_BATCH`` matrices in a batch; ``dot`` only for two 2-D operands.
+    Everything else (object or boolean dtypes, masked or sparse chunks, scalars, mismatched
+    shapes, extra arguments such as ``out=``) goes to dask's own function, errors included.
+    When neither operand is a dask array the result is still a lazy dask array, as in dask.
+
+    Options are checked now and read again at each call, so ``dask.config`` changes still apply.
+    Patches nest: the innermost active one routes calls, and undoing them in any order leaves
+    exactly the patches still active; when the last is undone dask's original functions are back
+    (the same objects).  Code that bound ``from dask.array import matmul`` before patching keeps
+    dask's function.
+
+    Thread safety: applying and undoing are serialized by a lock, but the patch itself is
+    process-wide module state, not per thread or per context: while it is on, every thread's
+    dask.array matmul goes through mgemm.  Patch once around the code that needs it rather than
+    from several threads at once with different options.
+    """
+    return DaskPatch(options)
+
+
+class DaskPatch:
+    """An applied ``patch_dask``; ``undo()`` (or leaving its ``with`` block) removes it."""
+
+    def __init__(self, options: dict[str, Any]):
+        config.resolve(**options)  # unknown names and bad values raise here, not at the first @
+        self.options = dict(options)
+        self.wrappers = _make_wrappers(self.options)
+        self.active = False
+        self.apply()
+
+    def apply(self) -> "DaskPatch":
+        with _lock:
+            if not self.active:
+                if not _active:
+                    _save_originals()
+                _active.append(self)
+                self.active = True
+                _install()
+        return self
+
+    def undo(self) -> None:
+        """Remove this patch (a no-op if already removed); the others stay as they were."""
+        with _lock:
+            if self.active:
+                _active.remove(self)
+                self.active = False
+                _install()
+
+    def __enter__(self) -> "DaskPatch":
+        return self.apply()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.undo()
+
+    def __repr__(self) -> str:
+        opts = ", ".join(f"{k}={v!r}" for k, v in self.options.items())
+        return f"<mgemm.patch_dask({opts}) {'active' if self.active else 'undone'}>"
+
+
+def _save_originals() -> None:
+    for owner, attr, _ in _TARGETS:
+        # The class __dict__ entry, not the bound lookup, so the very same object goes back.
+        value = owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)
+        _originals[(id(owner), attr)] = value
+
+
+def _install() -> None:
+    """Make dask's attributes reflect ``_active``: the innermost patch's wrappers, or dask's own."""
+    for owner, attr, role in _TARGETS:
+        value = _active[-1].wrappers[role] if _active else _originals[(id(owner), attr)]
+        setattr(owner, attr, value)
+    if not _active:
+        _originals.clear()
+
+
+def _original(owner: Any, attr: str) -> Callable:
+    return _originals[(id(owner), attr)]
+
+
+def _make_wrappers(options: dict[str, Any]) -> dict[str, Callable]:
+    """The three replacement functions of one patch, closed over its options."""
+    dask_matmul = _original_or_current(da_routines, "matmul")
+    dask_dot = _original_or_current(da_routines, "dot")
+    dask_dot_method = _original_or_current(da_core.Array, "dot")
+
+    @functools.wraps(dask_matmul)
+    def matmul(a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
+        if args or kwargs or not _routable(a, b, dot=False):
+            return _original(da_routines, "matmul")(a, b, *args, **kwargs)
+        return api.matmul(*_lazy(a, b), **options)
+
+    @functools.wraps(dask_dot)
+    def dot(a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
+        if args or kwargs or not _routable(a, b, dot=True):
+            return _original(da_routines, "dot")(a, b, *args, **kwargs)
+        return api.matmul(*_lazy(a, b), **options)
+
+    @functools.wraps(dask_dot_method)
+    def dot_method(self: Any, other: Any) -> Any:
+        if not _routable(self, other, dot=True):
+            return _original(da_core.Array, "dot")(self, other)
+        return api.matmul(self, other, **options)
+
+    return {"matmul": matmul, "dot": dot, "dot_method": dot_method}
+
+
+def _original_or_current(owner: Any, attr: str) -> Callable:
+    """Dask's function (for ``functools.wraps``): the saved one if a patch is on, else current."""
+    with _lock:
+        saved = _originals.get((id(owner), attr))
+    if saved is not None:
+        return saved
+    return owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)
+
+
+def _lazy(a: Any, b: Any) -> tuple[Any, Any]:
+    """dask.array.matmul of two in-memory arrays is lazy: give mgemm one dask operand."""
+    if isinstance(a, da.Array) or isinstance(b, da.Array):
+        return a, b
+    return da.asanyarray(a), b
+
+
+def _routable(a: Any, b: Any, *, dot: bool) -> bool:
+    """True when ``mgemm.matmul(a, b)`` computes what dask's matmul (or 2-D dot) would."""
+    if not (_plain_operand(a) and _plain_operand(b)):
+        return False
+    if dot:
+        if a.ndim != 2 or b.ndim != 2:
+            return False
+    elif a.ndim == 0 or b.ndim == 0:
+        return False
+    if a.shape[-1] != b.shape[-2 if b.ndim > 1 else 0]:
+        return False
+    if any(n == 0 for n in a.shape + b.shape):
+        return False
+    try:
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        return False
+    return math.prod(batch) <= MAX_BATCH
+
+
+def _plain_operand(x: Any) -> bool:
+    """A dask array of NumPy/CuPy chunks of known sizes, or a NumPy/CuPy array; numeric dtype."""
+    if isinstance(x, da.Array):
+        if not _plain_chunk_type(type(x._meta)):
+            return False
+        if any(math.isnan(c) for dim in x.chunks for c in dim):
+            return False
+    elif not _plain_chunk_type(type(x)):
+        return False
+    return np.dtype(x.dtype).kind in "iufc"
+
+
+def _plain_chunk_type(t: type) -> bool:
+    """Exactly ``numpy.ndarray`` or ``cupy.ndarray`` (not masked arrays, matrices or sparse)."""
+    if t is np.ndarray:
+        return True
+    cupy = sys.modules.get("cupy")
+    return cupy is not None and t is getattr(cupy, "ndarray", None)

@@ -1,0 +1,649 @@
+"""The host-level scheduler: which worker computes which output block, in which order.
+
+Pure Python (imports neither Dask nor CuPy), so every decision is testable on a CPU and printable
+with ``mgemm plan``.  It mirrors the device-level tile scheduler (``mgemm/schedule.py``): output
+blocks are to workers what output tiles are to SMs.
+
+CONTRACT (used by ``mgemm/graph.py`` and ``mgemm/cli.py``; keep these names and meanings):
+
+- ``Worker(name, kind, flops, memory, bandwidth)``: a Dask worker; ``flops`` is its sustained
+  FLOP/s for the problem's dtype, ``memory`` the bytes a plan may use there, ``bandwidth`` the
+  bytes/s at which it fetches a chunk that lives on another worker.
+- ``Problem(m_chunks, n_chunks, k_chunks, itemsize)``: C = A @ B with A's row chunks, B's column
+  chunks, and the K chunking common to A and B (the graph refines mismatched K chunkings first).
+- ``Block(i0, i1, j0, j1)``: one output block = the chunk rectangle rows [i0, i1) × cols [j0, j1).
+- ``Work(block, k0, k1, worker, seq)``: one task: ``plan.blocks[block]`` over K chunks [k0, k1),
+  on ``worker``, ``seq``-th in that worker's order.  A block with several Works is *split*; its
+  partials are summed by a fix-up on ``plan.fixup[block]``.
+- ``make_plan(problem, workers, *, block_size="auto", split="auto", locations=None) -> Plan``
+  ``locations`` maps ``("a", i, k)`` / ``("b", k, j)`` chunk keys to the worker name holding it.
+
+How a plan is made: group whole chunks into blocks; give each block an owner (speed-proportional
+bands of blocks, or a greedy list schedule that follows the data when ``locations`` is known);
+order each worker's blocks in the grouped order; split the K range of tail blocks (stream-K across
+workers); predict every worker's time and check its memory.  The cost model, per worker:
+compute = FLOPs / flops; fetch = bytes of the input chunks it uses but does not hold, each counted
+once, / bandwidth; fix-up = the partials it must read (``parts - 1`` C blocks: one is its own) /
+bandwidth.  Predicted time is their sum (no overlap assumed).
+
+>>> plan = plan_from_shape(32768, 32768, 32768, itemsize=4, n_workers=2)
+>>> plan.grid, [(w.block, w.worker, w.seq) for w in plan.work_for("worker-1")]
+((2, 2), [(2, 'worker-1', 0), (3, 'worker-1', 1)])
+"""
+
+from __future__ import annotations
+
+import bisect
+import copy
+import itertools
+import math
+from collections import Counter
+from dataclasses import asdict, astuple, dataclass, field
+from typing import Mapping, Sequence, Union
+
+from mgemm.schedule import grouped_order
+
+GiB = 1 << 30
+#: Synthetic workers for ``mgemm plan``: (FLOP/s at fp32, usable bytes, link bytes/s).
+DEFAULTS = {"gpu": (51e12, 120 * GiB, 300e9), "cpu": (1e12, 16 * GiB, 10e9)}
+#: One block's working set (A row panel + B column panel + C block) may take this share of a
+#: worker's memory: the rest holds the prefetched next set and the input chunks stored there.
+MEMORY_FRACTION = 0.25
+#: ``split="auto"`` keeps tail splits only if they shorten the predicted makespan this much:
+#: every split adds tasks and a fix-up, whose scheduling overhead the model leaves out.
+SPLIT_GAIN = 0.01
+SPLITS = ("auto", "on", "off")
+BlockSize = Union[str, int, tuple[int, int]]
+ChunkKey = tuple  # ("a", i, k) or ("b", k, j)
+
+
+@dataclass(frozen=True)
+class Worker:
+    """A Dask worker as the planner sees it (see the CONTRACT above).
+
+    >>> Worker("tcp://10.0.0.1:4000", "gpu", flops=51e12, memory=120 * GiB, bandwidth=300e9).kind
+    'gpu'
+    """
+
+    name: str
+    kind: str
+    flops: float
+    memory: int
+    bandwidth: float
+
+    def __post_init__(self) -> None:
+        if not (self.flops > 0 and self.memory > 0 and self.bandwidth > 0):
+            raise ValueError(f"worker {self.name!r}: flops, memory and bandwidth must be > 0")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """C = A @ B described by its chunking; element counts and itemsize in bytes.
+
+    >>> p = Problem((4096, 4096), (8192,), (1024,) * 4, itemsize=4)
+    >>> p.m, p.n, p.k, p.flops
+    (8192, 8192, 4096, 549755813888)
+    """
+
+    m_chunks: tuple[int, ...]
+    n_chunks: tuple[int, ...]
+    k_chunks: tuple[int, ...]
+    itemsize: int
+
+    def __post_init__(self) -> None:
+        for name in ("m_chunks", "n_chunks", "k_chunks"):
+            chunks = tuple(int(c) for c in getattr(self, name))
+            if not chunks or min(chunks) < 0 or sum(chunks) == 0:
+                raise ValueError(f"{name} must be sizes >= 0 with a positive sum, got {chunks}")
+            object.__setattr__(self, name, chunks)
+        if self.itemsize <= 0:
+            raise ValueError(f"itemsize must be positive, got {self.itemsize}")
+
+    @property
+    def m(self) -> int:
+        return sum(self.m_chunks)
+
+    @property
+    def n(self) -> int:
+        return sum(self.n_chunks)
+
+    @property
+    def k(self) -> int:
+        return sum(self.k_chunks)
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.n * self.k
+
+
+@dataclass(frozen=True)
+class Block:
+    i0: int
+    i1: int
+    j0: int
+    j1: int
+
+
+@dataclass(frozen=True)
+class Work:
+    block: int
+    k0: int
+    k1: int
+    worker: str
+    seq: int
+
+
+@dataclass(frozen=True)
+class WorkerLoad:
+    """The cost model's account of one worker: counts, FLOPs, bytes and seconds."""
+
+    blocks: int  # whole blocks computed
+    parts: int  # K pieces of split blocks computed
+    flops: float
+    fetched: int  # bytes of input chunks fetched from elsewhere, each once
+    compute_s: float
+    fetch_s: float
+    fixup_s: float
+    memory: int  # estimated peak bytes: inputs stored + outputs + fetched panels alive at once
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Blocks, who computes each (``work``), who sums split blocks, and the predicted times."""
+
+    problem: Problem
+    workers: tuple[Worker, ...]
+    blocks: tuple[Block, ...]
+    work: tuple[Work, ...]
+    fixup: dict[int, str]
+    predicted: dict[str, float]
+    loads: dict[str, WorkerLoad] = field(default_factory=dict)
+
+    def work_for(self, worker: str) -> tuple[Work, ...]:
+        """The Works of ``worker`` in the order it runs them."""
+        return tuple(sorted((w for w in self.work if w.worker == worker), key=lambda w: w.seq))
+
+    def split_blocks(self) -> tuple[int, ...]:
+        """Indices of the blocks whose K range is shared by several Works."""
+        count = Counter(w.block for w in self.work)
+        return tuple(sorted(b for b, c in count.items() if c > 1))
+
+    @property
+    def makespan(self) -> float:
+        return max(self.predicted.values(), default=0.0)
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        """Block rows × block columns."""
+        return (len({(b.i0, b.i1) for b in self.blocks}), len({(b.j0, b.j1) for b in self.blocks}))
+
+    def block_rows(self, b: int) -> tuple[int, int]:
+        """Element range [start, stop) of block ``b``'s rows of C."""
+        starts = _offsets(self.problem.m_chunks)
+        return starts[self.blocks[b].i0], starts[self.blocks[b].i1]
+
+    def block_cols(self, b: int) -> tuple[int, int]:
+        """Element range [start, stop) of block ``b``'s columns of C."""
+        starts = _offsets(self.problem.n_chunks)
+        return starts[self.blocks[b].j0], starts[self.blocks[b].j1]
+
+    def to_dict(self) -> dict:
+        """Plain lists and dicts (``json.dumps``-able)."""
+        return {"problem": asdict(self.problem), "workers": [asdict(w) for w in self.workers],
+                "blocks": [list(astuple(b)) for b in self.blocks],
+                "work": [asdict(w) for w in self.work],
+                "fixup": {str(b): w for b, w in self.fixup.items()},
+                "predicted": dict(self.predicted), "makespan": self.makespan,
+                "loads": {name: asdict(load) for name, load in self.loads.items()}}
+
+    def table(self) -> str:
+        """A readable summary: the problem, one line per worker, then the split blocks."""
+        p, (gm, gn) = self.problem, self.grid
+        size = max(b - a for a, b in map(self.block_rows, range(len(self.blocks))))
+        width = max(b - a for a, b in map(self.block_cols, range(len(self.blocks))))
+        name_w = max(6, *(len(w.name) for w in self.workers))
+        lines = [f"M={p.m} N={p.n} K={p.k}  dtype {p.itemsize} bytes  blocks {gm}x{gn} "
+                 f"(up to {size}x{width}, K in {len(p.k_chunks)} chunks)  "
+                 f"workers {len(self.workers)}  makespan {self.makespan:.4g} s",
+                 f"{'worker':<{name_w}}  blocks  parts      GFLOP    fetched  predicted s  "
+                 f"(compute + fetch + fix-up)  memory peak"]
+        for w in self.workers:
+            ld = self.loads[w.name]
+            lines.append(f"{w.name:<{name_w}}  {ld.blocks:>6}  {ld.parts:>5}  {ld.flops / 1e9:>9.4g}"
+                         f"  {_fmt_bytes(ld.fetched):>9}  {self.predicted[w.name]:>11.4g}  "
+                         f"({ld.compute_s:.3g} + {ld.fetch_s:.3g} + {ld.fixup_s:.3g})"
+                         f"  {_fmt_bytes(ld.memory)}")
+        lines.append(f"split blocks: {len(self.fixup) or 'none'}")
+        for b in self.split_blocks():
+            parts = ", ".join(f"K {w.k0}:{w.k1} on {w.worker}"
+                              for w in sorted(self.work, key=lambda w: w.k0) if w.block == b)
+            lines.append(f"  block {b} rows {self.block_rows(b)} cols {self.block_cols(b)}: "
+                         f"{parts}; fix-up on {self.fixup[b]}")
+        return "\n".join(lines)
+
+
+# -- block size ------------------------------------------------------------------------------------
+
+def choose_block_size(m: int, n: int, k: int, itemsize: int,
+                      workers: Sequence[Worker]) -> tuple[int, int]:
+    """Output block (rows, cols) for an m×k @ k×n product on ``workers``; deterministic.
+
+    Among block grids whose edges are at least a quarter of the GEMM-efficiency knee (4096 on
+    GPUs, 1024 on CPUs), take the first by: the working set (A row panel + B column panel + C
+    block) fits ``MEMORY_FRACTION`` of the smallest memory; every worker gets a block; CPU blocks
+    stay ≤ 2048 (tasks share cores); then the shortest estimated makespan (wave quantization,
+    GEMM efficiency, exposed transfers); then fewer blocks, then squarer blocks.
+
+    >>> h200 = Worker("g", "gpu", 51e12, 120 * GiB, 300e9)
+    >>> choose_block_size(32768, 32768, 32768, 4, [h200, h200])
+    (16384, 16384)
+    >>> choose_block_size(8192, 8192, 8192, 4, [h200] * 8)  # 2 blocks each, 2048 still fast
+    (2048, 2048)
+    """
+    p = len(workers)
+    if p == 0:
+        raise ValueError("no workers to plan for")
+    gpu = any(w.kind == "gpu" for w in workers)
+    knee, cap = (4096, None) if gpu else (1024, 2048)
+    budget = MEMORY_FRACTION * min(w.memory for w in workers)
+    speed, bandwidth = sum(w.flops for w in workers) / p, min(w.bandwidth for w in workers)
+    ideal = 2.0 * m * n * k / (speed * p)
+
+    def key(grid: tuple[int, int]) -> tuple:
+        gm, gn = grid
+        rows, cols = -(-m // gm), -(-n // gn)
+        need = (rows * k + k * cols + rows * cols) * itemsize
+        t = _estimate(m, n, k, itemsize, grid, p, speed, bandwidth, knee)
+        too_big = cap is not None and max(rows, cols) > cap
+        return (need if need > budget else 0, gm * gn < p, too_big, round(t / ideal, 3),
+                gm * gn, abs(rows - cols), gm)
+
+    gm, gn = min(itertools.product(_counts(m, knee // 4, p), _counts(n, knee // 4, p)), key=key)
+    return -(-m // gm), -(-n // gn)
+
+
+def _counts(size: int, floor: int, p: int) -> list[int]:
+    """Candidate block counts along an axis: 1..4p and those giving power-of-two edges ≥ floor."""
+    most = max(1, size // floor)
+    counts = set(range(1, min(most, 4 * p) + 1))
+    edge = floor
+    while edge < size:
+        counts.add(min(most, -(-size // edge)))
+        edge *= 2
+    return sorted(counts)
+
+
+def _estimate(m: int, n: int, k: int, itemsize: int, grid: tuple[int, int], p: int,
+              speed: float, bandwidth: float, knee: int) -> float:
+    """Rough makespan of a banded plan on ``grid`` blocks, every worker at ``speed``."""
+    gm, gn = grid
+    rows, cols = -(-m // gm), -(-n // gn)
+    q = -(-gm * gn // p)  # blocks on the busiest worker
+    edge = min(rows, cols)
+    compute = q * 2.0 * rows * cols * k / (speed * edge / (edge + knee / 8))
+    per_edge = (p - 1) / p * k * itemsize / bandwidth  # seconds to fetch one row/col of a panel
+    band = min(m, rows * -(-q // gn)) + min(n, cols * min(q, gn))
+    # The first block's panels cannot overlap a GEMM; later ones can, as far as compute lasts.
+    return compute + (rows + cols) * per_edge + max(0.0, band * per_edge - compute)
+
+
+# -- the planner -----------------------------------------------------------------------------------
+
+def make_plan(problem: Problem, workers: Sequence[Worker], *, block_size: BlockSize = "auto",
+              split: str = "auto", locations: Mapping[ChunkKey, str] | None = None) -> Plan:
+    """Plan C = A @ B over ``workers`` (see the module docstring for the steps and costs).
+
+    ``block_size``: "auto", n (n×n) or (rows, cols) in elements; blocks are runs of whole chunks
+    close to it.  ``split``: "off"; "auto" splits tail blocks along K where that shortens the
+    predicted makespan; "on" always splits them to balance compute, as stream-K does.
+    ``locations``: where input chunks live; unknown keys or workers count as remote.  Without it,
+    the inputs are assumed spread as Dask places a fresh array: contiguous runs of chunks, in
+    row-major order, of equal bytes per worker.
+
+    >>> w = [Worker(f"w{i}", "cpu", 1e9, GiB, 1e12) for i in range(2)]
+    >>> plan = make_plan(Problem((8,) * 3, (8,), (2,) * 4, 8), w, block_size=8, split="on")
+    >>> [(x.block, x.k0, x.k1, x.worker) for x in plan.work], plan.fixup
+    ([(0, 0, 4, 'w0'), (2, 2, 4, 'w0'), (1, 0, 4, 'w1'), (2, 0, 2, 'w1')], {2: 'w1'})
+    """
+    workers = tuple(workers)
+    if not workers or len({w.name for w in workers}) != len(workers):
+        raise ValueError("workers must be a non-empty sequence with unique names")
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    rows, cols = _block_size(block_size, problem, workers)
+    known = locations is not None
+    model = _Model(problem, workers, rows, cols, locations if known else _spread(problem, workers))
+    owner = _greedy(model) if known else _band(model)
+    orders = [[[b, 0, model.nk] for b in _order(model, w, [b for b, o in enumerate(owner) if o == w])]
+              for w in range(len(workers))]
+    ledger = _Ledger(model, orders, owner)
+    if split != "off" and model.nk > 1:
+        trial = copy.deepcopy(orders)
+        tried = _Ledger(model, trial, owner)
+        _split_tail(model, tried, trial, owner, full=(split == "auto"))
+        if split == "on" or tried.makespan() < ledger.makespan() * (1 - SPLIT_GAIN):
+            orders, ledger = trial, tried
+    return _finish(model, ledger, orders, owner, (rows, cols))
+
+
+def _block_size(block_size: BlockSize, problem: Problem,
+                workers: tuple[Worker, ...]) -> tuple[int, int]:
+    if block_size == "auto":
+        return choose_block_size(problem.m, problem.n, problem.k, problem.itemsize, workers)
+    rows, cols = (block_size, block_size) if isinstance(block_size, int) else block_size
+    if rows < 1 or cols < 1:
+        raise ValueError(f"block_size must be 'auto', n or (rows, cols) > 0, got {block_size!r}")
+    return int(rows), int(cols)
+
+
+def _group(chunks: Sequence[int], target: int) -> list[tuple[int, int]]:
+    """Runs [start, stop) of consecutive whole chunks whose sizes add up closest to ``target``;
+    a short remainder joins the run before it when that is closer to the target."""
+    runs, start, size, before = [], 0, 0, 0
+    for i, c in enumerate(chunks):
+        if i > start and abs(size + c - target) > abs(size - target):
+            runs.append((start, i))
+            start, size, before = i, 0, size
+        size += c
+    if runs and abs(before + size - target) < abs(size - target):
+        start = runs.pop()[0]
+    return runs + [(start, len(chunks))]
+
+
+def _offsets(chunks: Sequence[int]) -> list[int]:
+    return [0, *itertools.accumulate(chunks)]
+
+
+def _spread(problem: Problem, workers: tuple[Worker, ...]) -> dict[ChunkKey, str]:
+    """Assumed homes of the input chunks: equal-byte contiguous runs in row-major chunk order."""
+    p, out = len(workers), {}
+    for name, grid in (("a", (problem.m_chunks, problem.k_chunks)),
+                       ("b", (problem.k_chunks, problem.n_chunks))):
+        rows, cols = grid
+        total, done = sum(rows) * sum(cols), 0
+        for (r, rs), (c, cs) in itertools.product(enumerate(rows), enumerate(cols)):
+            w = min(p - 1, int((done + rs * cs / 2) * p / total))
+            out[(name, r, c)] = workers[w].name
+            done += rs * cs
+    return out
+
+
+class _Model:
+    """One planning problem precomputed: blocks, and per worker the remote bytes of each *slab*.
+
+    A slab is one block row's A chunks at one K chunk, or one block column's B chunks at one K
+    chunk: the unit a Work reads, so fetch costs are sums over slabs.
+    """
+
+    def __init__(self, problem: Problem, workers: tuple[Worker, ...], rows: int, cols: int,
+                 locations: Mapping[ChunkKey, str]) -> None:
+        self.problem, self.workers = problem, workers
+        row_runs, col_runs = _group(problem.m_chunks, rows), _group(problem.n_chunks, cols)
+        self.blocks = tuple(Block(i0, i1, j0, j1) for (i0, i1) in row_runs for (j0, j1) in col_runs)
+        self.ncols, self.nk, self.nrows = len(col_runs), len(problem.k_chunks), len(row_runs)
+        self.heights = [sum(problem.m_chunks[a:b]) for a, b in row_runs]
+        self.widths = [sum(problem.n_chunks[a:b]) for a, b in col_runs]
+        self.kstart = _offsets(problem.k_chunks)
+        index = {w.name: i for i, w in enumerate(workers)}
+        nslabs = (self.nrows + self.ncols) * self.nk
+        self.slab_bytes, self.stored = [0] * nslabs, [0] * len(workers)
+        local = [[0] * nslabs for _ in workers]
+        for name, runs, sizes, offset in (("a", row_runs, problem.m_chunks, 0),
+                                          ("b", col_runs, problem.n_chunks, self.nrows)):
+            for r, (c0, c1) in enumerate(runs):
+                for c, kk in itertools.product(range(c0, c1), range(self.nk)):
+                    s, nbytes = (offset + r) * self.nk + kk, sizes[c] * problem.k_chunks[kk]
+                    nbytes *= problem.itemsize
+                    self.slab_bytes[s] += nbytes
+                    w = index.get(locations.get((name, c, kk) if name == "a" else (name, kk, c)))
+                    if w is not None:
+                        local[w][s] += nbytes
+                        self.stored[w] += nbytes
+        self.remote = [[t - h for t, h in zip(self.slab_bytes, held)] for held in local]
+
+    def rc(self, b: int) -> tuple[int, int]:
+        return divmod(b, self.ncols)
+
+    def slabs(self, b: int, k: int) -> tuple[int, int]:
+        bi, bj = divmod(b, self.ncols)
+        return bi * self.nk + k, (self.nrows + bj) * self.nk + k
+
+    def flops(self, b: int, k0: int, k1: int) -> float:
+        bi, bj = divmod(b, self.ncols)
+        return 2.0 * self.heights[bi] * self.widths[bj] * (self.kstart[k1] - self.kstart[k0])
+
+    def c_bytes(self, b: int) -> int:
+        bi, bj = divmod(b, self.ncols)
+        return self.heights[bi] * self.widths[bj] * self.problem.itemsize
+
+    def is_local(self, w: int, b: int) -> bool:
+        return not any(self.remote[w][s] for k in range(self.nk) for s in self.slabs(b, k))
+
+
+class _Ledger:
+    """Running per-worker totals of the cost model; ``add`` a Work with sign +1, remove with -1."""
+
+    def __init__(self, model: _Model, orders: list[list[list[int]]], owner: list[int]) -> None:
+        p = len(model.workers)
+        self.model, self.compute, self.fetched, self.fixup = model, [0.0] * p, [0] * p, [0] * p
+        self.uses: list[dict[int, int]] = [{} for _ in range(p)]
+        for w, order in enumerate(orders):
+            for b, k0, k1 in order:
+                self.add(w, b, k0, k1, 1)
+        parts = Counter(b for order in orders for b, _, _ in order)
+        for b, n in parts.items():
+            self.fixup[owner[b]] += (n - 1) * model.c_bytes(b)
+
+    def add(self, w: int, b: int, k0: int, k1: int, sign: int) -> None:
+        m, uses, remote = self.model, self.uses[w], self.model.remote[w]
+        self.compute[w] += sign * m.flops(b, k0, k1) / m.workers[w].flops
+        for k in range(k0, k1):
+            for s in m.slabs(b, k):
+                old = uses.get(s, 0)
+                uses[s] = old + sign
+                if old == 0 or old + sign == 0:  # first user fetches, last user frees
+                    self.fetched[w] += sign * remote[s]
+
+    def extra(self, w: int, b: int, k0: int, k1: int) -> float:
+        """Seconds that Work (b, k0, k1) would add to worker ``w``."""
+        m, uses, remote = self.model, self.uses[w], self.model.remote[w]
+        new = sum(remote[s] for k in range(k0, k1) for s in m.slabs(b, k) if not uses.get(s))
+        return m.flops(b, k0, k1) / m.workers[w].flops + new / m.workers[w].bandwidth
+
+    def time(self, w: int, full: bool = True) -> float:
+        moved = (self.fetched[w] + self.fixup[w]) / self.model.workers[w].bandwidth
+        return self.compute[w] + (moved if full else 0.0)
+
+    def makespan(self) -> float:
+        return max(self.time(w) for w in range(len(self.compute)))
+
+
+def _band(model: _Model) -> list[int]:
+    """Owner per block: contiguous row-major runs of blocks, FLOPs proportional to speed."""
+    speeds = list(itertools.accumulate(w.flops for w in model.workers))
+    bounds = [s / speeds[-1] for s in speeds]
+    flops = [model.flops(b, 0, model.nk) for b in range(len(model.blocks))]
+    total, done, owner = sum(flops) or 1.0, 0.0, []
+    for f in flops:
+        owner.append(min(bisect.bisect_right(bounds, (done + f / 2) / total), len(bounds) - 1))
+        done += f
+    return owner
+
+
+def _greedy(model: _Model) -> list[int]:
+    """Owner per block by list scheduling: largest blocks first, each to the worker that would
+    finish it earliest counting the panels it must still fetch (so data already there attracts)."""
+    p, nb = len(model.workers), len(model.blocks)
+    ledger, owner = _Ledger(model, [[] for _ in range(p)], []), [0] * nb
+    for b in sorted(range(nb), key=lambda b: -model.flops(b, 0, model.nk)):
+        owner[b] = min(range(p), key=lambda w: (ledger.time(w) + ledger.extra(w, b, 0, model.nk), w))
+        ledger.add(owner[b], b, 0, model.nk, 1)
+    return owner
+
+
+def _order(model: _Model, w: int, mine: list[int]) -> list[int]:
+    """Worker ``w``'s blocks in grouped order, those with all inputs local first.
+
+    The smaller operand band stays resident while the other is streamed panel by panel; after the
+    local blocks the walk resumes where they ended (wrapping), so workers start on different panels.
+    """
+    if not mine:
+        return []
+    rows = sorted({model.rc(b)[0] for b in mine})
+    cols = sorted({model.rc(b)[1] for b in mine})
+    tall = sum(model.heights[r] for r in rows) <= sum(model.widths[c] for c in cols)
+    raster, group = ("m", len(rows)) if tall else ("n", len(cols))
+    present = set(mine)
+    order = [b for r, c in grouped_order(len(rows), len(cols), group, raster)
+             if (b := rows[r] * model.ncols + cols[c]) in present]
+    local = [b for b in order if model.is_local(w, b)]
+    if not local or len(local) == len(order):
+        return order
+    after = order.index(local[-1]) + 1
+    rest = [b for b in order[after:] + order[:after] if b not in set(local)]
+    return local + rest
+
+
+def _split_tail(model: _Model, ledger: _Ledger, orders: list[list[list[int]]], owner: list[int],
+                full: bool) -> None:
+    """Stream-K across workers: move the K tail of the busiest worker's last blocks to the least
+    loaded workers while that lowers its time (``full``: all costs; else compute alone)."""
+    p = len(model.workers)
+    for _ in range(16 * p + 16):
+        times = [ledger.time(w, full) for w in range(p)]
+        donor = max(range(p), key=lambda w: (times[w], -w))
+        move = _best_move(model, ledger, orders, owner, donor, times, full)
+        if move is None:
+            return
+        entry, r, cut, merge = move
+        b, _, k1 = entry
+        ledger.add(donor, b, cut, k1, -1)
+        entry[2] = cut
+        if merge is not None:
+            merge[1] = cut
+        else:
+            orders[r].append([b, cut, k1])
+            ledger.fixup[owner[b]] += model.c_bytes(b)
+        ledger.add(r, b, cut, k1, 1)
+
+
+def _best_move(model: _Model, ledger: _Ledger, orders: list[list[list[int]]], owner: list[int],
+               d: int, times: list[float], full: bool) -> tuple | None:
+    """(donor entry, receiver, cut point, receiver entry to merge into) that lowers ``d``'s time."""
+    receivers = sorted((w for w in range(len(times)) if w != d), key=lambda w: (times[w], w))
+    for entry in reversed(orders[d][-3:]):
+        b, k0, k1 = entry
+        if k1 - k0 < 2:
+            continue
+        for r in receivers[:2]:
+            merge = next((e for e in orders[r] if e[0] == b and e[1] == k1), None)
+            value, cut = _best_cut(model, ledger, owner, d, r, entry, times, full, merge is None)
+            if value < times[d] * (1 - 1e-9):
+                return entry, r, cut, merge
+    return None
+
+
+def _best_cut(model: _Model, ledger: _Ledger, owner: list[int], d: int, r: int,
+              entry: list[int], times: list[float], full: bool, new_part: bool) -> tuple:
+    """(the three touched workers' highest new time, cut) for the best K tail [cut, k1) to move."""
+    b, k0, k1 = entry
+    wd, wr, o = model.workers[d], model.workers[r], owner[b]
+    fix = model.c_bytes(b) / model.workers[o].bandwidth if full and new_part else 0.0
+    ud, ur, save, add, best = ledger.uses[d], ledger.uses[r], 0.0, 0.0, (math.inf, k1)
+    for cut in range(k1 - 1, k0, -1):
+        f = model.flops(b, cut, cut + 1)
+        save += f / wd.flops
+        add += f / wr.flops
+        if full:
+            slabs = model.slabs(b, cut)
+            save += sum(model.remote[d][s] for s in slabs if ud.get(s) == 1) / wd.bandwidth
+            add += sum(model.remote[r][s] for s in slabs if not ur.get(s)) / wr.bandwidth
+        new = {d: times[d] - save, r: times[r] + add}
+        new[o] = new.get(o, times[o]) + fix
+        best = min(best, (max(new.values()), cut), key=lambda x: x[0])
+    return best
+
+
+def _finish(model: _Model, ledger: _Ledger, orders: list[list[list[int]]], owner: list[int],
+            size: tuple[int, int]) -> Plan:
+    """Freeze the plan; raise if a worker's estimated peak memory exceeds its ``memory``."""
+    workers = model.workers
+    parts = Counter(b for order in orders for b, _, _ in order)
+    work, loads = [], {}
+    for w, order in enumerate(orders):
+        work += [Work(b, k0, k1, workers[w].name, seq) for seq, (b, k0, k1) in enumerate(order)]
+        fixes = sum(model.c_bytes(b) for b, n in parts.items() if n > 1 and owner[b] == w)
+        out = sum(model.c_bytes(b) for b, _, _ in order) + ledger.fixup[w] + fixes
+        peak = model.stored[w] + out + _fetched_peak(model, w, order)
+        if peak > workers[w].memory:
+            raise ValueError(
+                f"worker {workers[w].name!r} would need about {_fmt_bytes(peak)} (inputs stored "
+                f"there {_fmt_bytes(model.stored[w])}, output blocks {_fmt_bytes(out)}) but may use "
+                f"{_fmt_bytes(workers[w].memory)}; use a smaller block_size than {size[0]}x{size[1]}"
+                f" or more workers")
+        bw = workers[w].bandwidth
+        loads[workers[w].name] = WorkerLoad(
+            sum(parts[b] == 1 for b, _, _ in order), sum(parts[b] > 1 for b, _, _ in order),
+            ledger.compute[w] * workers[w].flops, ledger.fetched[w], ledger.compute[w],
+            ledger.fetched[w] / bw, ledger.fixup[w] / bw, peak)
+    return Plan(model.problem, workers, model.blocks, tuple(work),
+                {b: workers[owner[b]].name for b in sorted(parts) if parts[b] > 1},
+                {w.name: ledger.time(i) for i, w in enumerate(workers)}, loads)
+
+
+def _fetched_peak(model: _Model, w: int, order: list[list[int]]) -> int:
+    """Most fetched bytes alive at once, a slab living from its first to its last use on ``w``."""
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for seq, (b, k0, k1) in enumerate(order):
+        for s in (s for k in range(k0, k1) for s in model.slabs(b, k) if model.remote[w][s]):
+            first.setdefault(s, seq)
+            last[s] = seq
+    alive = [0] * (len(order) + 1)
+    for s, seq in first.items():
+        alive[seq] += model.remote[w][s]
+        alive[last[s] + 1] -= model.remote[w][s]
+    return max(itertools.accumulate(alive), default=0)
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+# -- convenience for the CLI -----------------------------------------------------------------------
+
+def plan_from_shape(m: int, n: int, k: int, itemsize: int, n_workers: int, *, kind: str = "gpu",
+                    flops: float | None = None, memory: int | None = None,
+                    bandwidth: float | None = None, chunk: int | tuple[int, int, int] | None = None,
+                    block_size: BlockSize = "auto", split: str = "auto") -> Plan:
+    """The plan for an m×k @ k×n product on ``n_workers`` identical synthetic workers.
+
+    Defaults per ``kind`` come from ``DEFAULTS`` (an H200 at fp32 for "gpu").  ``chunk``: the
+    input chunk edge, or (m, n, k) edges; None makes chunks equal to the block size (K chunks
+    as the shorter block edge).
+
+    >>> plan = plan_from_shape(10000, 10000, 10000, 8, 3, kind="cpu")
+    >>> plan.grid, len(plan.problem.k_chunks), sorted(plan.predicted)
+    ((6, 6), 6, ['worker-0', 'worker-1', 'worker-2'])
+    """
+    if kind not in DEFAULTS:
+        raise ValueError(f"kind must be one of {tuple(DEFAULTS)}, got {kind!r}")
+    d_flops, d_memory, d_bandwidth = DEFAULTS[kind]
+    workers = tuple(Worker(f"worker-{i}", kind, flops or d_flops, memory or d_memory,
+                           bandwidth or d_bandwidth) for i in range(n_workers))
+    if chunk is None:
+        block_size = _block_size(block_size, Problem((m,), (n,), (k,), itemsize), workers)
+        chunk = (*block_size, min(block_size))
+    elif isinstance(chunk, int):
+        chunk = (chunk, chunk, chunk)
+    problem = Problem(*(_even(size, c) for size, c in zip((m, n, k), chunk)), itemsize)
+    return make_plan(problem, workers, block_size=block_size, split=split)
+
+
+def _even(size: int, chunk: int) -> tuple[int, ...]:
+    """Chunks of ``chunk`` elements, the last one shorter (as Dask chunks an array)."""
+    return (chunk,) * (size // chunk) + ((size % chunk,) if size % chunk else ())

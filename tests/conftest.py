@@ -1,0 +1,83 @@
+"""Shared fixtures: a small CPU cluster, random operands, and the float64 reference check."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+#: Relative error bound per result dtype against a float64 reference.
+RTOL = {np.float64: 1e-12, np.float32: 2e-6, np.float16: 5e-3, np.complex64: 2e-6,
+        np.complex128: 1e-12}
+
+
+def rel_error(got, ref) -> float:
+    got = np.asarray(got, dtype=np.complex128 if np.iscomplexobj(got) else np.float64)
+    ref = np.asarray(ref, dtype=got.dtype)
+    denom = np.linalg.norm(ref)
+    return float(np.linalg.norm(got - ref) / (denom if denom else 1.0))
+
+
+def assert_close(got, ref, dtype) -> None:
+    """``got`` matches ``ref`` within the dtype's relative bound; says where it differs if not."""
+    assert got.shape == ref.shape, (got.shape, ref.shape)
+    tol = RTOL.get(np.dtype(dtype).type, 0.0)
+    err = rel_error(got, ref)
+    if not err <= tol:
+        diff = np.abs(np.asarray(got, dtype=np.complex128) - np.asarray(ref, dtype=np.complex128))
+        where = np.unravel_index(np.argmax(diff), diff.shape) if diff.size else ()
+        raise AssertionError(f"relative error {err:.3g} > {tol:.3g} for {np.dtype(dtype)}; "
+                             f"largest difference at {where}: {got[where]!r} vs {ref[where]!r}")
+
+
+def random(rng: np.random.Generator, shape, dtype) -> np.ndarray:
+    """Fresh random values in [-1, 1) (never zeros), in ``dtype``."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iu":
+        return rng.integers(-5, 6, size=shape).astype(dtype)
+    if dtype.kind == "b":
+        return rng.random(shape) < 0.5
+    x = rng.random(shape) * 2 - 1
+    if dtype.kind == "c":
+        x = x + 1j * (rng.random(shape) * 2 - 1)
+    return x.astype(dtype)
+
+
+@pytest.fixture
+def rng(request) -> np.random.Generator:
+    return np.random.default_rng(abs(hash(request.node.nodeid)) % 2**32)
+
+
+@pytest.fixture(scope="module")
+def client():
+    """Two single-threaded in-process workers: planned placement is visible, start-up is quick."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster) as c:
+        yield c
+
+
+def has_gpu() -> bool:
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+def gpu_count() -> int:
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount()
+    except Exception:
+        return 0
+
+
+def pytest_collection_modifyitems(config, items):
+    """``gpu`` and ``multi_gpu`` tests skip, with the reason, where the hardware is missing."""
+    gpus = gpu_count()
+    for item in items:
+        if "gpu" in item.keywords and gpus < 1:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU with CuPy"))
+        if "multi_gpu" in item.keywords and gpus < 2:
+            item.add_marker(pytest.mark.skip(reason="needs two CUDA GPUs with dask-cuda"))

@@ -1,0 +1,165 @@
+"""mgemm.matmul and mgemm.gemm against NumPy: semantics, dtypes, chunkings, errors."""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+
+import mgemm
+from conftest import assert_close, random
+
+
+@pytest.fixture(autouse=True)
+def _sync():
+    """Most tests need no cluster: run Dask's synchronous scheduler."""
+    with dask.config.set(scheduler="sync"):
+        yield
+
+
+@pytest.mark.parametrize("shape_a, shape_b", [
+    ((7, 5), (5, 3)), ((5,), (5, 3)), ((7, 5), (5,)), ((5,), (5,)),
+    ((2, 7, 5), (5, 3)), ((7, 5), (3, 5, 4)), ((2, 1, 4, 3), (5, 3, 2)),
+])
+def test_matmul_semantics_match_numpy(rng, shape_a, shape_b):
+    a, b = random(rng, shape_a, "f8"), random(rng, shape_b, "f8")
+    ref = np.matmul(a, b)
+    got = mgemm.matmul(da.from_array(a, chunks=2), da.from_array(b, chunks=3))
+    assert isinstance(got, da.Array)
+    assert got.shape == ref.shape and got.dtype == ref.dtype
+    assert_close(got.compute(), ref, np.float64)
+    plain = mgemm.matmul(a, b)
+    assert isinstance(plain, np.ndarray) and plain.shape == ref.shape
+    assert_close(plain, ref, np.float64)
+
+
+@pytest.mark.parametrize("dt_a, dt_b", [
+    ("f8", "f8"), ("f4", "f4"), ("f2", "f2"), ("c8", "c8"), ("c16", "c16"),
+    ("f4", "f8"), ("i4", "i4"), ("i8", "f4"), ("i2", "u1"),
+])
+def test_dtypes_follow_numpy_promotion(rng, dt_a, dt_b):
+    a, b = random(rng, (33, 20), dt_a), random(rng, (20, 17), dt_b)
+    ref = np.matmul(a, b)
+    got = mgemm.matmul(da.from_array(a, chunks=(8, 7)), da.from_array(b, chunks=(6, 9)))
+    assert got.dtype == ref.dtype
+    out = got.compute()
+    assert out.dtype == ref.dtype
+    if ref.dtype.kind in "iu":
+        np.testing.assert_array_equal(out, ref)
+    else:
+        wide = np.matmul(a.astype(np.complex128 if ref.dtype.kind == "c" else np.float64),
+                         b.astype(np.complex128 if ref.dtype.kind == "c" else np.float64))
+        assert_close(out, wide, ref.dtype)
+
+
+def test_ragged_and_mismatched_k_chunks(rng):
+    a = random(rng, (50, 41), "f8")
+    b = random(rng, (41, 29), "f8")
+    da_a = da.from_array(a, chunks=((10, 3, 37), (5, 20, 16)))
+    da_b = da.from_array(b, chunks=((13, 13, 15), (1, 28)))
+    got = mgemm.matmul(da_a, da_b, block_size=16)
+    assert got.chunks[0] and sum(got.chunks[0]) == 50 and sum(got.chunks[1]) == 29
+    assert_close(got.compute(), a @ b, np.float64)
+
+
+@pytest.mark.parametrize("block_size", [1, 7, 16, "auto", (5, 40)])
+def test_block_sizes(rng, block_size):
+    a, b = random(rng, (40, 30), "f8"), random(rng, (30, 45), "f8")
+    got = mgemm.matmul(da.from_array(a, chunks=10), da.from_array(b, chunks=15),
+                       block_size=block_size)
+    assert_close(got.compute(), a @ b, np.float64)
+
+
+def test_meta_stays_numpy():
+    got = mgemm.matmul(da.ones((4, 4), chunks=2), da.ones((4, 4), chunks=2))
+    assert isinstance(got._meta, np.ndarray)
+
+
+def test_errors_come_before_any_work():
+    a = da.ones((3, 4), chunks=2)
+    with pytest.raises(ValueError, match=r"\(3, 4\).*\(5, 2\)"):
+        mgemm.matmul(a, da.ones((5, 2)))
+    with pytest.raises(ValueError, match="at least one dimension"):
+        mgemm.matmul(np.float64(2.0), a)
+    with pytest.raises(ValueError, match=r"\(\)"):
+        mgemm.matmul(np.ones(3), np.array(1.0))
+    with pytest.raises(TypeError, match="dtype object"):
+        mgemm.matmul(np.array([[1, "x"]], dtype=object), np.ones((2, 2)))
+    with pytest.raises(TypeError, match="must be a NumPy, CuPy or Dask array"):
+        mgemm.matmul({"a": 1}, np.ones((2, 2)))
+    with pytest.raises(ValueError, match="do not broadcast"):
+        mgemm.matmul(np.ones((2, 3, 4)), np.ones((3, 4, 5)))
+    with pytest.raises(ValueError, match="engine must be one of"):
+        mgemm.matmul(a, a.T, engine="fast")
+    with pytest.raises(TypeError, match="unknown mgemm option"):
+        mgemm.matmul(a, a.T, engnie="numpy")
+    with pytest.raises(ValueError, match="needs CuPy chunks"):
+        mgemm.matmul(a, a.T, engine="cublas")
+
+
+def test_nan_and_inf_propagate_like_numpy(rng):
+    a, b = random(rng, (6, 5), "f8"), random(rng, (5, 4), "f8")
+    a[2, 3] = np.nan
+    b[1, 2] = np.inf
+    ref = a @ b
+    got = mgemm.matmul(da.from_array(a, chunks=2), da.from_array(b, chunks=2)).compute()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(ref))
+    finite = np.isfinite(ref)
+    np.testing.assert_allclose(got[finite], ref[finite], rtol=1e-12)
+
+
+@pytest.mark.parametrize("shape_a, shape_b", [((0, 4), (4, 3)), ((3, 0), (0, 5)), ((3, 4), (4, 0))])
+def test_empty_dimensions(shape_a, shape_b):
+    a, b = np.ones(shape_a), np.ones(shape_b)
+    ref = a @ b
+    got = mgemm.matmul(da.from_array(a), da.from_array(b))
+    assert got.shape == ref.shape
+    np.testing.assert_array_equal(got.compute(), ref)
+
+
+def test_gemm_blas_semantics(rng):
+    a, b, c = random(rng, (9, 7), "f8"), random(rng, (11, 9), "f8"), random(rng, (7, 11), "f8")
+    got = mgemm.gemm(da.from_array(a, chunks=4), da.from_array(b, chunks=5), da.from_array(c, chunks=3),
+                     alpha=-1.5, beta=0.25, trans_a=True, trans_b=True)
+    assert_close(got.compute(), -1.5 * a.T @ b.T + 0.25 * c, np.float64)
+
+
+def test_gemm_does_not_read_c_when_beta_is_zero(rng):
+    a, b = random(rng, (4, 3), "f8"), random(rng, (3, 5), "f8")
+    c = np.full((4, 5), np.nan)
+    assert_close(mgemm.gemm(a, b, c, beta=0.0), a @ b, np.float64)
+
+
+def test_gemm_does_not_read_a_b_when_alpha_is_zero(rng):
+    a, b = np.full((4, 3), np.nan), np.full((3, 5), np.inf)
+    c = random(rng, (4, 5), "f8")
+    assert_close(mgemm.gemm(a, b, c, alpha=0.0, beta=2.0), 2.0 * c, np.float64)
+    zeros = mgemm.gemm(a, b, alpha=0)
+    np.testing.assert_array_equal(zeros, np.zeros((4, 5)))
+
+
+def test_gemm_errors():
+    with pytest.raises(ValueError, match="2-D"):
+        mgemm.gemm(np.ones(3), np.ones((3, 2)))
+    with pytest.raises(ValueError, match=r"c has shape \(2, 2\)"):
+        mgemm.gemm(np.ones((3, 4)), np.ones((4, 5)), np.ones((2, 2)), beta=1.0)
+    with pytest.raises(TypeError, match="alpha must be a number"):
+        mgemm.gemm(np.ones((3, 4)), np.ones((4, 5)), alpha="2")
+
+
+def test_options_from_dask_config(rng):
+    a, b = random(rng, (20, 20), "f8"), random(rng, (20, 20), "f8")
+    with dask.config.set({"mgemm.block_size": 5}):
+        got = mgemm.matmul(da.from_array(a, chunks=5), da.from_array(b, chunks=5))
+    assert got.numblocks == (4, 4)
+    assert_close(got.compute(), a @ b, np.float64)
+
+
+@pytest.mark.parametrize("split", ["on", "off", "auto"])
+def test_on_a_cluster_with_placement(client, rng, split):
+    a, b = random(rng, (96, 80), "f8"), random(rng, (80, 64), "f8")
+    x, y = da.from_array(a, chunks=(32, 16)), da.from_array(b, chunks=(16, 32))
+    got = client.compute(mgemm.matmul(x, y, split=split, block_size=32, client=client)).result()
+    assert_close(got, a @ b, np.float64)

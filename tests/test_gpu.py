@@ -1,0 +1,94 @@
+"""GPU tests of the orchestrator: the cublas engine, CuPy chunks, LocalCUDACluster end to end.
+
+Marked ``gpu`` / ``multi_gpu``: they skip, saying why, on machines without CUDA.
+"""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+
+import mgemm
+from conftest import assert_close, random
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def cp():
+    return pytest.importorskip("cupy")
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "complex64", "complex128"])
+def test_cublas_engine_block(cp, rng, dtype):
+    from mgemm.engines import get
+
+    parts_a = [random(rng, (70, k), dtype) for k in (5, 33, 1)]
+    parts_b = [random(rng, (k, 45), dtype) for k in (5, 33, 1)]
+    c = random(rng, (70, 45), dtype)
+    out = get("cublas").gemm([cp.asarray(x) for x in parts_a], [cp.asarray(x.T).T for x in parts_b],
+                             alpha=0.5, beta=2.0, c=cp.asarray(c))
+    wide = np.complex128 if np.dtype(dtype).kind == "c" else np.float64
+    ref = 0.5 * sum(x.astype(wide) @ y.astype(wide) for x, y in zip(parts_a, parts_b)) + 2.0 * c
+    assert out.dtype == np.dtype(dtype)
+    assert_close(cp.asnumpy(out), ref, dtype)
+
+
+def test_cublas_tf32_only_when_allowed(cp, rng):
+    from mgemm.engines import get
+
+    a, b = random(rng, (512, 512), "f4"), random(rng, (512, 512), "f4")
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    exact = cp.asnumpy(get("cublas").gemm([cp.asarray(a)], [cp.asarray(b)]))
+    fast = cp.asnumpy(get("cublas").gemm([cp.asarray(a)], [cp.asarray(b)], allow_tf32=True))
+    err_exact = np.linalg.norm(exact - ref) / np.linalg.norm(ref)
+    err_fast = np.linalg.norm(fast - ref) / np.linalg.norm(ref)
+    assert err_exact < 1e-6
+    assert err_fast < 5e-3
+    assert err_fast > 10 * err_exact, "allow_tf32 should switch to TF32 tensor cores"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_matmul_with_cupy_chunks_stays_cupy(cp, rng, dtype):
+    a, b = random(rng, (300, 200), dtype), random(rng, (200, 150), dtype)
+    x = da.from_array(cp.asarray(a), chunks=(64, 50), asarray=False)
+    y = da.from_array(cp.asarray(b), chunks=(70, 64), asarray=False)
+    out = mgemm.matmul(x, y)
+    assert isinstance(out._meta, cp.ndarray)
+    with dask.config.set(scheduler="sync"):
+        got = out.compute()
+    assert isinstance(got, cp.ndarray)
+    assert_close(cp.asnumpy(got), a.astype(np.float64) @ b.astype(np.float64), dtype)
+
+
+def test_gemm_plain_cupy(cp, rng):
+    a, b, c = (random(rng, s, "f8") for s in ((40, 30), (50, 40), (30, 50)))
+    got = mgemm.gemm(cp.asarray(a), cp.asarray(b), cp.asarray(c), alpha=2.0, beta=-1.0,
+                     trans_a=True, trans_b=True)
+    assert isinstance(got, cp.ndarray)
+    assert_close(cp.asnumpy(got), 2.0 * a.T @ b.T - c, np.float64)
+
+
+def test_local_cuda_cluster_end_to_end(cp, rng):
+    pytest.importorskip("dask_cuda")
+    from mgemm.bench import check, random_matrix
+    from mgemm.cluster import start_default_cluster
+
+    client = start_default_cluster(protocol="tcp", rmm_pool=None)
+    try:
+        n = len(client.scheduler_info()["workers"])
+        a = random_matrix((2048, 1536), 512, "float32", gpu=True, seed=3).persist()
+        b = random_matrix((1536, 1024), 512, "float32", gpu=True, seed=4).persist()
+        out = mgemm.matmul(a, b).persist()
+        err = check(a, b, out, tol=1e-5)
+        assert err < 1e-5
+        assert isinstance(out._meta, cp.ndarray)
+        if n > 1:  # the plan used every GPU
+            used = {w for ws in client.who_has(out).values() for w in ws}
+            assert len(used) == n
+    finally:
+        cluster = client.cluster
+        client.close()
+        cluster.close()
