@@ -174,7 +174,7 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
                 pool = "auto" if rmm_pool == "auto" else rmm_pool
                 try:
                     import rmm  # noqa: F401
-                    kwargs["rmm_pool_size"] = "0.5" if pool == "auto" else pool
+                    kwargs["rmm_pool_size"] = 0.5 if pool == "auto" else pool
                 except ImportError:
                     pass
             cluster = LocalCUDACluster(**kwargs)

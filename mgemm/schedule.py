@@ -38,3 +38,124 @@ def grouped_tile(t: int, rows: int, cols: int, group: int, raster: str = "m") ->
 def grouped_order(rows: int, cols: int, group: int, raster: str = "m") -> list[tuple[int, int]]:
     """Every tile of a ``rows × cols`` grid, in grouped order."""
     return [grouped_tile(t, rows, cols, group, raster) for t in range(rows * cols)]
+
+
+# --- The Python mirror of kernels/tile_scheduler.cuh ---------------------------------------------
+#
+# A *work unit* is ``(tile, k_begin, k_end)``: tile ``tile`` of the grouped order over the
+# k-iterations ``[k_begin, k_end)`` (one k-iteration = one ``tile_k`` slice of K).  For a policy
+# and a problem, ``assignment`` returns, per CTA, the units that CTA executes, in the order it
+# executes them: exactly what the kernel's debug record shows.
+
+POLICIES = ("per_tile", "static", "dynamic", "streamk")
+
+
+def tile_grid(m: int, n: int, k: int, tile_m: int, tile_n: int, tile_k: int) -> tuple[int, int, int]:
+    """``(rows, cols, k_iters)`` of the tile grid of an ``m × n × k`` product.
+
+    >>> tile_grid(1000, 300, 70, 128, 128, 32)
+    (8, 3, 3)
+    """
+    return -(-m // tile_m), -(-n // tile_n), -(-k // tile_k)
+
+
+def streamk_tiles(tiles: int, grid: int, k_iters: int) -> int:
+    """How many of the last tiles the stream-K tail splits over ``grid`` CTAs.
+
+    None when the tiles fill whole waves (or there is no K to split); all of them when there is
+    less than one wave; else the partial last wave plus one full wave, so that each CTA gets
+    between one and two tiles' worth of k-iterations and none gets a sliver.
+
+    >>> streamk_tiles(264, 132, 8), streamk_tiles(64, 132, 8), streamk_tiles(140, 132, 8)
+    (0, 64, 140)
+    """
+    if k_iters == 0 or tiles % grid == 0:
+        return 0
+    if tiles < grid:
+        return tiles
+    return tiles % grid + grid
+
+
+def launch_grid(policy: str, tiles: int, slots: int, sk_tiles: int = 0) -> int:
+    """CTAs launched: ``tiles`` for per_tile; else the resident slots (SMs × occupancy), capped by
+    the tile count unless a stream-K tail spreads work over every slot."""
+    if policy == "per_tile":
+        return tiles
+    if policy not in POLICIES:
+        raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
+    if policy == "streamk" and sk_tiles:
+        return slots
+    return max(1, min(slots, tiles))
+
+
+def streamk_begin(cta: int, grid: int, sk_tiles: int, k_iters: int) -> int:
+    """First global stream-K iteration of ``cta`` (``sk_begin`` in the kernel)."""
+    return sk_tiles * k_iters * cta // grid
+
+
+def assignment(policy: str, rows: int, cols: int, k_iters: int, grid: int, *,
+               sk_tiles: int = 0) -> list[list[tuple[int, int, int]]]:
+    """CTA -> its work units ``(tile, k_begin, k_end)`` in execution order.
+
+    ``dynamic`` has no fixed assignment (see ``work_units``).
+
+    >>> assignment("static", 2, 2, 4, 3)
+    [[(0, 0, 4), (3, 0, 4)], [(1, 0, 4)], [(2, 0, 4)]]
+    >>> assignment("streamk", 1, 1, 4, 2, sk_tiles=1)
+    [[(0, 0, 2)], [(0, 2, 4)]]
+    """
+    tiles = rows * cols
+    if policy == "per_tile":
+        return [[(t, 0, k_iters)] for t in range(tiles)]
+    if policy == "static":
+        return [[(t, 0, k_iters) for t in range(b, tiles, grid)] for b in range(grid)]
+    if policy == "dynamic":
+        raise ValueError("the dynamic policy has no fixed assignment; use work_units()")
+    if policy != "streamk":
+        raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
+    dp_tiles = tiles - sk_tiles
+    out = []
+    for b in range(grid):
+        units = [(t, 0, k_iters) for t in range(b, dp_tiles, grid)]
+        begin = streamk_begin(b, grid, sk_tiles, k_iters)
+        cur = streamk_begin(b + 1, grid, sk_tiles, k_iters)
+        while cur > begin:  # from the end of the range: contributor first, owner last
+            t = (cur - 1) // k_iters
+            start = t * k_iters
+            kb = max(begin, start)
+            units.append((dp_tiles + t, kb - start, cur - start))
+            cur = kb
+        out.append(units)
+    return out
+
+
+def work_units(policy: str, rows: int, cols: int, k_iters: int, grid: int, *,
+               sk_tiles: int = 0) -> set[tuple[int, int, int]]:
+    """The set of work units a launch executes, whichever CTA runs each (all the dynamic policy
+    fixes)."""
+    if policy == "dynamic":
+        return {(t, 0, k_iters) for t in range(rows * cols)}
+    return {u for units in assignment(policy, rows, cols, k_iters, grid, sk_tiles=sk_tiles)
+            for u in units}
+
+
+def streamk_fixups(rows: int, cols: int, k_iters: int, grid: int, sk_tiles: int) -> dict[int, list[int]]:
+    """For each split tile, the CTAs whose partials its owner adds, in the order it adds them
+    (nearest lower CTA first): the fixed order that makes stream-K bitwise reproducible."""
+    dp_tiles = rows * cols - sk_tiles
+    fixups: dict[int, list[int]] = {}
+    for b, units in enumerate(assignment("streamk", rows, cols, k_iters, grid, sk_tiles=sk_tiles)):
+        for tile, kb, ke in units:
+            if kb == 0 or ke != k_iters:
+                continue
+            start = (tile - dp_tiles) * k_iters
+            order = []
+            for c in range(b - 1, -1, -1):
+                cb = streamk_begin(c, grid, sk_tiles, k_iters)
+                if cb == streamk_begin(c + 1, grid, sk_tiles, k_iters):
+                    continue
+                order.append(c)
+                if cb <= start:
+                    break
+            fixups[tile] = order
+    return fixups

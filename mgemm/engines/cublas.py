@@ -31,6 +31,7 @@ class CublasEngine:
              beta: float = 0.0, c: Any = None, out_dtype: Any = None,
              allow_tf32: bool = False) -> Any:
         import cupy
+        import cupy.cublas  # a submodule that ``import cupy`` does not load
 
         dtype = cupy.dtype(out_dtype) if out_dtype is not None else cupy.result_type(
             a_parts[0], b_parts[0])
