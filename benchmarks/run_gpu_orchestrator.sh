@@ -9,7 +9,7 @@ out=${OUT:-/tmp/mgemm-out}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 if [ -d .whl ] && ! python3 -c "import distributed" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+  python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site:$PWD
 fi
 export PYTHONPATH=${PYTHONPATH:-}:$PWD
@@ -19,8 +19,8 @@ nvidia-smi --query-gpu=index,name,memory.total,clocks.sm,clocks.max.sm --format=
 nvidia-smi topo -m | head -5
 timeout 120 python3 -m pytest tests/test_gpu.py -q -p no:cacheprovider 2>&1 | tee "$out/gpu-tests.log" | tail -5
 timeout 60 python3 benchmarks/cublas_one_gpu.py --repeat "$repeat" --json "$out/rows.jsonl" | tee "$out/cublas.txt"
-timeout 240 python3 -m mgemm.cli bench --protocol ucx --repeat "$repeat" --json "$out/rows.jsonl" 2>"$out/ucx.err" \
+timeout 240 python3 -m mgemm.cli bench --protocol ucx --repeat "$repeat" --json "$out/rows.jsonl" --trace "$out/trace.jsonl" 2>"$out/ucx.err" \
   | tee "$out/ucx.txt"
 timeout 150 python3 -m mgemm.cli bench --protocol tcp --repeat "$repeat" --case float32-32768 \
-  --json "$out/rows.jsonl" 2>"$out/tcp.err" | tee "$out/tcp.txt"
+  --json "$out/rows.jsonl" --trace "$out/trace.jsonl" 2>"$out/tcp.err" | tee "$out/tcp.txt"
 for f in "$out"/ucx.err "$out"/tcp.err; do grep -v "UCX  WARN" "$f" | tail -n 5; done

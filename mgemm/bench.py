@@ -158,8 +158,10 @@ METHODS = {"mgemm": Method("mgemm", _mgemm), "dask": Method("dask.array.matmul",
 
 def gpu_cases(n_gpus: int) -> list[Case]:
     """The orchestrator benchmark of the foundation issue: 32768³ per dtype on the whole cluster."""
-    return [Case(f"{dt}-32768", 32768, 32768, 32768, dt, 8192)
-            for dt in ("float32", "float64", "float16")]
+    cases = [Case(f"{dt}-32768", 32768, 32768, 32768, dt, 8192)
+             for dt in ("float32", "float64", "float16")]
+    # Half precision runs 13× faster per block: bigger chunks keep per-task overhead small.
+    return cases + [Case("float16-32768-c16k", 32768, 32768, 32768, "float16", 16384)]
 
 
 def cpu_cases() -> list[Case]:
@@ -210,10 +212,47 @@ def environment(client: Any) -> dict:
     return env
 
 
+def stream_summary(records: list[dict], start: float) -> dict[str, dict]:
+    """Per worker, from a Dask task stream: tasks, compute and transfer seconds, first start and
+    last stop of computing (relative to ``start``), and the peers data came from.
+
+    The lines this gives show where a slow run lost its time: an idle worker, a long transfer
+    before the first block, or blocks run away from their planned worker.
+    """
+    out: dict[str, dict] = {}
+    for rec in records:
+        w = out.setdefault(rec["worker"], {"tasks": 0, "compute_s": 0.0, "transfer_s": 0.0,
+                                           "first": float("inf"), "last": 0.0, "sources": set()})
+        for ss in rec.get("startstops", ()):
+            span = ss["stop"] - ss["start"]
+            if ss["action"] == "compute":
+                w["tasks"] += 1
+                w["compute_s"] += span
+                w["first"] = min(w["first"], ss["start"] - start)
+                w["last"] = max(w["last"], ss["stop"] - start)
+            elif ss["action"] == "transfer":
+                w["transfer_s"] += span
+                w["sources"].add(ss.get("source"))
+    for w in out.values():
+        w["sources"] = len(w["sources"])
+    return out
+
+
+def format_summary(summary: dict[str, dict]) -> str:
+    return " | ".join(
+        f"{name.rsplit(':', 1)[-1]}: {w['tasks']} tasks, compute {w['compute_s']:.3f} s "
+        f"[{w['first']:.3f}..{w['last']:.3f}], transfer {w['transfer_s']:.3f} s"
+        for name, w in sorted(summary.items()))
+
+
 def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, options: dict,
-             gpu: bool, progress: Callable[[str], None] = lambda msg: None) -> list[Row]:
-    """Time every method on one set of persisted inputs; check each result first."""
-    from distributed import wait
+             gpu: bool, progress: Callable[[str], None] = lambda msg: None,
+             trace: Callable[[dict], None] | None = None) -> list[Row]:
+    """Time every method on one set of persisted inputs; check each result first.
+
+    With ``trace``, each timed run's task stream is summarised per worker and passed to it.
+    """
+    from distributed import get_task_stream, wait
 
     from .cluster import protocol
 
@@ -233,7 +272,16 @@ def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, option
         times = []
         for r in range(repeat):
             progress(f"{case.name}: {method.name} run {r + 1}/{repeat}")
-            seconds, c = timed(client, lambda: method.run(a, b, options))
+            if trace is None:
+                seconds, c = timed(client, lambda: method.run(a, b, options))
+            else:
+                with get_task_stream(client) as stream:
+                    start = time.time()
+                    seconds, c = timed(client, lambda: method.run(a, b, options))
+                summary = stream_summary(stream.data, start)
+                progress(f"  {seconds:.3f} s  {format_summary(summary)}")
+                trace({"case": case.name, "method": method.name, "run": r, "seconds": seconds,
+                       "workers": summary})
             del c
             times.append(seconds)
         med = statistics.median(times)

@@ -105,9 +105,12 @@ def _cluster_has_gpus(client: Any) -> bool:
               help="append one JSON row per (case, method) to this file")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="write a PNG bar chart (needs matplotlib)")
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False), default=None,
+              help="append each timed run's per-worker task-stream summary (JSON lines)")
 @mgemm_options
 def bench(case_names: tuple, methods: tuple, repeat: int, protocol: str | None,
-          json_path: str | None, plot_path: str | None, **options: Any) -> None:
+          json_path: str | None, plot_path: str | None, trace_path: str | None,
+          **options: Any) -> None:
     """Time mgemm and dask.array.matmul on the same cluster and inputs (median of --repeat)."""
     from .bench import cpu_cases, gpu_cases, plot, run_case, table
     from .cluster import active_client, default_client, gpus_visible, start_default_cluster
@@ -132,7 +135,7 @@ def bench(case_names: tuple, methods: tuple, repeat: int, protocol: str | None,
         rows = []
         for case in cases:
             rows += run_case(client, case, list(methods), repeat=repeat, options=opts, gpu=gpu,
-                             progress=_say)
+                             progress=_say, trace=_appender(trace_path) if trace_path else None)
             if json_path:
                 with open(json_path, "a") as fh:
                     for row in rows[-len(methods):]:
@@ -146,6 +149,13 @@ def bench(case_names: tuple, methods: tuple, repeat: int, protocol: str | None,
             cluster = client.cluster
             client.close()
             cluster.close()
+
+
+def _appender(path: str) -> Any:
+    def write(record: dict) -> None:
+        with open(path, "a") as fh:
+            fh.write(json.dumps(record) + "\n")
+    return write
 
 
 @main.command(name="plan")

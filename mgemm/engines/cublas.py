@@ -66,7 +66,8 @@ def _tf32(enabled: bool):
 
     handle = device.get_cublas_handle()
     previous = cublas.getMathMode(handle)
-    cublas.setMathMode(handle, cublas.CUBLAS_TF32_TENSOR_OP_MATH)
+    # cublasMath_t CUBLAS_TF32_TENSOR_OP_MATH is 3; older CuPy builds do not export the name.
+    cublas.setMathMode(handle, getattr(cublas, "CUBLAS_TF32_TENSOR_OP_MATH", 3))
     try:
         yield
     finally:
