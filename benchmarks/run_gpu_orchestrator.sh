@@ -5,6 +5,7 @@
 #   bash benchmarks/run_gpu_orchestrator.sh [repeat]
 set -uo pipefail
 repeat=${1:-5}
+tcp_repeat=${2:-$repeat}
 out=${OUT:-/tmp/mgemm-out}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -21,6 +22,6 @@ timeout 120 python3 -m pytest tests/test_gpu.py -q -p no:cacheprovider 2>&1 | te
 timeout 60 python3 benchmarks/cublas_one_gpu.py --repeat "$repeat" --json "$out/rows.jsonl" | tee "$out/cublas.txt"
 timeout 240 python3 -m mgemm.cli bench --protocol ucx --repeat "$repeat" --json "$out/rows.jsonl" --trace "$out/trace.jsonl" 2>"$out/ucx.err" \
   | tee "$out/ucx.txt"
-timeout 150 python3 -m mgemm.cli bench --protocol tcp --repeat "$repeat" --case float32-32768 \
+timeout 150 python3 -m mgemm.cli bench --protocol tcp --repeat "$tcp_repeat" --case float32-32768 \
   --json "$out/rows.jsonl" --trace "$out/trace.jsonl" 2>"$out/tcp.err" | tee "$out/tcp.txt"
 for f in "$out"/ucx.err "$out"/tcp.err; do grep -v "UCX  WARN" "$f" | tail -n 5; done

@@ -62,8 +62,8 @@ def patch_dask(**options: Any) -> "DaskPatch":
 
     Replaced: ``dask.array.matmul`` (also seen as ``dask.array.routines.matmul``, which
     ``Array.__matmul__``/``__rmatmul__`` and ``np.matmul`` on a dask array use), ``dask.array.dot``
-    and the ``Array.dot`` method.  A call goes to mgemm only when mgemm computes exactly what dask
-    would: numeric (integer, float, complex) operands that are dask arrays with NumPy or CuPy
+    and the ``Array.dot`` method.  A call goes to mgemm only when mgemm computes what dask would
+    (same shape, dtype, chunk type and errors; floats up to the order of summation): numeric (integer, float, complex) operands that are dask arrays with NumPy or CuPy
     chunks of known size, or plain NumPy/CuPy arrays, with matching inner dimensions, no empty
     dimension and at most ``MAX_BATCH`` matrices in a batch; ``dot`` only for two 2-D operands.
     Everything else (object or boolean dtypes, masked or sparse chunks, scalars, mismatched
@@ -76,10 +76,12 @@ def patch_dask(**options: Any) -> "DaskPatch":
     (the same objects).  Code that bound ``from dask.array import matmul`` before patching keeps
     dask's function.
 
-    Thread safety: applying and undoing are serialized by a lock, but the patch itself is
-    process-wide module state, not per thread or per context: while it is on, every thread's
-    dask.array matmul goes through mgemm.  Patch once around the code that needs it rather than
-    from several threads at once with different options.
+    Thread safety: applying and undoing are serialized by a lock and never leave dask half
+    patched, but the patch is process-wide module state, not per thread or per context: while
+    any patch is on, every thread's dask.array products go through mgemm, with the options of the
+    patch applied last.  Patch once around the code that needs it rather than from several
+    threads with different options.  Only graph construction is affected: the tasks that run
+    on Dask's threads and workers do not look at the patch.
     """
     return DaskPatch(options)
 
@@ -139,12 +141,12 @@ def _install() -> None:
         _originals.clear()
 
 
-def _original(owner: Any, attr: str) -> Callable:
-    return _originals[(id(owner), attr)]
-
-
 def _make_wrappers(options: dict[str, Any]) -> dict[str, Callable]:
-    """The three replacement functions of one patch, closed over its options."""
+    """The three replacement functions of one patch, closed over its options.
+
+    Each falls back to dask's own function, held in the closure, so a wrapper someone kept a
+    reference to still works after every patch is undone.
+    """
     dask_matmul = _original_or_current(da_routines, "matmul")
     dask_dot = _original_or_current(da_routines, "dot")
     dask_dot_method = _original_or_current(da_core.Array, "dot")
@@ -152,31 +154,31 @@ def _make_wrappers(options: dict[str, Any]) -> dict[str, Callable]:
     @functools.wraps(dask_matmul)
     def matmul(a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
         if args or kwargs or not _routable(a, b, dot=False):
-            return _original(da_routines, "matmul")(a, b, *args, **kwargs)
+            return dask_matmul(a, b, *args, **kwargs)
         return api.matmul(*_lazy(a, b), **options)
 
     @functools.wraps(dask_dot)
     def dot(a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
         if args or kwargs or not _routable(a, b, dot=True):
-            return _original(da_routines, "dot")(a, b, *args, **kwargs)
+            return dask_dot(a, b, *args, **kwargs)
         return api.matmul(*_lazy(a, b), **options)
 
     @functools.wraps(dask_dot_method)
     def dot_method(self: Any, other: Any) -> Any:
         if not _routable(self, other, dot=True):
-            return _original(da_core.Array, "dot")(self, other)
+            return dask_dot_method(self, other)
         return api.matmul(self, other, **options)
 
     return {"matmul": matmul, "dot": dot, "dot_method": dot_method}
 
 
 def _original_or_current(owner: Any, attr: str) -> Callable:
-    """Dask's function (for ``functools.wraps``): the saved one if a patch is on, else current."""
+    """Dask's own function: the one saved while a patch is on, else the attribute itself."""
     with _lock:
         saved = _originals.get((id(owner), attr))
-    if saved is not None:
-        return saved
-    return owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)
+        if saved is not None:
+            return saved
+        return owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)
 
 
 def _lazy(a: Any, b: Any) -> tuple[Any, Any]:

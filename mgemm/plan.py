@@ -34,7 +34,6 @@ bandwidth.  Predicted time is their sum (no overlap assumed).
 from __future__ import annotations
 
 import bisect
-import copy
 import itertools
 import math
 from collections import Counter
@@ -318,7 +317,7 @@ def make_plan(problem: Problem, workers: Sequence[Worker], *, block_size: BlockS
               for w in range(len(workers))]
     ledger = _Ledger(model, orders, owner)
     if split != "off" and model.nk > 1:
-        trial = copy.deepcopy(orders)
+        trial = [[list(e) for e in order] for order in orders]
         tried = _Ledger(model, trial, owner)
         _split_tail(model, tried, trial, owner, full=(split == "auto"))
         if split == "on" or tried.makespan() < ledger.makespan() * (1 - SPLIT_GAIN):
@@ -369,10 +368,10 @@ def _spread(problem: Problem, workers: tuple[Worker, ...]) -> dict[ChunkKey, str
 
 
 class _Model:
-    """One planning problem precomputed: blocks, and per worker the remote bytes of each *slab*.
+    """One planning problem precomputed: blocks, and per worker the remote bytes of each slab.
 
-    A slab is one block row's A chunks at one K chunk, or one block column's B chunks at one K
-    chunk: the unit a Work reads, so fetch costs are sums over slabs.
+    A *panel* is a block row of A (index ``bi``) or a block column of B (``nrows + bj``); a *slab*
+    is a panel at one K chunk (``panel * nk + k``), the unit a piece of a split block reads.
     """
 
     def __init__(self, problem: Problem, workers: tuple[Worker, ...], rows: int, cols: int,
@@ -400,13 +399,18 @@ class _Model:
                         local[w][s] += nbytes
                         self.stored[w] += nbytes
         self.remote = [[t - h for t, h in zip(self.slab_bytes, held)] for held in local]
+        self.panel_remote = [[sum(r[q:q + self.nk]) for q in range(0, nslabs, self.nk)]
+                             for r in self.remote]
 
     def rc(self, b: int) -> tuple[int, int]:
         return divmod(b, self.ncols)
 
-    def slabs(self, b: int, k: int) -> tuple[int, int]:
+    def panels(self, b: int) -> tuple[int, int]:
         bi, bj = divmod(b, self.ncols)
-        return bi * self.nk + k, (self.nrows + bj) * self.nk + k
+        return bi, self.nrows + bj
+
+    def slabs(self, b: int, k: int) -> tuple[int, int]:
+        return tuple(q * self.nk + k for q in self.panels(b))
 
     def flops(self, b: int, k0: int, k1: int) -> float:
         bi, bj = divmod(b, self.ncols)
@@ -417,38 +421,60 @@ class _Model:
         return self.heights[bi] * self.widths[bj] * self.problem.itemsize
 
     def is_local(self, w: int, b: int) -> bool:
-        return not any(self.remote[w][s] for k in range(self.nk) for s in self.slabs(b, k))
+        return not any(self.panel_remote[w][q] for q in self.panels(b))
 
 
 class _Ledger:
-    """Running per-worker totals of the cost model; ``add`` a Work with sign +1, remove with -1."""
+    """Running per-worker totals of the cost model; ``add`` a Work with sign +1, remove with -1.
+
+    A slab is fetched once while any Work on the worker reads it.  Whole-K Works, the common case,
+    are counted per panel and pieces of split blocks per slab, so costs stay O(blocks).
+    """
 
     def __init__(self, model: _Model, orders: list[list[list[int]]], owner: list[int]) -> None:
-        p = len(model.workers)
+        p, panels = len(model.workers), model.nrows + model.ncols
         self.model, self.compute, self.fetched, self.fixup = model, [0.0] * p, [0] * p, [0] * p
-        self.uses: list[dict[int, int]] = [{} for _ in range(p)]
+        self.whole = [[0] * panels for _ in range(p)]  # whole-K Works reading each panel
+        self.partly = [[0] * panels for _ in range(p)]  # slabs of each panel read by pieces
+        self.pieces: list[dict[int, int]] = [{} for _ in range(p)]  # slab -> pieces reading it
         for w, order in enumerate(orders):
             for b, k0, k1 in order:
                 self.add(w, b, k0, k1, 1)
-        parts = Counter(b for order in orders for b, _, _ in order)
-        for b, n in parts.items():
+        for b, n in Counter(b for order in orders for b, _, _ in order).items():
             self.fixup[owner[b]] += (n - 1) * model.c_bytes(b)
 
     def add(self, w: int, b: int, k0: int, k1: int, sign: int) -> None:
-        m, uses, remote = self.model, self.uses[w], self.model.remote[w]
+        m, whole = self.model, self.whole[w]
         self.compute[w] += sign * m.flops(b, k0, k1) / m.workers[w].flops
-        for k in range(k0, k1):
-            for s in m.slabs(b, k):
-                old = uses.get(s, 0)
-                uses[s] = old + sign
-                if old == 0 or old + sign == 0:  # first user fetches, last user frees
-                    self.fetched[w] += sign * remote[s]
+        if k1 - k0 == m.nk:
+            for q in m.panels(b):
+                whole[q] += sign
+                if whole[q] == (sign > 0):  # the first reader fetches, the last one frees
+                    self.fetched[w] += sign * self._unread(w, q)
+            return
+        for s in (s for k in range(k0, k1) for s in m.slabs(b, k)):
+            self.pieces[w][s] = self.pieces[w].get(s, 0) + sign
+            if self.pieces[w][s] == (sign > 0):
+                self.partly[w][s // m.nk] += sign
+                self.fetched[w] += 0 if whole[s // m.nk] else sign * m.remote[w][s]
 
-    def extra(self, w: int, b: int, k0: int, k1: int) -> float:
-        """Seconds that Work (b, k0, k1) would add to worker ``w``."""
-        m, uses, remote = self.model, self.uses[w], self.model.remote[w]
-        new = sum(remote[s] for k in range(k0, k1) for s in m.slabs(b, k) if not uses.get(s))
-        return m.flops(b, k0, k1) / m.workers[w].flops + new / m.workers[w].bandwidth
+    def _unread(self, w: int, q: int) -> int:
+        """Remote bytes of panel ``q`` that no piece on ``w`` reads."""
+        m = self.model
+        if not self.partly[w][q]:
+            return m.panel_remote[w][q]
+        return sum(m.remote[w][s] for s in range(q * m.nk, (q + 1) * m.nk)
+                   if not self.pieces[w].get(s))
+
+    def reads(self, w: int, s: int) -> int:
+        """How many Works on ``w`` read slab ``s``."""
+        return self.whole[w][s // self.model.nk] + self.pieces[w].get(s, 0)
+
+    def extra(self, w: int, b: int) -> float:
+        """Seconds that the whole-K Work of block ``b`` would add to worker ``w``."""
+        m = self.model
+        new = sum(self._unread(w, q) for q in m.panels(b) if not self.whole[w][q])
+        return m.flops(b, 0, m.nk) / m.workers[w].flops + new / m.workers[w].bandwidth
 
     def time(self, w: int, full: bool = True) -> float:
         moved = (self.fetched[w] + self.fixup[w]) / self.model.workers[w].bandwidth
@@ -476,7 +502,7 @@ def _greedy(model: _Model) -> list[int]:
     p, nb = len(model.workers), len(model.blocks)
     ledger, owner = _Ledger(model, [[] for _ in range(p)], []), [0] * nb
     for b in sorted(range(nb), key=lambda b: -model.flops(b, 0, model.nk)):
-        owner[b] = min(range(p), key=lambda w: (ledger.time(w) + ledger.extra(w, b, 0, model.nk), w))
+        owner[b] = min(range(p), key=lambda w: (ledger.time(w) + ledger.extra(w, b), w))
         ledger.add(owner[b], b, 0, model.nk, 1)
     return owner
 
@@ -500,7 +526,8 @@ def _order(model: _Model, w: int, mine: list[int]) -> list[int]:
     if not local or len(local) == len(order):
         return order
     after = order.index(local[-1]) + 1
-    rest = [b for b in order[after:] + order[:after] if b not in set(local)]
+    first = set(local)
+    rest = [b for b in order[after:] + order[:after] if b not in first]
     return local + rest
 
 
@@ -516,15 +543,21 @@ def _split_tail(model: _Model, ledger: _Ledger, orders: list[list[list[int]]], o
         if move is None:
             return
         entry, r, cut, merge = move
-        b, _, k1 = entry
-        ledger.add(donor, b, cut, k1, -1)
-        entry[2] = cut
+        b, k1 = entry[0], entry[2]
+        _replace(ledger, donor, entry, 2, cut)
         if merge is not None:
-            merge[1] = cut
+            _replace(ledger, r, merge, 1, cut)
         else:
             orders[r].append([b, cut, k1])
+            ledger.add(r, b, cut, k1, 1)
             ledger.fixup[owner[b]] += model.c_bytes(b)
-        ledger.add(r, b, cut, k1, 1)
+
+
+def _replace(ledger: _Ledger, w: int, entry: list[int], i: int, value: int) -> None:
+    """Set ``entry[i]`` (its k0 or k1) and keep the ledger in step."""
+    ledger.add(w, *entry, -1)
+    entry[i] = value
+    ledger.add(w, *entry, 1)
 
 
 def _best_move(model: _Model, ledger: _Ledger, orders: list[list[list[int]]], owner: list[int],
@@ -549,15 +582,15 @@ def _best_cut(model: _Model, ledger: _Ledger, owner: list[int], d: int, r: int,
     b, k0, k1 = entry
     wd, wr, o = model.workers[d], model.workers[r], owner[b]
     fix = model.c_bytes(b) / model.workers[o].bandwidth if full and new_part else 0.0
-    ud, ur, save, add, best = ledger.uses[d], ledger.uses[r], 0.0, 0.0, (math.inf, k1)
+    save, add, best = 0.0, 0.0, (math.inf, k1)
     for cut in range(k1 - 1, k0, -1):
         f = model.flops(b, cut, cut + 1)
         save += f / wd.flops
         add += f / wr.flops
         if full:
             slabs = model.slabs(b, cut)
-            save += sum(model.remote[d][s] for s in slabs if ud.get(s) == 1) / wd.bandwidth
-            add += sum(model.remote[r][s] for s in slabs if not ur.get(s)) / wr.bandwidth
+            save += sum(model.remote[d][s] for s in slabs if ledger.reads(d, s) == 1) / wd.bandwidth
+            add += sum(model.remote[r][s] for s in slabs if not ledger.reads(r, s)) / wr.bandwidth
         new = {d: times[d] - save, r: times[r] + add}
         new[o] = new.get(o, times[o]) + fix
         best = min(best, (max(new.values()), cut), key=lambda x: x[0])
@@ -592,17 +625,18 @@ def _finish(model: _Model, ledger: _Ledger, orders: list[list[list[int]]], owner
 
 
 def _fetched_peak(model: _Model, w: int, order: list[list[int]]) -> int:
-    """Most fetched bytes alive at once, a slab living from its first to its last use on ``w``."""
-    first: dict[int, int] = {}
-    last: dict[int, int] = {}
+    """Most fetched bytes alive at once on ``w``: a panel read whole, or a slab read by a piece,
+    lives from its first to its last use."""
+    nk, whole = model.nk, {q for b, k0, k1 in order if k1 - k0 == model.nk for q in model.panels(b)}
+    span: dict[int, list[int]] = {}  # panel q as -1 - q, slab s as s -> [first, last] seq
     for seq, (b, k0, k1) in enumerate(order):
-        for s in (s for k in range(k0, k1) for s in model.slabs(b, k) if model.remote[w][s]):
-            first.setdefault(s, seq)
-            last[s] = seq
+        for s in (s for k in ([0] if k1 - k0 == nk else range(k0, k1)) for s in model.slabs(b, k)):
+            span.setdefault(-1 - s // nk if s // nk in whole else s, [seq, seq])[1] = seq
     alive = [0] * (len(order) + 1)
-    for s, seq in first.items():
-        alive[seq] += model.remote[w][s]
-        alive[last[s] + 1] -= model.remote[w][s]
+    for key, (first, last) in span.items():
+        nbytes = model.panel_remote[w][-1 - key] if key < 0 else model.remote[w][key]
+        alive[first] += nbytes
+        alive[last + 1] -= nbytes
     return max(itertools.accumulate(alive), default=0)
 
 
