@@ -96,9 +96,10 @@ def matmul(a: Any, b: Any, **options: Any) -> Any:
     if batch:
         a = _broadcast(a, batch + a.shape[-2:])
         b = _broadcast(b, batch + b.shape[-2:])
+        shape = batch + (a.shape[-2], b.shape[-1])
         products = [_product(a[idx], b[idx], None, 1.0, 0.0, out_dtype, opts)
                     for idx in np.ndindex(*batch)]
-        out = da.stack(products).reshape(batch + products[0].shape)
+        out = da.stack(products).reshape(shape) if products else _empty(shape, out_dtype, a, b)
     else:
         out = _product(a, b, None, 1.0, 0.0, out_dtype, opts)
     for axis in sorted(squeeze):  # -2 before -1: each index refers to the remaining array
@@ -147,6 +148,14 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0
         c, beta = None, 0.0
     out = _product(a, b, c, alpha, beta, out_dtype, opts)
     return _finish(out, "dask" not in kinds, opts)
+
+
+def _empty(shape: tuple, dtype: Any, a: Any, b: Any) -> da.Array:
+    """A batch with no matrices: an empty array of the result's shape, dtype and chunk type."""
+    src = next((x._meta for x in (a, b) if isinstance(x, da.Array)), a)
+    meta = da.utils.meta_from_array(src, ndim=len(shape), dtype=dtype)
+    return da.zeros(shape, dtype=dtype).map_blocks(lambda x: x, meta=meta) \
+        if engines.is_cupy(meta) else da.zeros(shape, dtype=dtype)
 
 
 def _shape(x: Any, name: str, squeeze: list) -> tuple:

@@ -231,12 +231,19 @@ class KeepPlacement(SchedulerPlugin):
             pending.discard(ts)
 
 
-_installed: set[int] = set()
+_installed: set[str] = set()
 
 
 def install_placement(client: Any) -> bool:
-    """Register ``KeepPlacement`` on the client's scheduler once; False if it cannot be."""
-    if id(client) in _installed:
+    """Register ``KeepPlacement`` on the client's scheduler once; False if it cannot be.
+
+    Remembered per scheduler id, so a new scheduler (or a restarted one) gets the plugin again.
+    """
+    try:
+        scheduler_id = client.scheduler_info(n_workers=0)["id"]
+    except Exception:
+        scheduler_id = None
+    if scheduler_id is not None and scheduler_id in _installed:
         return True
     try:
         client.register_plugin(KeepPlacement(), name=KeepPlacement.name)
@@ -244,6 +251,6 @@ def install_placement(client: Any) -> bool:
         warnings.warn(f"mgemm could not install its placement plugin on the scheduler ({exc}); "
                       "work stealing may move blocks off their planned workers", stacklevel=2)
         return False
-    _installed.add(id(client))
+    if scheduler_id is not None:
+        _installed.add(scheduler_id)
     return True
-

@@ -110,7 +110,8 @@ def test_nan_and_inf_propagate_like_numpy(rng):
     np.testing.assert_allclose(got[finite], ref[finite], rtol=1e-12)
 
 
-@pytest.mark.parametrize("shape_a, shape_b", [((0, 4), (4, 3)), ((3, 0), (0, 5)), ((3, 4), (4, 0))])
+@pytest.mark.parametrize("shape_a, shape_b", [((0, 4), (4, 3)), ((3, 0), (0, 5)), ((3, 4), (4, 0)),
+                                              ((0, 2, 3), (3, 4))])
 def test_empty_dimensions(shape_a, shape_b):
     a, b = np.ones(shape_a), np.ones(shape_b)
     ref = a @ b

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Start this machine's Dask workers for an mgemm cluster: `dask cuda worker`, one worker per GPU
+# (in the foreground; run it on every GPU machine).
+#
+#   cluster/start-workers.sh [SCHEDULER_ADDRESS] [extra worker arguments]
+#
+# The scheduler is SCHEDULER_ADDRESS (e.g. ucx://10.0.0.1:8786) or, if omitted, the file
+# MGEMM_SCHEDULER_FILE written by start-scheduler.sh.  Settings (environment):
+#   MGEMM_PROTOCOL        tcp (default), tls or ucx: must match the scheduler
+#   MGEMM_HOST            address the workers listen on; default 127.0.0.1 (a one-machine cluster);
+#                         set it to this machine's address, or set MGEMM_INTERFACE, for several
+#   MGEMM_INTERFACE       network interface instead, e.g. ib0
+#   CUDA_VISIBLE_DEVICES  which GPUs get a worker (default: all)
+#   MGEMM_RMM_POOL_SIZE   RMM pool per GPU, e.g. 0.8 (of GPU memory) or 100GB; default 0.8 with
+#                         ucx (a pool is registered with UCX once, not per transfer), none otherwise
+#   MGEMM_UCX_TRANSPORTS  auto (default: UCX chooses) or a comma list of nvlink, infiniband, rdmacm
+#                         to set transports explicitly (TCP over UCX is always on then)
+#   UCX_NET_DEVICES       passed to UCX as is, e.g. mlx5_0:1 to pin the InfiniBand adapter
+#   MGEMM_TLS_DIR         with tls: the directory make-certs.sh filled (default ~/.config/mgemm/certs);
+#                         or set MGEMM_TLS_CA, MGEMM_TLS_CERT, MGEMM_TLS_KEY one by one
+#   MGEMM_WORKER_KIND     cuda (default) or cpu: plain `dask worker`s for a CPU-only cluster,
+#                         MGEMM_NWORKERS processes (default 1) of MGEMM_NTHREADS threads (default 1)
+#   MGEMM_PYTHON          Python with mgemm, dask-cuda and CuPy installed (default: python)
+set -euo pipefail
+
+py="${MGEMM_PYTHON:-python}"
+protocol="${MGEMM_PROTOCOL:-tcp}"
+kind="${MGEMM_WORKER_KIND:-cuda}"
+
+scheduler=()
+if [[ $# -gt 0 && "$1" != -* ]]; then
+  scheduler=("$1")
+  shift
+elif [[ -n "${MGEMM_SCHEDULER_FILE:-}" ]]; then
+  scheduler=(--scheduler-file "$MGEMM_SCHEDULER_FILE")
+else
+  echo "start-workers.sh: give the scheduler address or set MGEMM_SCHEDULER_FILE" >&2
+  exit 2
+fi
+
+args=(--protocol "$protocol" --no-dashboard)
+if [[ -n "${MGEMM_INTERFACE:-}" ]]; then
+  args+=(--interface "$MGEMM_INTERFACE")
+else
+  args+=(--host "${MGEMM_HOST:-127.0.0.1}")
+fi
+
+case "$protocol" in
+  tls)
+    tls="${MGEMM_TLS_DIR:-${XDG_CONFIG_HOME:-$HOME/.config}/mgemm/certs}"
+    args+=(--tls-ca-file "${MGEMM_TLS_CA:-$tls/ca.pem}"
+           --tls-cert "${MGEMM_TLS_CERT:-$tls/worker.pem}"
+           --tls-key "${MGEMM_TLS_KEY:-$tls/worker-key.pem}")
+    export DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION=True ;;
+  ucx|ucxx) ;;
+  tcp) ;;
+  *) echo "start-workers.sh: MGEMM_PROTOCOL must be tcp, tls or ucx, not '$protocol'" >&2; exit 2 ;;
+esac
+
+case "$kind" in
+  cuda)
+    pool="${MGEMM_RMM_POOL_SIZE:-}"
+    [[ -z "$pool" && "$protocol" == ucx* ]] && pool=0.8
+    [[ -n "$pool" ]] && args+=(--rmm-pool-size "$pool")
+    transports="${MGEMM_UCX_TRANSPORTS:-auto}"
+    if [[ "$protocol" == ucx* && "$transports" != auto ]]; then
+      args+=(--enable-tcp-over-ucx)
+      IFS=, read -ra wanted <<< "$transports"
+      for t in "${wanted[@]}"; do
+        case "$t" in
+          nvlink|infiniband|rdmacm) args+=("--enable-$t") ;;
+          *) echo "start-workers.sh: unknown UCX transport '$t'" >&2; exit 2 ;;
+        esac
+      done
+    fi
+    exec "$py" -m dask cuda worker "${scheduler[@]}" "${args[@]}" "$@" ;;
+  cpu)
+    exec "$py" -m dask worker "${scheduler[@]}" "${args[@]}" \
+      --nworkers "${MGEMM_NWORKERS:-1}" --nthreads "${MGEMM_NTHREADS:-1}" "$@" ;;
+  *) echo "start-workers.sh: MGEMM_WORKER_KIND must be cuda or cpu, not '$kind'" >&2; exit 2 ;;
+esac

@@ -1,0 +1,95 @@
+"""mgemm on the GPUs of one machine: a LocalCUDACluster (one worker per GPU, UCX over NVLink when
+distributed-ucxx is installed), CuPy inputs persisted on the workers, and mgemm.matmul beside
+dask.array.matmul timed with a device synchronize on every worker.
+
+    python examples/local_cuda.py         # MGEMM_EXAMPLE_N=8192 MGEMM_EXAMPLE_DTYPE=float64 ...
+"""
+
+import os
+import statistics
+import time
+
+import cupy
+import dask.array as da
+import numpy as np
+from dask_cuda import LocalCUDACluster
+from distributed import Client, wait
+
+import mgemm
+
+#: Relative error bound against a float64 reference, by input dtype (K up to ~32k).
+TOLERANCE = {"float64": 1e-12, "float32": 1e-4, "float16": 1e-2}
+
+
+def device_sync():
+    """Runs on each worker.  A CuPy task returns once its kernels are queued, not finished."""
+    cupy.cuda.Device().synchronize()
+
+
+def timed(client, make, repeats=5):
+    """Median seconds over ``repeats`` runs of ``make()``, result left on the GPUs."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = make().persist()
+        wait(result)
+        client.run(device_sync)
+        times.append(time.perf_counter() - start)
+        del result  # free the GPU memory before the next run
+    return statistics.median(times)
+
+
+def random_on_gpu(shape, dtype, chunks, seed):
+    """A dask array of CuPy chunks, generated on the host and copied to the worker's GPU."""
+    host = da.random.default_rng(seed).standard_normal(shape, chunks=chunks).astype(dtype)
+    return host.map_blocks(cupy.asarray, dtype=dtype, meta=cupy.empty((0, 0), dtype=dtype))
+
+
+def main():
+    n = int(os.environ.get("MGEMM_EXAMPLE_N", 16384))
+    dtype = np.dtype(os.environ.get("MGEMM_EXAMPLE_DTYPE", "float32"))
+    protocol = "ucx" if _has_ucx() else "tcp"
+    kwargs = {"protocol": protocol, "host": "127.0.0.1", "dashboard_address": None}
+    if _has_rmm():
+        kwargs["rmm_pool_size"] = 0.5  # half of each GPU: UCX registers the pool once
+    with LocalCUDACluster(**kwargs) as cluster, Client(cluster) as client:
+        gpus = len(client.scheduler_info()["workers"])
+        a = random_on_gpu((n, n), dtype, n // 4, seed=1)
+        b = random_on_gpu((n, n), dtype, n // 4, seed=2)
+        a, b = client.persist([a, b])
+        wait([a, b])
+
+        flop = 2 * n**3
+        print(f"{gpus} GPU worker(s) over {protocol}; {n}x{n}x{n} {dtype}, median of 5")
+        for name, fn in (("mgemm.matmul", mgemm.matmul), ("dask.array.matmul", da.matmul)):
+            seconds = timed(client, lambda: fn(a, b))
+            print(f"  {name:18} {seconds:8.3f} s  {flop / seconds / 1e12:7.1f} TFLOP/s")
+
+        # Check sampled rows and columns (first and last blocks) against float64 on the host.
+        idx = np.unique(np.r_[0:32, n - 32:n])
+        got = cupy.asnumpy(mgemm.matmul(a, b)[idx][:, idx].compute()).astype(np.float64)
+        ref = (cupy.asnumpy(a[idx].compute()).astype(np.float64)
+               @ cupy.asnumpy(b[:, idx].compute()).astype(np.float64))
+        err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+        print(f"  relative error against float64: {err:.2e}")
+        assert err < TOLERANCE.get(dtype.name, 1e-2), err
+
+
+def _has_ucx():
+    try:
+        import distributed_ucxx  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _has_rmm():
+    try:
+        import rmm  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+if __name__ == "__main__":  # worker processes re-import this file
+    main()

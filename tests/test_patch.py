@@ -1,0 +1,332 @@
+"""mgemm.patch_dask: which dask calls go through mgemm, which stay with dask, and clean undo;
+plus dask's own matmul and dot tests run with the patch on."""
+
+from __future__ import annotations
+
+import doctest
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import dask
+import dask.array as da
+import dask.array.core as da_core
+import dask.array.routines as da_routines
+import numpy as np
+import pytest
+
+import mgemm
+import mgemm.api
+import mgemm.patch
+from conftest import assert_close, random
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _sync():
+    with dask.config.set(scheduler="sync"):
+        yield
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """Records the options of every call that reaches ``mgemm.api.matmul``."""
+    calls = []
+    real = mgemm.api.matmul
+
+    def counting(a, b, **options):
+        calls.append(options)
+        return real(a, b, **options)
+
+    monkeypatch.setattr(mgemm.api, "matmul", counting)
+    return calls
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_patch():
+    """A failing test must not leave dask patched for the next one."""
+    yield
+    for p in list(mgemm.patch._active):
+        p.undo()
+
+
+def _dask_attributes():
+    return (da.matmul, da.dot, da_routines.matmul, da_routines.dot, da_core.Array.__dict__["dot"],
+            da_core.Array.__dict__["__matmul__"], da_core.Array.__dict__["__rmatmul__"],
+            da_core.Array.__dict__["__array_ufunc__"], da_core.Array.__dict__["__array_function__"])
+
+
+def _operands(rng, dtype="f8"):
+    x, y = random(rng, (9, 7), dtype), random(rng, (7, 11), dtype)
+    return x, y, da.from_array(x, chunks=(4, 3)), da.from_array(y, chunks=((2, 5), (6, 5)))
+
+
+ROUTED = {
+    "a @ b": lambda a, b, x, y: a @ b,
+    "x @ b": lambda a, b, x, y: x @ b,             # ndarray.__matmul__ → Array.__array_ufunc__
+    "a @ y": lambda a, b, x, y: a @ y,
+    "b.__rmatmul__(a)": lambda a, b, x, y: b.__rmatmul__(a),
+    "da.matmul": lambda a, b, x, y: da.matmul(a, b),
+    "routines.matmul": lambda a, b, x, y: da_routines.matmul(a, y),
+    "np.matmul": lambda a, b, x, y: np.matmul(a, b),
+    "da.dot": lambda a, b, x, y: da.dot(a, b),
+    "np.dot": lambda a, b, x, y: np.dot(a, b),     # Array.__array_function__ → dask.array.dot
+    "a.dot(b)": lambda a, b, x, y: a.dot(b),
+    "a.dot(y)": lambda a, b, x, y: a.dot(y),
+    "da.matmul(x, y)": lambda a, b, x, y: da.matmul(x, y),
+}
+
+
+@pytest.mark.parametrize("call", list(ROUTED))
+def test_patched_calls_go_through_mgemm(rng, spy, call):
+    x, y, a, b = _operands(rng)
+    with mgemm.patch_dask():
+        got = ROUTED[call](a, b, x, y)
+    assert len(spy) == 1, f"{call} did not go through mgemm.matmul"
+    assert isinstance(got, da.Array)  # lazy, as dask's own would be, even for two ndarrays
+    assert got.name.startswith("mgemm-block-")
+    assert got.dtype == np.float64 and got.shape == (9, 11)
+    assert_close(got.compute(), x @ y, np.float64)
+
+
+@pytest.mark.parametrize("dtype", ["f4", "f8", "c16", "i8", "i4"])
+def test_patched_results_equal_numpy(rng, spy, dtype):
+    x, y, a, b = _operands(rng, dtype)
+    with mgemm.patch_dask():
+        got = a @ b
+    assert spy and got.dtype == np.result_type(x, y)
+    if np.dtype(dtype).kind == "i":
+        np.testing.assert_array_equal(got.compute(), x @ y)  # integers: exact, as NumPy
+    else:
+        assert_close(got.compute(), x @ y, dtype)
+
+
+@pytest.mark.parametrize("shape_a, shape_b", [
+    ((7,), (7, 5)), ((5, 7), (7,)), ((7,), (7,)), ((2, 5, 7), (7, 3)), ((4, 1, 5, 7), (3, 7, 2)),
+])
+def test_patched_matmul_semantics(rng, spy, shape_a, shape_b):
+    x, y = random(rng, shape_a, "f8"), random(rng, shape_b, "f8")
+    with mgemm.patch_dask():
+        got = da.from_array(x, chunks=3) @ da.from_array(y, chunks=4)
+    assert spy
+    ref = x @ y
+    assert got.shape == ref.shape and got.dtype == ref.dtype
+    assert_close(np.asarray(got.compute()), ref, np.float64)
+
+
+def test_options_reach_mgemm_and_nested_patches_use_the_innermost(rng, spy):
+    x, y, a, b = _operands(rng)
+    with mgemm.patch_dask(block_size=4):
+        a @ b
+        with mgemm.patch_dask(block_size=5, split="off"):
+            a @ b
+        a @ b
+    assert spy == [{"block_size": 4}, {"block_size": 5, "split": "off"}, {"block_size": 4}]
+
+
+def _obj(n):
+    return da.from_array(np.ones((n, n), dtype=object), chunks=2)
+
+
+FALLBACKS = {
+    "object dtype": lambda: (_obj(3), _obj(3)),
+    "bool dtype": lambda: (da.eye(3, chunks=2, dtype=bool), da.eye(3, chunks=2, dtype=bool)),
+    "masked chunks": lambda: (da.ma.masked_greater(da.ones((4, 4), chunks=2), 2),
+                              da.ones((4, 4), chunks=2)),
+    "unknown chunks": lambda: (da.ones((4, 4), chunks=2)[da.ones(4, chunks=2) > 0],
+                               da.ones((4, 4), chunks=2)),
+    "empty dimension": lambda: (da.ones((0, 4), chunks=2), da.ones((4, 3), chunks=2)),
+    "big batch": lambda: (da.ones((mgemm.patch.MAX_BATCH + 1, 2, 3), chunks=8),
+                          da.ones((3, 2), chunks=2)),
+}
+
+
+@pytest.mark.parametrize("case", list(FALLBACKS))
+def test_what_mgemm_cannot_do_exactly_falls_back_to_dask(spy, case):
+    a, b = FALLBACKS[case]()
+    ref = da_core.Array.__dict__["__matmul__"](a, b)
+    with mgemm.patch_dask():
+        got = a @ b
+    assert not spy, f"{case} went through mgemm"
+    assert got.name == ref.name  # dask built the very same graph
+    np.testing.assert_array_equal(got.compute(), ref.compute())
+
+
+@pytest.mark.parametrize("shapes", [((3, 4, 5), (5, 2)), ((5,), (5,)), ((4, 5), (5,))])
+def test_dot_other_than_2d_stays_with_dask(rng, spy, shapes):
+    x, y = random(rng, shapes[0], "f8"), random(rng, shapes[1], "f8")
+    a, b = da.from_array(x, chunks=2), da.from_array(y, chunks=2)
+    with mgemm.patch_dask():
+        got_fn, got_method = da.dot(a, b), a.dot(b)
+    assert not spy
+    assert_close(np.asarray(got_fn.compute()), np.dot(x, y), np.float64)
+    assert_close(np.asarray(got_method.compute()), x.dot(y), np.float64)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: da.matmul(da.ones(3), da.ones((4, 5))),      # inner dimensions differ
+    lambda: da.ones((3, 4)) @ da.from_array(np.float64(2.0)),  # 0-d
+    lambda: da.matmul(da.ones((2, 3, 4)), da.ones((5, 4, 2))),  # batch does not broadcast
+])
+def test_errors_are_dasks_own(spy, make):
+    with pytest.raises(Exception) as expected:
+        make()
+    with mgemm.patch_dask(), pytest.raises(type(expected.value)) as got:
+        make()
+    assert str(got.value) == str(expected.value)
+    assert not spy
+
+
+def test_extra_arguments_go_to_dask(spy):
+    a = da.ones((3, 3), chunks=2)
+    with mgemm.patch_dask(), pytest.raises(TypeError):
+        da.matmul(a, a, out=None)  # dask's matmul takes no out=; neither does the patched one
+    assert not spy
+
+
+def test_undo_restores_dasks_objects_exactly(rng, spy):
+    before = _dask_attributes()
+    p = mgemm.patch_dask()
+    assert da.matmul is not before[0]
+    assert da.matmul is da_routines.matmul and da.dot is da_routines.dot
+    assert da.matmul.__wrapped__ is before[0] and da.matmul.__doc__ == before[0].__doc__
+    assert p.active and "active" in repr(p)
+    p.undo()
+    p.undo()  # a second undo is a no-op
+    assert all(x is y for x, y in zip(_dask_attributes(), before))
+    assert not mgemm.patch._active and not mgemm.patch._originals
+    x, y, a, b = _operands(rng)
+    assert not (a @ b).name.startswith("mgemm-block-") and not spy
+
+
+def test_a_wrapper_kept_past_undo_still_works(spy):
+    """``f = da.matmul`` taken while patched keeps working (and falling back) once undone."""
+    with mgemm.patch_dask():
+        kept = da.matmul
+    obj = _obj(3)
+    np.testing.assert_array_equal(kept(obj, obj).compute(), np.full((3, 3), 3))
+    assert not spy
+    assert kept(da.ones((3, 3)), da.ones((3, 3))).name.startswith("mgemm-block-")
+
+
+def test_context_manager_undoes_on_error():
+    before = _dask_attributes()
+    with pytest.raises(RuntimeError), mgemm.patch_dask():
+        raise RuntimeError("boom")
+    assert all(x is y for x, y in zip(_dask_attributes(), before))
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2), (2, 1, 0), (1, 0, 2), (0, 2, 1)])
+def test_nested_undo_in_any_order(rng, spy, order):
+    before = _dask_attributes()
+    patches = [mgemm.patch_dask(block_size=n) for n in (3, 4, 5)]
+    x, y, a, b = _operands(rng)
+    remaining = list(patches)
+    for i in order:
+        patches[i].undo()
+        remaining.remove(patches[i])
+        spy.clear()
+        a @ b
+        if remaining:  # the innermost patch still applied routes the call
+            assert spy == [remaining[-1].options]
+            assert da.matmul is remaining[-1].wrappers["matmul"]
+        else:
+            assert not spy
+    assert all(x is y for x, y in zip(_dask_attributes(), before))
+
+
+def test_plain_call_then_reapply_with_with(rng, spy):
+    x, y, a, b = _operands(rng)
+    p = mgemm.patch_dask()
+    p.undo()
+    with p:
+        a @ b
+    assert len(spy) == 1 and not p.active
+
+
+def test_bad_options_raise_before_patching():
+    before = _dask_attributes()
+    with pytest.raises(TypeError, match="unknown mgemm option"):
+        mgemm.patch_dask(engin="numpy")
+    with pytest.raises(ValueError, match="engine"):
+        mgemm.patch_dask(engine="fortran")
+    assert all(x is y for x, y in zip(_dask_attributes(), before))
+
+
+def test_patch_is_process_wide_across_threads(rng, spy):
+    """Documented behaviour: the patch is module state, so other threads see it too."""
+    x, y, a, b = _operands(rng)
+    names = []
+    with mgemm.patch_dask():
+        t = threading.Thread(target=lambda: names.append((a @ b).name))
+        t.start()
+        t.join()
+    assert names[0].startswith("mgemm-block-")
+
+
+def test_concurrent_patching_leaves_dask_clean():
+    before = _dask_attributes()
+
+    def churn():
+        for _ in range(50):
+            with mgemm.patch_dask():
+                p = mgemm.patch_dask(block_size=2)
+                p.undo()
+
+    threads = [threading.Thread(target=churn) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(x is y for x, y in zip(_dask_attributes(), before))
+
+
+def test_module_doctest():
+    result = doctest.testmod(mgemm.patch)
+    assert result.attempted and not result.failed
+
+
+def _pytest_with_plugin(tmp_path, *targets: str) -> tuple[int, str]:
+    """A fresh pytest over ``targets`` with ``_dask_patch_plugin``; (exit code, output)."""
+    ini = tmp_path / "pytest.ini"
+    ini.write_text("[pytest]\n")  # not mgemm's settings: dask's tests use their own markers
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests"),
+                                           os.environ.get("PYTHONPATH", "")]))
+    cmd = [sys.executable, "-m", "pytest", *targets, "-p", "_dask_patch_plugin",
+           "-p", "no:cacheprovider", "-c", str(ini), "--rootdir", str(tmp_path), "-q"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=240)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def _routed(out: str) -> int:
+    from _dask_patch_plugin import MARK
+
+    lines = [line for line in out.splitlines() if line.startswith(MARK)]
+    assert lines, out[-3000:]
+    return int(lines[-1].split()[-1])
+
+
+def test_dasks_own_matmul_and_dot_tests_pass_with_the_patch(tmp_path):
+    """dask's ``test_matmul`` and ``test_dot_method`` in a fresh pytest, patched by a plugin
+    that fails the session unless products actually went through mgemm."""
+    import dask.array.tests
+
+    tests = Path(dask.array.tests.__file__).parent / "test_routines.py"
+    code, out = _pytest_with_plugin(tmp_path, f"{tests}::test_matmul",
+                                    f"{tests}::test_dot_method")
+    assert code == 0, out[-6000:]
+    assert _routed(out) > 0, out[-3000:]
+    assert " passed" in out and " failed" not in out and "skipped" not in out, out[-3000:]
+
+
+def test_the_plugin_fails_a_session_that_never_reaches_mgemm(tmp_path):
+    """The guard above is real: tests that pass but multiply nothing fail the session."""
+    (tmp_path / "test_nothing.py").write_text("def test_nothing():\n    assert True\n")
+    code, out = _pytest_with_plugin(tmp_path, str(tmp_path / "test_nothing.py"))
+    assert "1 passed" in out, out[-3000:]
+    assert code != 0 and _routed(out) == 0, out[-3000:]

@@ -1,0 +1,377 @@
+"""The host planner (``mgemm.plan``): coverage, balance, tail splits, memory, speed, determinism."""
+
+from __future__ import annotations
+
+import doctest
+import json
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mgemm import plan as plan_module
+from mgemm.plan import (GiB, MEMORY_FRACTION, Problem, Worker, choose_block_size, make_plan,
+                        plan_from_shape)
+from mgemm.schedule import grouped_order
+
+FAST = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+H200 = Worker("h200", "gpu", 51e12, 120 * GiB, 300e9)
+
+
+def cpu_workers(speeds, bandwidth=1e10, memory=1 << 40) -> list[Worker]:
+    return [Worker(f"w{i}", "cpu", s * 1e9, memory, bandwidth) for i, s in enumerate(speeds)]
+
+
+# -- strategies ------------------------------------------------------------------------------------
+
+sizes = st.lists(st.integers(1, 40), min_size=1, max_size=6)
+
+
+@st.composite
+def problems(draw) -> Problem:
+    k = draw(st.lists(st.integers(1, 40), min_size=1, max_size=8))
+    return Problem(draw(sizes), draw(sizes), k, draw(st.sampled_from([2, 4, 8])))
+
+
+@st.composite
+def clusters(draw, max_workers: int = 9) -> list[Worker]:
+    speeds = draw(st.lists(st.sampled_from([1.0, 1.5, 2.0, 3.0]), min_size=1,
+                           max_size=max_workers))
+    return cpu_workers(speeds, bandwidth=draw(st.sampled_from([1e6, 1e9, 1e12])))
+
+
+@st.composite
+def placements(draw, problem: Problem, workers: list[Worker], known: bool = False) -> dict | None:
+    """None (unless ``known``), or chunk homes drawn at random; some unknown or elsewhere."""
+    if not known and draw(st.booleans()):
+        return None
+    rnd = draw(st.randoms(use_true_random=False))
+    names = [w.name for w in workers] + ["not-planned"]
+    keys = [("a", i, k) for i in range(len(problem.m_chunks)) for k in range(len(problem.k_chunks))]
+    keys += [("b", k, j) for k in range(len(problem.k_chunks)) for j in range(len(problem.n_chunks))]
+    return {key: rnd.choice(names) for key in keys if rnd.random() < 0.9}
+
+
+block_sizes = st.one_of(st.just("auto"), st.integers(1, 100),
+                        st.tuples(st.integers(1, 100), st.integers(1, 100)))
+
+
+@st.composite
+def cases(draw) -> tuple:
+    problem, workers = draw(problems()), draw(clusters())
+    return problem, workers, draw(block_sizes), draw(placements(problem, workers))
+
+
+@st.composite
+def split_heavy_cases(draw) -> tuple:
+    """Known placement, blocks of one chunk, many K chunks, few workers: many K pieces, often
+    several on one worker in one block row or column."""
+    problem = Problem(draw(st.lists(st.integers(1, 9), min_size=1, max_size=4)),
+                      draw(st.lists(st.integers(1, 9), min_size=1, max_size=4)),
+                      draw(st.lists(st.integers(1, 9), min_size=3, max_size=12)), 8)
+    workers = draw(clusters(max_workers=5))
+    return problem, workers, 1, draw(placements(problem, workers, known=True))
+
+
+def check_structure(plan) -> None:
+    """Every (i, j, k) chunk triple of C = A @ B is computed by exactly one Work, and the rest of
+    the plan is consistent: seq numbers, fix-ups, predictions."""
+    p = plan.problem
+    count = np.zeros((len(p.m_chunks), len(p.n_chunks), len(p.k_chunks)), dtype=int)
+    for w in plan.work:
+        blk = plan.blocks[w.block]
+        assert blk.i0 < blk.i1 and blk.j0 < blk.j1 and w.k0 < w.k1
+        count[blk.i0:blk.i1, blk.j0:blk.j1, w.k0:w.k1] += 1
+    assert (count == 1).all(), f"{(count != 1).sum()} chunk triples not computed exactly once"
+    names = [w.name for w in plan.workers]
+    for name in names:
+        assert [w.seq for w in plan.work_for(name)] == list(range(len(plan.work_for(name))))
+    assert sorted(plan.fixup) == list(plan.split_blocks())
+    for b, name in plan.fixup.items():
+        assert name in {w.worker for w in plan.work if w.block == b}
+    assert list(plan.predicted) == names
+    assert plan.makespan == max(plan.predicted.values())
+    # The blocks form a grid, so the graph can name them (bi, bj).
+    gm, gn = plan.grid
+    assert gm * gn == len(plan.blocks)
+
+
+# -- every chunk product exactly once --------------------------------------------------------------
+
+@FAST
+@given(case=cases(), split=st.sampled_from(["off", "on", "auto"]))
+def test_every_chunk_product_is_computed_exactly_once(case, split):
+    problem, workers, block_size, locations = case
+    plan = make_plan(problem, workers, block_size=block_size, split=split, locations=locations)
+    check_structure(plan)
+    if split == "off" or len(problem.k_chunks) == 1:
+        assert plan.split_blocks() == ()
+
+
+@FAST
+@given(case=st.one_of(cases(), split_heavy_cases()), split=st.sampled_from(["off", "on", "auto"]))
+def test_predicted_time_is_the_cost_model(case, split):
+    # Recomputed from the Works alone: FLOPs / flops + distinct remote chunks / bandwidth
+    # + (parts - 1) partial C blocks read by the fix-up worker.
+    problem, workers, block_size, locations = case
+    plan = make_plan(problem, workers, block_size=block_size, split=split, locations=locations)
+    if locations is not None:  # else the assumed homes are the planner's own
+        check_costs(plan, locations)
+
+
+def test_cost_model_counts_a_chunk_read_by_two_pieces_once():
+    # Two blocks sharing A's row panel on three workers: the idle one gets K pieces of both.
+    problem = Problem((8,), (8, 8), (2,) * 8, 8)
+    elsewhere = {("a", 0, k): "w0" for k in range(8)}
+    plan = make_plan(problem, cpu_workers([1, 1, 1], bandwidth=1e12), block_size=8, split="on",
+                     locations=elsewhere)
+    pieces = plan.work_for("w2")
+    assert {x.block for x in pieces} == {0, 1}
+    assert set(range(pieces[0].k0, pieces[0].k1)) & set(range(pieces[1].k0, pieces[1].k1))
+    check_costs(plan, elsewhere)
+
+
+def check_costs(plan, locations: dict) -> None:
+    """Predicted times and fetched bytes, recomputed from the Works and ``locations``."""
+    problem = plan.problem
+    m, n, k, size = problem.m_chunks, problem.n_chunks, problem.k_chunks, problem.itemsize
+    for w in plan.workers:
+        flops, chunks = 0, set()
+        for x in plan.work_for(w.name):
+            blk = plan.blocks[x.block]
+            flops += 2 * sum(m[blk.i0:blk.i1]) * sum(n[blk.j0:blk.j1]) * sum(k[x.k0:x.k1])
+            chunks |= {("a", i, kk) for i in range(blk.i0, blk.i1) for kk in range(x.k0, x.k1)}
+            chunks |= {("b", kk, j) for j in range(blk.j0, blk.j1) for kk in range(x.k0, x.k1)}
+        fetched = sum((m[c[1]] * k[c[2]] if c[0] == "a" else k[c[1]] * n[c[2]]) * size
+                      for c in chunks if locations.get(c) != w.name)
+        fixup = 0
+        for b, name in plan.fixup.items():
+            blk, parts = plan.blocks[b], sum(x.block == b for x in plan.work)
+            fixup += (name == w.name) * (parts - 1) * sum(m[blk.i0:blk.i1]) * sum(
+                n[blk.j0:blk.j1]) * size
+        assert plan.loads[w.name].fetched == fetched
+        expected = flops / w.flops + (fetched + fixup) / w.bandwidth
+        assert plan.predicted[w.name] == pytest.approx(expected, rel=1e-9, abs=1e-15)
+
+
+def test_zero_size_chunks_are_planned_too():
+    plan = make_plan(Problem((0, 5, 3), (4, 0), (2, 0, 2), 8), cpu_workers([1, 1, 1]),
+                     block_size=4, split="on")
+    check_structure(plan)
+
+
+# -- tail splitting --------------------------------------------------------------------------------
+
+def block_row_problem(n_blocks: int) -> Problem:
+    """``n_blocks`` blocks of 64×64 (block_size=64), each with 64 K chunks to split at."""
+    return Problem((64,) * n_blocks, (64,), (4,) * 64, 4)
+
+
+def balanced(plan, tol_block: float) -> bool:
+    mean = sum(plan.predicted.values()) / len(plan.predicted)
+    return all(abs(t - mean) <= max(tol_block, 0.05 * mean) for t in plan.predicted.values())
+
+
+@FAST
+@given(speeds=st.lists(st.sampled_from([1.0, 1.25, 2.0, 3.0]), min_size=2, max_size=9),
+       per_worker=st.integers(1, 3), extra=st.integers(1, 8))
+def test_split_on_balances_predicted_time(speeds, per_worker, extra):
+    # Assumption making balance achievable: transfers are ~free (bandwidth 1e15 B/s), and every
+    # block has 64 K chunks, so K pieces are fine-grained next to a worker's share.
+    workers = cpu_workers(speeds, bandwidth=1e15)
+    problem = block_row_problem(per_worker * len(workers) + extra % len(workers))
+    plan = make_plan(problem, workers, block_size=64, split="on")
+    check_structure(plan)
+    block_time = 2 * 64 * 64 * 256 / (sum(w.flops for w in workers) / len(workers))
+    assert balanced(plan, block_time), plan.table()
+
+
+def test_without_split_the_same_tail_is_unbalanced():
+    # The balance test above can fail: 5 blocks on 4 workers leave one worker a whole block more.
+    workers, problem = cpu_workers([1, 1, 1, 1], bandwidth=1e15), block_row_problem(5)
+    off = make_plan(problem, workers, block_size=64, split="off")
+    on = make_plan(problem, workers, block_size=64, split="on")
+    block_time = 2 * 64 * 64 * 256 / 1e9
+    assert not balanced(off, block_time / 4)
+    assert balanced(on, block_time / 4)
+    assert off.makespan == pytest.approx(2 * block_time)
+    assert on.makespan < 1.3 * block_time  # ideal: 5/4 of a block each
+
+
+@FAST
+@given(case=cases())
+def test_split_auto_never_lengthens_the_makespan(case):
+    problem, workers, block_size, locations = case
+    off = make_plan(problem, workers, block_size=block_size, split="off", locations=locations)
+    auto = make_plan(problem, workers, block_size=block_size, split="auto", locations=locations)
+    assert auto.makespan <= off.makespan * (1 + 1e-12)
+    if auto.split_blocks():
+        assert auto.makespan < off.makespan
+
+
+def test_split_auto_splits_a_tail_block_when_it_pays():
+    workers, problem = cpu_workers([1, 1], bandwidth=1e12), block_row_problem(3)
+    off = make_plan(problem, workers, block_size=64, split="off")
+    auto = make_plan(problem, workers, block_size=64, split="auto")
+    assert auto.split_blocks() and auto.makespan < 0.8 * off.makespan
+    (b,) = auto.split_blocks()
+    pieces = sorted((w.k0, w.k1) for w in auto.work if w.block == b)
+    assert pieces[0][0] == 0 and pieces[-1][1] == 64
+    assert all(a[1] == c[0] for a, c in zip(pieces, pieces[1:]))
+    # The fix-up worker pays for reading the other partial: one 64×64 C block over its link.
+    fixer = auto.loads[auto.fixup[b]]
+    assert fixer.fixup_s == pytest.approx(64 * 64 * 4 / 1e12)
+
+
+def test_split_auto_declines_when_transfers_cost_more_than_they_save():
+    # Slow link: fetching the panels for a piece costs more than computing it.
+    workers, problem = cpu_workers([1, 1], bandwidth=1e3), block_row_problem(3)
+    assert make_plan(problem, workers, block_size=64, split="auto").split_blocks() == ()
+    assert make_plan(problem, workers, block_size=64, split="on").split_blocks() != ()
+
+
+def test_no_split_with_a_single_k_chunk():
+    problem = Problem((64,) * 3, (64,), (256,), 4)
+    assert make_plan(problem, cpu_workers([1, 1]), block_size=64, split="on").split_blocks() == ()
+
+
+# -- placement and order ---------------------------------------------------------------------------
+
+def test_banding_without_locations_is_contiguous_and_proportional_to_speed():
+    workers = cpu_workers([1, 2, 1])
+    plan = make_plan(Problem((16,) * 8, (16,) * 8, (16,) * 4, 8), workers, block_size=16,
+                     split="off")
+    owned = {w.name: sorted(x.block for x in plan.work_for(w.name)) for w in workers}
+    assert [len(owned[n]) for n in ("w0", "w1", "w2")] == [16, 32, 16]
+    for blocks in owned.values():
+        assert blocks == list(range(blocks[0], blocks[0] + len(blocks)))
+
+
+def test_greedy_follows_the_data_unless_balance_pays_more():
+    problem = Problem((16, 16), (16, 16), (16,) * 4, 8)
+    everything_on_w1 = {("a", i, k): "w1" for i in range(2) for k in range(4)}
+    everything_on_w1 |= {("b", k, j): "w1" for k in range(4) for j in range(2)}
+    slow_link = make_plan(problem, cpu_workers([1, 1], bandwidth=1e3), block_size=16,
+                          split="off", locations=everything_on_w1)
+    assert {w.worker for w in slow_link.work} == {"w1"}
+    assert slow_link.loads["w1"].fetched == 0
+    fast_link = make_plan(problem, cpu_workers([1, 1], bandwidth=1e15), block_size=16,
+                          split="off", locations=everything_on_w1)
+    assert len(fast_link.work_for("w0")) == len(fast_link.work_for("w1")) == 2
+
+
+def test_order_is_grouped_with_local_blocks_first():
+    problem = Problem((16,) * 4, (16,) * 4, (16,) * 2, 8)
+    alone = make_plan(problem, cpu_workers([1]), block_size=16, split="off")
+    order = [divmod(w.block, 4) for w in alone.work_for("w0")]
+    assert order == grouped_order(4, 4, 4)
+    # Only block (2, 3)'s panels are on w0: it goes first, the walk then resumes after it.
+    here = {("a", 2, k): "w0" for k in range(2)} | {("b", k, 3): "w0" for k in range(2)}
+    plan = make_plan(problem, cpu_workers([1]), block_size=16, split="off", locations=here)
+    order = [divmod(w.block, 4) for w in plan.work_for("w0")]
+    assert order[0] == (2, 3) and order[1] == (3, 3) and sorted(order) == sorted(
+        grouped_order(4, 4, 4))
+
+
+# -- block size ------------------------------------------------------------------------------------
+
+def test_block_size_for_two_gpus_is_large_and_even():
+    rows, cols = choose_block_size(32768, 32768, 32768, 4, [H200, H200])
+    assert min(rows, cols) >= 4096
+    assert (-(-32768 // rows) * -(-32768 // cols)) % 2 == 0
+
+
+def test_block_size_gives_every_gpu_a_block():
+    rows, cols = choose_block_size(8192, 8192, 8192, 4, [H200] * 8)
+    assert -(-8192 // rows) * -(-8192 // cols) >= 8
+    assert min(rows, cols) >= 1024
+
+
+def test_block_size_on_cpus_is_moderate():
+    rows, cols = choose_block_size(16384, 16384, 16384, 8, cpu_workers([1] * 4))
+    assert 1024 <= min(rows, cols) and max(rows, cols) <= 2048
+
+
+def test_block_size_respects_memory():
+    small = [Worker(f"g{i}", "gpu", 51e12, 16 * GiB, 300e9) for i in range(2)]
+    rows, cols = choose_block_size(65536, 65536, 65536, 4, small)
+    assert (rows * 65536 + 65536 * cols + rows * cols) * 4 <= MEMORY_FRACTION * 16 * GiB
+    assert choose_block_size(65536, 65536, 65536, 4, [H200] * 2) != (rows, cols)
+
+
+def test_blocks_never_cut_chunks_and_stay_close_to_the_target():
+    plan = make_plan(Problem((300, 300, 300, 300, 100), (250,) * 4, (64,), 4),
+                     cpu_workers([1, 1]), block_size=(600, 500), split="off")
+    assert sorted({plan.block_rows(b) for b in range(len(plan.blocks))}) == [
+        (0, 600), (600, 1300)]
+    assert sorted({plan.block_cols(b) for b in range(len(plan.blocks))}) == [(0, 500), (500, 1000)]
+
+
+# -- memory, errors, output ------------------------------------------------------------------------
+
+def test_memory_check_names_the_worker():
+    workers = [Worker("roomy", "cpu", 1e9, 1 << 40, 1e9), Worker("tiny", "cpu", 1e9, 10_000, 1e9)]
+    with pytest.raises(ValueError, match=r"worker 'tiny'.*smaller block_size"):
+        make_plan(Problem((32,) * 4, (32,) * 4, (32,) * 4, 8), workers, block_size=32)
+
+
+def test_bad_arguments_are_refused():
+    problem = Problem((8,), (8,), (8,), 8)
+    with pytest.raises(ValueError, match="split"):
+        make_plan(problem, cpu_workers([1]), split="sometimes")
+    with pytest.raises(ValueError, match="unique"):
+        make_plan(problem, cpu_workers([1]) * 2)
+    with pytest.raises(ValueError, match="m_chunks"):
+        Problem((), (8,), (8,), 8)
+
+
+@settings(max_examples=30, deadline=None)
+@given(case=cases(), split=st.sampled_from(["off", "on", "auto"]))
+def test_plans_are_deterministic(case, split):
+    problem, workers, block_size, locations = case
+    first = make_plan(problem, workers, block_size=block_size, split=split, locations=locations)
+    again = make_plan(problem, workers, block_size=block_size, split=split,
+                      locations=None if locations is None else dict(reversed(locations.items())))
+    assert first == again
+    assert first.table() == again.table()
+
+
+def test_to_dict_is_json_and_table_names_every_worker():
+    workers = cpu_workers([1, 2, 3], bandwidth=1e12)
+    plan = make_plan(block_row_problem(4), workers, block_size=64, split="on")
+    assert plan.split_blocks()
+    data = json.loads(json.dumps(plan.to_dict()))
+    assert len(data["work"]) == len(plan.work) and data["makespan"] == plan.makespan
+    table = plan.table()
+    assert all(w.name in table for w in workers)
+    assert "fix-up on" in table
+
+
+def test_plan_from_shape_chunks_like_the_blocks():
+    plan = plan_from_shape(32768, 32768, 32768, 4, 2)
+    rows, cols = choose_block_size(32768, 32768, 32768, 4, [H200, H200])
+    assert plan.problem.m_chunks == (rows,) * (32768 // rows)
+    assert all(len(set(w.block for w in plan.work_for(f"worker-{i}"))) >= 1 for i in range(2))
+    ragged = plan_from_shape(1000, 700, 900, 8, 3, kind="cpu", chunk=256)
+    assert ragged.problem.m_chunks == (256, 256, 256, 232)
+    check_structure(ragged)
+
+
+def test_planning_64_cubed_chunks_is_fast():
+    # The issue asks for planning a 64×64×64 chunk grid on 8 workers in under 0.2 s.
+    problem = Problem((1024,) * 64, (1024,) * 64, (1024,) * 64, 4)
+    workers = [Worker(f"gpu-{i}", "gpu", 51e12, 120 * GiB, 300e9) for i in range(8)]
+    elapsed = []
+    for block_size in ("auto", 4096):
+        start = time.perf_counter()
+        plan = make_plan(problem, workers, block_size=block_size)
+        elapsed.append(time.perf_counter() - start)
+        check_structure(plan)
+    assert max(elapsed) < 0.2, elapsed
+
+
+def test_doctests():
+    result = doctest.testmod(plan_module)
+    assert result.attempted > 0 and result.failed == 0

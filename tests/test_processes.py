@@ -1,0 +1,212 @@
+"""mgemm on a real multi-process cluster: a `dask scheduler` and two `dask worker` processes on
+127.0.0.1, each a separate process as on separate machines; then a lost worker; then the cluster/
+recipe's own scripts over TLS."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dask.array as da
+import numpy as np
+import pytest
+from distributed import Client, Security, wait
+
+import mgemm
+from conftest import assert_close
+
+ROOT = Path(__file__).resolve().parents[1]
+START_TIMEOUT = 30  # seconds for the scheduler file and workers to appear on a busy 2-core box
+
+
+def _env(**extra: str) -> dict:
+    """The processes import mgemm from this checkout (tasks and the scheduler plugin need it)."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return dict(os.environ, PYTHONPATH=path, **extra)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM (dask shuts down cleanly), then SIGKILL to the process group this test started
+    for it, so that no nanny's child outlives the test."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _wait_for_file(path: Path, procs: list, logs: Path) -> dict:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if path.exists():
+            with contextlib.suppress(ValueError):  # written but not yet complete
+                return json.loads(path.read_text())
+        dead = [p for p in procs if p.poll() is not None]
+        if dead:
+            break
+        time.sleep(0.1)
+    raise RuntimeError(f"no scheduler file {path}:\n{_logs(logs)}")
+
+
+def _logs(directory: Path) -> str:
+    files = sorted(directory.glob("*.log"))
+    return "\n".join(f"--- {f.name}\n{f.read_text()[-3000:]}" for f in files)
+
+
+class Processes:
+    """A scheduler and named workers, each a subprocess with its log in ``tmp/logs``."""
+
+    def __init__(self, tmp: Path):
+        self.tmp = tmp
+        self.logs = tmp / "logs"
+        self.logs.mkdir()
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def start(self, name: str, cmd: list[str], **env: str) -> subprocess.Popen:
+        log = open(self.logs / f"{name}.log", "w")
+        proc = subprocess.Popen(cmd, cwd=self.tmp, env=_env(**env), stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        self.procs[name] = proc
+        return proc
+
+    def stop_all(self) -> None:
+        for proc in reversed(list(self.procs.values())):  # workers first, then the scheduler
+            _stop(proc)
+
+
+@pytest.fixture
+def processes(tmp_path):
+    procs = Processes(tmp_path)
+    try:
+        yield procs
+    finally:
+        procs.stop_all()
+
+
+@pytest.fixture
+def cluster(processes, tmp_path):
+    """``dask scheduler`` + two single-threaded ``dask worker``s (no nanny: the worker *is* the
+    process, so killing it loses the worker), all on 127.0.0.1; yields (client, {address: proc})."""
+    sched_file = tmp_path / "scheduler.json"
+    processes.start("scheduler", [sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1",
+                                  "--port", "0", "--no-dashboard", "--scheduler-file",
+                                  str(sched_file)])
+    _wait_for_file(sched_file, list(processes.procs.values()), processes.logs)
+    for i in range(2):
+        processes.start(f"worker{i}", [
+            sys.executable, "-m", "dask", "worker", "--scheduler-file", str(sched_file),
+            "--nthreads", "1", "--host", "127.0.0.1", "--no-dashboard", "--no-nanny",
+            "--name", f"worker{i}", "--local-directory", str(tmp_path / f"worker{i}")])
+    client = Client(scheduler_file=str(sched_file), timeout=START_TIMEOUT)
+    try:
+        try:
+            client.wait_for_workers(2, timeout=START_TIMEOUT)
+        except TimeoutError:
+            raise RuntimeError(f"workers did not start:\n{_logs(processes.logs)}") from None
+        info = client.scheduler_info(n_workers=-1)["workers"]
+        by_address = {addr: processes.procs[w["name"]] for addr, w in info.items()}
+        yield client, by_address
+    finally:
+        client.close()
+
+
+def _operands(rng):
+    """600×500 @ 500×700, ragged and mismatched K chunks, persisted on the workers."""
+    x, y = rng.standard_normal((600, 500)), rng.standard_normal((500, 700))
+    a = da.from_array(x, chunks=((250, 200, 150), (120, 260, 120)))
+    b = da.from_array(y, chunks=((200, 300), (300, 250, 150)))
+    return x, y, a, b
+
+
+def _planned_owners(c: da.Array) -> set[str]:
+    """The workers the plan put block tasks on, read from the graph's placement annotations."""
+    layer = c.__dask_graph__().layers[c.name]
+    workers = (layer.annotations or {}).get("workers")
+    lookup = workers if callable(workers) else (workers or {}).get
+    return {w for key in layer for w in (lookup(key) or [])}
+
+
+def test_matmul_through_separate_processes(cluster, rng):
+    client, workers = cluster
+    x, y, a, b = _operands(rng)
+    a, b = client.persist([a, b])
+    c = mgemm.matmul(a, b, block_size=150, client=client)
+    assert c.name.startswith("mgemm-block-") and c.shape == (600, 700)
+    assert _planned_owners(c) == set(workers)
+
+    c = client.persist(c)
+    wait(c)
+    holders = client.who_has(c)
+    assert all(str(key[0]).startswith("mgemm-block-") for key in holders)
+    computed_on = {w for ws in holders.values() for w in ws}
+    assert computed_on == set(workers), f"blocks only on {computed_on} of {set(workers)}"
+    assert_close(client.compute(c).result(), x @ y, np.float64)
+
+
+def test_lost_worker_blocks_run_elsewhere(cluster, rng):
+    """Plan with both workers alive, kill one, then compute: the loose restrictions let its
+    blocks (and its share of the persisted inputs) be recomputed on the survivor."""
+    client, workers = cluster
+    x, y, a, b = _operands(rng)
+    a, b = client.persist([a, b])
+    client.wait_for_workers(2)
+    c = mgemm.matmul(a, b, block_size=150, client=client)
+    owners = _planned_owners(c)
+    assert owners == set(workers), f"the plan used {owners}, not both workers"
+    victim = sorted(owners)[0]
+
+    workers[victim].kill()
+    workers[victim].wait()
+    deadline = time.monotonic() + START_TIMEOUT
+    while victim in client.scheduler_info(n_workers=-1)["workers"]:
+        assert time.monotonic() < deadline, "the scheduler did not notice the lost worker"
+        time.sleep(0.05)
+
+    assert_close(client.compute(c).result(timeout=60), x @ y, np.float64)
+    (survivor,) = client.scheduler_info(n_workers=-1)["workers"]
+    assert survivor != victim
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None or shutil.which("bash") is None,
+                    reason="needs openssl and bash")
+def test_cluster_scripts_over_tls(processes, tmp_path, rng):
+    """cluster/make-certs.sh, start-scheduler.sh and start-workers.sh (CPU workers) as the
+    README runs them, with TLS; a client with the client certificate multiplies through them."""
+    certs = tmp_path / "certs"
+    subprocess.run(["bash", str(ROOT / "cluster" / "make-certs.sh"), str(certs)], check=True,
+                   capture_output=True, timeout=60)
+    sched_file = tmp_path / "scheduler.json"
+    env = dict(MGEMM_PROTOCOL="tls", MGEMM_TLS_DIR=str(certs), MGEMM_SCHEDULER_PORT="0",
+               MGEMM_SCHEDULER_FILE=str(sched_file), MGEMM_PYTHON=sys.executable)
+    processes.start("scheduler", ["bash", str(ROOT / "cluster" / "start-scheduler.sh")], **env)
+    info = _wait_for_file(sched_file, list(processes.procs.values()), processes.logs)
+    assert info["address"].startswith("tls://127.0.0.1:")
+    processes.start("workers", ["bash", str(ROOT / "cluster" / "start-workers.sh"),
+                                "--local-directory", str(tmp_path / "workers")],
+                    MGEMM_WORKER_KIND="cpu", MGEMM_NWORKERS="2", **env)
+
+    security = Security(tls_ca_file=str(certs / "ca.pem"),
+                        tls_client_cert=str(certs / "client.pem"),
+                        tls_client_key=str(certs / "client-key.pem"), require_encryption=True)
+    with Client(info["address"], security=security, timeout=START_TIMEOUT) as client:
+        try:
+            client.wait_for_workers(2, timeout=START_TIMEOUT)
+        except TimeoutError:
+            raise RuntimeError(f"workers did not start:\n{_logs(processes.logs)}") from None
+        assert all(a.startswith("tls://127.0.0.1:")
+                   for a in client.scheduler_info(n_workers=-1)["workers"])
+        x, y, a, b = _operands(rng)
+        c = mgemm.matmul(a, b, block_size=300, client=client)
+        assert_close(client.compute(c).result(), x @ y, np.float64)
