@@ -211,7 +211,7 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
     target = _target_block(opts["block_size"], m, n, k, itemsize, workers)
     a = _to_dask(a, (target[0], "auto"))
     b = _to_dask(b, ("auto", target[1]))
-    a, b = _align(a, b, target)
+    a, b = _align(a, b, target, len(workers))
     problem = Problem(tuple(a.chunks[0]), tuple(b.chunks[1]), tuple(a.chunks[1]), itemsize)
     locations = _locations(client, a, b) if client is not None else None
     plan = make_plan(problem, workers, block_size=target, split=opts["split"],
@@ -239,12 +239,17 @@ def _to_dask(x: Any, chunks: Any) -> da.Array:
     return da.from_array(x, chunks=chunks, asarray=False)
 
 
-def _align(a: da.Array, b: da.Array, target: tuple) -> tuple[da.Array, da.Array]:
-    """Rechunk so A's and B's K chunks agree, and chunks coarser than the target block split."""
-    rows = _split_coarse(a.chunks[0], target[0])
-    cols = _split_coarse(b.chunks[1], target[1])
+def _align(a: da.Array, b: da.Array, target: tuple, n_workers: int) -> tuple[da.Array, da.Array]:
+    """Rechunk as little as possible: A's and B's K chunks are made to agree, and row or column
+    chunks are cut only when they are too coarse to give every worker a block.
+
+    Rechunking persisted inputs moves whole chunks between workers, which costs more than a plan
+    over the chunks as they are, so chunks that merely differ from the planner's target stay.
+    """
+    rows, cols = a.chunks[0], b.chunks[1]
+    if len(rows) * len(cols) < n_workers:
+        rows, cols = _split_coarse(rows, target[0]), _split_coarse(cols, target[1])
     kch = graph.common_k_chunks(a.chunks[1], b.chunks[0])
-    kch = _split_coarse(kch, max(target))
     if (rows, kch) != a.chunks:
         a = a.rechunk((rows, kch))
     if (kch, cols) != b.chunks:

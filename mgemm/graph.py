@@ -57,7 +57,10 @@ def _fixup_task(partials: list, c: Any, alpha: float, beta: float) -> Any:
     for part in partials[1:]:
         total += part
     xp = _array_module(total)
-    return engines.scale_and_add(total, alpha, beta, c, xp)
+    out = engines.scale_and_add(total, alpha, beta, c, xp)
+    if xp is not np:  # like the engines: the task ends when its GPU work does
+        xp.cuda.get_current_stream().synchronize()
+    return out
 
 
 def _array_module(x: Any) -> Any:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import asdict, astuple, dataclass, field
 from typing import Mapping, Sequence, Union
 
@@ -117,6 +117,8 @@ class Problem:
 
 @dataclass(frozen=True)
 class Block:
+    """Output block: chunk rows [i0, i1) × chunk columns [j0, j1) of C."""
+
     i0: int
     i1: int
     j0: int
@@ -125,6 +127,8 @@ class Block:
 
 @dataclass(frozen=True)
 class Work:
+    """One task: ``plan.blocks[block]`` over K chunks [k0, k1), ``seq``-th on ``worker``."""
+
     block: int
     k0: int
     k1: int
@@ -312,17 +316,56 @@ def make_plan(problem: Problem, workers: Sequence[Worker], *, block_size: BlockS
     rows, cols = _block_size(block_size, problem, workers)
     known = locations is not None
     model = _Model(problem, workers, rows, cols, locations if known else _spread(problem, workers))
-    owner = _greedy(model) if known else _band(model)
-    orders = [[[b, 0, model.nk] for b in _order(model, w, [b for b, o in enumerate(owner) if o == w])]
-              for w in range(len(workers))]
-    ledger = _Ledger(model, orders, owner)
+    owner, orders, ledger = min((_assemble(model, own) for own in _owners(model, known)),
+                                key=lambda option: option[2].makespan())
     if split != "off" and model.nk > 1:
         trial = [[list(e) for e in order] for order in orders]
         tried = _Ledger(model, trial, owner)
         _split_tail(model, tried, trial, owner, full=(split == "auto"))
         if split == "on" or tried.makespan() < ledger.makespan() * (1 - SPLIT_GAIN):
             orders, ledger = trial, tried
+    if known and split != "off":
+        orders = [_local_first(model, w, order, owner) for w, order in enumerate(orders)]
     return _finish(model, ledger, orders, owner, (rows, cols))
+
+
+def _local_first(model: _Model, w: int, order: list[list[int]],
+                 owner: list[int]) -> list[list[int]]:
+    """Overlap of copy and compute: where a piece's inputs are held on ``w`` for a leading (or
+    trailing) run of its K chunks and remote for the rest, cut it once there, and run every held
+    piece before any remote one.
+
+    Dask starts a task only when all its inputs are there, so a block whose K range is half
+    remote would idle the GPU while the remote half arrives; as two pieces, the held half
+    computes while the other half is fetched.  Only pieces on the block's fix-up worker are cut,
+    so the partials are summed where they are made: bytes moved, FLOPs and predicted times are
+    unchanged.  One cut per piece bounds the partial C blocks held at once.
+
+    >>> w = [Worker("w0", "gpu", 1e12, GiB, 1e9)]
+    >>> prob = Problem((4,), (4,), (2, 2, 2), 4)
+    >>> here = {("a", 0, k): "w0" for k in range(3)} | {("b", 0, 0): "w0", ("b", 1, 0): "w0"}
+    >>> [(x.k0, x.k1) for x in make_plan(prob, w, block_size=4, locations=here).work]
+    [(0, 2), (2, 3)]
+    """
+    nk, remote, panel_remote = model.nk, model.remote[w], model.panel_remote[w]
+    held_first, rest = [], []
+    for b, k0, k1 in order:
+        qa, qb = model.panels(b)
+        if owner[b] != w or not (panel_remote[qa] or panel_remote[qb]) or k1 - k0 < 2:
+            held_first.append([b, k0, k1])
+            continue
+        held = [not (remote[qa * nk + k] or remote[qb * nk + k]) for k in range(k0, k1)]
+        lead = next((i for i, h in enumerate(held) if not h), len(held))
+        tail = next((i for i, h in enumerate(reversed(held)) if not h), len(held))
+        if lead == len(held) or (lead == 0 and tail == 0):
+            (held_first if lead else rest).append([b, k0, k1])
+        elif lead >= tail:
+            held_first.append([b, k0, k0 + lead])
+            rest.append([b, k0 + lead, k1])
+        else:
+            held_first.append([b, k1 - tail, k1])
+            rest.append([b, k0, k1 - tail])
+    return held_first + rest
 
 
 def _block_size(block_size: BlockSize, problem: Problem,
@@ -436,25 +479,25 @@ class _Ledger:
         self.model, self.compute, self.fetched, self.fixup = model, [0.0] * p, [0] * p, [0] * p
         self.whole = [[0] * panels for _ in range(p)]  # whole-K Works reading each panel
         self.partly = [[0] * panels for _ in range(p)]  # slabs of each panel read by pieces
-        self.pieces: list[dict[int, int]] = [{} for _ in range(p)]  # slab -> pieces reading it
+        self.pieces = [defaultdict(int) for _ in range(p)]  # slab -> pieces reading it
         for w, order in enumerate(orders):
             for b, k0, k1 in order:
                 self.add(w, b, k0, k1, 1)
-        for b, n in Counter(b for order in orders for b, _, _ in order).items():
-            self.fixup[owner[b]] += (n - 1) * model.c_bytes(b)
+        # The fix-up worker reads every partial made elsewhere; its own cost no link traffic.
+        for w, order in enumerate(orders):
+            for b in {b for b, _, _ in order if owner[b] != w}:
+                self.fixup[owner[b]] += model.c_bytes(b) * sum(e[0] == b for e in order)
 
     def add(self, w: int, b: int, k0: int, k1: int, sign: int) -> None:
         m, whole = self.model, self.whole[w]
         self.compute[w] += sign * m.flops(b, k0, k1) / m.workers[w].flops
         if k1 - k0 == m.nk:
             for q in m.panels(b):
-                whole[q] += sign
-                if whole[q] == (sign > 0):  # the first reader fetches, the last one frees
+                if _step(whole, q, sign):
                     self.fetched[w] += sign * self._unread(w, q)
             return
         for s in (s for k in range(k0, k1) for s in m.slabs(b, k)):
-            self.pieces[w][s] = self.pieces[w].get(s, 0) + sign
-            if self.pieces[w][s] == (sign > 0):
+            if _step(self.pieces[w], s, sign):
                 self.partly[w][s // m.nk] += sign
                 self.fetched[w] += 0 if whole[s // m.nk] else sign * m.remote[w][s]
 
@@ -484,16 +527,42 @@ class _Ledger:
         return max(self.time(w) for w in range(len(self.compute)))
 
 
-def _band(model: _Model) -> list[int]:
-    """Owner per block: contiguous row-major runs of blocks, FLOPs proportional to speed."""
+def _step(counts: list[int] | dict[int, int], key: int, sign: int) -> bool:
+    """Add ``sign`` to ``counts[key]``; True if that was the first reader coming (a fetch) or
+    the last one leaving (a free)."""
+    counts[key] += sign
+    return counts[key] == (1 if sign > 0 else 0)
+
+
+def _band(model: _Model, walk: Sequence[int] | None = None) -> list[int]:
+    """Owner per block: contiguous runs of blocks along ``walk`` (default row-major), FLOPs
+    proportional to speed."""
     speeds = list(itertools.accumulate(w.flops for w in model.workers))
     bounds = [s / speeds[-1] for s in speeds]
-    flops = [model.flops(b, 0, model.nk) for b in range(len(model.blocks))]
-    total, done, owner = sum(flops) or 1.0, 0.0, []
-    for f in flops:
-        owner.append(min(bisect.bisect_right(bounds, (done + f / 2) / total), len(bounds) - 1))
+    walk = range(len(model.blocks)) if walk is None else walk
+    flops = [model.flops(b, 0, model.nk) for b in walk]
+    total, done, owner = sum(flops) or 1.0, 0.0, [0] * len(model.blocks)
+    for b, f in zip(walk, flops):
+        owner[b] = min(bisect.bisect_right(bounds, (done + f / 2) / total), len(bounds) - 1)
         done += f
     return owner
+
+
+def _owners(model: _Model, known: bool) -> list[list[int]]:
+    """Candidate owners per block.  Without locations: row bands.  With them: list scheduling,
+    and row or column bands, which keep each A row (B column) panel on one worker and which the
+    greedy pass can miss when every block costs the same; the planner keeps the cheapest."""
+    if not known:
+        return [_band(model)]
+    by_cols = [model.rc(b)[1] * model.nrows + model.rc(b)[0] for b in range(len(model.blocks))]
+    col_band = _band(model, by_cols)
+    return [_greedy(model), _band(model), col_band]
+
+
+def _assemble(model: _Model, owner: list[int]) -> tuple[list[int], list, "_Ledger"]:
+    orders = [[[b, 0, model.nk] for b in _order(model, w, [b for b, o in enumerate(owner) if o == w])]
+              for w in range(len(model.workers))]
+    return owner, orders, _Ledger(model, orders, owner)
 
 
 def _greedy(model: _Model) -> list[int]:
@@ -550,7 +619,8 @@ def _split_tail(model: _Model, ledger: _Ledger, orders: list[list[list[int]]], o
         else:
             orders[r].append([b, cut, k1])
             ledger.add(r, b, cut, k1, 1)
-            ledger.fixup[owner[b]] += model.c_bytes(b)
+            if r != owner[b]:
+                ledger.fixup[owner[b]] += model.c_bytes(b)
 
 
 def _replace(ledger: _Ledger, w: int, entry: list[int], i: int, value: int) -> None:
@@ -609,11 +679,13 @@ def _finish(model: _Model, ledger: _Ledger, orders: list[list[list[int]]], owner
         out = sum(model.c_bytes(b) for b, _, _ in order) + ledger.fixup[w] + fixes
         peak = model.stored[w] + out + _fetched_peak(model, w, order)
         if peak > workers[w].memory:
+            fixed = model.stored[w] + out  # what no block size changes
             raise ValueError(
                 f"worker {workers[w].name!r} would need about {_fmt_bytes(peak)} (inputs stored "
                 f"there {_fmt_bytes(model.stored[w])}, output blocks {_fmt_bytes(out)}) but may use "
-                f"{_fmt_bytes(workers[w].memory)}; use a smaller block_size than {size[0]}x{size[1]}"
-                f" or more workers")
+                f"{_fmt_bytes(workers[w].memory)}; " + (
+                    "use more workers" if fixed > workers[w].memory else
+                    f"use a smaller block_size than {size[0]}x{size[1]} or more workers"))
         bw = workers[w].bandwidth
         loads[workers[w].name] = WorkerLoad(
             sum(parts[b] == 1 for b, _, _ in order), sum(parts[b] > 1 for b, _, _ in order),
