@@ -52,6 +52,10 @@ MEMORY_FRACTION = 0.25
 #: every split adds tasks and a fix-up, whose scheduling overhead the model leaves out.
 SPLIT_GAIN = 0.01
 SPLITS = ("auto", "on", "off")
+#: Most pieces a block is cut into so its held inputs compute while remote ones arrive.
+OVERLAP_PIECES = 4
+#: ... and the least compute a piece keeps: a Dask task costs about a millisecond of overhead.
+MIN_PIECE_SECONDS = 0.01
 BlockSize = Union[str, int, tuple[int, int]]
 ChunkKey = tuple  # ("a", i, k) or ("b", k, j)
 
@@ -331,41 +335,45 @@ def make_plan(problem: Problem, workers: Sequence[Worker], *, block_size: BlockS
 
 def _local_first(model: _Model, w: int, order: list[list[int]],
                  owner: list[int]) -> list[list[int]]:
-    """Overlap of copy and compute: where a piece's inputs are held on ``w`` for a leading (or
-    trailing) run of its K chunks and remote for the rest, cut it once there, and run every held
-    piece before any remote one.
+    """Overlap of copy and compute: cut each of ``w``'s blocks that reads remote inputs into up
+    to ``OVERLAP_PIECES`` runs of K chunks, run the pieces whose inputs are all held on ``w``
+    first, then the others, fewest remote bytes first.
 
-    Dask starts a task only when all its inputs are there, so a block whose K range is half
-    remote would idle the GPU while the remote half arrives; as two pieces, the held half
-    computes while the other half is fetched.  Only pieces on the block's fix-up worker are cut,
-    so the partials are summed where they are made: bytes moved, FLOPs and predicted times are
-    unchanged.  One cut per piece bounds the partial C blocks held at once.
+    Dask starts a task only when all its inputs are there, so a whole block with one remote
+    panel idles the GPU until the whole panel has arrived; as pieces, the held ones compute while
+    the rest arrives, and each remote piece starts as soon as its own chunks are in.  Only blocks
+    whose fix-up runs on ``w`` are cut, so the partials are summed where they are made: bytes
+    moved, FLOPs and predicted times are unchanged.  The bound on pieces bounds the partial C
+    blocks held at once.
 
-    >>> w = [Worker("w0", "gpu", 1e12, GiB, 1e9)]
-    >>> prob = Problem((4,), (4,), (2, 2, 2), 4)
-    >>> here = {("a", 0, k): "w0" for k in range(3)} | {("b", 0, 0): "w0", ("b", 1, 0): "w0"}
+    >>> w = [Worker("w0", "gpu", 1e3, GiB, 1e9)]
+    >>> prob = Problem((4,), (4,), (2, 2, 2, 2), 4)
+    >>> here = {("a", 0, k): "w0" for k in range(4)} | {("b", 2, 0): "w0", ("b", 3, 0): "w0"}
     >>> [(x.k0, x.k1) for x in make_plan(prob, w, block_size=4, locations=here).work]
-    [(0, 2), (2, 3)]
+    [(2, 3), (3, 4), (0, 1), (1, 2)]
     """
     nk, remote, panel_remote = model.nk, model.remote[w], model.panel_remote[w]
-    held_first, rest = [], []
+    prefix = [list(itertools.accumulate(remote[q * nk:(q + 1) * nk], initial=0))
+              for q in range(len(panel_remote))]
+    held, fetch = [], []
     for b, k0, k1 in order:
         qa, qb = model.panels(b)
         if owner[b] != w or not (panel_remote[qa] or panel_remote[qb]) or k1 - k0 < 2:
-            held_first.append([b, k0, k1])
+            held.append([b, k0, k1])
             continue
-        held = [not (remote[qa * nk + k] or remote[qb * nk + k]) for k in range(k0, k1)]
-        lead = next((i for i, h in enumerate(held) if not h), len(held))
-        tail = next((i for i, h in enumerate(reversed(held)) if not h), len(held))
-        if lead == len(held) or (lead == 0 and tail == 0):
-            (held_first if lead else rest).append([b, k0, k1])
-        elif lead >= tail:
-            held_first.append([b, k0, k0 + lead])
-            rest.append([b, k0 + lead, k1])
-        else:
-            held_first.append([b, k1 - tail, k1])
-            rest.append([b, k0, k1 - tail])
-    return held_first + rest
+        seconds = model.flops(b, k0, k1) / model.workers[w].flops
+        parts = min(OVERLAP_PIECES, k1 - k0, int(seconds / MIN_PIECE_SECONDS))
+        if parts < 2:
+            held.append([b, k0, k1])
+            continue
+        cuts = [k0 + (k1 - k0) * i // parts for i in range(parts + 1)]
+        for lo, hi in zip(cuts, cuts[1:]):
+            moved = prefix[qa][hi] - prefix[qa][lo] + prefix[qb][hi] - prefix[qb][lo]
+            if moved:
+                fetch.append((moved, len(fetch), [b, lo, hi]))
+            else:
+                held.append([b, lo, hi])
+    return held + [piece for _, _, piece in sorted(fetch)]
 
 
 def _block_size(block_size: BlockSize, problem: Problem,
@@ -697,16 +705,18 @@ def _finish(model: _Model, ledger: _Ledger, orders: list[list[list[int]]], owner
 
 
 def _fetched_peak(model: _Model, w: int, order: list[list[int]]) -> int:
-    """Most fetched bytes alive at once on ``w``: a panel read whole, or a slab read by a piece,
-    lives from its first to its last use."""
-    nk, whole = model.nk, {q for b, k0, k1 in order if k1 - k0 == model.nk for q in model.panels(b)}
-    span: dict[int, list[int]] = {}  # panel q as -1 - q, slab s as s -> [first, last] seq
+    """Most fetched bytes alive at once on ``w``: each panel's remote slabs in the K range its
+    Works read, alive from its first to its last use (a slight overestimate when pieces of one
+    panel leave gaps in K)."""
+    nk, remote = model.nk, model.remote[w]
+    span: dict[int, list[int]] = {}  # panel -> [first seq, last seq, lowest k, highest k]
     for seq, (b, k0, k1) in enumerate(order):
-        for s in (s for k in ([0] if k1 - k0 == nk else range(k0, k1)) for s in model.slabs(b, k)):
-            span.setdefault(-1 - s // nk if s // nk in whole else s, [seq, seq])[1] = seq
+        for q in model.panels(b):
+            rec = span.setdefault(q, [seq, seq, k0, k1])
+            rec[1], rec[2], rec[3] = seq, min(rec[2], k0), max(rec[3], k1)
     alive = [0] * (len(order) + 1)
-    for key, (first, last) in span.items():
-        nbytes = model.panel_remote[w][-1 - key] if key < 0 else model.remote[w][key]
+    for q, (first, last, lo, hi) in span.items():
+        nbytes = sum(remote[q * nk + lo:q * nk + hi])
         alive[first] += nbytes
         alive[last + 1] -= nbytes
     return max(itertools.accumulate(alive), default=0)

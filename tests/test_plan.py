@@ -388,3 +388,29 @@ def test_planning_64_cubed_chunks_is_fast():
 def test_doctests():
     result = doctest.testmod(plan_module)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_blocks_with_remote_inputs_are_cut_so_held_pieces_run_first():
+    # A lives on w1 except its last K chunk column, which is on w0 with all of B: every block
+    # reads remote chunks, so each is cut into K pieces on its own worker, held ones first.
+    problem = Problem((64, 64), (64, 64), (64,) * 4, 4)
+    where = {("a", i, k): "w1" if k < 3 else "w0" for i in range(2) for k in range(4)}
+    where |= {("b", k, j): "w0" for k in range(4) for j in range(2)}
+    workers = [Worker(n, "gpu", 1e6, GiB, 1e9) for n in ("w0", "w1")]  # slow: pieces worth cutting
+    plan = make_plan(problem, workers, block_size=64, locations=where)
+    off = make_plan(problem, workers, block_size=64, split="off", locations=where)
+    assert plan.predicted == pytest.approx(off.predicted)  # cutting moves no extra bytes
+    for b in range(len(plan.blocks)):
+        pieces = sorted((x.k0, x.k1, x.worker) for x in plan.work if x.block == b)
+        assert len(pieces) > 1 and len({w for *_, w in pieces}) == 1
+        assert plan.fixup[b] == pieces[0][2]
+        assert [p[:2] for p in pieces] == [(k, k + 1) for k in range(4)]
+    for w in workers:
+        moved = [sum(where.get(key) != w.name for key in
+                     [("a", i, k) for i in range(plan.blocks[x.block].i0, plan.blocks[x.block].i1)
+                      for k in range(x.k0, x.k1)] +
+                     [("b", k, j) for j in range(plan.blocks[x.block].j0, plan.blocks[x.block].j1)
+                      for k in range(x.k0, x.k1)])
+                 for x in plan.work_for(w.name)]
+        assert moved == sorted(moved), f"{w.name} runs a piece needing fetches before a held one"
+    assert plan.work_for("w0")[0].k0 == 3  # the piece whose inputs w0 holds comes first
