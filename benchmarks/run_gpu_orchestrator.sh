@@ -18,7 +18,7 @@ git_commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 echo "commit $git_commit"
 nvidia-smi --query-gpu=index,name,memory.total,clocks.sm,clocks.max.sm --format=csv
 nvidia-smi topo -m | head -5
-timeout 120 python3 -m pytest tests/test_gpu.py -q -p no:cacheprovider 2>&1 | tee "$out/gpu-tests.log" | tail -5
+[ "${TESTS:-1}" = 1 ] && timeout 120 python3 -m pytest tests/test_gpu.py -q -p no:cacheprovider 2>&1 | tee "$out/gpu-tests.log" | tail -5
 if [ "${LINK_PROBE:-0}" = 1 ]; then
   timeout 60 python3 benchmarks/link_probe.py ucx 2>/dev/null | tee "$out/link.txt"
   timeout 60 python3 benchmarks/link_probe.py tcp 2>/dev/null | tee -a "$out/link.txt"
@@ -26,6 +26,6 @@ fi
 timeout 60 python3 benchmarks/cublas_one_gpu.py --repeat "$repeat" --json "$out/rows.jsonl" | tee "$out/cublas.txt"
 timeout 240 python3 -m mgemm.cli bench --protocol ucx --repeat "$repeat" --json "$out/rows.jsonl" --trace "$out/trace.jsonl" 2>"$out/ucx.err" \
   | tee "$out/ucx.txt"
-timeout 150 python3 -m mgemm.cli bench --protocol tcp --repeat "$tcp_repeat" --case float32-32768 \
+[ "${TCP:-1}" = 1 ] && timeout 150 python3 -m mgemm.cli bench --protocol tcp --repeat "$tcp_repeat" --case float32-32768 \
   --json "$out/rows.jsonl" --trace "$out/trace.jsonl" 2>"$out/tcp.err" | tee "$out/tcp.txt"
 for f in "$out"/ucx.err "$out"/tcp.err; do grep -v "UCX  WARN" "$f" | tail -n 5; done

@@ -274,8 +274,8 @@ def _locations(client: Any, a: da.Array, b: da.Array) -> dict | None:
         keys[(a.name, i, k)] = ("a", i, k)
     for (k, j) in itertools.product(range(b.numblocks[0]), range(b.numblocks[1])):
         keys[(b.name, k, j)] = ("b", k, j)
-    try:
-        who = client.who_has(list(keys))
+    try:  # ask the scheduler by key: Client.who_has only takes futures
+        who = client.sync(client.scheduler.who_has, keys=list(keys))
     except Exception:
         return None
     out = {keys[key]: sorted(ws)[0] for key, ws in who.items() if ws and key in keys}

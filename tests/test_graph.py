@@ -67,3 +67,17 @@ def test_split_blocks_have_deterministic_fixup(client, rng):
     r2 = client.compute(out).result()
     np.testing.assert_array_equal(r1, r2)
     assert_close(r1, a @ b, np.float64)
+
+
+def test_the_plan_sees_where_persisted_chunks_live(client):
+    from mgemm.api import _locations
+
+    a = da.random.default_rng(0).random((64, 64), chunks=16).persist()
+    b = da.random.default_rng(1).random((64, 64), chunks=16).persist()
+    wait([a, b])
+    where = _locations(client, a, b)
+    assert where is not None and len(where) == 2 * 16
+    held = client.who_has([a, b])
+    for (name, *idx), workers in held.items():
+        kind = "a" if name == a.name else "b"
+        assert where[(kind, *idx)] in workers
