@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Compiles a representative set of persistent-GEMM variants (each dtype x each policy at the default
+# tiles, plus every A/B layout) for sm_80 and sm_90a with nvcc, printing ptxas's resource report
+# (registers, spills).  Fails on any compile error, spill or stack frame (a register array in local memory).
+set -euo pipefail
+cd "$(dirname "$0")/../kernels"
+NVCC=${NVCC:-nvcc}
+ARCHS=(-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90a,code=sm_90a)  # one cubin each
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+# The default tile of each input type (keep in step with mgemm/kernels.py: DEFAULT_TILES).
+declare -A TILE=(
+  [MGEMM_F16]="128 256 32 4 2 4"
+  [MGEMM_BF16]="128 256 32 4 2 4"
+  [MGEMM_TF32]="128 128 32 3 2 2"
+  [MGEMM_F64]="64 128 16 3 2 2"
+  [MGEMM_F32]="128 128 8 3 4 2"
+)
+declare -A OUTPUT=([MGEMM_F16]=MGEMM_F16 [MGEMM_BF16]=MGEMM_BF16 [MGEMM_TF32]=MGEMM_F32
+                   [MGEMM_F64]=MGEMM_F64 [MGEMM_F32]=MGEMM_F32)
+
+variants=()
+for input in MGEMM_F16 MGEMM_BF16 MGEMM_TF32 MGEMM_F64 MGEMM_F32; do
+  for policy in PER_TILE STATIC DYNAMIC STREAMK; do
+    variants+=("$input $policy 1 0")
+  done
+  for layout in "0 0" "1 1" "0 1"; do
+    variants+=("$input STREAMK $layout")
+  done
+done
+
+compile() {  # input policy a_k_major b_k_major
+  local input=$1 policy=$2 ak=$3 bk=$4
+  read -r tm tn tk st wm wn <<<"${TILE[$input]}"
+  local name="${input#MGEMM_}_${policy}_a${ak}_b${bk}"
+  local log="$out/$name.log" arch
+  : >"$log"
+  for arch in "${ARCHS[@]}"; do
+  if ! "$NVCC" -std=c++17 -cubin "$arch" -Xptxas -v -o "$out/$name.cubin" \
+      -DMGEMM_INPUT="$input" -DMGEMM_OUTPUT="${OUTPUT[$input]}" \
+      -DMGEMM_POLICY="MGEMM_POLICY_$policy" -DMGEMM_A_K_MAJOR="$ak" -DMGEMM_B_K_MAJOR="$bk" \
+      -DMGEMM_TILE_M="$tm" -DMGEMM_TILE_N="$tn" -DMGEMM_TILE_K="$tk" -DMGEMM_STAGES="$st" \
+      -DMGEMM_WARPS_M="$wm" -DMGEMM_WARPS_N="$wn" gemm_persistent.cu >>"$log" 2>&1; then
+    echo "FAILED: $name ($arch)"; cat "$log"; return 1
+  fi
+  done
+  # One line per arch: registers, spills.
+  awk -v n="$name" '/Compiling entry/ {arch=$NF} /spill/ {sp=$0} /Used/ {sub(/.*Used /,""); print n, arch, $0, "|", sp}' "$log" \
+    | sed 's/ptxas info    : Function properties for mgemm_gemm//'
+  if grep -E '[1-9][0-9]* bytes (spill stores|spill loads|stack frame)' "$log" >/dev/null; then
+    echo "SPILLS or local-memory arrays in $name"; return 1
+  fi
+}
+
+export -f compile
+status=0
+jobs_max=${JOBS:-$(nproc)}
+pids=()
+for v in "${variants[@]}"; do
+  # shellcheck disable=SC2086
+  compile $v >"$out/$(echo "$v" | tr ' ' _).report" 2>&1 &
+  pids+=($!)
+  if (( ${#pids[@]} >= jobs_max )); then
+    wait "${pids[0]}" || status=1
+    pids=("${pids[@]:1}")
+  fi
+done
+for p in "${pids[@]}"; do wait "$p" || status=1; done
+cat "$out"/*.report
+if (( status )); then echo "compile-kernels: FAILED"; exit 1; fi
+echo "compile-kernels: ${#variants[@]} variants x 2 archs OK"

@@ -1,0 +1,318 @@
+"""Benchmark of the persistent GEMM kernel against cuBLAS in the same run: one harness (reference
+check before timing, warm-up, L2 flush, CUDA events, median, TFLOP/s) over named cases.
+
+    python benchmarks/kernels.py [--quick] [--dtypes float16,bfloat16,float32,float64]
+                                 [--ladder] [--hog] [--out DIR]
+
+Prints a table last and writes one JSON row per measurement to DIR/kernels.jsonl (DIR defaults to
+$OUT or the current directory).  cuBLAS is ``cupy.matmul`` (torch for bfloat16).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import cupy as cp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from mgemm import kernels, schedule  # noqa: E402
+from mgemm.kernels import KernelConfig  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    m: int
+    n: int
+    k: int
+
+
+SQUARES = [Case(f"square{s}", s, s, s) for s in (1024, 2048, 4096, 8192, 16384)]
+SKEWED = [Case("896x2432x8192", 896, 2432, 8192), Case("1024x2112x8192", 1024, 2112, 8192),
+          Case("1408x1536x16384", 1408, 1536, 16384), Case("256x256x65536", 256, 256, 65536),
+          Case("64x8192x8192", 64, 8192, 8192), Case("8192x8192x256", 8192, 8192, 256)]
+
+
+def wave_sweep(tile=(128, 256), slots=132, k=8192):
+    """Shapes whose tile count runs from 1 to 3 waves of `slots` (tiles in one row of tiles)."""
+    out = []
+    for tiles in (1, 66, 132, 133, 180, 264, 265, 330, 396):
+        rows = max(1, tiles // 12) if tiles >= 12 else 1
+        cols = -(-tiles // rows)
+        out.append(Case(f"wave{tiles}t", rows * tile[0], cols * tile[1], k))
+    return out
+
+
+BOUNDS = {"float16": 2e-3, "bfloat16": 1e-2, "tf32": 5e-3, "float32": 1e-5, "float64": 1e-12}
+FLUSH = None
+
+
+def l2_flush():
+    global FLUSH
+    if FLUSH is None:
+        FLUSH = cp.empty(256 * 1024 * 1024 // 4, dtype=cp.float32)
+    FLUSH.fill(0)
+
+
+def timed(fn: Callable[[], object], reps: int, warmup: int = 2) -> float:
+    """Median milliseconds of `fn` over `reps` runs, each after an L2 flush, timed by events."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    for _ in range(reps):
+        l2_flush()
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, stop))
+    return statistics.median(times)
+
+
+def operands(case: Case, dtype: str, rng):
+    """(a, b, a_torch, b_torch) random operands; bfloat16 as uint16 bits (torch views them)."""
+    a = cp.asarray(rng.standard_normal((case.m, case.k), dtype=np.float32))
+    b = cp.asarray(rng.standard_normal((case.k, case.n), dtype=np.float32))
+    if dtype == "bfloat16":
+        def bits(x):
+            u = x.view(cp.uint32)
+            return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(cp.uint16)
+        return bits(a), bits(b)
+    return a.astype(dtype), b.astype(dtype)
+
+
+def as_f64(x, dtype):
+    if dtype == "bfloat16":
+        return (x.astype(cp.uint32) << 16).view(cp.float32).astype(cp.float64)
+    return x.astype(cp.float64)
+
+
+def rel_err_sampled(out, a, b, dtype, rng, rows=64):
+    """‖out − ref‖/‖ref‖ on a random sample of rows, ref in float64."""
+    idx = cp.asarray(rng.choice(a.shape[0], size=min(rows, a.shape[0]), replace=False))
+    ref = as_f64(a[idx], dtype) @ as_f64(b, dtype)
+    got = as_f64(out[idx], dtype)
+    if bool(cp.isnan(got).any()):
+        return float("nan")
+    return float(cp.linalg.norm(got - ref) / (cp.linalg.norm(ref) or 1.0))
+
+
+def cublas_fn(a, b, dtype, out):
+    if dtype == "bfloat16":
+        import torch
+        ta = torch.from_dlpack(a).view(torch.bfloat16)
+        tb = torch.from_dlpack(b).view(torch.bfloat16)
+        to = torch.from_dlpack(out).view(torch.bfloat16)
+        return lambda: torch.matmul(ta, tb, out=to)
+    return lambda: cp.matmul(a, b, out=out)
+
+
+@dataclass
+class Row:
+    case: str
+    m: int
+    n: int
+    k: int
+    dtype: str
+    impl: str
+    config: str
+    ms: float
+    tflops: float
+    err: float
+    extra: dict = field(default_factory=dict)
+
+
+def measure(case: Case, dtype: str, impls: dict[str, KernelConfig | None], rng, reps: int) -> list[Row]:
+    a, b = operands(case, dtype, rng)
+    storage = cp.uint16 if dtype == "bfloat16" else dtype
+    flops = 2.0 * case.m * case.n * case.k
+    rows = []
+    for name, cfg in impls.items():
+        out = cp.full((case.m, case.n), 0x7FC0 if dtype == "bfloat16" else np.nan, dtype=storage)
+        if cfg is None:
+            fn = cublas_fn(a, b, dtype, out)
+            label = "cuBLAS"
+        else:
+            as_dtype = "bfloat16" if dtype == "bfloat16" else None
+            fn = (lambda cfg=cfg, out=out: kernels.gemm(a, b, out=out, config=cfg, as_dtype=as_dtype,
+                                                        allow_tf32=cfg.input == "tf32"))
+            label = str(cfg)
+        try:
+            fn()
+            cp.cuda.Device().synchronize()
+            err = rel_err_sampled(out, a, b, "tf32" if cfg is not None and cfg.input == "tf32" else dtype, rng)
+            bound = BOUNDS["tf32" if cfg is not None and cfg.input == "tf32" else dtype]
+            if not err <= (bound if cfg is not None else 10 * bound):
+                print(f"  REFERENCE CHECK FAILED {case.name} {dtype} {name}: {err:.2e}", flush=True)
+                ms = float("nan")
+            else:
+                ms = timed(fn, reps)
+        except Exception as exc:  # keep the run going; the row says what broke
+            print(f"  ERROR {case.name} {dtype} {name}: {type(exc).__name__}: {exc}"[:400], flush=True)
+            err, ms = float("nan"), float("nan")
+        tf = flops / (ms * 1e-3) / 1e12 if ms == ms else float("nan")
+        rows.append(Row(case.name, case.m, case.n, case.k, dtype, name, label, ms, tf, err))
+        print(f"  {case.name:>16} {dtype:>8} {name:>10} {ms:9.3f} ms {tf:8.1f} TFLOP/s err {err:.1e}  {label}",
+              flush=True)
+    return rows
+
+
+def policy_impls(case: Case, dtype: str, policies=("per_tile", "static", "dynamic", "streamk")):
+    kind = "tf32" if dtype == "tf32" else dtype
+    base = kernels.choose_config(case.m, case.n, case.k, "float32" if dtype == "tf32" else dtype,
+                                 kernels.device_sms(), allow_tf32=dtype == "tf32")
+    impls: dict[str, KernelConfig | None] = {"cuBLAS": None}
+    impls["auto"] = base
+    for p in policies:
+        impls[p] = base.replace(policy=p)
+    del kind
+    return impls
+
+
+# Ladder of tile variants at 8192³, one idea per step (same harness).
+LADDER = {
+    "float16": [("128x128x32 s4 w2x2", dict(tile_m=128, tile_n=128, tile_k=32, stages=4, warps_m=2, warps_n=2)),
+                ("128x256x32 s4 w2x4", dict(tile_m=128, tile_n=256, tile_k=32, stages=4, warps_m=2, warps_n=4)),
+                ("128x256x64 s3 w2x4", dict(tile_m=128, tile_n=256, tile_k=64, stages=3, warps_m=2, warps_n=4)),
+                ("256x128x32 s4 w4x2", dict(tile_m=256, tile_n=128, tile_k=32, stages=4, warps_m=4, warps_n=2)),
+                ("128x256x32 s5 w2x4", dict(tile_m=128, tile_n=256, tile_k=32, stages=5, warps_m=2, warps_n=4)),
+                ("128x128x64 s4 w2x2", dict(tile_m=128, tile_n=128, tile_k=64, stages=4, warps_m=2, warps_n=2))],
+    "float32": [("128x128x8 s3", dict(tile_m=128, tile_n=128, tile_k=8, stages=3, warps_m=4, warps_n=2)),
+                ("128x128x16 s3", dict(tile_m=128, tile_n=128, tile_k=16, stages=3, warps_m=4, warps_n=2)),
+                ("128x128x8 s4", dict(tile_m=128, tile_n=128, tile_k=8, stages=4, warps_m=4, warps_n=2)),
+                ("64x128x8 s3", dict(tile_m=64, tile_n=128, tile_k=8, stages=3, warps_m=2, warps_n=2))],
+    "float64": [("64x128x16 s3 w2x2", dict(tile_m=64, tile_n=128, tile_k=16, stages=3, warps_m=2, warps_n=2)),
+                ("128x128x16 s3 w2x4", dict(tile_m=128, tile_n=128, tile_k=16, stages=3, warps_m=2, warps_n=4)),
+                ("128x128x16 s3 w4x2", dict(tile_m=128, tile_n=128, tile_k=16, stages=3, warps_m=4, warps_n=2)),
+                ("64x64x16 s4 w2x2", dict(tile_m=64, tile_n=64, tile_k=16, stages=4, warps_m=2, warps_n=2)),
+                ("128x64x16 s3 w2x2", dict(tile_m=128, tile_n=64, tile_k=16, stages=3, warps_m=2, warps_n=2))],
+}
+LADDER["bfloat16"] = LADDER["float16"]
+
+
+def hog_experiment(dtype: str, case: Case, hog_sms: int, rng, reps: int) -> list[Row]:
+    """A concurrent kernel holds `hog_sms` SMs for about as long as the GEMM takes alone; time the
+    GEMM (static vs dynamic) from its launch to its end."""
+    module = cp.RawModule(code=r'''
+extern "C" __global__ void hog(long long cycles) {
+  extern __shared__ char s[];
+  long long t0 = clock64();
+  while (clock64() - t0 < cycles) { if (threadIdx.x == 1024) s[0] = 1; }
+}''')
+    hog = module.get_function("hog")
+    dev = cp.cuda.Device()
+    smem = dev.attributes["MaxSharedMemoryPerBlockOptin"]
+    hog.max_dynamic_shared_size_bytes = smem
+    clock_khz = dev.attributes["ClockRate"]
+    a, b = operands(case, dtype, rng)
+    out = cp.empty((case.m, case.n), dtype=cp.uint16 if dtype == "bfloat16" else dtype)
+    base = kernels.choose_config(case.m, case.n, case.k, dtype, kernels.device_sms())
+    flops = 2.0 * case.m * case.n * case.k
+    as_dtype = "bfloat16" if dtype == "bfloat16" else None
+    s_hog, s_gemm = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+    rows = []
+    for policy in ("static", "dynamic"):
+        cfg = base.replace(policy=policy)
+
+        def run():
+            return kernels.gemm(a, b, out=out, config=cfg, as_dtype=as_dtype)
+        alone = timed(run, reps)
+        cycles = int(alone * 1e-3 * clock_khz * 1e3 * 0.6)
+        times = []
+        for _ in range(reps):
+            l2_flush()
+            cp.cuda.Device().synchronize()
+            start, stop = cp.cuda.Event(), cp.cuda.Event()
+            with s_hog:
+                hog((hog_sms,), (32,), (np.int64(cycles),), shared_mem=smem)
+            time.sleep(0.0005)  # let the hog blocks become resident first
+            with s_gemm:
+                start.record()
+                run()
+                stop.record()
+            stop.synchronize()
+            s_hog.synchronize()
+            times.append(cp.cuda.get_elapsed_time(start, stop))
+        ms = statistics.median(times)
+        for label, t in (("alone", alone), (f"hog{hog_sms}", ms)):
+            rows.append(Row(case.name, case.m, case.n, case.k, dtype, f"{policy}/{label}", str(cfg), t,
+                            flops / (t * 1e-3) / 1e12, 0.0, {"hog_sms": hog_sms if label != "alone" else 0}))
+            print(f"  hog {case.name} {dtype} {policy:>8} {label:>7} {t:8.3f} ms", flush=True)
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="8192³ and the skewed shapes only")
+    ap.add_argument("--dtypes", default="float16,bfloat16,float32,float64")
+    ap.add_argument("--ladder", action="store_true", help="tile variants at 8192³")
+    ap.add_argument("--hog", action="store_true", help="dynamic vs static beside an SM-holding kernel")
+    ap.add_argument("--sweep", action="store_true", help="tile counts over 1..3 waves")
+    ap.add_argument("--squares", default="", help="comma-separated square sizes (default per --quick)")
+    ap.add_argument("--no-skewed", action="store_true", help="leave out the skewed shapes")
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    args = ap.parse_args(argv)
+    rng = np.random.default_rng(0)
+    dev = cp.cuda.Device()
+    props = cp.cuda.runtime.getDeviceProperties(dev.id)
+    gpu = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    meta = {"gpu": gpu, "sms": kernels.device_sms(), "cupy": cp.__version__,
+            "date": time.strftime("%Y-%m-%d")}
+    print(f"# {meta}", flush=True)
+    dtypes = args.dtypes.split(",")
+    rows: list[Row] = []
+    squares = [int(s) for s in args.squares.split(",") if s] or ([8192] if args.quick else
+                                                                [1024, 2048, 4096, 8192, 16384])
+    cases = [Case(f"square{s}", s, s, s) for s in squares] + ([] if args.no_skewed else SKEWED)
+    if args.sweep:
+        cases += wave_sweep()
+    for dtype in dtypes:
+        if args.ladder and dtype in LADDER:
+            c = Case("square8192", 8192, 8192, 8192)
+            impls = {"cuBLAS": None}
+            for label, fields in LADDER[dtype]:
+                impls[label] = KernelConfig(input=dtype, policy="static", **fields)
+            rows += measure(c, dtype, impls, rng, args.reps)
+        for case in cases:
+            if dtype in ("float32", "float64") and case.m * case.n * case.k > 8192 ** 3:
+                continue
+            rows += measure(case, dtype, policy_impls(case, dtype), rng, args.reps)
+    if args.hog:
+        for dtype in ("float16", "float32"):
+            if dtype in dtypes:
+                rows += hog_experiment(dtype, Case("square8192", 8192, 8192, 8192), 66, rng, 5)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "kernels.jsonl", "w") as f:
+        for r in rows:
+            f.write(json.dumps({**meta, **r.__dict__}) + "\n")
+    # Table: per case and dtype, TFLOP/s and ratio to cuBLAS; persistent / per_tile.
+    print("\n| case | dtype | impl | TFLOP/s | × cuBLAS | × per_tile | err |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    by = {}
+    for r in rows:
+        by.setdefault((r.case, r.dtype), {})[r.impl] = r
+    for (case, dtype), impls in by.items():
+        cub = impls.get("cuBLAS")
+        pt = impls.get("per_tile")
+        for name, r in impls.items():
+            ratio = r.tflops / cub.tflops if cub and cub.tflops == cub.tflops and cub.tflops else float("nan")
+            vs_pt = r.tflops / pt.tflops if pt and pt.tflops else float("nan")
+            print(f"| {case} | {dtype} | {name} | {r.tflops:.1f} | {ratio:.2f} | {vs_pt:.2f} | {r.err:.1e} |")
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# One device call: install the carried wheels (mgemm/__init__ imports dask), run the GPU tests of
+# the persistent kernel, then the benchmark.  Usage: bash benchmarks/run_kernels_gpu.sh [bench args]
+set -o pipefail
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
+python3 -c "import cupy, torch; print('cupy', cupy.__version__, 'torch', torch.__version__)"
+TESTS=${TESTS:-tests/test_kernels.py}
+if [ "$TESTS" != none ]; then
+  timeout ${TEST_TIMEOUT:-240} python3 -m pytest -q -m gpu $TESTS -x -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -40
+fi
+timeout ${BENCH_TIMEOUT:-300} python3 benchmarks/kernels.py "$@" 2>&1 | tee "$OUT/bench.log"

@@ -1,0 +1,219 @@
+// The persistent GEMM kernel family: D = alpha * A @ B + beta * C, one CTA per SM (times
+// occupancy) walking output tiles handed out by tile_scheduler.cuh.  Every knob is a compile-time
+// constant set by name (mgemm/kernels.py renders the #defines; the defaults below are for nvcc).
+#include "mainloop_mma.cuh"
+#include "mainloop_simt.cuh"
+#include "tile_scheduler.cuh"
+
+// Named values of the knobs.
+#define MGEMM_F16 0
+#define MGEMM_BF16 1
+#define MGEMM_F32 2
+#define MGEMM_TF32 3
+#define MGEMM_F64 4
+#define MGEMM_POLICY_PER_TILE 0
+#define MGEMM_POLICY_STATIC 1
+#define MGEMM_POLICY_DYNAMIC 2
+#define MGEMM_POLICY_STREAMK 3
+#define MGEMM_RASTER_M 0
+#define MGEMM_RASTER_N 1
+
+#ifndef MGEMM_INPUT
+#define MGEMM_INPUT MGEMM_F16  // what A and B hold and which mainloop multiplies them
+#endif
+#ifndef MGEMM_OUTPUT
+#define MGEMM_OUTPUT MGEMM_F16  // what C and D hold
+#endif
+#ifndef MGEMM_TILE_M
+#define MGEMM_TILE_M 128
+#endif
+#ifndef MGEMM_TILE_N
+#define MGEMM_TILE_N 128
+#endif
+#ifndef MGEMM_TILE_K
+#define MGEMM_TILE_K 32
+#endif
+#ifndef MGEMM_STAGES
+#define MGEMM_STAGES 4
+#endif
+#ifndef MGEMM_WARPS_M
+#define MGEMM_WARPS_M 2
+#endif
+#ifndef MGEMM_WARPS_N
+#define MGEMM_WARPS_N 2
+#endif
+#ifndef MGEMM_POLICY
+#define MGEMM_POLICY MGEMM_POLICY_STATIC
+#endif
+#ifndef MGEMM_GROUP
+#define MGEMM_GROUP 8
+#endif
+#ifndef MGEMM_RASTER
+#define MGEMM_RASTER MGEMM_RASTER_M
+#endif
+#ifndef MGEMM_A_K_MAJOR
+#define MGEMM_A_K_MAJOR 1  // A row-major (k contiguous); 0: column-major (m contiguous)
+#endif
+#ifndef MGEMM_B_K_MAJOR
+#define MGEMM_B_K_MAJOR 0  // B column-major (k contiguous); 0: row-major (n contiguous)
+#endif
+#ifndef MGEMM_RECORD
+#define MGEMM_RECORD 0  // debug: log (cta, tile, k_begin, k_end) of every work unit
+#endif
+
+namespace mgemm {
+
+template <int Code> struct StorageOf;
+template <> struct StorageOf<MGEMM_F16> { using type = f16_t; };
+template <> struct StorageOf<MGEMM_BF16> { using type = bf16_t; };
+template <> struct StorageOf<MGEMM_F32> { using type = float; };
+template <> struct StorageOf<MGEMM_TF32> { using type = float; };
+template <> struct StorageOf<MGEMM_F64> { using type = double; };
+
+// The configuration, by name: the single place where macros become C++.
+struct Config {
+  using In = StorageOf<MGEMM_INPUT>::type;
+  using Out = StorageOf<MGEMM_OUTPUT>::type;
+  static constexpr int kTileM = MGEMM_TILE_M, kTileN = MGEMM_TILE_N, kTileK = MGEMM_TILE_K;
+  static constexpr int kStages = MGEMM_STAGES, kWarpsM = MGEMM_WARPS_M, kWarpsN = MGEMM_WARPS_N;
+  static constexpr int kGroup = MGEMM_GROUP;
+  static constexpr bool kRasterN = MGEMM_RASTER == MGEMM_RASTER_N;
+  static constexpr bool kAKMajor = MGEMM_A_K_MAJOR, kBKMajor = MGEMM_B_K_MAJOR;
+  static constexpr bool kRecord = MGEMM_RECORD;
+};
+
+#if MGEMM_INPUT == MGEMM_F32
+using Mainloop = SimtMainloop<Config>;
+#else
+using Mainloop = MmaMainloop<Config>;
+#endif
+
+#if MGEMM_POLICY == MGEMM_POLICY_PER_TILE
+using Scheduler = PerTileScheduler<Config::kGroup, Config::kRasterN>;
+#elif MGEMM_POLICY == MGEMM_POLICY_STATIC
+using Scheduler = StaticScheduler<Config::kGroup, Config::kRasterN>;
+#elif MGEMM_POLICY == MGEMM_POLICY_DYNAMIC
+using Scheduler = DynamicScheduler<Config::kGroup, Config::kRasterN>;
+#elif MGEMM_POLICY == MGEMM_POLICY_STREAMK
+using Scheduler = StreamKScheduler<Config::kGroup, Config::kRasterN>;
+#endif
+
+using In = Config::In;
+using Out = Config::Out;
+using acc_t = Mainloop::acc_t;
+constexpr int kThreads = Mainloop::kThreads;
+
+// Epilogue: D = alpha * acc + beta * C over the in-bounds part of the tile; C is not read when
+// beta == 0 (it may then be D itself, or garbage).  Two loops rather than one branch inside, so
+// that each unrolls fully and acc stays in registers.
+template <bool kReadC>
+__device__ __forceinline__ void epilogue_loop(const acc_t (&acc)[Mainloop::kAcc], const Out* C, Out* D,
+                                              int M, int N, long long ldc_m, long long ldc_n,
+                                              long long ldd_m, long long ldd_n, int m0, int n0,
+                                              acc_t a, acc_t b) {
+#pragma unroll
+  for (int i = 0; i < Mainloop::kAcc; ++i) {
+    int r, c;
+    Mainloop::coord(i, r, c);
+    const int gr = m0 + r, gc = n0 + c;
+    if (gr < M && gc < N) {
+      acc_t v = a * acc[i];
+      if (kReadC) v += b * to_acc(C[gr * ldc_m + gc * ldc_n]);
+      D[gr * ldd_m + gc * ldd_n] = Store<Out>::from(v);
+    }
+  }
+}
+
+__device__ __forceinline__ void epilogue(const acc_t (&acc)[Mainloop::kAcc], const Out* C, Out* D,
+                                         int M, int N, long long ldc_m, long long ldc_n,
+                                         long long ldd_m, long long ldd_n, int m0, int n0,
+                                         double alpha, double beta) {
+  if (beta == 0.0)
+    epilogue_loop<false>(acc, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, m0, n0, (acc_t)alpha, (acc_t)0);
+  else
+    epilogue_loop<true>(acc, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, m0, n0, (acc_t)alpha, (acc_t)beta);
+}
+
+// Stream-K fix-up.  Partials live in workspace slot `cta`, laid out [acc index][thread] so that
+// both the write and the read are coalesced; flags[cta] says the slot is complete.
+__device__ __forceinline__ void store_partial(const acc_t (&acc)[Mainloop::kAcc], acc_t* ws, int* flags) {
+  acc_t* slot = ws + (long long)blockIdx.x * Mainloop::kAcc * kThreads;
+#pragma unroll
+  for (int i = 0; i < Mainloop::kAcc; ++i) slot[i * kThreads + threadIdx.x] = acc[i];
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) flag_release(flags + blockIdx.x);
+}
+
+__device__ __forceinline__ void add_partial(acc_t (&acc)[Mainloop::kAcc], const acc_t* ws, const int* flags, int cta) {
+  if (threadIdx.x == 0)
+    while (flag_acquire(flags + cta) == 0) {
+    }
+  __syncthreads();
+  const acc_t* slot = ws + (long long)cta * Mainloop::kAcc * kThreads;
+#pragma unroll
+  for (int i = 0; i < Mainloop::kAcc; ++i) acc[i] += __ldcg(slot + i * kThreads + threadIdx.x);
+}
+
+// The owner adds the partials of the lower CTAs that share its tile, nearest first: a fixed
+// order, so the result is bitwise the same on every run.
+template <class S>
+__device__ __forceinline__ void fix_up(const S& sched, const WorkUnit& w, acc_t (&acc)[Mainloop::kAcc],
+                       const acc_t* ws, const int* flags) {
+  const long long start = sched.tile_start(w);
+  for (int c = (int)blockIdx.x - 1; c >= 0; --c) {
+    const long long b = sched.sk_begin(c);
+    if (b == sched.sk_begin(c + 1)) continue;  // an empty range contributes nothing
+    add_partial(acc, ws, flags, c);
+    if (b <= start) break;
+  }
+}
+
+__device__ __forceinline__ void record_unit(int* record, const WorkUnit& w) {
+  if (threadIdx.x == 0) {
+    const int slot = atomicAdd(record, 1);
+    int* r = record + 1 + 4 * slot;
+    r[0] = blockIdx.x;
+    r[1] = w.tile;
+    r[2] = w.k_begin;
+    r[3] = w.k_end;
+  }
+}
+
+}  // namespace mgemm
+
+using namespace mgemm;
+
+// sync[0]: the dynamic policy's counter; sync[1 + cta]: stream-K flags.  All zero at launch.
+extern "C" __global__ void __launch_bounds__(kThreads) mgemm_gemm(
+    const In* __restrict__ A, const In* __restrict__ B, const Out* C, Out* D, int M, int N, int K,
+    long long lda, long long ldb, long long ldc_m, long long ldc_n, long long ldd_m,
+    long long ldd_n, double alpha, double beta, int* sync, acc_t* workspace, int sk_tiles,
+    int* record) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  constexpr int BM = Config::kTileM, BN = Config::kTileN, BK = Config::kTileK;
+  TileGrid grid;
+  grid.rows = (M + BM - 1) / BM;
+  grid.cols = (N + BN - 1) / BN;
+  grid.tiles = grid.rows * grid.cols;
+  grid.k_iters = (K + BK - 1) / BK;
+  SchedArgs args;
+  args.counter = sync;
+  args.sk_tiles = sk_tiles;
+  Scheduler sched(grid, args);
+  WorkUnit w;
+  while (sched.next(w)) {
+    if (Config::kRecord) record_unit(record, w);
+    acc_t acc[Mainloop::kAcc];
+    const int m0 = w.row * BM, n0 = w.col * BN;
+    Mainloop::run(acc, smem, A, B, lda, ldb, M, N, K, m0, n0, w.k_begin, w.k_end);
+    if constexpr (Scheduler::kSplitsK) {
+      if (w.k_end < grid.k_iters) {  // a contributor: hand the partial to the tile's owner
+        store_partial(acc, workspace, sync + 1);
+        continue;
+      }
+      if (w.k_begin > 0) fix_up(sched, w, acc, workspace, sync + 1);
+    }
+    epilogue(acc, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, m0, n0, alpha, beta);
+  }
+}

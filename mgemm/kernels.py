@@ -1,0 +1,446 @@
+"""The persistent GEMM kernel from Python: configuration, heuristic, compilation and launch.
+
+``KernelConfig`` is the single source of truth for one kernel variant: it renders the compile-time
+constants of ``kernels/gemm_persistent.cu`` by name, forms the compile-cache key and names itself in
+logs and benchmark rows.  ``choose_config`` is a deterministic pure-Python heuristic (tested on the
+CPU).  ``gemm`` launches on CuPy arrays.  CuPy is imported lazily, so this module imports on a
+machine without a GPU.
+
+>>> cfg = KernelConfig(input="float16", policy="streamk")
+>>> print(cfg)
+float16->float16 128x256x32 s4 w2x4 streamk g8 raster=m A:k-major B:n-major
+>>> "#define MGEMM_POLICY MGEMM_POLICY_STREAMK" in cfg.render()
+True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mgemm import schedule
+
+KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
+KERNEL_SOURCE = "gemm_persistent.cu"
+KERNEL_NAME = "mgemm_gemm"
+
+# Input kinds: what A and B hold and which mainloop multiplies them.  "float32" is the exact SIMT
+# path; "tf32" reads float32 and multiplies on tensor cores (only when allow_tf32).
+INPUTS = {"float16": "MGEMM_F16", "bfloat16": "MGEMM_BF16", "float32": "MGEMM_F32",
+          "tf32": "MGEMM_TF32", "float64": "MGEMM_F64"}
+OUTPUTS = {"float16": "MGEMM_F16", "bfloat16": "MGEMM_BF16", "float32": "MGEMM_F32",
+           "float64": "MGEMM_F64"}
+ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "tf32": 4, "float64": 8}
+STORAGE = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float32", "tf32": "float32",
+           "float64": "float64"}
+
+# Default tile per input kind: (tile_m, tile_n, tile_k, stages, warps_m, warps_n).  The CI compile
+# script (.ci/compile-kernels.sh) builds these.
+DEFAULT_TILES = {
+    "float16": (128, 256, 32, 4, 2, 4),
+    "bfloat16": (128, 256, 32, 4, 2, 4),
+    "tf32": (128, 128, 32, 3, 2, 2),
+    "float64": (64, 128, 16, 3, 2, 2),
+    "float32": (128, 128, 8, 3, 4, 2),
+}
+# Smaller tiles the heuristic may take when the default leaves most SMs idle, with the CTAs per SM
+# each tile is expected to reach (the launch asks the occupancy API for the real number).
+TILE_CHOICES = {
+    "float16": [((128, 256, 32, 4, 2, 4), 1), ((128, 128, 32, 4, 2, 2), 2), ((64, 128, 32, 4, 2, 2), 3)],
+    "bfloat16": [((128, 256, 32, 4, 2, 4), 1), ((128, 128, 32, 4, 2, 2), 2), ((64, 128, 32, 4, 2, 2), 3)],
+    "tf32": [((128, 128, 32, 3, 2, 2), 2), ((64, 128, 32, 3, 2, 2), 2)],
+    "float64": [((64, 128, 16, 3, 2, 2), 2), ((64, 64, 16, 3, 2, 2), 3)],
+    "float32": [((128, 128, 8, 3, 4, 2), 2), ((64, 128, 8, 3, 2, 2), 3)],
+}
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """One variant of the persistent GEMM kernel; every field is a compile-time constant."""
+
+    input: str = "float16"
+    output: str | None = None  # None: the storage type of the input
+    tile_m: int = 128
+    tile_n: int = 256
+    tile_k: int = 32
+    stages: int = 4
+    warps_m: int = 2
+    warps_n: int = 4
+    policy: str = "static"
+    group: int = 8
+    raster: str = "m"
+    a_k_major: bool = True  # A row-major (k contiguous); False: column-major
+    b_k_major: bool = False  # B column-major (k contiguous); False: row-major
+    record: bool = False  # debug: the kernel logs every work unit
+
+    def __post_init__(self):
+        if self.input not in INPUTS:
+            raise ValueError(f"input must be one of {tuple(INPUTS)}, got {self.input!r}")
+        if self.output is None:
+            object.__setattr__(self, "output", STORAGE[self.input])
+        if self.output not in OUTPUTS:
+            raise ValueError(f"output must be one of {tuple(OUTPUTS)}, got {self.output!r}")
+        if self.policy not in schedule.POLICIES:
+            raise ValueError(f"policy must be one of {schedule.POLICIES}, got {self.policy!r}")
+        if self.raster not in ("m", "n"):
+            raise ValueError(f"raster must be 'm' or 'n', got {self.raster!r}")
+        if self.input == "float32" and self.threads != (self.tile_m // 8) * (self.tile_n // 8):
+            raise ValueError("SIMT tiles need (tile_m/8)*(tile_n/8) == 32*warps_m*warps_n threads")
+
+    @classmethod
+    def default(cls, input: str, **changes: Any) -> "KernelConfig":
+        tm, tn, tk, st, wm, wn = DEFAULT_TILES[input]
+        fields = dict(input=input, tile_m=tm, tile_n=tn, tile_k=tk, stages=st, warps_m=wm, warps_n=wn)
+        fields.update(changes)
+        return cls(**fields)
+
+    def replace(self, **changes: Any) -> "KernelConfig":
+        return dataclasses.replace(self, **changes)
+
+    # --- what the C++ derives from the constants (kept in step with kernels/mainloop_*.cuh) ---
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps_m * self.warps_n
+
+    @property
+    def simt(self) -> bool:
+        return self.input == "float32"
+
+    @property
+    def acc_dtype(self) -> str:
+        return "float64" if self.input == "float64" else "float32"
+
+    @property
+    def acc_per_thread(self) -> int:
+        if self.simt:
+            return 64
+        am, an, cr = (8, 8, 2) if self.input == "float64" else (16, 8, 4)
+        return (self.tile_m // self.warps_m // am) * (self.tile_n // self.warps_n // an) * cr
+
+    @property
+    def smem_bytes(self) -> int:
+        bm, bn, bk = self.tile_m, self.tile_n, self.tile_k
+        if self.simt:
+            return self.stages * bk * ((bm + 4) + (bn + 4)) * 4
+        eb = ITEMSIZE[self.input]
+
+        def pad(k_major: bool) -> int:
+            if eb == 2:
+                return 8
+            if self.input == "float64":
+                return 4
+            return 4 if k_major else 8
+
+        a = (bm * (bk + pad(True))) if self.a_k_major else (bk * (bm + pad(False)))
+        b = (bn * (bk + pad(True))) if self.b_k_major else (bk * (bn + pad(False)))
+        return self.stages * (a + b) * eb
+
+    @property
+    def chunk(self) -> int:
+        """Elements per 16-byte copy: leading dimensions of A and B must be multiples of it."""
+        return 1 if self.simt else 16 // ITEMSIZE[self.input]
+
+    # --- rendering and identity ---
+    def defines(self) -> dict[str, str]:
+        return {
+            "MGEMM_INPUT": INPUTS[self.input],
+            "MGEMM_OUTPUT": OUTPUTS[self.output],
+            "MGEMM_TILE_M": str(self.tile_m),
+            "MGEMM_TILE_N": str(self.tile_n),
+            "MGEMM_TILE_K": str(self.tile_k),
+            "MGEMM_STAGES": str(self.stages),
+            "MGEMM_WARPS_M": str(self.warps_m),
+            "MGEMM_WARPS_N": str(self.warps_n),
+            "MGEMM_POLICY": "MGEMM_POLICY_" + self.policy.upper(),
+            "MGEMM_GROUP": str(self.group),
+            "MGEMM_RASTER": "MGEMM_RASTER_" + self.raster.upper(),
+            "MGEMM_A_K_MAJOR": str(int(self.a_k_major)),
+            "MGEMM_B_K_MAJOR": str(int(self.b_k_major)),
+            "MGEMM_RECORD": str(int(self.record)),
+        }
+
+    def render(self) -> str:
+        """The #define lines that precede the kernel source."""
+        return "".join(f"#define {k} {v}\n" for k, v in self.defines().items())
+
+    def source(self) -> str:
+        return f"// mgemm {self.key()}\n{self.render()}#include \"{KERNEL_SOURCE}\"\n"
+
+    def key(self, options: tuple[str, ...] = ()) -> str:
+        """Hash of every kernel source file, the compile options and this configuration."""
+        h = hashlib.sha256()
+        for path in sorted(KERNEL_DIR.glob("*.cu*")):
+            h.update(path.name.encode())
+            h.update(path.read_bytes())
+        h.update(repr(options).encode())
+        h.update(self.render().encode())
+        return h.hexdigest()[:24]
+
+    def __str__(self) -> str:
+        return (f"{self.input}->{self.output} {self.tile_m}x{self.tile_n}x{self.tile_k} "
+                f"s{self.stages} w{self.warps_m}x{self.warps_n} {self.policy} g{self.group} "
+                f"raster={self.raster} A:{'k' if self.a_k_major else 'm'}-major "
+                f"B:{'k' if self.b_k_major else 'n'}-major" + (" record" if self.record else ""))
+
+
+# --- heuristic -------------------------------------------------------------------------------------
+
+def input_kind(dtype: str, allow_tf32: bool = False) -> str:
+    """The mainloop for a storage dtype: float32 goes to tf32 tensor cores only when allowed."""
+    if dtype == "float32":
+        return "tf32" if allow_tf32 else "float32"
+    if dtype not in ("float16", "bfloat16", "float64"):
+        raise TypeError(f"mgemm kernels multiply float16, bfloat16, float32 or float64, not {dtype}")
+    return dtype
+
+
+def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: bool = False,
+                  shared: bool = False) -> KernelConfig:
+    """Tile shape and policy for an ``m × n × k`` product on ``sms`` SMs.  Pure and deterministic.
+
+    The tile is the candidate with the least estimated time, counting whole waves (a wave is one
+    tile per resident CTA) and charging smaller tiles for their lower per-tile efficiency.  Then:
+    ``dynamic`` if other kernels share the GPU (``shared``); else ``streamk`` when the last wave
+    is less than half full (or there is less than one wave) and K has enough iterations to split;
+    else ``static``.
+
+    >>> choose_config(8192, 8192, 8192, "float16", 132).policy
+    'static'
+    >>> choose_config(64, 8192, 8192, "bfloat16", 132).policy
+    'streamk'
+    """
+    kind = input_kind(dtype, allow_tf32)
+    best = None
+    for rank, (tile, occupancy) in enumerate(TILE_CHOICES[kind]):
+        tm, tn = tile[0], tile[1]
+        tiles = -(-m // tm) * -(-n // tn)
+        slots = sms * occupancy
+        waves = -(-tiles // slots)
+        # time ~ waves x the time an SM takes for `occupancy` concurrent tiles: their area over
+        # the efficiency, which drops for smaller tiles (less reuse per loaded byte).
+        eff = 1.0 - 0.08 * rank
+        cost = waves * occupancy * tm * tn / eff
+        if best is None or cost < best[0] - 1e-9:
+            best = (cost, tile)
+    tm, tn, tk, st, wm, wn = best[1]
+    rows, cols, k_iters = schedule.tile_grid(m, n, k, tm, tn, tk)
+    tiles = rows * cols
+    occupancy = dict(TILE_CHOICES[kind])[best[1]]
+    slots = sms * occupancy
+    if shared:
+        policy = "dynamic"
+    elif tiles % slots == 0 or k_iters < 4:
+        policy = "static"
+    else:
+        fill = (tiles % slots) / slots
+        policy = "streamk" if tiles < slots or fill < 0.5 else "static"
+    return KernelConfig(input=kind, tile_m=tm, tile_n=tn, tile_k=tk, stages=st, warps_m=wm,
+                        warps_n=wn, policy=policy)
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """What one launch does: the tile grid, the CTAs and the stream-K split."""
+
+    rows: int
+    cols: int
+    k_iters: int
+    grid: int
+    sk_tiles: int
+
+    @property
+    def tiles(self) -> int:
+        return self.rows * self.cols
+
+
+def plan_launch(config: KernelConfig, m: int, n: int, k: int, slots: int) -> LaunchPlan:
+    """Grid and stream-K split for ``slots`` resident CTAs (SMs × occupancy)."""
+    rows, cols, k_iters = schedule.tile_grid(m, n, k, config.tile_m, config.tile_n, config.tile_k)
+    tiles = rows * cols
+    sk = schedule.streamk_tiles(tiles, slots, k_iters) if config.policy == "streamk" else 0
+    return LaunchPlan(rows, cols, k_iters, schedule.launch_grid(config.policy, tiles, slots, sk), sk)
+
+
+# --- compilation (CuPy, lazily) --------------------------------------------------------------------
+
+_lock = threading.Lock()
+_compiled: dict[tuple[int, str], Any] = {}
+
+
+def _cupy():
+    import cupy  # noqa: PLC0415  (lazy: this module imports without CuPy)
+    return cupy
+
+
+def compile_options(cc: str) -> tuple[str, ...]:
+    return ("-std=c++17", f"-arch=sm_{cc}", f"-I{KERNEL_DIR}")
+
+
+def get_kernel(config: KernelConfig, device: int | None = None):
+    """The compiled kernel of ``config`` on ``device``, memoized per (device, cache key)."""
+    cp = _cupy()
+    dev = cp.cuda.Device(device)
+    options = compile_options(dev.compute_capability)
+    key = (dev.id, config.key(options))
+    with _lock:
+        kernel = _compiled.get(key)
+        if kernel is None:
+            with dev:
+                module = cp.RawModule(code=config.source(), options=options)
+                kernel = module.get_function(KERNEL_NAME)
+                if config.smem_bytes > 48 * 1024:
+                    kernel.max_dynamic_shared_size_bytes = config.smem_bytes
+            _compiled[key] = kernel
+    return kernel
+
+
+def occupancy(kernel, config: KernelConfig) -> int:
+    """Resident CTAs per SM (cudaOccupancyMaxActiveBlocksPerMultiprocessor)."""
+    cp = _cupy()
+    return cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+        kernel.kernel.ptr, config.threads, config.smem_bytes)
+
+
+def device_sms(device: int | None = None) -> int:
+    cp = _cupy()
+    return cp.cuda.Device(device).attributes["MultiProcessorCount"]
+
+
+# --- launch ----------------------------------------------------------------------------------------
+
+def _dtype_name(x, as_dtype: str | None) -> str:
+    return as_dtype or str(x.dtype)
+
+
+def _operand(cp, x, k_axis: int, chunk: int):
+    """(array, k_major, ld) for A (k_axis=1) or B (k_axis=0) without a copy when the strides allow
+    it; otherwise (or when the leading dimension or pointer breaks 16-byte copies) a padded copy."""
+    item = x.itemsize
+    s_k, s_o = (x.strides[1], x.strides[0]) if k_axis == 1 else (x.strides[0], x.strides[1])
+    n_k, n_o = (x.shape[1], x.shape[0]) if k_axis == 1 else (x.shape[0], x.shape[1])
+    if s_k == item or n_k == 1:  # a single row's leading dimension is never used: any will do
+        k_major, ld = True, (s_o // item if n_o > 1 else -(-n_k // chunk) * chunk)
+    elif s_o == item or n_o == 1:
+        k_major, ld = False, (s_k // item if n_k > 1 else -(-n_o // chunk) * chunk)
+    else:
+        k_major, ld = None, 0
+    ok = (k_major is not None and ld > 0 and (s_k >= 0 and s_o >= 0)
+          and (chunk == 1 or (x.data.ptr % 16 == 0 and ld % chunk == 0)))
+    if ok:
+        return x, k_major, ld
+    # Copy into a buffer k-major for A and n-major for B (the common layouts), padded.
+    if k_axis == 1:
+        inner = n_k
+        buf = cp.zeros((n_o, -(-inner // chunk) * chunk), dtype=x.dtype)
+        buf[:, :inner] = x
+        return buf, True, buf.shape[1]
+    inner = n_o
+    buf = cp.zeros((n_k, -(-inner // chunk) * chunk), dtype=x.dtype)
+    buf[:, :inner] = x
+    return buf, False, buf.shape[1]
+
+
+def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
+         config: KernelConfig | None = None, allow_tf32: bool = False, sms: int | None = None,
+         as_dtype: str | None = None, out_dtype: str | None = None, debug: bool = False):
+    """``out = alpha * a @ b + beta * c`` on CuPy arrays with the persistent kernel.
+
+    ``a`` (M×K) and ``b`` (K×N) may be any 2-D strided views (``a.T`` costs no copy when one of its
+    strides is 1).  ``c`` is read only when ``beta != 0``; ``out`` may be ``c`` (in place).  ``sms``
+    caps the SMs used (leave some free for concurrent kernels).  ``as_dtype="bfloat16"`` reads
+    uint16 arrays as bfloat16 bits.  ``config`` overrides the heuristic (its layouts and dtypes
+    are set from the operands).  With ``debug=True`` returns ``(out, record)``, record an (n, 4)
+    array of (cta, tile, k_begin, k_end) per executed work unit, in execution order.
+    """
+    cp = _cupy()
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"gemm needs (M, K) @ (K, N), got {a.shape} @ {b.shape}")
+    dtype = _dtype_name(a, as_dtype)
+    if _dtype_name(b, as_dtype) != dtype:
+        raise TypeError(f"a and b must share a dtype, got {a.dtype} and {b.dtype}")
+    m, k = a.shape
+    n = b.shape[1]
+    dev = cp.cuda.Device()
+    sm_count = device_sms(dev.id)
+    sms = sm_count if sms is None else max(1, min(int(sms), sm_count))
+    if config is None:
+        config = choose_config(m, n, k, dtype, sms, allow_tf32=allow_tf32)
+    kind = input_kind(dtype, allow_tf32)
+    if config.input != kind:
+        raise ValueError(f"config multiplies {config.input}, operands are {kind}")
+    given = out if out is not None else (c if c is not None and beta != 0 else None)
+    if given is not None:  # uint16 results are bfloat16 bits, as the inputs
+        res_dtype = "bfloat16" if given.dtype == cp.uint16 else str(given.dtype)
+    else:
+        res_dtype = out_dtype or STORAGE[kind]
+    storage = {"bfloat16": cp.uint16}.get(res_dtype, res_dtype)
+    if out is None:
+        out = cp.empty((m, n), dtype=storage)
+    if out.shape != (m, n):
+        raise ValueError(f"out has shape {out.shape}, expected {(m, n)}")
+    if beta != 0 and (c is None or c.shape != (m, n)):
+        raise ValueError("beta != 0 needs c of shape (M, N)")
+    if m == 0 or n == 0:
+        return (out, cp.zeros((0, 4), cp.int32)) if debug else out
+
+    chunk = config.chunk
+    if k > 0:
+        a_arr, a_k, lda = _operand(cp, a, 1, chunk)
+        b_arr, b_k, ldb = _operand(cp, b, 0, chunk)
+    else:
+        a_arr, a_k, lda, b_arr, b_k, ldb = out, True, 1, out, False, 1  # never read
+    config = config.replace(a_k_major=a_k, b_k_major=b_k, output=res_dtype, record=debug)
+    kernel = get_kernel(config, dev.id)
+    slots = sms * max(1, occupancy(kernel, config))
+    lp = plan_launch(config, m, n, k, slots)
+
+    sync = cp.zeros(1 + lp.grid, dtype=cp.int32)
+    acc = cp.float64 if config.acc_dtype == "float64" else cp.float32
+    if lp.sk_tiles:
+        workspace = cp.empty(lp.grid * config.acc_per_thread * config.threads, dtype=acc)
+    else:
+        workspace = cp.empty(1, dtype=acc)
+    record = cp.zeros(1 + 4 * (lp.tiles + 2 * lp.grid + 8) if debug else 1, dtype=cp.int32)
+    c_arr = c if (c is not None and beta != 0) else out
+    ci, oi = c_arr.itemsize, out.itemsize
+    args = (a_arr, b_arr, c_arr, out, _i32(m), _i32(n), _i32(k), _i64(lda), _i64(ldb),
+            _i64(c_arr.strides[0] // ci), _i64(c_arr.strides[1] // ci),
+            _i64(out.strides[0] // oi), _i64(out.strides[1] // oi),
+            _f64(alpha), _f64(beta), sync, workspace, _i32(lp.sk_tiles), record)
+    kernel((lp.grid,), (config.threads,), args, shared_mem=config.smem_bytes)
+    if debug:
+        count = int(record[0].get())
+        return out, record[1:1 + 4 * count].reshape(count, 4).get()
+    return out
+
+
+def _i32(x):
+    import numpy as np
+    return np.int32(x)
+
+
+def _i64(x):
+    import numpy as np
+    return np.int64(x)
+
+
+def _f64(x):
+    import numpy as np
+    return np.float64(x)
+
+
+def launch_info(a_shape, b_shape, config: KernelConfig, sms: int | None = None) -> LaunchPlan:
+    """The plan ``gemm`` would launch for these shapes and config on the current device."""
+    m, k = a_shape
+    n = b_shape[1]
+    kernel = get_kernel(config)
+    sms = sms or device_sms()
+    return plan_launch(config, m, n, k, sms * max(1, occupancy(kernel, config)))
+
+
+__all__ = ["KernelConfig", "LaunchPlan", "choose_config", "gemm", "get_kernel", "input_kind",
+           "launch_info", "occupancy", "plan_launch"]

@@ -1,0 +1,257 @@
+"""Tests of the persistent GEMM kernel: config rendering and the heuristic on the CPU; on a GPU,
+every dtype, policy and layout against a float64 reference, and the kernel's debug record
+against the scheduler's Python mirror."""
+
+import numpy as np
+import pytest
+
+from mgemm import kernels, schedule
+from mgemm.kernels import KernelConfig
+
+
+def _cupy_or_none():
+    try:
+        import cupy
+        return cupy if cupy.cuda.runtime.getDeviceCount() > 0 else None
+    except Exception:
+        return None
+
+
+cp = _cupy_or_none()
+needs_gpu = pytest.mark.skipif(cp is None, reason="needs CuPy and a CUDA GPU")
+
+# ‖out − ref‖ / ‖ref‖ bounds against a float64 reference on the same (rounded) inputs.
+BOUNDS = {"float16": 2e-3, "bfloat16": 1e-2, "tf32": 5e-3, "float32": 1e-5, "float64": 1e-12}
+KINDS = ["float16", "bfloat16", "tf32", "float32", "float64"]
+
+
+# --- CPU: configuration and heuristic -------------------------------------------------------------
+
+def test_render_is_by_name_and_complete():
+    cfg = KernelConfig.default("float64", policy="dynamic", a_k_major=False)
+    text = cfg.render()
+    for name, value in cfg.defines().items():
+        assert f"#define {name} {value}\n" in text
+    assert "#define MGEMM_INPUT MGEMM_F64" in text
+    assert "#define MGEMM_POLICY MGEMM_POLICY_DYNAMIC" in text
+    assert "#define MGEMM_A_K_MAJOR 0" in text
+    src = (kernels.KERNEL_DIR / kernels.KERNEL_SOURCE).read_text()
+    for name in cfg.defines():
+        assert f"#ifndef {name}" in src, f"{name} has no default in the kernel source"
+
+
+def test_cache_key_changes_with_config_and_options():
+    a = KernelConfig.default("float16")
+    assert a.key() == KernelConfig.default("float16").key()
+    assert a.key() != a.replace(stages=3).key()
+    assert a.key() != a.replace(policy="streamk").key()
+    assert a.key(("-arch=sm_80",)) != a.key(("-arch=sm_90",))
+    assert a.key() in a.source()
+
+
+def test_config_validates():
+    with pytest.raises(ValueError):
+        KernelConfig(input="int8")
+    with pytest.raises(ValueError):
+        KernelConfig(policy="greedy")
+    with pytest.raises(ValueError):
+        KernelConfig(input="float32", tile_m=128, tile_n=128, warps_m=2, warps_n=2)
+    assert KernelConfig(input="tf32").output == "float32"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_smem_and_threads_of_defaults_fit_a_sm80_block(kind):
+    cfg = KernelConfig.default(kind)
+    assert cfg.smem_bytes <= 163 * 1024
+    assert cfg.threads in (128, 256)
+    assert cfg.acc_per_thread * cfg.threads == cfg.tile_m * cfg.tile_n
+
+
+def test_heuristic_is_deterministic_and_sensible():
+    big = kernels.choose_config(8192, 8192, 8192, "float16", 132)
+    assert big == kernels.choose_config(8192, 8192, 8192, "float16", 132)
+    assert (big.tile_m, big.tile_n, big.policy) == (128, 256, "static")
+    # Less than one wave with a long K: split K.
+    assert kernels.choose_config(64, 8192, 8192, "bfloat16", 132).policy == "streamk"
+    assert kernels.choose_config(256, 256, 65536, "float16", 132).policy == "streamk"
+    # A short K is not worth splitting.
+    assert kernels.choose_config(1000, 1000, 64, "float16", 132).policy == "static"
+    # Sharing the GPU: dynamic.
+    assert kernels.choose_config(8192, 8192, 8192, "float16", 132, shared=True).policy == "dynamic"
+    # Float32 is exact SIMT unless TF32 is allowed.
+    assert kernels.choose_config(512, 512, 512, "float32", 132).input == "float32"
+    assert kernels.choose_config(512, 512, 512, "float32", 132, allow_tf32=True).input == "tf32"
+    with pytest.raises(TypeError):
+        kernels.choose_config(8, 8, 8, "int32", 132)
+
+
+@pytest.mark.parametrize("m,n,k", [(8192, 8192, 8192), (896, 2432, 8192), (64, 8192, 8192),
+                                   (1408, 1536, 16384), (8192, 8192, 256), (1, 1, 1)])
+@pytest.mark.parametrize("kind", ["float16", "float32", "float64"])
+def test_heuristic_streamk_only_when_last_wave_is_poor(m, n, k, kind):
+    cfg = kernels.choose_config(m, n, k, kind, 132)
+    occupancy = dict(kernels.TILE_CHOICES[kind])[
+        (cfg.tile_m, cfg.tile_n, cfg.tile_k, cfg.stages, cfg.warps_m, cfg.warps_n)]
+    rows, cols, k_iters = schedule.tile_grid(m, n, k, cfg.tile_m, cfg.tile_n, cfg.tile_k)
+    slots = 132 * occupancy
+    tiles = rows * cols
+    if cfg.policy == "streamk":
+        assert tiles % slots and k_iters >= 4
+        assert tiles < slots or tiles % slots < slots / 2
+
+
+def test_plan_launch_matches_mirror():
+    cfg = KernelConfig.default("float16", policy="streamk")
+    lp = kernels.plan_launch(cfg, 1000, 3000, 4000, 132)
+    assert (lp.rows, lp.cols, lp.k_iters) == schedule.tile_grid(1000, 3000, 4000, 128, 256, 32)
+    assert lp.sk_tiles == schedule.streamk_tiles(lp.tiles, 132, lp.k_iters)
+    assert lp.grid == 132
+
+
+# --- GPU ------------------------------------------------------------------------------------------
+
+def _rand(shape, kind, rng, order="C"):
+    """Fresh random operand for `kind` (bfloat16 as uint16 bits), and its float64 value."""
+    x = cp.asarray(rng.standard_normal(shape), dtype=cp.float32)
+    if order == "F":
+        x = cp.asfortranarray(x)
+    if kind == "bfloat16":
+        bits = x.view(cp.uint32)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+        x16 = bits.astype(cp.uint16)
+        return x16, (x16.astype(cp.uint32) << 16).view(cp.float32).astype(cp.float64)
+    dtype = {"float16": cp.float16, "tf32": cp.float32, "float32": cp.float32,
+             "float64": cp.float64}[kind]
+    x = x.astype(dtype, order=order)
+    return x, x.astype(cp.float64)
+
+
+def _as_f64(x, kind):
+    if kind == "bfloat16" or x.dtype == cp.uint16:
+        return (x.astype(cp.uint32) << 16).view(cp.float32).astype(cp.float64)
+    return x.astype(cp.float64)
+
+
+def _poisoned(shape, kind):
+    if kind == "bfloat16":
+        return cp.full(shape, 0x7FC0, dtype=cp.uint16)
+    dtype = {"float16": cp.float16, "tf32": cp.float32, "float32": cp.float32, "float64": cp.float64}[kind]
+    return cp.full(shape, cp.nan, dtype=dtype)
+
+
+def _check(m, n, k, kind, policy, *, trans_a=False, trans_b=False, beta=0.0, alpha=1.0, seed=0):
+    rng = np.random.default_rng(seed)
+    a, a64 = _rand((k, m) if trans_a else (m, k), kind, rng)
+    b, b64 = _rand((n, k) if trans_b else (k, n), kind, rng)
+    if trans_a:
+        a, a64 = a.T, a64.T
+    if trans_b:
+        b, b64 = b.T, b64.T
+    c, c64 = _rand((m, n), kind, rng)
+    out = _poisoned((m, n), kind)
+    cfg = KernelConfig.default(kind, policy=policy)
+    kernels.gemm(a, b, c, alpha=alpha, beta=beta, out=out, config=cfg,
+                 allow_tf32=kind == "tf32", as_dtype="bfloat16" if kind == "bfloat16" else None)
+    ref = alpha * (a64 @ b64) + (beta * c64 if beta else 0)
+    got = _as_f64(out, kind)
+    assert not bool(cp.isnan(got).any()), f"unwritten or NaN outputs: {int(cp.isnan(got).sum())}"
+    denom = float(cp.linalg.norm(ref)) or 1.0
+    err = float(cp.linalg.norm(got - ref)) / denom
+    if err > BOUNDS[kind]:
+        diff = cp.abs(got - ref)
+        i, j = np.unravel_index(int(diff.argmax()), (m, n))
+        pytest.fail(f"{kind} {policy} {m}x{n}x{k} tA={trans_a} tB={trans_b}: rel err {err:.2e} "
+                    f"> {BOUNDS[kind]:.0e}; worst at ({i}, {j}): {float(got[i, j])} vs {float(ref[i, j])}")
+
+
+SHAPES = [(1, 1, 1), (257, 263, 129), (1, 300, 77), (300, 1, 45), (2000, 9, 64), (33, 45, 71),
+          (130, 260, 1000)]
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("policy", schedule.POLICIES)
+@pytest.mark.parametrize("kind", KINDS)
+def test_gemm_matches_float64_reference(kind, policy):
+    for i, (m, n, k) in enumerate(SHAPES):
+        _check(m, n, k, kind, policy, seed=i, beta=0.5 if i % 2 else 0.0, alpha=1.0 if i % 3 else 0.75)
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("trans_a,trans_b", [(True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("kind", KINDS)
+def test_gemm_transposed_operands(kind, trans_a, trans_b):
+    for i, (m, n, k) in enumerate([(200, 136, 96), (129, 67, 40)]):
+        _check(m, n, k, kind, "streamk", trans_a=trans_a, trans_b=trans_b, seed=10 + i, beta=0.25)
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("kind", ["float16", "float32", "float64"])
+def test_k_zero_gives_beta_c(kind):
+    _check(37, 41, 0, kind, "static", beta=2.0)
+    _check(37, 41, 0, kind, "streamk", beta=0.0)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_streamk_is_bitwise_reproducible_and_in_place_works():
+    rng = np.random.default_rng(5)
+    a, _ = _rand((333, 2048), "float32", rng)
+    b, _ = _rand((2048, 517), "float32", rng)
+    cfg = KernelConfig.default("float32", policy="streamk")
+    first = kernels.gemm(a, b, config=cfg)
+    for _ in range(3):
+        assert bool((kernels.gemm(a, b, config=cfg) == first).all())
+    c = first.copy()
+    kernels.gemm(a, b, c, beta=-1.0, out=c, config=cfg)  # in place: c = ab - ab
+    assert float(cp.abs(c).max()) == 0.0
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("policy", ["per_tile", "static", "streamk"])
+@pytest.mark.parametrize("m,n,k,sms", [(1000, 1500, 700, None), (300, 2000, 4096, 20), (64, 64, 64, 7)])
+def test_kernel_record_equals_mirror(policy, m, n, k, sms):
+    rng = np.random.default_rng(1)
+    a, _ = _rand((m, k), "float16", rng)
+    b, _ = _rand((k, n), "float16", rng)
+    cfg = KernelConfig.default("float16", policy=policy)
+    _, record = kernels.gemm(a, b, config=cfg, sms=sms, debug=True)
+    lp = kernels.launch_info(a.shape, b.shape, cfg.replace(record=True), sms=sms)
+    expect = schedule.assignment(policy, lp.rows, lp.cols, lp.k_iters, lp.grid, sk_tiles=lp.sk_tiles)
+    got = [[] for _ in range(lp.grid)]
+    for cta, tile, kb, ke in record.tolist():  # rows are in execution order per CTA
+        got[cta].append((tile, kb, ke))
+    assert got == expect
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_dynamic_record_covers_every_tile_once():
+    rng = np.random.default_rng(2)
+    a, _ = _rand((1000, 300), "float64", rng)
+    b, _ = _rand((300, 1200), "float64", rng)
+    cfg = KernelConfig.default("float64", policy="dynamic")
+    _, record = kernels.gemm(a, b, config=cfg, debug=True)
+    lp = kernels.launch_info(a.shape, b.shape, cfg.replace(record=True))
+    units = [tuple(r[1:]) for r in record.tolist()]
+    assert len(units) == len(set(units))
+    assert set(units) == schedule.work_units("dynamic", lp.rows, lp.cols, lp.k_iters, lp.grid)
+    assert {r[0] for r in record.tolist()} <= set(range(lp.grid))
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_persistent_engine_accumulates_parts():
+    from mgemm.engines.persistent import PersistentEngine
+    rng = np.random.default_rng(3)
+    a1, a1_64 = _rand((100, 64), "float64", rng)
+    a2, a2_64 = _rand((64, 100), "float64", rng)  # used transposed
+    b1, b1_64 = _rand((64, 90), "float64", rng)
+    b2, b2_64 = _rand((64, 90), "float64", rng)
+    c, c64 = _rand((100, 90), "float64", rng)
+    out = PersistentEngine().gemm([a1, a2.T], [b1, b2], alpha=2.0, beta=0.5, c=c)
+    ref = 2.0 * (a1_64 @ b1_64 + a2_64.T @ b2_64) + 0.5 * c64
+    assert float(cp.linalg.norm(out - ref) / cp.linalg.norm(ref)) < 1e-12
