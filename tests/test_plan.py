@@ -378,9 +378,12 @@ def test_planning_64_cubed_chunks_is_fast():
     elapsed = {}
     # "auto" makes 16 blocks; 1024 makes one block per chunk pair, 4096 blocks: the worst case.
     for block_size, locations in (("auto", None), (1024, None), (1024, scattered)):
-        start = time.perf_counter()
-        plan = make_plan(problem, workers, block_size=block_size, locations=locations)
-        elapsed[block_size, locations is None] = time.perf_counter() - start
+        times = []
+        for _ in range(3):  # best of three: the planner's cost, not a busy machine's jitter
+            start = time.perf_counter()
+            plan = make_plan(problem, workers, block_size=block_size, locations=locations)
+            times.append(time.perf_counter() - start)
+        elapsed[block_size, locations is None] = min(times)
         check_structure(plan)
     assert max(elapsed.values()) < 0.2, elapsed
 
