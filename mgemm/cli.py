@@ -50,37 +50,31 @@ def main() -> None:
 def demo(size: int | None, dtype: str, repeat: int, n_workers: int | None, **options: Any) -> None:
     """Multiply two random matrices on the default cluster, check, and compare with dask."""
     from .bench import Case, run_case, table
-    from .cluster import default_client, gpus_visible
+    from .cluster import session
 
     opts = config.resolve(**options)
-    client = opts.pop("client")
-    owned = False
-    if client is None:
+    given = opts.pop("client")
+    if given is None and active_client_missing():
         _say("starting the embedded default cluster ...")
-        client, owned = default_client(n_workers=n_workers)
-    else:
-        from .cluster import active_client
-        client = active_client(client)
-    try:
-        gpu = _cluster_has_gpus(client) if not owned else gpus_visible() > 0
+    with session(given, n_workers=n_workers) as client:
+        gpu = _cluster_has_gpus(client)
         n_workers_now = len(client.scheduler_info(n_workers=-1)["workers"])
         size = size or _demo_size(gpu, n_workers_now)
-        chunk = max(256, size // (4 if gpu else 4))
+        chunk = max(256, size // 4)
         _say(f"cluster: {n_workers_now} {'GPU' if gpu else 'CPU'} worker(s) at "
              f"{client.scheduler.address}; C = A @ B with A, B {size}×{size} {dtype}")
         case = Case(f"{dtype}-{size}", size, size, size, dtype, chunk)
-        rows = run_case(client, case, ["mgemm", "dask"], repeat=repeat,
-                        options={k: v for k, v in opts.items()}, gpu=gpu, progress=_say)
+        rows = run_case(client, case, ["mgemm", "dask"], repeat=repeat, options=opts, gpu=gpu,
+                        progress=_say)
         click.echo(table(rows))
         m, d = rows
         click.echo(f"mgemm: {m.tflops:.2f} TFLOP/s, {d.median_s / m.median_s:.2f}× "
                    f"dask.array.matmul; checked against float64 (relative error {m.rel_error:.1e})")
-    finally:
-        if owned:
-            cluster = client.cluster
-            client.close()
-            if cluster is not None:
-                cluster.close()
+
+
+def active_client_missing() -> bool:
+    from .cluster import active_client
+    return active_client() is None
 
 
 def _demo_size(gpu: bool, n_workers: int) -> int:
@@ -113,19 +107,13 @@ def bench(case_names: tuple, methods: tuple, repeat: int, protocol: str | None,
           **options: Any) -> None:
     """Time mgemm and dask.array.matmul on the same cluster and inputs (median of --repeat)."""
     from .bench import cpu_cases, gpu_cases, plot, run_case, table
-    from .cluster import active_client, default_client, gpus_visible, start_default_cluster
+    from .cluster import session
 
     opts = config.resolve(**options)
     given = opts.pop("client")
-    owned = False
-    if given is not None:
-        client = active_client(given)
-    elif protocol is not None:
-        client, owned = start_default_cluster(protocol=protocol), True
-    else:
-        client, owned = default_client()
-    try:
-        gpu = _cluster_has_gpus(client) if not owned else gpus_visible() > 0
+    start = {"protocol": protocol} if protocol else {}
+    with session(given, **start) as client:
+        gpu = _cluster_has_gpus(client)
         n = len(client.scheduler_info(n_workers=-1)["workers"])
         cases = gpu_cases(n) if gpu else cpu_cases()
         if case_names:
@@ -144,11 +132,6 @@ def bench(case_names: tuple, methods: tuple, repeat: int, protocol: str | None,
         if plot_path:
             plot(rows, plot_path)
             _say(f"wrote {plot_path}")
-    finally:
-        if owned:
-            cluster = client.cluster
-            client.close()
-            cluster.close()
 
 
 def _appender(path: str) -> Any:
@@ -193,14 +176,9 @@ def plan_cmd(m: int, n: int, k: int, dtype: str, workers: int, kind: str, chunk:
 @click.option("--client", default=None, help="scheduler address (default: the embedded cluster)")
 def info(client: str | None) -> None:
     """Show the workers, their GPUs (model, SMs, memory) and the protocol."""
-    from .cluster import active_client, default_client, protocol, worker_devices
+    from .cluster import protocol, session, worker_devices
 
-    owned = False
-    if client is not None:
-        c = active_client(client)
-    else:
-        c, owned = default_client()
-    try:
+    with session(client) as c:
         workers = c.scheduler_info(n_workers=-1)["workers"]
         devices = worker_devices(c)
         click.echo(f"scheduler {c.scheduler.address}  protocol {protocol(c.scheduler.address)}  "
@@ -211,11 +189,6 @@ def info(client: str | None) -> None:
                    if dev else "no GPU")
             click.echo(f"  {address}  threads {w.get('nthreads')}  "
                        f"memory {w.get('memory_limit', 0) / 2**30:.1f} GiB  {gpu}")
-    finally:
-        if owned:
-            cluster = c.cluster
-            c.close()
-            cluster.close()
 
 
 if __name__ == "__main__":  # pragma: no cover

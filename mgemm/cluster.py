@@ -1,17 +1,18 @@
 """The cluster side: the embedded default cluster, what the planner knows of each worker, and the
 scheduler plugin that keeps planned placement.
 
-``default_client()`` gives the active ``distributed.Client`` if there is one; else it starts a
+``session()`` gives the active ``distributed.Client`` if there is one; else it starts a
 ``LocalCUDACluster`` when GPUs are visible (UCX over NVLink with an RMM pool when distributed-ucxx
 is installed, else TCP), else a ``LocalCluster`` of processes.  Everything listens on 127.0.0.1.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import warnings
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 from distributed.diagnostics.plugin import SchedulerPlugin
@@ -129,11 +130,8 @@ def _client_for(address: str) -> Any:
 
 
 def gpus_visible() -> int:
-    try:
-        import cupy
-        return cupy.cuda.runtime.getDeviceCount()
-    except Exception:
-        return 0
+    from .engines import cuda_device_count
+    return cuda_device_count()
 
 
 def has_ucx() -> bool:
@@ -189,12 +187,23 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
     return client
 
 
-def default_client(**kwargs: Any) -> tuple[Any, bool]:
-    """``(client, owned)``: the active client (owned=False) or a new embedded one (owned=True)."""
-    client = active_client()
-    if client is not None:
-        return client, False
-    return start_default_cluster(**kwargs), True
+@contextlib.contextmanager
+def session(given: Any = None, **start: Any) -> Iterator[Any]:
+    """The client a command runs on: ``given`` (a Client or a scheduler address), else the active
+    client, else a new embedded default cluster (``start_default_cluster(**start)``), which is
+    closed on leaving the block."""
+    client = active_client(given)
+    owned = client is None
+    if owned:
+        client = start_default_cluster(**start)
+    try:
+        yield client
+    finally:
+        if owned:
+            cluster = client.cluster
+            client.close()
+            if cluster is not None:
+                cluster.close()
 
 
 class KeepPlacement(SchedulerPlugin):

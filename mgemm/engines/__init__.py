@@ -57,6 +57,15 @@ def get(name: str) -> Engine:
     return engine
 
 
+def cuda_device_count() -> int:
+    """CUDA devices CuPy can use here; 0 without CuPy, a driver or a GPU."""
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount()
+    except Exception:
+        return 0
+
+
 def is_cupy(x: Any) -> bool:
     return type(x).__module__.split(".")[0] == "cupy"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Sequence
 
-from . import scale_and_add
+from . import cuda_device_count, scale_and_add
 
 
 class CublasEngine:
@@ -21,11 +21,7 @@ class CublasEngine:
 
     @staticmethod
     def available() -> bool:
-        try:
-            import cupy
-            return cupy.cuda.runtime.getDeviceCount() > 0
-        except Exception:
-            return False
+        return cuda_device_count() > 0
 
     def gemm(self, a_parts: Sequence[Any], b_parts: Sequence[Any], *, alpha: float = 1.0,
              beta: float = 0.0, c: Any = None, out_dtype: Any = None,
