@@ -180,6 +180,34 @@ def gpu_cases(n_gpus: int) -> list[Case]:
     return cases + [Case("float16-32768-c16k", 32768, 32768, 32768, "float16", 16384)]
 
 
+def scaling_cases(n_gpus: int) -> list[Case]:
+    """Strong scaling (32768³ and 65536³, float32 and bfloat16) and weak scaling (the same work
+    per GPU as 32768³ on two GPUs: n³ / GPUs constant) on however many GPUs the cluster has.
+
+    bfloat16 cases run where the chunk library has the dtype (CuPy builds without it skip them).
+    """
+    weak = 1024 * round(32768 * (n_gpus / 2) ** (1 / 3) / 1024)
+    cases = [Case(f"strong-{dt}-{n}", n, n, n, dt, n // 4)
+             for n in (32768, 65536) for dt in ("float32", "bfloat16")]
+    cases += [Case(f"weak-{dt}-{weak}", weak, weak, weak, dt, weak // 4)
+              for dt in ("float32", "bfloat16")]
+    return [c for c in cases if c.dtype != "bfloat16" or has_bfloat16()]
+
+
+def has_bfloat16() -> bool:
+    """Whether CuPy here can hold bfloat16 arrays."""
+    try:
+        import cupy
+        cupy.empty(1, dtype="bfloat16")
+        return True
+    except Exception:
+        return False
+
+
+#: Named benchmark suites: cluster size → cases.
+SUITES = {"foundation": gpu_cases, "scaling": scaling_cases}
+
+
 def cpu_cases() -> list[Case]:
     return [Case("float64-2048", 2048, 2048, 2048, "float64", 512),
             Case("float32-2048", 2048, 2048, 2048, "float32", 512)]

@@ -89,6 +89,8 @@ def _cluster_has_gpus(client: Any) -> bool:
 
 
 @main.command()
+@click.option("--suite", type=click.Choice(["foundation", "scaling"]), default="foundation",
+              show_default=True, help="which GPU cases (CPU clusters run a small CPU suite)")
 @click.option("--case", "case_names", multiple=True, help="run only these cases (default: all)")
 @click.option("--method", "methods", multiple=True, default=("mgemm", "dask"), show_default=True,
               type=click.Choice(["mgemm", "dask"]))
@@ -102,11 +104,11 @@ def _cluster_has_gpus(client: Any) -> bool:
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False), default=None,
               help="append each timed run's per-worker task-stream summary (JSON lines)")
 @mgemm_options
-def bench(case_names: tuple, methods: tuple, repeat: int, protocol: str | None,
+def bench(suite: str, case_names: tuple, methods: tuple, repeat: int, protocol: str | None,
           json_path: str | None, plot_path: str | None, trace_path: str | None,
           **options: Any) -> None:
     """Time mgemm and dask.array.matmul on the same cluster and inputs (median of --repeat)."""
-    from .bench import cpu_cases, gpu_cases, plot, run_case, table
+    from .bench import SUITES, cpu_cases, plot, run_case, table
     from .cluster import session
 
     opts = config.resolve(**options)
@@ -115,7 +117,7 @@ def bench(case_names: tuple, methods: tuple, repeat: int, protocol: str | None,
     with session(given, **start) as client:
         gpu = _cluster_has_gpus(client)
         n = len(client.scheduler_info(n_workers=-1)["workers"])
-        cases = gpu_cases(n) if gpu else cpu_cases()
+        cases = SUITES[suite](n) if gpu else cpu_cases()
         if case_names:
             cases = [c for c in cases if c.name in case_names]
             if not cases:

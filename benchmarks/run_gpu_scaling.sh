@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Scaling on however many GPUs the host has (2, 4 or 8 H200s; device kinds nvidia-h200-x2/-x4/-x8):
+# the one-GPU cuBLAS anchor at each size, the plan mgemm makes, then mgemm beside
+# dask.array.matmul over UCX/NVLink on the same cluster and inputs (strong and weak scaling).
+# Usage (from the repo root, wheels from ../shared/gpu/fetch-wheels.sh in .whl):
+#   bash benchmarks/run_gpu_scaling.sh [repeat]
+set -uo pipefail
+repeat=${1:-5}
+out=${OUT:-/tmp/mgemm-out}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+if [ -d .whl ] && ! python3 -c "import distributed" 2>/dev/null; then
+  python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:$PWD
+fi
+export PYTHONPATH=${PYTHONPATH:-}:$PWD
+gpus=$(nvidia-smi -L | wc -l)
+echo "GPUs: $gpus"
+nvidia-smi topo -m | head -n $((gpus + 1))
+sizes=$(python3 -c "from mgemm.bench import scaling_cases as s; print(*sorted({c.n for c in s($gpus)}))")
+timeout 300 python3 benchmarks/cublas_one_gpu.py --n $sizes --dtypes float32,bfloat16 \
+  --repeat "$repeat" --json "$out/rows.jsonl" | tee "$out/cublas.txt"
+python3 - "$gpus" <<'PY' | tee "$out/plans.txt"
+import sys
+from mgemm.bench import scaling_cases
+from mgemm.cluster import H200_FLOPS
+from mgemm.plan import plan_from_shape
+gpus = int(sys.argv[1])
+for c in scaling_cases(gpus):
+    size = 2 if c.dtype == "bfloat16" else 4
+    print(plan_from_shape(c.m, c.n, c.k, size, gpus, flops=H200_FLOPS[c.dtype], chunk=c.chunk).table())
+PY
+timeout 1200 python3 -m mgemm.cli bench --suite scaling --protocol ucx --repeat "$repeat" \
+  --json "$out/rows.jsonl" --trace "$out/trace.jsonl" 2>"$out/ucx.err" | tee "$out/ucx.txt"
+grep -v "UCX  WARN" "$out/ucx.err" | tail -n 5
