@@ -2,7 +2,9 @@
 # On the GPU host (device tool, kind nvidia-h200-x2): the GPU tests, the one-GPU cuBLAS anchor, then
 # mgemm beside dask.array.matmul on the same cluster and inputs, over UCX/NVLink and over TCP.
 # Usage (from the repo root, wheels from ../shared/gpu/fetch-wheels.sh in .whl):
-#   bash benchmarks/run_gpu_orchestrator.sh [repeat]
+#   bash benchmarks/run_gpu_orchestrator.sh [repeat] [tcp-repeat]
+# Environment: TESTS=0 skips the GPU tests, TCP=0 the TCP case, LINK_PROBE=1 adds the link probe,
+# TRANSFER_LIMIT=1GiB raises the bytes per worker-to-worker message on the embedded cluster.
 set -uo pipefail
 repeat=${1:-5}
 tcp_repeat=${2:-$repeat}
@@ -24,8 +26,10 @@ if [ "${LINK_PROBE:-0}" = 1 ]; then
   timeout 60 python3 benchmarks/link_probe.py tcp 2>/dev/null | tee -a "$out/link.txt"
 fi
 timeout 60 python3 benchmarks/cublas_one_gpu.py --repeat "$repeat" --json "$out/rows.jsonl" | tee "$out/cublas.txt"
-timeout 240 python3 -m mgemm.cli bench --protocol ucx --repeat "$repeat" --json "$out/rows.jsonl" --trace "$out/trace.jsonl" 2>"$out/ucx.err" \
+extra=()
+[ -n "${TRANSFER_LIMIT:-}" ] && extra=(--transfer-limit "$TRANSFER_LIMIT")
+timeout 240 python3 -m mgemm.cli bench --protocol ucx "${extra[@]}" --repeat "$repeat" --json "$out/rows.jsonl" --trace "$out/trace.jsonl" 2>"$out/ucx.err" \
   | tee "$out/ucx.txt"
-[ "${TCP:-1}" = 1 ] && timeout 150 python3 -m mgemm.cli bench --protocol tcp --repeat "$tcp_repeat" --case float32-32768 \
+[ "${TCP:-1}" = 1 ] && timeout 150 python3 -m mgemm.cli bench --protocol tcp "${extra[@]}" --repeat "$tcp_repeat" --case float32-32768 \
   --json "$out/rows.jsonl" --trace "$out/trace.jsonl" 2>"$out/tcp.err" | tee "$out/tcp.txt"
 for f in "$out"/ucx.err "$out"/tcp.err; do grep -v "UCX  WARN" "$f" | tail -n 5; done

@@ -103,17 +103,20 @@ def _cluster_has_gpus(client: Any) -> bool:
               help="write a PNG bar chart (needs matplotlib)")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False), default=None,
               help="append each timed run's per-worker task-stream summary (JSON lines)")
+@click.option("--transfer-limit", default=None,
+              help="bytes a worker fetches from one peer per message on the embedded cluster "
+                   "(e.g. 1GiB; Dask's default is 50MB)")
 @mgemm_options
 def bench(suite: str, case_names: tuple, methods: tuple, repeat: int, protocol: str | None,
           json_path: str | None, plot_path: str | None, trace_path: str | None,
-          **options: Any) -> None:
+          transfer_limit: str | None, **options: Any) -> None:
     """Time mgemm and dask.array.matmul on the same cluster and inputs (median of --repeat)."""
     from .bench import SUITES, cpu_cases, plot, run_case, table
     from .cluster import session
 
     opts = config.resolve(**options)
     given = opts.pop("client")
-    start = {"protocol": protocol} if protocol else {}
+    start = {k: v for k, v in (("protocol", protocol), ("transfer_limit", transfer_limit)) if v}
     with session(given, **start) as client:
         gpu = _cluster_has_gpus(client)
         n = len(client.scheduler_info(n_workers=-1)["workers"])

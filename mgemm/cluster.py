@@ -143,13 +143,16 @@ def has_ucx() -> bool:
 
 
 def start_default_cluster(*, n_workers: int | None = None, protocol: str | None = None,
-                          rmm_pool: str | None = "auto", quiet: bool = True) -> Any:
+                          rmm_pool: str | None = "auto", transfer_limit: str | None = None,
+                          quiet: bool = True) -> Any:
     """Start mgemm's embedded default cluster and return a Client to it.
 
     GPUs visible → ``LocalCUDACluster`` (one worker per GPU; ``protocol`` "ucx" when
     distributed-ucxx is installed, with NVLink and an RMM pool, else "tcp").  No GPU → a
     ``LocalCluster`` of processes.  Work stealing is off on the scheduler so the plan's placement
-    holds; restrictions stay loose so a lost worker's blocks run elsewhere.
+    holds; restrictions stay loose so a lost worker's blocks run elsewhere.  ``transfer_limit``
+    (e.g. "1GiB") raises how many bytes a worker asks one peer for in one message (Dask's default,
+    50MB, is less than one 8192² float32 chunk, so every chunk is a round trip of its own).
     """
     import dask
     from distributed import Client, LocalCluster
@@ -157,6 +160,8 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
     settings = {"distributed.scheduler.work-stealing": False}
     if quiet:
         settings["distributed.logging.distributed"] = "error"
+    if transfer_limit:
+        settings["distributed.worker.transfer.message-bytes-limit"] = transfer_limit
     with dask.config.set(settings):
         if gpus_visible():
             from dask_cuda import LocalCUDACluster
