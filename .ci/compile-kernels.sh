@@ -70,3 +70,41 @@ for p in "${pids[@]}"; do wait "$p" || status=1; done
 cat "$out"/*.report
 if (( status )); then echo "compile-kernels: FAILED"; exit 1; fi
 echo "compile-kernels: ${#variants[@]} variants x 2 archs OK"
+
+# Hopper GEMM (gemm_hopper.cu), sm_90a only: each input x policy at 128x128 s4, plus the heuristic's
+# tiles (mgemm/hopper.py: TILE_CHOICES) and the narrowest.  Same report; fails on errors, spills and any
+# ptxas warning (C7508: setmaxnreg ignored; wgmma serialized).
+hopper_compile() {  # input output tile_n stages policy
+  local name="hopper_${1#MGEMM_}_n$3_s$4_$5" log
+  log="$out/$name.log"
+  if ! "$NVCC" -std=c++17 -cubin -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -o "$out/$name.cubin" \
+      -DMGEMM_INPUT="$1" -DMGEMM_OUTPUT="$2" -DMGEMM_TILE_N="$3" -DMGEMM_STAGES="$4" \
+      -DMGEMM_POLICY="MGEMM_POLICY_$5" gemm_hopper.cu >"$log" 2>&1; then
+    echo "FAILED: $name"; cat "$log"; return 1
+  fi
+  awk -v n="$name" '/spill/ {sp=$0} /Used/ {sub(/.*Used /,""); print n, "sm_90a", $0, "|", sp}' "$log"
+  if grep -E '[1-9][0-9]* bytes (spill stores|spill loads|stack frame)|C7508|warning' "$log" >/dev/null; then
+    echo "SPILLS, local memory or ignored setmaxnreg in $name"; cat "$log"; return 1
+  fi
+}
+hvariants=()
+for io in "MGEMM_F16 MGEMM_F16" "MGEMM_BF16 MGEMM_BF16" "MGEMM_TF32 MGEMM_F32"; do
+  for policy in PER_TILE STATIC DYNAMIC STREAMK; do hvariants+=("$io 128 4 $policy"); done
+done
+hvariants+=("MGEMM_BF16 MGEMM_BF16 256 4 STREAMK" "MGEMM_F16 MGEMM_F16 128 6 STATIC"
+            "MGEMM_BF16 MGEMM_F32 64 2 DYNAMIC" "MGEMM_TF32 MGEMM_F32 256 4 STREAMK")
+hstatus=0
+pids=()
+for v in "${hvariants[@]}"; do
+  # shellcheck disable=SC2086
+  hopper_compile $v >"$out/hopper_$(echo "$v" | tr ' ' _).hreport" 2>&1 &
+  pids+=($!)
+  if (( ${#pids[@]} >= jobs_max )); then
+    wait "${pids[0]}" || hstatus=1
+    pids=("${pids[@]:1}")
+  fi
+done
+for p in "${pids[@]}"; do wait "$p" || hstatus=1; done
+cat "$out"/*.hreport
+if (( hstatus )); then echo "compile-kernels (hopper): FAILED"; exit 1; fi
+echo "compile-kernels: ${#hvariants[@]} Hopper variants (sm_90a) OK"

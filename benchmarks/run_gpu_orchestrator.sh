@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU host (device tool, kind nvidia-h200-x2): the GPU tests, the one-GPU cuBLAS anchor, then
 # mgemm beside dask.array.matmul on the same cluster and inputs, over UCX/NVLink and over TCP.
-# Usage (from the repo root, wheels from ../shared/gpu/fetch-wheels.sh in .whl):
+# Usage (from the repo root; on a host without dask, wheels of dask, distributed, dask-cuda,
+# distributed-ucxx and rmm for its Python in .whl):
 #   bash benchmarks/run_gpu_orchestrator.sh [repeat] [tcp-repeat]
 # Environment: TESTS=0 skips the GPU tests, TCP=0 the TCP case, LINK_PROBE=1 adds the link probe,
 # TRANSFER_LIMIT=1GiB raises the bytes per worker-to-worker message on the embedded cluster.

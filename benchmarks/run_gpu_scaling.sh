@@ -2,7 +2,8 @@
 # Scaling on however many GPUs the host has (2, 4 or 8 H200s; device kinds nvidia-h200-x2/-x4/-x8):
 # the one-GPU cuBLAS anchor at each size, the plan mgemm makes, then mgemm beside
 # dask.array.matmul over UCX/NVLink on the same cluster and inputs (strong and weak scaling).
-# Usage (from the repo root, wheels from ../shared/gpu/fetch-wheels.sh in .whl):
+# Usage (from the repo root; on a host without dask, wheels of dask, distributed, dask-cuda,
+# distributed-ucxx and rmm for its Python in .whl):
 #   bash benchmarks/run_gpu_scaling.sh [repeat]
 set -uo pipefail
 repeat=${1:-5}

@@ -173,7 +173,7 @@ METHODS = {"mgemm": Method("mgemm", _mgemm), "dask": Method("dask.array.matmul",
 
 
 def gpu_cases(n_gpus: int) -> list[Case]:
-    """The orchestrator benchmark of the foundation issue: 32768³ per dtype on the whole cluster."""
+    """The orchestrator benchmark: 32768³ per dtype on the whole cluster."""
     cases = [Case(f"{dt}-32768", 32768, 32768, 32768, dt, 8192)
              for dt in ("float32", "float64", "float16")]
     # Half precision runs 13× faster per block: bigger chunks keep per-task overhead small.

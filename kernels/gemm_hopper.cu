@@ -1,0 +1,371 @@
+// The Hopper (sm_90a) persistent GEMM: D = alpha * A @ B + beta * C with TMA loads into a ring of
+// shared-memory stages, one producer warpgroup and two consumer warpgroups running wgmma, and the
+// tile schedulers of tile_scheduler.cuh.  Knobs are compile-time constants set by name
+// (mgemm/hopper.py renders the #defines; the defaults below are for nvcc).
+//
+// Roles (384 threads, warpgroup = 128 threads):
+//   warpgroup 0, thread 0 (producer): walks the schedule, publishes each work unit to the
+//     consumers through a small ring of unit slots, and for every k-iteration waits for an empty
+//     stage, then issues two TMA loads (A: 128 x BK, B: BN x BK) that complete on the stage's
+//     "full" barrier.  The rest of warpgroup 0 has nothing to do and leaves after giving up
+//     registers.  Because the producer runs ahead, the next tile's loads overlap the epilogue.
+//   warpgroups 1 and 2 (consumers): rows 0-63 and 64-127 of the tile.  Per k-iteration: wait for
+//     a full stage, BK/16 wgmma m64nBNk16 (BK/8 m64nBNk8 for tf32), commit; keep one group in
+//     flight and free the previous stage on its "empty" barrier.  Then the epilogue straight from
+//     the accumulator registers, masked at the edges; stream-K partials go through the workspace.
+//
+// Shared memory (dynamic, aligned up to 1024 bytes): stage s = [A: 128 rows x 128 B][B: BN rows x
+// 128 B], every row 128 bytes of K in the 128-byte swizzle (see hopper_ptx.cuh: sw128_desc), then
+// the barriers and the unit slots.  A and B are read K-major only (A row-major, B column-major,
+// i.e. B^T row-major); mgemm/hopper.py gives other layouts a transposed copy.
+#include "hopper_ptx.cuh"
+#include "tile_scheduler.cuh"
+
+// Named values of the knobs (the same numbers as gemm_persistent.cu).
+#define MGEMM_F16 0
+#define MGEMM_BF16 1
+#define MGEMM_F32 2
+#define MGEMM_TF32 3
+#define MGEMM_POLICY_PER_TILE 0
+#define MGEMM_POLICY_STATIC 1
+#define MGEMM_POLICY_DYNAMIC 2
+#define MGEMM_POLICY_STREAMK 3
+#define MGEMM_RASTER_M 0
+#define MGEMM_RASTER_N 1
+
+#ifndef MGEMM_INPUT
+#define MGEMM_INPUT MGEMM_BF16  // what A and B hold: MGEMM_F16, MGEMM_BF16 or MGEMM_TF32 (float32)
+#endif
+#ifndef MGEMM_OUTPUT
+#define MGEMM_OUTPUT MGEMM_BF16  // what C and D hold
+#endif
+#ifndef MGEMM_TILE_N
+#define MGEMM_TILE_N 128  // 64, 128 or 256 (the wgmma N); the tile is 128 x TILE_N x (128 bytes of K)
+#endif
+#ifndef MGEMM_STAGES
+#define MGEMM_STAGES 4
+#endif
+#ifndef MGEMM_POLICY
+#define MGEMM_POLICY MGEMM_POLICY_STATIC
+#endif
+#ifndef MGEMM_GROUP
+#define MGEMM_GROUP 8
+#endif
+#ifndef MGEMM_RASTER
+#define MGEMM_RASTER MGEMM_RASTER_M
+#endif
+#ifndef MGEMM_RECORD
+#define MGEMM_RECORD 0  // debug: log (cta, tile, k_begin, k_end) of every work unit
+#endif
+
+namespace mgemm {
+namespace hopper {
+
+template <int Code> struct StorageOf;
+template <> struct StorageOf<MGEMM_F16> { using type = f16_t; };
+template <> struct StorageOf<MGEMM_BF16> { using type = bf16_t; };
+template <> struct StorageOf<MGEMM_F32> { using type = float; };
+template <> struct StorageOf<MGEMM_TF32> { using type = float; };
+
+// The configuration, by name: the single place where macros become C++.
+struct Config {
+  using In = StorageOf<MGEMM_INPUT>::type;
+  using Out = StorageOf<MGEMM_OUTPUT>::type;
+  static constexpr int kTileM = 128, kTileN = MGEMM_TILE_N;
+  static constexpr int kTileK = 128 / (int)sizeof(In);  // one 128-byte swizzle row of K
+  static constexpr int kInstK = 32 / (int)sizeof(In);   // K of one wgmma: 16 (f16/bf16), 8 (tf32)
+  static constexpr int kStages = MGEMM_STAGES, kGroup = MGEMM_GROUP;
+  static constexpr bool kRasterN = MGEMM_RASTER == MGEMM_RASTER_N;
+  static constexpr bool kRecord = MGEMM_RECORD;
+
+  static constexpr int kConsumers = 2, kConsumerThreads = 128 * kConsumers;
+  static constexpr int kThreads = 128 + kConsumerThreads;
+  static constexpr int kUnits = 4;                   // unit slots between producer and consumers
+  static constexpr int kAcc = kTileN / 2;            // fp32 accumulators per consumer thread
+  static constexpr int kABytes = kTileM * 128, kBBytes = kTileN * 128;
+  static constexpr int kStageBytes = kABytes + kBBytes;
+  static constexpr int kSharedBytes = 512;           // barriers and unit slots, after the ring
+  // + 1024: the dynamic shared base is aligned up to 1024 bytes inside the kernel.
+  static constexpr int kSmemBytes = 1024 + kStages * kStageBytes + kSharedBytes;
+
+  static_assert(kTileN == 64 || kTileN == 128 || kTileN == 256, "TILE_N: 64, 128 or 256");
+  static_assert(kStages >= 2, "the ring needs two stages at least");
+  static_assert(kSmemBytes <= 232448, "more than the 227 KB of shared memory a block may have");
+};
+
+#ifdef MGEMM_SMEM_BYTES  // the launcher's size must be the kernel's (mgemm/hopper.py smem_bytes)
+static_assert(MGEMM_SMEM_BYTES == Config::kSmemBytes, "launcher and kernel disagree on shared memory");
+#endif
+
+// Barriers and the unit slots.  full[s]: one producer arrival + the stage's TMA bytes; empty[s]:
+// one arrival per consumer warp; unit_full[u]: the producer; unit_empty[u]: every consumer thread.
+struct Shared {
+  unsigned long long full[Config::kStages], empty[Config::kStages];
+  unsigned long long unit_full[Config::kUnits], unit_empty[Config::kUnits];
+  WorkUnit units[Config::kUnits];
+};
+static_assert(sizeof(Shared) <= Config::kSharedBytes, "barrier area too small for this many stages");
+
+// dynamic, for warp specialization: the producer thread alone takes tickets from the global
+// counter (tile_scheduler.cuh's DynamicScheduler synchronizes the whole CTA on every call, which
+// the roles here cannot do); the consumers receive the units through the slots.
+template <int Group, bool RasterN>
+struct ProducerDynamicScheduler {
+  static constexpr bool kSplitsK = false;
+  TileGrid g;
+  int* counter;
+  __device__ ProducerDynamicScheduler(const TileGrid& grid, const SchedArgs& a) : g(grid), counter(a.counter) {}
+  __device__ bool next(WorkUnit& w) {
+    const int t = atomicAdd(counter, 1);
+    if (t >= g.tiles) return false;
+    w = make_unit<Group, RasterN>(g, t, 0, g.k_iters);
+    return true;
+  }
+};
+
+#if MGEMM_POLICY == MGEMM_POLICY_PER_TILE
+using Scheduler = PerTileScheduler<Config::kGroup, Config::kRasterN>;
+#elif MGEMM_POLICY == MGEMM_POLICY_STATIC
+using Scheduler = StaticScheduler<Config::kGroup, Config::kRasterN>;
+#elif MGEMM_POLICY == MGEMM_POLICY_DYNAMIC
+using Scheduler = ProducerDynamicScheduler<Config::kGroup, Config::kRasterN>;
+#elif MGEMM_POLICY == MGEMM_POLICY_STREAMK
+using Scheduler = StreamKScheduler<Config::kGroup, Config::kRasterN>;
+#endif
+
+using In = Config::In;
+using Out = Config::Out;
+constexpr int kAcc = Config::kAcc;
+
+// Position in the ring, advanced once per k-iteration by producer and consumers alike: both walk
+// the same units in the same order, so their (stage, phase) agree without talking.
+struct RingPos {
+  int stage = 0, phase = 0;
+  __device__ void advance() {
+    if (++stage == Config::kStages) {
+      stage = 0;
+      phase ^= 1;
+    }
+  }
+};
+
+__device__ __forceinline__ void record_unit(int* record, const WorkUnit& w) {
+  const int slot = atomicAdd(record, 1);
+  int* r = record + 1 + 4 * slot;
+  r[0] = blockIdx.x;
+  r[1] = w.tile;
+  r[2] = w.k_begin;
+  r[3] = w.k_end;
+}
+
+// --- producer -------------------------------------------------------------------------------------
+
+__device__ __forceinline__ void produce(const TmaDesc* ta, const TmaDesc* tb, unsigned char* ring, Shared& sh,
+                                        const TileGrid& g, const SchedArgs& args, int* record) {
+  Scheduler sched(g, args);
+  RingPos pos;
+  for (int u = 0;; ++u) {
+    WorkUnit w;
+    const bool more = sched.next(w);
+    const int slot = u % Config::kUnits;
+    mbar_wait(&sh.unit_empty[slot], ((u / Config::kUnits) & 1) ^ 1);
+    if (!more) w.tile = -1;  // the end: consumers stop at it
+    sh.units[slot] = w;
+    mbar_arrive(&sh.unit_full[slot]);
+    if (!more) return;
+    if (Config::kRecord) record_unit(record, w);
+    const int m0 = w.row * Config::kTileM, n0 = w.col * Config::kTileN;
+    for (int kt = w.k_begin; kt < w.k_end; ++kt) {
+      mbar_wait(&sh.empty[pos.stage], pos.phase ^ 1);
+      unsigned char* a = ring + pos.stage * Config::kStageBytes;
+      mbar_arrive_expect_tx(&sh.full[pos.stage], Config::kStageBytes);
+      tma_load_2d(a, ta, kt * Config::kTileK, m0, &sh.full[pos.stage]);
+      tma_load_2d(a + Config::kABytes, tb, kt * Config::kTileK, n0, &sh.full[pos.stage]);
+      pos.advance();
+    }
+  }
+}
+
+// --- consumers ------------------------------------------------------------------------------------
+
+// acc = the rows [64 wg, 64 wg + 64) of A_tile @ B_tile over `nk` k-iterations of the ring.
+__device__ __forceinline__ void mainloop(float (&acc)[kAcc], unsigned char* ring, Shared& sh, int nk, int wg,
+                                         RingPos& pos) {
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
+  if (nk <= 0) return;
+  const bool releaser = (threadIdx.x & 31) == 0;  // one arrival per consumer warp frees a stage
+  int prev = 0;
+  for (int i = 0; i < nk; ++i) {
+    mbar_wait(&sh.full[pos.stage], pos.phase);
+    const unsigned a = smem_addr(ring + pos.stage * Config::kStageBytes) + wg * 64 * 128;
+    const unsigned b = smem_addr(ring + pos.stage * Config::kStageBytes + Config::kABytes);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < Config::kTileK / Config::kInstK; ++kk)
+      wgmma_ss(acc, sw128_desc(a + 32 * kk), sw128_desc(b + 32 * kk), 1, Tag<In>());
+    wgmma_commit();
+    if (i > 0) {  // the group before this one is done: its stage may be refilled
+      wgmma_wait<1>();
+      if (releaser) mbar_arrive(&sh.empty[prev]);
+    }
+    prev = pos.stage;
+    pos.advance();
+  }
+  wgmma_wait<0>();
+  fence_regs(acc);
+  if (releaser) mbar_arrive(&sh.empty[prev]);
+}
+
+// Where accumulator i of this thread sits in the tile (the wgmma m64nNk16 fp32 D layout: warp w of
+// the warpgroup holds rows 16w..16w+15; per 8-column block j, registers 4j, 4j+1 at row lane/4,
+// columns 8j + 2(lane%4) + {0, 1}; registers 4j+2, 4j+3 eight rows lower).
+__device__ __forceinline__ void coord(int i, int wg, int& r, int& c) {
+  const int t = threadIdx.x & 127, lane = t & 31, warp = t >> 5;
+  r = wg * 64 + warp * 16 + (lane >> 2) + 8 * ((i >> 1) & 1);
+  c = 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
+}
+
+template <bool kReadC>
+__device__ __forceinline__ void epilogue_loop(const float (&acc)[kAcc], int wg, const Out* C, Out* D, int M, int N,
+                                              long long ldc_m, long long ldc_n, long long ldd_m,
+                                              long long ldd_n, int m0, int n0, float a, float b) {
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) {
+    int r, c;
+    coord(i, wg, r, c);
+    const int gr = m0 + r, gc = n0 + c;
+    if (gr < M && gc < N) {
+      float v = a * acc[i];
+      if (kReadC) v += b * to_acc(C[gr * ldc_m + gc * ldc_n]);
+      D[gr * ldd_m + gc * ldd_n] = Store<Out>::from(v);
+    }
+  }
+}
+
+// D = alpha * acc + beta * C on the in-bounds part; C is not read when beta == 0.
+__device__ __forceinline__ void epilogue(const float (&acc)[kAcc], int wg, const Out* C, Out* D, int M, int N,
+                                         long long ldc_m, long long ldc_n, long long ldd_m, long long ldd_n,
+                                         int m0, int n0, double alpha, double beta) {
+  if (beta == 0.0)
+    epilogue_loop<false>(acc, wg, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, m0, n0, (float)alpha, 0.f);
+  else
+    epilogue_loop<true>(acc, wg, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, m0, n0, (float)alpha, (float)beta);
+}
+
+// Stream-K fix-up, as in gemm_persistent.cu but among the consumer threads only (the producer
+// never waits for it).  Slot `cta` holds [acc index][consumer thread]; flags[cta] says it is full.
+__device__ __forceinline__ void store_partial(const float (&acc)[kAcc], float* ws, int* flags) {
+  constexpr int T = Config::kConsumerThreads;
+  const int t = threadIdx.x - 128;
+  float* slot = ws + (long long)blockIdx.x * kAcc * T;
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) slot[i * T + t] = acc[i];
+  __threadfence();
+  consumer_sync<T>();
+  if (t == 0) flag_release(flags + blockIdx.x);
+}
+
+__device__ __forceinline__ void add_partial(float (&acc)[kAcc], const float* ws, const int* flags, int cta) {
+  constexpr int T = Config::kConsumerThreads;
+  const int t = threadIdx.x - 128;
+  if (t == 0)
+    while (flag_acquire(flags + cta) == 0) {
+    }
+  consumer_sync<T>();
+  const float* slot = ws + (long long)cta * kAcc * T;
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) acc[i] += __ldcg(slot + i * T + t);
+}
+
+// The owner adds the partials of the lower CTAs that share its tile, nearest first (fixed order:
+// bitwise reproducible), exactly as gemm_persistent.cu's fix_up.
+template <class S>
+__device__ __forceinline__ void fix_up(const S& sched, const WorkUnit& w, float (&acc)[kAcc], const float* ws,
+                                       const int* flags) {
+  const long long start = sched.tile_start(w);
+  for (int c = (int)blockIdx.x - 1; c >= 0; --c) {
+    const long long b = sched.sk_begin(c);
+    if (b == sched.sk_begin(c + 1)) continue;
+    add_partial(acc, ws, flags, c);
+    if (b <= start) break;
+  }
+}
+
+__device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const TileGrid& g, const SchedArgs& args,
+                                        const Out* C, Out* D, int M, int N, long long ldc_m, long long ldc_n,
+                                        long long ldd_m, long long ldd_n, double alpha, double beta,
+                                        int* sync, float* workspace) {
+  const int wg = threadIdx.x / 128 - 1;
+  const Scheduler sched(g, args);  // for stream-K's bookkeeping only; units come from the slots
+  RingPos pos;
+  for (int u = 0;; ++u) {
+    const int slot = u % Config::kUnits;
+    mbar_wait(&sh.unit_full[slot], (u / Config::kUnits) & 1);
+    const WorkUnit w = sh.units[slot];
+    mbar_arrive(&sh.unit_empty[slot]);
+    if (w.tile < 0) return;
+    float acc[kAcc];
+    mainloop(acc, ring, sh, w.k_end - w.k_begin, wg, pos);
+    if constexpr (Scheduler::kSplitsK) {
+      if (w.k_end < g.k_iters) {  // a contributor: hand the partial to the tile's owner
+        store_partial(acc, workspace, sync + 1);
+        continue;
+      }
+      if (w.k_begin > 0) fix_up(sched, w, acc, workspace, sync + 1);
+    }
+    epilogue(acc, wg, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, w.row * Config::kTileM, w.col * Config::kTileN,
+             alpha, beta);
+  }
+}
+
+}  // namespace hopper
+}  // namespace mgemm
+
+using namespace mgemm;
+using namespace mgemm::hopper;
+
+// tma_a: A as a (K, M) tensor, K contiguous, box (BK, 128); tma_b: B^T as (K, N), box (BK, BN); both
+// CU_TENSOR_MAP_SWIZZLE_128B with zero fill.  sync[0]: the dynamic counter; sync[1 + cta]: stream-K
+// flags; all zero at launch.  workspace: grid x 128 x TILE_N floats when stream-K splits tiles.
+extern "C" __global__ void __launch_bounds__(Config::kThreads, 1) mgemm_gemm_hopper(
+    const __grid_constant__ TmaDesc tma_a, const __grid_constant__ TmaDesc tma_b, const Out* C, Out* D,
+    int M, int N, int K, long long ldc_m, long long ldc_n, long long ldd_m, long long ldd_n, double alpha,
+    double beta, int* sync, float* workspace, int sk_tiles, int* record) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  unsigned char* ring = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  Shared& sh = *reinterpret_cast<Shared*>(ring + Config::kStages * Config::kStageBytes);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < Config::kStages; ++s) {
+      mbar_init(&sh.full[s], 1);
+      mbar_init(&sh.empty[s], Config::kConsumerThreads / 32);
+    }
+    for (int u = 0; u < Config::kUnits; ++u) {
+      mbar_init(&sh.unit_full[u], 1);
+      mbar_init(&sh.unit_empty[u], Config::kConsumerThreads);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();  // the last block-wide barrier: from here on the roles never meet in one
+
+  TileGrid grid;
+  grid.rows = (M + Config::kTileM - 1) / Config::kTileM;
+  grid.cols = (N + Config::kTileN - 1) / Config::kTileN;
+  grid.tiles = grid.rows * grid.cols;
+  grid.k_iters = (K + Config::kTileK - 1) / Config::kTileK;
+  SchedArgs args;
+  args.counter = sync;
+  args.sk_tiles = sk_tiles;
+
+  if (threadIdx.x < 128) {  // producer warpgroup
+    setmaxnreg_dec<40>();
+    if (threadIdx.x == 0) {
+      tma_prefetch(&tma_a);
+      tma_prefetch(&tma_b);
+      produce(&tma_a, &tma_b, ring, sh, grid, args, record);
+    }
+  } else {  // consumer warpgroups
+    setmaxnreg_inc<232>();
+    consume(ring, sh, grid, args, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta, sync, workspace);
+  }
+}

@@ -1,0 +1,448 @@
+"""The Hopper (sm_90a) GEMM from Python: configuration, heuristic, TMA descriptors, compilation, launch.
+
+Kernel: ``kernels/gemm_hopper.cu`` (PTX wrappers in ``kernels/hopper_ptx.cuh``).  One producer
+warpgroup (one elected thread issues TMA loads) and two consumer warpgroups (``wgmma`` m64nNk16,
+fp32 accumulators), registers moved with ``setmaxnreg`` (producer 40, consumers 232, under
+``__launch_bounds__(384, 1)``); a ring of ``stages`` shared-memory stages with mbarrier full/empty
+pairs; 128-byte-swizzled 128 × ``tile_n`` × (128 bytes of K) tiles; the persistent tile loop of
+``kernels/tile_scheduler.cuh`` (``per_tile``, ``static``, ``dynamic``, ``streamk``), the producer
+walking the schedule and handing each work unit to the consumers through a small ring of
+shared-memory slots; an epilogue ``alpha·AB + beta·C`` straight from the registers with masked
+edges (any M, N, K ≥ 1, and K = 0).  Inputs float16, bfloat16 (uint16 bits) and tf32 (float32
+storage; wgmma ignores the low 13 mantissa bits), fp32 accumulation.  A and B are read K-major
+only: A row-major and B column-major go in without a copy; any other layout, a leading dimension
+that is not a multiple of 16 bytes or a pointer that is not 16-byte aligned costs one transposed
+(padded) copy.  ``gemm`` raises on GPUs other than sm_90; ``supported()`` tells the caller to use
+``mgemm.kernels.gemm`` (the portable kernel) instead.
+
+Status (first version): compile-checked for sm_90a (SASS shows HGMMA.64xNx16, UTMALDG.2D,
+USETMAXREG; no spills, see ``.ci/compile-kernels.sh``) but NOT YET RUN on a GPU.  Riskiest parts,
+in the order to suspect them if the GPU tests fail:
+
+1. The wgmma shared-memory descriptor (``sw128_desc`` in hopper_ptx.cuh): 128B swizzle (layout
+   type 1 in bits 62-63), SBO = 1024 bytes, LBO = 1 (unused), start address advanced by 32 bytes
+   per K step inside the 128-byte row; the ring must be 1024-byte aligned (the kernel aligns the
+   dynamic base itself; ``smem_bytes`` counts 1024 bytes of slack).  A wrong field gives garbage
+   values everywhere but no hang.
+2. mbarrier phase tracking: producer waits "empty" at parity ``phase ^ 1`` (passes at once on a
+   fresh barrier), consumers wait "full" at ``phase``; both advance one shared (stage, phase)
+   position per k-iteration across tiles.  A bug shows as a hang or as stale data on the second
+   pass around the ring (the tests with few SMs and many tiles exercise exactly that).
+3. ``setmaxnreg`` (40 / 232) and the 8 per-warp arrivals on "empty" after ``wgmma.wait_group 1``.
+4. The TMA descriptor bytes: ``cuTensorMapEncodeTiled`` → 16 × uint64 → one ``V128`` scalar, the
+   sizes wrapped in ``cuuint64_t``/``cuuint32_t`` (the argument types of that call were not exercised here: this
+   machine has no driver library).
+
+Not yet done: B row-major without a copy (wgmma's transpose bit with MN-major
+descriptors), a TMA-store epilogue through shared memory (the stores are element-wise, uncoalesced),
+2-CTA clusters with multicast, 256-row tiles, the ladder in benchmarks/RESULTS.md, and wiring into
+``engine="auto"``.
+
+On the H200, from the repository root, with wheels of mgemm's Python dependencies in .whl::
+
+    bash benchmarks/run_hopper_gpu.sh
+
+>>> cfg = HopperConfig(input="bfloat16", tile_n=256, stages=4, policy="streamk")
+>>> print(cfg)
+hopper bfloat16->bfloat16 128x256x64 s4 streamk g8 raster=m
+>>> "#define MGEMM_TILE_N 256" in cfg.render()
+True
+>>> cfg.smem_bytes
+198144
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from mgemm import schedule
+from mgemm.kernels import KERNEL_DIR, LaunchPlan
+
+KERNEL_SOURCE = "gemm_hopper.cu"
+KERNEL_NAME = "mgemm_gemm_hopper"
+
+INPUTS = {"float16": "MGEMM_F16", "bfloat16": "MGEMM_BF16", "tf32": "MGEMM_TF32"}
+OUTPUTS = {"float16": "MGEMM_F16", "bfloat16": "MGEMM_BF16", "float32": "MGEMM_F32"}
+ITEMSIZE = {"float16": 2, "bfloat16": 2, "tf32": 4}
+STORAGE = {"float16": "float16", "bfloat16": "bfloat16", "tf32": "float32"}
+
+TILE_M = 128  # two consumer warpgroups of 64 rows each
+THREADS = 384  # producer warpgroup + two consumer warpgroups
+CONSUMER_THREADS = 256
+SMEM_LIMIT = 232448  # 227 KB: the most shared memory one block may have on sm_90
+TILE_NS = (64, 128, 256)
+
+# Tiles the heuristic chooses among, (tile_n, stages), largest first; all run one CTA per SM.
+# The CI compile script (.ci/compile-kernels.sh) builds these.
+TILE_CHOICES = [(256, 4), (128, 6)]
+
+
+@dataclass(frozen=True)
+class HopperConfig:
+    """One variant of the Hopper GEMM kernel; every field is a compile-time constant."""
+
+    input: str = "bfloat16"
+    output: str | None = None  # None: the storage type of the input
+    tile_n: int = 128
+    stages: int = 4
+    policy: str = "static"
+    group: int = 8
+    raster: str = "m"
+    record: bool = False  # debug: the kernel logs every work unit
+
+    def __post_init__(self):
+        if self.input not in INPUTS:
+            raise ValueError(f"input must be one of {tuple(INPUTS)}, got {self.input!r}")
+        if self.output is None:
+            object.__setattr__(self, "output", STORAGE[self.input])
+        if self.output not in OUTPUTS:
+            raise ValueError(f"output must be one of {tuple(OUTPUTS)}, got {self.output!r}")
+        if self.tile_n not in TILE_NS:
+            raise ValueError(f"tile_n must be one of {TILE_NS}, got {self.tile_n}")
+        if self.stages < 2:
+            raise ValueError(f"stages must be at least 2, got {self.stages}")
+        if self.smem_bytes > SMEM_LIMIT:
+            raise ValueError(f"{self.stages} stages of 128x{self.tile_n} need {self.smem_bytes} bytes "
+                             f"of shared memory, more than {SMEM_LIMIT}")
+        if self.policy not in schedule.POLICIES:
+            raise ValueError(f"policy must be one of {schedule.POLICIES}, got {self.policy!r}")
+        if self.raster not in ("m", "n"):
+            raise ValueError(f"raster must be 'm' or 'n', got {self.raster!r}")
+
+    def replace(self, **changes: Any) -> "HopperConfig":
+        return dataclasses.replace(self, **changes)
+
+    # --- what the C++ derives from the constants (kept in step with kernels/gemm_hopper.cu) ---
+    @property
+    def tile_m(self) -> int:
+        return TILE_M
+
+    @property
+    def tile_k(self) -> int:
+        """One 128-byte swizzle row of K: 64 for 16-bit inputs, 32 for tf32."""
+        return 128 // ITEMSIZE[self.input]
+
+    @property
+    def threads(self) -> int:
+        return THREADS
+
+    @property
+    def acc_per_thread(self) -> int:
+        """fp32 accumulators per consumer thread (the stream-K workspace holds this many per thread)."""
+        return self.tile_n // 2
+
+    @property
+    def smem_bytes(self) -> int:
+        """Alignment slack (1024) + the stage ring + the barrier area (512), as Config::kSmemBytes."""
+        return 1024 + self.stages * (TILE_M + self.tile_n) * 128 + 512
+
+    @property
+    def align(self) -> int:
+        """Elements per 16 bytes: TMA needs leading dimensions (in bytes) that are multiples of 16."""
+        return 16 // ITEMSIZE[self.input]
+
+    # --- rendering and identity ---
+    def defines(self) -> dict[str, str]:
+        return {
+            "MGEMM_INPUT": INPUTS[self.input],
+            "MGEMM_OUTPUT": OUTPUTS[self.output],
+            "MGEMM_TILE_N": str(self.tile_n),
+            "MGEMM_STAGES": str(self.stages),
+            "MGEMM_POLICY": "MGEMM_POLICY_" + self.policy.upper(),
+            "MGEMM_GROUP": str(self.group),
+            "MGEMM_RASTER": "MGEMM_RASTER_" + self.raster.upper(),
+            "MGEMM_RECORD": str(int(self.record)),
+            "MGEMM_SMEM_BYTES": str(self.smem_bytes),  # the kernel static_asserts it equals its own
+        }
+
+    def render(self) -> str:
+        """The #define lines that precede the kernel source."""
+        return "".join(f"#define {k} {v}\n" for k, v in self.defines().items())
+
+    def source(self) -> str:
+        return f"// mgemm {self.key()}\n{self.render()}#include \"{KERNEL_SOURCE}\"\n"
+
+    def key(self, options: tuple[str, ...] = ()) -> str:
+        """Hash of every kernel source file, the compile options and this configuration."""
+        h = hashlib.sha256()
+        for path in sorted(KERNEL_DIR.glob("*.cu*")):
+            h.update(path.name.encode())
+            h.update(path.read_bytes())
+        h.update(repr(options).encode())
+        h.update(self.render().encode())
+        return h.hexdigest()[:24]
+
+    def __str__(self) -> str:
+        return (f"hopper {self.input}->{self.output} {TILE_M}x{self.tile_n}x{self.tile_k} "
+                f"s{self.stages} {self.policy} g{self.group} raster={self.raster}"
+                + (" record" if self.record else ""))
+
+
+# --- heuristic -------------------------------------------------------------------------------------
+
+def input_kind(dtype: str, allow_tf32: bool = False) -> str:
+    """The wgmma input for a storage dtype; float32 only as tf32, and only when allowed."""
+    if dtype == "float32" and allow_tf32:
+        return "tf32"
+    if dtype not in ("float16", "bfloat16"):
+        raise TypeError(f"the Hopper kernel multiplies float16, bfloat16 or (allow_tf32) float32, "
+                        f"not {dtype}")
+    return dtype
+
+
+def choose_policy(tiles: int, slots: int, k_iters: int, shared: bool = False) -> str:
+    """The rule of ``mgemm.kernels.choose_config``: ``dynamic`` when other kernels share the GPU;
+    ``streamk`` when there is less than one wave or the last wave is less than half full (and K
+    has at least 4 iterations to split); else ``static``.
+
+    >>> choose_policy(264, 132, 128), choose_policy(64, 132, 128), choose_policy(140, 132, 128)
+    ('static', 'streamk', 'streamk')
+    """
+    if shared:
+        return "dynamic"
+    if tiles % slots == 0 or k_iters < 4:
+        return "static"
+    fill = (tiles % slots) / slots
+    return "streamk" if tiles < slots or fill < 0.5 else "static"
+
+
+def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: bool = False,
+                  shared: bool = False) -> HopperConfig:
+    """Tile width and policy for an ``m × n × k`` product on ``sms`` SMs.  Pure and deterministic.
+
+    The tile is the candidate with the fewest estimated SM-time units: whole waves times the tile
+    area, the narrower tile charged 10 % for its lower reuse per loaded byte.
+
+    >>> choose_config(8192, 8192, 8192, "bfloat16", 132).tile_n
+    256
+    >>> choose_config(64, 8192, 8192, "float16", 132).policy
+    'streamk'
+    """
+    kind = input_kind(dtype, allow_tf32)
+    best = None
+    for rank, (tile_n, stages) in enumerate(TILE_CHOICES):
+        tiles = -(-m // TILE_M) * -(-n // tile_n)
+        waves = -(-tiles // sms)
+        cost = waves * TILE_M * tile_n / (1.0 - 0.1 * rank)
+        if best is None or cost < best[0] - 1e-9:
+            best = (cost, tile_n, stages)
+    _, tile_n, stages = best
+    cfg = HopperConfig(input=kind, tile_n=tile_n, stages=stages)
+    rows, cols, k_iters = schedule.tile_grid(m, n, k, TILE_M, tile_n, cfg.tile_k)
+    return cfg.replace(policy=choose_policy(rows * cols, sms, k_iters, shared))
+
+
+def plan_launch(config: HopperConfig, m: int, n: int, k: int, slots: int) -> LaunchPlan:
+    """Grid and stream-K split for ``slots`` resident CTAs (SMs × occupancy, occupancy 1 here)."""
+    rows, cols, k_iters = schedule.tile_grid(m, n, k, TILE_M, config.tile_n, config.tile_k)
+    tiles = rows * cols
+    sk = schedule.streamk_tiles(tiles, slots, k_iters) if config.policy == "streamk" else 0
+    return LaunchPlan(rows, cols, k_iters, schedule.launch_grid(config.policy, tiles, slots, sk), sk)
+
+
+# --- compilation (CuPy, lazily) --------------------------------------------------------------------
+
+_lock = threading.Lock()
+_compiled: dict[tuple[int, str], Any] = {}
+
+
+def _cupy():
+    import cupy  # noqa: PLC0415  (lazy: this module imports without CuPy)
+    return cupy
+
+
+def compile_options() -> tuple[str, ...]:
+    return ("-std=c++17", "-arch=sm_90a", f"-I{KERNEL_DIR}")
+
+
+def supported(device: int | None = None) -> bool:
+    """Whether ``device`` is a Hopper GPU (compute capability 9.0) that runs this kernel."""
+    try:
+        cp = _cupy()
+        return cp.cuda.Device(device).compute_capability == "90"
+    except Exception:
+        return False
+
+
+def get_kernel(config: HopperConfig, device: int | None = None):
+    """The compiled kernel of ``config`` on ``device``, memoized per (device, cache key)."""
+    cp = _cupy()
+    dev = cp.cuda.Device(device)
+    if dev.compute_capability != "90":
+        raise RuntimeError(f"the Hopper kernel needs compute capability 9.0, device {dev.id} has "
+                           f"{dev.compute_capability}; use mgemm.kernels.gemm")
+    options = compile_options()
+    key = (dev.id, config.key(options))
+    with _lock:
+        kernel = _compiled.get(key)
+        if kernel is None:
+            with dev:
+                module = cp.RawModule(code=config.source(), options=options)
+                kernel = module.get_function(KERNEL_NAME)
+                kernel.max_dynamic_shared_size_bytes = config.smem_bytes
+            _compiled[key] = kernel
+    return kernel
+
+
+def occupancy(kernel, config: HopperConfig) -> int:
+    cp = _cupy()
+    return cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+        kernel.kernel.ptr, config.threads, config.smem_bytes)
+
+
+def device_sms(device: int | None = None) -> int:
+    return _cupy().cuda.Device(device).attributes["MultiProcessorCount"]
+
+
+# --- TMA descriptors (cuda.bindings, lazily) -------------------------------------------------------
+
+_TMA_DTYPE = {"float16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16", "bfloat16": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16",
+              "tf32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32"}
+
+
+def tma_desc(ptr: int, kind: str, inner: int, outer: int, ld: int, box_inner: int, box_outer: int):
+    """A 2-D TMA descriptor as a 128-byte ``numpy.void`` (dtype V128) kernel argument.
+
+    The tensor is ``outer`` rows of ``inner`` contiguous elements, row ``r`` starting ``ld``
+    elements after row ``r - 1``; boxes of ``box_outer × box_inner`` land in shared memory in the
+    128-byte swizzle; elements outside the tensor read as zero.
+    """
+    import numpy as np  # noqa: PLC0415
+    from cuda.bindings import driver as cu  # noqa: PLC0415
+
+    item = ITEMSIZE[kind]
+    err, tmap = cu.cuTensorMapEncodeTiled(
+        getattr(cu.CUtensorMapDataType, _TMA_DTYPE[kind]), 2, ptr,
+        [cu.cuuint64_t(inner), cu.cuuint64_t(outer)], [cu.cuuint64_t(ld * item)],
+        [cu.cuuint32_t(box_inner), cu.cuuint32_t(box_outer)], [cu.cuuint32_t(1), cu.cuuint32_t(1)],
+        cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+        cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"cuTensorMapEncodeTiled failed ({err}): {kind} {outer}x{inner} ld={ld} "
+                           f"box={box_outer}x{box_inner} ptr={ptr:#x}")
+    words = np.array([int(w) for w in tmap.opaque], dtype=np.uint64)
+    assert words.nbytes == 128
+    return words.view(np.dtype("V128"))[0]
+
+
+# --- launch ----------------------------------------------------------------------------------------
+
+def _k_major(cp, x, align: int):
+    """``(array, ld)``: ``x`` (outer × K, logically) as rows of contiguous K whose leading
+    dimension is a multiple of ``align`` elements at a 16-byte aligned address; ``x`` itself when
+    its strides allow it, else a copy (padded)."""
+    outer, k = x.shape
+    item = x.itemsize
+    s_o, s_k = x.strides
+    if s_k == item or k == 1:
+        ld = s_o // item if outer > 1 else -(-k // align) * align
+        if ld >= k and ld % align == 0 and s_o >= 0 and x.data.ptr % 16 == 0:
+            return x, ld
+    ld = -(-k // align) * align
+    buf = cp.empty((outer, ld), dtype=x.dtype)
+    buf[:, :k] = x
+    return buf, ld
+
+
+def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
+         config: HopperConfig | None = None, allow_tf32: bool = False, sms: int | None = None,
+         as_dtype: str | None = None, out_dtype: str | None = None, debug: bool = False):
+    """``out = alpha * a @ b + beta * c`` on CuPy arrays with the Hopper kernel (sm_90 only).
+
+    The same contract as ``mgemm.kernels.gemm``: ``a`` (M×K) and ``b`` (K×N) any 2-D strided views;
+    ``c`` read only when ``beta != 0``; ``out`` may be ``c``; ``sms`` caps the SMs used;
+    ``as_dtype="bfloat16"`` reads uint16 arrays as bfloat16 bits; ``config`` overrides the
+    heuristic (its dtypes are set from the operands); ``debug=True`` returns ``(out, record)``.
+    """
+    cp = _cupy()
+    import numpy as np  # noqa: PLC0415
+
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"gemm needs (M, K) @ (K, N), got {a.shape} @ {b.shape}")
+    dtype = as_dtype or str(a.dtype)
+    if (as_dtype or str(b.dtype)) != dtype:
+        raise TypeError(f"a and b must share a dtype, got {a.dtype} and {b.dtype}")
+    m, k = a.shape
+    n = b.shape[1]
+    dev = cp.cuda.Device()
+    sm_count = device_sms(dev.id)
+    sms = sm_count if sms is None else max(1, min(int(sms), sm_count))
+    kind = input_kind(dtype, allow_tf32)
+    if config is None:
+        config = choose_config(m, n, k, dtype, sms, allow_tf32=allow_tf32)
+    if config.input != kind:
+        raise ValueError(f"config multiplies {config.input}, operands are {kind}")
+    given = out if out is not None else (c if c is not None and beta != 0 else None)
+    if given is not None:
+        res_dtype = "bfloat16" if given.dtype == cp.uint16 else str(given.dtype)
+    else:
+        res_dtype = out_dtype or STORAGE[kind]
+    if res_dtype not in OUTPUTS:
+        raise TypeError(f"the Hopper kernel writes {tuple(OUTPUTS)}, not {res_dtype}")
+    storage = {"bfloat16": cp.uint16}.get(res_dtype, res_dtype)
+    if out is None:
+        out = cp.empty((m, n), dtype=storage)
+    if out.shape != (m, n):
+        raise ValueError(f"out has shape {out.shape}, expected {(m, n)}")
+    if beta != 0 and (c is None or c.shape != (m, n)):
+        raise ValueError("beta != 0 needs c of shape (M, N)")
+    if beta != 0 and c.dtype != out.dtype:
+        raise TypeError(f"c ({c.dtype}) and out ({out.dtype}) must share a dtype")
+    if m == 0 or n == 0:
+        return (out, np.zeros((0, 4), np.int32)) if debug else out
+
+    config = config.replace(output=res_dtype, record=debug)
+    kernel = get_kernel(config, dev.id)
+    # A as (M, K) rows of K; B as B^T, (N, K) rows of K.  With K = 0 nothing is loaded, but the
+    # descriptors still need a valid tensor: a one-element dummy.
+    if k > 0:
+        a_rows, lda = _k_major(cp, a, config.align)
+        b_rows, ldb = _k_major(cp, b.T, config.align)
+        dims = (k, m, n)
+    else:
+        a_rows = b_rows = cp.zeros((1, config.align), dtype=a.dtype)
+        lda = ldb = config.align
+        dims = (1, 1, 1)
+    desc_a = tma_desc(a_rows.data.ptr, kind, dims[0], dims[1], lda, config.tile_k, TILE_M)
+    desc_b = tma_desc(b_rows.data.ptr, kind, dims[0], dims[2], ldb, config.tile_k, config.tile_n)
+
+    slots = sms * max(1, occupancy(kernel, config))
+    lp = plan_launch(config, m, n, k, slots)
+    sync = cp.zeros(1 + lp.grid, dtype=cp.int32)
+    if lp.sk_tiles:
+        workspace = cp.empty(lp.grid * config.acc_per_thread * CONSUMER_THREADS, dtype=cp.float32)
+    else:
+        workspace = cp.empty(1, dtype=cp.float32)
+    record = cp.zeros(1 + 4 * (lp.tiles + 2 * lp.grid + 8) if debug else 1, dtype=cp.int32)
+    c_arr = c if (c is not None and beta != 0) else out
+    ci, oi = c_arr.itemsize, out.itemsize
+    args = (desc_a, desc_b, c_arr, out, np.int32(m), np.int32(n), np.int32(k),
+            np.int64(c_arr.strides[0] // ci), np.int64(c_arr.strides[1] // ci),
+            np.int64(out.strides[0] // oi), np.int64(out.strides[1] // oi),
+            np.float64(alpha), np.float64(beta), sync, workspace, np.int32(lp.sk_tiles), record)
+    kernel((lp.grid,), (config.threads,), args, shared_mem=config.smem_bytes)
+    # Operand copies (if any) may be freed once the launch is queued: CuPy's pool hands their
+    # memory only to later work on the same stream, which runs after this kernel.
+    if debug:
+        count = int(record[0].get())
+        return out, record[1:1 + 4 * count].reshape(count, 4).get()
+    return out
+
+
+def launch_info(a_shape, b_shape, config: HopperConfig, sms: int | None = None) -> LaunchPlan:
+    """The plan ``gemm`` would launch for these shapes and config on the current device."""
+    m, k = a_shape
+    n = b_shape[1]
+    kernel = get_kernel(config)
+    sms = sms or device_sms()
+    return plan_launch(config, m, n, k, sms * max(1, occupancy(kernel, config)))
+
+
+__all__ = ["HopperConfig", "choose_config", "choose_policy", "gemm", "get_kernel", "input_kind",
+           "launch_info", "plan_launch", "supported", "tma_desc"]

@@ -1,0 +1,339 @@
+"""Tests of the Hopper (sm_90a) GEMM: config rendering, the heuristic and a compile of rendered
+configs on the CPU; on an sm_90 GPU, every input kind, tile width, policy and layout against a
+float64 reference with poisoned outputs, and the kernel's debug record against the scheduler's
+Python mirror."""
+
+import doctest
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from mgemm import hopper, schedule
+from mgemm.hopper import HopperConfig
+from mgemm.kernels import KERNEL_DIR
+
+
+def _cupy_sm90_or_none():
+    try:
+        import cupy
+        if cupy.cuda.runtime.getDeviceCount() == 0:
+            return None
+        return cupy if cupy.cuda.Device().compute_capability == "90" else None
+    except Exception:
+        return None
+
+
+cp = _cupy_sm90_or_none()
+needs_sm90 = pytest.mark.skipif(cp is None, reason="needs CuPy and an sm_90 (Hopper) GPU")
+
+# ‖out − ref‖ / ‖ref‖ bounds against a float64 reference on the same (rounded) inputs.  tf32 is
+# looser than the portable kernel's: wgmma truncates the low mantissa bits instead of rounding.
+BOUNDS = {"float16": 2e-3, "bfloat16": 1e-2, "tf32": 8e-3}
+KINDS = ["float16", "bfloat16", "tf32"]
+
+
+# --- CPU: configuration, heuristic, compile -------------------------------------------------------
+
+def test_docstring_examples():
+    result = doctest.testmod(hopper)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_render_is_by_name_and_complete():
+    cfg = HopperConfig(input="float16", tile_n=256, stages=3, policy="dynamic", raster="n")
+    text = cfg.render()
+    for name, value in cfg.defines().items():
+        assert f"#define {name} {value}\n" in text
+    assert "#define MGEMM_INPUT MGEMM_F16" in text
+    assert "#define MGEMM_POLICY MGEMM_POLICY_DYNAMIC" in text
+    assert "#define MGEMM_RASTER MGEMM_RASTER_N" in text
+    src = (KERNEL_DIR / hopper.KERNEL_SOURCE).read_text()
+    for name in cfg.defines():
+        if name == "MGEMM_SMEM_BYTES":  # checked against the kernel's own size, no default
+            assert "#ifdef MGEMM_SMEM_BYTES" in src
+        else:
+            assert f"#ifndef {name}" in src, f"{name} has no default in the kernel source"
+
+
+def test_cache_key_changes_with_config_and_options():
+    a = HopperConfig()
+    assert a.key() == HopperConfig().key()
+    assert a.key() != a.replace(stages=5).key()
+    assert a.key() != a.replace(policy="streamk").key()
+    assert a.key() != a.replace(tile_n=256).key()
+    assert a.key(("-arch=sm_90a",)) != a.key(("-arch=sm_90",))
+    assert a.key() in a.source() and hopper.KERNEL_SOURCE in a.source()
+
+
+def test_config_validates():
+    with pytest.raises(ValueError):
+        HopperConfig(input="float64")
+    with pytest.raises(ValueError):
+        HopperConfig(tile_n=96)
+    with pytest.raises(ValueError):
+        HopperConfig(policy="greedy")
+    with pytest.raises(ValueError):
+        HopperConfig(stages=1)
+    with pytest.raises(ValueError):  # 5 stages of 128x256 do not fit in 227 KB
+        HopperConfig(tile_n=256, stages=5)
+    assert HopperConfig(input="tf32").output == "float32"
+    assert HopperConfig(input="tf32").tile_k == 32
+    assert HopperConfig(input="bfloat16").tile_k == 64
+
+
+@pytest.mark.parametrize("tile_n,stages", hopper.TILE_CHOICES + [(64, 4), (128, 4)])
+def test_shapes_fit_and_accumulators_cover_the_tile(tile_n, stages):
+    cfg = HopperConfig(tile_n=tile_n, stages=stages)
+    assert cfg.smem_bytes <= hopper.SMEM_LIMIT
+    assert cfg.acc_per_thread * hopper.CONSUMER_THREADS == cfg.tile_m * cfg.tile_n
+    # Every stage starts 1024-byte aligned (the 128B swizzle atom), so A and B stages are multiples.
+    assert (cfg.tile_m * 128) % 1024 == 0 and (cfg.tile_n * 128) % 1024 == 0
+
+
+def test_heuristic_is_deterministic_and_sensible():
+    big = hopper.choose_config(8192, 8192, 8192, "bfloat16", 132)
+    assert big == hopper.choose_config(8192, 8192, 8192, "bfloat16", 132)
+    assert (big.tile_n, big.policy) == (256, "static")
+    assert hopper.choose_config(64, 8192, 8192, "float16", 132).policy == "streamk"
+    assert hopper.choose_config(256, 256, 65536, "bfloat16", 132).policy == "streamk"
+    assert hopper.choose_config(1000, 1000, 64, "float16", 132).policy == "static"  # short K
+    assert hopper.choose_config(8192, 8192, 8192, "float16", 132, shared=True).policy == "dynamic"
+    assert hopper.choose_config(512, 512, 512, "float32", 132, allow_tf32=True).input == "tf32"
+    with pytest.raises(TypeError):  # no exact float32 (or float64) path on this kernel
+        hopper.choose_config(512, 512, 512, "float32", 132)
+    with pytest.raises(TypeError):
+        hopper.choose_config(8, 8, 8, "float64", 132)
+
+
+@pytest.mark.parametrize("m,n,k", [(8192, 8192, 8192), (4096, 4096, 4096), (896, 2432, 8192),
+                                   (1024, 2112, 8192), (1408, 1536, 16384), (256, 256, 65536),
+                                   (64, 8192, 8192), (8192, 8192, 256), (1, 1, 1)])
+def test_heuristic_streamk_only_when_last_wave_is_poor(m, n, k):
+    cfg = hopper.choose_config(m, n, k, "bfloat16", 132)
+    rows, cols, k_iters = schedule.tile_grid(m, n, k, cfg.tile_m, cfg.tile_n, cfg.tile_k)
+    tiles = rows * cols
+    if cfg.policy == "streamk":
+        assert tiles % 132 and k_iters >= 4
+        assert tiles < 132 or tiles % 132 < 66
+    # A narrower tile is only taken when it needs fewer SM-time units.
+    if cfg.tile_n == 128:
+        wide = -(-(-(-m // 128) * -(-n // 256)) // 132)
+        narrow = -(-(-(-m // 128) * -(-n // 128)) // 132)
+        assert narrow * 128 / 0.9 < wide * 256
+
+
+def test_plan_launch_matches_mirror():
+    cfg = HopperConfig(tile_n=256, policy="streamk")
+    lp = hopper.plan_launch(cfg, 1000, 3000, 4000, 132)
+    assert (lp.rows, lp.cols, lp.k_iters) == schedule.tile_grid(1000, 3000, 4000, 128, 256, 64)
+    assert lp.sk_tiles == schedule.streamk_tiles(lp.tiles, 132, lp.k_iters)
+    assert lp.grid == 132
+    pt = hopper.plan_launch(cfg.replace(policy="per_tile"), 1000, 3000, 4000, 132)
+    assert pt.grid == pt.tiles and pt.sk_tiles == 0
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+@pytest.mark.parametrize("cfg", [HopperConfig(input="bfloat16", tile_n=256, stages=4, policy="streamk"),
+                                 HopperConfig(input="tf32", tile_n=128, stages=6, policy="dynamic",
+                                              record=True)], ids=str)
+def test_rendered_source_compiles_for_sm90a(cfg, tmp_path):
+    """The launcher's #defines compile, and its shared-memory size equals the kernel's (a
+    static_assert in gemm_hopper.cu)."""
+    (tmp_path / "k.cu").write_text(cfg.source())
+    proc = subprocess.run(["nvcc", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-ptx",
+                           f"-I{KERNEL_DIR}", "-o", str(tmp_path / "k.ptx"), str(tmp_path / "k.cu")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ptx = (tmp_path / "k.ptx").read_text()
+    assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor.2d" in ptx and "setmaxnreg" in ptx
+
+
+# --- GPU (sm_90 only) -----------------------------------------------------------------------------
+
+def _rand(shape, kind, rng):
+    """Fresh random operand for `kind` (bfloat16 as uint16 bits), and its float64 value."""
+    x = cp.asarray(rng.standard_normal(shape), dtype=cp.float32)
+    if kind == "bfloat16":
+        bits = x.view(cp.uint32)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+        x16 = bits.astype(cp.uint16)
+        return x16, (x16.astype(cp.uint32) << 16).view(cp.float32).astype(cp.float64)
+    x = x.astype(cp.float16 if kind == "float16" else cp.float32)
+    return x, x.astype(cp.float64)
+
+
+def _as_f64(x):
+    if x.dtype == cp.uint16:
+        return (x.astype(cp.uint32) << 16).view(cp.float32).astype(cp.float64)
+    return x.astype(cp.float64)
+
+
+def _poisoned(shape, kind):
+    if kind == "bfloat16":
+        return cp.full(shape, 0x7FC0, dtype=cp.uint16)
+    return cp.full(shape, cp.nan, dtype=cp.float16 if kind == "float16" else cp.float32)
+
+
+def _check(m, n, k, kind, cfg, *, trans_a=False, trans_b=False, beta=0.0, alpha=1.0, seed=0,
+           sms=None):
+    rng = np.random.default_rng(seed)
+    a, a64 = _rand((k, m) if trans_a else (m, k), kind, rng)
+    b, b64 = _rand((n, k) if trans_b else (k, n), kind, rng)
+    if trans_a:
+        a, a64 = a.T, a64.T
+    if trans_b:
+        b, b64 = b.T, b64.T
+    c, c64 = _rand((m, n), kind, rng)
+    out = _poisoned((m, n), kind)
+    hopper.gemm(a, b, c, alpha=alpha, beta=beta, out=out, config=cfg, sms=sms,
+                allow_tf32=kind == "tf32", as_dtype="bfloat16" if kind == "bfloat16" else None)
+    ref = alpha * (a64 @ b64) + (beta * c64 if beta else 0)
+    got = _as_f64(out)
+    assert not bool(cp.isnan(got).any()), f"unwritten or NaN outputs: {int(cp.isnan(got).sum())}"
+    denom = float(cp.linalg.norm(ref)) or 1.0
+    err = float(cp.linalg.norm(got - ref)) / denom
+    if err > BOUNDS[kind]:
+        diff = cp.abs(got - ref)
+        i, j = np.unravel_index(int(diff.argmax()), (m, n))
+        bad = int((diff > 10 * BOUNDS[kind] * (float(cp.abs(ref).max()) or 1.0)).sum())
+        pytest.fail(f"{cfg} {m}x{n}x{k} tA={trans_a} tB={trans_b} sms={sms}: rel err {err:.2e} > "
+                    f"{BOUNDS[kind]:.0e}; {bad} bad elements; worst at ({i}, {j}): "
+                    f"{float(got[i, j])} vs {float(ref[i, j])}")
+
+
+# Non-multiples of every tile size, M, N or K = 1, K below one k-iteration, tall and skinny, and
+# enough k-iterations to wrap the stage ring several times.
+SHAPES = [(1, 1, 1), (257, 263, 129), (1, 300, 77), (300, 1, 45), (2000, 9, 64), (33, 45, 71),
+          (130, 260, 1000), (128, 256, 64), (640, 520, 2050)]
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("policy", schedule.POLICIES)
+@pytest.mark.parametrize("tile_n,stages", [(128, 4), (256, 4), (64, 2)])
+@pytest.mark.parametrize("kind", KINDS)
+def test_gemm_matches_float64_reference(kind, tile_n, stages, policy):
+    cfg = HopperConfig(input=kind, tile_n=tile_n, stages=stages, policy=policy)
+    for i, (m, n, k) in enumerate(SHAPES):
+        _check(m, n, k, kind, cfg, seed=i, beta=0.5 if i % 2 else 0.0, alpha=1.0 if i % 3 else 0.75)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("policy", schedule.POLICIES)
+@pytest.mark.parametrize("kind", ["bfloat16", "tf32"])
+def test_many_tiles_per_cta_wrap_the_rings(kind, policy):
+    """Few SMs, many tiles and k-iterations: every CTA goes round the stage ring and the unit
+    slots many times, across tile boundaries (the mbarrier phase tracking)."""
+    cfg = HopperConfig(input=kind, tile_n=128, stages=3, policy=policy)
+    _check(1100, 1300, 900, kind, cfg, sms=3, seed=21, beta=0.5)
+    _check(700, 2100, 333, kind, cfg.replace(stages=5), sms=7, seed=22)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("kind", KINDS)
+def test_gemm_transposed_operands(kind, trans_a, trans_b):
+    for i, (m, n, k) in enumerate([(200, 136, 96), (129, 67, 40), (300, 500, 520)]):
+        cfg = HopperConfig(input=kind, tile_n=128, policy="streamk")
+        _check(m, n, k, kind, cfg, trans_a=trans_a, trans_b=trans_b, seed=10 + i, beta=0.25)
+
+
+@pytest.mark.gpu
+@needs_sm90
+def test_views_with_odd_leading_dimensions_and_offsets():
+    """Slices whose leading dimension or start breaks TMA's 16-byte rules go through a copy."""
+    rng = np.random.default_rng(4)
+    a, a64 = _rand((301, 203), "float16", rng)
+    b, b64 = _rand((203, 155), "float16", rng)
+    a, a64 = a[1:, 3:], a64[1:, 3:]  # 16-byte misaligned start, ld = 203
+    b, b64 = b[3:, :150], b64[3:, :150]
+    out = _poisoned((300, 150), "float16")
+    hopper.gemm(a, b, out=out, config=HopperConfig(input="float16"))
+    err = float(cp.linalg.norm(_as_f64(out) - a64 @ b64) / cp.linalg.norm(a64 @ b64))
+    assert err < BOUNDS["float16"]
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("kind", KINDS)
+def test_k_zero_gives_beta_c(kind):
+    _check(37, 41, 0, kind, HopperConfig(input=kind, policy="static"), beta=2.0)
+    _check(37, 41, 0, kind, HopperConfig(input=kind, policy="streamk"), beta=0.0)
+
+
+@pytest.mark.gpu
+@needs_sm90
+def test_streamk_is_bitwise_reproducible_and_in_place_works():
+    rng = np.random.default_rng(5)
+    a, _ = _rand((333, 4096), "bfloat16", rng)
+    b, _ = _rand((4096, 517), "bfloat16", rng)
+    cfg = HopperConfig(input="bfloat16", tile_n=128, policy="streamk")
+    first = hopper.gemm(a, b, config=cfg, as_dtype="bfloat16", out_dtype="float32")
+    for _ in range(3):
+        again = hopper.gemm(a, b, config=cfg, as_dtype="bfloat16", out_dtype="float32")
+        assert bool((again == first).all())
+    c = first.copy()
+    hopper.gemm(a, b, c, beta=-1.0, out=c, config=cfg, as_dtype="bfloat16")  # c = ab - ab
+    assert float(cp.abs(c).max()) == 0.0
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("policy", ["per_tile", "static", "streamk"])
+@pytest.mark.parametrize("m,n,k,sms", [(1000, 1500, 700, None), (300, 2000, 4096, 20), (64, 64, 64, 7)])
+def test_kernel_record_equals_mirror(policy, m, n, k, sms):
+    rng = np.random.default_rng(1)
+    a, _ = _rand((m, k), "float16", rng)
+    b, _ = _rand((k, n), "float16", rng)
+    cfg = HopperConfig(input="float16", tile_n=128, policy=policy)
+    _, record = hopper.gemm(a, b, config=cfg, sms=sms, debug=True)
+    lp = hopper.launch_info(a.shape, b.shape, cfg.replace(record=True), sms=sms)
+    expect = schedule.assignment(policy, lp.rows, lp.cols, lp.k_iters, lp.grid, sk_tiles=lp.sk_tiles)
+    got = [[] for _ in range(lp.grid)]
+    for cta, tile, kb, ke in record.tolist():  # rows are in execution order per CTA
+        got[cta].append((tile, kb, ke))
+    assert got == expect
+
+
+@pytest.mark.gpu
+@needs_sm90
+def test_dynamic_record_covers_every_tile_once():
+    rng = np.random.default_rng(2)
+    a, _ = _rand((1000, 300), "bfloat16", rng)
+    b, _ = _rand((300, 1200), "bfloat16", rng)
+    cfg = HopperConfig(input="bfloat16", policy="dynamic")
+    _, record = hopper.gemm(a, b, config=cfg, as_dtype="bfloat16", debug=True)
+    lp = hopper.launch_info(a.shape, b.shape, cfg.replace(record=True))
+    units = [tuple(r[1:]) for r in record.tolist()]
+    assert len(units) == len(set(units))
+    assert set(units) == schedule.work_units("dynamic", lp.rows, lp.cols, lp.k_iters, lp.grid)
+
+
+@pytest.mark.gpu
+@needs_sm90
+def test_strided_output_and_float32_result():
+    rng = np.random.default_rng(6)
+    a, a64 = _rand((250, 300), "bfloat16", rng)
+    b, b64 = _rand((300, 190), "bfloat16", rng)
+    out = cp.full((190, 250), cp.nan, dtype=cp.float32).T  # column-major result
+    hopper.gemm(a, b, out=out, as_dtype="bfloat16")
+    err = float(cp.linalg.norm(out - a64 @ b64) / cp.linalg.norm(a64 @ b64))
+    assert err < 1e-4  # float32 result: bf16 products are exact, only the accumulation rounds
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(cp is not None, reason="only where the GPU is not sm_90")
+def test_other_gpus_are_refused_with_a_pointer_to_the_portable_kernel():
+    try:
+        import cupy
+        if cupy.cuda.runtime.getDeviceCount() == 0:
+            pytest.skip("no GPU")
+    except Exception:
+        pytest.skip("no CuPy")
+    assert not hopper.supported()
+    with pytest.raises(RuntimeError, match="mgemm.kernels.gemm"):
+        hopper.get_kernel(HopperConfig())
