@@ -111,10 +111,7 @@ def active_client(option: Any = None) -> Any:
     """The client to run on: ``option`` (a Client or an address), else the active one, else None."""
     if option is not None and not isinstance(option, str):
         return option
-    try:
-        from distributed import Client, get_client
-    except ImportError:  # pragma: no cover - distributed is a dependency
-        return None
+    from distributed import get_client
     if isinstance(option, str):
         return _client_for(option)
     try:

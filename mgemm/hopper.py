@@ -54,13 +54,12 @@ True
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from mgemm import schedule
-from mgemm.kernels import KERNEL_DIR, LaunchPlan
+from mgemm.kernels import (KERNEL_DIR, LaunchPlan, RenderedConfig, compile_kernel, device_sms,
+                           occupancy)
 
 KERNEL_SOURCE = "gemm_hopper.cu"
 KERNEL_NAME = "mgemm_gemm_hopper"
@@ -82,8 +81,10 @@ TILE_CHOICES = [(256, 4), (128, 6)]
 
 
 @dataclass(frozen=True)
-class HopperConfig:
+class HopperConfig(RenderedConfig):
     """One variant of the Hopper GEMM kernel; every field is a compile-time constant."""
+
+    KERNEL_SOURCE: ClassVar[str] = KERNEL_SOURCE
 
     input: str = "bfloat16"
     output: str | None = None  # None: the storage type of the input
@@ -159,23 +160,6 @@ class HopperConfig:
             "MGEMM_SMEM_BYTES": str(self.smem_bytes),  # the kernel static_asserts it equals its own
         }
 
-    def render(self) -> str:
-        """The #define lines that precede the kernel source."""
-        return "".join(f"#define {k} {v}\n" for k, v in self.defines().items())
-
-    def source(self) -> str:
-        return f"// mgemm {self.key()}\n{self.render()}#include \"{KERNEL_SOURCE}\"\n"
-
-    def key(self, options: tuple[str, ...] = ()) -> str:
-        """Hash of every kernel source file, the compile options and this configuration."""
-        h = hashlib.sha256()
-        for path in sorted(KERNEL_DIR.glob("*.cu*")):
-            h.update(path.name.encode())
-            h.update(path.read_bytes())
-        h.update(repr(options).encode())
-        h.update(self.render().encode())
-        return h.hexdigest()[:24]
-
     def __str__(self) -> str:
         return (f"hopper {self.input}->{self.output} {TILE_M}x{self.tile_n}x{self.tile_k} "
                 f"s{self.stages} {self.policy} g{self.group} raster={self.raster}"
@@ -246,10 +230,6 @@ def plan_launch(config: HopperConfig, m: int, n: int, k: int, slots: int) -> Lau
 
 # --- compilation (CuPy, lazily) --------------------------------------------------------------------
 
-_lock = threading.Lock()
-_compiled: dict[tuple[int, str], Any] = {}
-
-
 def _cupy():
     import cupy  # noqa: PLC0415  (lazy: this module imports without CuPy)
     return cupy
@@ -270,32 +250,11 @@ def supported(device: int | None = None) -> bool:
 
 def get_kernel(config: HopperConfig, device: int | None = None):
     """The compiled kernel of ``config`` on ``device``, memoized per (device, cache key)."""
-    cp = _cupy()
-    dev = cp.cuda.Device(device)
+    dev = _cupy().cuda.Device(device)
     if dev.compute_capability != "90":
         raise RuntimeError(f"the Hopper kernel needs compute capability 9.0, device {dev.id} has "
                            f"{dev.compute_capability}; use mgemm.kernels.gemm")
-    options = compile_options()
-    key = (dev.id, config.key(options))
-    with _lock:
-        kernel = _compiled.get(key)
-        if kernel is None:
-            with dev:
-                module = cp.RawModule(code=config.source(), options=options)
-                kernel = module.get_function(KERNEL_NAME)
-                kernel.max_dynamic_shared_size_bytes = config.smem_bytes
-            _compiled[key] = kernel
-    return kernel
-
-
-def occupancy(kernel, config: HopperConfig) -> int:
-    cp = _cupy()
-    return cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
-        kernel.kernel.ptr, config.threads, config.smem_bytes)
-
-
-def device_sms(device: int | None = None) -> int:
-    return _cupy().cuda.Device(device).attributes["MultiProcessorCount"]
+    return compile_kernel(config, compile_options(), KERNEL_NAME, dev.id)
 
 
 # --- TMA descriptors (cuda.bindings, lazily) -------------------------------------------------------

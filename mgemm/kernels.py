@@ -20,7 +20,7 @@ import hashlib
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from mgemm import schedule
 
@@ -58,9 +58,39 @@ TILE_CHOICES = {
 }
 
 
+class RenderedConfig:
+    """What every kernel configuration shares: its ``defines()`` become ``#define`` lines in front
+    of ``KERNEL_SOURCE``, and the cache key hashes every kernel file, the options and those lines
+    (so editing a header recompiles)."""
+
+    KERNEL_SOURCE: ClassVar[str]
+
+    def defines(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def render(self) -> str:
+        """The #define lines that precede the kernel source."""
+        return "".join(f"#define {k} {v}\n" for k, v in self.defines().items())
+
+    def source(self) -> str:
+        return f"// mgemm {self.key()}\n{self.render()}#include \"{self.KERNEL_SOURCE}\"\n"
+
+    def key(self, options: tuple[str, ...] = ()) -> str:
+        """Hash of every kernel source file, the compile options and this configuration."""
+        h = hashlib.sha256()
+        for path in sorted(KERNEL_DIR.glob("*.cu*")):
+            h.update(path.name.encode())
+            h.update(path.read_bytes())
+        h.update(repr(options).encode())
+        h.update(self.render().encode())
+        return h.hexdigest()[:24]
+
+
 @dataclass(frozen=True)
-class KernelConfig:
+class KernelConfig(RenderedConfig):
     """One variant of the persistent GEMM kernel; every field is a compile-time constant."""
+
+    KERNEL_SOURCE: ClassVar[str] = KERNEL_SOURCE
 
     input: str = "float16"
     output: str | None = None  # None: the storage type of the input
@@ -163,23 +193,6 @@ class KernelConfig:
             "MGEMM_RECORD": str(int(self.record)),
         }
 
-    def render(self) -> str:
-        """The #define lines that precede the kernel source."""
-        return "".join(f"#define {k} {v}\n" for k, v in self.defines().items())
-
-    def source(self) -> str:
-        return f"// mgemm {self.key()}\n{self.render()}#include \"{KERNEL_SOURCE}\"\n"
-
-    def key(self, options: tuple[str, ...] = ()) -> str:
-        """Hash of every kernel source file, the compile options and this configuration."""
-        h = hashlib.sha256()
-        for path in sorted(KERNEL_DIR.glob("*.cu*")):
-            h.update(path.name.encode())
-            h.update(path.read_bytes())
-        h.update(repr(options).encode())
-        h.update(self.render().encode())
-        return h.hexdigest()[:24]
-
     def __str__(self) -> str:
         return (f"{self.input}->{self.output} {self.tile_m}x{self.tile_n}x{self.tile_k} "
                 f"s{self.stages} w{self.warps_m}x{self.warps_n} {self.policy} g{self.group} "
@@ -268,7 +281,7 @@ def plan_launch(config: KernelConfig, m: int, n: int, k: int, slots: int) -> Lau
 # --- compilation (CuPy, lazily) --------------------------------------------------------------------
 
 _lock = threading.Lock()
-_compiled: dict[tuple[int, str], Any] = {}
+_compiled: dict[tuple[int, str, str], Any] = {}
 
 
 def _cupy():
@@ -282,23 +295,30 @@ def compile_options(cc: str) -> tuple[str, ...]:
 
 def get_kernel(config: KernelConfig, device: int | None = None):
     """The compiled kernel of ``config`` on ``device``, memoized per (device, cache key)."""
+    dev = _cupy().cuda.Device(device)
+    return compile_kernel(config, compile_options(dev.compute_capability), KERNEL_NAME, dev.id)
+
+
+def compile_kernel(config: RenderedConfig, options: tuple[str, ...], name: str,
+                   device: int | None = None):
+    """``name`` from ``config``'s source, compiled by NVRTC with ``options``; memoized per
+    (device, cache key), with the dynamic shared memory limit raised to what it needs."""
     cp = _cupy()
     dev = cp.cuda.Device(device)
-    options = compile_options(dev.compute_capability)
-    key = (dev.id, config.key(options))
+    key = (dev.id, name, config.key(options))
     with _lock:
         kernel = _compiled.get(key)
         if kernel is None:
             with dev:
                 module = cp.RawModule(code=config.source(), options=options)
-                kernel = module.get_function(KERNEL_NAME)
+                kernel = module.get_function(name)
                 if config.smem_bytes > 48 * 1024:
                     kernel.max_dynamic_shared_size_bytes = config.smem_bytes
             _compiled[key] = kernel
     return kernel
 
 
-def occupancy(kernel, config: KernelConfig) -> int:
+def occupancy(kernel, config: RenderedConfig) -> int:
     """Resident CTAs per SM (cudaOccupancyMaxActiveBlocksPerMultiprocessor)."""
     cp = _cupy()
     return cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
