@@ -42,6 +42,9 @@ def _kind(x: Any, name: str) -> str:
 
 def _as_operand(x: Any, name: str) -> tuple[Any, str]:
     kind = _kind(x, name)
+    if kind == "dask" and any(c != c for dim in x.chunks for c in dim):  # NaN: unknown size
+        raise ValueError(f"mgemm: {name} has chunks of unknown size (shape {x.shape}); call "
+                         f"{name}.compute_chunk_sizes() first")
     if kind == "numpy" and not isinstance(x, np.ndarray):
         x = np.asarray(x)
     dtype = np.dtype(x.dtype) if str(x.dtype) != "bfloat16" else x.dtype

@@ -96,6 +96,9 @@ def test_errors_come_before_any_work():
         mgemm.matmul(a, a.T, engnie="numpy")
     with pytest.raises(ValueError, match="needs CuPy chunks"):
         mgemm.matmul(a, a.T, engine="cublas")
+    unknown = a[a[:, 0] > 0]
+    with pytest.raises(ValueError, match="unknown size.*compute_chunk_sizes"):
+        mgemm.matmul(unknown, np.ones((4, 2)))
 
 
 def test_nan_and_inf_propagate_like_numpy(rng):
