@@ -24,7 +24,6 @@ from . import config, engines, graph
 from .cluster import active_client, describe_workers, install_placement, local_workers
 from .plan import Problem, choose_block_size, make_plan
 
-_ARRAY_TYPES = ("numpy", "cupy", "dask")
 
 
 def _kind(x: Any, name: str) -> str:
