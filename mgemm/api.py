@@ -25,7 +25,6 @@ from .cluster import active_client, describe_workers, install_placement, local_w
 from .plan import Problem, choose_block_size, make_plan
 
 
-
 def _kind(x: Any, name: str) -> str:
     """'dask', 'cupy' or 'numpy' for an array operand; TypeError for anything else."""
     if isinstance(x, da.Array):
