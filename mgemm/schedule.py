@@ -129,6 +129,19 @@ def assignment(policy: str, rows: int, cols: int, k_iters: int, grid: int, *,
     return out
 
 
+def from_record(rows: list, grid: int) -> list[list[tuple[int, int, int]]]:
+    """A debug kernel's record (rows ``(cta, tile, k_begin, k_end)``, in execution order per CTA)
+    in the shape ``assignment`` returns, so the two compare with ``==``.
+
+    >>> from_record([(1, 0, 0, 4), (0, 1, 0, 4), (1, 2, 0, 2)], 2)
+    [[(1, 0, 4)], [(0, 0, 4), (2, 0, 2)]]
+    """
+    out: list[list[tuple[int, int, int]]] = [[] for _ in range(grid)]
+    for cta, tile, k_begin, k_end in rows:
+        out[cta].append((tile, k_begin, k_end))
+    return out
+
+
 def work_units(policy: str, rows: int, cols: int, k_iters: int, grid: int, *,
                sk_tiles: int = 0) -> set[tuple[int, int, int]]:
     """The set of work units a launch executes, whichever CTA runs each (all the dynamic policy

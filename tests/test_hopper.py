@@ -293,10 +293,7 @@ def test_kernel_record_equals_mirror(policy, m, n, k, sms):
     _, record = hopper.gemm(a, b, config=cfg, sms=sms, debug=True)
     lp = hopper.launch_info(a.shape, b.shape, cfg.replace(record=True), sms=sms)
     expect = schedule.assignment(policy, lp.rows, lp.cols, lp.k_iters, lp.grid, sk_tiles=lp.sk_tiles)
-    got = [[] for _ in range(lp.grid)]
-    for cta, tile, kb, ke in record.tolist():  # rows are in execution order per CTA
-        got[cta].append((tile, kb, ke))
-    assert got == expect
+    assert schedule.from_record(record.tolist(), lp.grid) == expect
 
 
 @pytest.mark.gpu
