@@ -54,6 +54,7 @@ True
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -220,6 +221,7 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     return cfg.replace(policy=choose_policy(rows * cols, sms, k_iters, shared))
 
 
+@functools.lru_cache(maxsize=256)
 def plan_launch(config: HopperConfig, m: int, n: int, k: int, slots: int) -> LaunchPlan:
     """Grid and stream-K split for ``slots`` resident CTAs (SMs × occupancy, occupancy 1 here)."""
     rows, cols, k_iters = schedule.tile_grid(m, n, k, TILE_M, config.tile_n, config.tile_k)
@@ -263,6 +265,7 @@ _TMA_DTYPE = {"float16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16", "bfloat16": "CU_TENS
               "tf32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32"}
 
 
+@functools.lru_cache(maxsize=64)  # a launch encodes two; repeated calls reuse them
 def tma_desc(ptr: int, kind: str, inner: int, outer: int, ld: int, box_inner: int, box_outer: int):
     """A 2-D TMA descriptor as a 128-byte ``numpy.void`` (dtype V128) kernel argument.
 
@@ -378,7 +381,8 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
         workspace = cp.empty(lp.grid * config.acc_per_thread * CONSUMER_THREADS, dtype=cp.float32)
     else:
         workspace = cp.empty(1, dtype=cp.float32)
-    record = cp.zeros(1 + 4 * (lp.tiles + 2 * lp.grid + 8) if debug else 1, dtype=cp.int32)
+    record = (cp.zeros(1 + 4 * (lp.tiles + 2 * lp.grid + 8), dtype=cp.int32) if debug
+              else cp.empty(1, dtype=cp.int32))  # not touched unless debug
     c_arr = c if (c is not None and beta != 0) else out
     ci, oi = c_arr.itemsize, out.itemsize
     args = (desc_a, desc_b, c_arr, out, np.int32(m), np.int32(n), np.int32(k),

@@ -16,6 +16,7 @@ True
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import threading
 from dataclasses import dataclass
@@ -77,13 +78,28 @@ class RenderedConfig:
 
     def key(self, options: tuple[str, ...] = ()) -> str:
         """Hash of every kernel source file, the compile options and this configuration."""
-        h = hashlib.sha256()
-        for path in sorted(KERNEL_DIR.glob("*.cu*")):
-            h.update(path.name.encode())
-            h.update(path.read_bytes())
+        h = hashlib.sha256(sources_digest().encode())
         h.update(repr(options).encode())
         h.update(self.render().encode())
         return h.hexdigest()[:24]
+
+
+_digest: tuple[tuple, str] | None = None
+
+
+def sources_digest() -> str:
+    """sha256 of the kernel files' names and bytes, re-read only when a file's size or mtime
+    changes (a launch asks for it every time; reading and hashing the sources took ~0.1 ms)."""
+    global _digest
+    paths = sorted(KERNEL_DIR.glob("*.cu*"))
+    stamp = tuple((p.name, st.st_mtime_ns, st.st_size) for p in paths for st in (p.stat(),))
+    if _digest is None or _digest[0] != stamp:
+        h = hashlib.sha256()
+        for path in paths:
+            h.update(path.name.encode())
+            h.update(path.read_bytes())
+        _digest = (stamp, h.hexdigest())
+    return _digest[1]
 
 
 @dataclass(frozen=True)
@@ -270,6 +286,7 @@ class LaunchPlan:
         return self.rows * self.cols
 
 
+@functools.lru_cache(maxsize=256)
 def plan_launch(config: KernelConfig, m: int, n: int, k: int, slots: int) -> LaunchPlan:
     """Grid and stream-K split for ``slots`` resident CTAs (SMs × occupancy)."""
     rows, cols, k_iters = schedule.tile_grid(m, n, k, config.tile_m, config.tile_n, config.tile_k)
@@ -282,6 +299,11 @@ def plan_launch(config: KernelConfig, m: int, n: int, k: int, slots: int) -> Lau
 
 _lock = threading.Lock()
 _compiled: dict[tuple[int, str, str], Any] = {}
+# Within one process a configuration maps to one kernel: source edits made while it runs are not
+# picked up (a new process recompiles them; the cache key hashes the sources).
+_by_config: dict[tuple, Any] = {}
+_occupancy: dict[tuple, int] = {}
+_sms: dict[int, int] = {}
 
 
 def _cupy():
@@ -305,6 +327,10 @@ def compile_kernel(config: RenderedConfig, options: tuple[str, ...], name: str,
     (device, cache key), with the dynamic shared memory limit raised to what it needs."""
     cp = _cupy()
     dev = cp.cuda.Device(device)
+    fast = (dev.id, name, config, options)  # a launch's lookup: no hashing of the sources
+    kernel = _by_config.get(fast)
+    if kernel is not None:
+        return kernel
     key = (dev.id, name, config.key(options))
     with _lock:
         kernel = _compiled.get(key)
@@ -315,19 +341,28 @@ def compile_kernel(config: RenderedConfig, options: tuple[str, ...], name: str,
                 if config.smem_bytes > 48 * 1024:
                     kernel.max_dynamic_shared_size_bytes = config.smem_bytes
             _compiled[key] = kernel
+        _by_config[fast] = kernel
     return kernel
 
 
 def occupancy(kernel, config: RenderedConfig) -> int:
     """Resident CTAs per SM (cudaOccupancyMaxActiveBlocksPerMultiprocessor)."""
-    cp = _cupy()
-    return cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
-        kernel.kernel.ptr, config.threads, config.smem_bytes)
+    key = (kernel.kernel.ptr, config.threads, config.smem_bytes)
+    blocks = _occupancy.get(key)
+    if blocks is None:
+        blocks = _occupancy[key] = _cupy().cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+            kernel.kernel.ptr, config.threads, config.smem_bytes)
+    return blocks
 
 
 def device_sms(device: int | None = None) -> int:
+    """SM count of ``device`` (queried once: ``Device.attributes`` reads every attribute)."""
     cp = _cupy()
-    return cp.cuda.Device(device).attributes["MultiProcessorCount"]
+    dev = cp.cuda.Device(device).id
+    sms = _sms.get(dev)
+    if sms is None:
+        sms = _sms[dev] = cp.cuda.Device(dev).attributes["MultiProcessorCount"]
+    return sms
 
 
 # --- launch ----------------------------------------------------------------------------------------
@@ -424,7 +459,8 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
         workspace = cp.empty(lp.grid * config.acc_per_thread * config.threads, dtype=acc)
     else:
         workspace = cp.empty(1, dtype=acc)
-    record = cp.zeros(1 + 4 * (lp.tiles + 2 * lp.grid + 8) if debug else 1, dtype=cp.int32)
+    record = (cp.zeros(1 + 4 * (lp.tiles + 2 * lp.grid + 8), dtype=cp.int32) if debug
+              else cp.empty(1, dtype=cp.int32))  # not touched unless debug
     c_arr = c if (c is not None and beta != 0) else out
     ci, oi = c_arr.itemsize, out.itemsize
     args = (a_arr, b_arr, c_arr, out, _i32(m), _i32(n), _i32(k), _i64(lda), _i64(ldb),
