@@ -99,12 +99,18 @@ def drop_replicas(client: Any) -> None:
     time.sleep(0.2)  # the workers drop the copies asynchronously
 
 
-def timed(client: Any, make: Callable[[], da.Array]) -> tuple[float, Any]:
-    """Seconds to persist ``make()`` on the cluster and finish all device work; the persisted array."""
+def timed(client: Any, make: Callable[[], da.Array],
+          started: list[float] | None = None) -> tuple[float, Any]:
+    """Seconds to persist ``make()`` on the cluster and finish all device work; the persisted array.
+
+    ``started`` receives the wall-clock time (``time.time()``) the timed part began.
+    """
     from distributed import wait
 
     drop_replicas(client)
     synchronize_workers(client)
+    if started is not None:
+        started.append(time.time())
     start = time.perf_counter()
     out = make().persist()
     wait(out)
@@ -253,7 +259,18 @@ def environment(client: Any) -> dict:
         env["cupy"] = cupy.__version__
     except ImportError:
         pass
+    try:  # the transport settings the workers run with (UCX reads them from the environment)
+        ucx = client.run(_ucx_environment)
+        env["ucx_env"] = next(iter(ucx.values()), {})
+        env["transfer_limit"] = dask.config.get("distributed.worker.transfer.message-bytes-limit")
+    except Exception:
+        pass
     return env
+
+
+def _ucx_environment() -> dict:
+    import os
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith("UCX")}
 
 
 def stream_summary(records: list[dict], start: float) -> dict[str, dict]:
@@ -282,10 +299,42 @@ def stream_summary(records: list[dict], start: float) -> dict[str, dict]:
     return out
 
 
+def _incoming_log(dask_worker: Any, since: float) -> list[tuple[float, float, int, int]]:
+    """(start, seconds, bytes, keys) of each data fetch this worker began after ``since``."""
+    return [(e["start"] - since, e["stop"] - e["start"], int(e["total"]), len(e["keys"]))
+            for e in list(dask_worker.transfer_incoming_log) if e["start"] >= since]
+
+
+def add_fetches(client: Any, summary: dict[str, dict], since: float) -> None:
+    """Add each worker's fetches since ``since`` to its summary: how many, GiB, the seconds they
+    were in flight (their union), the rate over that time, and when the first began."""
+    logs = client.run(_incoming_log, since=since)
+    for name, log in logs.items():
+        w = summary.setdefault(name, {"tasks": 0, "compute_s": 0.0, "transfer_s": 0.0,
+                                      "first": float("inf"), "last": 0.0, "sources": 0})
+        spans = sorted((t0, t0 + dt) for t0, dt, _, _ in log)
+        busy, end = 0.0, float("-inf")
+        for t0, t1 in spans:  # union of the in-flight intervals
+            busy += max(0.0, t1 - max(t0, end))
+            end = max(end, t1)
+        nbytes = sum(e[2] for e in log)
+        w["fetches"] = len(log)
+        w["fetch_gib"] = nbytes / 2**30
+        w["fetch_busy_s"] = busy
+        w["fetch_gbps"] = nbytes / busy / 1e9 if busy else 0.0
+        w["fetch_first"] = spans[0][0] if spans else None
+        w["fetch_log"] = [[round(t0, 4), round(dt, 4), nb, nk] for t0, dt, nb, nk in log]
+
+
 def format_summary(summary: dict[str, dict]) -> str:
+    def fetches(w: dict) -> str:
+        if not w.get("fetches"):
+            return ""
+        return (f", {w['fetches']} fetches {w['fetch_gib']:.2f} GiB in {w['fetch_busy_s']:.3f} s "
+                f"({w['fetch_gbps']:.1f} GB/s) from {w['fetch_first']:.3f}")
     return " | ".join(
         f"{name.rsplit(':', 1)[-1]}: {w['tasks']} tasks, compute {w['compute_s']:.3f} s "
-        f"[{w['first']:.3f}..{w['last']:.3f}], transfer {w['transfer_s']:.3f} s"
+        f"[{w['first']:.3f}..{w['last']:.3f}], transfer {w['transfer_s']:.3f} s" + fetches(w)
         for name, w in sorted(summary.items()))
 
 
@@ -319,10 +368,11 @@ def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, option
             if trace is None:
                 seconds, c = timed(client, lambda: method.run(a, b, options))
             else:
+                started: list[float] = []
                 with get_task_stream(client) as stream:
-                    start = time.time()
-                    seconds, c = timed(client, lambda: method.run(a, b, options))
-                summary = stream_summary(stream.data, start)
+                    seconds, c = timed(client, lambda: method.run(a, b, options), started)
+                summary = stream_summary(stream.data, started[0])
+                add_fetches(client, summary, started[0])
                 progress(f"  {seconds:.3f} s  {format_summary(summary)}")
                 trace({"case": case.name, "method": method.name, "run": r, "seconds": seconds,
                        "workers": summary})

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# One device call (kind nvidia-h200-x2): where a cold product's fetches spend their time.
+# Runs the one-GPU cuBLAS anchor, then `mgemm bench --case float32-32768` (mgemm beside
+# dask.array.matmul, cold inputs, --trace with every worker's fetch log) once per setting of
+# Dask's per-message transfer limit in LIMITS (default: Dask's own 50MB, then 1GiB, 4GiB).
+#   bash benchmarks/run_transfer_study.sh [repeat]      # results under $OUT
+set -uo pipefail
+repeat=${1:-5}
+out=${OUT:-/tmp/mgemm-out}; mkdir -p "$out"
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+if [ -d .whl ] && ! python3 -c "import distributed" 2>/dev/null; then
+  python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null || exit 1
+  export PYTHONPATH=/tmp/site:$PWD
+fi
+export PYTHONPATH=${PYTHONPATH:-}:$PWD
+echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+timeout 60 python3 benchmarks/cublas_one_gpu.py --repeat "$repeat" --json "$out/rows.jsonl" | tee "$out/cublas.txt"
+cases=(); for c in ${CASES:-float32-32768}; do cases+=(--case "$c"); done
+for limit in ${LIMITS:-default 1GiB 4GiB}; do
+  extra=(); [ "$limit" != default ] && extra=(--transfer-limit "$limit")
+  echo "== transfer limit $limit"
+  timeout ${CASE_TIMEOUT:-150} python3 -m mgemm.cli bench --protocol ucx "${extra[@]}" "${cases[@]}" \
+    --repeat "$repeat" --json "$out/rows.jsonl" --trace "$out/trace-$limit.jsonl" 2>"$out/ucx-$limit.err" | tee "$out/ucx-$limit.txt"
+  grep -v "UCX  WARN" "$out/ucx-$limit.err" | tail -n 3
+done
