@@ -3,6 +3,7 @@
 # Runs the one-GPU cuBLAS anchor, then `mgemm bench --case float32-32768` (mgemm beside
 # dask.array.matmul, cold inputs, --trace with every worker's fetch log) once per setting of
 # Dask's per-message transfer limit in LIMITS (default: Dask's own 50MB, then 1GiB, 4GiB).
+# CASES picks the cases (default float32-32768); TESTS=1 runs tests/test_gpu.py first.
 #   bash benchmarks/run_transfer_study.sh [repeat]      # results under $OUT
 set -uo pipefail
 repeat=${1:-5}
@@ -14,6 +15,7 @@ if [ -d .whl ] && ! python3 -c "import distributed" 2>/dev/null; then
 fi
 export PYTHONPATH=${PYTHONPATH:-}:$PWD
 echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+[ "${TESTS:-0}" = 1 ] && timeout 150 python3 -m pytest tests/test_gpu.py -q -x -p no:cacheprovider 2>&1 | tail -3
 timeout 60 python3 benchmarks/cublas_one_gpu.py --repeat "$repeat" --json "$out/rows.jsonl" | tee "$out/cublas.txt"
 cases=(); for c in ${CASES:-float32-32768}; do cases+=(--case "$c"); done
 for limit in ${LIMITS:-default 1GiB 4GiB}; do

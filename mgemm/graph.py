@@ -45,22 +45,21 @@ def _block_task(engine_name: str, a_grid: list, b_grid: list, c: Any, alpha: flo
     ``a_grid[r][k]`` are A's chunks (rows r of the block, K chunk k); ``b_grid[k][j]`` B's.
     """
     xp = _array_module(a_grid[0][0])
-    a_parts = [_concat(xp, [row[k] for row in a_grid], 0) for k in range(len(a_grid[0]))]
-    b_parts = [_concat(xp, row, 1) for row in b_grid]
-    return engines.get(engine_name).gemm(a_parts, b_parts, alpha=alpha, beta=beta, c=c,
-                                         out_dtype=out_dtype, allow_tf32=allow_tf32)
+    with engines.task_stream(xp):
+        a_parts = [_concat(xp, [row[k] for row in a_grid], 0) for k in range(len(a_grid[0]))]
+        b_parts = [_concat(xp, row, 1) for row in b_grid]
+        return engines.get(engine_name).gemm(a_parts, b_parts, alpha=alpha, beta=beta, c=c,
+                                             out_dtype=out_dtype, allow_tf32=allow_tf32)
 
 
 def _fixup_task(partials: list, c: Any, alpha: float, beta: float) -> Any:
     """Worker side: add the partials of a split block in plan order, then scale and add C."""
-    total = partials[0].copy()
-    for part in partials[1:]:
-        total += part
-    xp = _array_module(total)
-    out = engines.scale_and_add(total, alpha, beta, c, xp)
-    if xp is not np:  # like the engines: the task ends when its GPU work does
-        xp.cuda.get_current_stream().synchronize()
-    return out
+    xp = _array_module(partials[0])
+    with engines.task_stream(xp):  # like the engines: the task ends when its GPU work does
+        total = partials[0].copy()
+        for part in partials[1:]:
+            total += part
+        return engines.scale_and_add(total, alpha, beta, c, xp)
 
 
 def _array_module(x: Any) -> Any:

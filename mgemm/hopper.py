@@ -95,6 +95,8 @@ class HopperConfig(RenderedConfig):
     group: int = 8
     raster: str = "m"
     record: bool = False  # debug: the kernel logs every work unit
+    a_k_major: bool = True  # False: A column-major (M contiguous; 16-bit inputs only)
+    b_k_major: bool = True  # False: B row-major (N contiguous; 16-bit inputs only)
 
     def __post_init__(self):
         if self.input not in INPUTS:
@@ -114,6 +116,8 @@ class HopperConfig(RenderedConfig):
             raise ValueError(f"policy must be one of {schedule.POLICIES}, got {self.policy!r}")
         if self.raster not in ("m", "n"):
             raise ValueError(f"raster must be 'm' or 'n', got {self.raster!r}")
+        if ITEMSIZE[self.input] != 2 and not (self.a_k_major and self.b_k_major):
+            raise ValueError("tf32 operands must be K-major (wgmma has no transpose for tf32)")
 
     def replace(self, **changes: Any) -> "HopperConfig":
         return dataclasses.replace(self, **changes)
@@ -158,12 +162,15 @@ class HopperConfig(RenderedConfig):
             "MGEMM_GROUP": str(self.group),
             "MGEMM_RASTER": "MGEMM_RASTER_" + self.raster.upper(),
             "MGEMM_RECORD": str(int(self.record)),
+            "MGEMM_A_K_MAJOR": str(int(self.a_k_major)),
+            "MGEMM_B_K_MAJOR": str(int(self.b_k_major)),
             "MGEMM_SMEM_BYTES": str(self.smem_bytes),  # the kernel static_asserts it equals its own
         }
 
     def __str__(self) -> str:
         return (f"hopper {self.input}->{self.output} {TILE_M}x{self.tile_n}x{self.tile_k} "
                 f"s{self.stages} {self.policy} g{self.group} raster={self.raster}"
+                + ("" if self.a_k_major else " A:col") + ("" if self.b_k_major else " B:row")
                 + (" record" if self.record else ""))
 
 
@@ -293,23 +300,52 @@ def tma_desc(ptr: int, kind: str, inner: int, outer: int, ld: int, box_inner: in
     return words.view(np.dtype("V128"))[0]
 
 
+MN_BOX = 64  # MN-major operands: elements of M or N per TMA box (one 128-byte swizzle row)
+
+
+def _operand_desc(ptr: int, kind: str, k_major: bool, k: int, mn: int, ld: int, tile_k: int, rows: int):
+    """The TMA descriptor of one operand (``rows`` = the tile's M or N): K-major, boxes of
+    ``rows × tile_k`` over the (MN, K) tensor; MN-major, boxes of ``tile_k × 64`` over the (K, MN)
+    tensor, ``rows / 64`` of them per stage (kernels/gemm_hopper.cu loads them side by side)."""
+    if k_major:
+        return tma_desc(ptr, kind, k, mn, ld, tile_k, rows)
+    return tma_desc(ptr, kind, mn, k, ld, MN_BOX, tile_k)
+
+
 # --- launch ----------------------------------------------------------------------------------------
 
-def _k_major(cp, x, align: int):
-    """``(array, ld)``: ``x`` (outer × K, logically) as rows of contiguous K whose leading
-    dimension is a multiple of ``align`` elements at a 16-byte aligned address; ``x`` itself when
-    its strides allow it, else a copy (padded)."""
+def _operand(cp, x, align: int, mn_ok: bool):
+    """``(array, k_major, ld)`` for ``x`` = A (M × K) or B^T (N × K), read in place when its strides
+    allow it, else copied (padded).
+
+    K-major: rows of contiguous K, row ``o`` starting ``ld`` elements after row ``o - 1``.  MN-major
+    (``mn_ok``: 16-bit inputs): rows of contiguous M (or N), one per k, ``ld`` elements apart.  Both
+    need ``ld`` a multiple of ``align`` (16 bytes) and a 16-byte aligned start; a single row's ``ld``
+    is never used, so any will do.  K-major wins when both fit (the layout the kernel had first);
+    a misaligned MN-contiguous operand gets an MN-major copy (no transpose), anything else a
+    K-major one.
+    """
     outer, k = x.shape
     item = x.itemsize
     s_o, s_k = x.strides
+    aligned = x.data.ptr % 16 == 0
     if s_k == item or k == 1:
         ld = s_o // item if outer > 1 else -(-k // align) * align
-        if ld >= k and ld % align == 0 and s_o >= 0 and x.data.ptr % 16 == 0:
-            return x, ld
+        if ld >= k and ld % align == 0 and s_o >= 0 and aligned:
+            return x, True, ld
+    if mn_ok and (s_o == item or outer == 1):
+        ld = s_k // item if k > 1 else -(-outer // align) * align
+        if ld >= outer and ld % align == 0 and s_k >= 0 and aligned:
+            return x, False, ld
+        if s_o == item and s_k != item:  # contiguous along M or N: a copy that keeps the layout
+            ld = -(-outer // align) * align
+            buf = cp.empty((k, ld), dtype=x.dtype)
+            buf[:, :outer] = x.T
+            return buf, False, ld
     ld = -(-k // align) * align
     buf = cp.empty((outer, ld), dtype=x.dtype)
     buf[:, :k] = x
-    return buf, ld
+    return buf, True, ld
 
 
 def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
@@ -320,7 +356,9 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
     The same contract as ``mgemm.kernels.gemm``: ``a`` (M×K) and ``b`` (K×N) any 2-D strided views;
     ``c`` read only when ``beta != 0``; ``out`` may be ``c``; ``sms`` caps the SMs used;
     ``as_dtype="bfloat16"`` reads uint16 arrays as bfloat16 bits; ``config`` overrides the
-    heuristic (its dtypes are set from the operands); ``debug=True`` returns ``(out, record)``.
+    heuristic (its dtypes and operand layouts are set from the operands: for float16 and bfloat16,
+    A row- or column-major and B row- or column-major all go in without a copy);
+    ``debug=True`` returns ``(out, record)``.
     """
     cp = _cupy()
     import numpy as np  # noqa: PLC0415
@@ -359,20 +397,22 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
     if m == 0 or n == 0:
         return (out, np.zeros((0, 4), np.int32)) if debug else out
 
-    config = config.replace(output=res_dtype, record=debug)
-    kernel = get_kernel(config, dev.id)
-    # A as (M, K) rows of K; B as B^T, (N, K) rows of K.  With K = 0 nothing is loaded, but the
-    # descriptors still need a valid tensor: a one-element dummy.
+    # A as (M, K), B as B^T (N, K), each K-major (rows of K) or MN-major (rows of M or N, one per
+    # k).  With K = 0 nothing is loaded, but the descriptors still need a valid tensor: a dummy.
+    mn_ok = ITEMSIZE[kind] == 2
     if k > 0:
-        a_rows, lda = _k_major(cp, a, config.align)
-        b_rows, ldb = _k_major(cp, b.T, config.align)
+        a_arr, a_k, lda = _operand(cp, a, config.align, mn_ok)
+        b_arr, b_k, ldb = _operand(cp, b.T, config.align, mn_ok)
         dims = (k, m, n)
     else:
-        a_rows = b_rows = cp.zeros((1, config.align), dtype=a.dtype)
+        a_arr = b_arr = cp.zeros((1, config.align), dtype=a.dtype)
+        a_k = b_k = True
         lda = ldb = config.align
         dims = (1, 1, 1)
-    desc_a = tma_desc(a_rows.data.ptr, kind, dims[0], dims[1], lda, config.tile_k, TILE_M)
-    desc_b = tma_desc(b_rows.data.ptr, kind, dims[0], dims[2], ldb, config.tile_k, config.tile_n)
+    config = config.replace(output=res_dtype, record=debug, a_k_major=a_k, b_k_major=b_k)
+    kernel = get_kernel(config, dev.id)
+    desc_a = _operand_desc(a_arr.data.ptr, kind, a_k, dims[0], dims[1], lda, config.tile_k, TILE_M)
+    desc_b = _operand_desc(b_arr.data.ptr, kind, b_k, dims[0], dims[2], ldb, config.tile_k, config.tile_n)
 
     slots = sms * max(1, occupancy(kernel, config))
     lp = plan_launch(config, m, n, k, slots)
