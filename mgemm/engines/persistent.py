@@ -1,7 +1,10 @@
-"""The "persistent" engine: block GEMM with mgemm's own persistent kernel (kernels/, via CuPy).
+"""The "persistent" engine: block GEMM with mgemm's own persistent kernels (kernels/, via CuPy).
 
-K parts accumulate in place: the first part launches with the caller's beta and c, every later
-part with beta = 1 on the output.  Float32 goes to the exact SIMT mainloop unless ``allow_tf32``.
+On a Hopper GPU (sm_90) float16 and, with ``allow_tf32``, float32 go to the warp-specialized
+wgmma kernel (``mgemm.hopper``); everything else, and every other GPU, to the portable kernel
+(``mgemm.kernels``).  K parts accumulate in place: the first part launches with the caller's
+beta and c, every later part with beta = 1 on the output.  Float32 goes to the exact SIMT
+mainloop unless ``allow_tf32``.
 """
 
 from __future__ import annotations
@@ -35,10 +38,25 @@ class PersistentEngine:
         if not parts:  # K = 0: alpha * 0 + beta * c
             kernels.gemm(cupy.empty((m, 0), in_dtype), cupy.empty((0, n), in_dtype), c,
                          alpha=alpha, beta=beta, out=out)
+        launch = kernels.gemm
+        if _use_hopper(in_dtype, dtype, allow_tf32):
+            from mgemm import hopper
+            launch = hopper.gemm
         for idx, (a, b) in enumerate(parts):
             first = idx == 0
-            kernels.gemm(a.astype(in_dtype, copy=False), b.astype(in_dtype, copy=False),
-                         c if first else out, alpha=alpha, beta=beta if first else 1.0,
-                         out=out, allow_tf32=allow_tf32)
+            launch(a.astype(in_dtype, copy=False), b.astype(in_dtype, copy=False),
+                   c if first else out, alpha=alpha, beta=beta if first else 1.0,
+                   out=out, allow_tf32=allow_tf32)
         cupy.cuda.get_current_stream().synchronize()
         return out
+
+
+def _use_hopper(in_dtype, out_dtype, allow_tf32: bool) -> bool:
+    """Whether the Hopper kernel takes this product: an sm_90 GPU, float16 in and float16 or
+    float32 out, or float32 with ``allow_tf32`` (tf32 tensor cores)."""
+    from mgemm import hopper
+    if in_dtype.char == "e":
+        ok = out_dtype.char in "ef"
+    else:
+        ok = in_dtype.char == "f" and allow_tf32 and out_dtype.char == "f"
+    return ok and hopper.supported()
