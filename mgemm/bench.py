@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -245,11 +246,15 @@ def environment(client: Any) -> dict:
     from .cluster import worker_devices
 
     devices = [d for d in worker_devices(client).values() if d]
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True, timeout=5).stdout.strip()
-    except Exception:
-        commit = ""
+    # MGEMM_COMMIT names the commit where the checkout's own git metadata is not that of the
+    # working tree (a copied tree on a remote GPU host).
+    commit = os.environ.get("MGEMM_COMMIT", "")
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                    text=True, timeout=5).stdout.strip()
+        except Exception:
+            commit = ""
     import distributed
     env = {"mgemm": __version__, "dask": dask.__version__, "distributed": distributed.__version__,
            "numpy": np.__version__, "python": platform.python_version(), "commit": commit,
@@ -260,17 +265,19 @@ def environment(client: Any) -> dict:
     except ImportError:
         pass
     try:  # the transport settings the workers run with (UCX reads them from the environment)
-        ucx = client.run(_ucx_environment)
-        env["ucx_env"] = next(iter(ucx.values()), {})
-        env["transfer_limit"] = dask.config.get("distributed.worker.transfer.message-bytes-limit")
+        ucx = next(iter(client.run(_ucx_environment).values()), {})
+        env["transfer_limit"] = ucx.pop("transfer_limit", None)
+        env["ucx_env"] = ucx
     except Exception:
         pass
     return env
 
 
 def _ucx_environment() -> dict:
-    import os
-    return {k: v for k, v in sorted(os.environ.items()) if k.startswith("UCX")}
+    """A worker's UCX_* variables and its per-message transfer limit."""
+    env = {k: v for k, v in sorted(os.environ.items()) if k.startswith("UCX")}
+    env["transfer_limit"] = dask.config.get("distributed.worker.transfer.message-bytes-limit")
+    return env
 
 
 def stream_summary(records: list[dict], start: float) -> dict[str, dict]:
