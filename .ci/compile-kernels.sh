@@ -72,14 +72,17 @@ if (( status )); then echo "compile-kernels: FAILED"; exit 1; fi
 echo "compile-kernels: ${#variants[@]} variants x 2 archs OK"
 
 # Hopper GEMM (gemm_hopper.cu), sm_90a only: each input x policy at 128x128 s4, plus the heuristic's
-# tiles (mgemm/hopper.py: TILE_CHOICES) and the narrowest.  Same report; fails on errors, spills and any
-# ptxas warning (C7508: setmaxnreg ignored; wgmma serialized).
-hopper_compile() {  # input output tile_n stages policy
-  local name="hopper_${1#MGEMM_}_n$3_s$4_$5" log
+# tiles (mgemm/hopper.py: TILE_CHOICES), the narrowest, and the MN-major operand layouts (16-bit:
+# A column-major and/or B row-major) at each tile width.  Same report; fails on errors, spills and
+# any ptxas warning (C7508: setmaxnreg ignored; wgmma serialized).
+hopper_compile() {  # input output tile_n stages policy [a_k_major b_k_major [extra -D...]]
+  local ak=${6:-1} bk=${7:-1}
+  local name="hopper_${1#MGEMM_}_n$3_s$4_$5_a${ak}b${bk}${8:+_$(echo "${*:8}" | tr -c 'A-Za-z0-9\n' _)}" log
   log="$out/$name.log"
   if ! "$NVCC" -std=c++17 -cubin -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -o "$out/$name.cubin" \
       -DMGEMM_INPUT="$1" -DMGEMM_OUTPUT="$2" -DMGEMM_TILE_N="$3" -DMGEMM_STAGES="$4" \
-      -DMGEMM_POLICY="MGEMM_POLICY_$5" gemm_hopper.cu >"$log" 2>&1; then
+      -DMGEMM_POLICY="MGEMM_POLICY_$5" -DMGEMM_A_K_MAJOR="$ak" -DMGEMM_B_K_MAJOR="$bk" "${@:8}" \
+      gemm_hopper.cu >"$log" 2>&1; then
     echo "FAILED: $name"; cat "$log"; return 1
   fi
   awk -v n="$name" '/spill/ {sp=$0} /Used/ {sub(/.*Used /,""); print n, "sm_90a", $0, "|", sp}' "$log"
@@ -92,7 +95,9 @@ for io in "MGEMM_F16 MGEMM_F16" "MGEMM_BF16 MGEMM_BF16" "MGEMM_TF32 MGEMM_F32"; 
   for policy in PER_TILE STATIC DYNAMIC STREAMK; do hvariants+=("$io 128 4 $policy"); done
 done
 hvariants+=("MGEMM_BF16 MGEMM_BF16 256 4 STREAMK" "MGEMM_F16 MGEMM_F16 128 6 STATIC"
-            "MGEMM_BF16 MGEMM_F32 64 2 DYNAMIC" "MGEMM_TF32 MGEMM_F32 256 4 STREAMK")
+            "MGEMM_BF16 MGEMM_F32 64 2 DYNAMIC" "MGEMM_TF32 MGEMM_F32 256 4 STREAMK"
+            "MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 0" "MGEMM_F16 MGEMM_F16 128 6 STREAMK 0 0"
+            "MGEMM_BF16 MGEMM_F32 64 2 DYNAMIC 0 1" "MGEMM_F16 MGEMM_F32 256 4 PER_TILE 0 0")
 hstatus=0
 pids=()
 for v in "${hvariants[@]}"; do

@@ -16,8 +16,11 @@
 //
 // Shared memory (dynamic, aligned up to 1024 bytes): stage s = [A: 128 rows x 128 B][B: BN rows x
 // 128 B], every row 128 bytes of K in the 128-byte swizzle (see hopper_ptx.cuh: sw128_desc), then
-// the barriers and the unit slots.  A and B are read K-major only (A row-major, B column-major,
-// i.e. B^T row-major); mgemm/hopper.py gives other layouts a transposed copy.
+// the barriers and the unit slots.  That is the K-major layout (A row-major, B column-major).
+// 16-bit inputs may also be MN-major (MGEMM_A_K_MAJOR 0: A column-major, M contiguous;
+// MGEMM_B_K_MAJOR 0: B row-major, N contiguous): the operand's part of the stage is then
+// (rows / 64) boxes of [BK rows of K x 128 B = 64 m or n], 8 KB each, one TMA load per box, read by
+// wgmma with the transpose bit and sw128_mn_desc.  tf32 is K-major only (mgemm/hopper.py copies).
 #include "hopper_ptx.cuh"
 #include "tile_scheduler.cuh"
 
@@ -57,6 +60,12 @@
 #ifndef MGEMM_RECORD
 #define MGEMM_RECORD 0  // debug: log (cta, tile, k_begin, k_end) of every work unit
 #endif
+#ifndef MGEMM_A_K_MAJOR
+#define MGEMM_A_K_MAJOR 1  // 1: A row-major (K contiguous); 0: A column-major (M contiguous, 16-bit only)
+#endif
+#ifndef MGEMM_B_K_MAJOR
+#define MGEMM_B_K_MAJOR 1  // 1: B column-major (K contiguous); 0: B row-major (N contiguous, 16-bit only)
+#endif
 
 namespace mgemm {
 namespace hopper {
@@ -77,6 +86,9 @@ struct Config {
   static constexpr int kStages = MGEMM_STAGES, kGroup = MGEMM_GROUP;
   static constexpr bool kRasterN = MGEMM_RASTER == MGEMM_RASTER_N;
   static constexpr bool kRecord = MGEMM_RECORD;
+  static constexpr bool kAKMajor = MGEMM_A_K_MAJOR, kBKMajor = MGEMM_B_K_MAJOR;
+  static constexpr int kMnBox = 64;            // MN-major: elements of M or N per box (128 bytes)
+  static constexpr int kMnBoxBytes = kMnBox * 128;  // one MN-major box: BK rows of 128 bytes
 
   static constexpr int kConsumers = 2, kConsumerThreads = 128 * kConsumers;
   static constexpr int kThreads = 128 + kConsumerThreads;
@@ -90,6 +102,8 @@ struct Config {
 
   static_assert(kTileN == 64 || kTileN == 128 || kTileN == 256, "TILE_N: 64, 128 or 256");
   static_assert(kStages >= 2, "the ring needs two stages at least");
+  static_assert((kAKMajor && kBKMajor) || sizeof(In) == 2, "MN-major operands need 16-bit inputs (no tf32 transpose)");
+  static_assert(sizeof(In) != 2 || kMnBoxBytes == kTileK * 128, "an MN-major box is BK rows of 128 bytes");
   static_assert(kSmemBytes <= 232448, "more than the 227 KB of shared memory a block may have");
 };
 
@@ -179,8 +193,22 @@ __device__ __forceinline__ void produce(const TmaDesc* ta, const TmaDesc* tb, un
       mbar_wait(&sh.empty[pos.stage], pos.phase ^ 1);
       unsigned char* a = ring + pos.stage * Config::kStageBytes;
       mbar_arrive_expect_tx(&sh.full[pos.stage], Config::kStageBytes);
-      tma_load_2d(a, ta, kt * Config::kTileK, m0, &sh.full[pos.stage]);
-      tma_load_2d(a + Config::kABytes, tb, kt * Config::kTileK, n0, &sh.full[pos.stage]);
+      const int k0 = kt * Config::kTileK;
+      if constexpr (Config::kAKMajor) {
+        tma_load_2d(a, ta, k0, m0, &sh.full[pos.stage]);  // A as (M, K): box BK x 128
+      } else {
+#pragma unroll
+        for (int j = 0; j < Config::kTileM / Config::kMnBox; ++j)  // A as (K, M): boxes 64 x BK
+          tma_load_2d(a + j * Config::kMnBoxBytes, ta, m0 + j * Config::kMnBox, k0, &sh.full[pos.stage]);
+      }
+      if constexpr (Config::kBKMajor) {
+        tma_load_2d(a + Config::kABytes, tb, k0, n0, &sh.full[pos.stage]);  // B^T as (N, K): box BK x BN
+      } else {
+#pragma unroll
+        for (int j = 0; j < Config::kTileN / Config::kMnBox; ++j)  // B as (K, N): boxes 64 x BK
+          tma_load_2d(a + Config::kABytes + j * Config::kMnBoxBytes, tb, n0 + j * Config::kMnBox, k0,
+                      &sh.full[pos.stage]);
+      }
       pos.advance();
     }
   }
@@ -198,12 +226,20 @@ __device__ __forceinline__ void mainloop(float (&acc)[kAcc], unsigned char* ring
   int prev = 0;
   for (int i = 0; i < nk; ++i) {
     mbar_wait(&sh.full[pos.stage], pos.phase);
+    // This warpgroup's 64 rows of A: 64 K-major rows of 128 bytes, or (MN-major) box `wg`; both 8 KB in.
     const unsigned a = smem_addr(ring + pos.stage * Config::kStageBytes) + wg * 64 * 128;
     const unsigned b = smem_addr(ring + pos.stage * Config::kStageBytes + Config::kABytes);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < Config::kTileK / Config::kInstK; ++kk)
-      wgmma_ss(acc, sw128_desc(a + 32 * kk), sw128_desc(b + 32 * kk), 1, Tag<In>());
+    for (int kk = 0; kk < Config::kTileK / Config::kInstK; ++kk) {
+      // K-major: the next 16 k are 32 bytes further along each swizzled row; MN-major: 16 rows
+      // (two 1024-byte atoms) further down each box.
+      const unsigned long long da = Config::kAKMajor ? sw128_desc(a + 32 * kk)
+                                                     : sw128_mn_desc(a + 2048 * kk, Config::kMnBoxBytes);
+      const unsigned long long db = Config::kBKMajor ? sw128_desc(b + 32 * kk)
+                                                     : sw128_mn_desc(b + 2048 * kk, Config::kMnBoxBytes);
+      wgmma_ss<Config::kAKMajor ? 0 : 1, Config::kBKMajor ? 0 : 1>(acc, da, db, 1, Tag<In>());
+    }
     wgmma_commit();
     if (i > 0) {  // the group before this one is done: its stage may be refilled
       wgmma_wait<1>();
@@ -326,7 +362,8 @@ using namespace mgemm;
 using namespace mgemm::hopper;
 
 // tma_a: A as a (K, M) tensor, K contiguous, box (BK, 128); tma_b: B^T as (K, N), box (BK, BN); both
-// CU_TENSOR_MAP_SWIZZLE_128B with zero fill.  sync[0]: the dynamic counter; sync[1 + cta]: stream-K
+// CU_TENSOR_MAP_SWIZZLE_128B with zero fill.  MN-major (16-bit): tma_a is A as (M, K), M contiguous,
+// box (64, BK); tma_b is B as (N, K), N contiguous, box (64, BK) (coordinates: contiguous first).  sync[0]: the dynamic counter; sync[1 + cta]: stream-K
 // flags; all zero at launch.  workspace: grid x 128 x TILE_N floats when stream-K splits tiles.
 extern "C" __global__ void __launch_bounds__(Config::kThreads, 1) mgemm_gemm_hopper(
     const __grid_constant__ TmaDesc tma_a, const __grid_constant__ TmaDesc tma_b, const Out* C, Out* D,

@@ -90,6 +90,24 @@ __device__ __forceinline__ unsigned long long sw128_desc(unsigned addr) {
          (1ull << 62);
 }
 
+// The same for an MN-major (transposed) 16-bit operand in the 128-byte swizzle, the layout a TMA load
+// of a box {64 elements of M or N (128 bytes), BK rows of K} with CU_TENSOR_MAP_SWIZZLE_128B writes:
+// each 128-byte row holds 64 consecutive m (or n) of one k, the 16-byte chunk c of row r stored at
+// chunk c ^ (r % 8), and 8 rows (8 consecutive k) form a 1024-byte atom.  wgmma's canonical
+// MN-major 128B layout, in elements with T = 8 per 16 bytes, is
+//   ((T, 8, m), (8, k)) : ((1, T, LBO), (8T, SBO))
+// i.e. 64 contiguous MN elements per row, rows 128 bytes apart along K, then the next 64 MN
+// elements `lbo` bytes further (leading byte offset, bits 16-29) and the next 8 rows of K `sbo`
+// bytes further (stride byte offset, bits 32-45): the roles of the two offsets are the other way
+// round from the K-major layout, where only SBO is used.  Here sbo = 1024 (the atoms of one box
+// follow each other along K) and lbo = the bytes of one box (the next 64 of M or N).  A wgmma k16
+// step is 16 rows = two atoms = 2048 bytes: every start address stays 1024-byte aligned, so the
+// base-offset field stays 0.
+__device__ __forceinline__ unsigned long long sw128_mn_desc(unsigned addr, unsigned lbo) {
+  return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3FFF) << 16) |
+         ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
+}
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>
@@ -102,9 +120,11 @@ __device__ __forceinline__ void fence_regs(float (&d)[R]) {
   for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// D(64xN, fp32, registers) (+)= A(64x16 or 64x8 for tf32, smem desc) * B(16xN, smem desc), both
-// K-major (transpose immediates 0).  scale_d = 0 ignores D's old value.  One overload per
-// (N, input); the operand lists are regular: N/2 accumulators per thread.
+// D(64xN, fp32, registers) (+)= A(64x16 or 64x8 for tf32, smem desc) * B(16xN, smem desc).  TA / TB
+// are the transpose immediates (imm-trans-a, imm-trans-b): 0 = K-major (sw128_desc), 1 = MN-major
+// (sw128_mn_desc); f16/bf16 only, tf32 has no transpose.  scale_d = 0 ignores D's old value.  One
+// overload per (N, input); the operand lists are regular: N/2 accumulators per thread.
+template <int TA = 0, int TB = 0>
 __device__ __forceinline__ void wgmma_ss(float (&d)[32], unsigned long long da, unsigned long long db, int scale_d, Tag<f16_t>) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
@@ -113,13 +133,14 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[32], unsigned long long da, 
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
       "}, "
-      "%32, %33, p, 1, 1, 0, 0;\n}\n"
+      "%32, %33, p, 1, 1, %35, %36;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
         "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(da), "l"(db), "r"(scale_d));
+      : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
 }
+template <int TA = 0, int TB = 0>
 __device__ __forceinline__ void wgmma_ss(float (&d)[32], unsigned long long da, unsigned long long db, int scale_d, Tag<bf16_t>) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
@@ -128,14 +149,16 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[32], unsigned long long da, 
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
       "}, "
-      "%32, %33, p, 1, 1, 0, 0;\n}\n"
+      "%32, %33, p, 1, 1, %35, %36;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
         "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(da), "l"(db), "r"(scale_d));
+      : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
 }
+template <int TA = 0, int TB = 0>
 __device__ __forceinline__ void wgmma_ss(float (&d)[32], unsigned long long da, unsigned long long db, int scale_d, Tag<float>) {
+  static_assert(TA == 0 && TB == 0, "wgmma has no transpose for tf32: both operands K-major");
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
@@ -150,6 +173,7 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[32], unsigned long long da, 
         "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
       : "l"(da), "l"(db), "r"(scale_d));
 }
+template <int TA = 0, int TB = 0>
 __device__ __forceinline__ void wgmma_ss(float (&d)[64], unsigned long long da, unsigned long long db, int scale_d, Tag<f16_t>) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
@@ -160,7 +184,7 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[64], unsigned long long da, 
       "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
       "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
       "}, "
-      "%64, %65, p, 1, 1, 0, 0;\n}\n"
+      "%64, %65, p, 1, 1, %67, %68;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
@@ -169,8 +193,9 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[64], unsigned long long da, 
         "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
         "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(da), "l"(db), "r"(scale_d));
+      : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
 }
+template <int TA = 0, int TB = 0>
 __device__ __forceinline__ void wgmma_ss(float (&d)[64], unsigned long long da, unsigned long long db, int scale_d, Tag<bf16_t>) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
@@ -181,7 +206,7 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[64], unsigned long long da, 
       "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
       "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
       "}, "
-      "%64, %65, p, 1, 1, 0, 0;\n}\n"
+      "%64, %65, p, 1, 1, %67, %68;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
@@ -190,9 +215,11 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[64], unsigned long long da, 
         "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
         "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(da), "l"(db), "r"(scale_d));
+      : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
 }
+template <int TA = 0, int TB = 0>
 __device__ __forceinline__ void wgmma_ss(float (&d)[64], unsigned long long da, unsigned long long db, int scale_d, Tag<float>) {
+  static_assert(TA == 0 && TB == 0, "wgmma has no transpose for tf32: both operands K-major");
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
@@ -213,6 +240,7 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[64], unsigned long long da, 
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
       : "l"(da), "l"(db), "r"(scale_d));
 }
+template <int TA = 0, int TB = 0>
 __device__ __forceinline__ void wgmma_ss(float (&d)[128], unsigned long long da, unsigned long long db, int scale_d, Tag<f16_t>) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
@@ -227,7 +255,7 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[128], unsigned long long da,
       "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
       "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
       "}, "
-      "%128, %129, p, 1, 1, 0, 0;\n}\n"
+      "%128, %129, p, 1, 1, %131, %132;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
@@ -244,8 +272,9 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[128], unsigned long long da,
         "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
         "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
         "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-      : "l"(da), "l"(db), "r"(scale_d));
+      : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
 }
+template <int TA = 0, int TB = 0>
 __device__ __forceinline__ void wgmma_ss(float (&d)[128], unsigned long long da, unsigned long long db, int scale_d, Tag<bf16_t>) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
@@ -260,7 +289,7 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[128], unsigned long long da,
       "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
       "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
       "}, "
-      "%128, %129, p, 1, 1, 0, 0;\n}\n"
+      "%128, %129, p, 1, 1, %131, %132;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
@@ -277,9 +306,11 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[128], unsigned long long da,
         "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
         "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
         "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-      : "l"(da), "l"(db), "r"(scale_d));
+      : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
 }
+template <int TA = 0, int TB = 0>
 __device__ __forceinline__ void wgmma_ss(float (&d)[128], unsigned long long da, unsigned long long db, int scale_d, Tag<float>) {
+  static_assert(TA == 0 && TB == 0, "wgmma has no transpose for tf32: both operands K-major");
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 "

@@ -63,6 +63,10 @@ def test_cache_key_changes_with_config_and_options():
     assert a.key() != a.replace(stages=5).key()
     assert a.key() != a.replace(policy="streamk").key()
     assert a.key() != a.replace(tile_n=256).key()
+    assert a.key() != a.replace(b_k_major=False).key()
+    assert a.key() != a.replace(a_k_major=False).key()
+    assert "#define MGEMM_B_K_MAJOR 0" in a.replace(b_k_major=False).render()
+    assert "#define MGEMM_A_K_MAJOR 1" in a.replace(b_k_major=False).render()
     assert a.key(("-arch=sm_90a",)) != a.key(("-arch=sm_90",))
     assert a.key() in a.source() and hopper.KERNEL_SOURCE in a.source()
 
@@ -78,6 +82,11 @@ def test_config_validates():
         HopperConfig(stages=1)
     with pytest.raises(ValueError):  # 5 stages of 128x256 do not fit in 227 KB
         HopperConfig(tile_n=256, stages=5)
+    with pytest.raises(ValueError):  # wgmma has no transpose for tf32
+        HopperConfig(input="tf32", b_k_major=False)
+    with pytest.raises(ValueError):
+        HopperConfig(input="tf32", a_k_major=False)
+    assert str(HopperConfig(a_k_major=False, b_k_major=False)).endswith(" A:col B:row")
     assert HopperConfig(input="tf32").output == "float32"
     assert HopperConfig(input="tf32").tile_k == 32
     assert HopperConfig(input="bfloat16").tile_k == 64
@@ -134,10 +143,68 @@ def test_plan_launch_matches_mirror():
     assert pt.grid == pt.tiles and pt.sk_tiles == 0
 
 
+class _FakeMem:
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+
+class _FakeArray:
+    """Just what ``hopper._operand`` looks at: shape, strides, itemsize, data.ptr, .T."""
+
+    def __init__(self, shape, strides, itemsize=2, ptr=0x10000):
+        self.shape, self.strides, self.itemsize, self.data = shape, strides, itemsize, _FakeMem(ptr)
+        self.dtype = "float16"
+
+    @property
+    def T(self):
+        return _FakeArray(self.shape[::-1], self.strides[::-1], self.itemsize, self.data.ptr)
+
+
+class _FakeCupy:
+    @staticmethod
+    def empty(shape, dtype):
+        return _CopyTarget(shape)
+
+
+class _CopyTarget(_FakeArray):
+    def __init__(self, shape):
+        super().__init__(shape, (shape[1] * 2, 2))
+
+    def __setitem__(self, key, value):
+        pass
+
+
+@pytest.mark.parametrize("shape,strides,mn_ok,expect", [
+    ((300, 512), (1024, 2), True, (False, True, 512)),   # K contiguous: K-major, in place
+    ((300, 512), (2, 608), True, (False, False, 304)),   # MN contiguous, ld 304: MN-major, in place
+    ((300, 512), (2, 608), False, (True, True, 512)),    # tf32-like: no MN-major, K-major copy
+    ((300, 512), (2, 602), True, (True, False, 304)),    # MN contiguous, ld not 16-byte: MN-major copy
+    ((300, 510), (1020, 2), True, (True, True, 512)),    # K contiguous, ld 510: K-major copy
+    ((300, 512), (2048, 4), True, (True, True, 512)),    # neither contiguous: K-major copy
+    ((1, 512), (7, 2), True, (False, True, 512)),        # one row: its ld is never used
+    ((300, 1), (2, 7), True, (False, False, 304)),       # one k: MN-major, ld never used
+])
+def test_operand_layout_choice(shape, strides, mn_ok, expect):
+    x = _FakeArray(shape, strides)
+    arr, k_major, ld = hopper._operand(_FakeCupy, x, 8, mn_ok)
+    assert (arr is not x, k_major, ld) == expect
+    if arr is not x:  # a copy is laid out as the kernel reads it
+        assert arr.shape == ((shape[0], ld) if k_major else (shape[1], ld))
+
+
+def test_operand_misaligned_pointer_is_copied():
+    x = _FakeArray((300, 512), (2, 608), ptr=0x10002)
+    arr, k_major, ld = hopper._operand(_FakeCupy, x, 8, True)
+    assert arr is not x and not k_major and ld == 304
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 @pytest.mark.parametrize("cfg", [HopperConfig(input="bfloat16", tile_n=256, stages=4, policy="streamk"),
                                  HopperConfig(input="tf32", tile_n=128, stages=6, policy="dynamic",
-                                              record=True)], ids=str)
+                                              record=True),
+                                 HopperConfig(input="float16", tile_n=256, b_k_major=False),
+                                 HopperConfig(input="bfloat16", tile_n=64, stages=2, a_k_major=False,
+                                              b_k_major=False, policy="streamk")], ids=str)
 def test_rendered_source_compiles_for_sm90a(cfg, tmp_path):
     """The launcher's #defines compile, and its shared-memory size equals the kernel's (a
     static_assert in gemm_hopper.cu)."""
@@ -148,6 +215,9 @@ def test_rendered_source_compiles_for_sm90a(cfg, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     ptx = (tmp_path / "k.ptx").read_text()
     assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor.2d" in ptx and "setmaxnreg" in ptx
+    if cfg.input != "tf32":  # the transpose immediates (imm-trans-a, imm-trans-b) follow the layout
+        ta, tb = int(not cfg.a_k_major), int(not cfg.b_k_major)
+        assert f"p, 1, 1, {ta}, {tb};" in ptx
 
 
 # --- GPU (sm_90 only) -----------------------------------------------------------------------------
@@ -240,6 +310,48 @@ def test_gemm_transposed_operands(kind, trans_a, trans_b):
     for i, (m, n, k) in enumerate([(200, 136, 96), (129, 67, 40), (300, 500, 520)]):
         cfg = HopperConfig(input=kind, tile_n=128, policy="streamk")
         _check(m, n, k, kind, cfg, trans_a=trans_a, trans_b=trans_b, seed=10 + i, beta=0.25)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("tile_n,policy", [(64, "static"), (128, "streamk"), (256, "static"),
+                                           (256, "streamk")])
+@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+def test_every_operand_layout_without_a_copy(kind, trans_a, trans_b, tile_n, policy):
+    """A row- or column-major, B row- or column-major: each is read in place (MN-major through
+    wgmma's transpose bits) and every combination matches the float64 reference."""
+    rng = np.random.default_rng(30)
+    a, _ = _rand((64, 48) if trans_a else (48, 64), kind, rng)
+    b, _ = _rand((80, 64) if trans_b else (64, 80), kind, rng)
+    a, b = (a.T if trans_a else a), (b.T if trans_b else b)
+    arr, k_major, _ = hopper._operand(cp, a, 8, True)  # A (M, K): K-major unless transposed
+    assert arr is a and k_major == (not trans_a)
+    arr, k_major, _ = hopper._operand(cp, b.T, 8, True)  # B^T (N, K): K-major when B was transposed
+    assert arr.data.ptr == b.data.ptr and k_major == trans_b
+    cfg = HopperConfig(input=kind, tile_n=tile_n, stages=4, policy=policy)
+    for i, (m, n, k) in enumerate(SHAPES + [(384, 768, 1024), (136, 520, 72)]):
+        _check(m, n, k, kind, cfg, trans_a=trans_a, trans_b=trans_b, seed=40 + i,
+               beta=0.5 if i % 2 else 0.0, alpha=1.0 if i % 3 else 0.75)
+
+
+@pytest.mark.gpu
+@needs_sm90
+def test_mn_major_views_with_odd_leading_dimensions():
+    """Column-major A and row-major B slices: a 16-byte leading dimension is read in place at
+    an aligned start; otherwise copied, MN-major."""
+    rng = np.random.default_rng(7)
+    for kind in ("float16", "bfloat16"):
+        base_a, base_a64 = _rand((203, 304), kind, rng)  # A = base_a.T: column-major, ld 304
+        base_b, base_b64 = _rand((203, 160), kind, rng)  # B row-major, ld 160
+        for a, a64, b, b64 in ((base_a.T[8:, 5:], base_a64.T[8:, 5:], base_b[5:, 8:], base_b64[5:, 8:]),
+                               (base_a.T[1:, :], base_a64.T[1:, :], base_b[:, 3:], base_b64[:, 3:])):
+            out = _poisoned((a.shape[0], b.shape[1]), kind)
+            hopper.gemm(a, b, out=out, config=HopperConfig(input=kind, tile_n=128),
+                        as_dtype="bfloat16" if kind == "bfloat16" else None)
+            ref = a64 @ b64
+            err = float(cp.linalg.norm(_as_f64(out) - ref) / cp.linalg.norm(ref))
+            assert err < BOUNDS[kind], (kind, a.shape, b.shape, err)
 
 
 @pytest.mark.gpu
