@@ -57,6 +57,15 @@
 #ifndef MGEMM_B_K_MAJOR
 #define MGEMM_B_K_MAJOR 0  // B column-major (k contiguous); 0: row-major (n contiguous)
 #endif
+#ifndef MGEMM_DMMA_K
+#define MGEMM_DMMA_K 16  // float64 on sm_90: mma k of m16n8k{4,8,16}; 0: m8n8k4 (sm_80's shape)
+#endif
+#ifndef MGEMM_FRAG_DB
+#define MGEMM_FRAG_DB 1  // tensor-core mainloop: load k-step s+1's fragments before step s's mma
+#endif
+#ifndef MGEMM_SIMT_VEC
+#define MGEMM_SIMT_VEC 1  // float32 SIMT: 16-byte copies of M/N-contiguous operands when aligned
+#endif
 #ifndef MGEMM_RECORD
 #define MGEMM_RECORD 0  // debug: log (cta, tile, k_begin, k_end) of every work unit
 #endif
@@ -80,6 +89,8 @@ struct Config {
   static constexpr bool kRasterN = MGEMM_RASTER == MGEMM_RASTER_N;
   static constexpr bool kAKMajor = MGEMM_A_K_MAJOR, kBKMajor = MGEMM_B_K_MAJOR;
   static constexpr bool kRecord = MGEMM_RECORD;
+  static constexpr int kDmmaK = MGEMM_DMMA_K;
+  static constexpr bool kFragDb = MGEMM_FRAG_DB, kSimtVec = MGEMM_SIMT_VEC;
 };
 
 #if MGEMM_INPUT == MGEMM_F32

@@ -44,8 +44,8 @@ STORAGE = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float32", "
 DEFAULT_TILES = {
     "float16": (128, 256, 32, 4, 2, 4),
     "bfloat16": (128, 256, 32, 4, 2, 4),
-    "tf32": (128, 128, 32, 3, 2, 2),
-    "float64": (64, 128, 16, 3, 2, 2),
+    "tf32": (128, 128, 16, 4, 2, 2),
+    "float64": (128, 64, 16, 3, 2, 2),
     "float32": (128, 128, 8, 3, 4, 2),
 }
 # Smaller tiles the heuristic may take when the default leaves most SMs idle, with the CTAs per SM
@@ -53,8 +53,8 @@ DEFAULT_TILES = {
 TILE_CHOICES = {
     "float16": [((128, 256, 32, 4, 2, 4), 1), ((128, 128, 32, 4, 2, 2), 2), ((64, 128, 32, 4, 2, 2), 3)],
     "bfloat16": [((128, 256, 32, 4, 2, 4), 1), ((128, 128, 32, 4, 2, 2), 2), ((64, 128, 32, 4, 2, 2), 3)],
-    "tf32": [((128, 128, 32, 3, 2, 2), 2), ((64, 128, 32, 3, 2, 2), 2)],
-    "float64": [((64, 128, 16, 3, 2, 2), 2), ((64, 64, 16, 3, 2, 2), 3)],
+    "tf32": [((128, 128, 16, 4, 2, 2), 2), ((64, 128, 32, 3, 2, 2), 2)],
+    "float64": [((128, 64, 16, 3, 2, 2), 2), ((64, 64, 16, 3, 2, 2), 3)],
     "float32": [((128, 128, 8, 3, 4, 2), 2), ((64, 128, 8, 3, 2, 2), 3)],
 }
 
@@ -107,6 +107,8 @@ class KernelConfig(RenderedConfig):
     """One variant of the persistent GEMM kernel; every field is a compile-time constant."""
 
     KERNEL_SOURCE: ClassVar[str] = KERNEL_SOURCE
+    # Mainloop variant knobs at their defaults: str() names only those that differ.
+    VARIANT_DEFAULTS: ClassVar[dict] = {"dmma_k": 16, "frag_db": True, "simt_vec": True}
 
     input: str = "float16"
     output: str | None = None  # None: the storage type of the input
@@ -122,6 +124,10 @@ class KernelConfig(RenderedConfig):
     a_k_major: bool = True  # A row-major (k contiguous); False: column-major
     b_k_major: bool = False  # B column-major (k contiguous); False: row-major
     record: bool = False  # debug: the kernel logs every work unit
+    # Mainloop variants (each measurable on its own, see benchmarks/kernels.py --ladder):
+    dmma_k: int = 16  # float64 on sm_90: k of the m16n8k{4,8,16} mma; 0: m8n8k4 (sm_80's only shape)
+    frag_db: bool = True  # tensor cores: fetch k-step s+1's fragments before step s's mma (not tf32)
+    simt_vec: bool = True  # float32 SIMT: 16-byte copies of M/N-contiguous operands when aligned
 
     def __post_init__(self):
         if self.input not in INPUTS:
@@ -134,6 +140,8 @@ class KernelConfig(RenderedConfig):
             raise ValueError(f"policy must be one of {schedule.POLICIES}, got {self.policy!r}")
         if self.raster not in ("m", "n"):
             raise ValueError(f"raster must be 'm' or 'n', got {self.raster!r}")
+        if self.dmma_k not in (0, 4, 8, 16):
+            raise ValueError(f"dmma_k must be 0, 4, 8 or 16, got {self.dmma_k!r}")
         if self.input == "float32" and self.threads != (self.tile_m // 8) * (self.tile_n // 8):
             raise ValueError("SIMT tiles need (tile_m/8)*(tile_n/8) == 32*warps_m*warps_n threads")
 
@@ -207,13 +215,18 @@ class KernelConfig(RenderedConfig):
             "MGEMM_A_K_MAJOR": str(int(self.a_k_major)),
             "MGEMM_B_K_MAJOR": str(int(self.b_k_major)),
             "MGEMM_RECORD": str(int(self.record)),
+            "MGEMM_DMMA_K": str(self.dmma_k),
+            "MGEMM_FRAG_DB": str(int(self.frag_db)),
+            "MGEMM_SIMT_VEC": str(int(self.simt_vec)),
         }
 
     def __str__(self) -> str:
         return (f"{self.input}->{self.output} {self.tile_m}x{self.tile_n}x{self.tile_k} "
                 f"s{self.stages} w{self.warps_m}x{self.warps_n} {self.policy} g{self.group} "
                 f"raster={self.raster} A:{'k' if self.a_k_major else 'm'}-major "
-                f"B:{'k' if self.b_k_major else 'n'}-major" + (" record" if self.record else ""))
+                f"B:{'k' if self.b_k_major else 'n'}-major" + (" record" if self.record else "")
+                + "".join(f" {name}={getattr(self, name)}" for name, default in self.VARIANT_DEFAULTS.items()
+                          if getattr(self, name) != default))
 
 
 # --- heuristic -------------------------------------------------------------------------------------
