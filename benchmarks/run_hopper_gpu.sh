@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # One device call for the Hopper GEMM (kernels/gemm_hopper.cu) on an H200: build the sm_90a variants
-# with nvcc (resource report, SASS check for HGMMA), run its GPU tests, then time bfloat16 and float16
-# at 4096³, 8192³ and the skewed shapes beside cuBLAS (torch for bfloat16, cupy.matmul for
+# with nvcc (resource report, SASS check for HGMMA), run its GPU tests (-x), then time bfloat16 and
+# float16 at 4096³, 8192³ and the skewed shapes beside cuBLAS (torch for bfloat16, cupy.matmul for
 # float16) in the same process: reference check first, warm-up, L2 flush, CUDA events, median.
+# Implementations timed: cuBLAS; "hopper" = the heuristic's config with B row-major (read in place,
+# MN-major); "hopper-Bcol" = B column-major (K-major, the first layout); the ladder: "hopper-direct"
+# (element-wise epilogue), the other policy (static <-> streamk), and at the squares "hopper-n128"
+# (128x128 s6), "hopper-g16" and "hopper-s3"; then tf32 at 8192³ beside torch.matmul with TF32
+# allowed (cuBLAS-TF32).
 #
 #   bash benchmarks/run_hopper_gpu.sh            # everything; results under $OUT (default /tmp/out)
 #   TESTS=none bash benchmarks/run_hopper_gpu.sh # skip the tests;  BENCH=none: skip the timing
 #   PYTEST_ARGS='-k wrap' ...                     # extra pytest arguments
-# The timeouts (TEST_TIMEOUT 300 s, BENCH_TIMEOUT 240 s) keep one call under the device's 600 s.
+# The timeouts (build in parallel; TEST_TIMEOUT 270 s, BENCH_TIMEOUT 210 s) keep one call under
+# the device's 600 s.
 #
 # Writes $OUT/hopper-build.log (ptxas -v), $OUT/hopper.sass, $OUT/pytest-hopper.log,
 # $OUT/hopper.jsonl (one row per measurement) and prints a table last.
@@ -27,35 +33,45 @@ echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 # --- build: the heuristic's two tiles and the stream-K variant, resource report and SASS ----------
 build=$(mktemp -d)
 status=0
-for v in "MGEMM_BF16 MGEMM_BF16 256 4 STATIC" "MGEMM_BF16 MGEMM_BF16 128 6 STREAMK" \
-         "MGEMM_F16 MGEMM_F16 256 4 DYNAMIC" "MGEMM_TF32 MGEMM_F32 128 4 STATIC"; do
-  read -r input output tn st policy <<<"$v"
-  name="${input#MGEMM_}_n${tn}_s${st}_${policy}"
+build_one() {  # input output tile_n stages policy a_k_major b_k_major
+  local input=$1 output=$2 tn=$3 st=$4 policy=$5 ak=$6 bk=$7
+  local name="${input#MGEMM_}_n${tn}_s${st}_${policy}_a${ak}b${bk}"
   if nvcc -std=c++17 -gencode=arch=compute_90a,code=sm_90a -cubin -Xptxas -v -o "$build/$name.cubin" \
       -DMGEMM_INPUT="$input" -DMGEMM_OUTPUT="$output" -DMGEMM_TILE_N="$tn" -DMGEMM_STAGES="$st" \
-      -DMGEMM_POLICY="MGEMM_POLICY_$policy" kernels/gemm_hopper.cu >"$build/$name.log" 2>&1; then
-    echo "== $name: $(grep -E 'Used|spill' "$build/$name.log" | tr -s ' ' | tr '\n' ' ')" | tee -a "$OUT/hopper-build.log"
+      -DMGEMM_POLICY="MGEMM_POLICY_$policy" -DMGEMM_A_K_MAJOR="$ak" -DMGEMM_B_K_MAJOR="$bk" \
+      kernels/gemm_hopper.cu >"$build/$name.log" 2>&1; then
     cuobjdump -sass "$build/$name.cubin" >"$build/$name.sass" 2>&1
-    echo "   SASS: $(grep -c HGMMA "$build/$name.sass") HGMMA ($(grep -m1 -o 'HGMMA[.A-Z0-9x]*' "$build/$name.sass")), $(grep -c UTMALDG "$build/$name.sass") UTMALDG, $(grep -c USETMAXREG "$build/$name.sass") USETMAXREG, $(grep -cE '\b(LDL|STL)\b' "$build/$name.sass") LDL/STL" | tee -a "$OUT/hopper-build.log"
-    [ "$name" = BF16_n256_s4_STATIC ] && cp "$build/$name.sass" "$OUT/hopper.sass"
+    { echo "== $name: $(grep -E 'Used|spill' "$build/$name.log" | tr -s ' ' | tr '\n' ' ')"
+      echo "   SASS: $(grep -c HGMMA "$build/$name.sass") HGMMA ($(grep -m1 -o 'HGMMA[.A-Z0-9x]*[^,]*' "$build/$name.sass")), $(grep -c UTMALDG "$build/$name.sass") UTMALDG, $(grep -c USETMAXREG "$build/$name.sass") USETMAXREG, $(grep -cE '\b(LDL|STL)\b' "$build/$name.sass") LDL/STL, $(grep -cE 'STG\.E\.(64|128)' "$build/$name.sass") wide STG"
+    } >"$build/$name.report"
   else
-    echo "BUILD FAILED: $name"; cat "$build/$name.log"; status=1
+    { echo "BUILD FAILED: $name"; cat "$build/$name.log"; } >"$build/$name.report"; return 1
   fi
+}
+pids=()
+for v in "MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 0" "MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 1" \
+         "MGEMM_BF16 MGEMM_BF16 128 6 STREAMK 0 0" "MGEMM_F16 MGEMM_F16 256 4 DYNAMIC 1 0" \
+         "MGEMM_TF32 MGEMM_F32 128 4 STATIC 1 1" "MGEMM_F16 MGEMM_F32 64 2 STREAMK 0 1"; do
+  # shellcheck disable=SC2086
+  build_one $v & pids+=($!)
 done
+for p in "${pids[@]}"; do wait "$p" || status=1; done
+cat "$build"/*.report | tee -a "$OUT/hopper-build.log"
+[ -f "$build/BF16_n256_s4_STATIC_a1b0.sass" ] && cp "$build/BF16_n256_s4_STATIC_a1b0.sass" "$OUT/hopper.sass"
 rm -rf "$build"
 
 # --- tests -------------------------------------------------------------------------------------------
 if [ "${TESTS:-}" != none ]; then
   # A kernel that hangs (an mbarrier phase bug) blocks inside CUDA: the thread method of
   # pytest-timeout still ends the run, with the stack of the test that hung.
-  timeout ${TEST_TIMEOUT:-300} python3 -m pytest -q -m gpu tests/test_hopper.py -x -p no:cacheprovider \
+  timeout ${TEST_TIMEOUT:-270} python3 -m pytest -q -m gpu tests/test_hopper.py -x -p no:cacheprovider \
     --timeout 120 --timeout-method thread ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/pytest-hopper.log" | tail -40
 fi
 
 # --- timing beside cuBLAS ------------------------------------------------------------------------------
 [ "${BENCH:-}" = none ] && exit $status
-timeout ${BENCH_TIMEOUT:-240} python3 - "$OUT" <<'EOF' 2>&1 | tee "$OUT/bench-hopper.log"
-import importlib.util, json, math, sys, time
+timeout ${BENCH_TIMEOUT:-210} python3 - "$OUT" <<'EOF' 2>&1 | tee "$OUT/bench-hopper.log"
+import importlib.util, json, math, os, sys, time
 from pathlib import Path
 
 import cupy as cp
@@ -79,13 +95,14 @@ print(f"# {meta}", flush=True)
 rows = []
 
 
-def run(case, dtype, name, label, fn, out, a_ref, b_ref):
+def run(case, dtype, name, label, fn, out, a_ref, b_ref, bound_kind=None):
     flops = 2.0 * case.m * case.n * case.k
+    bound = 8e-3 if bound_kind == "tf32" else h.BOUNDS[dtype]  # wgmma truncates tf32 inputs
     try:
         fn()
         cp.cuda.Device().synchronize()
         err = h.rel_err_sampled(out, a_ref, b_ref, dtype, rng)
-        ms = h.timed(fn, REPS) if err <= h.BOUNDS[dtype] * (10 if name == "cuBLAS" else 1) else float("nan")
+        ms = h.timed(fn, REPS) if err <= bound * (10 if name.startswith("cuBLAS") else 1) else float("nan")
         if ms != ms:
             print(f"  REFERENCE CHECK FAILED {case.name} {dtype} {name}: {err:.2e}", flush=True)
     except Exception as exc:  # keep going; the row says what broke
@@ -98,29 +115,67 @@ def run(case, dtype, name, label, fn, out, a_ref, b_ref):
           flush=True)
 
 
+SQUARES = ("square4096", "square8192")
+# Past BUDGET seconds only cuBLAS, "hopper" and "hopper-Bcol" run (each new config compiles for a
+# few seconds), so the summary below is printed well inside BENCH_TIMEOUT.
+BUDGET = float(os.environ.get("BENCH_BUDGET", "150"))
+T0 = time.time()
+ESSENTIAL = ("cuBLAS", "cuBLAS-TF32", "hopper", "hopper-Bcol")
 for dtype in ("bfloat16", "float16"):
     as_dtype = "bfloat16" if dtype == "bfloat16" else None
     storage = cp.uint16 if dtype == "bfloat16" else cp.float16
     for case in CASES:
-        a, b = h.operands(case, dtype, rng)
-        bt = cp.ascontiguousarray(b.T)  # B column-major: the kernel's native layout, no copy
+        a, b = h.operands(case, dtype, rng)  # both row-major: B is read MN-major, in place
+        bt = cp.ascontiguousarray(b.T)  # B column-major: the K-major layout
         cfg = hopper.choose_config(case.m, case.n, case.k, dtype, hopper.device_sms())
-        impls = {"cuBLAS": (None, "cuBLAS")}
-        impls["hopper"] = (cfg, str(cfg) + " (B row-major: copy)")
-        impls["hopper-Bcol"] = (cfg, str(cfg) + " (B col-major)")
-        for policy in ("static", "streamk"):
-            if policy != cfg.policy:
-                impls[f"hopper-{policy}"] = (cfg.replace(policy=policy), str(cfg.replace(policy=policy)) + " (B col-major)")
-        for name, (c, label) in impls.items():
+        impls = {"cuBLAS": (None, "cuBLAS", b)}
+        impls["hopper"] = (cfg, str(cfg.replace(b_k_major=False)), b)
+        impls["hopper-Bcol"] = (cfg, str(cfg), bt.T)
+        impls["hopper-direct"] = (cfg.replace(epilogue="direct"), str(cfg.replace(epilogue="direct", b_k_major=False)), b)
+        other = "streamk" if cfg.policy == "static" else "static"
+        impls[f"hopper-{other}"] = (cfg.replace(policy=other), str(cfg.replace(policy=other, b_k_major=False)), b)
+        if case.name in SQUARES:  # the ladder: tile, group, stages
+            ladder = {"hopper-n128": cfg.replace(tile_n=128, stages=6), "hopper-g16": cfg.replace(group=16),
+                      "hopper-s3": cfg.replace(stages=3)}
+            for name, c in ladder.items():
+                if c != cfg:
+                    impls[name] = (c, str(c.replace(b_k_major=False)), b)
+        for name, (c, label, bb) in impls.items():
+            if name not in ESSENTIAL and time.time() - T0 > BUDGET:
+                print(f"  skipped {case.name} {dtype} {name}: past BENCH_BUDGET", flush=True)
+                continue
             out = cp.full((case.m, case.n), 0x7FC0 if dtype == "bfloat16" else np.nan, dtype=storage)
             if c is None:
                 fn = h.cublas_fn(a, b, dtype, out)
             else:
-                bb = b if name == "hopper" else bt.T
                 fn = (lambda c=c, bb=bb, out=out: hopper.gemm(a, bb, out=out, config=c, as_dtype=as_dtype))
             run(case, dtype, name, label, fn, out, a, b)
         del a, b, bt
         cp.get_default_memory_pool().free_all_blocks()
+
+# tf32 at 8192³: float32 operands, beside cuBLAS with TF32 allowed (torch.matmul; CuPy reads its
+# CUPY_TF32 switch only at import).
+try:
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = True
+    case = h.Case("square8192", 8192, 8192, 8192)
+    a, b = h.operands(case, "float32", rng)
+    cfg = hopper.choose_config(case.m, case.n, case.k, "float32", hopper.device_sms(), allow_tf32=True)
+    ta, tb = torch.from_dlpack(a), torch.from_dlpack(b)
+    for name, c in (("cuBLAS-TF32", None), ("hopper", cfg), ("hopper-n256", cfg.replace(tile_n=256, stages=4))):
+        if c is not None and name != "hopper" and c == cfg:
+            continue
+        out = cp.full((case.m, case.n), np.nan, dtype=cp.float32)
+        if c is None:
+            to = torch.from_dlpack(out)
+            fn = lambda: torch.matmul(ta, tb, out=to)
+        else:
+            fn = (lambda c=c, out=out: hopper.gemm(a, b, out=out, config=c, allow_tf32=True))
+        run(case, "float32", name, "cuBLAS (TF32)" if c is None else str(c) + " (B row-major: copy)",
+            fn, out, a, b, bound_kind="tf32")
+    del a, b, ta, tb
+except Exception as exc:
+    print(f"  ERROR tf32: {type(exc).__name__}: {exc}"[:400], flush=True)
 
 with open(out_dir / "hopper.jsonl", "w") as f:
     for r in rows:
@@ -133,7 +188,7 @@ for r in rows:
     by.setdefault((r["case"], r["dtype"]), {})[r["impl"]] = r
 ratios = {}
 for (case, dtype), impls in by.items():
-    cub = impls["cuBLAS"]["tflops"]
+    cub = (impls.get("cuBLAS") or impls.get("cuBLAS-TF32"))["tflops"]
     for name, r in impls.items():
         ratio = r["tflops"] / cub if cub == cub and cub else float("nan")
         ratios.setdefault((dtype, name), {})[case] = ratio

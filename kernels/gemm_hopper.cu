@@ -35,6 +35,8 @@
 #define MGEMM_POLICY_STREAMK 3
 #define MGEMM_RASTER_M 0
 #define MGEMM_RASTER_N 1
+#define MGEMM_EPILOGUE_DIRECT 0
+#define MGEMM_EPILOGUE_PAIR 1
 
 #ifndef MGEMM_INPUT
 #define MGEMM_INPUT MGEMM_BF16  // what A and B hold: MGEMM_F16, MGEMM_BF16 or MGEMM_TF32 (float32)
@@ -59,6 +61,12 @@
 #endif
 #ifndef MGEMM_RECORD
 #define MGEMM_RECORD 0  // debug: log (cta, tile, k_begin, k_end) of every work unit
+#endif
+#ifndef MGEMM_EPILOGUE
+// DIRECT: one store per element; PAIR: the two adjacent columns a thread holds as one 4-byte
+// (16-bit output) or 8-byte (float32) access wherever the output (and C) is row-major with an
+// even leading dimension and aligned, element-wise elsewhere and at the last odd column.
+#define MGEMM_EPILOGUE MGEMM_EPILOGUE_PAIR
 #endif
 #ifndef MGEMM_A_K_MAJOR
 #define MGEMM_A_K_MAJOR 1  // 1: A row-major (K contiguous); 0: A column-major (M contiguous, 16-bit only)
@@ -87,6 +95,7 @@ struct Config {
   static constexpr bool kRasterN = MGEMM_RASTER == MGEMM_RASTER_N;
   static constexpr bool kRecord = MGEMM_RECORD;
   static constexpr bool kAKMajor = MGEMM_A_K_MAJOR, kBKMajor = MGEMM_B_K_MAJOR;
+  static constexpr bool kPairEpilogue = MGEMM_EPILOGUE == MGEMM_EPILOGUE_PAIR;
   static constexpr int kMnBox = 64;            // MN-major: elements of M or N per box (128 bytes)
   static constexpr int kMnBoxBytes = kMnBox * 128;  // one MN-major box: BK rows of 128 bytes
 
@@ -262,6 +271,31 @@ __device__ __forceinline__ void coord(int i, int wg, int& r, int& c) {
   c = 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
 }
 
+// Two adjacent elements as one aligned access: p must be aligned to 2 * sizeof(Out).
+template <class T>
+__device__ __forceinline__ void load_pair(const T* p, float& x0, float& x1) {
+  if constexpr (sizeof(T) == 2) {
+    const unsigned w = *reinterpret_cast<const unsigned*>(p);
+    T e0, e1;
+    e0.bits = (unsigned short)(w & 0xFFFFu);  // little endian: the lower address is the low half
+    e1.bits = (unsigned short)(w >> 16);
+    x0 = to_acc(e0);
+    x1 = to_acc(e1);
+  } else {
+    const float2 v = *reinterpret_cast<const float2*>(p);
+    x0 = v.x;
+    x1 = v.y;
+  }
+}
+template <class T>
+__device__ __forceinline__ void store_pair(T* p, float x0, float x1) {
+  if constexpr (sizeof(T) == 2) {
+    *reinterpret_cast<unsigned*>(p) = (unsigned)Store<T>::from(x0).bits | ((unsigned)Store<T>::from(x1).bits << 16);
+  } else {
+    *reinterpret_cast<float2*>(p) = make_float2(x0, x1);
+  }
+}
+
 template <bool kReadC>
 __device__ __forceinline__ void epilogue_loop(const float (&acc)[kAcc], int wg, const Out* C, Out* D, int M, int N,
                                               long long ldc_m, long long ldc_n, long long ldd_m,
@@ -279,10 +313,50 @@ __device__ __forceinline__ void epilogue_loop(const float (&acc)[kAcc], int wg, 
   }
 }
 
+// Row-major D (and C) with even leading dimensions and aligned bases: accumulators i, i + 1 are
+// columns gc, gc + 1 (gc even) of one row, stored (and read) as one pair.
+template <bool kReadC>
+__device__ __forceinline__ void epilogue_pairs(const float (&acc)[kAcc], int wg, const Out* C, Out* D, int M, int N,
+                                               long long ldc_m, long long ldd_m, int m0, int n0, float a, float b) {
+#pragma unroll
+  for (int i = 0; i < kAcc; i += 2) {
+    int r, c;
+    coord(i, wg, r, c);
+    const int gr = m0 + r, gc = n0 + c;
+    if (gr >= M) continue;
+    float v0 = a * acc[i], v1 = a * acc[i + 1];
+    if (gc + 1 < N) {
+      if (kReadC) {
+        float c0, c1;
+        load_pair(C + gr * ldc_m + gc, c0, c1);
+        v0 += b * c0;
+        v1 += b * c1;
+      }
+      store_pair(D + gr * ldd_m + gc, v0, v1);
+    } else if (gc < N) {  // the last, odd column
+      if (kReadC) v0 += b * to_acc(C[gr * ldc_m + gc]);
+      D[gr * ldd_m + gc] = Store<Out>::from(v0);
+    }
+  }
+}
+
+__device__ __forceinline__ bool pairs_ok(const Out* p, long long ld_m, long long ld_n) {
+  return ld_n == 1 && (ld_m & 1) == 0 && (reinterpret_cast<unsigned long long>(p) % (2 * sizeof(Out))) == 0;
+}
+
 // D = alpha * acc + beta * C on the in-bounds part; C is not read when beta == 0.
 __device__ __forceinline__ void epilogue(const float (&acc)[kAcc], int wg, const Out* C, Out* D, int M, int N,
                                          long long ldc_m, long long ldc_n, long long ldd_m, long long ldd_n,
                                          int m0, int n0, double alpha, double beta) {
+  if constexpr (Config::kPairEpilogue) {
+    if (pairs_ok(D, ldd_m, ldd_n) && (beta == 0.0 || pairs_ok(C, ldc_m, ldc_n))) {
+      if (beta == 0.0)
+        epilogue_pairs<false>(acc, wg, C, D, M, N, ldc_m, ldd_m, m0, n0, (float)alpha, 0.f);
+      else
+        epilogue_pairs<true>(acc, wg, C, D, M, N, ldc_m, ldd_m, m0, n0, (float)alpha, (float)beta);
+      return;
+    }
+  }
   if (beta == 0.0)
     epilogue_loop<false>(acc, wg, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, m0, n0, (float)alpha, 0.f);
   else

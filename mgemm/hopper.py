@@ -9,34 +9,42 @@ pairs; 128-byte-swizzled 128 × ``tile_n`` × (128 bytes of K) tiles; the persis
 walking the schedule and handing each work unit to the consumers through a small ring of
 shared-memory slots; an epilogue ``alpha·AB + beta·C`` straight from the registers with masked
 edges (any M, N, K ≥ 1, and K = 0).  Inputs float16, bfloat16 (uint16 bits) and tf32 (float32
-storage; wgmma ignores the low 13 mantissa bits), fp32 accumulation.  A and B are read K-major
-only: A row-major and B column-major go in without a copy; any other layout, a leading dimension
-that is not a multiple of 16 bytes or a pointer that is not 16-byte aligned costs one transposed
-(padded) copy.  ``gemm`` raises on GPUs other than sm_90; ``supported()`` tells the caller to use
-``mgemm.kernels.gemm`` (the portable kernel) instead.
+storage; wgmma ignores the low 13 mantissa bits), fp32 accumulation.
 
-Status (first version): compile-checked for sm_90a (SASS shows HGMMA.64xNx16, UTMALDG.2D,
-USETMAXREG; no spills, see ``.ci/compile-kernels.sh``) but NOT YET RUN on a GPU.  Riskiest parts,
-in the order to suspect them if the GPU tests fail:
+Operand layouts (``a_k_major`` / ``b_k_major``, set by ``gemm`` from the strides): K-major (A
+row-major, B column-major) for every input; for float16 and bfloat16 also MN-major (A
+column-major, B row-major, the usual NumPy layout), read in place as TMA boxes of 64 m or n (one
+128-byte swizzle row) × BK rows of K and fed to wgmma with its transpose bits and an MN-major
+descriptor (``sw128_mn_desc``: LBO = one box, 8 KB, from one 64-wide group of M or N to the next;
+SBO = 1024 bytes from one 8-row group of K to the next).  tf32 is K-major only (wgmma has no
+transpose for it): other layouts, a leading dimension that is not a multiple of 16 bytes or a
+pointer that is not 16-byte aligned cost one (padded) copy, transposed only when the operand is
+not contiguous along M, N or K.  Epilogue ``pair`` (default): the two adjacent columns a thread
+holds go out as one 4- or 8-byte store (and C as one load) where the output is row-major with an
+even leading dimension and aligned; ``direct`` is the element-wise one.  ``gemm`` raises on GPUs
+other than sm_90; ``supported()`` tells the caller to use ``mgemm.kernels.gemm`` instead.
 
-1. The wgmma shared-memory descriptor (``sw128_desc`` in hopper_ptx.cuh): 128B swizzle (layout
-   type 1 in bits 62-63), SBO = 1024 bytes, LBO = 1 (unused), start address advanced by 32 bytes
-   per K step inside the 128-byte row; the ring must be 1024-byte aligned (the kernel aligns the
-   dynamic base itself; ``smem_bytes`` counts 1024 bytes of slack).  A wrong field gives garbage
-   values everywhere but no hang.
-2. mbarrier phase tracking: producer waits "empty" at parity ``phase ^ 1`` (passes at once on a
-   fresh barrier), consumers wait "full" at ``phase``; both advance one shared (stage, phase)
-   position per k-iteration across tiles.  A bug shows as a hang or as stale data on the second
-   pass around the ring (the tests with few SMs and many tiles exercise exactly that).
-3. ``setmaxnreg`` (40 / 232) and the 8 per-warp arrivals on "empty" after ``wgmma.wait_group 1``.
-4. The TMA descriptor bytes: ``cuTensorMapEncodeTiled`` → 16 × uint64 → one ``V128`` scalar, the
-   sizes wrapped in ``cuuint64_t``/``cuuint32_t`` (the argument types of that call were not exercised here: this
-   machine has no driver library).
+Status.  Verified on an H200 (first run): K-major operands, all 72 GPU tests (every input × tile
+width × policy, edges, transposes through the copy, stream-K bitwise reproducible, debug record
+equal to the Python mirror): the K-major descriptor, mbarrier phases, setmaxnreg and the TMA
+encoding work.  Speed then: bf16 8192³ 523 TFLOP/s with B column-major (0.67 of cuBLAS), 540
+stream-K; smaller shapes were dominated by ~0.5 ms of host time per call (since removed: memoized
+kernel lookup, occupancy, SM count and TMA descriptors).
 
-Not yet done: B row-major without a copy (wgmma's transpose bit with MN-major
-descriptors), a TMA-store epilogue through shared memory (the stores are element-wise, uncoalesced),
-2-CTA clusters with multicast, 256-row tiles, the ladder in benchmarks/RESULTS.md, and wiring into
-``engine="auto"``.
+New and NOT YET RUN on a GPU (compile-checked for sm_90a: HGMMA with .tnspA/.tnspB, one UTMALDG
+per 64-wide box, no spills, see ``.ci/compile-kernels.sh``; the K-major SASS with the ``direct``
+epilogue is unchanged instruction for instruction), in the order to suspect them:
+
+1. MN-major operands: the descriptor fields (LBO/SBO as above, start address + 2048 bytes per
+   k16 step), the TMA boxes (inner 64 elements of M or N, outer BK of K; ``rows / 64`` loads per
+   stage, each counted in the stage's expect-tx bytes) and the transpose immediates.  A wrong
+   field gives wrong values everywhere, not a hang: ``test_every_operand_layout_without_a_copy``.
+2. The ``pair`` epilogue's alignment test (``pairs_ok``) and the odd last column:
+   ``test_pair_epilogue_equals_direct_and_falls_back``.
+
+Not yet done: a shared-memory / TMA-store epilogue with 16-byte stores, 2-CTA clusters with TMA
+multicast of the shared operand, ping-pong consumers (one warpgroup's epilogue under the other's
+mainloop), 256-row tiles, and wiring into ``engine="auto"``.
 
 On the H200, from the repository root, with wheels of mgemm's Python dependencies in .whl::
 
@@ -75,6 +83,7 @@ THREADS = 384  # producer warpgroup + two consumer warpgroups
 CONSUMER_THREADS = 256
 SMEM_LIMIT = 232448  # 227 KB: the most shared memory one block may have on sm_90
 TILE_NS = (64, 128, 256)
+EPILOGUES = ("pair", "direct")
 
 # Tiles the heuristic chooses among, (tile_n, stages), largest first; all run one CTA per SM.
 # The CI compile script (.ci/compile-kernels.sh) builds these.
@@ -97,6 +106,7 @@ class HopperConfig(RenderedConfig):
     record: bool = False  # debug: the kernel logs every work unit
     a_k_major: bool = True  # False: A column-major (M contiguous; 16-bit inputs only)
     b_k_major: bool = True  # False: B row-major (N contiguous; 16-bit inputs only)
+    epilogue: str = "pair"  # "pair": two adjacent columns per store where aligned; "direct": one
 
     def __post_init__(self):
         if self.input not in INPUTS:
@@ -116,6 +126,8 @@ class HopperConfig(RenderedConfig):
             raise ValueError(f"policy must be one of {schedule.POLICIES}, got {self.policy!r}")
         if self.raster not in ("m", "n"):
             raise ValueError(f"raster must be 'm' or 'n', got {self.raster!r}")
+        if self.epilogue not in EPILOGUES:
+            raise ValueError(f"epilogue must be one of {EPILOGUES}, got {self.epilogue!r}")
         if ITEMSIZE[self.input] != 2 and not (self.a_k_major and self.b_k_major):
             raise ValueError("tf32 operands must be K-major (wgmma has no transpose for tf32)")
 
@@ -164,6 +176,7 @@ class HopperConfig(RenderedConfig):
             "MGEMM_RECORD": str(int(self.record)),
             "MGEMM_A_K_MAJOR": str(int(self.a_k_major)),
             "MGEMM_B_K_MAJOR": str(int(self.b_k_major)),
+            "MGEMM_EPILOGUE": "MGEMM_EPILOGUE_" + self.epilogue.upper(),
             "MGEMM_SMEM_BYTES": str(self.smem_bytes),  # the kernel static_asserts it equals its own
         }
 
@@ -171,6 +184,7 @@ class HopperConfig(RenderedConfig):
         return (f"hopper {self.input}->{self.output} {TILE_M}x{self.tile_n}x{self.tile_k} "
                 f"s{self.stages} {self.policy} g{self.group} raster={self.raster}"
                 + ("" if self.a_k_major else " A:col") + ("" if self.b_k_major else " B:row")
+                + ("" if self.epilogue == "pair" else f" epi={self.epilogue}")
                 + (" record" if self.record else ""))
 
 

@@ -65,6 +65,8 @@ def test_cache_key_changes_with_config_and_options():
     assert a.key() != a.replace(tile_n=256).key()
     assert a.key() != a.replace(b_k_major=False).key()
     assert a.key() != a.replace(a_k_major=False).key()
+    assert a.key() != a.replace(epilogue="direct").key()
+    assert "#define MGEMM_EPILOGUE MGEMM_EPILOGUE_DIRECT" in a.replace(epilogue="direct").render()
     assert "#define MGEMM_B_K_MAJOR 0" in a.replace(b_k_major=False).render()
     assert "#define MGEMM_A_K_MAJOR 1" in a.replace(b_k_major=False).render()
     assert a.key(("-arch=sm_90a",)) != a.key(("-arch=sm_90",))
@@ -82,6 +84,8 @@ def test_config_validates():
         HopperConfig(stages=1)
     with pytest.raises(ValueError):  # 5 stages of 128x256 do not fit in 227 KB
         HopperConfig(tile_n=256, stages=5)
+    with pytest.raises(ValueError):
+        HopperConfig(epilogue="tma")
     with pytest.raises(ValueError):  # wgmma has no transpose for tf32
         HopperConfig(input="tf32", b_k_major=False)
     with pytest.raises(ValueError):
@@ -420,6 +424,43 @@ def test_dynamic_record_covers_every_tile_once():
     units = [tuple(r[1:]) for r in record.tolist()]
     assert len(units) == len(set(units))
     assert set(units) == schedule.work_units("dynamic", lp.rows, lp.cols, lp.k_iters, lp.grid)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("kind,out_dtype", [("bfloat16", None), ("float16", "float32"), ("tf32", None)])
+def test_pair_epilogue_equals_direct_and_falls_back(kind, out_dtype):
+    """The paired stores write what the element-wise ones do (the same bits without beta·C; with
+    it, up to the compiler's choice of fused multiply-adds): row-major outputs with an odd leading
+    dimension, an even one and an odd last column, a start one element off, a column-major one."""
+    rng = np.random.default_rng(8)
+    a, _ = _rand((261, 300), kind, rng)
+    b, _ = _rand((300, 333), kind, rng)
+    as_dtype = "bfloat16" if kind == "bfloat16" else None
+    res = out_dtype or hopper.STORAGE[kind]
+    storage = cp.uint16 if res == "bfloat16" else getattr(cp, res)
+    c, _ = _rand((261, 333), kind if res == hopper.STORAGE.get(kind) else "float16", rng)
+    c = c.astype(storage) if c.dtype != storage else c
+    views = [lambda: cp.zeros((261, 333), storage),                  # ld 333 (odd): element-wise
+             lambda: cp.zeros((261, 334), storage)[:, :333],         # even ld, last column odd
+             lambda: cp.zeros((261, 335), storage)[:, 1:334],        # start one element off
+             lambda: cp.zeros((333, 261), storage).T]                # column-major
+    for beta in (0.0, 0.5):
+        for make in views:
+            outs = []
+            for epi in ("pair", "direct"):
+                cfg = HopperConfig(input=kind, tile_n=128, epilogue=epi)
+                out = make()
+                hopper.gemm(a, b, c, alpha=0.75, beta=beta, out=out, config=cfg, as_dtype=as_dtype,
+                            allow_tf32=kind == "tf32")
+                outs.append(out.copy())
+            got, want = _as_f64(outs[0]), _as_f64(outs[1])
+            if beta == 0.0:
+                assert bool((got == want).all()), (kind, outs[0].strides)
+            else:
+                tol = 1e-6 if res == "float32" else 1e-2
+                assert bool(cp.allclose(got, want, rtol=tol, atol=tol)), (kind, beta, outs[0].strides)
+            assert not bool(cp.isnan(got).any())
 
 
 @pytest.mark.gpu
