@@ -1,7 +1,8 @@
 // SIMT mainloop for exact float32: each thread owns an 8x8 block of the tile (two 4x4 quadrants
 // per direction, so that its float4 shared loads from adjacent threads are contiguous).  Tiles are
-// staged k-major in shared memory ([k][m] and [k][n]) by 4-byte cp.async, which transposes any
-// global layout on the way in and zero-fills the masked edges.
+// staged k-major in shared memory ([k][m] and [k][n]) by cp.async (16-byte for M/N-contiguous
+// operands when aligned, else 4-byte, which transposes K-contiguous ones on the way in), zero-filling
+// the masked edges.
 #pragma once
 #include "ptx.cuh"
 
@@ -30,27 +31,89 @@ struct SimtMainloop {
     col = tx * 4 + (j & 3) + (j >> 2) * (BN / 2);
   }
 
-  // Producer role: element (mn, k) of a matrix at g[mn*ld + k] (K_CONTIG) or g[k*ld + mn], stored
-  // at s[k*PITCH + mn].  Consecutive threads read consecutive global addresses.
+  // Producer role for one operand: element (mn, k) of a matrix at g[mn*ld + k] (K_CONTIG) or
+  // g[k*ld + mn], stored at s[k*PITCH + mn].  A thread's copies share one column (fixed mn or k), so
+  // sources, destinations and edge masks are set once per work unit and a k-tile costs a pointer
+  // walk.  M/N-contiguous operands go in 16-byte chunks of 4 columns when the matrix allows it
+  // (16-byte aligned, ld a multiple of 4), else in single elements; K-contiguous ones transpose on
+  // the way in, one element per copy.  Consecutive threads read consecutive global addresses.
   template <int MN, int PITCH, bool K_CONTIG>
-  __device__ __forceinline__ static void copy_tile(float* s, const float* g, long long ld, int mn0, int k0,
-                                   int mn_lim, int k_lim) {
-#pragma unroll
-    for (int c = threadIdx.x; c < MN * BK; c += kThreads) {
-      const int k = K_CONTIG ? c % BK : c / MN, mn = K_CONTIG ? c / BK : c % MN;
-      const int gm = mn0 + mn, gk = k0 + k;
-      const bool ok = gm < mn_lim && gk < k_lim;
-      const float* src = ok ? g + (K_CONTIG ? gm * ld + gk : gk * ld + gm) : g;
-      cp_async4(s + k * PITCH + mn, src, ok ? 4 : 0);
-    }
-  }
+  struct Copier {
+    static constexpr bool kVec = !K_CONTIG && Cfg::kSimtVec;
+    static constexpr int CW = kVec ? 4 : 1;                 // columns per copy when vectorized
+    static constexpr int PER_ROW = K_CONTIG ? BK : MN / CW;  // copies per row of the source tile
+    static_assert(kThreads % (K_CONTIG ? BK : MN) == 0, "SIMT: a thread's copies must share one column");
+    static constexpr int RPP = kThreads / PER_ROW;          // source rows per pass (vectorized)
+    static constexpr int ROWS = K_CONTIG ? MN : BK;         // source rows of the tile
+    static constexpr int P = (ROWS + RPP - 1) / RPP;        // copies per thread (vectorized)
+    static constexpr bool kWhole = ROWS % RPP == 0;         // else the last pass is partial
+    static constexpr int RPP1 = kThreads / (K_CONTIG ? BK : MN), P1 = ROWS / RPP1;  // element copies
+    static_assert(ROWS % RPP1 == 0 && P1 <= 32, "SIMT: whole passes of element copies");
+    int row0;           // first copy's source row inside the tile
 
-  __device__ __forceinline__ static void load_stage(float* sA, float* sB, const float* A, const float* B,
-                                    long long lda, long long ldb, int M, int N, int K, int m0,
-                                    int n0, int kt) {
-    copy_tile<BM, PA, AK_MAJOR>(sA, A, lda, m0, kt * BK, M, K);
-    copy_tile<BN, PB, BK_MAJOR>(sB, B, ldb, n0, kt * BK, N, K);
-  }
+    const float* g;     // first copy's source at the next k-tile
+    long long step;     // source distance between a thread's copies
+    long long advance;  // source distance between k-tiles
+    unsigned soff;      // first copy's shared byte offset inside a stage
+    int kleft;          // K minus the k of the first copy (MN-contiguous) or of the column (K-contiguous)
+    unsigned mask;      // K_CONTIG: bit j: copy j's row inside M/N; else bytes of a copy inside M/N
+    bool vec;           // 16-byte chunks (uniform over the CTA)
+
+    __device__ __forceinline__ void init(const float* G, long long ld, int mn0, int mn_lim, int K, int kt) {
+      const int k0 = kt * BK;
+      vec = kVec && ((reinterpret_cast<unsigned long long>(G) & 15) == 0) && ((ld & 3) == 0);
+      const int per_row = vec ? PER_ROW : (K_CONTIG ? BK : MN);
+      const int rpp = kThreads / per_row;
+      const int row = threadIdx.x / per_row, col = (threadIdx.x % per_row) * (vec ? CW : 1);
+      row0 = row;
+      step = rpp * ld;
+      if (K_CONTIG) {  // row = mn, col = k
+        g = G + (long long)(mn0 + row) * ld + k0 + col;
+        soff = (col * PITCH + row) * 4;
+        advance = BK;
+        kleft = K - k0 - col;
+        mask = 0;
+#pragma unroll
+        for (int j = 0; j < P1; ++j) mask |= (mn0 + row + j * RPP1 < mn_lim ? 1u : 0u) << j;
+      } else {  // row = k, col = mn
+        g = G + (long long)(k0 + row) * ld + mn0 + col;
+        soff = (row * PITCH + col) * 4;
+        advance = BK * ld;
+        kleft = K - k0 - row;
+        const int left = mn_lim - mn0 - col, w = vec ? CW : 1;
+        mask = (left >= w ? w : (left > 0 ? left : 0)) * 4;
+      }
+    }
+
+    __device__ __forceinline__ void load(unsigned stage) {
+      const float* src = g;
+      if (K_CONTIG) {
+        const int bytes = kleft > 0 ? 4 : 0;
+#pragma unroll
+        for (int j = 0; j < P1; ++j) {
+          cp_async4_s(stage + soff + j * RPP1 * 4, src, (mask >> j) & 1 ? bytes : 0);
+          src += step;
+        }
+      } else if (kVec && vec) {
+#pragma unroll
+        for (int j = 0; j < P; ++j) {
+          if (kWhole || j < P - 1 || row0 + j * RPP < ROWS)
+            cp_async16_s(stage + soff + j * RPP * PITCH * 4, src, j * RPP < kleft ? (int)mask : 0);
+          src += step;
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < P1; ++j) {
+          cp_async4_s(stage + soff + j * RPP1 * PITCH * 4, src, j * RPP1 < kleft ? (int)mask : 0);
+          src += step;
+        }
+      }
+      g += advance;
+      kleft -= BK;
+    }
+  };
+  using CopyA = Copier<BM, PA, AK_MAJOR>;
+  using CopyB = Copier<BN, PB, BK_MAJOR>;
 
   // Consumer role: 64 FMAs per k per thread, fed by four float4 shared loads.
   __device__ __forceinline__ static void compute_stage(float (&acc)[kAcc], const float* sA, const float* sB) {
@@ -75,21 +138,30 @@ struct SimtMainloop {
                              int m0, int n0, int kb, int ke) {
     float* sA = reinterpret_cast<float*>(smem);
     float* sB = sA + kStages * A_STAGE;
+    const unsigned s_a = smem_addr(sA), s_b = smem_addr(sB);
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
+    CopyA ca;
+    CopyB cb;
+    ca.init(A, lda, m0, M, K, kb);
+    cb.init(B, ldb, n0, N, K, kb);
     const int nk = ke - kb;
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
-      if (s < nk) load_stage(sA + s * A_STAGE, sB + s * B_STAGE, A, B, lda, ldb, M, N, K, m0, n0, kb + s);
+      if (s < nk) {
+        ca.load(s_a + s * A_STAGE * 4);
+        cb.load(s_b + s * B_STAGE * 4);
+      }
       cp_async_commit();
     }
     int read = 0, write = kStages - 1;
     for (int it = 0; it < nk; ++it) {
       cp_async_wait<kStages - 2>();
       __syncthreads();
-      if (it + kStages - 1 < nk)
-        load_stage(sA + write * A_STAGE, sB + write * B_STAGE, A, B, lda, ldb, M, N, K, m0, n0,
-                   kb + it + kStages - 1);
+      if (it + kStages - 1 < nk) {
+        ca.load(s_a + write * (A_STAGE * 4));
+        cb.load(s_b + write * (B_STAGE * 4));
+      }
       cp_async_commit();
       compute_stage(acc, sA + read * A_STAGE, sB + read * B_STAGE);
       read = read + 1 == kStages ? 0 : read + 1;
