@@ -180,23 +180,29 @@ def policy_impls(case: Case, dtype: str, policies=("per_tile", "static", "dynami
     return impls
 
 
-# Ladder of tile variants at 8192³, one idea per step (same harness).
+# Ladder at 8192³, one idea per step (same harness, beside cuBLAS): the default tile, each mainloop
+# variant knob switched back (frag_db, simt_vec, dmma_k: the state before that idea), then tiles.
 LADDER = {
-    "float16": [("128x128x32 s4 w2x2", dict(tile_m=128, tile_n=128, tile_k=32, stages=4, warps_m=2, warps_n=2)),
-                ("128x256x32 s4 w2x4", dict(tile_m=128, tile_n=256, tile_k=32, stages=4, warps_m=2, warps_n=4)),
-                ("128x256x64 s3 w2x4", dict(tile_m=128, tile_n=256, tile_k=64, stages=3, warps_m=2, warps_n=4)),
-                ("256x128x32 s4 w4x2", dict(tile_m=256, tile_n=128, tile_k=32, stages=4, warps_m=4, warps_n=2)),
-                ("128x256x32 s5 w2x4", dict(tile_m=128, tile_n=256, tile_k=32, stages=5, warps_m=2, warps_n=4)),
-                ("128x128x64 s4 w2x2", dict(tile_m=128, tile_n=128, tile_k=64, stages=4, warps_m=2, warps_n=2))],
-    "float32": [("128x128x8 s3", dict(tile_m=128, tile_n=128, tile_k=8, stages=3, warps_m=4, warps_n=2)),
-                ("128x128x16 s3", dict(tile_m=128, tile_n=128, tile_k=16, stages=3, warps_m=4, warps_n=2)),
-                ("128x128x8 s4", dict(tile_m=128, tile_n=128, tile_k=8, stages=4, warps_m=4, warps_n=2)),
-                ("64x128x8 s3", dict(tile_m=64, tile_n=128, tile_k=8, stages=3, warps_m=2, warps_n=2))],
-    "float64": [("64x128x16 s3 w2x2", dict(tile_m=64, tile_n=128, tile_k=16, stages=3, warps_m=2, warps_n=2)),
-                ("128x128x16 s3 w2x4", dict(tile_m=128, tile_n=128, tile_k=16, stages=3, warps_m=2, warps_n=4)),
-                ("128x128x16 s3 w4x2", dict(tile_m=128, tile_n=128, tile_k=16, stages=3, warps_m=4, warps_n=2)),
-                ("64x64x16 s4 w2x2", dict(tile_m=64, tile_n=64, tile_k=16, stages=4, warps_m=2, warps_n=2)),
-                ("128x64x16 s3 w2x2", dict(tile_m=128, tile_n=64, tile_k=16, stages=3, warps_m=2, warps_n=2))],
+    "float16": [("default 128x256x32 s4 w2x4", {}),
+                ("no frag double-buffer", dict(frag_db=False)),
+                ("128x256x64 s3 w2x4", dict(tile_k=64, stages=3)),
+                ("128x128x32 s4 w2x2", dict(tile_n=128, warps_n=2)),
+                ("256x128x32 s4 w4x2", dict(tile_m=256, tile_n=128, warps_m=4, warps_n=2)),
+                ("128x256x32 s3 w2x4", dict(stages=3)),
+                ("128x128x64 s4 w2x2", dict(tile_n=128, tile_k=64, warps_n=2))],
+    "float32": [("default 128x128x8 s3", {}),
+                ("4-byte copies only", dict(simt_vec=False)),
+                ("128x128x16 s3", dict(tile_k=16)),
+                ("128x128x8 s4", dict(stages=4)),
+                ("64x128x8 s3 w2x2", dict(tile_m=64, warps_m=2, warps_n=2))],
+    "float64": [("default 128x64x16 s3 w2x2 m16n8k16", {}),
+                ("m8n8k4 (sm_80 shape)", dict(dmma_k=0)),
+                ("m16n8k4", dict(dmma_k=4)),
+                ("m16n8k8", dict(dmma_k=8)),
+                ("128x128x16 s3 w2x4", dict(tile_n=128, warps_n=4)),
+                ("64x128x16 s3 w2x2", dict(tile_m=64, tile_n=128)),
+                ("128x64x32 s3 w2x2 m16n8k16", dict(tile_k=32)),
+                ("64x64x16 s4 w2x2", dict(tile_m=64, stages=4))],
 }
 LADDER["bfloat16"] = LADDER["float16"]
 
@@ -283,7 +289,7 @@ def main(argv=None):
             c = Case("square8192", 8192, 8192, 8192)
             impls = {"cuBLAS": None}
             for label, fields in LADDER[dtype]:
-                impls[label] = KernelConfig(input=dtype, policy="static", **fields)
+                impls[label] = KernelConfig.default(dtype, policy="static", **fields)
             rows += measure(c, dtype, impls, rng, args.reps)
         for case in cases:
             if dtype in ("float32", "float64") and case.m * case.n * case.k > 8192 ** 3:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call: install the carried wheels (mgemm/__init__ imports dask), run the GPU tests of
 # the persistent kernel, then the benchmark.  Usage: bash benchmarks/run_kernels_gpu.sh [bench args]
+# (e.g. --quick --ladder --no-skewed: every mainloop variant at 8192³ beside cuBLAS, then the defaults)
 set -o pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"

@@ -45,6 +45,8 @@ def test_cache_key_changes_with_config_and_options():
     assert a.key() == KernelConfig.default("float16").key()
     assert a.key() != a.replace(stages=3).key()
     assert a.key() != a.replace(policy="streamk").key()
+    assert a.key() != a.replace(frag_db=False).key()
+    assert "frag_db=False" in str(a.replace(frag_db=False)) and "frag_db" not in str(a)
     assert a.key(("-arch=sm_80",)) != a.key(("-arch=sm_90",))
     assert a.key() in a.source()
 
@@ -52,6 +54,8 @@ def test_cache_key_changes_with_config_and_options():
 def test_config_validates():
     with pytest.raises(ValueError):
         KernelConfig(input="int8")
+    with pytest.raises(ValueError):
+        KernelConfig(input="float64", dmma_k=2)
     with pytest.raises(ValueError):
         KernelConfig(policy="greedy")
     with pytest.raises(ValueError):
@@ -139,7 +143,8 @@ def _poisoned(shape, kind):
     return cp.full(shape, cp.nan, dtype=dtype)
 
 
-def _check(m, n, k, kind, policy, *, trans_a=False, trans_b=False, beta=0.0, alpha=1.0, seed=0):
+def _check(m, n, k, kind, policy, *, trans_a=False, trans_b=False, beta=0.0, alpha=1.0, seed=0,
+           **variant):
     rng = np.random.default_rng(seed)
     a, a64 = _rand((k, m) if trans_a else (m, k), kind, rng)
     b, b64 = _rand((n, k) if trans_b else (k, n), kind, rng)
@@ -149,7 +154,7 @@ def _check(m, n, k, kind, policy, *, trans_a=False, trans_b=False, beta=0.0, alp
         b, b64 = b.T, b64.T
     c, c64 = _rand((m, n), kind, rng)
     out = _poisoned((m, n), kind)
-    cfg = KernelConfig.default(kind, policy=policy)
+    cfg = KernelConfig.default(kind, policy=policy, **variant)
     kernels.gemm(a, b, c, alpha=alpha, beta=beta, out=out, config=cfg,
                  allow_tf32=kind == "tf32", as_dtype="bfloat16" if kind == "bfloat16" else None)
     ref = alpha * (a64 @ b64) + (beta * c64 if beta else 0)
@@ -184,6 +189,37 @@ def test_gemm_matches_float64_reference(kind, policy):
 def test_gemm_transposed_operands(kind, trans_a, trans_b):
     for i, (m, n, k) in enumerate([(200, 136, 96), (129, 67, 40)]):
         _check(m, n, k, kind, "streamk", trans_a=trans_a, trans_b=trans_b, seed=10 + i, beta=0.25)
+
+
+# Mainloop variants away from their defaults (the ladder in benchmarks/kernels.py times them).
+VARIANTS = [("float64", dict(dmma_k=0)), ("float64", dict(dmma_k=4)), ("float64", dict(dmma_k=8)),
+            ("float64", dict(dmma_k=8, tile_m=64, tile_n=128)), ("float16", dict(frag_db=False)),
+            ("bfloat16", dict(frag_db=False, tile_k=64, stages=3)), ("float32", dict(simt_vec=False)),
+            ("float32", dict(tile_k=16))]
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("kind,variant", VARIANTS, ids=[f"{k}-{v}" for k, v in VARIANTS])
+def test_mainloop_variants(kind, variant):
+    for i, (m, n, k) in enumerate([(257, 263, 129), (33, 45, 71), (130, 260, 1000)]):
+        for policy in ("static", "streamk"):
+            _check(m, n, k, kind, policy, seed=20 + i, beta=0.5 if i % 2 else 0.0, **variant)
+    _check(200, 136, 96, kind, "streamk", trans_a=True, trans_b=True, seed=30, beta=0.25, **variant)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_simt_odd_leading_dimension_and_offset_pointer():
+    """16-byte copies only when the operand allows them: an ld that is not a multiple of 4 and a
+    pointer 4 bytes past a 16-byte boundary take the 4-byte path, with the same result."""
+    rng = np.random.default_rng(7)
+    a, a64 = _rand((150, 99), "float32", rng)
+    big, big64 = _rand((99, 203), "float32", rng)
+    b, b64 = big[:, 1:], big64[:, 1:]  # row-major view, ld 203, pointer offset by one float
+    out = kernels.gemm(a, b, config=KernelConfig.default("float32", policy="streamk"))
+    err = float(cp.linalg.norm(out.astype(cp.float64) - a64 @ b64) / cp.linalg.norm(a64 @ b64))
+    assert err < BOUNDS["float32"]
 
 
 @pytest.mark.gpu
