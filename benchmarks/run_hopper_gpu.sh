@@ -4,10 +4,12 @@
 # float16 at 4096³, 8192³ and the skewed shapes beside cuBLAS (torch for bfloat16, cupy.matmul for
 # float16) in the same process: reference check first, warm-up, L2 flush, CUDA events, median.
 # Implementations timed: cuBLAS; "hopper" = the heuristic's config with B row-major (read in place,
-# MN-major); "hopper-Bcol" = B column-major (K-major, the first layout); the ladder: "hopper-direct"
-# (element-wise epilogue), the other policy (static <-> streamk), and at the squares "hopper-n128"
-# (128x128 s6), "hopper-g16" and "hopper-s3"; then tf32 at 8192³ beside torch.matmul with TF32
-# allowed (cuBLAS-TF32).
+# MN-major); "hopper-Bcol" = B column-major (K-major, the first layout); the ladder, each idea
+# alone on top of "hopper": at the squares first "hopper-pp64x256" and "hopper-pp128x128" (pingpong
+# consumers: one warpgroup per tile, 64x256 s5 / 128x128 s6) and "hopper-regs24" (setmaxnreg
+# 24/240); then "hopper-direct" (element-wise epilogue), the other policy (static <-> streamk), and
+# at the squares "hopper-n128" (128x128 s6), "hopper-g16" and "hopper-s3"; then tf32 at 8192³
+# beside torch.matmul with TF32 allowed (cuBLAS-TF32).
 #
 #   bash benchmarks/run_hopper_gpu.sh            # everything; results under $OUT (default /tmp/out)
 #   TESTS=none bash benchmarks/run_hopper_gpu.sh # skip the tests;  BENCH=none: skip the timing
@@ -33,12 +35,12 @@ echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 # --- build: the heuristic's two tiles and the stream-K variant, resource report and SASS ----------
 build=$(mktemp -d)
 status=0
-build_one() {  # input output tile_n stages policy a_k_major b_k_major
+build_one() {  # input output tile_n stages policy a_k_major b_k_major [extra -D...]
   local input=$1 output=$2 tn=$3 st=$4 policy=$5 ak=$6 bk=$7
-  local name="${input#MGEMM_}_n${tn}_s${st}_${policy}_a${ak}b${bk}"
+  local name="${input#MGEMM_}_n${tn}_s${st}_${policy}_a${ak}b${bk}${8:+_$(echo "${*:8}" | tr -c 'A-Za-z0-9\n' _)}"
   if nvcc -std=c++17 -gencode=arch=compute_90a,code=sm_90a -cubin -Xptxas -v -o "$build/$name.cubin" \
       -DMGEMM_INPUT="$input" -DMGEMM_OUTPUT="$output" -DMGEMM_TILE_N="$tn" -DMGEMM_STAGES="$st" \
-      -DMGEMM_POLICY="MGEMM_POLICY_$policy" -DMGEMM_A_K_MAJOR="$ak" -DMGEMM_B_K_MAJOR="$bk" \
+      -DMGEMM_POLICY="MGEMM_POLICY_$policy" -DMGEMM_A_K_MAJOR="$ak" -DMGEMM_B_K_MAJOR="$bk" "${@:8}" \
       kernels/gemm_hopper.cu >"$build/$name.log" 2>&1; then
     cuobjdump -sass "$build/$name.cubin" >"$build/$name.sass" 2>&1
     { echo "== $name: $(grep -E 'Used|spill' "$build/$name.log" | tr -s ' ' | tr '\n' ' ')"
@@ -51,7 +53,10 @@ build_one() {  # input output tile_n stages policy a_k_major b_k_major
 pids=()
 for v in "MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 0" "MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 1" \
          "MGEMM_BF16 MGEMM_BF16 128 6 STREAMK 0 0" "MGEMM_F16 MGEMM_F16 256 4 DYNAMIC 1 0" \
-         "MGEMM_TF32 MGEMM_F32 128 4 STATIC 1 1" "MGEMM_F16 MGEMM_F32 64 2 STREAMK 0 1"; do
+         "MGEMM_TF32 MGEMM_F32 128 4 STATIC 1 1" "MGEMM_F16 MGEMM_F32 64 2 STREAMK 0 1" \
+         "MGEMM_BF16 MGEMM_BF16 256 5 STATIC 1 0 -DMGEMM_PINGPONG=1 -DMGEMM_TILE_M=64" \
+         "MGEMM_BF16 MGEMM_BF16 128 6 STATIC 1 0 -DMGEMM_PINGPONG=1 -DMGEMM_TILE_M=128" \
+         "MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 0 -DMGEMM_PRODUCER_REGS=24 -DMGEMM_CONSUMER_REGS=240"; do
   # shellcheck disable=SC2086
   build_one $v & pids+=($!)
 done
@@ -131,6 +136,12 @@ for dtype in ("bfloat16", "float16"):
         impls = {"cuBLAS": (None, "cuBLAS", b)}
         impls["hopper"] = (cfg, str(cfg.replace(b_k_major=False)), b)
         impls["hopper-Bcol"] = (cfg, str(cfg), bt.T)
+        if case.name in SQUARES:  # the new ideas first, each alone
+            ideas = {"hopper-pp64x256": cfg.replace(pingpong=True, tile_m=64, tile_n=256, stages=5),
+                     "hopper-pp128x128": cfg.replace(pingpong=True, tile_m=128, tile_n=128, stages=6),
+                     "hopper-regs24": cfg.replace(producer_regs=24, consumer_regs=240)}
+            for name, c in ideas.items():
+                impls[name] = (c, str(c.replace(b_k_major=False)), b)
         impls["hopper-direct"] = (cfg.replace(epilogue="direct"), str(cfg.replace(epilogue="direct", b_k_major=False)), b)
         other = "streamk" if cfg.policy == "static" else "static"
         impls[f"hopper-{other}"] = (cfg.replace(policy=other), str(cfg.replace(policy=other, b_k_major=False)), b)

@@ -74,6 +74,22 @@
 #ifndef MGEMM_B_K_MAJOR
 #define MGEMM_B_K_MAJOR 1  // 1: B column-major (K contiguous); 0: B row-major (N contiguous, 16-bit only)
 #endif
+#ifndef MGEMM_PINGPONG
+// 0 (cooperative): both consumer warpgroups work on every tile, 64 rows each.  1 (pingpong): each
+// consumer warpgroup owns whole tiles in turn (units 0, 2, 4, ... to warpgroup 0; 1, 3, 5, ... to
+// warpgroup 1), its mainloop ordered after the other's by named barriers, so that one warpgroup's
+// epilogue runs under the other's wgmmas.
+#define MGEMM_PINGPONG 0
+#endif
+#ifndef MGEMM_TILE_M
+#define MGEMM_TILE_M 128  // rows of a tile: 128 (cooperative); 64 or 128 (pingpong: m64 wgmmas per k16)
+#endif
+#ifndef MGEMM_PRODUCER_REGS
+#define MGEMM_PRODUCER_REGS 40  // setmaxnreg of the producer warpgroup
+#endif
+#ifndef MGEMM_CONSUMER_REGS
+#define MGEMM_CONSUMER_REGS 232  // setmaxnreg of the consumer warpgroups (128 P + 256 C <= 65536)
+#endif
 
 namespace mgemm {
 namespace hopper {
@@ -88,7 +104,7 @@ template <> struct StorageOf<MGEMM_TF32> { using type = float; };
 struct Config {
   using In = StorageOf<MGEMM_INPUT>::type;
   using Out = StorageOf<MGEMM_OUTPUT>::type;
-  static constexpr int kTileM = 128, kTileN = MGEMM_TILE_N;
+  static constexpr int kTileM = MGEMM_TILE_M, kTileN = MGEMM_TILE_N;
   static constexpr int kTileK = 128 / (int)sizeof(In);  // one 128-byte swizzle row of K
   static constexpr int kInstK = 32 / (int)sizeof(In);   // K of one wgmma: 16 (f16/bf16), 8 (tf32)
   static constexpr int kStages = MGEMM_STAGES, kGroup = MGEMM_GROUP;
@@ -96,13 +112,24 @@ struct Config {
   static constexpr bool kRecord = MGEMM_RECORD;
   static constexpr bool kAKMajor = MGEMM_A_K_MAJOR, kBKMajor = MGEMM_B_K_MAJOR;
   static constexpr bool kPairEpilogue = MGEMM_EPILOGUE == MGEMM_EPILOGUE_PAIR;
+  static constexpr bool kPingpong = MGEMM_PINGPONG;
+  // m64 row blocks one consumer warpgroup multiplies per k16 step: 1 (cooperative: its half of the
+  // tile), kTileM / 64 (pingpong: the whole tile).
+  static constexpr int kMBlocks = kPingpong ? kTileM / 64 : 1;
+  static constexpr int kProducerRegs = MGEMM_PRODUCER_REGS, kConsumerRegs = MGEMM_CONSUMER_REGS;
   static constexpr int kMnBox = 64;            // MN-major: elements of M or N per box (128 bytes)
   static constexpr int kMnBoxBytes = kMnBox * 128;  // one MN-major box: BK rows of 128 bytes
 
   static constexpr int kConsumers = 2, kConsumerThreads = 128 * kConsumers;
   static constexpr int kThreads = 128 + kConsumerThreads;
   static constexpr int kUnits = 4;                   // unit slots between producer and consumers
-  static constexpr int kAcc = kTileN / 2;            // fp32 accumulators per consumer thread
+  static constexpr int kAcc = kTileN / 2;            // fp32 accumulators per thread per m64 block
+  // Arrivals that free a stage: one per warp of the warpgroups that read it (both, or its owner).
+  static constexpr int kEmptyArrivals = (kPingpong ? 128 : kConsumerThreads) / 32;
+  // Named barriers (0 is __syncthreads; 1 is consumer_sync, all 256 consumer threads): pingpong's
+  // math turn of warpgroup w is kTurnBar + w (256 threads: w waits, the other arrives); its own
+  // 128-thread barrier (stream-K fix-up) is kWgBar + w.
+  static constexpr int kTurnBar = 2, kWgBar = 4;
   static constexpr int kABytes = kTileM * 128, kBBytes = kTileN * 128;
   static constexpr int kStageBytes = kABytes + kBBytes;
   static constexpr int kSharedBytes = 512;           // barriers and unit slots, after the ring
@@ -110,6 +137,12 @@ struct Config {
   static constexpr int kSmemBytes = 1024 + kStages * kStageBytes + kSharedBytes;
 
   static_assert(kTileN == 64 || kTileN == 128 || kTileN == 256, "TILE_N: 64, 128 or 256");
+  static_assert(kPingpong ? (kTileM == 64 || kTileM == 128) : kTileM == 128,
+                "TILE_M: 128 (cooperative), 64 or 128 (pingpong)");
+  static_assert(kMBlocks * kAcc <= 128, "a pingpong warpgroup holds at most 128 accumulators per thread");
+  static_assert(kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0 && kProducerRegs >= 24 && kConsumerRegs <= 256 &&
+                    128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536,
+                "setmaxnreg: multiples of 8 in [24, 256] that fit the register file");
   static_assert(kStages >= 2, "the ring needs two stages at least");
   static_assert((kAKMajor && kBKMajor) || sizeof(In) == 2, "MN-major operands need 16-bit inputs (no tf32 transpose)");
   static_assert(sizeof(In) != 2 || kMnBoxBytes == kTileK * 128, "an MN-major box is BK rows of 128 bytes");
@@ -169,6 +202,12 @@ struct RingPos {
       stage = 0;
       phase ^= 1;
     }
+  }
+  // n advances at once (pingpong: the k-iterations of the other warpgroup's unit).
+  __device__ void skip(int n) {
+    const int s = stage + n;
+    stage = s % Config::kStages;
+    phase ^= (s / Config::kStages) & 1;
   }
 };
 
@@ -429,6 +468,150 @@ __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const T
   }
 }
 
+
+// --- pingpong consumers (MGEMM_PINGPONG 1) -------------------------------------------------------
+//
+// Every consumer thread still reads every unit slot (so the slots and their 256-arrival "empty"
+// barriers are as above), but warpgroup w computes only units u with u % 2 == w, each a whole
+// kTileM x kTileN tile (kMBlocks m64 wgmmas per k16 step), and skips the other's k-iterations in
+// its ring position: the producer fills the ring in unit order, so unit u's stages are the next
+// (k_end - k_begin) after unit u - 1's.  A stage is read by one warpgroup: 4 "empty" arrivals.
+//
+// The math turn: before its mainloop, the warpgroup of unit u > 0 waits on its turn barrier
+// (kTurnBar + w, 256 threads), which the other warpgroup arrives on once it has issued the last
+// wgmmas of unit u - 1; so the mainloops follow each other and each epilogue (and stream-K
+// fix-up) runs under the other warpgroup's mainloop.  Arrivals and waits alternate strictly on
+// each barrier (an arrival for unit u + 2 needs the turn that the wait for unit u + 1 passes on);
+// the warpgroup that meets the end marker at u takes the turn of unit u - 1 too, so no arrival is
+// left pending at exit.
+
+template <int MB>
+__device__ __forceinline__ void mainloop_pingpong(float (&acc)[MB][kAcc], unsigned char* ring, Shared& sh, int nk,
+                                                  RingPos& pos, int other_turn) {
+#pragma unroll
+  for (int j = 0; j < MB; ++j)
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) acc[j][i] = 0.f;
+  if (nk <= 0) {
+    named_arrive<Config::kConsumerThreads>(other_turn);
+    return;
+  }
+  const bool releaser = (threadIdx.x & 31) == 0;  // one arrival per warp of this warpgroup
+  int prev = 0;
+  for (int i = 0; i < nk; ++i) {
+    mbar_wait(&sh.full[pos.stage], pos.phase);
+    const unsigned a = smem_addr(ring + pos.stage * Config::kStageBytes);
+    const unsigned b = smem_addr(ring + pos.stage * Config::kStageBytes + Config::kABytes);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < Config::kTileK / Config::kInstK; ++kk) {
+      const unsigned long long db = Config::kBKMajor ? sw128_desc(b + 32 * kk)
+                                                     : sw128_mn_desc(b + 2048 * kk, Config::kMnBoxBytes);
+#pragma unroll
+      for (int j = 0; j < MB; ++j) {  // rows 64 j .. 64 j + 63: 8 KB in, K-major rows or MN-major box j
+        const unsigned aj = a + j * 64 * 128;
+        const unsigned long long da = Config::kAKMajor ? sw128_desc(aj + 32 * kk)
+                                                       : sw128_mn_desc(aj + 2048 * kk, Config::kMnBoxBytes);
+        wgmma_ss<Config::kAKMajor ? 0 : 1, Config::kBKMajor ? 0 : 1>(acc[j], da, db, 1, Tag<In>());
+      }
+    }
+    wgmma_commit();
+    if (i > 0) {
+      wgmma_wait<1>();
+      if (releaser) mbar_arrive(&sh.empty[prev]);
+    }
+    prev = pos.stage;
+    pos.advance();
+  }
+  named_arrive<Config::kConsumerThreads>(other_turn);  // every wgmma of this unit is issued
+  wgmma_wait<0>();
+#pragma unroll
+  for (int j = 0; j < MB; ++j) fence_regs(acc[j]);
+  if (releaser) mbar_arrive(&sh.empty[prev]);
+}
+
+// Stream-K partials of one warpgroup: slot `cta` holds [m block][acc index][thread of 128].
+template <int MB>
+__device__ __forceinline__ void store_partial_wg(const float (&acc)[MB][kAcc], float* ws, int* flags, int wg) {
+  constexpr int T = 128;
+  const int t = threadIdx.x & 127;
+  float* slot = ws + (long long)blockIdx.x * MB * kAcc * T;
+#pragma unroll
+  for (int j = 0; j < MB; ++j)
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) slot[(j * kAcc + i) * T + t] = acc[j][i];
+  __threadfence();
+  named_sync<T>(Config::kWgBar + wg);
+  if (t == 0) flag_release(flags + blockIdx.x);
+}
+
+template <int MB>
+__device__ __forceinline__ void add_partial_wg(float (&acc)[MB][kAcc], const float* ws, const int* flags, int cta,
+                                               int wg) {
+  constexpr int T = 128;
+  const int t = threadIdx.x & 127;
+  if (t == 0)
+    while (flag_acquire(flags + cta) == 0) {
+    }
+  named_sync<T>(Config::kWgBar + wg);
+  const float* slot = ws + (long long)cta * MB * kAcc * T;
+#pragma unroll
+  for (int j = 0; j < MB; ++j)
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) acc[j][i] += __ldcg(slot + (j * kAcc + i) * T + t);
+}
+
+template <class S, int MB>
+__device__ __forceinline__ void fix_up_wg(const S& sched, const WorkUnit& w, float (&acc)[MB][kAcc], const float* ws,
+                                          const int* flags, int wg) {
+  const long long start = sched.tile_start(w);
+  for (int c = (int)blockIdx.x - 1; c >= 0; --c) {
+    const long long b = sched.sk_begin(c);
+    if (b == sched.sk_begin(c + 1)) continue;
+    add_partial_wg(acc, ws, flags, c, wg);
+    if (b <= start) break;
+  }
+}
+
+__device__ __forceinline__ void consume_pingpong(unsigned char* ring, Shared& sh, const TileGrid& g,
+                                                 const SchedArgs& args, const Out* C, Out* D, int M, int N,
+                                                 long long ldc_m, long long ldc_n, long long ldd_m, long long ldd_n,
+                                                 double alpha, double beta, int* sync, float* workspace) {
+  constexpr int MB = Config::kMBlocks;
+  const int wg = threadIdx.x / 128 - 1;
+  const Scheduler sched(g, args);  // for stream-K's bookkeeping only; units come from the slots
+  RingPos pos;
+  for (int u = 0;; ++u) {
+    const int slot = u % Config::kUnits;
+    mbar_wait(&sh.unit_full[slot], (u / Config::kUnits) & 1);
+    const WorkUnit w = sh.units[slot];
+    mbar_arrive(&sh.unit_empty[slot]);
+    if (w.tile < 0) {
+      if (u > 0 && (u & 1) == wg) named_sync<Config::kConsumerThreads>(Config::kTurnBar + wg);
+      return;
+    }
+    const int nk = w.k_end - w.k_begin;
+    if ((u & 1) != wg) {
+      pos.skip(nk);
+      continue;
+    }
+    if (u > 0) named_sync<Config::kConsumerThreads>(Config::kTurnBar + wg);
+    float acc[MB][kAcc];
+    mainloop_pingpong(acc, ring, sh, nk, pos, Config::kTurnBar + (wg ^ 1));
+    if constexpr (Scheduler::kSplitsK) {
+      if (w.k_end < g.k_iters) {  // a contributor: hand the partial to the tile's owner
+        store_partial_wg(acc, workspace, sync + 1, wg);
+        continue;
+      }
+      if (w.k_begin > 0) fix_up_wg(sched, w, acc, workspace, sync + 1, wg);
+    }
+#pragma unroll
+    for (int j = 0; j < MB; ++j)
+      epilogue(acc[j], j, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, w.row * Config::kTileM, w.col * Config::kTileN,
+               alpha, beta);
+  }
+}
+
 }  // namespace hopper
 }  // namespace mgemm
 
@@ -449,7 +632,7 @@ extern "C" __global__ void __launch_bounds__(Config::kThreads, 1) mgemm_gemm_hop
   if (threadIdx.x == 0) {
     for (int s = 0; s < Config::kStages; ++s) {
       mbar_init(&sh.full[s], 1);
-      mbar_init(&sh.empty[s], Config::kConsumerThreads / 32);
+      mbar_init(&sh.empty[s], Config::kEmptyArrivals);
     }
     for (int u = 0; u < Config::kUnits; ++u) {
       mbar_init(&sh.unit_full[u], 1);
@@ -469,14 +652,17 @@ extern "C" __global__ void __launch_bounds__(Config::kThreads, 1) mgemm_gemm_hop
   args.sk_tiles = sk_tiles;
 
   if (threadIdx.x < 128) {  // producer warpgroup
-    setmaxnreg_dec<40>();
+    setmaxnreg_dec<Config::kProducerRegs>();
     if (threadIdx.x == 0) {
       tma_prefetch(&tma_a);
       tma_prefetch(&tma_b);
       produce(&tma_a, &tma_b, ring, sh, grid, args, record);
     }
   } else {  // consumer warpgroups
-    setmaxnreg_inc<232>();
-    consume(ring, sh, grid, args, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta, sync, workspace);
+    setmaxnreg_inc<Config::kConsumerRegs>();
+    if constexpr (Config::kPingpong)
+      consume_pingpong(ring, sh, grid, args, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta, sync, workspace);
+    else
+      consume(ring, sh, grid, args, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta, sync, workspace);
   }
 }

@@ -75,6 +75,16 @@ __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.
 template <int Threads>
 __device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(Threads) : "memory"); }
 
+// Named barrier `id` (1-15; 0 is __syncthreads) of `Threads` threads, a multiple of 32 that every
+// participating warp states alike: sync waits until that many have arrived (itself included),
+// arrive counts the calling warp's threads and goes on.  A phase completes at exactly `Threads`
+// arrivals, so a producer-consumer pair (one warpgroup arrives, another syncs, 256 threads) must
+// alternate strictly: a second arrival before the matching sync would complete the phase alone.
+template <int Threads>
+__device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(Threads) : "memory"); }
+template <int Threads>
+__device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(Threads) : "memory"); }
+
 // --- wgmma ----------------------------------------------------------------------------------------
 
 // Shared-memory matrix descriptor for a K-major operand in the 128-byte swizzle layout that a TMA

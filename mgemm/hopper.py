@@ -24,6 +24,16 @@ holds go out as one 4- or 8-byte store (and C as one load) where the output is r
 even leading dimension and aligned; ``direct`` is the element-wise one.  ``gemm`` raises on GPUs
 other than sm_90; ``supported()`` tells the caller to use ``mgemm.kernels.gemm`` instead.
 
+Consumer modes.  Cooperative (default): both consumer warpgroups on every 128-row tile, 64 rows
+each.  ``pingpong=True``: each consumer warpgroup owns whole ``tile_m`` × ``tile_n`` tiles in
+turn (``tile_m`` 64, or 128 as two m64 wgmmas per k16 step; at most 128 accumulators per thread,
+so 64×256 or 128×128), units 0, 2, 4, ... of a CTA to the first and 1, 3, 5, ... to the second;
+a named-barrier "math turn" (ids 2 and 3, 256 threads) lets a warpgroup start its wgmmas only
+after the other has issued all of its previous unit's, so one epilogue runs under the other's
+mainloop.  Every policy works with it (stream-K partials per warpgroup, fix-up barrier ids 4
+and 5).  ``producer_regs`` / ``consumer_regs``: the setmaxnreg split (default 40 / 232; 24 / 240
+fits too, but the producer's stream-K and dynamic bookkeeping spill at 24).
+
 Status.  Verified on an H200 (first run): K-major operands, all 72 GPU tests (every input × tile
 width × policy, edges, transposes through the copy, stream-K bitwise reproducible, debug record
 equal to the Python mirror): the K-major descriptor, mbarrier phases, setmaxnreg and the TMA
@@ -41,10 +51,13 @@ epilogue is unchanged instruction for instruction), in the order to suspect them
    field gives wrong values everywhere, not a hang: ``test_every_operand_layout_without_a_copy``.
 2. The ``pair`` epilogue's alignment test (``pairs_ok``) and the odd last column:
    ``test_pair_epilogue_equals_direct_and_falls_back``.
+3. Pingpong (compile-checked, no spills; the default configs' SASS is unchanged): the ring skip
+   over the other warpgroup's k-iterations, the 4-arrival "empty" barriers, the turn barriers (a
+   hang, not wrong values, if they are wrong), the per-warpgroup stream-K workspace:
+   ``test_pingpong_*``.  The 24 / 240 register split: ``test_register_split_24_240``.
 
 Not yet done: a shared-memory / TMA-store epilogue with 16-byte stores, 2-CTA clusters with TMA
-multicast of the shared operand, ping-pong consumers (one warpgroup's epilogue under the other's
-mainloop), 256-row tiles, and wiring into ``engine="auto"``.
+multicast of the shared operand, 256-row tiles, and wiring into ``engine="auto"``.
 
 On the H200, from the repository root, with wheels of mgemm's Python dependencies in .whl::
 
@@ -78,12 +91,15 @@ OUTPUTS = {"float16": "MGEMM_F16", "bfloat16": "MGEMM_BF16", "float32": "MGEMM_F
 ITEMSIZE = {"float16": 2, "bfloat16": 2, "tf32": 4}
 STORAGE = {"float16": "float16", "bfloat16": "bfloat16", "tf32": "float32"}
 
-TILE_M = 128  # two consumer warpgroups of 64 rows each
+TILE_M = 128  # cooperative: two consumer warpgroups of 64 rows each
+PINGPONG_TILE_MS = (64, 128)  # pingpong: one consumer warpgroup per tile, m64 wgmmas per k16 step
 THREADS = 384  # producer warpgroup + two consumer warpgroups
 CONSUMER_THREADS = 256
 SMEM_LIMIT = 232448  # 227 KB: the most shared memory one block may have on sm_90
 TILE_NS = (64, 128, 256)
 EPILOGUES = ("pair", "direct")
+REGS = (40, 232)  # setmaxnreg of (producer, consumers): the defaults
+LAUNCH_REGS = 168  # what ptxas gives each of the 384 threads under __launch_bounds__(384, 1)
 
 # Tiles the heuristic chooses among, (tile_n, stages), largest first; all run one CTA per SM.
 # The CI compile script (.ci/compile-kernels.sh) builds these.
@@ -107,6 +123,12 @@ class HopperConfig(RenderedConfig):
     a_k_major: bool = True  # False: A column-major (M contiguous; 16-bit inputs only)
     b_k_major: bool = True  # False: B row-major (N contiguous; 16-bit inputs only)
     epilogue: str = "pair"  # "pair": two adjacent columns per store where aligned; "direct": one
+    # False (cooperative): both consumer warpgroups on every 128-row tile.  True (pingpong): each
+    # owns whole tile_m x tile_n tiles in turn, one's epilogue under the other's mainloop.
+    pingpong: bool = False
+    tile_m: int = TILE_M  # 128; pingpong also 64 (at most 128 accumulators per thread)
+    producer_regs: int = REGS[0]  # setmaxnreg of the producer warpgroup
+    consumer_regs: int = REGS[1]  # setmaxnreg of the consumer warpgroups
 
     def __post_init__(self):
         if self.input not in INPUTS:
@@ -119,9 +141,26 @@ class HopperConfig(RenderedConfig):
             raise ValueError(f"tile_n must be one of {TILE_NS}, got {self.tile_n}")
         if self.stages < 2:
             raise ValueError(f"stages must be at least 2, got {self.stages}")
+        if not self.pingpong and self.tile_m != TILE_M:
+            raise ValueError(f"tile_m must be {TILE_M} without pingpong, got {self.tile_m}")
+        if self.pingpong and self.tile_m not in PINGPONG_TILE_MS:
+            raise ValueError(f"pingpong tile_m must be one of {PINGPONG_TILE_MS}, got {self.tile_m}")
+        if self.pingpong and self.tile_m * self.tile_n // 128 > 128:
+            raise ValueError(f"a pingpong tile of {self.tile_m}x{self.tile_n} needs "
+                             f"{self.tile_m * self.tile_n // 128} accumulators per thread, more than 128 "
+                             f"(use tile_m=64 with tile_n=256)")
+        for name, regs in (("producer_regs", self.producer_regs), ("consumer_regs", self.consumer_regs)):
+            if regs % 8 or not 24 <= regs <= 256:
+                raise ValueError(f"{name} must be a multiple of 8 in [24, 256], got {regs}")
+        if self.producer_regs > LAUNCH_REGS or self.consumer_regs < LAUNCH_REGS:
+            raise ValueError(f"setmaxnreg moves registers from the producer (<= {LAUNCH_REGS}) to the "
+                             f"consumers (>= {LAUNCH_REGS}), got {self.producer_regs}/{self.consumer_regs}")
+        if 128 * self.producer_regs + CONSUMER_THREADS * self.consumer_regs > 65536:
+            raise ValueError(f"producer_regs {self.producer_regs} and consumer_regs {self.consumer_regs} "
+                             f"need more than the 65536 registers of an SM")
         if self.smem_bytes > SMEM_LIMIT:
-            raise ValueError(f"{self.stages} stages of 128x{self.tile_n} need {self.smem_bytes} bytes "
-                             f"of shared memory, more than {SMEM_LIMIT}")
+            raise ValueError(f"{self.stages} stages of {self.tile_m}x{self.tile_n} need {self.smem_bytes} "
+                             f"bytes of shared memory, more than {SMEM_LIMIT}")
         if self.policy not in schedule.POLICIES:
             raise ValueError(f"policy must be one of {schedule.POLICIES}, got {self.policy!r}")
         if self.raster not in ("m", "n"):
@@ -136,10 +175,6 @@ class HopperConfig(RenderedConfig):
 
     # --- what the C++ derives from the constants (kept in step with kernels/gemm_hopper.cu) ---
     @property
-    def tile_m(self) -> int:
-        return TILE_M
-
-    @property
     def tile_k(self) -> int:
         """One 128-byte swizzle row of K: 64 for 16-bit inputs, 32 for tf32."""
         return 128 // ITEMSIZE[self.input]
@@ -150,13 +185,14 @@ class HopperConfig(RenderedConfig):
 
     @property
     def acc_per_thread(self) -> int:
-        """fp32 accumulators per consumer thread (the stream-K workspace holds this many per thread)."""
-        return self.tile_n // 2
+        """fp32 accumulators per consumer thread: the tile over the threads that compute it (both
+        consumer warpgroups, or one with pingpong)."""
+        return self.tile_m * self.tile_n // (128 if self.pingpong else CONSUMER_THREADS)
 
     @property
     def smem_bytes(self) -> int:
         """Alignment slack (1024) + the stage ring + the barrier area (512), as Config::kSmemBytes."""
-        return 1024 + self.stages * (TILE_M + self.tile_n) * 128 + 512
+        return 1024 + self.stages * (self.tile_m + self.tile_n) * 128 + 512
 
     @property
     def align(self) -> int:
@@ -177,14 +213,21 @@ class HopperConfig(RenderedConfig):
             "MGEMM_A_K_MAJOR": str(int(self.a_k_major)),
             "MGEMM_B_K_MAJOR": str(int(self.b_k_major)),
             "MGEMM_EPILOGUE": "MGEMM_EPILOGUE_" + self.epilogue.upper(),
+            "MGEMM_PINGPONG": str(int(self.pingpong)),
+            "MGEMM_TILE_M": str(self.tile_m),
+            "MGEMM_PRODUCER_REGS": str(self.producer_regs),
+            "MGEMM_CONSUMER_REGS": str(self.consumer_regs),
             "MGEMM_SMEM_BYTES": str(self.smem_bytes),  # the kernel static_asserts it equals its own
         }
 
     def __str__(self) -> str:
-        return (f"hopper {self.input}->{self.output} {TILE_M}x{self.tile_n}x{self.tile_k} "
+        return (f"hopper {self.input}->{self.output} {self.tile_m}x{self.tile_n}x{self.tile_k} "
                 f"s{self.stages} {self.policy} g{self.group} raster={self.raster}"
                 + ("" if self.a_k_major else " A:col") + ("" if self.b_k_major else " B:row")
                 + ("" if self.epilogue == "pair" else f" epi={self.epilogue}")
+                + (" pingpong" if self.pingpong else "")
+                + ("" if (self.producer_regs, self.consumer_regs) == REGS
+                   else f" regs={self.producer_regs}/{self.consumer_regs}")
                 + (" record" if self.record else ""))
 
 
@@ -245,7 +288,7 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
 @functools.lru_cache(maxsize=256)
 def plan_launch(config: HopperConfig, m: int, n: int, k: int, slots: int) -> LaunchPlan:
     """Grid and stream-K split for ``slots`` resident CTAs (SMs × occupancy, occupancy 1 here)."""
-    rows, cols, k_iters = schedule.tile_grid(m, n, k, TILE_M, config.tile_n, config.tile_k)
+    rows, cols, k_iters = schedule.tile_grid(m, n, k, config.tile_m, config.tile_n, config.tile_k)
     tiles = rows * cols
     sk = schedule.streamk_tiles(tiles, slots, k_iters) if config.policy == "streamk" else 0
     return LaunchPlan(rows, cols, k_iters, schedule.launch_grid(config.policy, tiles, slots, sk), sk)
@@ -425,14 +468,14 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
         dims = (1, 1, 1)
     config = config.replace(output=res_dtype, record=debug, a_k_major=a_k, b_k_major=b_k)
     kernel = get_kernel(config, dev.id)
-    desc_a = _operand_desc(a_arr.data.ptr, kind, a_k, dims[0], dims[1], lda, config.tile_k, TILE_M)
+    desc_a = _operand_desc(a_arr.data.ptr, kind, a_k, dims[0], dims[1], lda, config.tile_k, config.tile_m)
     desc_b = _operand_desc(b_arr.data.ptr, kind, b_k, dims[0], dims[2], ldb, config.tile_k, config.tile_n)
 
     slots = sms * max(1, occupancy(kernel, config))
     lp = plan_launch(config, m, n, k, slots)
     sync = cp.zeros(1 + lp.grid, dtype=cp.int32)
     if lp.sk_tiles:
-        workspace = cp.empty(lp.grid * config.acc_per_thread * CONSUMER_THREADS, dtype=cp.float32)
+        workspace = cp.empty(lp.grid * config.tile_m * config.tile_n, dtype=cp.float32)  # a tile per CTA
     else:
         workspace = cp.empty(1, dtype=cp.float32)
     record = (cp.zeros(1 + 4 * (lp.tiles + 2 * lp.grid + 8), dtype=cp.int32) if debug

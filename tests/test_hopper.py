@@ -69,6 +69,14 @@ def test_cache_key_changes_with_config_and_options():
     assert "#define MGEMM_EPILOGUE MGEMM_EPILOGUE_DIRECT" in a.replace(epilogue="direct").render()
     assert "#define MGEMM_B_K_MAJOR 0" in a.replace(b_k_major=False).render()
     assert "#define MGEMM_A_K_MAJOR 1" in a.replace(b_k_major=False).render()
+    assert a.key() != a.replace(pingpong=True).key()
+    assert a.key() != a.replace(pingpong=True, tile_m=64).key()
+    assert a.key() != a.replace(producer_regs=24, consumer_regs=240).key()
+    pp = a.replace(pingpong=True, tile_m=64, tile_n=256).render()
+    assert "#define MGEMM_PINGPONG 1" in pp and "#define MGEMM_TILE_M 64" in pp
+    assert "#define MGEMM_PINGPONG 0" in a.render() and "#define MGEMM_TILE_M 128" in a.render()
+    regs = a.replace(producer_regs=24, consumer_regs=240).render()
+    assert "#define MGEMM_PRODUCER_REGS 24" in regs and "#define MGEMM_CONSUMER_REGS 240" in regs
     assert a.key(("-arch=sm_90a",)) != a.key(("-arch=sm_90",))
     assert a.key() in a.source() and hopper.KERNEL_SOURCE in a.source()
 
@@ -91,6 +99,23 @@ def test_config_validates():
     with pytest.raises(ValueError):
         HopperConfig(input="tf32", a_k_major=False)
     assert str(HopperConfig(a_k_major=False, b_k_major=False)).endswith(" A:col B:row")
+    with pytest.raises(ValueError):  # cooperative tiles are 128 rows
+        HopperConfig(tile_m=64)
+    with pytest.raises(ValueError):
+        HopperConfig(pingpong=True, tile_m=32)
+    with pytest.raises(ValueError, match="accumulators"):  # 128x256 on one warpgroup: 256 per thread
+        HopperConfig(pingpong=True, tile_m=128, tile_n=256)
+    with pytest.raises(ValueError):  # not a multiple of 8
+        HopperConfig(producer_regs=36)
+    with pytest.raises(ValueError):  # 128 * 40 + 256 * 240 > 65536
+        HopperConfig(producer_regs=40, consumer_regs=240)
+    with pytest.raises(ValueError):  # setmaxnreg.inc below the launch allocation
+        HopperConfig(producer_regs=24, consumer_regs=160)
+    pp = HopperConfig(pingpong=True, tile_m=64, tile_n=256, stages=5)
+    assert str(pp).startswith("hopper bfloat16->bfloat16 64x256x64 s5") and " pingpong" in str(pp)
+    assert pp.acc_per_thread == 128 and pp.smem_bytes == 1024 + 5 * (64 + 256) * 128 + 512
+    assert HopperConfig(pingpong=True, tile_n=128).acc_per_thread == 128
+    assert str(HopperConfig(producer_regs=24, consumer_regs=240)).endswith(" regs=24/240")
     assert HopperConfig(input="tf32").output == "float32"
     assert HopperConfig(input="tf32").tile_k == 32
     assert HopperConfig(input="bfloat16").tile_k == 64
@@ -135,6 +160,12 @@ def test_heuristic_streamk_only_when_last_wave_is_poor(m, n, k):
         wide = -(-(-(-m // 128) * -(-n // 256)) // 132)
         narrow = -(-(-(-m // 128) * -(-n // 128)) // 132)
         assert narrow * 128 / 0.9 < wide * 256
+
+
+def test_plan_launch_pingpong_uses_its_tile_rows():
+    cfg = HopperConfig(tile_n=256, policy="streamk", pingpong=True, tile_m=64)
+    lp = hopper.plan_launch(cfg, 1000, 3000, 4000, 132)
+    assert (lp.rows, lp.cols, lp.k_iters) == schedule.tile_grid(1000, 3000, 4000, 64, 256, 64)
 
 
 def test_plan_launch_matches_mirror():
@@ -208,7 +239,12 @@ def test_operand_misaligned_pointer_is_copied():
                                               record=True),
                                  HopperConfig(input="float16", tile_n=256, b_k_major=False),
                                  HopperConfig(input="bfloat16", tile_n=64, stages=2, a_k_major=False,
-                                              b_k_major=False, policy="streamk")], ids=str)
+                                              b_k_major=False, policy="streamk"),
+                                 HopperConfig(input="bfloat16", tile_n=256, stages=4, pingpong=True, tile_m=64,
+                                              b_k_major=False, policy="streamk"),
+                                 HopperConfig(input="float16", tile_n=128, stages=6, pingpong=True,
+                                              a_k_major=False, policy="dynamic", producer_regs=24,
+                                              consumer_regs=240)], ids=str)
 def test_rendered_source_compiles_for_sm90a(cfg, tmp_path):
     """The launcher's #defines compile, and its shared-memory size equals the kernel's (a
     static_assert in gemm_hopper.cu)."""
@@ -222,6 +258,9 @@ def test_rendered_source_compiles_for_sm90a(cfg, tmp_path):
     if cfg.input != "tf32":  # the transpose immediates (imm-trans-a, imm-trans-b) follow the layout
         ta, tb = int(not cfg.a_k_major), int(not cfg.b_k_major)
         assert f"p, 1, 1, {ta}, {tb};" in ptx
+    assert f"setmaxnreg.inc.sync.aligned.u32 {cfg.consumer_regs};" in ptx
+    assert f"setmaxnreg.dec.sync.aligned.u32 {cfg.producer_regs};" in ptx
+    assert ("bar.arrive" in ptx) == cfg.pingpong  # the math turn of the pingpong warpgroups
 
 
 # --- GPU (sm_90 only) -----------------------------------------------------------------------------
@@ -488,3 +527,83 @@ def test_other_gpus_are_refused_with_a_pointer_to_the_portable_kernel():
     assert not hopper.supported()
     with pytest.raises(RuntimeError, match="mgemm.kernels.gemm"):
         hopper.get_kernel(HopperConfig())
+
+
+# --- pingpong consumers and register splits (GPU) --------------------------------------------------
+
+# (kind, tile_m, tile_n, stages): one warpgroup per tile, 64 or 128 rows (two m64 wgmmas per k16).
+PINGPONG = [("bfloat16", 64, 256, 4), ("float16", 128, 128, 4), ("tf32", 128, 64, 3)]
+# Few SMs: many units per CTA, odd and even counts per warpgroup, the stage ring and the unit slots
+# wrapped many times; stream-K splits across the two warpgroups of one CTA.
+BUDGETS = [(1100, 1300, 900, 3), (700, 2100, 333, 7), (520, 700, 4100, 5), (2000, 1000, 200, None)]
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("policy", schedule.POLICIES)
+@pytest.mark.parametrize("kind,tile_m,tile_n,stages", PINGPONG)
+def test_pingpong_matches_float64_reference(kind, tile_m, tile_n, stages, policy):
+    """Units alternate between the consumer warpgroups (named-barrier math turns): edge shapes,
+    then several SM budgets.  A hang here is a turn or ring-skip bug (the test times out)."""
+    cfg = HopperConfig(input=kind, tile_m=tile_m, tile_n=tile_n, stages=stages, policy=policy, pingpong=True)
+    for i, (m, n, k) in enumerate(SHAPES):
+        _check(m, n, k, kind, cfg, seed=60 + i, beta=0.5 if i % 2 else 0.0, alpha=1.0 if i % 3 else 0.75)
+    for j, (m, n, k, sms) in enumerate(BUDGETS):
+        _check(m, n, k, kind, cfg, sms=sms, seed=70 + j, beta=0.5 if j % 2 else 0.0)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("tile_m,tile_n,policy", [(128, 128, "streamk"), (64, 256, "static")])
+@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (True, False), (False, True), (True, True)])
+def test_pingpong_every_operand_layout(trans_a, trans_b, tile_m, tile_n, policy):
+    """MN-major A (tile_m / 64 boxes, one per m64 wgmma) and B with pingpong tiles."""
+    cfg = HopperConfig(input="float16", tile_m=tile_m, tile_n=tile_n, stages=4, policy=policy, pingpong=True)
+    for i, (m, n, k) in enumerate(SHAPES[1:] + [(384, 768, 1024), (136, 520, 72)]):
+        _check(m, n, k, "float16", cfg, trans_a=trans_a, trans_b=trans_b, seed=80 + i,
+               beta=0.5 if i % 2 else 0.0, sms=5 if i % 3 == 0 else None)
+
+
+@pytest.mark.gpu
+@needs_sm90
+def test_pingpong_k_zero_and_streamk_reproducible():
+    for policy in ("static", "streamk"):
+        cfg = HopperConfig(input="bfloat16", tile_m=64, tile_n=256, policy=policy, pingpong=True)
+        _check(37, 41, 0, "bfloat16", cfg, beta=2.0)
+        _check(300, 41, 0, "bfloat16", cfg, beta=0.0, sms=3)
+    rng = np.random.default_rng(9)
+    a, _ = _rand((333, 4096), "bfloat16", rng)
+    b, _ = _rand((4096, 517), "bfloat16", rng)
+    cfg = HopperConfig(input="bfloat16", tile_m=128, tile_n=128, policy="streamk", pingpong=True)
+    first = hopper.gemm(a, b, config=cfg, as_dtype="bfloat16", out_dtype="float32", sms=11)
+    for _ in range(3):
+        again = hopper.gemm(a, b, config=cfg, as_dtype="bfloat16", out_dtype="float32", sms=11)
+        assert bool((again == first).all())
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("policy", ["per_tile", "static", "streamk"])
+@pytest.mark.parametrize("m,n,k,sms", [(1000, 1500, 700, None), (300, 2000, 4096, 20), (64, 64, 64, 7)])
+def test_pingpong_record_equals_mirror(policy, m, n, k, sms):
+    rng = np.random.default_rng(1)
+    a, _ = _rand((m, k), "float16", rng)
+    b, _ = _rand((k, n), "float16", rng)
+    cfg = HopperConfig(input="float16", tile_m=64, tile_n=128, policy=policy, pingpong=True)
+    _, record = hopper.gemm(a, b, config=cfg, sms=sms, debug=True)
+    lp = hopper.launch_info(a.shape, b.shape, cfg.replace(record=True), sms=sms)
+    assert lp.rows == -(-m // 64)
+    expect = schedule.assignment(policy, lp.rows, lp.cols, lp.k_iters, lp.grid, sk_tiles=lp.sk_tiles)
+    assert schedule.from_record(record.tolist(), lp.grid) == expect
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("pingpong", [False, True])
+@pytest.mark.parametrize("policy", ["static", "streamk"])
+def test_register_split_24_240(policy, pingpong):
+    """setmaxnreg 24 / 240 (producer / consumers) computes what 40 / 232 does."""
+    cfg = HopperConfig(input="bfloat16", tile_n=256, policy=policy, producer_regs=24, consumer_regs=240,
+                       pingpong=pingpong, tile_m=64 if pingpong else 128)
+    for i, (m, n, k) in enumerate([(257, 263, 129), (640, 520, 2050), (1100, 1300, 900)]):
+        _check(m, n, k, "bfloat16", cfg, seed=90 + i, beta=0.5 if i % 2 else 0.0, sms=3 if i == 2 else None)
