@@ -154,7 +154,8 @@ static_assert(MGEMM_SMEM_BYTES == Config::kSmemBytes, "launcher and kernel disag
 #endif
 
 // Barriers and the unit slots.  full[s]: one producer arrival + the stage's TMA bytes; empty[s]:
-// one arrival per consumer warp; unit_full[u]: the producer; unit_empty[u]: every consumer thread.
+// one arrival per warp that reads the stage (every consumer warp; pingpong: the owner's 4);
+// unit_full[u]: the producer; unit_empty[u]: every consumer thread (pingpong too).
 struct Shared {
   unsigned long long full[Config::kStages], empty[Config::kStages];
   unsigned long long unit_full[Config::kUnits], unit_empty[Config::kUnits];
