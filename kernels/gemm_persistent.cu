@@ -58,7 +58,7 @@
 #define MGEMM_B_K_MAJOR 0  // B column-major (k contiguous); 0: row-major (n contiguous)
 #endif
 #ifndef MGEMM_DMMA_K
-#define MGEMM_DMMA_K 16  // float64 on sm_90: mma k of m16n8k{4,8,16}; 0: m8n8k4 (sm_80's shape)
+#define MGEMM_DMMA_K 4  // float64 on sm_90: mma k of m16n8k{4,8,16}; 0: m8n8k4 (sm_80's shape)
 #endif
 #ifndef MGEMM_FRAG_DB
 #define MGEMM_FRAG_DB 1  // tensor-core mainloop: load k-step s+1's fragments before step s's mma

@@ -81,7 +81,7 @@ from typing import Any, ClassVar
 
 from mgemm import schedule
 from mgemm.kernels import (KERNEL_DIR, LaunchPlan, RenderedConfig, compile_kernel, device_sms,
-                           occupancy)
+                           launch_scratch, occupancy, specialize)
 
 KERNEL_SOURCE = "gemm_hopper.cu"
 KERNEL_NAME = "mgemm_gemm_hopper"
@@ -316,11 +316,22 @@ def supported(device: int | None = None) -> bool:
 
 def get_kernel(config: HopperConfig, device: int | None = None):
     """The compiled kernel of ``config`` on ``device``, memoized per (device, cache key)."""
-    dev = _cupy().cuda.Device(device)
-    if dev.compute_capability != "90":
-        raise RuntimeError(f"the Hopper kernel needs compute capability 9.0, device {dev.id} has "
-                           f"{dev.compute_capability}; use mgemm.kernels.gemm")
-    return compile_kernel(config, compile_options(), KERNEL_NAME, dev.id)
+    dev = _cupy().cuda.Device(device).id
+    cc = _compute_capability(dev)
+    if cc != "90":
+        raise RuntimeError(f"the Hopper kernel needs compute capability 9.0, device {dev} has "
+                           f"{cc}; use mgemm.kernels.gemm")
+    return compile_kernel(config, compile_options(), KERNEL_NAME, dev)
+
+
+@functools.lru_cache(maxsize=None)
+def _compute_capability(device: int) -> str:
+    return _cupy().cuda.Device(device).compute_capability
+
+
+@functools.lru_cache(maxsize=1024)
+def _choose_cached(m: int, n: int, k: int, dtype: str, sms: int, allow_tf32: bool) -> HopperConfig:
+    return choose_config(m, n, k, dtype, sms, allow_tf32=allow_tf32)
 
 
 # --- TMA descriptors (cuda.bindings, lazily) -------------------------------------------------------
@@ -432,7 +443,7 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
     sms = sm_count if sms is None else max(1, min(int(sms), sm_count))
     kind = input_kind(dtype, allow_tf32)
     if config is None:
-        config = choose_config(m, n, k, dtype, sms, allow_tf32=allow_tf32)
+        config = _choose_cached(m, n, k, dtype, sms, allow_tf32)
     if config.input != kind:
         raise ValueError(f"config multiplies {config.input}, operands are {kind}")
     given = out if out is not None else (c if c is not None and beta != 0 else None)
@@ -466,20 +477,17 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
         a_k = b_k = True
         lda = ldb = config.align
         dims = (1, 1, 1)
-    config = config.replace(output=res_dtype, record=debug, a_k_major=a_k, b_k_major=b_k)
+    config = specialize(config, output=res_dtype, record=debug, a_k_major=a_k, b_k_major=b_k)
     kernel = get_kernel(config, dev.id)
     desc_a = _operand_desc(a_arr.data.ptr, kind, a_k, dims[0], dims[1], lda, config.tile_k, config.tile_m)
     desc_b = _operand_desc(b_arr.data.ptr, kind, b_k, dims[0], dims[2], ldb, config.tile_k, config.tile_n)
 
     slots = sms * max(1, occupancy(kernel, config))
     lp = plan_launch(config, m, n, k, slots)
-    sync = cp.zeros(1 + lp.grid, dtype=cp.int32)
-    if lp.sk_tiles:
-        workspace = cp.empty(lp.grid * config.tile_m * config.tile_n, dtype=cp.float32)  # a tile per CTA
-    else:
-        workspace = cp.empty(1, dtype=cp.float32)
-    record = (cp.zeros(1 + 4 * (lp.tiles + 2 * lp.grid + 8), dtype=cp.int32) if debug
-              else cp.empty(1, dtype=cp.int32))  # not touched unless debug
+    sync, workspace, record = launch_scratch(  # the stream-K workspace: a tile per CTA
+        cp, dev.id, lp.grid, config.policy == "dynamic" or lp.sk_tiles > 0,
+        lp.grid * config.tile_m * config.tile_n if lp.sk_tiles else 1, cp.float32,
+        1 + 4 * (lp.tiles + 2 * lp.grid + 8) if debug else 0)
     c_arr = c if (c is not None and beta != 0) else out
     ci, oi = c_arr.itemsize, out.itemsize
     args = (desc_a, desc_b, c_arr, out, np.int32(m), np.int32(n), np.int32(k),

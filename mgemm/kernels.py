@@ -46,7 +46,7 @@ DEFAULT_TILES = {
     "bfloat16": (128, 256, 32, 4, 2, 4),
     "tf32": (128, 128, 16, 4, 2, 2),
     "float64": (128, 64, 16, 3, 2, 2),
-    "float32": (128, 128, 8, 3, 4, 2),
+    "float32": (64, 128, 8, 3, 2, 2),  # 0.88 of cuBLAS at 8192³ on the H200; 128x128x8: 0.84
 }
 # Smaller tiles the heuristic may take when the default leaves most SMs idle, with the CTAs per SM
 # each tile is expected to reach (the launch asks the occupancy API for the real number).
@@ -55,7 +55,7 @@ TILE_CHOICES = {
     "bfloat16": [((128, 256, 32, 4, 2, 4), 1), ((128, 128, 32, 4, 2, 2), 2), ((64, 128, 32, 4, 2, 2), 3)],
     "tf32": [((128, 128, 16, 4, 2, 2), 2), ((64, 128, 32, 3, 2, 2), 2)],
     "float64": [((128, 64, 16, 3, 2, 2), 2), ((64, 64, 16, 3, 2, 2), 3)],
-    "float32": [((128, 128, 8, 3, 4, 2), 2), ((64, 128, 8, 3, 2, 2), 3)],
+    "float32": [((64, 128, 8, 3, 2, 2), 4), ((128, 128, 8, 3, 4, 2), 2)],
 }
 
 
@@ -108,7 +108,7 @@ class KernelConfig(RenderedConfig):
 
     KERNEL_SOURCE: ClassVar[str] = KERNEL_SOURCE
     # Mainloop variant knobs at their defaults: str() names only those that differ.
-    VARIANT_DEFAULTS: ClassVar[dict] = {"dmma_k": 16, "frag_db": True, "simt_vec": True}
+    VARIANT_DEFAULTS: ClassVar[dict] = {"dmma_k": 4, "frag_db": True, "simt_vec": True}
 
     input: str = "float16"
     output: str | None = None  # None: the storage type of the input
@@ -125,7 +125,9 @@ class KernelConfig(RenderedConfig):
     b_k_major: bool = False  # B column-major (k contiguous); False: row-major
     record: bool = False  # debug: the kernel logs every work unit
     # Mainloop variants (each measurable on its own, see benchmarks/kernels.py --ladder):
-    dmma_k: int = 16  # float64 on sm_90: k of the m16n8k{4,8,16} mma; 0: m8n8k4 (sm_80's only shape)
+    # float64 on sm_90: k of the m16n8k{4,8,16} mma (4 measured fastest on the H200: 0.85 of
+    # cuBLAS at 8192³ against 0.74 for 16); 0: m8n8k4 (sm_80's only shape)
+    dmma_k: int = 4
     frag_db: bool = True  # tensor cores: fetch k-step s+1's fragments before step s's mma (not tf32)
     simt_vec: bool = True  # float32 SIMT: 16-byte copies of M/N-contiguous operands when aligned
 
@@ -284,6 +286,11 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
                         warps_n=wn, policy=policy)
 
 
+
+@functools.lru_cache(maxsize=1024)
+def _choose_cached(m: int, n: int, k: int, dtype: str, sms: int, allow_tf32: bool) -> KernelConfig:
+    return choose_config(m, n, k, dtype, sms, allow_tf32=allow_tf32)
+
 @dataclass(frozen=True)
 class LaunchPlan:
     """What one launch does: the tile grid, the CTAs and the stream-K split."""
@@ -378,6 +385,46 @@ def device_sms(device: int | None = None) -> int:
     return sms
 
 
+
+# --- per-launch scratch (counters, stream-K workspace, debug record) -------------------------------
+
+_scratch: dict[tuple, dict[str, Any]] = {}
+
+
+def launch_scratch(cp, dev_id: int, grid: int, zero_sync: bool, ws_elems: int, ws_dtype,
+                   record_elems: int = 0):
+    """``(sync, workspace, record)`` for one launch, reused across launches of this thread on this
+    stream (allocating, zeroing with a kernel and freeing them took tens of microseconds per call,
+    as long as a small product's whole kernel).  ``sync`` (1 + grid ints) is zeroed with one async
+    memset when ``zero_sync`` (the dynamic counter and stream-K flags need zeros at launch; other
+    policies never read it).  Stream order makes the reuse safe: a launch's memset runs after the
+    previous launch on the stream has finished with the buffers.  ``record_elems`` > 0 (debug)
+    returns a fresh zeroed record."""
+    import threading  # noqa: PLC0415
+    stream = cp.cuda.get_current_stream()
+    key = (dev_id, stream.ptr, threading.get_ident())
+    bufs = _scratch.setdefault(key, {})
+
+    def get(name, elems, dtype):
+        buf = bufs.get(name)
+        if buf is None or buf.size < elems or buf.dtype != dtype:
+            buf = bufs[name] = cp.empty(max(elems, 1), dtype=dtype)
+        return buf
+
+    sync = get("sync", 1 + grid, cp.int32)
+    if zero_sync:
+        cp.cuda.runtime.memsetAsync(sync.data.ptr, 0, (1 + grid) * 4, stream.ptr)
+    workspace = get("ws_" + cp.dtype(ws_dtype).name, ws_elems, ws_dtype)
+    record = (cp.zeros(record_elems, dtype=cp.int32) if record_elems
+              else get("record", 1, cp.int32))
+    return sync, workspace, record
+
+
+@functools.lru_cache(maxsize=1024)
+def specialize(config, **changes):
+    """``config.replace(**changes)``, memoized (a launch derives the same variant every call)."""
+    return config.replace(**changes)
+
 # --- launch ----------------------------------------------------------------------------------------
 
 def _dtype_name(x, as_dtype: str | None) -> str:
@@ -436,7 +483,7 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
     sm_count = device_sms(dev.id)
     sms = sm_count if sms is None else max(1, min(int(sms), sm_count))
     if config is None:
-        config = choose_config(m, n, k, dtype, sms, allow_tf32=allow_tf32)
+        config = _choose_cached(m, n, k, dtype, sms, allow_tf32)
     kind = input_kind(dtype, allow_tf32)
     if config.input != kind:
         raise ValueError(f"config multiplies {config.input}, operands are {kind}")
@@ -461,19 +508,15 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
         b_arr, b_k, ldb = _operand(cp, b, 0, chunk)
     else:
         a_arr, a_k, lda, b_arr, b_k, ldb = out, True, 1, out, False, 1  # never read
-    config = config.replace(a_k_major=a_k, b_k_major=b_k, output=res_dtype, record=debug)
+    config = specialize(config, a_k_major=a_k, b_k_major=b_k, output=res_dtype, record=debug)
     kernel = get_kernel(config, dev.id)
     slots = sms * max(1, occupancy(kernel, config))
     lp = plan_launch(config, m, n, k, slots)
-
-    sync = cp.zeros(1 + lp.grid, dtype=cp.int32)
-    acc = cp.float64 if config.acc_dtype == "float64" else cp.float32
-    if lp.sk_tiles:
-        workspace = cp.empty(lp.grid * config.acc_per_thread * config.threads, dtype=acc)
-    else:
-        workspace = cp.empty(1, dtype=acc)
-    record = (cp.zeros(1 + 4 * (lp.tiles + 2 * lp.grid + 8), dtype=cp.int32) if debug
-              else cp.empty(1, dtype=cp.int32))  # not touched unless debug
+    sync, workspace, record = launch_scratch(
+        cp, dev.id, lp.grid, config.policy == "dynamic" or lp.sk_tiles > 0,
+        lp.grid * config.acc_per_thread * config.threads if lp.sk_tiles else 1,
+        cp.float64 if config.acc_dtype == "float64" else cp.float32,
+        1 + 4 * (lp.tiles + 2 * lp.grid + 8) if debug else 0)
     c_arr = c if (c is not None and beta != 0) else out
     ci, oi = c_arr.itemsize, out.itemsize
     args = (a_arr, b_arr, c_arr, out, _i32(m), _i32(n), _i32(k), _i64(lda), _i64(ldb),
