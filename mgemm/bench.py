@@ -267,6 +267,7 @@ def environment(client: Any) -> dict:
     try:  # the transport settings the workers run with (UCX reads them from the environment)
         ucx = next(iter(client.run(_ucx_environment).values()), {})
         env["transfer_limit"] = ucx.pop("transfer_limit", None)
+        env["transfer_sync"] = ucx.pop("transfer_sync", None)
         env["ucx_env"] = ucx
     except Exception:
         pass
@@ -277,6 +278,12 @@ def _ucx_environment() -> dict:
     """A worker's UCX_* variables and its per-message transfer limit."""
     env = {k: v for k, v in sorted(os.environ.items()) if k.startswith("UCX")}
     env["transfer_limit"] = dask.config.get("distributed.worker.transfer.message-bytes-limit")
+    try:
+        import distributed_ucxx.ucxx as comm
+        env["transfer_sync"] = ("stream" if comm.synchronize_stream.__module__ == "mgemm.cluster"
+                                else "device")
+    except ImportError:
+        pass
     return env
 
 

@@ -106,10 +106,14 @@ def _cluster_has_gpus(client: Any) -> bool:
 @click.option("--transfer-limit", default=None,
               help="bytes a worker fetches from one peer per message on the embedded cluster "
                    "(e.g. 1GiB; Dask's default is 50MB)")
+@click.option("--transfer-sync", type=click.Choice(["stream", "device"]), default="stream",
+              show_default=True,
+              help="what a UCX transfer waits for on the embedded cluster: the legacy default "
+                   "stream (mgemm's plugin) or the whole GPU (distributed-ucxx's own)")
 @mgemm_options
 def bench(suite: str, case_names: tuple, methods: tuple, repeat: int, protocol: str | None,
           json_path: str | None, plot_path: str | None, trace_path: str | None,
-          transfer_limit: str | None, **options: Any) -> None:
+          transfer_limit: str | None, transfer_sync: str, **options: Any) -> None:
     """Time mgemm and dask.array.matmul on the same cluster and inputs (median of --repeat)."""
     from .bench import SUITES, cpu_cases, plot, run_case, table
     from .cluster import session
@@ -117,6 +121,7 @@ def bench(suite: str, case_names: tuple, methods: tuple, repeat: int, protocol: 
     opts = config.resolve(**options)
     given = opts.pop("client")
     start = {k: v for k, v in (("protocol", protocol), ("transfer_limit", transfer_limit)) if v}
+    start["transfer_sync"] = transfer_sync
     with session(given, **start) as client:
         gpu = _cluster_has_gpus(client)
         n = len(client.scheduler_info(n_workers=-1)["workers"])

@@ -15,7 +15,7 @@ import warnings
 from typing import Any, Iterator
 
 import numpy as np
-from distributed.diagnostics.plugin import SchedulerPlugin
+from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
 
 from .plan import Worker
 
@@ -141,7 +141,7 @@ def has_ucx() -> bool:
 
 def start_default_cluster(*, n_workers: int | None = None, protocol: str | None = None,
                           rmm_pool: str | None = "auto", transfer_limit: str | None = None,
-                          quiet: bool = True) -> Any:
+                          transfer_sync: str = "stream", quiet: bool = True) -> Any:
     """Start mgemm's embedded default cluster and return a Client to it.
 
     GPUs visible → ``LocalCUDACluster`` (one worker per GPU; ``protocol`` "ucx" when
@@ -150,7 +150,12 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
     holds; restrictions stay loose so a lost worker's blocks run elsewhere.  ``transfer_limit``
     (e.g. "1GiB") raises how many bytes a worker asks one peer for in one message (Dask's default,
     50MB, is less than one 8192² float32 chunk, so every chunk is a round trip of its own).
+    ``transfer_sync``: "stream" (default) installs ``StreamScopedTransfers`` on UCX workers, so a
+    transfer waits for the legacy default stream instead of the whole GPU; "device" keeps
+    distributed-ucxx's whole-device synchronize.
     """
+    if transfer_sync not in ("stream", "device"):
+        raise ValueError(f"transfer_sync must be 'stream' or 'device', got {transfer_sync!r}")
     import dask
     from distributed import Client, LocalCluster
 
@@ -186,6 +191,8 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
                                    dashboard_address="127.0.0.1:0")
     client = Client(cluster)
     install_placement(client)
+    if transfer_sync == "stream" and gpus_visible() and has_ucx():
+        install_stream_scoped_transfers(client)
     return client
 
 
@@ -264,4 +271,55 @@ def install_placement(client: Any) -> bool:
         return False
     if scheduler_id is not None:
         _installed.add(scheduler_id)
+    return True
+
+
+def _synchronize_legacy_default_stream(*_: Any, **__: Any) -> None:
+    """Wait for the legacy default stream of this process's current device (and so for every
+    blocking stream's earlier work), not for the whole device."""
+    import cupy
+    cupy.cuda.runtime.streamSynchronize(0)
+
+
+class StreamScopedTransfers(WorkerPlugin):
+    """On UCX workers, make a transfer wait for the legacy default stream instead of the device.
+
+    distributed-ucxx synchronizes the whole GPU (``Device.sync()``, on the event loop) before it
+    sends or receives device frames.  A fetch then waits for every kernel queued on the sending
+    and the receiving GPU: on two H200s each fetch of a chunk took about one block task's GEMMs
+    (~90 ms for a 8192² float32 chunk, whatever its size), so fetches could not overlap compute.
+    mgemm's block tasks run on their thread's own non-blocking stream and synchronize it before
+    they return, so the data they hand to Dask is complete; receive buffers are allocated on
+    the legacy default stream.  Waiting for that stream keeps both guarantees and lets a
+    transfer proceed while other tasks' kernels run.  Work that hands Dask a CuPy array while
+    kernels writing it are still queued on a *non-blocking* stream of its own is not covered:
+    on clusters running such tasks, leave this plugin off (``transfer_sync="device"``).
+    """
+
+    name = "mgemm-stream-scoped-transfers"
+
+    def setup(self, worker: Any) -> None:
+        try:
+            import distributed_ucxx.ucxx as comm
+        except ImportError:
+            return
+        self._comm = comm
+        self._original = comm.synchronize_stream
+        comm.synchronize_stream = _synchronize_legacy_default_stream
+
+    def teardown(self, worker: Any) -> None:
+        comm = getattr(self, "_comm", None)
+        if comm is not None:
+            comm.synchronize_stream = self._original
+
+
+def install_stream_scoped_transfers(client: Any) -> bool:
+    """Register ``StreamScopedTransfers`` on every worker of ``client``'s cluster (and on workers
+    that join later); False if it could not be."""
+    try:
+        client.register_plugin(StreamScopedTransfers(), name=StreamScopedTransfers.name)
+    except Exception as exc:
+        warnings.warn(f"mgemm could not install its transfer plugin on the workers ({exc})",
+                      stacklevel=2)
+        return False
     return True
