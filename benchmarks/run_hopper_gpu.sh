@@ -13,7 +13,8 @@
 #
 #   bash benchmarks/run_hopper_gpu.sh            # everything; results under $OUT (default /tmp/out)
 #   TESTS=none bash benchmarks/run_hopper_gpu.sh # skip the tests;  BENCH=none: skip the timing
-#   PYTEST_ARGS='-k wrap' ...                     # extra pytest arguments
+#   PYTEST_K='pingpong or record' ...           # only the GPU tests matching (pytest -k)
+#   PYTEST_ARGS='--maxfail=5' ...                 # extra pytest arguments (split on spaces)
 # The timeouts (build in parallel; TEST_TIMEOUT 270 s, BENCH_TIMEOUT 210 s) keep one call under
 # the device's 600 s.
 #
@@ -69,7 +70,8 @@ rm -rf "$build"
 if [ "${TESTS:-}" != none ]; then
   # A kernel that hangs (an mbarrier phase bug) blocks inside CUDA: the thread method of
   # pytest-timeout still ends the run, with the stack of the test that hung.
-  timeout ${TEST_TIMEOUT:-270} python3 -m pytest -q -m gpu tests/test_hopper.py -x -p no:cacheprovider \
+  kexpr=(); [ -n "${PYTEST_K:-}" ] && kexpr=(-k "$PYTEST_K")  # PYTEST_K='pingpong or record'
+  timeout ${TEST_TIMEOUT:-270} python3 -m pytest -q -m gpu tests/test_hopper.py -x -p no:cacheprovider "${kexpr[@]}" \
     --timeout 120 --timeout-method thread ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/pytest-hopper.log" | tail -40
 fi
 
