@@ -11,8 +11,8 @@ trap 'rm -rf "$out"' EXIT
 
 # The default tile of each input type (keep in step with mgemm/kernels.py: DEFAULT_TILES).
 declare -A TILE=(
-  [MGEMM_F16]="128 256 32 4 2 4"
-  [MGEMM_BF16]="128 256 32 4 2 4"
+  [MGEMM_F16]="128 128 32 4 2 2"
+  [MGEMM_BF16]="128 128 32 4 2 2"
   [MGEMM_TF32]="128 128 16 4 2 2"
   [MGEMM_F64]="128 64 16 3 2 2"
   [MGEMM_F32]="64 128 8 3 2 2"

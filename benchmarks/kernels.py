@@ -183,13 +183,13 @@ def policy_impls(case: Case, dtype: str, policies=("per_tile", "static", "dynami
 # Ladder at 8192³, one idea per step (same harness, beside cuBLAS): the default tile, each mainloop
 # variant knob switched back (frag_db, simt_vec, dmma_k: the state before that idea), then tiles.
 LADDER = {
-    "float16": [("default 128x256x32 s4 w2x4", {}),
+    "float16": [("default 128x128x32 s4 w2x2", {}),
                 ("no frag double-buffer", dict(frag_db=False)),
-                ("128x256x64 s3 w2x4", dict(tile_k=64, stages=3)),
-                ("128x128x32 s4 w2x2", dict(tile_n=128, warps_n=2)),
-                ("256x128x32 s4 w4x2", dict(tile_m=256, tile_n=128, warps_m=4, warps_n=2)),
-                ("128x256x32 s3 w2x4", dict(stages=3)),
-                ("128x128x64 s4 w2x2", dict(tile_n=128, tile_k=64, warps_n=2))],
+                ("128x256x32 s4 w2x4 (the default before)", dict(tile_n=256, warps_n=4)),
+                ("128x256x64 s3 w2x4", dict(tile_n=256, warps_n=4, tile_k=64, stages=3)),
+                ("64x128x32 s4 w2x2", dict(tile_m=64)),
+                ("128x128x32 s3 w2x2", dict(stages=3)),
+                ("128x128x64 s3 w2x2", dict(tile_k=64, stages=3))],
     "float32": [("default 64x128x8 s3 w2x2", {}),
                 ("4-byte copies only", dict(simt_vec=False)),
                 ("128x128x8 s3 w4x2 (the default before)", dict(tile_m=128, warps_m=4, warps_n=2)),

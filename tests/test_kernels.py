@@ -74,7 +74,7 @@ def test_smem_and_threads_of_defaults_fit_a_sm80_block(kind):
 def test_heuristic_is_deterministic_and_sensible():
     big = kernels.choose_config(8192, 8192, 8192, "float16", 132)
     assert big == kernels.choose_config(8192, 8192, 8192, "float16", 132)
-    assert (big.tile_m, big.tile_n, big.policy) == (128, 256, "static")
+    assert (big.tile_m, big.tile_n, big.policy) == (128, 128, "static")
     # Less than one wave with a long K: split K.
     assert kernels.choose_config(64, 8192, 8192, "bfloat16", 132).policy == "streamk"
     assert kernels.choose_config(256, 256, 65536, "float16", 132).policy == "streamk"
@@ -107,7 +107,8 @@ def test_heuristic_streamk_only_when_last_wave_is_poor(m, n, k, kind):
 def test_plan_launch_matches_mirror():
     cfg = KernelConfig.default("float16", policy="streamk")
     lp = kernels.plan_launch(cfg, 1000, 3000, 4000, 132)
-    assert (lp.rows, lp.cols, lp.k_iters) == schedule.tile_grid(1000, 3000, 4000, 128, 256, 32)
+    assert (lp.rows, lp.cols, lp.k_iters) == schedule.tile_grid(1000, 3000, 4000, cfg.tile_m,
+                                                                 cfg.tile_n, cfg.tile_k)
     assert lp.sk_tiles == schedule.streamk_tiles(lp.tiles, 132, lp.k_iters)
     assert lp.grid == 132
 
