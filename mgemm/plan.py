@@ -450,6 +450,8 @@ class _Model:
                         local[w][s] += nbytes
                         self.stored[w] += nbytes
         self.remote = [[t - h for t, h in zip(self.slab_bytes, held)] for held in local]
+        # FLOPs of each block's whole K range (the planner asks for it per block and worker).
+        self.block_flops = [self.flops(b, 0, self.nk) for b in range(len(self.blocks))]
         self.panel_remote = [[sum(r[q:q + self.nk]) for q in range(0, nslabs, self.nk)]
                              for r in self.remote]
 
@@ -525,7 +527,7 @@ class _Ledger:
         """Seconds that the whole-K Work of block ``b`` would add to worker ``w``."""
         m = self.model
         new = sum(self._unread(w, q) for q in m.panels(b) if not self.whole[w][q])
-        return m.flops(b, 0, m.nk) / m.workers[w].flops + new / m.workers[w].bandwidth
+        return m.block_flops[b] / m.workers[w].flops + new / m.workers[w].bandwidth
 
     def time(self, w: int, full: bool = True) -> float:
         moved = (self.fetched[w] + self.fixup[w]) / self.model.workers[w].bandwidth
@@ -578,9 +580,16 @@ def _greedy(model: _Model) -> list[int]:
     finish it earliest counting the panels it must still fetch (so data already there attracts)."""
     p, nb = len(model.workers), len(model.blocks)
     ledger, owner = _Ledger(model, [[] for _ in range(p)], []), [0] * nb
-    for b in sorted(range(nb), key=lambda b: -model.flops(b, 0, model.nk)):
-        owner[b] = min(range(p), key=lambda w: (ledger.time(w) + ledger.extra(w, b), w))
-        ledger.add(owner[b], b, 0, model.nk, 1)
+    times = [0.0] * p  # ledger.time(w), refreshed for the one worker each step changes
+    for b in sorted(range(nb), key=lambda b: -model.block_flops[b]):
+        best, best_w = float("inf"), 0
+        for w in range(p):  # the earliest finish; ties to the lowest index
+            t = times[w] + ledger.extra(w, b)
+            if t < best:
+                best, best_w = t, w
+        owner[b] = best_w
+        ledger.add(best_w, b, 0, model.nk, 1)
+        times[best_w] = ledger.time(best_w)
     return owner
 
 
