@@ -5,6 +5,7 @@
 # distributed-ucxx and rmm for its Python in .whl):
 #   bash benchmarks/run_gpu_orchestrator.sh [repeat] [tcp-repeat]
 # Environment: TESTS=0 skips the GPU tests, TCP=0 the TCP case, LINK_PROBE=1 adds the link probe,
+# DASK_CONTROL=0 skips dask.array.matmul on a cluster without mgemm's transfer plugin,
 # TRANSFER_LIMIT=1GiB raises the bytes per worker-to-worker message on the embedded cluster.
 set -uo pipefail
 repeat=${1:-5}
@@ -31,6 +32,11 @@ extra=()
 [ -n "${TRANSFER_LIMIT:-}" ] && extra=(--transfer-limit "$TRANSFER_LIMIT")
 timeout 240 python3 -m mgemm.cli bench --protocol ucx "${extra[@]}" --repeat "$repeat" --json "$out/rows.jsonl" --trace "$out/trace.jsonl" 2>"$out/ucx.err" \
   | tee "$out/ucx.txt"
+# dask.array.matmul also on a cluster without mgemm's transfer plugin (distributed-ucxx's own
+# whole-device synchronize), so its best median is known beside mgemm's (DASK_CONTROL=0: skip).
+[ "${DASK_CONTROL:-1}" = 1 ] && timeout 200 python3 -m mgemm.cli bench --protocol ucx "${extra[@]}" \
+  --transfer-sync device --method dask --repeat "$repeat" --json "$out/rows.jsonl" 2>"$out/ucx-device.err" \
+  | tee "$out/ucx-device.txt"
 [ "${TCP:-1}" = 1 ] && timeout 150 python3 -m mgemm.cli bench --protocol tcp "${extra[@]}" --repeat "$tcp_repeat" --case float32-32768 \
   --json "$out/rows.jsonl" --trace "$out/trace.jsonl" 2>"$out/tcp.err" | tee "$out/tcp.txt"
 for f in "$out"/ucx.err "$out"/tcp.err; do grep -v "UCX  WARN" "$f" | tail -n 5; done

@@ -19,7 +19,7 @@ gpus=$(nvidia-smi -L | wc -l)
 echo "GPUs: $gpus"
 nvidia-smi topo -m | head -n $((gpus + 1))
 sizes=$(python3 -c "from mgemm.bench import scaling_cases as s; print(*sorted({c.n for c in s($gpus)}))")
-timeout 300 python3 benchmarks/cublas_one_gpu.py --n $sizes --dtypes float32,bfloat16 \
+timeout ${CUBLAS_TIMEOUT:-120} python3 benchmarks/cublas_one_gpu.py --n $sizes --dtypes float32,bfloat16 \
   --repeat "$repeat" --json "$out/rows.jsonl" | tee "$out/cublas.txt"
 python3 - "$gpus" <<'PY' | tee "$out/plans.txt"
 import sys
@@ -31,6 +31,9 @@ for c in scaling_cases(gpus):
     size = 2 if c.dtype == "bfloat16" else 4
     print(plan_from_shape(c.m, c.n, c.k, size, gpus, flops=H200_FLOPS[c.dtype], chunk=c.chunk).table())
 PY
-timeout 1200 python3 -m mgemm.cli bench --suite scaling --protocol ucx --repeat "$repeat" \
-  --json "$out/rows.jsonl" --trace "$out/trace.jsonl" 2>"$out/ucx.err" | tee "$out/ucx.txt"
+# One device call may run 600 s at most: CASES="name ..." runs some cases only (split the suite
+# over calls; `python3 -c "from mgemm.bench import scaling_cases as s; print([c.name for c in s(8)])"`).
+cases=(); for c in ${CASES:-}; do cases+=(--case "$c"); done
+timeout ${BENCH_TIMEOUT:-420} python3 -m mgemm.cli bench --suite scaling --protocol ucx --repeat "$repeat" \
+  "${cases[@]}" --json "$out/rows.jsonl" --trace "$out/trace.jsonl" 2>"$out/ucx.err" | tee "$out/ucx.txt"
 grep -v "UCX  WARN" "$out/ucx.err" | tail -n 5
