@@ -36,6 +36,29 @@ def test_cublas_engine_block(cp, rng, dtype):
     assert_close(cp.asnumpy(out), ref, dtype)
 
 
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_persistent_engine_block(cp, rng, dtype):
+    """The persistent engine on K parts, one of them a transposed view, with alpha, beta and C:
+    on an sm_90 GPU float16 goes to the Hopper kernel, elsewhere (and float32/64) the portable."""
+    from mgemm.engines import get
+    from mgemm.engines.persistent import _use_hopper
+    from mgemm import hopper
+
+    parts_a = [random(rng, (300, k), dtype) for k in (64, 130, 8)]
+    parts_b = [random(rng, (k, 200), dtype) for k in (64, 130, 8)]
+    c = random(rng, (300, 200), dtype)
+    a_dev = [cp.asarray(x) for x in parts_a]
+    a_dev[1] = cp.asarray(parts_a[1].T).T  # column-major view
+    out = get("persistent").gemm(a_dev, [cp.asarray(x) for x in parts_b], alpha=0.5, beta=2.0,
+                                 c=cp.asarray(c))
+    ref = 0.5 * sum(x.astype(np.float64) @ y.astype(np.float64)
+                    for x, y in zip(parts_a, parts_b)) + 2.0 * c
+    assert out.dtype == np.dtype(dtype)
+    assert_close(cp.asnumpy(out), ref, dtype)
+    assert _use_hopper(np.dtype(dtype), np.dtype(dtype), False) == (dtype == "float16"
+                                                                    and hopper.supported())
+
 def test_cublas_tf32_only_when_allowed(cp, rng):
     from mgemm.engines import get
 
