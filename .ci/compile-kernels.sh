@@ -73,7 +73,8 @@ echo "compile-kernels: ${#variants[@]} variants x 2 archs OK"
 
 # Hopper GEMM (gemm_hopper.cu), sm_90a only: each input x policy at 128x128 s4, plus the heuristic's
 # tiles (mgemm/hopper.py: TILE_CHOICES), the narrowest, the MN-major operand layouts (16-bit:
-# A column-major and/or B row-major) at each tile width, pingpong consumers and a register split.  Same report; fails on errors, spills and
+# A column-major and/or B row-major) at each tile width, pingpong consumers, a register split and 2-CTA
+# clusters (B multicast).  Same report; fails on errors, spills and
 # any ptxas warning (C7508: setmaxnreg ignored; wgmma serialized).
 hopper_compile() {  # input output tile_n stages policy [a_k_major b_k_major [extra -D...]]
   local ak=${6:-1} bk=${7:-1}
@@ -105,7 +106,12 @@ hvariants+=("MGEMM_BF16 MGEMM_BF16 256 4 STREAMK" "MGEMM_F16 MGEMM_F16 128 6 STA
             "MGEMM_TF32 MGEMM_F32 64 4 DYNAMIC 1 1 -DMGEMM_PINGPONG=1 -DMGEMM_TILE_M=128"
             "MGEMM_BF16 MGEMM_F32 128 4 PER_TILE 1 1 -DMGEMM_PINGPONG=1 -DMGEMM_TILE_M=64"
             # setmaxnreg 24 / 240 (static: the producer's stream-K arithmetic spills at 24)
-            "MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 0 -DMGEMM_PRODUCER_REGS=24 -DMGEMM_CONSUMER_REGS=240")
+            "MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 0 -DMGEMM_PRODUCER_REGS=24 -DMGEMM_CONSUMER_REGS=240"
+            # 2-CTA clusters with B multicast (static / per_tile; B K-major and MN-major halves)
+            "MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 0 -DMGEMM_CLUSTER_M=2"
+            "MGEMM_F16 MGEMM_F16 128 6 PER_TILE 0 0 -DMGEMM_CLUSTER_M=2"
+            "MGEMM_TF32 MGEMM_F32 128 4 STATIC 1 1 -DMGEMM_CLUSTER_M=2"
+            "MGEMM_BF16 MGEMM_F32 256 4 PER_TILE 1 1 -DMGEMM_CLUSTER_M=2")
 hstatus=0
 pids=()
 for v in "${hvariants[@]}"; do

@@ -21,6 +21,20 @@
 // MGEMM_B_K_MAJOR 0: B row-major, N contiguous): the operand's part of the stage is then
 // (rows / 64) boxes of [BK rows of K x 128 B = 64 m or n], 8 KB each, one TMA load per box, read by
 // wgmma with the transpose bit and sw128_mn_desc.  tf32 is K-major only (mgemm/hopper.py copies).
+//
+// 2-CTA clusters (MGEMM_CLUSTER_M 2, opt-in; static and per_tile, cooperative consumers): the two
+// CTAs of a cluster (__cluster_dims__(2, 1, 1), consecutive blockIdx.x) take the tiles (2r, c) and
+// (2r + 1, c) of one pair of the grid of row pairs, which share their B tile.  Each producer loads
+// its own A and half of B (K-major: BN / 2 rows; MN-major: BN / 128 of the 64-wide boxes) and
+// multicasts that half to both CTAs, into the same stage offset and onto the same "full" barrier
+// offset, so every CTA's full barrier still counts the whole stage's bytes.  A stage is refilled
+// only when the consumers of both CTAs have released it: every releasing warp arrives on the
+// "empty" barrier of its own CTA and of the peer (mapa + a cluster-scope arrive), twice the count.
+// With an odd number of tile rows the second CTA of the last pair has no rows of A: its A box is
+// wholly out of bounds (TMA writes zeros and still counts the box's bytes, as for every edge box
+// here), it multiplies zeros and its epilogue masks every row.  Barrier setup ends with a cluster
+// barrier (the peer arrives on and multicasts to this CTA's barriers), and so does the kernel: no
+// CTA leaves while its peer may still arrive on its barriers.
 #include "hopper_ptx.cuh"
 #include "tile_scheduler.cuh"
 
@@ -90,6 +104,11 @@
 #ifndef MGEMM_CONSUMER_REGS
 #define MGEMM_CONSUMER_REGS 232  // setmaxnreg of the consumer warpgroups (128 P + 256 C <= 65536)
 #endif
+#ifndef MGEMM_CLUSTER_M
+// 1: one CTA per tile; 2: clusters of two CTAs on vertically adjacent tiles that multicast B
+// (static or per_tile, cooperative consumers, TILE_N 128 or 256)
+#define MGEMM_CLUSTER_M 1
+#endif
 
 namespace mgemm {
 namespace hopper {
@@ -117,6 +136,7 @@ struct Config {
   // tile), kTileM / 64 (pingpong: the whole tile).
   static constexpr int kMBlocks = kPingpong ? kTileM / 64 : 1;
   static constexpr int kProducerRegs = MGEMM_PRODUCER_REGS, kConsumerRegs = MGEMM_CONSUMER_REGS;
+  static constexpr int kClusterM = MGEMM_CLUSTER_M;  // CTAs per cluster, on tiles adjacent along M
   static constexpr int kMnBox = 64;            // MN-major: elements of M or N per box (128 bytes)
   static constexpr int kMnBoxBytes = kMnBox * 128;  // one MN-major box: BK rows of 128 bytes
 
@@ -124,14 +144,16 @@ struct Config {
   static constexpr int kThreads = 128 + kConsumerThreads;
   static constexpr int kUnits = 4;                   // unit slots between producer and consumers
   static constexpr int kAcc = kTileN / 2;            // fp32 accumulators per thread per m64 block
-  // Arrivals that free a stage: one per warp of the warpgroups that read it (both, or its owner).
-  static constexpr int kEmptyArrivals = (kPingpong ? 128 : kConsumerThreads) / 32;
+  // Arrivals that free a stage: one per warp of the warpgroups that read it (both, or its owner),
+  // in every CTA of the cluster (each stage holds B that the peer's producer multicast).
+  static constexpr int kEmptyArrivals = (kPingpong ? 128 : kConsumerThreads) / 32 * kClusterM;
   // Named barriers (0 is __syncthreads; 1 is consumer_sync, all 256 consumer threads): pingpong's
   // math turn of warpgroup w is kTurnBar + w (256 threads: w waits, the other arrives); its own
   // 128-thread barrier (stream-K fix-up) is kWgBar + w.
   static constexpr int kTurnBar = 2, kWgBar = 4;
   static constexpr int kABytes = kTileM * 128, kBBytes = kTileN * 128;
   static constexpr int kStageBytes = kABytes + kBBytes;
+  static constexpr int kBPartBytes = kBBytes / kClusterM;  // the part of B one CTA loads and multicasts
   static constexpr int kSharedBytes = 512;           // barriers and unit slots, after the ring
   // + 1024: the dynamic shared base is aligned up to 1024 bytes inside the kernel.
   static constexpr int kSmemBytes = 1024 + kStages * kStageBytes + kSharedBytes;
@@ -147,6 +169,10 @@ struct Config {
   static_assert((kAKMajor && kBKMajor) || sizeof(In) == 2, "MN-major operands need 16-bit inputs (no tf32 transpose)");
   static_assert(sizeof(In) != 2 || kMnBoxBytes == kTileK * 128, "an MN-major box is BK rows of 128 bytes");
   static_assert(kSmemBytes <= 232448, "more than the 227 KB of shared memory a block may have");
+  static_assert(kClusterM == 1 || kClusterM == 2, "CLUSTER_M: 1 or 2");
+  static_assert(kClusterM == 1 || (!kPingpong && !kRecord && kTileN >= 128 &&
+                                   (MGEMM_POLICY == MGEMM_POLICY_STATIC || MGEMM_POLICY == MGEMM_POLICY_PER_TILE)),
+                "CLUSTER_M 2: cooperative consumers, static or per_tile, no record, TILE_N 128 or 256");
 };
 
 #ifdef MGEMM_SMEM_BYTES  // the launcher's size must be the kernel's (mgemm/hopper.py smem_bytes)
@@ -180,7 +206,37 @@ struct ProducerDynamicScheduler {
   }
 };
 
-#if MGEMM_POLICY == MGEMM_POLICY_PER_TILE
+// CLUSTER_M 2: both CTAs of a cluster walk the same pairs of the grid of row pairs (rows / 2 rounded
+// up, in the grouped order over that grid: Group counts pairs of rows), cluster-stride (static, the
+// grid holds whole clusters) or one pair per cluster (per_tile); rank r takes tile row 2 p.row + r.
+// w.tile = 2 x pair + rank names the unit (no record or stream-K reads it here).
+template <int Group, bool RasterN, bool Persistent>
+struct ClusterPairScheduler {
+  static constexpr bool kSplitsK = false;
+  TileGrid pairs;
+  int t, rank;
+  bool taken;
+  __device__ ClusterPairScheduler(const TileGrid& g, const SchedArgs&) : t(cluster_id_x()), rank(cluster_ctarank()),
+                                                                        taken(false) {
+    pairs.rows = (g.rows + 1) / 2;
+    pairs.cols = g.cols;
+    pairs.tiles = pairs.rows * pairs.cols;
+    pairs.k_iters = g.k_iters;
+  }
+  __device__ bool next(WorkUnit& w) {
+    if (t >= pairs.tiles || (!Persistent && taken)) return false;
+    w = make_unit<Group, RasterN>(pairs, t, 0, pairs.k_iters);
+    w.tile = 2 * t + rank;
+    w.row = 2 * w.row + rank;
+    taken = true;
+    t += cluster_count_x();
+    return true;
+  }
+};
+
+#if MGEMM_CLUSTER_M == 2
+using Scheduler = ClusterPairScheduler<Config::kGroup, Config::kRasterN, MGEMM_POLICY == MGEMM_POLICY_STATIC>;
+#elif MGEMM_POLICY == MGEMM_POLICY_PER_TILE
 using Scheduler = PerTileScheduler<Config::kGroup, Config::kRasterN>;
 #elif MGEMM_POLICY == MGEMM_POLICY_STATIC
 using Scheduler = StaticScheduler<Config::kGroup, Config::kRasterN>;
@@ -227,6 +283,7 @@ __device__ __forceinline__ void produce(const TmaDesc* ta, const TmaDesc* tb, un
                                         const TileGrid& g, const SchedArgs& args, int* record) {
   Scheduler sched(g, args);
   RingPos pos;
+  const int rank = Config::kClusterM == 2 ? cluster_ctarank() : 0;
   for (int u = 0;; ++u) {
     WorkUnit w;
     const bool more = sched.next(w);
@@ -239,7 +296,10 @@ __device__ __forceinline__ void produce(const TmaDesc* ta, const TmaDesc* tb, un
     if (Config::kRecord) record_unit(record, w);
     const int m0 = w.row * Config::kTileM, n0 = w.col * Config::kTileN;
     for (int kt = w.k_begin; kt < w.k_end; ++kt) {
-      mbar_wait(&sh.empty[pos.stage], pos.phase ^ 1);
+      if constexpr (Config::kClusterM == 2)
+        mbar_wait_cluster(&sh.empty[pos.stage], pos.phase ^ 1);  // released in both CTAs
+      else
+        mbar_wait(&sh.empty[pos.stage], pos.phase ^ 1);
       unsigned char* a = ring + pos.stage * Config::kStageBytes;
       mbar_arrive_expect_tx(&sh.full[pos.stage], Config::kStageBytes);
       const int k0 = kt * Config::kTileK;
@@ -250,7 +310,18 @@ __device__ __forceinline__ void produce(const TmaDesc* ta, const TmaDesc* tb, un
         for (int j = 0; j < Config::kTileM / Config::kMnBox; ++j)  // A as (K, M): boxes 64 x BK
           tma_load_2d(a + j * Config::kMnBoxBytes, ta, m0 + j * Config::kMnBox, k0, &sh.full[pos.stage]);
       }
-      if constexpr (Config::kBKMajor) {
+      if constexpr (Config::kClusterM == 2) {
+        // This CTA's half of B, multicast to both CTAs of the cluster (ranks 0 and 1: mask 0b11).
+        unsigned char* b = a + Config::kABytes + rank * Config::kBPartBytes;
+        if constexpr (Config::kBKMajor) {
+          tma_load_2d_multicast(b, tb, k0, n0 + rank * (Config::kTileN / 2), &sh.full[pos.stage], 0x3);  // box BK x BN/2
+        } else {
+#pragma unroll
+          for (int j = 0; j < Config::kTileN / Config::kMnBox / 2; ++j)  // boxes 64 x BK, half of them
+            tma_load_2d_multicast(b + j * Config::kMnBoxBytes, tb, n0 + rank * (Config::kTileN / 2) + j * Config::kMnBox,
+                                  k0, &sh.full[pos.stage], 0x3);
+        }
+      } else if constexpr (Config::kBKMajor) {
         tma_load_2d(a + Config::kABytes, tb, k0, n0, &sh.full[pos.stage]);  // B^T as (N, K): box BK x BN
       } else {
 #pragma unroll
@@ -264,6 +335,17 @@ __device__ __forceinline__ void produce(const TmaDesc* ta, const TmaDesc* tb, un
 }
 
 // --- consumers ------------------------------------------------------------------------------------
+
+// Frees a stage for the producer(s): one arrival per consumer warp on its "empty" barrier, and with
+// CLUSTER_M 2 on the peer's too (the peer's producer multicasts into this CTA's stage).
+__device__ __forceinline__ void release_stage(unsigned long long* empty) {
+  if constexpr (Config::kClusterM == 2) {
+    mbar_arrive_cluster(empty, 0);
+    mbar_arrive_cluster(empty, 1);
+  } else {
+    mbar_arrive(empty);
+  }
+}
 
 // acc = the rows [64 wg, 64 wg + 64) of A_tile @ B_tile over `nk` k-iterations of the ring.
 __device__ __forceinline__ void mainloop(float (&acc)[kAcc], unsigned char* ring, Shared& sh, int nk, int wg,
@@ -292,14 +374,14 @@ __device__ __forceinline__ void mainloop(float (&acc)[kAcc], unsigned char* ring
     wgmma_commit();
     if (i > 0) {  // the group before this one is done: its stage may be refilled
       wgmma_wait<1>();
-      if (releaser) mbar_arrive(&sh.empty[prev]);
+      if (releaser) release_stage(&sh.empty[prev]);
     }
     prev = pos.stage;
     pos.advance();
   }
   wgmma_wait<0>();
   fence_regs(acc);
-  if (releaser) mbar_arrive(&sh.empty[prev]);
+  if (releaser) release_stage(&sh.empty[prev]);
 }
 
 // Where accumulator i of this thread sits in the tile (the wgmma m64nNk16 fp32 D layout: warp w of
@@ -623,7 +705,12 @@ using namespace mgemm::hopper;
 // CU_TENSOR_MAP_SWIZZLE_128B with zero fill.  MN-major (16-bit): tma_a is A as (M, K), M contiguous,
 // box (64, BK); tma_b is B as (N, K), N contiguous, box (64, BK) (coordinates: contiguous first).  sync[0]: the dynamic counter; sync[1 + cta]: stream-K
 // flags; all zero at launch.  workspace: grid x 128 x TILE_N floats when stream-K splits tiles.
-extern "C" __global__ void __launch_bounds__(Config::kThreads, 1) mgemm_gemm_hopper(
+#if MGEMM_CLUSTER_M == 2
+#define MGEMM_CLUSTER_DIMS __cluster_dims__(2, 1, 1)  // the launcher's grid is a multiple of 2
+#else
+#define MGEMM_CLUSTER_DIMS
+#endif
+extern "C" __global__ void __launch_bounds__(Config::kThreads, 1) MGEMM_CLUSTER_DIMS mgemm_gemm_hopper(
     const __grid_constant__ TmaDesc tma_a, const __grid_constant__ TmaDesc tma_b, const Out* C, Out* D,
     int M, int N, int K, long long ldc_m, long long ldc_n, long long ldd_m, long long ldd_n, double alpha,
     double beta, int* sync, float* workspace, int sk_tiles, int* record) {
@@ -641,7 +728,12 @@ extern "C" __global__ void __launch_bounds__(Config::kThreads, 1) mgemm_gemm_hop
     }
     mbar_init_fence();
   }
-  __syncthreads();  // the last block-wide barrier: from here on the roles never meet in one
+  // The last block-wide barrier: from here on the roles never meet in one.  CLUSTER_M 2: the
+  // cluster's, so that the peer arrives on and multicasts to initialized barriers only.
+  if constexpr (Config::kClusterM == 2)
+    cluster_sync_aligned();
+  else
+    __syncthreads();
 
   TileGrid grid;
   grid.rows = (M + Config::kTileM - 1) / Config::kTileM;
@@ -666,4 +758,8 @@ extern "C" __global__ void __launch_bounds__(Config::kThreads, 1) mgemm_gemm_hop
     else
       consume(ring, sh, grid, args, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta, sync, workspace);
   }
+  // CLUSTER_M 2: every thread of both CTAs, so that neither leaves (its shared memory with it) while
+  // the peer's consumers may still arrive on its "empty" barriers.  The peer's multicasts into this
+  // CTA are all awaited by its own consumers, which walk the same units.
+  if constexpr (Config::kClusterM == 2) cluster_sync();
 }

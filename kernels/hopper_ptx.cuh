@@ -48,6 +48,56 @@ __device__ __forceinline__ void mbar_wait(unsigned long long* bar, int parity) {
   } while (!done);
 }
 
+// --- thread-block clusters (MGEMM_CLUSTER_M 2) ----------------------------------------------------
+
+// This CTA's rank in its cluster (%cluster_ctarank), its cluster's index in the grid and the number
+// of clusters (%clusterid.x, %nclusterid.x: the grid is 1-D, clusters of consecutive CTAs).
+__device__ __forceinline__ int cluster_ctarank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return (int)r;
+}
+__device__ __forceinline__ int cluster_id_x() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%clusterid.x;\n" : "=r"(r));
+  return (int)r;
+}
+__device__ __forceinline__ int cluster_count_x() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%nclusterid.x;\n" : "=r"(r));
+  return (int)r;
+}
+// One arrival on the mbarrier at the same shared-memory offset as `bar` in the CTA of rank `cta` of
+// this cluster (mapa gives its shared::cluster address), with release semantics at cluster scope:
+// this thread's earlier accesses (and the wgmma reads it waited for) happen before the phase flips.
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned long long* bar, int cta) {
+  asm volatile(
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(smem_addr(bar)),
+      "r"(cta)
+      : "memory");
+}
+// mbar_wait with acquire semantics at cluster scope: for a barrier that the peer CTA arrives on.
+__device__ __forceinline__ void mbar_wait_cluster(unsigned long long* bar, int parity) {
+  const unsigned addr = smem_addr(bar);
+  unsigned done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done) : "r"(addr), "r"(parity) : "memory");
+  } while (!done);
+}
+// Cluster-wide barrier of every thread of both CTAs: arrive (release) then wait (acquire).  The
+// .aligned form where all threads of each warp execute it together (after the barrier setup);
+// the plain form at the end of the kernel, where the producer's warp arrives from divergent paths.
+__device__ __forceinline__ void cluster_sync_aligned() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+
 // --- TMA ----------------------------------------------------------------------------------------
 
 __device__ __forceinline__ void tma_prefetch(const TmaDesc* desc) {
@@ -61,6 +111,18 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const TmaDesc* desc, int 
       "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
       " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(smem_addr(dst)),
       "l"(reinterpret_cast<unsigned long long>(desc)), "r"(c0), "r"(c1), "r"(smem_addr(bar))
+      : "memory");
+}
+
+// tma_load_2d multicast to the CTAs of this cluster whose ranks are the set bits of `cta_mask`: the
+// box lands at the same CTA-relative offset as `dst` in each of their shared memories, and each
+// one's mbarrier at the offset of `bar` gets the complete-tx of the box's bytes (sm_90a).
+__device__ __forceinline__ void tma_load_2d_multicast(void* dst, const TmaDesc* desc, int c0, int c1,
+                                                      unsigned long long* bar, unsigned short cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<unsigned long long>(desc)), "r"(c0), "r"(c1), "r"(smem_addr(bar)), "h"(cta_mask)
       : "memory");
 }
 

@@ -87,6 +87,8 @@ SMEM_LIMIT = 232448  # 227 KB: the most shared memory one block may have on sm_9
 TILE_NS = (64, 128, 256)
 EPILOGUES = ("pair", "direct")
 REGS = (40, 232)  # setmaxnreg of (producer, consumers): the defaults
+CLUSTER_MS = (1, 2)  # CTAs per thread-block cluster, on tiles adjacent along M (2: B multicast)
+CLUSTER_POLICIES = ("static", "per_tile")  # the policies whose schedule a 2-CTA cluster walks
 LAUNCH_REGS = 168  # what ptxas gives each of the 384 threads under __launch_bounds__(384, 1)
 
 # Tiles the heuristic chooses among, (tile_n, stages), largest first; all run one CTA per SM.
@@ -117,6 +119,9 @@ class HopperConfig(RenderedConfig):
     tile_m: int = TILE_M  # 128; pingpong also 64 (at most 128 accumulators per thread)
     producer_regs: int = REGS[0]  # setmaxnreg of the producer warpgroup
     consumer_regs: int = REGS[1]  # setmaxnreg of the consumer warpgroups
+    # 2: clusters of two CTAs on the tiles (2r, c), (2r + 1, c), each loading its A and half of the
+    # shared B tile and multicasting that half to both (static / per_tile, cooperative, tile_n >= 128)
+    cluster_m: int = 1
 
     def __post_init__(self):
         if self.input not in INPUTS:
@@ -157,6 +162,21 @@ class HopperConfig(RenderedConfig):
             raise ValueError(f"epilogue must be one of {EPILOGUES}, got {self.epilogue!r}")
         if ITEMSIZE[self.input] != 2 and not (self.a_k_major and self.b_k_major):
             raise ValueError("tf32 operands must be K-major (wgmma has no transpose for tf32)")
+        if self.cluster_m not in CLUSTER_MS:
+            raise ValueError(f"cluster_m must be one of {CLUSTER_MS}, got {self.cluster_m!r}")
+        if self.cluster_m > 1:
+            what = f"cluster_m={self.cluster_m}"
+            if self.policy not in CLUSTER_POLICIES:
+                raise ValueError(f"{what} with policy={self.policy!r} is not supported: both CTAs of a "
+                                 f"cluster must walk the same tile pairs (policy one of {CLUSTER_POLICIES})")
+            if self.pingpong:
+                raise ValueError(f"{what} with pingpong=True is not supported (cooperative consumers only)")
+            if self.record:
+                raise ValueError(f"{what} with record=True (debug=True) is not supported: the record "
+                                 f"mirror knows no tile pairs")
+            if self.tile_n < 128:
+                raise ValueError(f"{what} with tile_n={self.tile_n} is not supported: each CTA multicasts "
+                                 f"half of B, at least one 64-wide MN-major box (tile_n 128 or 256)")
 
     def replace(self, **changes: Any) -> "HopperConfig":
         return dataclasses.replace(self, **changes)
@@ -205,6 +225,7 @@ class HopperConfig(RenderedConfig):
             "MGEMM_TILE_M": str(self.tile_m),
             "MGEMM_PRODUCER_REGS": str(self.producer_regs),
             "MGEMM_CONSUMER_REGS": str(self.consumer_regs),
+            "MGEMM_CLUSTER_M": str(self.cluster_m),
             "MGEMM_SMEM_BYTES": str(self.smem_bytes),  # the kernel static_asserts it equals its own
         }
 
@@ -216,6 +237,7 @@ class HopperConfig(RenderedConfig):
                 + (" pingpong" if self.pingpong else "")
                 + ("" if (self.producer_regs, self.consumer_regs) == REGS
                    else f" regs={self.producer_regs}/{self.consumer_regs}")
+                + ("" if self.cluster_m == 1 else f" cluster{self.cluster_m}")
                 + (" record" if self.record else ""))
 
 
@@ -275,8 +297,23 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
 
 @functools.lru_cache(maxsize=256)
 def plan_launch(config: HopperConfig, m: int, n: int, k: int, slots: int) -> LaunchPlan:
-    """Grid and stream-K split for ``slots`` resident CTAs (SMs × occupancy, occupancy 1 here)."""
+    """Grid and stream-K split for ``slots`` resident CTAs (SMs × occupancy, occupancy 1 here).
+
+    With ``cluster_m`` 2 the grid is whole clusters over the pairs of tile rows: one per pair
+    (per_tile), or ``slots // 2`` but at least one and at most one per pair (static).
+
+    >>> cfg = HopperConfig(tile_n=256, cluster_m=2)
+    >>> plan_launch(cfg, 8192, 8192, 8192, 132).grid, plan_launch(cfg, 300, 256, 64, 132).grid
+    (132, 4)
+    >>> plan_launch(cfg.replace(policy="per_tile"), 300, 512, 64, 132).grid  # 3 rows: 2 pairs x 2 cols
+    8
+    """
     rows, cols, k_iters = schedule.tile_grid(m, n, k, config.tile_m, config.tile_n, config.tile_k)
+    if config.cluster_m > 1:
+        c = config.cluster_m
+        pairs = -(-rows // c) * cols
+        clusters = pairs if config.policy == "per_tile" else max(1, min(slots // c, pairs))
+        return LaunchPlan(rows, cols, k_iters, c * clusters, 0)
     tiles = rows * cols
     sk = schedule.streamk_tiles(tiles, slots, k_iters) if config.policy == "streamk" else 0
     return LaunchPlan(rows, cols, k_iters, schedule.launch_grid(config.policy, tiles, slots, sk), sk)
@@ -360,12 +397,47 @@ MN_BOX = 64  # MN-major operands: elements of M or N per TMA box (one 128-byte s
 
 
 def _operand_desc(ptr: int, kind: str, k_major: bool, k: int, mn: int, ld: int, tile_k: int, rows: int):
-    """The TMA descriptor of one operand (``rows`` = the tile's M or N): K-major, boxes of
-    ``rows × tile_k`` over the (MN, K) tensor; MN-major, boxes of ``tile_k × 64`` over the (K, MN)
-    tensor, ``rows / 64`` of them per stage (kernels/gemm_hopper.cu loads them side by side)."""
+    """The TMA descriptor of one operand (``rows`` = the rows of the tile one load brings: M, N, or
+    with 2-CTA clusters N / 2 for B): K-major, boxes of ``rows × tile_k`` over the (MN, K) tensor;
+    MN-major, boxes of ``tile_k × 64`` over the (K, MN) tensor, ``rows / 64`` of them per stage
+    (kernels/gemm_hopper.cu loads them side by side)."""
     if k_major:
         return tma_desc(ptr, kind, k, mn, ld, tile_k, rows)
     return tma_desc(ptr, kind, mn, k, ld, MN_BOX, tile_k)
+
+
+def max_active_clusters(kernel, config: HopperConfig) -> int | None:
+    """cuOccupancyMaxActiveClusters for a ``cluster_m``-CTA cluster kernel (its cluster size is
+    compile-time: ``__cluster_dims__``), or None where cuda.bindings cannot say."""
+    key = (kernel.kernel.ptr, config.threads, config.smem_bytes, config.cluster_m)
+    if key not in _clusters:
+        try:
+            from cuda.bindings import driver as cu  # noqa: PLC0415
+            launch = cu.CUlaunchConfig()
+            launch.gridDimX, launch.gridDimY, launch.gridDimZ = config.cluster_m, 1, 1
+            launch.blockDimX, launch.blockDimY, launch.blockDimZ = config.threads, 1, 1
+            launch.sharedMemBytes = config.smem_bytes
+            launch.numAttrs = 0
+            err, count = cu.cuOccupancyMaxActiveClusters(cu.CUfunction(kernel.kernel.ptr), launch)
+            _clusters[key] = int(count) if err == cu.CUresult.CUDA_SUCCESS and int(count) > 0 else None
+        except Exception:  # an older cuda.bindings: the caller assumes every SM pair can hold one
+            _clusters[key] = None
+    return _clusters[key]
+
+
+_clusters: dict[tuple, int | None] = {}
+
+
+def _slots(kernel, config: HopperConfig, sms: int) -> int:
+    """Resident CTAs for ``sms`` SMs: SMs × occupancy; with clusters, whole clusters only (SMs
+    rounded down to a multiple of ``cluster_m``, at most what the driver can co-schedule)."""
+    if config.cluster_m == 1:
+        return sms * max(1, occupancy(kernel, config))
+    clusters = sms // config.cluster_m
+    most = max_active_clusters(kernel, config)
+    if most is not None:
+        clusters = min(clusters, most)
+    return config.cluster_m * max(1, clusters)
 
 
 # --- launch ----------------------------------------------------------------------------------------
@@ -468,9 +540,11 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
     config = specialize(config, output=res_dtype, record=debug, a_k_major=a_k, b_k_major=b_k)
     kernel = get_kernel(config, dev.id)
     desc_a = _operand_desc(a_arr.data.ptr, kind, a_k, dims[0], dims[1], lda, config.tile_k, config.tile_m)
-    desc_b = _operand_desc(b_arr.data.ptr, kind, b_k, dims[0], dims[2], ldb, config.tile_k, config.tile_n)
+    # 2-CTA clusters: each CTA loads (and multicasts) half of B's rows, K-major as one box of them
+    desc_b = _operand_desc(b_arr.data.ptr, kind, b_k, dims[0], dims[2], ldb, config.tile_k,
+                           config.tile_n // config.cluster_m)
 
-    slots = sms * max(1, occupancy(kernel, config))
+    slots = _slots(kernel, config, sms)
     lp = plan_launch(config, m, n, k, slots)
     sync, workspace, record = launch_scratch(  # the stream-K workspace: a tile per CTA
         cp, dev.id, lp.grid, config.policy == "dynamic" or lp.sk_tiles > 0,
@@ -497,8 +571,8 @@ def launch_info(a_shape, b_shape, config: HopperConfig, sms: int | None = None) 
     n = b_shape[1]
     kernel = get_kernel(config)
     sms = sms or device_sms()
-    return plan_launch(config, m, n, k, sms * max(1, occupancy(kernel, config)))
+    return plan_launch(config, m, n, k, _slots(kernel, config, sms))
 
 
 __all__ = ["HopperConfig", "choose_config", "choose_policy", "gemm", "get_kernel", "input_kind",
-           "launch_info", "plan_launch", "supported", "tma_desc"]
+           "launch_info", "max_active_clusters", "plan_launch", "supported", "tma_desc"]

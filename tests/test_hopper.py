@@ -121,6 +121,46 @@ def test_config_validates():
     assert HopperConfig(input="bfloat16").tile_k == 64
 
 
+def test_cluster_config_validates_renders_and_keys():
+    """cluster_m: 1 (default) or 2; 2 only with static / per_tile, cooperative consumers, no record
+    and tile_n >= 128, each refusal naming the combination."""
+    a = HopperConfig(tile_n=256)
+    c2 = a.replace(cluster_m=2)
+    assert "#define MGEMM_CLUSTER_M 1\n" in a.render() and "#define MGEMM_CLUSTER_M 2\n" in c2.render()
+    assert a.key() != c2.key() and c2.key() == HopperConfig(tile_n=256, cluster_m=2).key()
+    assert str(c2).endswith(" cluster2") and "cluster" not in str(a)
+    assert c2.smem_bytes == a.smem_bytes  # the same ring: each CTA still holds the whole B tile
+    HopperConfig(tile_n=128, policy="per_tile", cluster_m=2, input="tf32")
+    with pytest.raises(ValueError, match="cluster_m must be one of"):
+        HopperConfig(cluster_m=4)
+    with pytest.raises(ValueError, match="cluster_m must be one of"):
+        HopperConfig(cluster_m=0)
+    for policy in ("dynamic", "streamk"):
+        with pytest.raises(ValueError, match=f"cluster_m=2 with policy='{policy}'"):
+            HopperConfig(cluster_m=2, policy=policy)
+    with pytest.raises(ValueError, match="cluster_m=2 with pingpong=True"):
+        HopperConfig(cluster_m=2, pingpong=True, tile_m=64, tile_n=256)
+    with pytest.raises(ValueError, match="cluster_m=2 with record=True"):
+        HopperConfig(cluster_m=2, record=True)
+    with pytest.raises(ValueError, match="cluster_m=2 with tile_n=64"):
+        HopperConfig(cluster_m=2, tile_n=64)
+
+
+@pytest.mark.parametrize("policy", hopper.CLUSTER_POLICIES)
+@pytest.mark.parametrize("m,n,k,slots", [(8192, 8192, 8192, 132), (300, 256, 64, 132), (300, 1000, 500, 7),
+                                         (1, 1, 1, 132), (4096, 4096, 4096, 1), (1000, 1500, 700, 20)])
+def test_plan_launch_cluster_grid_is_whole_clusters_over_row_pairs(policy, m, n, k, slots):
+    cfg = HopperConfig(tile_n=256, policy=policy, cluster_m=2)
+    lp = hopper.plan_launch(cfg, m, n, k, slots)
+    assert (lp.rows, lp.cols, lp.k_iters) == schedule.tile_grid(m, n, k, 128, 256, 64)
+    pairs = -(-lp.rows // 2) * lp.cols
+    assert lp.grid % 2 == 0 and lp.sk_tiles == 0
+    if policy == "per_tile":
+        assert lp.grid == 2 * pairs
+    else:
+        assert lp.grid == 2 * max(1, min(slots // 2, pairs))
+
+
 @pytest.mark.parametrize("tile_n,stages", hopper.TILE_CHOICES + [(64, 4), (128, 4)])
 def test_shapes_fit_and_accumulators_cover_the_tile(tile_n, stages):
     cfg = HopperConfig(tile_n=tile_n, stages=stages)
@@ -244,7 +284,11 @@ def test_operand_misaligned_pointer_is_copied():
                                               b_k_major=False, policy="streamk"),
                                  HopperConfig(input="float16", tile_n=128, stages=6, pingpong=True,
                                               a_k_major=False, policy="dynamic", producer_regs=24,
-                                              consumer_regs=240)], ids=str)
+                                              consumer_regs=240),
+                                 HopperConfig(input="bfloat16", tile_n=256, stages=4, cluster_m=2,
+                                              b_k_major=False),
+                                 HopperConfig(input="tf32", tile_n=128, stages=4, cluster_m=2,
+                                              policy="per_tile")], ids=str)
 def test_rendered_source_compiles_for_sm90a(cfg, tmp_path):
     """The launcher's #defines compile, and its shared-memory size equals the kernel's (a
     static_assert in gemm_hopper.cu)."""
@@ -261,6 +305,12 @@ def test_rendered_source_compiles_for_sm90a(cfg, tmp_path):
     assert f"setmaxnreg.inc.sync.aligned.u32 {cfg.consumer_regs};" in ptx
     assert f"setmaxnreg.dec.sync.aligned.u32 {cfg.producer_regs};" in ptx
     assert ("bar.arrive" in ptx) == cfg.pingpong  # the math turn of the pingpong warpgroups
+    # 2-CTA clusters: the compile-time cluster shape, B multicast, peer arrivals, cluster barriers
+    cluster = cfg.cluster_m == 2
+    assert (".reqnctapercluster 2, 1, 1" in ptx) == cluster
+    assert ("multicast::cluster" in ptx) == cluster
+    assert ("mbarrier.arrive.release.cluster.shared::cluster" in ptx) == cluster
+    assert ("barrier.cluster.arrive" in ptx) == cluster
 
 
 # --- GPU (sm_90 only) -----------------------------------------------------------------------------
@@ -607,3 +657,80 @@ def test_register_split_24_240(policy, pingpong):
                        pingpong=pingpong, tile_m=64 if pingpong else 128)
     for i, (m, n, k) in enumerate([(257, 263, 129), (640, 520, 2050), (1100, 1300, 900)]):
         _check(m, n, k, "bfloat16", cfg, seed=90 + i, beta=0.5 if i % 2 else 0.0, sms=3 if i == 2 else None)
+
+
+# --- 2-CTA clusters with B multicast (GPU) -------------------------------------------------------
+
+# (kind, tile_n, stages): the heuristic's two tiles and tf32.
+CLUSTER = [("bfloat16", 256, 4), ("float16", 128, 6), ("tf32", 128, 4)]
+# Odd and even tile-row counts (the second CTA of the last pair with no rows of A: 1, 257, 300,
+# 640, 1100 rows), columns whose second half of B is wholly past N (263, 700 and 1300 with 256-wide
+# tiles), and few clusters so every CTA goes round the ring and the unit slots many times.
+CLUSTER_SHAPES = [(300, 700, 500), (385, 1300, 190), (129, 257, 64), (1000, 1500, 700)]
+CLUSTER_BUDGETS = BUDGETS + [(1100, 1300, 900, 1), (650, 900, 1000, 2), (1500, 300, 600, 4)]
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("policy", hopper.CLUSTER_POLICIES)
+@pytest.mark.parametrize("kind,tile_n,stages", CLUSTER)
+def test_cluster2_matches_float64_reference(kind, tile_n, stages, policy):
+    """Two CTAs per cluster on vertically adjacent tiles, each multicasting half of B: edge shapes
+    (odd tile-row counts) with both B layouts, then several SM budgets (1 to 3 clusters).  A hang
+    here is a barrier-count or teardown bug (the test times out); NaNs are unwritten outputs."""
+    cfg = HopperConfig(input=kind, tile_n=tile_n, stages=stages, policy=policy, cluster_m=2)
+    for i, (m, n, k) in enumerate(SHAPES + CLUSTER_SHAPES):
+        for trans_b in ((False, True) if kind != "tf32" else (False,)):
+            _check(m, n, k, kind, cfg, trans_b=trans_b, seed=100 + i,
+                   beta=0.5 if i % 2 else 0.0, alpha=1.0 if i % 3 else 0.75)
+    for j, (m, n, k, sms) in enumerate(CLUSTER_BUDGETS):
+        _check(m, n, k, kind, cfg, sms=sms, seed=120 + j, beta=0.5 if j % 2 else 0.0)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("tile_n,policy", [(128, "static"), (256, "per_tile"), (256, "static")])
+@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (True, False), (False, True), (True, True)])
+def test_cluster2_every_operand_layout(trans_a, trans_b, tile_n, policy):
+    """A row- or column-major (MN-major A boxes wholly out of bounds on the rowless CTA), B
+    K-major (half the rows per CTA) or MN-major (half the 64-wide boxes per CTA)."""
+    cfg = HopperConfig(input="float16", tile_n=tile_n, stages=4, policy=policy, cluster_m=2)
+    for i, (m, n, k) in enumerate(SHAPES[1:] + CLUSTER_SHAPES):
+        _check(m, n, k, "float16", cfg, trans_a=trans_a, trans_b=trans_b, seed=140 + i,
+               beta=0.5 if i % 2 else 0.0, sms=5 if i % 3 == 0 else None)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("trans_b", [False, True])
+@pytest.mark.parametrize("policy", hopper.CLUSTER_POLICIES)
+def test_cluster2_bitwise_equals_one_cta_and_repeats(policy, trans_b):
+    """Each tile is the same wgmmas over the same k order as without clusters: the float32 result
+    equals the one-CTA kernel's bit for bit, on every one of several runs (a stage refilled too
+    early would show up as a difference somewhere)."""
+    rng = np.random.default_rng(11)
+    a, _ = _rand((1411, 1000), "bfloat16", rng)
+    b, _ = _rand((1000, 1700), "bfloat16", rng)
+    if trans_b:
+        b = cp.ascontiguousarray(b.T).T
+    one = HopperConfig(input="bfloat16", tile_n=256, policy=policy)
+    want = hopper.gemm(a, b, config=one, as_dtype="bfloat16", out_dtype="float32")
+    for sms in (None, 6, 1, None):
+        got = hopper.gemm(a, b, config=one.replace(cluster_m=2), as_dtype="bfloat16", out_dtype="float32",
+                          sms=sms)
+        assert bool((got == want).all()), (policy, trans_b, sms, int((got != want).sum()))
+
+
+@pytest.mark.gpu
+@needs_sm90
+def test_cluster2_k_zero_and_launch_plan():
+    cfg = HopperConfig(input="bfloat16", tile_n=256, cluster_m=2)
+    _check(37, 41, 0, "bfloat16", cfg, beta=2.0)
+    _check(300, 41, 0, "bfloat16", cfg, beta=0.0, sms=3)
+    lp = hopper.launch_info((1000, 700), (700, 3000), cfg)
+    assert lp.grid % 2 == 0 and lp.grid <= hopper.device_sms()
+    clusters = hopper.max_active_clusters(hopper.get_kernel(cfg), cfg)
+    assert clusters is None or clusters >= 1
+    with pytest.raises(ValueError, match="record"):
+        a, _ = _rand((64, 64), "bfloat16", np.random.default_rng(0))
+        hopper.gemm(a, a, config=cfg, as_dtype="bfloat16", debug=True)
