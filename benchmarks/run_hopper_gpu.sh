@@ -5,8 +5,9 @@
 # float16) in the same process: reference check first, warm-up, L2 flush, CUDA events, median.
 # Implementations timed: cuBLAS; "hopper" = the heuristic's config with B row-major (read in place,
 # MN-major); "hopper-Bcol" = B column-major (K-major, the first layout); the ladder, each idea
-# alone on top of "hopper": at the squares first "hopper-pp64x256" and "hopper-pp128x128" (pingpong
-# consumers: one warpgroup per tile, 64x256 s5 / 128x128 s6) and "hopper-regs24" (setmaxnreg
+# alone on top of "hopper": at the squares first "hopper-cluster2" (2-CTA clusters on vertically
+# adjacent tiles, B multicast; the heuristic's tile, static), "hopper-pp64x256" and "hopper-pp128x128"
+# (pingpong consumers: one warpgroup per tile, 64x256 s5 / 128x128 s6) and "hopper-regs24" (setmaxnreg
 # 24/240); then "hopper-direct" (element-wise epilogue), the other policy (static <-> streamk), and
 # at the squares "hopper-n128" (128x128 s6), "hopper-g16" and "hopper-s3"; then tf32 at 8192³
 # beside torch.matmul with TF32 allowed (cuBLAS-TF32).
@@ -57,7 +58,8 @@ for v in "MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 0" "MGEMM_BF16 MGEMM_BF16 256 4 S
          "MGEMM_TF32 MGEMM_F32 128 4 STATIC 1 1" "MGEMM_F16 MGEMM_F32 64 2 STREAMK 0 1" \
          "MGEMM_BF16 MGEMM_BF16 256 5 STATIC 1 0 -DMGEMM_PINGPONG=1 -DMGEMM_TILE_M=64" \
          "MGEMM_BF16 MGEMM_BF16 128 6 STATIC 1 0 -DMGEMM_PINGPONG=1 -DMGEMM_TILE_M=128" \
-         "MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 0 -DMGEMM_PRODUCER_REGS=24 -DMGEMM_CONSUMER_REGS=240"; do
+         "MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 0 -DMGEMM_PRODUCER_REGS=24 -DMGEMM_CONSUMER_REGS=240" \
+         "MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 0 -DMGEMM_CLUSTER_M=2"; do
   # shellcheck disable=SC2086
   build_one $v & pids+=($!)
 done
@@ -139,7 +141,9 @@ for dtype in ("bfloat16", "float16"):
         impls["hopper"] = (cfg, str(cfg.replace(b_k_major=False)), b)
         impls["hopper-Bcol"] = (cfg, str(cfg), bt.T)
         if case.name in SQUARES:  # the new ideas first, each alone
-            ideas = {"hopper-pp64x256": cfg.replace(pingpong=True, tile_m=64, tile_n=256, stages=5),
+            cl_policy = cfg.policy if cfg.policy in hopper.CLUSTER_POLICIES else "static"
+            ideas = {"hopper-cluster2": cfg.replace(cluster_m=2, policy=cl_policy),
+                     "hopper-pp64x256": cfg.replace(pingpong=True, tile_m=64, tile_n=256, stages=5),
                      "hopper-pp128x128": cfg.replace(pingpong=True, tile_m=128, tile_n=128, stages=6),
                      "hopper-regs24": cfg.replace(producer_regs=24, consumer_regs=240)}
             for name, c in ideas.items():

@@ -34,6 +34,20 @@ mainloop.  Every policy works with it (stream-K partials per warpgroup, fix-up b
 and 5).  ``producer_regs`` / ``consumer_regs``: the setmaxnreg split (default 40 / 232; 24 / 240
 fits too, but the producer's stream-K and dynamic bookkeeping spill at 24).
 
+2-CTA clusters (``cluster_m=2``, opt-in; default 1): ``__cluster_dims__(2, 1, 1)``, the two CTAs
+of a cluster on the tiles (2r, c) and (2r + 1, c) of one pair of tile rows, which share the B tile.
+Each producer loads its own A and half of B (K-major: a box of ``tile_n / 2`` rows; MN-major: half
+of the 64-wide boxes) and multicasts that half to both CTAs (``cp.async.bulk.tensor``
+``.multicast::cluster``), so each CTA's full barrier still counts the whole stage; consumer warps
+release a stage on the "empty" barriers of both CTAs (``mapa`` + a cluster-scope arrive; counts
+doubled), so neither producer refills it before both CTAs have read it; a cluster barrier after
+the barrier setup and another before exit.  With an odd number of tile rows the second CTA of the
+last pair reads a wholly out-of-bounds A box (zeros, counted in full) and writes nothing.  Only
+``static`` and ``per_tile`` (both CTAs walk the same pairs, grouped over the pair grid: ``group``
+counts pairs of rows), cooperative consumers, ``tile_n`` 128 or 256, no debug record; the grid is
+whole clusters, at most ``cuOccupancyMaxActiveClusters`` (SMs rounded down to even where
+cuda.bindings cannot say), at least one cluster whatever ``sms`` says.
+
 Status (H200, 2026-11-30; numbers in benchmarks/RESULTS.md).  Verified on the GPU: every GPU test
 in tests/test_hopper.py (108, incl. every operand layout without a copy, the ``pair`` epilogue
 against ``direct``, stream-K bitwise reproducible, the debug record equal to the Python mirror),
@@ -43,9 +57,12 @@ shapes 0.3–0.95 (geometric mean 0.56–0.62), where ~45–60 µs of host time 
 26 µs) is a large part of a 50–200 µs product; tf32 8192³ 0.81.  Pingpong and 24 / 240 are
 correct but slower than the cooperative default here.  The persistent engine uses this kernel for
 float16 (and float32 with ``allow_tf32``) on sm_90; ``engine="auto"`` still picks cuBLAS.
+2-CTA clusters (``cluster_m=2``) are new and not yet run on a GPU: compile-checked only (nvcc and
+NVRTC, no spills; every existing config's SASS byte-identical); their GPU tests (``-k cluster2``)
+and the ``hopper-cluster2`` timings are still to come.
 
-Not yet done: a shared-memory / TMA-store epilogue with 16-byte stores, 2-CTA clusters with TMA
-multicast of the shared operand, 256-row tiles, a leaner launch path (host time per call).
+Not yet done: a shared-memory / TMA-store epilogue with 16-byte stores, clusters along N
+(multicast of A) or larger than 2, 256-row tiles, a leaner launch path (host time per call).
 
 On the H200, from the repository root, with wheels of mgemm's Python dependencies in .whl::
 
