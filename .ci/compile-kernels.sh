@@ -29,11 +29,31 @@ for input in MGEMM_F16 MGEMM_BF16 MGEMM_TF32 MGEMM_F64 MGEMM_F32; do
     variants+=("$input STREAMK $layout")
   done
 done
+# The opt-in tensor-core knobs (mgemm/kernels.py: swizzle, fast_copy, frag_carry, min_blocks; the
+# GPU tests' KNOB_VARIANTS), in every operand layout.  Fields: input policy a b tile(m_n_k_s_wm_wn|-)
+# then -D flags.
+for layout in "1 0" "0 1" "0 0" "1 1"; do
+  variants+=("MGEMM_F16 STREAMK $layout - -DMGEMM_SWIZZLE=1"
+             "MGEMM_BF16 STATIC $layout 128_128_64_3_2_2 -DMGEMM_SWIZZLE=1"
+             "MGEMM_F16 STREAMK $layout 64_256_32_4_1_4 -DMGEMM_SWIZZLE=1"
+             "MGEMM_F16 STATIC $layout - -DMGEMM_FAST_COPY=1"
+             "MGEMM_F16 STREAMK $layout - -DMGEMM_FRAG_CARRY=1"
+             "MGEMM_F16 STATIC $layout - -DMGEMM_SWIZZLE=1 -DMGEMM_FAST_COPY=1 -DMGEMM_FRAG_CARRY=1"
+             "MGEMM_BF16 STREAMK $layout 128_128_64_4_2_2 -DMGEMM_SWIZZLE=1 -DMGEMM_FAST_COPY=1 -DMGEMM_FRAG_CARRY=1"
+             "MGEMM_F16 STATIC $layout 128_128_32_4_2_4 -DMGEMM_MIN_BLOCKS=2"
+             "MGEMM_F64 STREAMK $layout - -DMGEMM_FAST_COPY=1"
+             "MGEMM_TF32 STATIC $layout - -DMGEMM_FAST_COPY=1")
+done
 
-compile() {  # input policy a_k_major b_k_major
-  local input=$1 policy=$2 ak=$3 bk=$4
-  read -r tm tn tk st wm wn <<<"${TILE[$input]}"
+compile() {  # input policy a_k_major b_k_major [tile (m_n_k_stages_wm_wn, - for the default) [-D...]]
+  local input=$1 policy=$2 ak=$3 bk=$4 tile=${5:--}
+  local extra=("${@:6}")
+  if [[ $tile == - ]]; then read -r tm tn tk st wm wn <<<"${TILE[$input]}"
+  else IFS=_ read -r tm tn tk st wm wn <<<"$tile"; fi
   local name="${input#MGEMM_}_${policy}_a${ak}_b${bk}"
+  if [[ $tile != - || ${#extra[@]} -gt 0 ]]; then
+    name+="_${tile}$(printf '%s' "${extra[@]}" | sed 's/-DMGEMM_//g; s/=1//g' | tr -c 'A-Za-z0-9_\n' _)"
+  fi
   local log="$out/$name.log" arch
   : >"$log"
   for arch in "${ARCHS[@]}"; do
@@ -41,7 +61,7 @@ compile() {  # input policy a_k_major b_k_major
       -DMGEMM_INPUT="$input" -DMGEMM_OUTPUT="${OUTPUT[$input]}" \
       -DMGEMM_POLICY="MGEMM_POLICY_$policy" -DMGEMM_A_K_MAJOR="$ak" -DMGEMM_B_K_MAJOR="$bk" \
       -DMGEMM_TILE_M="$tm" -DMGEMM_TILE_N="$tn" -DMGEMM_TILE_K="$tk" -DMGEMM_STAGES="$st" \
-      -DMGEMM_WARPS_M="$wm" -DMGEMM_WARPS_N="$wn" gemm_persistent.cu >>"$log" 2>&1; then
+      -DMGEMM_WARPS_M="$wm" -DMGEMM_WARPS_N="$wn" "${extra[@]}" gemm_persistent.cu >>"$log" 2>&1; then
     echo "FAILED: $name ($arch)"; cat "$log"; return 1
   fi
   done
@@ -59,7 +79,7 @@ jobs_max=${JOBS:-$(nproc)}
 pids=()
 for v in "${variants[@]}"; do
   # shellcheck disable=SC2086
-  compile $v >"$out/$(echo "$v" | tr ' ' _).report" 2>&1 &
+  compile $v >"$out/$(echo "$v" | tr -c 'A-Za-z0-9\n' _).report" 2>&1 &
   pids+=($!)
   if (( ${#pids[@]} >= jobs_max )); then
     wait "${pids[0]}" || status=1

@@ -181,14 +181,28 @@ def policy_impls(case: Case, dtype: str, policies=("per_tile", "static", "dynami
 
 
 # Ladder at 8192³, one idea per step (same harness, beside cuBLAS): the default tile, each mainloop
-# variant knob switched back (frag_db, simt_vec, dmma_k: the state before that idea), then tiles.
+# variant knob switched back (frag_db, simt_vec, dmma_k: the state before that idea) or, for the
+# opt-in knobs (swizzle, fast_copy, frag_carry, min_blocks), switched on alone and together, then tiles.
 LADDER = {
     "float16": [("default 128x128x32 s4 w2x2", {}),
                 ("no frag double-buffer", dict(frag_db=False)),
-                ("128x256x32 s4 w2x4 (the default before)", dict(tile_n=256, warps_n=4)),
-                ("128x256x64 s3 w2x4", dict(tile_n=256, warps_n=4, tile_k=64, stages=3)),
-                ("64x128x32 s4 w2x2", dict(tile_m=64)),
-                ("128x128x32 s3 w2x2", dict(stages=3)),
+                # the opt-in mainloop knobs, one at a time, then together
+                ("swizzle (XOR tiles, no padding)", dict(swizzle=True)),
+                ("fast_copy (unmasked interior copies)", dict(fast_copy=True)),
+                ("frag_carry (barrier before the last mma)", dict(frag_carry=True)),
+                ("swizzle+fast_copy+frag_carry", dict(swizzle=True, fast_copy=True, frag_carry=True)),
+                ("all three, 128x128x32 s6", dict(swizzle=True, fast_copy=True, frag_carry=True, stages=6)),
+                ("all three, 128x128x64 s3", dict(swizzle=True, fast_copy=True, frag_carry=True, tile_k=64, stages=3)),
+                ("all three, 128x128x64 s4 (1 CTA/SM)", dict(swizzle=True, fast_copy=True, frag_carry=True, tile_k=64, stages=4)),
+                ("all three, 256x128x32 s4 w4x2 (8 warps of 64x64)",
+                 dict(swizzle=True, fast_copy=True, frag_carry=True, tile_m=256, warps_m=4)),
+                # occupancy: 8 warps of 64x32, registers capped for 2 CTAs per SM
+                ("128x128x32 s4 w2x4 min_blocks=2", dict(warps_n=4, min_blocks=2)),
+                ("128x128x32 s4 w2x4 min_blocks=2 swizzle+fast_copy",
+                 dict(warps_n=4, min_blocks=2, swizzle=True, fast_copy=True)),
+                ("128x256x32 s4 w2x4", dict(tile_n=256, warps_n=4)),
+                ("128x256x64 s3 w2x4 swizzle+fast_copy+frag_carry",
+                 dict(swizzle=True, fast_copy=True, frag_carry=True, tile_n=256, warps_n=4, tile_k=64, stages=3)),
                 ("128x128x64 s3 w2x2", dict(tile_k=64, stages=3))],
     "float32": [("default 64x128x8 s3 w2x2", {}),
                 ("4-byte copies only", dict(simt_vec=False)),

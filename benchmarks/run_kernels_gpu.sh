@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call: install the carried wheels (mgemm/__init__ imports dask), run the GPU tests of
 # the persistent kernel, then the benchmark.  Usage: bash benchmarks/run_kernels_gpu.sh [bench args]
-# (e.g. --quick --ladder --no-skewed: every mainloop variant at 8192³ beside cuBLAS, then the defaults)
+# (e.g. --quick --ladder --no-skewed --dtypes float16,bfloat16: every float16/bfloat16 mainloop
+# variant at 8192³ beside cuBLAS, then the defaults; the tests and the benchmark fit the 600-s call)
 set -o pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -15,6 +16,6 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
 python3 -c "import cupy, torch; print('cupy', cupy.__version__, 'torch', torch.__version__)"
 TESTS=${TESTS:-tests/test_kernels.py}
 if [ "$TESTS" != none ]; then
-  timeout ${TEST_TIMEOUT:-240} python3 -m pytest -q -m gpu $TESTS -x -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -40
+  timeout ${TEST_TIMEOUT:-270} python3 -m pytest -q -m gpu $TESTS -x -p no:cacheprovider 2>&1 | tee "$OUT/pytest.log" | tail -40
 fi
-timeout ${BENCH_TIMEOUT:-300} python3 benchmarks/kernels.py "$@" 2>&1 | tee "$OUT/bench.log"
+timeout ${BENCH_TIMEOUT:-270} python3 benchmarks/kernels.py "$@" 2>&1 | tee "$OUT/bench.log"

@@ -63,6 +63,18 @@
 #ifndef MGEMM_FRAG_DB
 #define MGEMM_FRAG_DB 1  // tensor-core mainloop: load k-step s+1's fragments before step s's mma
 #endif
+#ifndef MGEMM_SWIZZLE
+#define MGEMM_SWIZZLE 0  // float16/bfloat16: XOR-swizzled shared tiles instead of padded rows
+#endif
+#ifndef MGEMM_FAST_COPY
+#define MGEMM_FAST_COPY 0  // tensor cores: k-tiles inside M, N and K copied without edge masks
+#endif
+#ifndef MGEMM_FRAG_CARRY
+#define MGEMM_FRAG_CARRY 0  // tensor cores: next k-tile's barrier and first fragments before the last mma
+#endif
+#ifndef MGEMM_MIN_BLOCKS
+#define MGEMM_MIN_BLOCKS 1  // __launch_bounds__ minimum CTAs per SM (> 1 caps registers per thread)
+#endif
 #ifndef MGEMM_SIMT_VEC
 #define MGEMM_SIMT_VEC 1  // float32 SIMT: 16-byte copies of M/N-contiguous operands when aligned
 #endif
@@ -91,6 +103,7 @@ struct Config {
   static constexpr bool kRecord = MGEMM_RECORD;
   static constexpr int kDmmaK = MGEMM_DMMA_K;
   static constexpr bool kFragDb = MGEMM_FRAG_DB, kSimtVec = MGEMM_SIMT_VEC;
+  static constexpr bool kSwizzle = MGEMM_SWIZZLE, kFastCopy = MGEMM_FAST_COPY, kFragCarry = MGEMM_FRAG_CARRY;
 };
 
 #if MGEMM_INPUT == MGEMM_F32
@@ -196,7 +209,12 @@ __device__ __forceinline__ void record_unit(int* record, const WorkUnit& w) {
 using namespace mgemm;
 
 // sync[0]: the dynamic policy's counter; sync[1 + cta]: stream-K flags.  All zero at launch.
-extern "C" __global__ void __launch_bounds__(kThreads) mgemm_gemm(
+#if MGEMM_MIN_BLOCKS > 1
+#define MGEMM_LAUNCH_BOUNDS __launch_bounds__(kThreads, MGEMM_MIN_BLOCKS)
+#else
+#define MGEMM_LAUNCH_BOUNDS __launch_bounds__(kThreads)
+#endif
+extern "C" __global__ void MGEMM_LAUNCH_BOUNDS mgemm_gemm(
     const In* __restrict__ A, const In* __restrict__ B, const Out* C, Out* D, int M, int N, int K,
     long long lda, long long ldb, long long ldc_m, long long ldc_n, long long ldd_m,
     long long ldd_n, double alpha, double beta, int* sync, acc_t* workspace, int sk_tiles,

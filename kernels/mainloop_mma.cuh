@@ -1,7 +1,15 @@
 // Tensor-core mainloop (sm_80 and later): a multi-stage cp.async ring in shared memory feeding
 // mma.sync.  float16/bfloat16 fragments come through ldmatrix (.trans for MN-major tiles), tf32 and
 // float64 fragments through plain shared loads.  Shared tiles keep the global layout, each row
-// padded by one 16-byte chunk (or two) so that fragment loads hit distinct banks.
+// padded by one 16-byte chunk (or two) so that fragment loads hit distinct banks; with
+// Cfg::kSwizzle (float16/bfloat16) rows are unpadded and the 16-byte chunks of a row are permuted
+// by an XOR of their index with the row (see Swz), which keeps ldmatrix conflict-free.
+//
+// Opt-in variants (each off by default, each its own compile-time knob):
+//   kSwizzle   XOR-swizzled tiles instead of padding (less shared memory per stage);
+//   kFastCopy  tiles wholly inside M, N and K are copied without edge masks (no src-size operand);
+//   kFragCarry the barrier of k-tile t+1 is taken before the last k-step's mma of k-tile t, and
+//              k-tile t+1's first fragments are loaded across it (needs kFragDb, an even k-step count).
 //
 // Integer work is kept out of the k-loop: each thread's copy sources, shared destinations, edge
 // masks and fragment addresses are computed once per work unit (Copier, the lane offsets in run);
@@ -15,6 +23,8 @@ template <bool B, class T, class F> struct cond { using type = T; };
 template <class T, class F> struct cond<false, T, F> { using type = F; };
 template <class T, class U> struct same { static constexpr bool value = false; };
 template <class T> struct same<T, T> { static constexpr bool value = true; };
+template <bool V> struct Bool { static constexpr bool value = V; };
+__device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
 
 template <class Cfg>
 struct MmaMainloop {
@@ -46,10 +56,13 @@ struct MmaMainloop {
   static constexpr bool AK_MAJOR = Cfg::kAKMajor, BK_MAJOR = Cfg::kBKMajor;
   // (not tf32: its converted fragments would need two sets of 32 registers beside 128 accumulators)
   static constexpr bool kFragDb = Cfg::kFragDb && (kHalf || kF64);
+  static constexpr bool kSwz = Cfg::kSwizzle && kHalf;
+  static constexpr bool kFast = Cfg::kFastCopy;
+  static constexpr bool kCarry = Cfg::kFragCarry && kFragDb;  // (mgemm/kernels.py allows it for f16/bf16)
 
   static constexpr int EB = sizeof(In), CH = 16 / EB;  // bytes per element, elements per chunk
-  static constexpr int PAD_A = kHalf ? 8 : (kF64 ? 4 : (AK_MAJOR ? 4 : 8));
-  static constexpr int PAD_B = kHalf ? 8 : (kF64 ? 4 : (BK_MAJOR ? 4 : 8));
+  static constexpr int PAD_A = kSwz ? 0 : (kHalf ? 8 : (kF64 ? 4 : (AK_MAJOR ? 4 : 8)));
+  static constexpr int PAD_B = kSwz ? 0 : (kHalf ? 8 : (kF64 ? 4 : (BK_MAJOR ? 4 : 8)));
   static constexpr int A_OUTER = AK_MAJOR ? BM : BK, A_INNER = AK_MAJOR ? BK : BM;
   static constexpr int B_OUTER = BK_MAJOR ? BN : BK, B_INNER = BK_MAJOR ? BK : BN;
   static constexpr int A_PITCH = A_INNER + PAD_A, B_PITCH = B_INNER + PAD_B;
@@ -66,6 +79,24 @@ struct MmaMainloop {
   static_assert(BK % AK == 0 && BK % CH == 0 && BM % CH == 0 && BN % CH == 0, "tile vs atom/chunk");
   static_assert(!kHalf || NI % 2 == 0, "ldmatrix.x4 loads B for two n8 atoms at a time");
   static_assert(kStages >= 2, "the ring needs two stages at least");
+  static_assert(!Cfg::kFragCarry || (kFragDb && (BK / AK) % 2 == 0),
+                "frag carry needs fragment double-buffering (f16, bf16, f64) and an even k-step count");
+
+  // XOR swizzle of an unpadded tile with rows of INNER elements (CPR 16-byte chunks).  Rows are
+  // taken RPL at a time as one 128-byte line of CW*RPL = 8 chunks; the chunk c of row o sits at
+  // chunk c ^ f(o), f(o) = (o / RPL) mod CW, inside its own row.  The 8 row addresses of one
+  // ldmatrix matrix (8 consecutive rows from a multiple of 8, one chunk column) then fall in 8
+  // distinct 16-byte bank groups.  f is unchanged by any row displacement that is a multiple of 8,
+  // so fragment addresses are a per-lane base per chunk column plus compile-time row offsets.
+  template <int INNER>
+  struct Swz {
+    static constexpr int CPR = INNER / CH;
+    static constexpr int CW = CPR >= 8 ? 8 : CPR, RPL = 8 / CW;
+    static_assert(CPR >= 1 && (CPR & (CPR - 1)) == 0, "swizzle: chunks per row must be a power of two");
+    __device__ __forceinline__ static constexpr int f(int o) { return (o / RPL) & (CW - 1); }
+    // Byte offset of chunk c of row o inside a stage.
+    __device__ __forceinline__ static constexpr int off(int o, int c) { return o * INNER * EB + 16 * (c ^ f(o)); }
+  };
 
   // Offsets (elements) of A(m, k) and B(k, n) inside a stage, whatever their majorness: linear in
   // their arguments, so a lane's base plus a compile-time displacement addresses every fragment.
@@ -95,6 +126,10 @@ struct MmaMainloop {
     static constexpr bool kWhole = OUTER % RPP == 0;    // every thread copies P chunks
     static_assert(P <= 32, "edge mask bits");
 
+    using SW = Swz<INNER>;
+    // Chunk j's row is o0 + j*RPP: its swizzle term equals chunk 0's when RPP is a multiple of 8.
+    static constexpr bool kSwzFixed = !kSwz || RPP % 8 == 0;
+
     const In* g;         // chunk 0's source at the next k-tile
     long long step;      // source distance between a thread's consecutive chunks
     long long advance;   // source distance between k-tiles
@@ -106,7 +141,7 @@ struct MmaMainloop {
     __device__ __forceinline__ void init(const In* G, long long ld, int mn0, int mn_lim, int K, int kt) {
       o0 = threadIdx.x / CPR;
       const int i0 = (threadIdx.x % CPR) * CH;
-      soff = (o0 * PITCH + i0) * EB;
+      soff = kSwz ? SW::off(o0, threadIdx.x % CPR) : (o0 * PITCH + i0) * EB;
       step = RPP * ld;
       const int k0 = kt * BK;
       if (K_CONTIG) {
@@ -125,6 +160,12 @@ struct MmaMainloop {
       }
     }
 
+    // Shared byte offset (inside a stage) of this thread's chunk j.
+    __device__ __forceinline__ unsigned dst(int j) const {
+      if constexpr (kSwzFixed) return soff + j * RPP * PITCH * EB;
+      else return SW::off(o0 + j * RPP, threadIdx.x % CPR);
+    }
+
     // Issue this thread's copies of the next k-tile into the stage at shared address `stage`.
     __device__ __forceinline__ void load(unsigned stage) {
       const In* src = g;  // walked by `step` (not g + j*step: that keeps P 64-bit offsets live)
@@ -132,8 +173,19 @@ struct MmaMainloop {
 #pragma unroll
       for (int j = 0; j < P; ++j) {
         const int bytes = K_CONTIG ? ((mask >> j) & 1 ? kbytes : 0) : (j * RPP < kleft ? (int)mask : 0);
-        if (kWhole || j < P - 1 || o0 + j * RPP < OUTER)
-          cp_async16_s(stage + soff + j * RPP * PITCH * EB, src, bytes);
+        if (kWhole || j < P - 1 || o0 + j * RPP < OUTER) cp_async16_s(stage + dst(j), src, bytes);
+        src += step;
+      }
+      g += advance;
+      kleft -= BK;
+    }
+
+    // A k-tile wholly inside M/N and K (the caller checks): every chunk is a full 16-byte copy.
+    __device__ __forceinline__ void load_full(unsigned stage) {
+      const In* src = g;
+#pragma unroll
+      for (int j = 0; j < P; ++j) {
+        if (kWhole || j < P - 1 || o0 + j * RPP < OUTER) cp_async16_full_s(stage + dst(j), src);
         src += step;
       }
       g += advance;
@@ -172,35 +224,94 @@ struct MmaMainloop {
     return l;
   }
 
+  // Swizzled tiles: per-lane byte offsets (inside a stage) of the ldmatrix row this lane points at,
+  // one per chunk column that its fragments use.  Every fragment's chunk column is the lane's plus
+  // 2j (j: the k-step for a K-major tile, the m16 atom for MN-major A, the n16 pair for MN-major B);
+  // its row is the lane's plus a multiple of 8 (16*mi, 8*ni or kk), which leaves the swizzle alone.
+  using SwA = Swz<A_INNER>;
+  using SwB = Swz<B_INNER>;
+  static constexpr int NCA = kSwz ? (AK_MAJOR ? BK / AK : MI) : 1;
+  static constexpr int NCB = kSwz ? (BK_MAJOR ? BK / AK : NI / 2) : 1;
+  struct SwzLane { unsigned a[NCA], b[NCB]; };
+  __device__ __forceinline__ static SwzLane swz_lane_offsets() {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int wm = warp % WM, wn = warp / WM;
+    const int mat = lane >> 3, r = lane & 7;
+    // (row, chunk column) of the lane's ldmatrix row, as in lane_offsets
+    const int ao = AK_MAJOR ? wm * WTM + r + 8 * (mat & 1) : r + 8 * (mat >> 1);
+    const int ac = AK_MAJOR ? (mat >> 1) : (wm * WTM) / CH + (mat & 1);
+    const int bo = BK_MAJOR ? wn * WTN + r + 8 * (mat >> 1) : r + 8 * (mat & 1);
+    const int bc = BK_MAJOR ? (mat & 1) : (wn * WTN) / CH + (mat >> 1);
+    SwzLane l;
+#pragma unroll
+    for (int j = 0; j < NCA; ++j) l.a[j] = SwA::off(ao, ac + 2 * j);
+#pragma unroll
+    for (int j = 0; j < NCB; ++j) l.b[j] = SwB::off(bo, bc + 2 * j);
+    return l;
+  }
+  using LaneT = typename cond<kSwz, SwzLane, Lane>::type;
+  __device__ __forceinline__ static LaneT lanes() {
+    if constexpr (kSwz) return swz_lane_offsets();
+    else return lane_offsets();
+  }
+
+  // Fragment addresses of one stage: padded tiles: the stage's shared address plus the lane's
+  // offset (every fragment at a compile-time displacement from it); swizzled: one per chunk column.
+  struct PadAddr { unsigned a, b; };
+  struct SwzAddr { unsigned a[NCA], b[NCB]; };
+  using StageAddr = typename cond<kSwz, SwzAddr, PadAddr>::type;
+  __device__ __forceinline__ static PadAddr stage_addr(unsigned sa, unsigned sb, const Lane& l) {
+    return PadAddr{sa + l.a, sb + l.b};
+  }
+  __device__ __forceinline__ static SwzAddr stage_addr(unsigned sa, unsigned sb, const SwzLane& l) {
+    SwzAddr s;
+#pragma unroll
+    for (int j = 0; j < NCA; ++j) s.a[j] = sa + l.a[j];
+#pragma unroll
+    for (int j = 0; j < NCB; ++j) s.b[j] = sb + l.b[j];
+    return s;
+  }
+  // ldmatrix address of A's m16 atom mi and B's n8 atoms ni, ni+1 at k-step kk.
+  __device__ __forceinline__ static unsigned a_addr(const PadAddr& s, int mi, int kk) { return s.a + a_off(mi * 16, kk) * EB; }
+  __device__ __forceinline__ static unsigned b_addr(const PadAddr& s, int ni, int kk) { return s.b + b_off(kk, ni * 8) * EB; }
+  __device__ __forceinline__ static unsigned a_addr(const SwzAddr& s, int mi, int kk) {
+    return AK_MAJOR ? s.a[kk / AK] + mi * 16 * A_INNER * EB : s.a[mi] + kk * A_INNER * EB;
+  }
+  __device__ __forceinline__ static unsigned b_addr(const SwzAddr& s, int ni, int kk) {
+    return BK_MAJOR ? s.b[kk / AK] + ni * 8 * B_INNER * EB : s.b[ni / 2] + kk * B_INNER * EB;
+  }
+
   __device__ __forceinline__ static In lds(unsigned addr) {
     if constexpr (kF64) return lds_f64(addr);
     else if constexpr (kHalf) return In{};  // not used: half fragments come through ldmatrix
     else return lds_f32(addr);
   }
 
-  // Fragments of k-step kk; sa/sb: the stage's shared address plus the lane's offset.
-  __device__ __forceinline__ static void load_frag(Frag& f, int kk, unsigned sa, unsigned sb) {
+  // Fragments of k-step kk of the stage addressed by st.
+  __device__ __forceinline__ static void load_frag(Frag& f, int kk, const StageAddr& st) {
     if constexpr (kHalf) {
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi) {
-        const unsigned addr = sa + a_off(mi * 16, kk) * EB;
+        const unsigned addr = a_addr(st, mi, kk);
         if (AK_MAJOR) ldmatrix_x4_s(f.a[mi], addr);
         else ldmatrix_x4_trans_s(f.a[mi], addr);
       }
 #pragma unroll
       for (int ni = 0; ni < NI; ni += 2) {
-        const unsigned addr = sb + b_off(kk, ni * 8) * EB;
+        const unsigned addr = b_addr(st, ni, kk);
         unsigned q[4];
         if (BK_MAJOR) ldmatrix_x4_s(q, addr);
         else ldmatrix_x4_trans_s(q, addr);
         f.b[ni][0] = q[0]; f.b[ni][1] = q[1]; f.b[ni + 1][0] = q[2]; f.b[ni + 1][1] = q[3];
       }
     } else if constexpr (kNarrowF64) {
+      const unsigned sa = st.a, sb = st.b;
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi) f.a[mi] = lds(sa + a_off(mi * 8, kk) * EB);
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni) f.b[ni] = lds(sb + b_off(kk, ni * 8) * EB);
     } else {  // tf32 (rounded on the way into registers) and the sm_90 float64 shapes
+      const unsigned sa = st.a, sb = st.b;
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
@@ -243,23 +354,34 @@ struct MmaMainloop {
 
   // Consumer role: all mma atoms of this warp over one shared stage.  With kFragDb the fragments of
   // k-step s+1 are loaded before the mma of step s is issued (two fragment sets in registers).
-  __device__ __forceinline__ static void compute_stage(acc_t (&acc)[kAcc], unsigned sa, unsigned sb) {
+  __device__ __forceinline__ static void compute_stage(acc_t (&acc)[kAcc], const StageAddr& st) {
     constexpr int STEPS = BK / AK;
     if constexpr (kFragDb) {
       Frag f[2];
-      load_frag(f[0], 0, sa, sb);
+      load_frag(f[0], 0, st);
 #pragma unroll
       for (int s = 0; s < STEPS; ++s) {
-        if (s + 1 < STEPS) load_frag(f[(s + 1) & 1], (s + 1) * AK, sa, sb);
+        if (s + 1 < STEPS) load_frag(f[(s + 1) & 1], (s + 1) * AK, st);
         mma_frag(acc, f[s & 1]);
       }
     } else {
 #pragma unroll
       for (int s = 0; s < STEPS; ++s) {
         Frag f;
-        load_frag(f, s * AK, sa, sb);
+        load_frag(f, s * AK, st);
         mma_frag(acc, f);
       }
+    }
+  }
+
+  // Copies of one k-tile into a stage; `full`: the k-tile lies wholly inside M/N and K.
+  __device__ __forceinline__ static void load_tile(CopyA& ca, CopyB& cb, unsigned a, unsigned b, bool full) {
+    if (kFast && full) {
+      ca.load_full(a);
+      cb.load_full(b);
+    } else {
+      ca.load(a);
+      cb.load(b);
     }
   }
 
@@ -270,7 +392,7 @@ struct MmaMainloop {
     In* sA = reinterpret_cast<In*>(smem);
     In* sB = sA + kStages * A_STAGE;
     const unsigned s_a = smem_addr(sA), s_b = smem_addr(sB);
-    const Lane lane = lane_offsets();
+    const LaneT lane = lanes();
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) acc[i] = 0;
     CopyA ca;
@@ -278,26 +400,78 @@ struct MmaMainloop {
     ca.init(A, lda, m0, M, K, kb);
     cb.init(B, ldb, n0, N, K, kb);
     const int nk = ke - kb;
+    const bool full_mn = m0 + BM <= M && n0 + BN <= N;  // kFast: k-tiles below kfull copy unmasked
+    const int kfull = K / BK;
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
-      if (s < nk) {
-        ca.load(s_a + s * A_STAGE * EB);
-        cb.load(s_b + s * B_STAGE * EB);
-      }
+      if (s < nk) load_tile(ca, cb, s_a + s * A_STAGE * EB, s_b + s * B_STAGE * EB, full_mn && kb + s < kfull);
       cp_async_commit();
     }
     int read = 0, write = kStages - 1;
-    for (int it = 0; it < nk; ++it) {
-      cp_async_wait<kStages - 2>();
-      __syncthreads();  // stage `read` landed for everyone; stage `write` is no longer being read
-      if (it + kStages - 1 < nk) {
-        ca.load(s_a + write * (A_STAGE * EB));
-        cb.load(s_b + write * (B_STAGE * EB));
+    // kFast: iterations [0, fast_end) refill a stage with a k-tile wholly inside M/N and K; they run
+    // in a loop of their own (a branch per k-tile would leave both copy paths predicated in one).
+    int it = 0;
+    const int fast_end = kFast && full_mn ? imin(nk, kfull - kb) - (kStages - 1) : 0;
+    if constexpr (!kCarry && !kFast) {  // the plain ring (kept literally: its code is the reference)
+      for (; it < nk; ++it) {
+        cp_async_wait<kStages - 2>();
+        __syncthreads();  // stage `read` landed for everyone; stage `write` is no longer being read
+        if (it + kStages - 1 < nk) {
+          ca.load(s_a + write * (A_STAGE * EB));
+          cb.load(s_b + write * (B_STAGE * EB));
+        }
+        cp_async_commit();
+        compute_stage(acc, stage_addr(s_a + read * (A_STAGE * EB), s_b + read * (B_STAGE * EB), lane));
+        read = read + 1 == kStages ? 0 : read + 1;
+        write = write + 1 == kStages ? 0 : write + 1;
       }
-      cp_async_commit();
-      compute_stage(acc, s_a + read * (A_STAGE * EB) + lane.a, s_b + read * (B_STAGE * EB) + lane.b);
-      read = read + 1 == kStages ? 0 : read + 1;
-      write = write + 1 == kStages ? 0 : write + 1;
+    } else if constexpr (!kCarry) {
+      auto body = [&](auto full) {
+        cp_async_wait<kStages - 2>();
+        __syncthreads();  // stage `read` landed for everyone; stage `write` is no longer being read
+        if (decltype(full)::value || it + kStages - 1 < nk)
+          load_tile(ca, cb, s_a + write * (A_STAGE * EB), s_b + write * (B_STAGE * EB), decltype(full)::value);
+        cp_async_commit();
+        compute_stage(acc, stage_addr(s_a + read * (A_STAGE * EB), s_b + read * (B_STAGE * EB), lane));
+        read = read + 1 == kStages ? 0 : read + 1;
+        write = write + 1 == kStages ? 0 : write + 1;
+      };
+      if constexpr (kFast)
+        for (; it < fast_end; ++it) body(Bool<true>{});
+      for (; it < nk; ++it) body(Bool<false>{});
+    } else {
+      // The barrier of k-tile it+1 sits before the last k-step's mma of k-tile it (whose fragments
+      // are then in registers): the mma already issued covers the wait, and k-tile it+1's first
+      // fragments are loaded across it.  Stage `write` (read during k-tile it-1) is free once
+      // k-tile it-1's barrier has passed, since all of its fragments were loaded before it.
+      constexpr int STEPS = BK / AK;
+      Frag f[2];
+      cp_async_wait<kStages - 2>();
+      __syncthreads();
+      if (nk > 0) load_frag(f[0], 0, stage_addr(s_a, s_b, lane));
+      auto body = [&](auto full) {
+        if (decltype(full)::value || it + kStages - 1 < nk)
+          load_tile(ca, cb, s_a + write * (A_STAGE * EB), s_b + write * (B_STAGE * EB), decltype(full)::value);
+        cp_async_commit();
+        const StageAddr cur = stage_addr(s_a + read * (A_STAGE * EB), s_b + read * (B_STAGE * EB), lane);
+        read = read + 1 == kStages ? 0 : read + 1;
+        write = write + 1 == kStages ? 0 : write + 1;
+#pragma unroll
+        for (int s = 0; s < STEPS; ++s) {
+          if (s + 1 < STEPS) {
+            load_frag(f[(s + 1) & 1], (s + 1) * AK, cur);
+          } else {
+            cp_async_wait<kStages - 2>();
+            __syncthreads();  // k-tile it+1 landed for everyone; k-tile it's fragments are loaded
+            if (it + 1 < nk)
+              load_frag(f[0], 0, stage_addr(s_a + read * (A_STAGE * EB), s_b + read * (B_STAGE * EB), lane));
+          }
+          mma_frag(acc, f[s & 1]);
+        }
+      };
+      if constexpr (kFast)
+        for (; it < fast_end; ++it) body(Bool<true>{});
+      for (; it < nk; ++it) body(Bool<false>{});
     }
     cp_async_wait<0>();
     __syncthreads();  // the next unit's prologue may overwrite every stage

@@ -27,6 +27,10 @@ __device__ __forceinline__ void cp_async4(void* dst, const void* src, int src_by
 __device__ __forceinline__ void cp_async16_s(unsigned dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
+// A whole 16-byte chunk, no zero-fill operand (tiles known to lie inside the matrix).
+__device__ __forceinline__ void cp_async16_full_s(unsigned dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
 __device__ __forceinline__ void cp_async4_s(unsigned dst, const void* src, int src_bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }

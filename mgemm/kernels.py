@@ -108,7 +108,9 @@ class KernelConfig(RenderedConfig):
 
     KERNEL_SOURCE: ClassVar[str] = KERNEL_SOURCE
     # Mainloop variant knobs at their defaults: str() names only those that differ.
-    VARIANT_DEFAULTS: ClassVar[dict] = {"dmma_k": 4, "frag_db": True, "simt_vec": True}
+    VARIANT_DEFAULTS: ClassVar[dict] = {"dmma_k": 4, "frag_db": True, "simt_vec": True,
+                                        "swizzle": False, "fast_copy": False, "frag_carry": False,
+                                        "min_blocks": 1}
 
     input: str = "float16"
     output: str | None = None  # None: the storage type of the input
@@ -130,6 +132,14 @@ class KernelConfig(RenderedConfig):
     dmma_k: int = 4
     frag_db: bool = True  # tensor cores: fetch k-step s+1's fragments before step s's mma (not tf32)
     simt_vec: bool = True  # float32 SIMT: 16-byte copies of M/N-contiguous operands when aligned
+    # float16/bfloat16: XOR-swizzled shared tiles (no row padding; ldmatrix stays conflict-free)
+    swizzle: bool = False
+    # tensor cores: k-tiles wholly inside M, N and K are copied without edge masks (a loop of their own)
+    fast_copy: bool = False
+    # float16/bfloat16 with frag_db: the next k-tile's barrier and first fragments come before the
+    # last k-step's mma (needs an even number of k-steps per tile)
+    frag_carry: bool = False
+    min_blocks: int = 1  # __launch_bounds__ minimum CTAs per SM (> 1 caps the registers per thread)
 
     def __post_init__(self):
         if self.input not in INPUTS:
@@ -146,6 +156,23 @@ class KernelConfig(RenderedConfig):
             raise ValueError(f"dmma_k must be 0, 4, 8 or 16, got {self.dmma_k!r}")
         if self.input == "float32" and self.threads != (self.tile_m // 8) * (self.tile_n // 8):
             raise ValueError("SIMT tiles need (tile_m/8)*(tile_n/8) == 32*warps_m*warps_n threads")
+        half = self.input in ("float16", "bfloat16")
+        if self.swizzle:
+            if not half:
+                raise ValueError("swizzle is for float16/bfloat16 inputs")
+            for inner in (self.tile_k, self.tile_m, self.tile_n):  # rows of 16-byte chunks: a power of two
+                chunks = inner // 8
+                if inner % 8 or chunks & (chunks - 1):
+                    raise ValueError(f"swizzle needs tile_m, tile_n, tile_k / 8 powers of two, got {inner}")
+        if self.fast_copy and self.simt:
+            raise ValueError("fast_copy is for the tensor-core mainloop (not float32 SIMT)")
+        if self.frag_carry:
+            if not half or not self.frag_db:  # (float64 compiles, but spills at 128x64x16 stream-K)
+                raise ValueError("frag_carry needs frag_db and a float16 or bfloat16 input")
+            if (self.tile_k // self.atom_k) % 2:
+                raise ValueError(f"frag_carry needs an even number of k-steps, got tile_k={self.tile_k}")
+        if self.min_blocks not in (1, 2, 3, 4) or self.threads * self.min_blocks > 2048:
+            raise ValueError(f"min_blocks must be 1..4 with threads*min_blocks <= 2048, got {self.min_blocks}")
 
     @classmethod
     def default(cls, input: str, **changes: Any) -> "KernelConfig":
@@ -167,6 +194,15 @@ class KernelConfig(RenderedConfig):
         return self.input == "float32"
 
     @property
+    def atom_k(self) -> int:
+        """k of one mma step (tensor cores): 16 (f16, bf16), 8 (tf32), dmma_k or 4 (float64)."""
+        if self.input in ("float16", "bfloat16"):
+            return 16
+        if self.input == "float64":
+            return self.dmma_k or 4
+        return 8 if self.input == "tf32" else 1
+
+    @property
     def acc_dtype(self) -> str:
         return "float64" if self.input == "float64" else "float32"
 
@@ -185,6 +221,8 @@ class KernelConfig(RenderedConfig):
         eb = ITEMSIZE[self.input]
 
         def pad(k_major: bool) -> int:
+            if self.swizzle:
+                return 0
             if eb == 2:
                 return 8
             if self.input == "float64":
@@ -220,6 +258,10 @@ class KernelConfig(RenderedConfig):
             "MGEMM_DMMA_K": str(self.dmma_k),
             "MGEMM_FRAG_DB": str(int(self.frag_db)),
             "MGEMM_SIMT_VEC": str(int(self.simt_vec)),
+            "MGEMM_SWIZZLE": str(int(self.swizzle)),
+            "MGEMM_FAST_COPY": str(int(self.fast_copy)),
+            "MGEMM_FRAG_CARRY": str(int(self.frag_carry)),
+            "MGEMM_MIN_BLOCKS": str(self.min_blocks),
         }
 
     def __str__(self) -> str:

@@ -47,6 +47,11 @@ def test_cache_key_changes_with_config_and_options():
     assert a.key() != a.replace(policy="streamk").key()
     assert a.key() != a.replace(frag_db=False).key()
     assert "frag_db=False" in str(a.replace(frag_db=False)) and "frag_db" not in str(a)
+    for knob in (dict(swizzle=True), dict(fast_copy=True), dict(frag_carry=True), dict(min_blocks=2)):
+        b = a.replace(**knob)
+        assert b.key() != a.key()
+        name, value = next(iter(knob.items()))
+        assert f"{name}={value}" in str(b) and name not in str(a)
     assert a.key(("-arch=sm_80",)) != a.key(("-arch=sm_90",))
     assert a.key() in a.source()
 
@@ -61,6 +66,64 @@ def test_config_validates():
     with pytest.raises(ValueError):
         KernelConfig(input="float32", tile_m=128, tile_n=128, warps_m=2, warps_n=2)
     assert KernelConfig(input="tf32").output == "float32"
+    # the opt-in mainloop knobs: where they apply
+    with pytest.raises(ValueError):
+        KernelConfig.default("float64", swizzle=True)
+    with pytest.raises(ValueError):
+        KernelConfig.default("tf32", swizzle=True)
+    with pytest.raises(ValueError):
+        KernelConfig.default("float16", swizzle=True, tile_n=192, warps_n=4)  # 24 chunks per row
+    with pytest.raises(ValueError):
+        KernelConfig.default("float32", fast_copy=True)
+    with pytest.raises(ValueError):
+        KernelConfig.default("tf32", frag_carry=True)
+    with pytest.raises(ValueError):
+        KernelConfig.default("float16", frag_carry=True, frag_db=False)
+    with pytest.raises(ValueError):
+        KernelConfig.default("float16", frag_carry=True, tile_k=16)  # one k-step per tile
+    with pytest.raises(ValueError):
+        KernelConfig.default("float16", min_blocks=5)
+    with pytest.raises(ValueError):
+        KernelConfig.default("float16", min_blocks=3, tile_m=256, tile_n=256, warps_m=4, warps_n=8)  # 3072 threads
+    with pytest.raises(ValueError):
+        KernelConfig.default("float64", frag_carry=True)
+    KernelConfig.default("float64", fast_copy=True)
+    KernelConfig.default("bfloat16", swizzle=True, fast_copy=True, frag_carry=True, tile_k=64, stages=3)
+
+
+def test_swizzle_drops_the_padding_from_shared_memory():
+    cfg = KernelConfig.default("float16")  # 128x128x32 s4
+    assert cfg.smem_bytes == 4 * (128 * (32 + 8) + 32 * (128 + 8)) * 2
+    assert cfg.replace(swizzle=True).smem_bytes == 4 * (128 * 32 + 32 * 128) * 2
+    assert "#define MGEMM_SWIZZLE 1" in cfg.replace(swizzle=True).render()
+    assert "#define MGEMM_MIN_BLOCKS 2" in cfg.replace(min_blocks=2).render()
+
+
+def _swizzle_offset(o, c, inner):
+    """Python mirror of Swz<INNER>::off in kernels/mainloop_mma.cuh (16-bit elements)."""
+    cpr = inner // 8
+    cw = min(cpr, 8)
+    rpl = 8 // cw
+    return o * inner * 2 + 16 * (c ^ ((o // rpl) & (cw - 1)))
+
+
+@pytest.mark.parametrize("inner", [16, 32, 64, 128, 256])
+def test_swizzle_is_a_permutation_and_ldmatrix_conflict_free(inner):
+    """Each row's chunks are permuted within the row; the 8 rows of one ldmatrix matrix (rows
+    8q..8q+7, one chunk column) land in 8 distinct 16-byte bank groups; a row displacement by a
+    multiple of 8 leaves the XOR term alone (the kernel's compile-time fragment offsets)."""
+    cpr = inner // 8
+    rows = 64
+    offs = {_swizzle_offset(o, c, inner) for o in range(rows) for c in range(cpr)}
+    assert offs == {16 * i for i in range(rows * cpr)}
+    for q in range(rows // 8):
+        for c in range(cpr):
+            banks = {(_swizzle_offset(8 * q + r, c, inner) // 16) % 8 for r in range(8)}
+            assert len(banks) == 8
+    for o in range(8):
+        for c in range(cpr):
+            for d in (8, 16, 24, 32):
+                assert _swizzle_offset(o + d, c, inner) == _swizzle_offset(o, c, inner) + d * inner * 2
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -207,6 +270,49 @@ def test_mainloop_variants(kind, variant):
         for policy in ("static", "streamk"):
             _check(m, n, k, kind, policy, seed=20 + i, beta=0.5 if i % 2 else 0.0, **variant)
     _check(200, 136, 96, kind, "streamk", trans_a=True, trans_b=True, seed=30, beta=0.25, **variant)
+
+
+# The opt-in tensor-core knobs (swizzle, fast_copy, frag_carry, min_blocks), alone and together.
+# Shapes: edges in every tile dimension, tiles wholly inside M/N/K (fast_copy's unmasked loop), a
+# K tail after full k-tiles, and stream-K units that start and end inside K.
+KNOB_VARIANTS = [
+    ("float16", dict(swizzle=True)),
+    ("bfloat16", dict(swizzle=True, tile_k=64, stages=3)),
+    ("float16", dict(swizzle=True, tile_m=64, tile_n=256, warps_m=1, warps_n=4)),  # 4 rows a pass
+    ("float16", dict(fast_copy=True)),
+    ("float16", dict(frag_carry=True)),
+    ("float16", dict(swizzle=True, fast_copy=True, frag_carry=True)),
+    ("bfloat16", dict(swizzle=True, fast_copy=True, frag_carry=True, tile_k=64, stages=4)),
+    ("float16", dict(min_blocks=2, warps_n=4)),
+    ("float64", dict(fast_copy=True)),
+    ("tf32", dict(fast_copy=True)),
+]
+KNOB_SHAPES = {  # (trans_a, trans_b, policy): shapes
+    (False, False, "static"): [(257, 263, 129), (33, 45, 71), (256, 384, 512), (384, 256, 300),
+                               (1, 300, 77)],
+    (False, False, "streamk"): [(130, 260, 1000), (256, 256, 2048), (300, 1, 45)],
+    (True, True, "streamk"): [(200, 136, 96), (256, 256, 640), (129, 67, 40)],
+    (True, False, "static"): [(129, 67, 40), (256, 256, 256)],
+}
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("kind,variant", KNOB_VARIANTS, ids=[f"{k}-{v}" for k, v in KNOB_VARIANTS])
+def test_mainloop_knobs(kind, variant):
+    for (ta, tb, policy), shapes in KNOB_SHAPES.items():
+        for i, (m, n, k) in enumerate(shapes):
+            _check(m, n, k, kind, policy, trans_a=ta, trans_b=tb, seed=40 + i,
+                   beta=0.5 if i % 2 else 0.0, alpha=1.0 if i % 3 else 0.75, **variant)
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("policy", ["per_tile", "dynamic"])
+def test_mainloop_knobs_every_policy(policy):
+    knobs = dict(swizzle=True, fast_copy=True, frag_carry=True)
+    for i, (m, n, k) in enumerate([(257, 263, 129), (256, 384, 512), (130, 260, 1000)]):
+        _check(m, n, k, "bfloat16", policy, seed=60 + i, beta=0.5 if i % 2 else 0.0, **knobs)
 
 
 @pytest.mark.gpu
