@@ -1,7 +1,9 @@
 """Host time per call of mgemm's kernel launchers beside cuBLAS, on a product small enough that
 the GPU is never the limit: the Python cost a small or skewed product pays on every call.
 
-    python3 benchmarks/launch_overhead.py [--calls 300]
+    python3 benchmarks/launch_overhead.py [--calls 300] [--profile]
+
+``--profile`` also prints where the Python time of each mgemm launcher goes (cProfile, top 15).
 """
 
 from __future__ import annotations
@@ -45,6 +47,20 @@ def main() -> None:
         rows["mgemm.hopper.gemm streamk"] = lambda: hopper.gemm(a, b, out=out, config=cfg)
     for name, fn in rows.items():
         print(f"{name:>32}: {per_call_us(fn, calls):7.1f} µs of host time per call", flush=True)
+    if "--profile" in sys.argv:
+        import cProfile
+        import pstats
+        for name, fn in rows.items():
+            if not name.startswith("mgemm"):
+                continue
+            prof = cProfile.Profile()
+            prof.enable()
+            for _ in range(calls):
+                fn()
+            prof.disable()
+            cp.cuda.Device().synchronize()
+            print(f"\n=== {name}: {calls} calls")
+            pstats.Stats(prof).sort_stats("tottime").print_stats(15)
 
 
 if __name__ == "__main__":
