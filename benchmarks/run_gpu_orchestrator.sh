@@ -28,6 +28,8 @@ if [ "${LINK_PROBE:-0}" = 1 ]; then
   timeout 60 python3 benchmarks/link_probe.py tcp 2>/dev/null | tee -a "$out/link.txt"
 fi
 timeout 60 python3 benchmarks/cublas_one_gpu.py --repeat "$repeat" --json "$out/rows.jsonl" | tee "$out/cublas.txt"
+timeout 60 python3 benchmarks/cublas_one_gpu.py --n 65536 --dtypes float16 --repeat "$repeat" --json "$out/rows.jsonl" \
+  | tee -a "$out/cublas.txt"  # the anchor of the float16-65536 case
 extra=()
 [ -n "${TRANSFER_LIMIT:-}" ] && extra=(--transfer-limit "$TRANSFER_LIMIT")
 timeout 240 python3 -m mgemm.cli bench --protocol ucx "${extra[@]}" --repeat "$repeat" --json "$out/rows.jsonl" --trace "$out/trace.jsonl" 2>"$out/ucx.err" \
