@@ -7,6 +7,8 @@
 # Environment: TESTS=0 skips the GPU tests, TCP=0 the TCP case, LINK_PROBE=1 adds the link probe,
 # DASK_CONTROL=0 skips dask.array.matmul on a cluster without mgemm's transfer plugin,
 # TRANSFER_LIMIT=1GiB raises the bytes per worker-to-worker message on the embedded cluster.
+# One device call runs 600 s at most: with the GPU tests, TCP and the dask control the whole script
+# takes longer, so split it (e.g. TESTS=0 TCP=0 for one call, then the rest).
 set -uo pipefail
 repeat=${1:-5}
 tcp_repeat=${2:-$repeat}
@@ -32,7 +34,7 @@ timeout 60 python3 benchmarks/cublas_one_gpu.py --n 65536 --dtypes float16 --rep
   | tee -a "$out/cublas.txt"  # the anchor of the float16-65536 case
 extra=()
 [ -n "${TRANSFER_LIMIT:-}" ] && extra=(--transfer-limit "$TRANSFER_LIMIT")
-timeout 240 python3 -m mgemm.cli bench --protocol ucx "${extra[@]}" --repeat "$repeat" --json "$out/rows.jsonl" --trace "$out/trace.jsonl" 2>"$out/ucx.err" \
+timeout ${UCX_TIMEOUT:-300} python3 -m mgemm.cli bench --protocol ucx "${extra[@]}" --repeat "$repeat" --json "$out/rows.jsonl" --trace "$out/trace.jsonl" 2>"$out/ucx.err" \
   | tee "$out/ucx.txt"
 # dask.array.matmul also on a cluster without mgemm's transfer plugin (distributed-ucxx's own
 # whole-device synchronize), so its best median is known beside mgemm's (DASK_CONTROL=0: skip).
