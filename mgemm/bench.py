@@ -34,6 +34,19 @@ def tolerance(dtype: Any, allow_tf32: bool = False) -> float:
     return TOLERANCE.get(name, 0.0)  # integers are exact
 
 
+def array_dtype(dtype: str) -> Any:
+    """The dtype object for a name: "bfloat16" is ml_dtypes' (what CuPy 14 and NumPy hold bfloat16
+    arrays as; importing ml_dtypes also registers the name), anything else NumPy's."""
+    if str(dtype) == "bfloat16":
+        try:
+            import ml_dtypes
+        except ImportError as exc:
+            raise TypeError("bfloat16 arrays need the ml_dtypes package (in mgemm's cuda12 and "
+                            "cuda13 extras)") from exc
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(dtype)
+
+
 def _random_block(block_info: Any, *, seed: int, dtype: str, gpu: bool) -> Any:
     """One chunk of a random matrix in [-1, 1), seeded by the chunk's position (reproducible)."""
     info = block_info[None]
@@ -51,20 +64,21 @@ def _random_block(block_info: Any, *, seed: int, dtype: str, gpu: bool) -> Any:
     out = real * 2 - 1
     if kind == "c":
         out = out + 1j * (rng.random(shape, dtype=out.dtype) * 2 - 1)
-    return out.astype(dtype)
+    return out.astype(array_dtype(dtype))
 
 
 def random_matrix(shape: tuple[int, int], chunks: Any, dtype: str, *, gpu: bool,
                   seed: int) -> da.Array:
     """A lazy random matrix whose chunks are made on the workers (CuPy chunks when ``gpu``)."""
+    dt = array_dtype(dtype)
     if gpu:
         import cupy
-        meta = cupy.empty((0, 0), dtype=dtype)
+        meta = cupy.empty((0, 0), dtype=dt)
     else:
-        meta = np.empty((0, 0), dtype=dtype)
-    template = da.empty(shape, chunks=chunks, dtype=dtype)
+        meta = np.empty((0, 0), dtype=dt)
+    template = da.empty(shape, chunks=chunks, dtype=dt)
     make = functools.partial(_random_block, seed=seed, dtype=dtype, gpu=gpu)
-    return template.map_blocks(lambda _, block_info=None: make(block_info), dtype=dtype,
+    return template.map_blocks(lambda _, block_info=None: make(block_info), dtype=dt,
                                meta=meta)
 
 
@@ -207,7 +221,7 @@ def has_bfloat16() -> bool:
     """Whether CuPy here can hold bfloat16 arrays."""
     try:
         import cupy
-        cupy.empty(1, dtype="bfloat16")
+        cupy.empty(1, dtype=array_dtype("bfloat16"))
         return True
     except Exception:
         return False
