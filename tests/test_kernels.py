@@ -176,6 +176,64 @@ def test_plan_launch_matches_mirror():
     assert lp.grid == 132
 
 
+
+class _FakeCupy:
+    """Just enough of CuPy for ``launch_scratch``: streams by pointer, arrays with a size, dtype
+    and address, and a record of the memsets issued."""
+
+    def __init__(self):
+        fake = self
+        self.memsets, self.stream_ptr, self.allocs = [], 1, 0
+
+        class Stream:
+            @property
+            def ptr(self):
+                return fake.stream_ptr
+
+        class Array:
+            def __init__(self, n, dtype, zeros=False):
+                fake.allocs += 1
+                self.size, self.dtype, self.zeros = n, np.dtype(dtype), zeros
+                self.data = type("Ptr", (), {"ptr": 1000 * fake.allocs})()
+
+        class Runtime:
+            @staticmethod
+            def memsetAsync(ptr, value, nbytes, stream):
+                fake.memsets.append((ptr, value, nbytes, stream))
+
+        self.int32, self.float32, self.float64 = np.int32, np.float32, np.float64
+        self.dtype = np.dtype
+        self.cuda = type("cuda", (), {"get_current_stream": staticmethod(lambda: Stream()),
+                                      "runtime": Runtime})
+        self.empty = lambda n, dtype: Array(n, dtype)
+        self.zeros = lambda n, dtype: Array(n, dtype, zeros=True)
+
+
+def test_launch_scratch_is_reused_per_stream_and_zeroed_only_when_read(monkeypatch):
+    monkeypatch.setattr(kernels, "_scratch", {})  # the fake arrays never reach a real launch
+    cp = _FakeCupy()
+    sync, ws, rec = kernels.launch_scratch(cp, 0, 8, False, 1, np.float32)
+    assert sync.size >= 9 and not cp.memsets  # static/per_tile never read the counters
+    sync2, ws2, rec2 = kernels.launch_scratch(cp, 0, 8, True, 100, np.float32)
+    assert sync2 is sync and rec2 is rec  # reused on the same stream and thread
+    assert ws2 is not ws and ws2.size >= 100  # grown for a bigger stream-K workspace
+    assert cp.memsets == [(sync.data.ptr, 0, 9 * 4, 1)]  # 1 + grid ints, on this stream
+    _, ws3, _ = kernels.launch_scratch(cp, 0, 4, False, 50, np.float32)
+    assert ws3 is ws2  # big enough: no new allocation
+    _, ws64, _ = kernels.launch_scratch(cp, 0, 4, False, 50, np.float64)
+    assert ws64.dtype == np.float64  # a float64 workspace of its own
+    cp.stream_ptr = 2
+    sync4, _, _ = kernels.launch_scratch(cp, 0, 8, True, 1, np.float32)
+    assert sync4 is not sync  # another stream: its own buffers (no cross-stream reuse)
+    _, _, debug = kernels.launch_scratch(cp, 0, 8, False, 1, np.float32, record_elems=77)
+    assert debug.zeros and debug.size == 77  # a fresh zeroed record for every debug launch
+
+
+def test_specialize_is_replace():
+    cfg = KernelConfig.default("float16")
+    assert kernels.specialize(cfg, policy="streamk") == cfg.replace(policy="streamk")
+    assert kernels.specialize(cfg, policy="streamk") is kernels.specialize(cfg, policy="streamk")
+
 # --- GPU ------------------------------------------------------------------------------------------
 
 def _rand(shape, kind, rng, order="C"):
