@@ -14,6 +14,8 @@ from mgemm import hopper, schedule
 from mgemm.hopper import HopperConfig
 from mgemm.kernels import KERNEL_DIR
 
+from gpu_operands import as_float64, poisoned, rand_operand
+
 
 def _cupy_sm90_or_none():
     try:
@@ -315,45 +317,27 @@ def test_rendered_source_compiles_for_sm90a(cfg, tmp_path):
 
 # --- GPU (sm_90 only) -----------------------------------------------------------------------------
 
-def _rand(shape, kind, rng):
-    """Fresh random operand for `kind` (bfloat16 as uint16 bits), and its float64 value."""
-    x = cp.asarray(rng.standard_normal(shape), dtype=cp.float32)
-    if kind == "bfloat16":
-        bits = x.view(cp.uint32)
-        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-        x16 = bits.astype(cp.uint16)
-        return x16, (x16.astype(cp.uint32) << 16).view(cp.float32).astype(cp.float64)
-    x = x.astype(cp.float16 if kind == "float16" else cp.float32)
-    return x, x.astype(cp.float64)
 
 
-def _as_f64(x):
-    if x.dtype == cp.uint16:
-        return (x.astype(cp.uint32) << 16).view(cp.float32).astype(cp.float64)
-    return x.astype(cp.float64)
 
 
-def _poisoned(shape, kind):
-    if kind == "bfloat16":
-        return cp.full(shape, 0x7FC0, dtype=cp.uint16)
-    return cp.full(shape, cp.nan, dtype=cp.float16 if kind == "float16" else cp.float32)
 
 
 def _check(m, n, k, kind, cfg, *, trans_a=False, trans_b=False, beta=0.0, alpha=1.0, seed=0,
            sms=None):
     rng = np.random.default_rng(seed)
-    a, a64 = _rand((k, m) if trans_a else (m, k), kind, rng)
-    b, b64 = _rand((n, k) if trans_b else (k, n), kind, rng)
+    a, a64 = rand_operand((k, m) if trans_a else (m, k), kind, rng)
+    b, b64 = rand_operand((n, k) if trans_b else (k, n), kind, rng)
     if trans_a:
         a, a64 = a.T, a64.T
     if trans_b:
         b, b64 = b.T, b64.T
-    c, c64 = _rand((m, n), kind, rng)
-    out = _poisoned((m, n), kind)
+    c, c64 = rand_operand((m, n), kind, rng)
+    out = poisoned((m, n), kind)
     hopper.gemm(a, b, c, alpha=alpha, beta=beta, out=out, config=cfg, sms=sms,
                 allow_tf32=kind == "tf32", as_dtype="bfloat16" if kind == "bfloat16" else None)
     ref = alpha * (a64 @ b64) + (beta * c64 if beta else 0)
-    got = _as_f64(out)
+    got = as_float64(out)
     assert not bool(cp.isnan(got).any()), f"unwritten or NaN outputs: {int(cp.isnan(got).sum())}"
     denom = float(cp.linalg.norm(ref)) or 1.0
     err = float(cp.linalg.norm(got - ref)) / denom
@@ -415,8 +399,8 @@ def test_every_operand_layout_without_a_copy(kind, trans_a, trans_b, tile_n, pol
     """A row- or column-major, B row- or column-major: each is read in place (MN-major through
     wgmma's transpose bits) and every combination matches the float64 reference."""
     rng = np.random.default_rng(30)
-    a, _ = _rand((64, 48) if trans_a else (48, 64), kind, rng)
-    b, _ = _rand((80, 64) if trans_b else (64, 80), kind, rng)
+    a, _ = rand_operand((64, 48) if trans_a else (48, 64), kind, rng)
+    b, _ = rand_operand((80, 64) if trans_b else (64, 80), kind, rng)
     a, b = (a.T if trans_a else a), (b.T if trans_b else b)
     arr, k_major, _ = hopper._operand(cp, a, 8, True)  # A (M, K): K-major unless transposed
     assert arr is a and k_major == (not trans_a)
@@ -436,15 +420,15 @@ def test_mn_major_views_with_odd_leading_dimensions():
     an aligned start; otherwise copied, MN-major."""
     rng = np.random.default_rng(7)
     for kind in ("float16", "bfloat16"):
-        base_a, base_a64 = _rand((203, 304), kind, rng)  # A = base_a.T: column-major, ld 304
-        base_b, base_b64 = _rand((203, 160), kind, rng)  # B row-major, ld 160
+        base_a, base_a64 = rand_operand((203, 304), kind, rng)  # A = base_a.T: column-major, ld 304
+        base_b, base_b64 = rand_operand((203, 160), kind, rng)  # B row-major, ld 160
         for a, a64, b, b64 in ((base_a.T[8:, 5:], base_a64.T[8:, 5:], base_b[5:, 8:], base_b64[5:, 8:]),
                                (base_a.T[1:, :], base_a64.T[1:, :], base_b[:, 3:], base_b64[:, 3:])):
-            out = _poisoned((a.shape[0], b.shape[1]), kind)
+            out = poisoned((a.shape[0], b.shape[1]), kind)
             hopper.gemm(a, b, out=out, config=HopperConfig(input=kind, tile_n=128),
                         as_dtype="bfloat16" if kind == "bfloat16" else None)
             ref = a64 @ b64
-            err = float(cp.linalg.norm(_as_f64(out) - ref) / cp.linalg.norm(ref))
+            err = float(cp.linalg.norm(as_float64(out) - ref) / cp.linalg.norm(ref))
             assert err < BOUNDS[kind], (kind, a.shape, b.shape, err)
 
 
@@ -453,13 +437,13 @@ def test_mn_major_views_with_odd_leading_dimensions():
 def test_views_with_odd_leading_dimensions_and_offsets():
     """Slices whose leading dimension or start breaks TMA's 16-byte rules go through a copy."""
     rng = np.random.default_rng(4)
-    a, a64 = _rand((301, 203), "float16", rng)
-    b, b64 = _rand((203, 155), "float16", rng)
+    a, a64 = rand_operand((301, 203), "float16", rng)
+    b, b64 = rand_operand((203, 155), "float16", rng)
     a, a64 = a[1:, 3:], a64[1:, 3:]  # 16-byte misaligned start, ld = 203
     b, b64 = b[3:, :150], b64[3:, :150]
-    out = _poisoned((300, 150), "float16")
+    out = poisoned((300, 150), "float16")
     hopper.gemm(a, b, out=out, config=HopperConfig(input="float16"))
-    err = float(cp.linalg.norm(_as_f64(out) - a64 @ b64) / cp.linalg.norm(a64 @ b64))
+    err = float(cp.linalg.norm(as_float64(out) - a64 @ b64) / cp.linalg.norm(a64 @ b64))
     assert err < BOUNDS["float16"]
 
 
@@ -475,8 +459,8 @@ def test_k_zero_gives_beta_c(kind):
 @needs_sm90
 def test_streamk_is_bitwise_reproducible_and_in_place_works():
     rng = np.random.default_rng(5)
-    a, _ = _rand((333, 4096), "bfloat16", rng)
-    b, _ = _rand((4096, 517), "bfloat16", rng)
+    a, _ = rand_operand((333, 4096), "bfloat16", rng)
+    b, _ = rand_operand((4096, 517), "bfloat16", rng)
     cfg = HopperConfig(input="bfloat16", tile_n=128, policy="streamk")
     first = hopper.gemm(a, b, config=cfg, as_dtype="bfloat16", out_dtype="float32")
     for _ in range(3):
@@ -493,8 +477,8 @@ def test_streamk_is_bitwise_reproducible_and_in_place_works():
 @pytest.mark.parametrize("m,n,k,sms", [(1000, 1500, 700, None), (300, 2000, 4096, 20), (64, 64, 64, 7)])
 def test_kernel_record_equals_mirror(policy, m, n, k, sms):
     rng = np.random.default_rng(1)
-    a, _ = _rand((m, k), "float16", rng)
-    b, _ = _rand((k, n), "float16", rng)
+    a, _ = rand_operand((m, k), "float16", rng)
+    b, _ = rand_operand((k, n), "float16", rng)
     cfg = HopperConfig(input="float16", tile_n=128, policy=policy)
     _, record = hopper.gemm(a, b, config=cfg, sms=sms, debug=True)
     lp = hopper.launch_info(a.shape, b.shape, cfg.replace(record=True), sms=sms)
@@ -506,8 +490,8 @@ def test_kernel_record_equals_mirror(policy, m, n, k, sms):
 @needs_sm90
 def test_dynamic_record_covers_every_tile_once():
     rng = np.random.default_rng(2)
-    a, _ = _rand((1000, 300), "bfloat16", rng)
-    b, _ = _rand((300, 1200), "bfloat16", rng)
+    a, _ = rand_operand((1000, 300), "bfloat16", rng)
+    b, _ = rand_operand((300, 1200), "bfloat16", rng)
     cfg = HopperConfig(input="bfloat16", policy="dynamic")
     _, record = hopper.gemm(a, b, config=cfg, as_dtype="bfloat16", debug=True)
     lp = hopper.launch_info(a.shape, b.shape, cfg.replace(record=True))
@@ -524,12 +508,12 @@ def test_pair_epilogue_equals_direct_and_falls_back(kind, out_dtype):
     it, up to the compiler's choice of fused multiply-adds): row-major outputs with an odd leading
     dimension, an even one and an odd last column, a start one element off, a column-major one."""
     rng = np.random.default_rng(8)
-    a, _ = _rand((261, 300), kind, rng)
-    b, _ = _rand((300, 333), kind, rng)
+    a, _ = rand_operand((261, 300), kind, rng)
+    b, _ = rand_operand((300, 333), kind, rng)
     as_dtype = "bfloat16" if kind == "bfloat16" else None
     res = out_dtype or hopper.STORAGE[kind]
     storage = cp.uint16 if res == "bfloat16" else getattr(cp, res)
-    c, _ = _rand((261, 333), kind if res == hopper.STORAGE.get(kind) else "float16", rng)
+    c, _ = rand_operand((261, 333), kind if res == hopper.STORAGE.get(kind) else "float16", rng)
     c = c.astype(storage) if c.dtype != storage else c
     views = [lambda: cp.zeros((261, 333), storage),                  # ld 333 (odd): element-wise
              lambda: cp.zeros((261, 334), storage)[:, :333],         # even ld, last column odd
@@ -544,7 +528,7 @@ def test_pair_epilogue_equals_direct_and_falls_back(kind, out_dtype):
                 hopper.gemm(a, b, c, alpha=0.75, beta=beta, out=out, config=cfg, as_dtype=as_dtype,
                             allow_tf32=kind == "tf32")
                 outs.append(out.copy())
-            got, want = _as_f64(outs[0]), _as_f64(outs[1])
+            got, want = as_float64(outs[0]), as_float64(outs[1])
             if beta == 0.0:
                 assert bool((got == want).all()), (kind, outs[0].strides)
             else:
@@ -557,8 +541,8 @@ def test_pair_epilogue_equals_direct_and_falls_back(kind, out_dtype):
 @needs_sm90
 def test_strided_output_and_float32_result():
     rng = np.random.default_rng(6)
-    a, a64 = _rand((250, 300), "bfloat16", rng)
-    b, b64 = _rand((300, 190), "bfloat16", rng)
+    a, a64 = rand_operand((250, 300), "bfloat16", rng)
+    b, b64 = rand_operand((300, 190), "bfloat16", rng)
     out = cp.full((190, 250), cp.nan, dtype=cp.float32).T  # column-major result
     hopper.gemm(a, b, out=out, as_dtype="bfloat16")
     err = float(cp.linalg.norm(out - a64 @ b64) / cp.linalg.norm(a64 @ b64))
@@ -622,8 +606,8 @@ def test_pingpong_k_zero_and_streamk_reproducible():
         _check(37, 41, 0, "bfloat16", cfg, beta=2.0)
         _check(300, 41, 0, "bfloat16", cfg, beta=0.0, sms=3)
     rng = np.random.default_rng(9)
-    a, _ = _rand((333, 4096), "bfloat16", rng)
-    b, _ = _rand((4096, 517), "bfloat16", rng)
+    a, _ = rand_operand((333, 4096), "bfloat16", rng)
+    b, _ = rand_operand((4096, 517), "bfloat16", rng)
     cfg = HopperConfig(input="bfloat16", tile_m=128, tile_n=128, policy="streamk", pingpong=True)
     first = hopper.gemm(a, b, config=cfg, as_dtype="bfloat16", out_dtype="float32", sms=11)
     for _ in range(3):
@@ -637,8 +621,8 @@ def test_pingpong_k_zero_and_streamk_reproducible():
 @pytest.mark.parametrize("m,n,k,sms", [(1000, 1500, 700, None), (300, 2000, 4096, 20), (64, 64, 64, 7)])
 def test_pingpong_record_equals_mirror(policy, m, n, k, sms):
     rng = np.random.default_rng(1)
-    a, _ = _rand((m, k), "float16", rng)
-    b, _ = _rand((k, n), "float16", rng)
+    a, _ = rand_operand((m, k), "float16", rng)
+    b, _ = rand_operand((k, n), "float16", rng)
     cfg = HopperConfig(input="float16", tile_m=64, tile_n=128, policy=policy, pingpong=True)
     _, record = hopper.gemm(a, b, config=cfg, sms=sms, debug=True)
     lp = hopper.launch_info(a.shape, b.shape, cfg.replace(record=True), sms=sms)
@@ -709,8 +693,8 @@ def test_cluster2_bitwise_equals_one_cta_and_repeats(policy, trans_b):
     equals the one-CTA kernel's bit for bit, on every one of several runs (a stage refilled too
     early would show up as a difference somewhere)."""
     rng = np.random.default_rng(11)
-    a, _ = _rand((1411, 1000), "bfloat16", rng)
-    b, _ = _rand((1000, 1700), "bfloat16", rng)
+    a, _ = rand_operand((1411, 1000), "bfloat16", rng)
+    b, _ = rand_operand((1000, 1700), "bfloat16", rng)
     if trans_b:
         b = cp.ascontiguousarray(b.T).T
     one = HopperConfig(input="bfloat16", tile_n=256, policy=policy)
@@ -732,5 +716,5 @@ def test_cluster2_k_zero_and_launch_plan():
     clusters = hopper.max_active_clusters(hopper.get_kernel(cfg), cfg)
     assert clusters is None or clusters >= 1
     with pytest.raises(ValueError, match="record"):
-        a, _ = _rand((64, 64), "bfloat16", np.random.default_rng(0))
+        a, _ = rand_operand((64, 64), "bfloat16", np.random.default_rng(0))
         hopper.gemm(a, a, config=cfg, as_dtype="bfloat16", debug=True)

@@ -8,6 +8,8 @@ import pytest
 from mgemm import kernels, schedule
 from mgemm.kernels import KernelConfig
 
+from gpu_operands import as_float64, poisoned, rand_operand
+
 
 def _cupy_or_none():
     try:
@@ -236,51 +238,28 @@ def test_specialize_is_replace():
 
 # --- GPU ------------------------------------------------------------------------------------------
 
-def _rand(shape, kind, rng, order="C"):
-    """Fresh random operand for `kind` (bfloat16 as uint16 bits), and its float64 value."""
-    x = cp.asarray(rng.standard_normal(shape), dtype=cp.float32)
-    if order == "F":
-        x = cp.asfortranarray(x)
-    if kind == "bfloat16":
-        bits = x.view(cp.uint32)
-        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-        x16 = bits.astype(cp.uint16)
-        return x16, (x16.astype(cp.uint32) << 16).view(cp.float32).astype(cp.float64)
-    dtype = {"float16": cp.float16, "tf32": cp.float32, "float32": cp.float32,
-             "float64": cp.float64}[kind]
-    x = x.astype(dtype, order=order)
-    return x, x.astype(cp.float64)
 
 
-def _as_f64(x, kind):
-    if kind == "bfloat16" or x.dtype == cp.uint16:
-        return (x.astype(cp.uint32) << 16).view(cp.float32).astype(cp.float64)
-    return x.astype(cp.float64)
 
 
-def _poisoned(shape, kind):
-    if kind == "bfloat16":
-        return cp.full(shape, 0x7FC0, dtype=cp.uint16)
-    dtype = {"float16": cp.float16, "tf32": cp.float32, "float32": cp.float32, "float64": cp.float64}[kind]
-    return cp.full(shape, cp.nan, dtype=dtype)
 
 
 def _check(m, n, k, kind, policy, *, trans_a=False, trans_b=False, beta=0.0, alpha=1.0, seed=0,
            **variant):
     rng = np.random.default_rng(seed)
-    a, a64 = _rand((k, m) if trans_a else (m, k), kind, rng)
-    b, b64 = _rand((n, k) if trans_b else (k, n), kind, rng)
+    a, a64 = rand_operand((k, m) if trans_a else (m, k), kind, rng)
+    b, b64 = rand_operand((n, k) if trans_b else (k, n), kind, rng)
     if trans_a:
         a, a64 = a.T, a64.T
     if trans_b:
         b, b64 = b.T, b64.T
-    c, c64 = _rand((m, n), kind, rng)
-    out = _poisoned((m, n), kind)
+    c, c64 = rand_operand((m, n), kind, rng)
+    out = poisoned((m, n), kind)
     cfg = KernelConfig.default(kind, policy=policy, **variant)
     kernels.gemm(a, b, c, alpha=alpha, beta=beta, out=out, config=cfg,
                  allow_tf32=kind == "tf32", as_dtype="bfloat16" if kind == "bfloat16" else None)
     ref = alpha * (a64 @ b64) + (beta * c64 if beta else 0)
-    got = _as_f64(out, kind)
+    got = as_float64(out, kind)
     assert not bool(cp.isnan(got).any()), f"unwritten or NaN outputs: {int(cp.isnan(got).sum())}"
     denom = float(cp.linalg.norm(ref)) or 1.0
     err = float(cp.linalg.norm(got - ref)) / denom
@@ -379,8 +358,8 @@ def test_simt_odd_leading_dimension_and_offset_pointer():
     """16-byte copies only when the operand allows them: an ld that is not a multiple of 4 and a
     pointer 4 bytes past a 16-byte boundary take the 4-byte path, with the same result."""
     rng = np.random.default_rng(7)
-    a, a64 = _rand((150, 99), "float32", rng)
-    big, big64 = _rand((99, 203), "float32", rng)
+    a, a64 = rand_operand((150, 99), "float32", rng)
+    big, big64 = rand_operand((99, 203), "float32", rng)
     b, b64 = big[:, 1:], big64[:, 1:]  # row-major view, ld 203, pointer offset by one float
     out = kernels.gemm(a, b, config=KernelConfig.default("float32", policy="streamk"))
     err = float(cp.linalg.norm(out.astype(cp.float64) - a64 @ b64) / cp.linalg.norm(a64 @ b64))
@@ -399,8 +378,8 @@ def test_k_zero_gives_beta_c(kind):
 @needs_gpu
 def test_streamk_is_bitwise_reproducible_and_in_place_works():
     rng = np.random.default_rng(5)
-    a, _ = _rand((333, 2048), "float32", rng)
-    b, _ = _rand((2048, 517), "float32", rng)
+    a, _ = rand_operand((333, 2048), "float32", rng)
+    b, _ = rand_operand((2048, 517), "float32", rng)
     cfg = KernelConfig.default("float32", policy="streamk")
     first = kernels.gemm(a, b, config=cfg)
     for _ in range(3):
@@ -416,8 +395,8 @@ def test_streamk_is_bitwise_reproducible_and_in_place_works():
 @pytest.mark.parametrize("m,n,k,sms", [(1000, 1500, 700, None), (300, 2000, 4096, 20), (64, 64, 64, 7)])
 def test_kernel_record_equals_mirror(policy, m, n, k, sms):
     rng = np.random.default_rng(1)
-    a, _ = _rand((m, k), "float16", rng)
-    b, _ = _rand((k, n), "float16", rng)
+    a, _ = rand_operand((m, k), "float16", rng)
+    b, _ = rand_operand((k, n), "float16", rng)
     cfg = KernelConfig.default("float16", policy=policy)
     _, record = kernels.gemm(a, b, config=cfg, sms=sms, debug=True)
     lp = kernels.launch_info(a.shape, b.shape, cfg.replace(record=True), sms=sms)
@@ -429,8 +408,8 @@ def test_kernel_record_equals_mirror(policy, m, n, k, sms):
 @needs_gpu
 def test_dynamic_record_covers_every_tile_once():
     rng = np.random.default_rng(2)
-    a, _ = _rand((1000, 300), "float64", rng)
-    b, _ = _rand((300, 1200), "float64", rng)
+    a, _ = rand_operand((1000, 300), "float64", rng)
+    b, _ = rand_operand((300, 1200), "float64", rng)
     cfg = KernelConfig.default("float64", policy="dynamic")
     _, record = kernels.gemm(a, b, config=cfg, debug=True)
     lp = kernels.launch_info(a.shape, b.shape, cfg.replace(record=True))
@@ -445,11 +424,11 @@ def test_dynamic_record_covers_every_tile_once():
 def test_persistent_engine_accumulates_parts():
     from mgemm.engines.persistent import PersistentEngine
     rng = np.random.default_rng(3)
-    a1, a1_64 = _rand((100, 64), "float64", rng)
-    a2, a2_64 = _rand((64, 100), "float64", rng)  # used transposed
-    b1, b1_64 = _rand((64, 90), "float64", rng)
-    b2, b2_64 = _rand((64, 90), "float64", rng)
-    c, c64 = _rand((100, 90), "float64", rng)
+    a1, a1_64 = rand_operand((100, 64), "float64", rng)
+    a2, a2_64 = rand_operand((64, 100), "float64", rng)  # used transposed
+    b1, b1_64 = rand_operand((64, 90), "float64", rng)
+    b2, b2_64 = rand_operand((64, 90), "float64", rng)
+    c, c64 = rand_operand((100, 90), "float64", rng)
     out = PersistentEngine().gemm([a1, a2.T], [b1, b2], alpha=2.0, beta=0.5, c=c)
     ref = 2.0 * (a1_64 @ b1_64 + a2_64.T @ b2_64) + 0.5 * c64
     assert float(cp.linalg.norm(out - ref) / cp.linalg.norm(ref)) < 1e-12
