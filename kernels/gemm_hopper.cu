@@ -36,19 +36,10 @@
 // barrier (the peer arrives on and multicasts to this CTA's barriers), and so does the kernel: no
 // CTA leaves while its peer may still arrive on its barriers.
 #include "hopper_ptx.cuh"
+#include "knobs.cuh"
 #include "tile_scheduler.cuh"
 
-// Named values of the knobs (the same numbers as gemm_persistent.cu).
-#define MGEMM_F16 0
-#define MGEMM_BF16 1
-#define MGEMM_F32 2
-#define MGEMM_TF32 3
-#define MGEMM_POLICY_PER_TILE 0
-#define MGEMM_POLICY_STATIC 1
-#define MGEMM_POLICY_DYNAMIC 2
-#define MGEMM_POLICY_STREAMK 3
-#define MGEMM_RASTER_M 0
-#define MGEMM_RASTER_N 1
+// Named values of this kernel's own knobs (the shared ones are in knobs.cuh).
 #define MGEMM_EPILOGUE_DIRECT 0
 #define MGEMM_EPILOGUE_PAIR 1
 
@@ -112,12 +103,6 @@
 
 namespace mgemm {
 namespace hopper {
-
-template <int Code> struct StorageOf;
-template <> struct StorageOf<MGEMM_F16> { using type = f16_t; };
-template <> struct StorageOf<MGEMM_BF16> { using type = bf16_t; };
-template <> struct StorageOf<MGEMM_F32> { using type = float; };
-template <> struct StorageOf<MGEMM_TF32> { using type = float; };
 
 // The configuration, by name: the single place where macros become C++.
 struct Config {

@@ -3,20 +3,8 @@
 // constant set by name (mgemm/kernels.py renders the #defines; the defaults below are for nvcc).
 #include "mainloop_mma.cuh"
 #include "mainloop_simt.cuh"
+#include "knobs.cuh"
 #include "tile_scheduler.cuh"
-
-// Named values of the knobs.
-#define MGEMM_F16 0
-#define MGEMM_BF16 1
-#define MGEMM_F32 2
-#define MGEMM_TF32 3
-#define MGEMM_F64 4
-#define MGEMM_POLICY_PER_TILE 0
-#define MGEMM_POLICY_STATIC 1
-#define MGEMM_POLICY_DYNAMIC 2
-#define MGEMM_POLICY_STREAMK 3
-#define MGEMM_RASTER_M 0
-#define MGEMM_RASTER_N 1
 
 #ifndef MGEMM_INPUT
 #define MGEMM_INPUT MGEMM_F16  // what A and B hold and which mainloop multiplies them
@@ -83,13 +71,6 @@
 #endif
 
 namespace mgemm {
-
-template <int Code> struct StorageOf;
-template <> struct StorageOf<MGEMM_F16> { using type = f16_t; };
-template <> struct StorageOf<MGEMM_BF16> { using type = bf16_t; };
-template <> struct StorageOf<MGEMM_F32> { using type = float; };
-template <> struct StorageOf<MGEMM_TF32> { using type = float; };
-template <> struct StorageOf<MGEMM_F64> { using type = double; };
 
 // The configuration, by name: the single place where macros become C++.
 struct Config {
