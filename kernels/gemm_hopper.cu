@@ -332,6 +332,14 @@ __device__ __forceinline__ void release_stage(unsigned long long* empty) {
   }
 }
 
+// The wgmma descriptor of an operand's k16 (tf32: k8) step `kk` in a stage at shared address `base`:
+// K-major, the next step is 32 bytes further along each swizzled row; MN-major, 16 rows (two
+// 1024-byte atoms) further down each box.
+template <bool KMajor>
+__device__ __forceinline__ unsigned long long operand_desc(unsigned base, int kk) {
+  return KMajor ? sw128_desc(base + 32 * kk) : sw128_mn_desc(base + 2048 * kk, Config::kMnBoxBytes);
+}
+
 // acc = the rows [64 wg, 64 wg + 64) of A_tile @ B_tile over `nk` k-iterations of the ring.
 __device__ __forceinline__ void mainloop(float (&acc)[kAcc], unsigned char* ring, Shared& sh, int nk, int wg,
                                          RingPos& pos) {
@@ -348,12 +356,8 @@ __device__ __forceinline__ void mainloop(float (&acc)[kAcc], unsigned char* ring
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < Config::kTileK / Config::kInstK; ++kk) {
-      // K-major: the next 16 k are 32 bytes further along each swizzled row; MN-major: 16 rows
-      // (two 1024-byte atoms) further down each box.
-      const unsigned long long da = Config::kAKMajor ? sw128_desc(a + 32 * kk)
-                                                     : sw128_mn_desc(a + 2048 * kk, Config::kMnBoxBytes);
-      const unsigned long long db = Config::kBKMajor ? sw128_desc(b + 32 * kk)
-                                                     : sw128_mn_desc(b + 2048 * kk, Config::kMnBoxBytes);
+      const unsigned long long da = operand_desc<Config::kAKMajor>(a, kk);
+      const unsigned long long db = operand_desc<Config::kBKMajor>(b, kk);
       wgmma_ss<Config::kAKMajor ? 0 : 1, Config::kBKMajor ? 0 : 1>(acc, da, db, 1, Tag<In>());
     }
     wgmma_commit();
@@ -573,13 +577,10 @@ __device__ __forceinline__ void mainloop_pingpong(float (&acc)[MB][kAcc], unsign
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < Config::kTileK / Config::kInstK; ++kk) {
-      const unsigned long long db = Config::kBKMajor ? sw128_desc(b + 32 * kk)
-                                                     : sw128_mn_desc(b + 2048 * kk, Config::kMnBoxBytes);
+      const unsigned long long db = operand_desc<Config::kBKMajor>(b, kk);
 #pragma unroll
       for (int j = 0; j < MB; ++j) {  // rows 64 j .. 64 j + 63: 8 KB in, K-major rows or MN-major box j
-        const unsigned aj = a + j * 64 * 128;
-        const unsigned long long da = Config::kAKMajor ? sw128_desc(aj + 32 * kk)
-                                                       : sw128_mn_desc(aj + 2048 * kk, Config::kMnBoxBytes);
+        const unsigned long long da = operand_desc<Config::kAKMajor>(a + j * 64 * 128, kk);
         wgmma_ss<Config::kAKMajor ? 0 : 1, Config::kBKMajor ? 0 : 1>(acc[j], da, db, 1, Tag<In>());
       }
     }
