@@ -14,12 +14,7 @@ repeat=${1:-5}
 tcp_repeat=${2:-$repeat}
 out=${OUT:-/tmp/mgemm-out}
 mkdir -p "$out"
-export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-if [ -d .whl ] && ! python3 -c "import distributed" 2>/dev/null; then
-  python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-fi
-export PYTHONPATH=${PYTHONPATH:-}:$PWD
+source "$(dirname "$0")/gpu_env.sh"
 git_commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 echo "commit $git_commit"
 nvidia-smi --query-gpu=index,name,memory.total,clocks.sm,clocks.max.sm --format=csv

@@ -9,12 +9,7 @@ set -uo pipefail
 repeat=${1:-5}
 out=${OUT:-/tmp/mgemm-out}
 mkdir -p "$out"
-export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-if [ -d .whl ] && ! python3 -c "import distributed" 2>/dev/null; then
-  python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-fi
-export PYTHONPATH=${PYTHONPATH:-}:$PWD
+source "$(dirname "$0")/gpu_env.sh"
 gpus=$(nvidia-smi -L | wc -l)
 echo "GPUs: $gpus"
 nvidia-smi topo -m | head -n $((gpus + 1))

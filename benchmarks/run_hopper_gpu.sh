@@ -22,14 +22,8 @@
 # Writes $OUT/hopper-build.log (ptxas -v), $OUT/hopper.sass, $OUT/pytest-hopper.log,
 # $OUT/hopper.jsonl (one row per measurement) and prints a table last.
 set -o pipefail
-export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-if ls .whl/*.whl >/dev/null 2>&1 && ! python3 -c "import distributed" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
-fi
+source "$(dirname "$0")/gpu_env.sh"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
 python3 -c "import cupy, torch, cuda.bindings; print('cupy', cupy.__version__, 'torch', torch.__version__, 'cuda.bindings', cuda.bindings.__version__)"
 echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"

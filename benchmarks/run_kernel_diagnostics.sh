@@ -7,14 +7,8 @@
 # Each stage checks the time left so the call stays inside the device's 600 s.
 #   bash benchmarks/run_kernel_diagnostics.sh      (results under $OUT)
 set -o pipefail
-export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-if ls .whl/*.whl >/dev/null 2>&1 && ! python3 -c "import distributed" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
-fi
+source "$(dirname "$0")/gpu_env.sh"
 BUDGET=${BUDGET:-560}
 left() { echo $((BUDGET - SECONDS)); }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv

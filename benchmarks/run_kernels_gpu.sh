@@ -4,14 +4,8 @@
 # (e.g. --quick --ladder --no-skewed --dtypes float16,bfloat16: every float16/bfloat16 mainloop
 # variant at 8192³ beside cuBLAS, then the defaults; the tests and the benchmark fit the 600-s call)
 set -o pipefail
-export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
+source "$(dirname "$0")/gpu_env.sh"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
 python3 -c "import cupy, torch; print('cupy', cupy.__version__, 'torch', torch.__version__)"
 TESTS=${TESTS:-tests/test_kernels.py}

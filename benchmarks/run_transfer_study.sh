@@ -10,12 +10,7 @@
 set -uo pipefail
 repeat=${1:-5}
 out=${OUT:-/tmp/mgemm-out}; mkdir -p "$out"
-export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-if [ -d .whl ] && ! python3 -c "import distributed" 2>/dev/null; then
-  python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-fi
-export PYTHONPATH=${PYTHONPATH:-}:$PWD
+source "$(dirname "$0")/gpu_env.sh"
 echo "commit ${MGEMM_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 [ "${TESTS:-0}" = 1 ] && timeout 150 python3 -m pytest tests/test_gpu.py -q -x -p no:cacheprovider 2>&1 | tail -3
 timeout 60 python3 benchmarks/cublas_one_gpu.py --repeat "$repeat" --json "$out/rows.jsonl" | tee "$out/cublas.txt"
