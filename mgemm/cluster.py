@@ -164,16 +164,18 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
         settings["distributed.logging.distributed"] = "error"
     if transfer_limit:
         settings["distributed.worker.transfer.message-bytes-limit"] = transfer_limit
+    ucx = False
     with dask.config.set(settings):
         if gpus_visible():
             from dask_cuda import LocalCUDACluster
 
             proto = protocol or ("ucx" if has_ucx() else "tcp")
+            ucx = proto.startswith("ucx")
             kwargs: dict[str, Any] = {"protocol": proto, "host": "127.0.0.1",
                                       "dashboard_address": "127.0.0.1:0"}
             if n_workers:
                 kwargs["CUDA_VISIBLE_DEVICES"] = list(range(n_workers))
-            if proto.startswith("ucx"):
+            if ucx:
                 kwargs.update(enable_nvlink=True, enable_tcp_over_ucx=True)
             if rmm_pool:
                 pool = "auto" if rmm_pool == "auto" else rmm_pool
@@ -191,7 +193,7 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
                                    dashboard_address="127.0.0.1:0")
     client = Client(cluster)
     install_placement(client)
-    if transfer_sync == "stream" and gpus_visible() and has_ucx():
+    if transfer_sync == "stream" and ucx:
         install_stream_scoped_transfers(client)
     return client
 

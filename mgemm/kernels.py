@@ -442,7 +442,6 @@ def launch_scratch(cp, dev_id: int, grid: int, zero_sync: bool, ws_elems: int, w
     policies never read it).  Stream order makes the reuse safe: a launch's memset runs after the
     previous launch on the stream has finished with the buffers.  ``record_elems`` > 0 (debug)
     returns a fresh zeroed record."""
-    import threading  # noqa: PLC0415
     stream = cp.cuda.get_current_stream()
     key = (dev_id, stream.ptr, threading.get_ident())
     bufs = _scratch.setdefault(key, {})
