@@ -312,8 +312,7 @@ def stream_summary(records: list[dict], start: float) -> dict[str, dict]:
     """
     out: dict[str, dict] = {}
     for rec in records:
-        w = out.setdefault(rec["worker"], {"tasks": 0, "compute_s": 0.0, "transfer_s": 0.0,
-                                           "first": float("inf"), "last": 0.0, "sources": set()})
+        w = out.setdefault(rec["worker"], _worker_summary(sources=set()))
         for ss in rec.get("startstops", ()):
             span = ss["stop"] - ss["start"]
             if ss["action"] == "compute":
@@ -329,6 +328,12 @@ def stream_summary(records: list[dict], start: float) -> dict[str, dict]:
     return out
 
 
+def _worker_summary(sources: Any) -> dict:
+    """One worker's empty summary; ``sources``: a set while a task stream is read, else its count."""
+    return {"tasks": 0, "compute_s": 0.0, "transfer_s": 0.0, "first": float("inf"), "last": 0.0,
+            "sources": sources}
+
+
 def _incoming_log(dask_worker: Any, since: float) -> list[tuple[float, float, int, int]]:
     """(start, seconds, bytes, keys) of each data fetch this worker began after ``since``."""
     return [(e["start"] - since, e["stop"] - e["start"], int(e["total"]), len(e["keys"]))
@@ -340,8 +345,7 @@ def add_fetches(client: Any, summary: dict[str, dict], since: float) -> None:
     were in flight (their union), the rate over that time, and when the first began."""
     logs = client.run(_incoming_log, since=since)
     for name, log in logs.items():
-        w = summary.setdefault(name, {"tasks": 0, "compute_s": 0.0, "transfer_s": 0.0,
-                                      "first": float("inf"), "last": 0.0, "sources": 0})
+        w = summary.setdefault(name, _worker_summary(sources=0))
         spans = sorted((t0, t0 + dt) for t0, dt, _, _ in log)
         busy, end = 0.0, float("-inf")
         for t0, t1 in spans:  # union of the in-flight intervals
