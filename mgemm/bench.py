@@ -275,6 +275,8 @@ def environment(client: Any) -> dict:
     env = {"mgemm": __version__, "dask": dask.__version__, "distributed": distributed.__version__,
            "numpy": np.__version__, "python": platform.python_version(), "commit": commit,
            "gpu": devices[0]["model"] if devices else None, "gpus": len(devices)}
+    workers = client.scheduler_info(n_workers=-1).get("workers", {})
+    env["threads_per_worker"] = sorted({w.get("nthreads") for w in workers.values()})
     try:
         import cupy
         env["cupy"] = cupy.__version__

@@ -110,10 +110,13 @@ def _cluster_has_gpus(client: Any) -> bool:
               show_default=True,
               help="what a UCX transfer waits for on the embedded cluster: the legacy default "
                    "stream (mgemm's plugin) or the whole GPU (distributed-ucxx's own)")
+@click.option("--threads-per-worker", type=click.IntRange(min=1), default=None,
+              help="tasks each worker of the embedded cluster runs at once (default: 1 per GPU)")
 @mgemm_options
 def bench(suite: str, case_names: tuple, methods: tuple, repeat: int, protocol: str | None,
           json_path: str | None, plot_path: str | None, trace_path: str | None,
-          transfer_limit: str | None, transfer_sync: str, **options: Any) -> None:
+          transfer_limit: str | None, transfer_sync: str, threads_per_worker: int | None,
+          **options: Any) -> None:
     """Time mgemm and dask.array.matmul on the same cluster and inputs (median of --repeat)."""
     from .bench import SUITES, cpu_cases, plot, run_case, table
     from .cluster import session
@@ -122,6 +125,8 @@ def bench(suite: str, case_names: tuple, methods: tuple, repeat: int, protocol: 
     given = opts.pop("client")
     start = {k: v for k, v in (("protocol", protocol), ("transfer_limit", transfer_limit)) if v}
     start["transfer_sync"] = transfer_sync
+    if threads_per_worker:
+        start["threads_per_worker"] = threads_per_worker
     with session(given, **start) as client:
         gpu = _cluster_has_gpus(client)
         n = len(client.scheduler_info(n_workers=-1)["workers"])

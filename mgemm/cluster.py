@@ -141,7 +141,8 @@ def has_ucx() -> bool:
 
 def start_default_cluster(*, n_workers: int | None = None, protocol: str | None = None,
                           rmm_pool: str | None = "auto", transfer_limit: str | None = None,
-                          transfer_sync: str = "stream", quiet: bool = True) -> Any:
+                          transfer_sync: str = "stream", threads_per_worker: int | None = None,
+                          quiet: bool = True) -> Any:
     """Start mgemm's embedded default cluster and return a Client to it.
 
     GPUs visible → ``LocalCUDACluster`` (one worker per GPU; ``protocol`` "ucx" when
@@ -152,8 +153,12 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
     50MB, is less than one 8192² float32 chunk, so every chunk is a round trip of its own).
     ``transfer_sync``: "stream" (default) installs ``StreamScopedTransfers`` on UCX workers, so a
     transfer waits for the legacy default stream instead of the whole GPU; "device" keeps
-    distributed-ucxx's whole-device synchronize.
+    distributed-ucxx's whole-device synchronize.  ``threads_per_worker``: tasks a GPU worker runs at
+    once (dask-cuda's default, 1, leaves the GPU idle between one block task and the next; with 2
+    the next block's launch overlaps the current one's GEMM, each on its own stream).
     """
+    if threads_per_worker is not None and threads_per_worker < 1:
+        raise ValueError(f"threads_per_worker must be at least 1, got {threads_per_worker}")
     if transfer_sync not in ("stream", "device"):
         raise ValueError(f"transfer_sync must be 'stream' or 'device', got {transfer_sync!r}")
     import dask
@@ -173,6 +178,8 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
             ucx = proto.startswith("ucx")
             kwargs: dict[str, Any] = {"protocol": proto, "host": "127.0.0.1",
                                       "dashboard_address": "127.0.0.1:0"}
+            if threads_per_worker:
+                kwargs["threads_per_worker"] = threads_per_worker
             if n_workers:
                 kwargs["CUDA_VISIBLE_DEVICES"] = list(range(n_workers))
             if ucx:
@@ -188,7 +195,8 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
         else:
             cpus = os.cpu_count() or 1
             workers = n_workers or max(2, min(4, cpus // 2))
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=max(1, cpus // workers),
+            threads = threads_per_worker or max(1, cpus // workers)
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=threads,
                                    processes=True, host="127.0.0.1",
                                    dashboard_address="127.0.0.1:0")
     client = Client(cluster)
