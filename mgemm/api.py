@@ -205,23 +205,31 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
     if min(m, n) == 0 or k == 0 or alpha == 0:
         return _degenerate(a, b, c, alpha, beta, out_dtype, meta_src)
 
-    workers = (describe_workers(client, out_dtype, gpu=gpu, allow_tf32=opts["allow_tf32"])
-               if client is not None else local_workers(out_dtype, gpu=gpu,
-                                                        allow_tf32=opts["allow_tf32"]))
     itemsize = np.dtype(out_dtype).itemsize if str(out_dtype) != "bfloat16" else 2
+    ident, locations = None, None
+    if client is None:
+        workers = local_workers(out_dtype, gpu=gpu, allow_tf32=opts["allow_tf32"])
+    else:
+        # One round trip for the workers and where the (already chunked) inputs live; inputs
+        # that are not Dask arrays yet, or that get rechunked below, are on no worker.
+        ident, who = _snapshot(client, a, b)
+        workers = describe_workers(client, out_dtype, gpu=gpu, allow_tf32=opts["allow_tf32"],
+                                   info=ident["workers"])
     target = _target_block(opts["block_size"], m, n, k, itemsize, workers)
+    a0, b0 = a, b
     a = _to_dask(a, (target[0], "auto"))
     b = _to_dask(b, ("auto", target[1]))
     a, b = _align(a, b, target, len(workers))
     problem = Problem(tuple(a.chunks[0]), tuple(b.chunks[1]), tuple(a.chunks[1]), itemsize)
-    locations = _locations(client, a, b) if client is not None else None
+    if client is not None:
+        locations = _locations(a, b, who) if (a is a0 and b is b0) else None
     plan = make_plan(problem, workers, block_size=target, split=opts["split"],
                      locations=locations)
     if c is not None:
         c = _to_dask(c, (a.chunks[0], b.chunks[1]))
     placement = client is not None
     if placement:
-        install_placement(client)
+        install_placement(client, ident.get("id"))
     return graph.build(a, b, plan, c=c, alpha=alpha, beta=beta, engine=engine,
                        out_dtype=out_dtype, allow_tf32=opts["allow_tf32"], placement=placement)
 
@@ -268,17 +276,33 @@ def _split_coarse(chunks: tuple, target: int) -> tuple:
     return tuple(out)
 
 
-def _locations(client: Any, a: da.Array, b: da.Array) -> dict | None:
-    """Where each persisted input chunk lives, as the planner's ``("a", i, k)`` → worker map."""
+def _input_keys(a: Any, b: Any) -> dict:
+    """The keys of the Dask operands' chunks → the planner's ``("a", i, k)`` / ``("b", k, j)``."""
     keys = {}
-    for (i, k) in itertools.product(range(a.numblocks[0]), range(a.numblocks[1])):
-        keys[(a.name, i, k)] = ("a", i, k)
-    for (k, j) in itertools.product(range(b.numblocks[0]), range(b.numblocks[1])):
-        keys[(b.name, k, j)] = ("b", k, j)
-    try:  # ask the scheduler by key: Client.who_has only takes futures
-        who = client.sync(client.scheduler.who_has, keys=list(keys))
-    except Exception:
-        return None
+    if isinstance(a, da.Array):
+        for (i, k) in itertools.product(range(a.numblocks[0]), range(a.numblocks[1])):
+            keys[(a.name, i, k)] = ("a", i, k)
+    if isinstance(b, da.Array):
+        for (k, j) in itertools.product(range(b.numblocks[0]), range(b.numblocks[1])):
+            keys[(b.name, k, j)] = ("b", k, j)
+    return keys
+
+
+def _snapshot(client: Any, a: Any, b: Any) -> tuple[dict, dict]:
+    """The scheduler's identity and where the operands' chunks live, in one round trip."""
+    from .cluster import scheduler_snapshot
+    if getattr(a, "ndim", 2) != 2 or getattr(b, "ndim", 2) != 2:
+        return scheduler_snapshot(client)[0], {}
+    try:
+        return scheduler_snapshot(client, _input_keys(a, b))
+    except Exception:  # a scheduler that cannot say where keys are: plan without locations
+        return scheduler_snapshot(client)[0], {}
+
+
+def _locations(a: da.Array, b: da.Array, who: dict) -> dict | None:
+    """Where each persisted input chunk lives, as the planner's ``("a", i, k)`` → worker map,
+    from the scheduler's ``who_has`` answer for the chunks' keys."""
+    keys = _input_keys(a, b)
     out = {keys[key]: sorted(ws)[0] for key, ws in who.items() if ws and key in keys}
     return out or None
 

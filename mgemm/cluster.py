@@ -61,10 +61,30 @@ def device_info() -> dict | None:
             "visible": os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0]}
 
 
-def worker_devices(client: Any) -> dict[str, dict | None]:
-    """Worker address → ``device_info()`` there, cached per client and worker set."""
-    addresses = tuple(sorted(client.scheduler_info(n_workers=-1)["workers"]))
-    return _cached_devices(client, addresses)
+def worker_devices(client: Any, workers: Any = None) -> dict[str, dict | None]:
+    """Worker address → ``device_info()`` there, cached per client and worker set
+    (``workers``: the addresses, when the caller already has them from the scheduler)."""
+    if workers is None:
+        workers = client.scheduler_info(n_workers=-1)["workers"]
+    return _cached_devices(client, tuple(sorted(workers)))
+
+
+def scheduler_snapshot(client: Any, keys: Any = ()) -> tuple[dict, dict]:
+    """The scheduler's identity (its id and workers) and where ``keys`` live, in one round trip.
+
+    Planning a product needs both; asked one after the other (plus the placement plugin's
+    check) they cost a product about four client-scheduler round trips before any work starts.
+    """
+    keys = list(keys)
+
+    async def both() -> tuple[dict, dict]:
+        import asyncio
+        ident = client.scheduler.identity(n_workers=-1)
+        if not keys:
+            return await ident, {}
+        return tuple(await asyncio.gather(ident, client.scheduler.who_has(keys=keys)))
+
+    return client.sync(both)
 
 
 @functools.lru_cache(maxsize=16)
@@ -76,12 +96,15 @@ def protocol(address: str) -> str:
     return address.split("://", 1)[0] if "://" in address else "inproc"
 
 
-def describe_workers(client: Any, dtype: Any, *, gpu: bool, allow_tf32: bool = False) -> list[Worker]:
-    """The planner's view of the cluster: one ``Worker`` per Dask worker, sorted by address."""
-    info = client.scheduler_info(n_workers=-1)["workers"]
+def describe_workers(client: Any, dtype: Any, *, gpu: bool, allow_tf32: bool = False,
+                     info: dict | None = None) -> list[Worker]:
+    """The planner's view of the cluster: one ``Worker`` per Dask worker, sorted by address
+    (``info``: the scheduler's per-worker identity, when the caller already has it)."""
+    if info is None:
+        info = client.scheduler_info(n_workers=-1)["workers"]
     if not info:
         raise RuntimeError("the Dask cluster has no workers")
-    devices = worker_devices(client) if gpu else {}
+    devices = worker_devices(client, info) if gpu else {}
     out = []
     for address in sorted(info):
         w = info[address]
@@ -262,15 +285,17 @@ class KeepPlacement(SchedulerPlugin):
 _installed: set[str] = set()
 
 
-def install_placement(client: Any) -> bool:
+def install_placement(client: Any, scheduler_id: str | None = None) -> bool:
     """Register ``KeepPlacement`` on the client's scheduler once; False if it cannot be.
 
-    Remembered per scheduler id, so a new scheduler (or a restarted one) gets the plugin again.
+    Remembered per scheduler id (``scheduler_id``: when the caller already has it), so a new
+    scheduler (or a restarted one) gets the plugin again.
     """
-    try:
-        scheduler_id = client.scheduler_info(n_workers=0)["id"]
-    except Exception:
-        scheduler_id = None
+    if scheduler_id is None:
+        try:
+            scheduler_id = client.scheduler_info(n_workers=0)["id"]
+        except Exception:
+            scheduler_id = None
     if scheduler_id is not None and scheduler_id in _installed:
         return True
     try:

@@ -69,12 +69,14 @@ def test_split_blocks_have_deterministic_fixup(client, rng):
 
 
 def test_the_plan_sees_where_persisted_chunks_live(client):
-    from mgemm.api import _locations
+    from mgemm.api import _locations, _snapshot
 
     a = da.random.default_rng(0).random((64, 64), chunks=16).persist()
     b = da.random.default_rng(1).random((64, 64), chunks=16).persist()
     wait([a, b])
-    where = _locations(client, a, b)
+    ident, who = _snapshot(client, a, b)
+    assert set(ident["workers"]) == set(client.scheduler_info()["workers"])
+    where = _locations(a, b, who)
     assert where is not None and len(where) == 2 * 16
     held = client.who_has([a, b])
     for (name, *idx), workers in held.items():
