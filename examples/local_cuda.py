@@ -16,25 +16,20 @@ from dask_cuda import LocalCUDACluster
 from distributed import Client, wait
 
 import mgemm
+import mgemm.bench
 
 #: Relative error bound against a float64 reference, by input dtype (K up to ~32k).
 TOLERANCE = {"float64": 1e-12, "float32": 1e-4, "float16": 1e-2}
 
 
-def device_sync():
-    """Runs on each worker.  A CuPy task returns once its kernels are queued, not finished."""
-    cupy.cuda.Device().synchronize()
-
-
 def timed(client, make, repeats=5):
-    """Median seconds over ``repeats`` runs of ``make()``, result left on the GPUs."""
+    """Median seconds over ``repeats`` runs of ``make()`` (``mgemm.bench.timed``: each run starts
+    with one copy of every input chunk, ends with a device synchronize on every worker, and
+    finds none of the previous run's results still held)."""
     times = []
     for _ in range(repeats):
-        start = time.perf_counter()
-        result = make().persist()
-        wait(result)
-        client.run(device_sync)
-        times.append(time.perf_counter() - start)
+        seconds, result = mgemm.bench.timed(client, make)
+        times.append(seconds)
         del result  # free the GPU memory before the next run
     return statistics.median(times)
 

@@ -119,6 +119,12 @@ def timed(client: Any, make: Callable[[], da.Array],
     """Seconds to persist ``make()`` on the cluster and finish all device work; the persisted array.
 
     ``started`` receives the wall-clock time (``time.time()``) the timed part began.
+
+    The round trips before the clock starts also matter for correctness: a caller that drops the
+    previous run's result just before calling this only queues the release of its keys on the
+    client's event loop.  Persisting a graph with the same keys before that release has run
+    keeps them alive, and the "run" returns at once with the old result (dask.array.matmul's
+    keys are the same every run).  ``client.run`` goes through the loop after the release.
     """
     from distributed import wait
 

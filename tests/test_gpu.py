@@ -106,11 +106,12 @@ def test_local_cuda_cluster_end_to_end(cp, rng):
         b = random_matrix((1536, 1024), 512, "float32", gpu=True, seed=4).persist()
         out = mgemm.matmul(a, b).persist()
         err = check(a, b, out, tol=1e-5)
-        assert err < 1e-5
-        assert isinstance(out._meta, cp.ndarray)
+        assert err < 1e-5, f"relative error {err:.2e}"
+        assert isinstance(out._meta, cp.ndarray), type(out._meta)
         if n > 1:  # the plan used every GPU
-            used = {w for ws in client.who_has(out).values() for w in ws}
-            assert len(used) == n
+            held = client.who_has(out)
+            used = {w for ws in held.values() for w in ws}
+            assert len(used) == n, f"{n} workers, output blocks on {sorted(used)}: {dict(held)}"
     finally:
         cluster = client.cluster
         client.close()
