@@ -278,7 +278,7 @@ def main(argv=None):
     ap.add_argument("--ladder", action="store_true", help="tile variants at 8192³")
     ap.add_argument("--hog", action="store_true", help="dynamic vs static beside an SM-holding kernel")
     ap.add_argument("--sweep", action="store_true", help="tile counts over 1..3 waves")
-    ap.add_argument("--squares", default="", help="comma-separated square sizes (default per --quick)")
+    ap.add_argument("--squares", default="", help="comma-separated square sizes, or none (default per --quick)")
     ap.add_argument("--no-skewed", action="store_true", help="leave out the skewed shapes")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -292,8 +292,9 @@ def main(argv=None):
     print(f"# {meta}", flush=True)
     dtypes = args.dtypes.split(",")
     rows: list[Row] = []
-    squares = [int(s) for s in args.squares.split(",") if s] or ([8192] if args.quick else
-                                                                [1024, 2048, 4096, 8192, 16384])
+    squares = [] if args.squares == "none" else (
+        [int(s) for s in args.squares.split(",") if s] or ([8192] if args.quick else
+                                                           [1024, 2048, 4096, 8192, 16384]))
     cases = [Case(f"square{s}", s, s, s) for s in squares] + ([] if args.no_skewed else SKEWED)
     if args.sweep:
         cases += wave_sweep()
