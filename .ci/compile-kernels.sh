@@ -45,6 +45,14 @@ for layout in "1 0" "0 1" "0 0" "1 1"; do
              "MGEMM_TF32 STATIC $layout - -DMGEMM_FAST_COPY=1")
 done
 
+# The heuristic's float16/bfloat16 tiles with the knobs it turns on (mgemm/kernels.py: TILE_CHOICES,
+# TILE_KNOBS).
+KNOBS="-DMGEMM_SWIZZLE=1 -DMGEMM_FAST_COPY=1 -DMGEMM_FRAG_CARRY=1"
+for tile in 256_128_32_4_4_2 128_128_32_6_2_2 64_128_32_4_2_2; do
+  variants+=("MGEMM_F16 STATIC 1 0 $tile $KNOBS" "MGEMM_BF16 STREAMK 1 0 $tile $KNOBS")
+done
+variants+=("MGEMM_F16 DYNAMIC 0 1 256_128_32_4_4_2 $KNOBS" "MGEMM_BF16 PER_TILE 1 1 256_128_32_4_4_2 $KNOBS")
+
 compile() {  # input policy a_k_major b_k_major [tile (m_n_k_stages_wm_wn, - for the default) [-D...]]
   local input=$1 policy=$2 ak=$3 bk=$4 tile=${5:--}
   local extra=("${@:6}")

@@ -39,8 +39,10 @@ ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "tf32": 4, "float64": 8}
 STORAGE = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float32", "tf32": "float32",
            "float64": "float64"}
 
-# Default tile per input kind: (tile_m, tile_n, tile_k, stages, warps_m, warps_n).  The CI compile
-# script (.ci/compile-kernels.sh) builds these.
+# Base tile per input kind: (tile_m, tile_n, tile_k, stages, warps_m, warps_n), what
+# ``KernelConfig.default`` builds (the ladder's and the tests' starting point).  The CI compile
+# script (.ci/compile-kernels.sh) builds these.  What a launch without a config gets is the
+# heuristic's choice from TILE_CHOICES (and, for 16-bit inputs, TILE_KNOBS) below.
 DEFAULT_TILES = {
     "float16": (128, 128, 32, 4, 2, 2),  # 0.42 of cuBLAS at 8192³ on the H200; 128x256x32: 0.38
     "bfloat16": (128, 128, 32, 4, 2, 2),
@@ -50,13 +52,20 @@ DEFAULT_TILES = {
 }
 # Smaller tiles the heuristic may take when the default leaves most SMs idle, with the CTAs per SM
 # each tile is expected to reach (the launch asks the occupancy API for the real number).
+# Float16/bfloat16: 256x128x32 s4 with 8 warps of 64x64 (242 registers: 1 CTA per SM) reached
+# 0.60 of cuBLAS at 8192³ on the H200 with TILE_KNOBS, 128x128x32 s6 0.58, against 0.42 for the
+# base tile without them (benchmarks/RESULTS.md, the float16 ladder of 2026-11-30).
 TILE_CHOICES = {
-    "float16": [((128, 128, 32, 4, 2, 2), 2), ((64, 128, 32, 4, 2, 2), 3)],
-    "bfloat16": [((128, 128, 32, 4, 2, 2), 2), ((64, 128, 32, 4, 2, 2), 3)],
+    "float16": [((256, 128, 32, 4, 4, 2), 1), ((128, 128, 32, 6, 2, 2), 2), ((64, 128, 32, 4, 2, 2), 3)],
+    "bfloat16": [((256, 128, 32, 4, 4, 2), 1), ((128, 128, 32, 6, 2, 2), 2), ((64, 128, 32, 4, 2, 2), 3)],
     "tf32": [((128, 128, 16, 4, 2, 2), 2), ((64, 128, 32, 3, 2, 2), 2)],
     "float64": [((128, 64, 16, 3, 2, 2), 2), ((64, 64, 16, 3, 2, 2), 3)],
     "float32": [((64, 128, 8, 3, 2, 2), 4), ((128, 128, 8, 3, 4, 2), 2)],
 }
+# The mainloop knobs the heuristic turns on for every tile of these inputs (each measured alone and
+# together in the ladder: swizzle +9 %, the three together +31 % at 128x128x32 s4).
+TILE_KNOBS = {"float16": {"swizzle": True, "fast_copy": True, "frag_carry": True},
+              "bfloat16": {"swizzle": True, "fast_copy": True, "frag_carry": True}}
 
 
 class RenderedConfig:
@@ -304,12 +313,19 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     for rank, (tile, occupancy) in enumerate(TILE_CHOICES[kind]):
         tm, tn = tile[0], tile[1]
         tiles = -(-m // tm) * -(-n // tn)
+        k_iters = max(1, -(-k // tile[2]))
         slots = sms * occupancy
         waves = -(-tiles // slots)
-        # time ~ waves x the time an SM takes for `occupancy` concurrent tiles: their area over
-        # the efficiency, which drops for smaller tiles (less reuse per loaded byte).
+        # Time in k-iterations of one SM: whole waves, each `occupancy` concurrent tiles' area over
+        # the efficiency, which drops for smaller tiles (less reuse per loaded byte) ...
         eff = 1.0 - 0.08 * rank
-        cost = waves * occupancy * tm * tn / eff
+        cost = waves * occupancy * tm * tn * k_iters / eff
+        if k_iters >= 8 and tiles % slots:
+            # ... or, with a stream-K split, the whole work spread over the SMs, plus the fix-up:
+            # the CTA that owns a tile adds the partials of the others (one per sharing CTA,
+            # about two k-iterations each), which is what makes a few big tiles over-split.
+            sharing = max(1, -(-slots // tiles))
+            cost = min(cost, (tiles * tm * tn * k_iters / sms + 2 * sharing * tm * tn) / eff)
         if best is None or cost < best[0] - 1e-9:
             best = (cost, tile)
     tm, tn, tk, st, wm, wn = best[1]
@@ -325,7 +341,7 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
         fill = (tiles % slots) / slots
         policy = "streamk" if tiles < slots or fill < 0.5 else "static"
     return KernelConfig(input=kind, tile_m=tm, tile_n=tn, tile_k=tk, stages=st, warps_m=wm,
-                        warps_n=wn, policy=policy)
+                        warps_n=wn, policy=policy, **TILE_KNOBS.get(kind, {}))
 
 
 

@@ -139,7 +139,13 @@ def test_smem_and_threads_of_defaults_fit_a_sm80_block(kind):
 def test_heuristic_is_deterministic_and_sensible():
     big = kernels.choose_config(8192, 8192, 8192, "float16", 132)
     assert big == kernels.choose_config(8192, 8192, 8192, "float16", 132)
-    assert (big.tile_m, big.tile_n, big.policy) == (128, 128, "static")
+    assert (big.tile_m, big.tile_n, big.policy) == (256, 128, "static")
+    assert big.swizzle and big.fast_copy and big.frag_carry  # the 16-bit knobs are on
+    assert not kernels.choose_config(8192, 8192, 8192, "float64", 132).swizzle
+    # Under one wave of a few big tiles with a long K: smaller tiles, so that the stream-K
+    # fix-up does not add dozens of partials per tile.
+    tiny = kernels.choose_config(256, 256, 65536, "float16", 132)
+    assert (tiny.tile_m, tiny.tile_n) == (64, 128)
     # Less than one wave with a long K: split K.
     assert kernels.choose_config(64, 8192, 8192, "bfloat16", 132).policy == "streamk"
     assert kernels.choose_config(256, 256, 65536, "float16", 132).policy == "streamk"
@@ -341,6 +347,27 @@ def test_mainloop_knobs(kind, variant):
         for i, (m, n, k) in enumerate(shapes):
             _check(m, n, k, kind, policy, trans_a=ta, trans_b=tb, seed=40 + i,
                    beta=0.5 if i % 2 else 0.0, alpha=1.0 if i % 3 else 0.75, **variant)
+
+
+HEURISTIC_TILES = [(kind, tile) for kind in ("float16", "bfloat16")
+                   for tile, _ in kernels.TILE_CHOICES[kind]]
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("kind,tile", HEURISTIC_TILES, ids=[f"{k}-{t}" for k, t in HEURISTIC_TILES])
+def test_heuristic_tiles_with_their_knobs(kind, tile):
+    """Every tile the heuristic may pick for 16-bit inputs, with the knobs it turns on, in every
+    layout the knob tests use, plus a launch without a config on a shape that picks it."""
+    tm, tn, tk, st, wm, wn = tile
+    variant = dict(tile_m=tm, tile_n=tn, tile_k=tk, stages=st, warps_m=wm, warps_n=wn,
+                   **kernels.TILE_KNOBS[kind])
+    for (ta, tb, policy), shapes in KNOB_SHAPES.items():
+        for i, (m, n, k) in enumerate(shapes):
+            _check(m, n, k, kind, policy, trans_a=ta, trans_b=tb, seed=70 + i,
+                   beta=0.5 if i % 2 else 0.0, alpha=1.0 if i % 3 else 0.75, **variant)
+    for i, policy in enumerate(("per_tile", "dynamic")):
+        _check(520, 300, 1000, kind, policy, seed=80 + i, beta=0.5, **variant)
 
 
 @pytest.mark.gpu
