@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import cupy as cp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from mgemm import kernels, schedule  # noqa: E402
+from mgemm import kernels  # noqa: E402
 from mgemm.kernels import KernelConfig  # noqa: E402
 
 
@@ -43,14 +43,19 @@ SKEWED = [Case("896x2432x8192", 896, 2432, 8192), Case("1024x2112x8192", 1024, 2
           Case("64x8192x8192", 64, 8192, 8192), Case("8192x8192x256", 8192, 8192, 256)]
 
 
-def wave_sweep(tile=(128, 256), slots=132, k=8192):
-    """Shapes whose tile count runs from 1 to 3 waves of `slots` (tiles in one row of tiles)."""
+def wave_sweep(tile=(256, 128), slots=132, k=8192):
+    """Shapes of exactly 1 to 3 waves' worth of `tile` tiles on `slots` CTAs (rows × cols tiles,
+    rows the largest divisor of the count up to its square root)."""
     out = []
-    for tiles in (1, 66, 132, 133, 180, 264, 265, 330, 396):
-        rows = max(1, tiles // 12) if tiles >= 12 else 1
-        cols = -(-tiles // rows)
-        out.append(Case(f"wave{tiles}t", rows * tile[0], cols * tile[1], k))
+    for tiles in (1, slots // 2, slots, slots + 1, 180, 2 * slots, 2 * slots + 1, 330, 3 * slots):
+        rows = max(d for d in range(1, int(tiles ** 0.5) + 1) if tiles % d == 0)
+        out.append(Case(f"wave{tiles}t", rows * tile[0], tiles // rows * tile[1], k))
     return out
+
+
+#: The sweep's tile (the float16 heuristic's first choice), so each case has the tile count it names.
+SWEEP_TILE = dict(tile_m=256, tile_n=128, tile_k=32, stages=4, warps_m=4, warps_n=2,
+                  swizzle=True, fast_copy=True, frag_carry=True)
 
 
 BOUNDS = {"float16": 2e-3, "bfloat16": 1e-2, "tf32": 5e-3, "float32": 1e-5, "float64": 1e-12}
@@ -174,6 +179,8 @@ def policy_impls(case: Case, dtype: str, policies=("per_tile", "static", "dynami
                                  kernels.device_sms(), allow_tf32=dtype == "tf32")
     impls: dict[str, KernelConfig | None] = {"cuBLAS": None}
     impls["auto"] = base
+    if case.name.startswith("wave") and dtype in ("float16", "bfloat16"):
+        base = KernelConfig.default(dtype, **SWEEP_TILE)  # the tile the case's name counts
     for p in policies:
         impls[p] = base.replace(policy=p)
     del kind
@@ -183,6 +190,7 @@ def policy_impls(case: Case, dtype: str, policies=("per_tile", "static", "dynami
 # Ladder at 8192³, one idea per step (same harness, beside cuBLAS): the default tile, each mainloop
 # variant knob switched back (frag_db, simt_vec, dmma_k: the state before that idea) or, for the
 # opt-in knobs (swizzle, fast_copy, frag_carry, min_blocks), switched on alone and together, then tiles.
+KNOBS = dict(swizzle=True, fast_copy=True, frag_carry=True)
 LADDER = {
     "float16": [("default 128x128x32 s4 w2x2", {}),
                 ("no frag double-buffer", dict(frag_db=False)),
@@ -203,7 +211,14 @@ LADDER = {
                 ("128x256x32 s4 w2x4", dict(tile_n=256, warps_n=4)),
                 ("128x256x64 s3 w2x4 swizzle+fast_copy+frag_carry",
                  dict(swizzle=True, fast_copy=True, frag_carry=True, tile_n=256, warps_n=4, tile_k=64, stages=3)),
-                ("128x128x64 s3 w2x2", dict(tile_k=64, stages=3))],
+                ("128x128x64 s3 w2x2", dict(tile_k=64, stages=3)),
+                # around the heuristic's first tile (256x128x32 s4 w4x2 with the three knobs)
+                ("knobs 256x128x32 s3 w4x2", dict(KNOBS, tile_m=256, warps_m=4, stages=3)),
+                ("knobs 256x128x32 s5 w4x2", dict(KNOBS, tile_m=256, warps_m=4, stages=5)),
+                ("knobs 256x128x64 s3 w4x2", dict(KNOBS, tile_m=256, warps_m=4, tile_k=64, stages=3)),
+                ("knobs 256x128x32 s4 w4x2 group 16", dict(KNOBS, tile_m=256, warps_m=4, group=16)),
+                ("knobs 256x128x32 s4 w4x2 raster n", dict(KNOBS, tile_m=256, warps_m=4, raster="n")),
+                ("knobs 128x256x32 s4 w2x4", dict(KNOBS, tile_n=256, warps_n=4))],
     "float32": [("default 64x128x8 s3 w2x2", {}),
                 ("4-byte copies only", dict(simt_vec=False)),
                 ("128x128x8 s3 w4x2 (the default before)", dict(tile_m=128, warps_m=4, warps_n=2)),
@@ -278,6 +293,7 @@ def main(argv=None):
     ap.add_argument("--ladder", action="store_true", help="tile variants at 8192³")
     ap.add_argument("--hog", action="store_true", help="dynamic vs static beside an SM-holding kernel")
     ap.add_argument("--sweep", action="store_true", help="tile counts over 1..3 waves")
+    ap.add_argument("--ladder-match", default="", help="only the ladder steps whose label has this")
     ap.add_argument("--squares", default="", help="comma-separated square sizes, or none (default per --quick)")
     ap.add_argument("--no-skewed", action="store_true", help="leave out the skewed shapes")
     ap.add_argument("--reps", type=int, default=10)
@@ -303,7 +319,8 @@ def main(argv=None):
             c = Case("square8192", 8192, 8192, 8192)
             impls = {"cuBLAS": None}
             for label, fields in LADDER[dtype]:
-                impls[label] = KernelConfig.default(dtype, policy="static", **fields)
+                if args.ladder_match in label:
+                    impls[label] = KernelConfig.default(dtype, policy="static", **fields)
             rows += measure(c, dtype, impls, rng, args.reps)
         for case in cases:
             if dtype in ("float32", "float64") and case.m * case.n * case.k > 8192 ** 3:
