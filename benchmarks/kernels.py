@@ -294,6 +294,8 @@ def main(argv=None):
     ap.add_argument("--hog", action="store_true", help="dynamic vs static beside an SM-holding kernel")
     ap.add_argument("--sweep", action="store_true", help="tile counts over 1..3 waves")
     ap.add_argument("--ladder-match", default="", help="only the ladder steps whose label has this")
+    ap.add_argument("--policies", default="per_tile,static,dynamic,streamk",
+                    help="policies timed beside cuBLAS and the heuristic's choice (comma-separated)")
     ap.add_argument("--squares", default="", help="comma-separated square sizes, or none (default per --quick)")
     ap.add_argument("--no-skewed", action="store_true", help="leave out the skewed shapes")
     ap.add_argument("--reps", type=int, default=10)
@@ -325,7 +327,8 @@ def main(argv=None):
         for case in cases:
             if dtype in ("float32", "float64") and case.m * case.n * case.k > 8192 ** 3:
                 continue
-            rows += measure(case, dtype, policy_impls(case, dtype), rng, args.reps)
+            policies = tuple(p for p in args.policies.split(",") if p)
+            rows += measure(case, dtype, policy_impls(case, dtype, policies), rng, args.reps)
     if args.hog:
         for dtype in ("float16", "float32"):
             if dtype in dtypes:
