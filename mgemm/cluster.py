@@ -177,8 +177,8 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
     ``transfer_sync``: "stream" (default) installs ``StreamScopedTransfers`` on UCX workers, so a
     transfer waits for the legacy default stream instead of the whole GPU; "device" keeps
     distributed-ucxx's whole-device synchronize.  ``threads_per_worker``: tasks a GPU worker runs at
-    once (dask-cuda's default, 1, leaves the GPU idle between one block task and the next; with 2
-    the next block's launch overlaps the current one's GEMM, each on its own stream).
+    once (default: dask-cuda's 1; with 2, two block tasks share the GPU, each on its own stream,
+    which on two H200s gave no consistent gain: benchmarks/RESULTS.md, runs 13 and 14).
     """
     if threads_per_worker is not None and threads_per_worker < 1:
         raise ValueError(f"threads_per_worker must be at least 1, got {threads_per_worker}")

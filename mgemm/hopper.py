@@ -86,7 +86,7 @@ from typing import Any, ClassVar
 
 from mgemm import schedule
 from mgemm.kernels import (KERNEL_DIR, LaunchPlan, RenderedConfig, compile_kernel, device_sms,
-                           launch_scratch, occupancy, specialize)
+                           launch_scratch, occupancy, specialize, split_tail)
 
 KERNEL_SOURCE = "gemm_hopper.cu"
 KERNEL_NAME = "mgemm_gemm_hopper"
@@ -271,19 +271,16 @@ def input_kind(dtype: str, allow_tf32: bool = False) -> str:
 
 
 def choose_policy(tiles: int, slots: int, k_iters: int, shared: bool = False) -> str:
-    """The rule of ``mgemm.kernels.choose_config``: ``dynamic`` when other kernels share the GPU;
-    ``streamk`` when there is less than one wave or the last wave is less than half full (and K
-    has at least 4 iterations to split); else ``static``.
+    """The rule of ``mgemm.kernels.choose_config`` (one CTA per SM here): ``dynamic`` when other
+    kernels share the GPU; ``streamk`` where ``mgemm.kernels.split_tail`` says a split pays;
+    else ``static``.
 
     >>> choose_policy(264, 132, 128), choose_policy(64, 132, 128), choose_policy(140, 132, 128)
     ('static', 'streamk', 'streamk')
     """
     if shared:
         return "dynamic"
-    if tiles % slots == 0 or k_iters < 4:
-        return "static"
-    fill = (tiles % slots) / slots
-    return "streamk" if tiles < slots or fill < 0.5 else "static"
+    return "streamk" if split_tail(tiles, slots, slots, k_iters) else "static"
 
 
 def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: bool = False,

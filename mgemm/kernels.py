@@ -297,11 +297,11 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
                   shared: bool = False) -> KernelConfig:
     """Tile shape and policy for an ``m × n × k`` product on ``sms`` SMs.  Pure and deterministic.
 
-    The tile is the candidate with the least estimated time, counting whole waves (a wave is one
-    tile per resident CTA) and charging smaller tiles for their lower per-tile efficiency.  Then:
-    ``dynamic`` if other kernels share the GPU (``shared``); else ``streamk`` when the last wave
-    is less than half full (or there is less than one wave) and K has enough iterations to split;
-    else ``static``.
+    The tile is the candidate with the least estimated time: whole waves (a wave is one tile per
+    resident CTA), or where ``split_tail`` allows it the work spread evenly plus the stream-K
+    fix-up, charging smaller tiles for their lower per-tile efficiency.  Then: ``dynamic`` if
+    other kernels share the GPU (``shared``); else ``streamk`` where ``split_tail`` says the
+    tail pays for a split; else ``static``.
 
     >>> choose_config(8192, 8192, 8192, "float16", 132).policy
     'static'
@@ -320,7 +320,7 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
         # the efficiency, which drops for smaller tiles (less reuse per loaded byte) ...
         eff = 1.0 - 0.08 * rank
         cost = waves * occupancy * tm * tn * k_iters / eff
-        if _split_tail(tiles, slots, sms, k_iters):
+        if split_tail(tiles, slots, sms, k_iters):
             # ... or, with a stream-K split, the whole work spread over the SMs, plus the fix-up:
             # the CTA that owns a tile adds the partials of the others (one per sharing CTA,
             # about two k-iterations each), which is what makes a few big tiles over-split.
@@ -334,13 +334,13 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     if shared:
         policy = "dynamic"
     else:
-        policy = "streamk" if _split_tail(rows * cols, slots, sms, k_iters) else "static"
+        policy = "streamk" if split_tail(rows * cols, slots, sms, k_iters) else "static"
     return KernelConfig(input=kind, tile_m=tm, tile_n=tn, tile_k=tk, stages=st, warps_m=wm,
                         warps_n=wn, policy=policy, **TILE_KNOBS.get(kind, {}))
 
 
 
-def _split_tail(tiles: int, slots: int, sms: int, k_iters: int) -> bool:
+def split_tail(tiles: int, slots: int, sms: int, k_iters: int) -> bool:
     """Whether a stream-K split pays: K has at least 4 iterations to split, and either the SMs'
     loads are uneven (an SM's time grows with the tiles it holds, whatever the occupancy: the
     busiest holds ``ceil(tiles / sms)``, below 0.8 of that on average is a poor tail) or the
@@ -625,5 +625,5 @@ def launch_info(a_shape, b_shape, config: KernelConfig, sms: int | None = None) 
     return plan_launch(config, m, n, k, sms * max(1, occupancy(kernel, config)))
 
 
-__all__ = ["KernelConfig", "LaunchPlan", "choose_config", "gemm", "get_kernel", "input_kind",
+__all__ = ["KernelConfig", "LaunchPlan", "choose_config", "gemm", "get_kernel", "input_kind", "split_tail",
            "launch_info", "occupancy", "plan_launch"]
