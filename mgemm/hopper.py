@@ -85,9 +85,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from mgemm import schedule
-from mgemm.kernels import (KERNEL_DIR, LaunchPlan, RenderedConfig, _dtype_name, compile_kernel,
-                           compute_capability, device_id, device_sms, launch_scratch, occupancy,
-                           specialize, split_tail)
+from mgemm.kernels import (KERNEL_DIR, LaunchPlan, RenderedConfig, compile_kernel, device_sms,
+                           launch_scratch, occupancy, specialize, split_tail)
 
 KERNEL_SOURCE = "gemm_hopper.cu"
 KERNEL_NAME = "mgemm_gemm_hopper"
@@ -356,12 +355,17 @@ def supported(device: int | None = None) -> bool:
 
 def get_kernel(config: HopperConfig, device: int | None = None):
     """The compiled kernel of ``config`` on ``device``, memoized per (device, cache key)."""
-    dev = device_id(device)
-    cc = compute_capability(dev)
+    dev = _cupy().cuda.Device(device).id
+    cc = _compute_capability(dev)
     if cc != "90":
         raise RuntimeError(f"the Hopper kernel needs compute capability 9.0, device {dev} has "
                            f"{cc}; use mgemm.kernels.gemm")
     return compile_kernel(config, compile_options(), KERNEL_NAME, dev)
+
+
+@functools.lru_cache(maxsize=None)
+def _compute_capability(device: int) -> str:
+    return _cupy().cuda.Device(device).compute_capability
 
 
 @functools.lru_cache(maxsize=1024)
@@ -503,13 +507,13 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
 
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"gemm needs (M, K) @ (K, N), got {a.shape} @ {b.shape}")
-    dtype = _dtype_name(a, as_dtype)
-    if _dtype_name(b, as_dtype) != dtype:
+    dtype = as_dtype or str(a.dtype)
+    if (as_dtype or str(b.dtype)) != dtype:
         raise TypeError(f"a and b must share a dtype, got {a.dtype} and {b.dtype}")
     m, k = a.shape
     n = b.shape[1]
-    dev = device_id()
-    sm_count = device_sms(dev)
+    dev = cp.cuda.Device()
+    sm_count = device_sms(dev.id)
     sms = sm_count if sms is None else max(1, min(int(sms), sm_count))
     kind = input_kind(dtype, allow_tf32)
     if config is None:
@@ -518,7 +522,7 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
         raise ValueError(f"config multiplies {config.input}, operands are {kind}")
     given = out if out is not None else (c if c is not None and beta != 0 else None)
     if given is not None:
-        res_dtype = "bfloat16" if given.dtype.char == "H" else _dtype_name(given)
+        res_dtype = "bfloat16" if given.dtype == cp.uint16 else str(given.dtype)
     else:
         res_dtype = out_dtype or STORAGE[kind]
     if res_dtype not in OUTPUTS:
@@ -548,7 +552,7 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
         lda = ldb = config.align
         dims = (1, 1, 1)
     config = specialize(config, output=res_dtype, record=debug, a_k_major=a_k, b_k_major=b_k)
-    kernel = get_kernel(config, dev)
+    kernel = get_kernel(config, dev.id)
     desc_a = _operand_desc(a_arr.data.ptr, kind, a_k, dims[0], dims[1], lda, config.tile_k, config.tile_m)
     # 2-CTA clusters: each CTA loads (and multicasts) half of B's rows, K-major as one box of them
     desc_b = _operand_desc(b_arr.data.ptr, kind, b_k, dims[0], dims[2], ldb, config.tile_k,
@@ -557,7 +561,7 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
     slots = _slots(kernel, config, sms)
     lp = plan_launch(config, m, n, k, slots)
     sync, workspace, record = launch_scratch(  # the stream-K workspace: a tile per CTA
-        cp, dev, lp.grid, config.policy == "dynamic" or lp.sk_tiles > 0,
+        cp, dev.id, lp.grid, config.policy == "dynamic" or lp.sk_tiles > 0,
         lp.grid * config.tile_m * config.tile_n if lp.sk_tiles else 1, cp.float32,
         1 + 4 * (lp.tiles + 2 * lp.grid + 8) if debug else 0)
     c_arr = c if (c is not None and beta != 0) else out

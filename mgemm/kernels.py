@@ -23,8 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-import numpy as np
-
 from mgemm import schedule
 
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
@@ -408,33 +406,21 @@ def compile_options(cc: str) -> tuple[str, ...]:
 
 def get_kernel(config: KernelConfig, device: int | None = None):
     """The compiled kernel of ``config`` on ``device``, memoized per (device, cache key)."""
-    dev = device_id(device)
-    return compile_kernel(config, compile_options(compute_capability(dev)), KERNEL_NAME, dev)
-
-
-def device_id(device: int | None = None) -> int:
-    """``device``, or the current device's id (without building a ``cupy.cuda.Device``)."""
-    return _cupy().cuda.runtime.getDevice() if device is None else int(device)
-
-
-@functools.lru_cache(maxsize=None)
-def compute_capability(device: int) -> str:
-    """"90" for an H100/H200: CuPy's string, read once per device."""
-    return _cupy().cuda.Device(device).compute_capability
+    dev = _cupy().cuda.Device(device)
+    return compile_kernel(config, compile_options(dev.compute_capability), KERNEL_NAME, dev.id)
 
 
 def compile_kernel(config: RenderedConfig, options: tuple[str, ...], name: str,
                    device: int | None = None):
     """``name`` from ``config``'s source, compiled by NVRTC with ``options``; memoized per
     (device, cache key), with the dynamic shared memory limit raised to what it needs."""
-    dev_id = device_id(device)
-    fast = (dev_id, name, config, options)  # a launch's lookup: no hashing of the sources
+    cp = _cupy()
+    dev = cp.cuda.Device(device)
+    fast = (dev.id, name, config, options)  # a launch's lookup: no hashing of the sources
     kernel = _by_config.get(fast)
     if kernel is not None:
         return kernel
-    cp = _cupy()
-    dev = cp.cuda.Device(dev_id)
-    key = (dev_id, name, config.key(options))
+    key = (dev.id, name, config.key(options))
     with _lock:
         kernel = _compiled.get(key)
         if kernel is None:
@@ -463,10 +449,11 @@ def occupancy(kernel, config: RenderedConfig) -> int:
 
 def device_sms(device: int | None = None) -> int:
     """SM count of ``device`` (queried once: ``Device.attributes`` reads every attribute)."""
-    dev = device_id(device)
+    cp = _cupy()
+    dev = cp.cuda.Device(device).id
     sms = _sms.get(dev)
     if sms is None:
-        sms = _sms[dev] = _cupy().cuda.Device(dev).attributes["MultiProcessorCount"]
+        sms = _sms[dev] = cp.cuda.Device(dev).attributes["MultiProcessorCount"]
     return sms
 
 
@@ -474,9 +461,6 @@ def device_sms(device: int | None = None) -> int:
 # --- per-launch scratch (counters, stream-K workspace, debug record) -------------------------------
 
 _scratch: dict[tuple, dict[str, Any]] = {}
-
-
-_WORKSPACE_NAMES = {np.float32: "ws_float32", np.float64: "ws_float64"}  # stream-K partials
 
 
 def launch_scratch(cp, dev_id: int, grid: int, zero_sync: bool, ws_elems: int, ws_dtype,
@@ -492,16 +476,16 @@ def launch_scratch(cp, dev_id: int, grid: int, zero_sync: bool, ws_elems: int, w
     key = (dev_id, stream.ptr, threading.get_ident())
     bufs = _scratch.setdefault(key, {})
 
-    def get(name, elems, dtype):  # one buffer per name, and each name has one dtype
+    def get(name, elems, dtype):
         buf = bufs.get(name)
-        if buf is None or buf.size < elems:
+        if buf is None or buf.size < elems or buf.dtype != dtype:
             buf = bufs[name] = cp.empty(max(elems, 1), dtype=dtype)
         return buf
 
     sync = get("sync", 1 + grid, cp.int32)
     if zero_sync:
         cp.cuda.runtime.memsetAsync(sync.data.ptr, 0, (1 + grid) * 4, stream.ptr)
-    workspace = get(_WORKSPACE_NAMES[ws_dtype], ws_elems, ws_dtype)
+    workspace = get("ws_" + cp.dtype(ws_dtype).name, ws_elems, ws_dtype)
     record = (cp.zeros(record_elems, dtype=cp.int32) if record_elems
               else get("record", 1, cp.int32))
     return sync, workspace, record
@@ -514,18 +498,8 @@ def specialize(config, **changes):
 
 # --- launch ----------------------------------------------------------------------------------------
 
-def _dtype_name(x, as_dtype: str | None = None) -> str:
-    """``as_dtype``, else the name of ``x``'s dtype (remembered per dtype: ``str`` of a NumPy
-    dtype walks its type hierarchy, several microseconds a launch)."""
-    if as_dtype:
-        return as_dtype
-    name = _dtype_names.get(x.dtype)
-    if name is None:
-        name = _dtype_names[x.dtype] = str(x.dtype)
-    return name
-
-
-_dtype_names: dict = {}
+def _dtype_name(x, as_dtype: str | None) -> str:
+    return as_dtype or str(x.dtype)
 
 
 def _operand(cp, x, k_axis: int, chunk: int):
@@ -576,8 +550,8 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
         raise TypeError(f"a and b must share a dtype, got {a.dtype} and {b.dtype}")
     m, k = a.shape
     n = b.shape[1]
-    dev = device_id()
-    sm_count = device_sms(dev)
+    dev = cp.cuda.Device()
+    sm_count = device_sms(dev.id)
     sms = sm_count if sms is None else max(1, min(int(sms), sm_count))
     if config is None:
         config = _choose_cached(m, n, k, dtype, sms, allow_tf32)
@@ -586,7 +560,7 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
         raise ValueError(f"config multiplies {config.input}, operands are {kind}")
     given = out if out is not None else (c if c is not None and beta != 0 else None)
     if given is not None:  # uint16 results are bfloat16 bits, as the inputs
-        res_dtype = "bfloat16" if given.dtype.char == "H" else _dtype_name(given)
+        res_dtype = "bfloat16" if given.dtype == cp.uint16 else str(given.dtype)
     else:
         res_dtype = out_dtype or STORAGE[kind]
     storage = {"bfloat16": cp.uint16}.get(res_dtype, res_dtype)
@@ -606,11 +580,11 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
     else:
         a_arr, a_k, lda, b_arr, b_k, ldb = out, True, 1, out, False, 1  # never read
     config = specialize(config, a_k_major=a_k, b_k_major=b_k, output=res_dtype, record=debug)
-    kernel = get_kernel(config, dev)
+    kernel = get_kernel(config, dev.id)
     slots = sms * max(1, occupancy(kernel, config))
     lp = plan_launch(config, m, n, k, slots)
     sync, workspace, record = launch_scratch(
-        cp, dev, lp.grid, config.policy == "dynamic" or lp.sk_tiles > 0,
+        cp, dev.id, lp.grid, config.policy == "dynamic" or lp.sk_tiles > 0,
         lp.grid * config.acc_per_thread * config.threads if lp.sk_tiles else 1,
         cp.float64 if config.acc_dtype == "float64" else cp.float32,
         1 + 4 * (lp.tiles + 2 * lp.grid + 8) if debug else 0)
@@ -627,7 +601,19 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
     return out
 
 
-_i32, _i64, _f64 = np.int32, np.int64, np.float64  # kernel scalars
+def _i32(x):
+    import numpy as np
+    return np.int32(x)
+
+
+def _i64(x):
+    import numpy as np
+    return np.int64(x)
+
+
+def _f64(x):
+    import numpy as np
+    return np.float64(x)
 
 
 def launch_info(a_shape, b_shape, config: KernelConfig, sms: int | None = None) -> LaunchPlan:
