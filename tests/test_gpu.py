@@ -59,6 +59,31 @@ def test_persistent_engine_block(cp, rng, dtype):
     assert _use_hopper(np.dtype(dtype), np.dtype(dtype), False) == (dtype == "float16"
                                                                     and hopper.supported())
 
+@pytest.mark.parametrize("engine", ["cublas", "persistent"])
+def test_block_task_waits_for_inputs_still_being_written(cp, rng, engine):
+    """A chunk whose kernel is still running on the legacy default stream when the block task
+    starts (a CuPy task returns once its work is queued): the task's own non-blocking stream
+    must wait for it.  The chunk holds NaN until a kernel that first spins ~0.1 s copies the
+    values in; a GEMM that does not wait reads NaN."""
+    from mgemm.graph import _block_task
+
+    n = 512
+    a_host, b_host = rng.standard_normal((n, n)), rng.standard_normal((n, n))
+    src, b = cp.asarray(a_host), cp.asarray(b_host)
+    a = cp.full((n, n), cp.nan)
+    cp.cuda.Device().synchronize()
+    late_copy = cp.RawKernel(r"""
+    extern "C" __global__ void late_copy(const double* src, double* dst, long long n, long long cycles) {
+      long long t0 = clock64();
+      while (clock64() - t0 < cycles) {}
+      for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+           i += (long long)gridDim.x * blockDim.x) dst[i] = src[i];
+    }""", "late_copy")
+    late_copy((32,), (256,), (src, a, np.int64(n * n), np.int64(200_000_000)))  # legacy stream
+    out = _block_task(engine, [[a]], [[b]], None, 1.0, 0.0, "float64", False)
+    assert_close(cp.asnumpy(out), a_host @ b_host, "float64")
+
+
 def test_cublas_tf32_only_when_allowed(cp, rng):
     from mgemm.engines import get
 

@@ -97,16 +97,18 @@ def scale_and_add(acc: Any, alpha: float, beta: float, c: Any, xp: Any) -> Any:
 _streams = threading.local()
 
 
-def _thread_stream(cupy: Any) -> Any:
-    """This thread's own non-blocking CUDA stream on the current device (made once)."""
+def _thread_stream(cupy: Any) -> tuple[Any, Any]:
+    """This thread's own non-blocking CUDA stream on the current device, and an event to order
+    it after the legacy default stream (both made once)."""
     per_device = getattr(_streams, "by_device", None)
     if per_device is None:
         per_device = _streams.by_device = {}
     dev = cupy.cuda.Device().id
-    stream = per_device.get(dev)
-    if stream is None:
-        stream = per_device[dev] = cupy.cuda.Stream(non_blocking=True)
-    return stream
+    pair = per_device.get(dev)
+    if pair is None:
+        pair = per_device[dev] = (cupy.cuda.Stream(non_blocking=True),
+                                  cupy.cuda.Event(disable_timing=True))
+    return pair
 
 
 @contextlib.contextmanager
@@ -118,12 +120,20 @@ def task_stream(xp: Any) -> Iterator[None]:
     the legacy default stream only; block GEMMs kept off it therefore do not hold up the worker's
     fetches and sends (two H200s: 2-6 ms per 256 MiB chunk instead of ~90 ms, the GEMMs queued
     on the GPU).  The synchronize at the end keeps "task finished" meaning "block finished", so
-    what the task hands to Dask is complete.  NumPy: no-op.
+    what the task hands to Dask is complete.
+
+    The other direction needs an explicit wait: a CuPy task that made one of this task's inputs
+    (random chunks, a user's ``map_blocks``) returns once its kernels are *queued* on the legacy
+    default stream, and a non-blocking stream does not wait for them.  So the task's stream
+    first waits for an event recorded on the legacy stream (on the GPU, not the host).
+    NumPy: no-op.
     """
     if not is_cupy_module(xp):
         yield
         return
-    stream = _thread_stream(xp)
+    stream, inputs_written = _thread_stream(xp)
+    inputs_written.record(xp.cuda.Stream.null)
+    stream.wait_event(inputs_written)
     with stream:
         yield
     stream.synchronize()
