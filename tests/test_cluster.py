@@ -45,3 +45,21 @@ def test_plugin_is_a_no_op_without_ucx(monkeypatch):
 def test_transfer_sync_is_checked():
     with pytest.raises(ValueError, match="transfer_sync"):
         cluster.start_default_cluster(transfer_sync="host")
+
+
+def test_threads_per_worker_is_checked():
+    with pytest.raises(ValueError, match="threads_per_worker"):
+        cluster.start_default_cluster(threads_per_worker=0)
+
+
+def test_threads_per_worker_reaches_the_workers():
+    client = cluster.start_default_cluster(n_workers=2, threads_per_worker=1)
+    try:
+        workers = client.scheduler_info(n_workers=-1)["workers"]
+        assert len(workers) == 2 and {w["nthreads"] for w in workers.values()} == {1}
+        ident, who = cluster.scheduler_snapshot(client)
+        assert set(ident["workers"]) == set(workers) and who == {}
+    finally:
+        lc = client.cluster
+        client.close()
+        lc.close()
