@@ -50,8 +50,8 @@ DEFAULT_TILES = {
     "float64": (128, 64, 16, 3, 2, 2),
     "float32": (64, 128, 8, 3, 2, 2),  # 0.88 of cuBLAS at 8192³ on the H200; 128x128x8: 0.84
 }
-# Smaller tiles the heuristic may take when the default leaves most SMs idle, with the CTAs per SM
-# each tile is expected to reach (the launch asks the occupancy API for the real number).
+# The tiles the heuristic chooses from, the most efficient first, with the CTAs per SM each is
+# expected to reach (the launch asks the occupancy API for the real number).
 # Float16/bfloat16: 256x128x32 s4 with 8 warps of 64x64 (242 registers: 1 CTA per SM) reached
 # 0.60 of cuBLAS at 8192³ on the H200 with TILE_KNOBS, 128x128x32 s6 0.58, against 0.42 for the
 # base tile without them (benchmarks/RESULTS.md, the float16 ladder of 2026-11-30).
@@ -63,7 +63,7 @@ TILE_CHOICES = {
     "float32": [((64, 128, 8, 3, 2, 2), 4), ((128, 128, 8, 3, 4, 2), 2)],
 }
 # The mainloop knobs the heuristic turns on for every tile of these inputs (each measured alone and
-# together in the ladder: swizzle +9 %, the three together +31 % at 128x128x32 s4).
+# together in the ladder: swizzle +13 %, the three together +31 % at 128x128x32 s4).
 TILE_KNOBS = {"float16": {"swizzle": True, "fast_copy": True, "frag_carry": True},
               "bfloat16": {"swizzle": True, "fast_copy": True, "frag_carry": True}}
 
@@ -337,7 +337,6 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
         policy = "streamk" if split_tail(rows * cols, slots, sms, k_iters) else "static"
     return KernelConfig(input=kind, tile_m=tm, tile_n=tn, tile_k=tk, stages=st, warps_m=wm,
                         warps_n=wn, policy=policy, **TILE_KNOBS.get(kind, {}))
-
 
 
 def split_tail(tiles: int, slots: int, sms: int, k_iters: int) -> bool:
