@@ -86,7 +86,7 @@ from typing import Any, ClassVar
 
 from mgemm import schedule
 from mgemm.kernels import (KERNEL_DIR, LaunchPlan, RenderedConfig, compile_kernel, device_sms,
-                           launch_scratch, occupancy, specialize, split_tail)
+                           launch_scratch, occupancy, prepare_call, specialize, split_tail)
 
 KERNEL_SOURCE = "gemm_hopper.cu"
 KERNEL_NAME = "mgemm_gemm_hopper"
@@ -505,37 +505,11 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
     cp = _cupy()
     import numpy as np  # noqa: PLC0415
 
-    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
-        raise ValueError(f"gemm needs (M, K) @ (K, N), got {a.shape} @ {b.shape}")
-    dtype = as_dtype or str(a.dtype)
-    if (as_dtype or str(b.dtype)) != dtype:
-        raise TypeError(f"a and b must share a dtype, got {a.dtype} and {b.dtype}")
-    m, k = a.shape
-    n = b.shape[1]
-    dev = cp.cuda.Device()
-    sm_count = device_sms(dev.id)
-    sms = sm_count if sms is None else max(1, min(int(sms), sm_count))
-    kind = input_kind(dtype, allow_tf32)
-    if config is None:
-        config = _choose_cached(m, n, k, dtype, sms, allow_tf32)
-    if config.input != kind:
-        raise ValueError(f"config multiplies {config.input}, operands are {kind}")
-    given = out if out is not None else (c if c is not None and beta != 0 else None)
-    if given is not None:
-        res_dtype = "bfloat16" if given.dtype == cp.uint16 else str(given.dtype)
-    else:
-        res_dtype = out_dtype or STORAGE[kind]
-    if res_dtype not in OUTPUTS:
-        raise TypeError(f"the Hopper kernel writes {tuple(OUTPUTS)}, not {res_dtype}")
-    storage = {"bfloat16": cp.uint16}.get(res_dtype, res_dtype)
-    if out is None:
-        out = cp.empty((m, n), dtype=storage)
-    if out.shape != (m, n):
-        raise ValueError(f"out has shape {out.shape}, expected {(m, n)}")
-    if beta != 0 and (c is None or c.shape != (m, n)):
-        raise ValueError("beta != 0 needs c of shape (M, N)")
-    if beta != 0 and c.dtype != out.dtype:
-        raise TypeError(f"c ({c.dtype}) and out ({out.dtype}) must share a dtype")
+    call = prepare_call(cp, a, b, c, out, beta=beta, config=config, allow_tf32=allow_tf32, sms=sms,
+                        as_dtype=as_dtype, out_dtype=out_dtype, input_kind=input_kind,
+                        choose=_choose_cached, outputs=OUTPUTS, writer="the Hopper kernel")
+    m, n, k, kind, dev, sms, config, res_dtype, out = (call.m, call.n, call.k, call.kind, call.dev,
+                                                       call.sms, call.config, call.res_dtype, call.out)
     if m == 0 or n == 0:
         return (out, np.zeros((0, 4), np.int32)) if debug else out
 
@@ -552,7 +526,7 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
         lda = ldb = config.align
         dims = (1, 1, 1)
     config = specialize(config, output=res_dtype, record=debug, a_k_major=a_k, b_k_major=b_k)
-    kernel = get_kernel(config, dev.id)
+    kernel = get_kernel(config, dev)
     desc_a = _operand_desc(a_arr.data.ptr, kind, a_k, dims[0], dims[1], lda, config.tile_k, config.tile_m)
     # 2-CTA clusters: each CTA loads (and multicasts) half of B's rows, K-major as one box of them
     desc_b = _operand_desc(b_arr.data.ptr, kind, b_k, dims[0], dims[2], ldb, config.tile_k,
@@ -561,7 +535,7 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
     slots = _slots(kernel, config, sms)
     lp = plan_launch(config, m, n, k, slots)
     sync, workspace, record = launch_scratch(  # the stream-K workspace: a tile per CTA
-        cp, dev.id, lp.grid, config.policy == "dynamic" or lp.sk_tiles > 0,
+        cp, dev, lp.grid, config.policy == "dynamic" or lp.sk_tiles > 0,
         lp.grid * config.tile_m * config.tile_n if lp.sk_tiles else 1, cp.float32,
         1 + 4 * (lp.tiles + 2 * lp.grid + 8) if debug else 0)
     c_arr = c if (c is not None and beta != 0) else out

@@ -21,7 +21,7 @@ import hashlib
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar, Mapping, NamedTuple
 
 from mgemm import schedule
 
@@ -529,6 +529,63 @@ def _operand(cp, x, k_axis: int, chunk: int):
     return buf, False, buf.shape[1]
 
 
+class Call(NamedTuple):
+    """What a launcher knows once its arguments are checked (``prepare_call``)."""
+
+    m: int
+    n: int
+    k: int
+    dtype: str  # of A and B ("bfloat16" for uint16 bits read as bfloat16)
+    kind: str  # the mainloop's input kind
+    dev: int
+    sms: int  # the SMs the launch may use
+    config: Any  # the caller's config or the heuristic's
+    res_dtype: str  # what the kernel writes
+    out: Any
+
+
+def prepare_call(cp, a, b, c, out, *, beta: float, config, allow_tf32: bool, sms: int | None,
+                 as_dtype: str | None, out_dtype: str | None, input_kind: Callable,
+                 choose: Callable, outputs: Mapping, writer: str) -> Call:
+    """The argument checks and output allocation both launchers (this module's ``gemm`` and
+    ``mgemm.hopper.gemm``) share, before any work is queued: 2-D operands with matching K and one
+    dtype, a config for that input kind (``choose`` picks one if none is given), a result dtype in
+    ``outputs`` (``writer`` names the kernel in the error), ``out`` of shape (M, N) (allocated if
+    None), and with ``beta != 0`` a ``c`` of that shape and of ``out``'s dtype: the kernels read C
+    as the output type, so any other dtype would be misread."""
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"gemm needs (M, K) @ (K, N), got {a.shape} @ {b.shape}")
+    dtype = _dtype_name(a, as_dtype)
+    if _dtype_name(b, as_dtype) != dtype:
+        raise TypeError(f"a and b must share a dtype, got {a.dtype} and {b.dtype}")
+    m, k = a.shape
+    n = b.shape[1]
+    dev = cp.cuda.Device().id
+    sm_count = device_sms(dev)
+    sms = sm_count if sms is None else max(1, min(int(sms), sm_count))
+    kind = input_kind(dtype, allow_tf32)
+    if config is None:
+        config = choose(m, n, k, dtype, sms, allow_tf32)
+    if config.input != kind:
+        raise ValueError(f"config multiplies {config.input}, operands are {kind}")
+    given = out if out is not None else (c if c is not None and beta != 0 else None)
+    if given is not None:  # uint16 results are bfloat16 bits, as the inputs
+        res_dtype = "bfloat16" if given.dtype == cp.uint16 else str(given.dtype)
+    else:
+        res_dtype = out_dtype or STORAGE[kind]
+    if res_dtype not in outputs:
+        raise TypeError(f"{writer} writes {tuple(outputs)}, not {res_dtype}")
+    if out is None:
+        out = cp.empty((m, n), dtype={"bfloat16": cp.uint16}.get(res_dtype, res_dtype))
+    if out.shape != (m, n):
+        raise ValueError(f"out has shape {out.shape}, expected {(m, n)}")
+    if beta != 0 and (c is None or c.shape != (m, n)):
+        raise ValueError("beta != 0 needs c of shape (M, N)")
+    if beta != 0 and c.dtype != out.dtype:
+        raise TypeError(f"c ({c.dtype}) and out ({out.dtype}) must share a dtype")
+    return Call(m, n, k, dtype, kind, dev, sms, config, res_dtype, out)
+
+
 def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
          config: KernelConfig | None = None, allow_tf32: bool = False, sms: int | None = None,
          as_dtype: str | None = None, out_dtype: str | None = None, debug: bool = False):
@@ -542,33 +599,11 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
     array of (cta, tile, k_begin, k_end) per executed work unit, in execution order.
     """
     cp = _cupy()
-    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
-        raise ValueError(f"gemm needs (M, K) @ (K, N), got {a.shape} @ {b.shape}")
-    dtype = _dtype_name(a, as_dtype)
-    if _dtype_name(b, as_dtype) != dtype:
-        raise TypeError(f"a and b must share a dtype, got {a.dtype} and {b.dtype}")
-    m, k = a.shape
-    n = b.shape[1]
-    dev = cp.cuda.Device()
-    sm_count = device_sms(dev.id)
-    sms = sm_count if sms is None else max(1, min(int(sms), sm_count))
-    if config is None:
-        config = _choose_cached(m, n, k, dtype, sms, allow_tf32)
-    kind = input_kind(dtype, allow_tf32)
-    if config.input != kind:
-        raise ValueError(f"config multiplies {config.input}, operands are {kind}")
-    given = out if out is not None else (c if c is not None and beta != 0 else None)
-    if given is not None:  # uint16 results are bfloat16 bits, as the inputs
-        res_dtype = "bfloat16" if given.dtype == cp.uint16 else str(given.dtype)
-    else:
-        res_dtype = out_dtype or STORAGE[kind]
-    storage = {"bfloat16": cp.uint16}.get(res_dtype, res_dtype)
-    if out is None:
-        out = cp.empty((m, n), dtype=storage)
-    if out.shape != (m, n):
-        raise ValueError(f"out has shape {out.shape}, expected {(m, n)}")
-    if beta != 0 and (c is None or c.shape != (m, n)):
-        raise ValueError("beta != 0 needs c of shape (M, N)")
+    call = prepare_call(cp, a, b, c, out, beta=beta, config=config, allow_tf32=allow_tf32, sms=sms,
+                        as_dtype=as_dtype, out_dtype=out_dtype, input_kind=input_kind,
+                        choose=_choose_cached, outputs=OUTPUTS, writer="the persistent kernel")
+    m, n, k, dev, sms, config, res_dtype, out = (call.m, call.n, call.k, call.dev, call.sms,
+                                                 call.config, call.res_dtype, call.out)
     if m == 0 or n == 0:
         return (out, cp.zeros((0, 4), cp.int32)) if debug else out
 
@@ -579,11 +614,11 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
     else:
         a_arr, a_k, lda, b_arr, b_k, ldb = out, True, 1, out, False, 1  # never read
     config = specialize(config, a_k_major=a_k, b_k_major=b_k, output=res_dtype, record=debug)
-    kernel = get_kernel(config, dev.id)
+    kernel = get_kernel(config, dev)
     slots = sms * max(1, occupancy(kernel, config))
     lp = plan_launch(config, m, n, k, slots)
     sync, workspace, record = launch_scratch(
-        cp, dev.id, lp.grid, config.policy == "dynamic" or lp.sk_tiles > 0,
+        cp, dev, lp.grid, config.policy == "dynamic" or lp.sk_tiles > 0,
         lp.grid * config.acc_per_thread * config.threads if lp.sk_tiles else 1,
         cp.float64 if config.acc_dtype == "float64" else cp.float32,
         1 + 4 * (lp.tiles + 2 * lp.grid + 8) if debug else 0)

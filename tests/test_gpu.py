@@ -60,6 +60,21 @@ def test_persistent_engine_block(cp, rng, dtype):
                                                                     and hopper.supported())
 
 @pytest.mark.parametrize("engine", ["cublas", "persistent"])
+def test_engine_c_of_a_narrower_dtype(cp, rng, engine):
+    """C in float16 beside float32 A and B (``mgemm.gemm`` promotes the result to float32): the
+    persistent kernels read C as the output type, so the engine converts it first."""
+    from mgemm.engines import get
+
+    a, b = random(rng, (130, 70), "float32"), random(rng, (70, 90), "float32")
+    c = random(rng, (130, 90), "float16")
+    out = get(engine).gemm([cp.asarray(a)], [cp.asarray(b)], alpha=1.5, beta=0.5,
+                           c=cp.asarray(c), out_dtype="float32")
+    assert out.dtype == np.float32
+    assert_close(cp.asnumpy(out), 1.5 * (a.astype(np.float64) @ b) + 0.5 * c.astype(np.float64),
+                 "float32")
+
+
+@pytest.mark.parametrize("engine", ["cublas", "persistent"])
 def test_block_task_waits_for_inputs_still_being_written(cp, rng, engine):
     """A chunk whose kernel is still running on the legacy default stream when the block task
     starts (a CuPy task returns once its work is queued): the task's own non-blocking stream

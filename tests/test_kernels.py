@@ -175,6 +175,66 @@ def test_heuristic_streamk_only_when_last_wave_is_poor(m, n, k, kind):
         assert tiles < slots or tiles % slots < slots / 2
 
 
+def _prepare(a, b, c=None, out=None, *, launcher=kernels, sms=None, **kw):
+    """``kernels.prepare_call`` on NumPy stand-ins for CuPy arrays (no GPU: the checks and the
+    output allocation are host work), as ``launcher``'s gemm calls it, on a 132-SM device."""
+    import types
+    fake_cp = types.SimpleNamespace(cuda=types.SimpleNamespace(Device=lambda: types.SimpleNamespace(id=0)),
+                                    uint16=np.uint16, empty=np.empty)
+    chosen = []
+
+    def choose(*args):
+        chosen.append(args)
+        return launcher._choose_cached(*args)
+    kw.setdefault("beta", 0.0)
+    call = kernels.prepare_call(fake_cp, a, b, c, out, config=kw.pop("config", None),
+                                allow_tf32=kw.pop("allow_tf32", False), sms=sms,
+                                as_dtype=kw.pop("as_dtype", None), out_dtype=kw.pop("out_dtype", None),
+                                input_kind=launcher.input_kind, choose=choose,
+                                outputs=launcher.OUTPUTS, writer="the kernel", **kw)
+    return call, chosen
+
+
+def test_prepare_call_checks_and_allocates(monkeypatch):
+    from mgemm import hopper
+    monkeypatch.setattr(kernels, "device_sms", lambda device=None: 132)
+    a, b = np.ones((30, 20), np.float16), np.ones((20, 10), np.float16)
+    call, chosen = _prepare(a, b)
+    assert (call.m, call.n, call.k, call.dtype, call.kind, call.sms) == (30, 10, 20, "float16", "float16", 132)
+    assert chosen == [(30, 10, 20, "float16", 132, False)] and call.config.input == "float16"
+    assert call.out.shape == (30, 10) and call.out.dtype == np.float16 and call.res_dtype == "float16"
+    assert _prepare(a, b, sms=500)[0].sms == 132 and _prepare(a, b, sms=0)[0].sms == 1
+    bits = _prepare(a.view(np.uint16), b.view(np.uint16), as_dtype="bfloat16")[0]
+    assert bits.kind == "bfloat16" and bits.out.dtype == np.uint16 and bits.res_dtype == "bfloat16"
+    assert _prepare(a, b, out_dtype="float32")[0].out.dtype == np.float32
+    given = np.empty((30, 10), np.float32)
+    assert _prepare(a, b, out=given)[0].out is given
+    with pytest.raises(ValueError, match="got \\(30, 20\\) @ \\(10, 20\\)"):
+        _prepare(a, b.T)
+    with pytest.raises(TypeError, match="must share a dtype"):
+        _prepare(a, b.astype(np.float32))
+    with pytest.raises(ValueError, match="config multiplies float64"):
+        _prepare(a, b, config=KernelConfig.default("float64"))
+    with pytest.raises(TypeError, match="the kernel writes .* not complex64"):
+        _prepare(a, b, out_dtype="complex64")
+    with pytest.raises(ValueError, match="out has shape"):
+        _prepare(a, b, out=np.empty((10, 30), np.float16))
+    with pytest.raises(ValueError, match="beta != 0 needs c"):
+        _prepare(a, b, beta=1.0)
+    # The kernels read C as the output type: another dtype is refused, unless C is not read.
+    with pytest.raises(TypeError, match="c \\(float32\\) and out \\(float16\\)"):
+        _prepare(a, b, np.ones((30, 10), np.float32), np.empty((30, 10), np.float16), beta=1.0)
+    assert _prepare(a, b, np.ones((30, 10), np.float32), beta=0.0)[0].out.dtype == np.float16
+    assert _prepare(a, b, np.ones((30, 10), np.float32), beta=0.5)[0].out.dtype == np.float32
+    # The Hopper launcher's kinds and outputs.
+    with pytest.raises(TypeError, match="Hopper kernel multiplies"):
+        _prepare(a.astype(np.float64), b.astype(np.float64), launcher=hopper)
+    with pytest.raises(TypeError, match="the kernel writes .* not float64"):
+        _prepare(a, b, out_dtype="float64", launcher=hopper)
+    assert _prepare(a.astype(np.float32), b.astype(np.float32), launcher=hopper,
+                    allow_tf32=True)[0].kind == "tf32"
+
+
 def test_plan_launch_matches_mirror():
     cfg = KernelConfig.default("float16", policy="streamk")
     lp = kernels.plan_launch(cfg, 1000, 3000, 4000, 132)

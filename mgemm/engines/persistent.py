@@ -34,6 +34,8 @@ class PersistentEngine:
             raise TypeError(f"engine 'persistent' multiplies float16/32/64, not {in_dtype}")
         dtype = cupy.dtype(out_dtype) if out_dtype is not None else in_dtype
         out = cupy.empty((m, n), dtype=dtype)
+        if c is not None and beta != 0:  # the kernels read C as the output type
+            c = c.astype(dtype, copy=False)
         parts = [(a, b) for a, b in zip(a_parts, b_parts) if a.shape[1]]
         if not parts:  # K = 0: alpha * 0 + beta * c
             kernels.gemm(cupy.empty((m, 0), in_dtype), cupy.empty((0, n), in_dtype), c,
