@@ -227,16 +227,9 @@ class HopperConfig(RenderedConfig):
     # --- rendering and identity ---
     def defines(self) -> dict[str, str]:
         return {
-            "MGEMM_INPUT": INPUTS[self.input],
-            "MGEMM_OUTPUT": OUTPUTS[self.output],
+            **self.shared_defines(),
             "MGEMM_TILE_N": str(self.tile_n),
             "MGEMM_STAGES": str(self.stages),
-            "MGEMM_POLICY": "MGEMM_POLICY_" + self.policy.upper(),
-            "MGEMM_GROUP": str(self.group),
-            "MGEMM_RASTER": "MGEMM_RASTER_" + self.raster.upper(),
-            "MGEMM_RECORD": str(int(self.record)),
-            "MGEMM_A_K_MAJOR": str(int(self.a_k_major)),
-            "MGEMM_B_K_MAJOR": str(int(self.b_k_major)),
             "MGEMM_EPILOGUE": "MGEMM_EPILOGUE_" + self.epilogue.upper(),
             "MGEMM_PINGPONG": str(int(self.pingpong)),
             "MGEMM_TILE_M": str(self.tile_m),

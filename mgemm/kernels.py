@@ -78,6 +78,20 @@ class RenderedConfig:
     def defines(self) -> dict[str, str]:
         raise NotImplementedError
 
+    def shared_defines(self) -> dict[str, str]:
+        """The #defines of the fields every kernel configuration has: element types, tile
+        schedule, debug record and operand layouts (kernels/knobs.cuh names their values)."""
+        return {
+            "MGEMM_INPUT": INPUTS[self.input],
+            "MGEMM_OUTPUT": OUTPUTS[self.output],
+            "MGEMM_POLICY": "MGEMM_POLICY_" + self.policy.upper(),
+            "MGEMM_GROUP": str(self.group),
+            "MGEMM_RASTER": "MGEMM_RASTER_" + self.raster.upper(),
+            "MGEMM_RECORD": str(int(self.record)),
+            "MGEMM_A_K_MAJOR": str(int(self.a_k_major)),
+            "MGEMM_B_K_MAJOR": str(int(self.b_k_major)),
+        }
+
     def render(self) -> str:
         """The #define lines that precede the kernel source."""
         return "".join(f"#define {k} {v}\n" for k, v in self.defines().items())
@@ -250,20 +264,13 @@ class KernelConfig(RenderedConfig):
     # --- rendering and identity ---
     def defines(self) -> dict[str, str]:
         return {
-            "MGEMM_INPUT": INPUTS[self.input],
-            "MGEMM_OUTPUT": OUTPUTS[self.output],
+            **self.shared_defines(),
             "MGEMM_TILE_M": str(self.tile_m),
             "MGEMM_TILE_N": str(self.tile_n),
             "MGEMM_TILE_K": str(self.tile_k),
             "MGEMM_STAGES": str(self.stages),
             "MGEMM_WARPS_M": str(self.warps_m),
             "MGEMM_WARPS_N": str(self.warps_n),
-            "MGEMM_POLICY": "MGEMM_POLICY_" + self.policy.upper(),
-            "MGEMM_GROUP": str(self.group),
-            "MGEMM_RASTER": "MGEMM_RASTER_" + self.raster.upper(),
-            "MGEMM_A_K_MAJOR": str(int(self.a_k_major)),
-            "MGEMM_B_K_MAJOR": str(int(self.b_k_major)),
-            "MGEMM_RECORD": str(int(self.record)),
             "MGEMM_DMMA_K": str(self.dmma_k),
             "MGEMM_FRAG_DB": str(int(self.frag_db)),
             "MGEMM_SIMT_VEC": str(int(self.simt_vec)),
