@@ -26,15 +26,8 @@ import cupy as cp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from mgemm import kernels  # noqa: E402
+from mgemm.bench import Case  # noqa: E402  (name, m, n, k; its dtype and chunk go unused here)
 from mgemm.kernels import KernelConfig  # noqa: E402
-
-
-@dataclass(frozen=True)
-class Case:
-    name: str
-    m: int
-    n: int
-    k: int
 
 
 SQUARES = [Case(f"square{s}", s, s, s) for s in (1024, 2048, 4096, 8192, 16384)]
