@@ -1,5 +1,6 @@
 """Benchmark of the persistent GEMM kernel against cuBLAS in the same run: one harness (reference
-check before timing, warm-up, L2 flush, CUDA events, median, TFLOP/s) over named cases.
+check before timing, warm-up, L2 flush, CUDA events, median, TFLOP/s) over named cases; the
+implementations of a case are timed in turns, one rep of each at a time.
 
     python benchmarks/kernels.py [--quick] [--dtypes float16,bfloat16,float32,float64]
                                  [--ladder] [--hog] [--out DIR]
@@ -64,18 +65,29 @@ def l2_flush():
 
 def timed(fn: Callable[[], object], reps: int, warmup: int = 2) -> float:
     """Median milliseconds of `fn` over `reps` runs, each after an L2 flush, timed by events."""
-    for _ in range(warmup):
-        fn()
-    times = []
+    return timed_interleaved({"fn": fn}, reps, warmup)["fn"]
+
+
+def timed_interleaved(fns: dict[str, Callable[[], object]], reps: int, warmup: int = 2) -> dict[str, float]:
+    """Median milliseconds of each of `fns`, timed in turns: each rep runs every function once
+    (L2 flush before each, CUDA events around it).  Timing one function's reps after another's
+    lets the GPU's clocks drift between them (an H200 running 8192³ products for seconds slows by
+    several per cent), which favours whichever runs first; in turns, every function sees the
+    same drift."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
     start, stop = cp.cuda.Event(), cp.cuda.Event()
     for _ in range(reps):
-        l2_flush()
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop))
-    return statistics.median(times)
+        for name, fn in fns.items():
+            l2_flush()
+            start.record()
+            fn()
+            stop.record()
+            stop.synchronize()
+            times[name].append(cp.cuda.get_elapsed_time(start, stop))
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def operands(case: Case, dtype: str, rng):
@@ -132,10 +144,12 @@ class Row:
 
 
 def measure(case: Case, dtype: str, impls: dict[str, KernelConfig | None], rng, reps: int) -> list[Row]:
+    """Every implementation's reference check first, then all of them timed in turns
+    (`timed_interleaved`); one that fails its check or raises gets a NaN row and is not timed."""
     a, b = operands(case, dtype, rng)
     storage = cp.uint16 if dtype == "bfloat16" else dtype
     flops = 2.0 * case.m * case.n * case.k
-    rows = []
+    checked: dict[str, tuple[str, float, Callable[[], object]]] = {}
     for name, cfg in impls.items():
         out = cp.full((case.m, case.n), 0x7FC0 if dtype == "bfloat16" else np.nan, dtype=storage)
         if cfg is None:
@@ -146,19 +160,26 @@ def measure(case: Case, dtype: str, impls: dict[str, KernelConfig | None], rng, 
             fn = (lambda cfg=cfg, out=out: kernels.gemm(a, b, out=out, config=cfg, as_dtype=as_dtype,
                                                         allow_tf32=cfg.input == "tf32"))
             label = str(cfg)
+        kind = "tf32" if cfg is not None and cfg.input == "tf32" else dtype
         try:
             fn()
             cp.cuda.Device().synchronize()
-            err = rel_err_sampled(out, a, b, "tf32" if cfg is not None and cfg.input == "tf32" else dtype, rng)
-            bound = BOUNDS["tf32" if cfg is not None and cfg.input == "tf32" else dtype]
-            if not err <= (bound if cfg is not None else 10 * bound):
+            err = rel_err_sampled(out, a, b, kind, rng)
+            if not err <= (BOUNDS[kind] if cfg is not None else 10 * BOUNDS[kind]):
                 print(f"  REFERENCE CHECK FAILED {case.name} {dtype} {name}: {err:.2e}", flush=True)
-                ms = float("nan")
-            else:
-                ms = timed(fn, reps)
+                fn = None
         except Exception as exc:  # keep the run going; the row says what broke
             print(f"  ERROR {case.name} {dtype} {name}: {type(exc).__name__}: {exc}"[:400], flush=True)
-            err, ms = float("nan"), float("nan")
+            err, fn = float("nan"), None
+        checked[name] = (label, err, fn)
+    try:
+        ms_of = timed_interleaved({n: fn for n, (_, _, fn) in checked.items() if fn is not None}, reps)
+    except Exception as exc:
+        print(f"  ERROR timing {case.name} {dtype}: {type(exc).__name__}: {exc}"[:400], flush=True)
+        ms_of = {}
+    rows = []
+    for name, (label, err, _) in checked.items():
+        ms = ms_of.get(name, float("nan"))
         tf = flops / (ms * 1e-3) / 1e12 if ms == ms else float("nan")
         rows.append(Row(case.name, case.m, case.n, case.k, dtype, name, label, ms, tf, err))
         print(f"  {case.name:>16} {dtype:>8} {name:>10} {ms:9.3f} ms {tf:8.1f} TFLOP/s err {err:.1e}  {label}",

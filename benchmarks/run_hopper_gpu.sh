@@ -2,7 +2,8 @@
 # One device call for the Hopper GEMM (kernels/gemm_hopper.cu) on an H200: build the sm_90a variants
 # with nvcc (resource report, SASS check for HGMMA), run its GPU tests (-x), then time bfloat16 and
 # float16 at 4096³, 8192³ and the skewed shapes beside cuBLAS (torch for bfloat16, cupy.matmul for
-# float16) in the same process: reference check first, warm-up, L2 flush, CUDA events, median.
+# float16) in the same process: reference check first, warm-up, L2 flush, CUDA events, median; the
+# implementations of a case are timed in turns (one rep of each at a time).
 # Implementations timed: cuBLAS; "hopper" = the heuristic's config with B row-major (read in place,
 # MN-major); "hopper-Bcol" = B column-major (K-major, the first layout); the ladder, each idea
 # alone on top of "hopper": at the squares first "hopper-cluster2" (2-CTA clusters on vertically
@@ -98,24 +99,38 @@ print(f"# {meta}", flush=True)
 rows = []
 
 
-def run(case, dtype, name, label, fn, out, a_ref, b_ref, bound_kind=None):
+def run_case(case, dtype, entries, a_ref, b_ref, bound_kind=None):
+    """entries: name -> (label, fn, out).  Each is checked against float64 first; those that pass
+    are timed in turns (h.timed_interleaved: one rep of each at a time, so clock drift over the
+    run does not favour whichever is timed first)."""
     flops = 2.0 * case.m * case.n * case.k
     bound = 8e-3 if bound_kind == "tf32" else h.BOUNDS[dtype]  # wgmma truncates tf32 inputs
+    errs, fns = {}, {}
+    for name, (label, fn, out) in entries.items():
+        try:
+            fn()
+            cp.cuda.Device().synchronize()
+            err = h.rel_err_sampled(out, a_ref, b_ref, dtype, rng)
+            if err <= bound * (10 if name.startswith("cuBLAS") else 1):
+                fns[name] = fn
+            else:
+                print(f"  REFERENCE CHECK FAILED {case.name} {dtype} {name}: {err:.2e}", flush=True)
+        except Exception as exc:  # keep going; the row says what broke
+            print(f"  ERROR {case.name} {dtype} {name}: {type(exc).__name__}: {exc}"[:400], flush=True)
+            err = float("nan")
+        errs[name] = err
     try:
-        fn()
-        cp.cuda.Device().synchronize()
-        err = h.rel_err_sampled(out, a_ref, b_ref, dtype, rng)
-        ms = h.timed(fn, REPS) if err <= bound * (10 if name.startswith("cuBLAS") else 1) else float("nan")
-        if ms != ms:
-            print(f"  REFERENCE CHECK FAILED {case.name} {dtype} {name}: {err:.2e}", flush=True)
-    except Exception as exc:  # keep going; the row says what broke
-        print(f"  ERROR {case.name} {dtype} {name}: {type(exc).__name__}: {exc}"[:400], flush=True)
-        err, ms = float("nan"), float("nan")
-    tf = flops / (ms * 1e-3) / 1e12 if ms == ms else float("nan")
-    rows.append(dict(meta, case=case.name, m=case.m, n=case.n, k=case.k, dtype=dtype, impl=name,
-                     config=label, ms=ms, tflops=tf, err=err))
-    print(f"  {case.name:>16} {dtype:>8} {name:>14} {ms:9.3f} ms {tf:8.1f} TFLOP/s err {err:.1e}  {label}",
-          flush=True)
+        ms_of = h.timed_interleaved(fns, REPS)
+    except Exception as exc:
+        print(f"  ERROR timing {case.name} {dtype}: {type(exc).__name__}: {exc}"[:400], flush=True)
+        ms_of = {}
+    for name, (label, _, _) in entries.items():
+        ms, err = ms_of.get(name, float("nan")), errs[name]
+        tf = flops / (ms * 1e-3) / 1e12 if ms == ms else float("nan")
+        rows.append(dict(meta, case=case.name, m=case.m, n=case.n, k=case.k, dtype=dtype, impl=name,
+                         config=label, ms=ms, tflops=tf, err=err))
+        print(f"  {case.name:>16} {dtype:>8} {name:>14} {ms:9.3f} ms {tf:8.1f} TFLOP/s err {err:.1e}  {label}",
+              flush=True)
 
 
 SQUARES = ("square4096", "square8192")
@@ -151,6 +166,7 @@ for dtype in ("bfloat16", "float16"):
             for name, c in ladder.items():
                 if c != cfg:
                     impls[name] = (c, str(c.replace(b_k_major=False)), b)
+        entries = {}
         for name, (c, label, bb) in impls.items():
             if name not in ESSENTIAL and time.time() - T0 > BUDGET:
                 print(f"  skipped {case.name} {dtype} {name}: past BENCH_BUDGET", flush=True)
@@ -160,7 +176,9 @@ for dtype in ("bfloat16", "float16"):
                 fn = h.cublas_fn(a, b, dtype, out)
             else:
                 fn = (lambda c=c, bb=bb, out=out: hopper.gemm(a, bb, out=out, config=c, as_dtype=as_dtype))
-            run(case, dtype, name, label, fn, out, a, b)
+            entries[name] = (label, fn, out)
+        run_case(case, dtype, entries, a, b)
+        del entries
         del a, b, bt
         cp.get_default_memory_pool().free_all_blocks()
 
@@ -173,17 +191,19 @@ try:
     a, b = h.operands(case, "float32", rng)
     cfg = hopper.choose_config(case.m, case.n, case.k, "float32", hopper.device_sms(), allow_tf32=True)
     ta, tb = torch.from_dlpack(a), torch.from_dlpack(b)
+    entries = {}
     for name, c in (("cuBLAS-TF32", None), ("hopper", cfg), ("hopper-n256", cfg.replace(tile_n=256, stages=4))):
         if c is not None and name != "hopper" and c == cfg:
             continue
         out = cp.full((case.m, case.n), np.nan, dtype=cp.float32)
         if c is None:
             to = torch.from_dlpack(out)
-            fn = lambda: torch.matmul(ta, tb, out=to)
+            fn = lambda to=to: torch.matmul(ta, tb, out=to)
         else:
             fn = (lambda c=c, out=out: hopper.gemm(a, b, out=out, config=c, allow_tf32=True))
-        run(case, "float32", name, "cuBLAS (TF32)" if c is None else str(c) + " (B row-major: copy)",
-            fn, out, a, b, bound_kind="tf32")
+        entries[name] = ("cuBLAS (TF32)" if c is None else str(c) + " (B row-major: copy)", fn, out)
+    run_case(case, "float32", entries, a, b, bound_kind="tf32")
+    del entries
     del a, b, ta, tb
 except Exception as exc:
     print(f"  ERROR tf32: {type(exc).__name__}: {exc}"[:400], flush=True)
