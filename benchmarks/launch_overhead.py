@@ -1,9 +1,12 @@
 """Host time per call of mgemm's kernel launchers beside cuBLAS, on a product small enough that
 the GPU is never the limit: the Python cost a small or skewed product pays on every call.
 
-    python3 benchmarks/launch_overhead.py [--calls 300] [--profile]
+    python3 benchmarks/launch_overhead.py [--calls 300] [--profile] [--steps]
 
-``--profile`` also prints where the Python time of each mgemm launcher goes (cProfile, top 15).
+``--profile`` also prints where the Python time of each mgemm launcher goes (cProfile, top 30);
+``--steps`` times the stages of one ``kernels.gemm`` launch on their own (argument checks, operand
+layout, kernel lookup, scratch, argument tuple, the launch itself through ``RawKernel`` and
+through its ``Function``).
 """
 
 from __future__ import annotations
@@ -60,7 +63,60 @@ def main() -> None:
             prof.disable()
             cp.cuda.Device().synchronize()
             print(f"\n=== {name}: {calls} calls")
-            pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+            pstats.Stats(prof).sort_stats("tottime").print_stats(30)
+    if "--steps" in sys.argv:
+        steps(a, b, out, calls)
+
+
+def steps(a, b, out, calls: int) -> None:
+    """Microseconds per stage of one portable launch (static policy, float16 256³), each stage
+    repeated on its own with the others' results held fixed."""
+    cfg = kernels.KernelConfig.default("float16", policy="static")
+
+    def prep():
+        return kernels.prepare_call(cp, a, b, None, out, beta=0.0, config=cfg, allow_tf32=False,
+                                    sms=None, as_dtype=None, out_dtype=None,
+                                    input_kind=kernels.input_kind, choose=kernels._choose_cached,
+                                    outputs=kernels.OUTPUTS, writer="the persistent kernel")
+    call = prep()
+
+    def operands():
+        return kernels._operand(cp, a, 1, cfg.chunk), kernels._operand(cp, b, 0, cfg.chunk)
+    (a_arr, a_k, lda), (b_arr, b_k, ldb) = operands()
+
+    def lookup():
+        c = kernels.specialize(cfg, a_k_major=a_k, b_k_major=b_k, output="float16", record=False)
+        kern = kernels.get_kernel(c, call.dev)
+        lp = kernels.plan_launch(c, 256, 256, 256, call.sms * max(1, kernels.occupancy(kern, c)))
+        return c, kern, lp
+    c, kern, lp = lookup()
+
+    def scratch():
+        return kernels.launch_scratch(cp, call.dev, lp.grid, False, 1, cp.float32, 0)
+    sync, ws, rec = scratch()
+
+    def args():
+        return (a_arr, b_arr, out, out, kernels._i32(256), kernels._i32(256), kernels._i32(256),
+                kernels._i64(lda), kernels._i64(ldb), kernels._i64(256), kernels._i64(1),
+                kernels._i64(256), kernels._i64(1), kernels._f64(1.0), kernels._f64(0.0), sync, ws,
+                kernels._i32(0), rec)
+    built = args()
+    fn = kern.kernel  # the cupy.cuda.function.Function under the RawKernel
+
+    def launch_raw():
+        kern((lp.grid,), (c.threads,), built, shared_mem=c.smem_bytes)
+
+    def launch_function():
+        fn((lp.grid, 1, 1), (c.threads, 1, 1), built, shared_mem=c.smem_bytes)
+
+    def stream():
+        return cp.cuda.get_current_stream()
+
+    for name, f in (("prepare_call", prep), ("_operand x2", operands), ("specialize+get_kernel+plan", lookup),
+                    ("launch_scratch", scratch), ("argument tuple", args), ("get_current_stream", stream),
+                    ("RawKernel launch", launch_raw), ("Function launch", launch_function),
+                    ("whole kernels.gemm", lambda: kernels.gemm(a, b, out=out, config=cfg))):
+        print(f"  step {name:>28}: {per_call_us(f, calls):7.2f} µs", flush=True)
 
 
 if __name__ == "__main__":

@@ -7,9 +7,9 @@
 # Implementations timed: cuBLAS; "hopper" = the heuristic's config with B row-major (read in place,
 # MN-major); "hopper-Bcol" = B column-major (K-major, the first layout); the ladder, each idea
 # alone on top of "hopper": at the squares first "hopper-cluster2" (2-CTA clusters on vertically
-# adjacent tiles, B multicast; the heuristic's tile, static), "hopper-pp64x256" and "hopper-pp128x128"
-# (pingpong consumers: one warpgroup per tile, 64x256 s5 / 128x128 s6) and "hopper-regs24" (setmaxnreg
-# 24/240); then "hopper-direct" (element-wise epilogue), the other policy (static <-> streamk), and
+# adjacent tiles, B multicast; the heuristic's tile, static); everywhere "hopper-pp64x256" and
+# "hopper-pp128x128" (pingpong consumers: one warpgroup per tile, 64x256 s5 / 128x128 s6); at the
+# squares "hopper-regs24" (setmaxnreg 24/240); then "hopper-direct" (element-wise epilogue), the other policy (static <-> streamk), and
 # at the squares "hopper-n128" (128x128 s6), "hopper-g16" and "hopper-s3"; then tf32 at 8192³
 # beside torch.matmul with TF32 allowed (cuBLAS-TF32).
 #
@@ -149,14 +149,15 @@ for dtype in ("bfloat16", "float16"):
         impls = {"cuBLAS": (None, "cuBLAS", b)}
         impls["hopper"] = (cfg, str(cfg.replace(b_k_major=False)), b)
         impls["hopper-Bcol"] = (cfg, str(cfg), bt.T)
-        if case.name in SQUARES:  # the new ideas first, each alone
+        # pingpong consumers (one warpgroup's epilogue under the other's mainloop) everywhere
+        ideas = {"hopper-pp64x256": cfg.replace(pingpong=True, tile_m=64, tile_n=256, stages=5),
+                 "hopper-pp128x128": cfg.replace(pingpong=True, tile_m=128, tile_n=128, stages=6)}
+        if case.name in SQUARES:  # the other ideas, each alone
             cl_policy = cfg.policy if cfg.policy in hopper.CLUSTER_POLICIES else "static"
-            ideas = {"hopper-cluster2": cfg.replace(cluster_m=2, policy=cl_policy),
-                     "hopper-pp64x256": cfg.replace(pingpong=True, tile_m=64, tile_n=256, stages=5),
-                     "hopper-pp128x128": cfg.replace(pingpong=True, tile_m=128, tile_n=128, stages=6),
+            ideas = {"hopper-cluster2": cfg.replace(cluster_m=2, policy=cl_policy), **ideas,
                      "hopper-regs24": cfg.replace(producer_regs=24, consumer_regs=240)}
-            for name, c in ideas.items():
-                impls[name] = (c, str(c.replace(b_k_major=False)), b)
+        for name, c in ideas.items():
+            impls[name] = (c, str(c.replace(b_k_major=False)), b)
         impls["hopper-direct"] = (cfg.replace(epilogue="direct"), str(cfg.replace(epilogue="direct", b_k_major=False)), b)
         other = "streamk" if cfg.policy == "static" else "static"
         impls[f"hopper-{other}"] = (cfg.replace(policy=other), str(cfg.replace(policy=other, b_k_major=False)), b)

@@ -84,9 +84,12 @@ import functools
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
+
 from mgemm import schedule
-from mgemm.kernels import (KERNEL_DIR, LaunchPlan, RenderedConfig, compile_kernel, device_sms,
-                           launch_scratch, occupancy, prepare_call, specialize, split_tail)
+from mgemm.kernels import (KERNEL_DIR, LaunchPlan, RenderedConfig, compile_kernel, compute_capability,
+                           device_id, device_sms, launch_scratch, occupancy, prepare_call, specialize,
+                           split_tail)
 
 KERNEL_SOURCE = "gemm_hopper.cu"
 KERNEL_NAME = "mgemm_gemm_hopper"
@@ -348,17 +351,12 @@ def supported(device: int | None = None) -> bool:
 
 def get_kernel(config: HopperConfig, device: int | None = None):
     """The compiled kernel of ``config`` on ``device``, memoized per (device, cache key)."""
-    dev = _cupy().cuda.Device(device).id
-    cc = _compute_capability(dev)
+    dev = device_id(device)
+    cc = compute_capability(dev)
     if cc != "90":
         raise RuntimeError(f"the Hopper kernel needs compute capability 9.0, device {dev} has "
                            f"{cc}; use mgemm.kernels.gemm")
     return compile_kernel(config, compile_options(), KERNEL_NAME, dev)
-
-
-@functools.lru_cache(maxsize=None)
-def _compute_capability(device: int) -> str:
-    return _cupy().cuda.Device(device).compute_capability
 
 
 @functools.lru_cache(maxsize=1024)
@@ -380,7 +378,6 @@ def tma_desc(ptr: int, kind: str, inner: int, outer: int, ld: int, box_inner: in
     elements after row ``r - 1``; boxes of ``box_outer × box_inner`` land in shared memory in the
     128-byte swizzle; elements outside the tensor read as zero.
     """
-    import numpy as np  # noqa: PLC0415
     from cuda.bindings import driver as cu  # noqa: PLC0415
 
     item = ITEMSIZE[kind]
@@ -449,6 +446,9 @@ def _slots(kernel, config: HopperConfig, sms: int) -> int:
 
 # --- launch ----------------------------------------------------------------------------------------
 
+_i32, _i64, _f64 = np.int32, np.int64, np.float64  # the kernel's scalar parameter types
+
+
 def _operand(cp, x, align: int, mn_ok: bool):
     """``(array, k_major, ld)`` for ``x`` = A (M × K) or B^T (N × K), read in place when its strides
     allow it, else copied (padded).
@@ -496,8 +496,6 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
     ``debug=True`` returns ``(out, record)``.
     """
     cp = _cupy()
-    import numpy as np  # noqa: PLC0415
-
     call = prepare_call(cp, a, b, c, out, beta=beta, config=config, allow_tf32=allow_tf32, sms=sms,
                         as_dtype=as_dtype, out_dtype=out_dtype, input_kind=input_kind,
                         choose=_choose_cached, outputs=OUTPUTS, writer="the Hopper kernel")
@@ -533,10 +531,10 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
         1 + 4 * (lp.tiles + 2 * lp.grid + 8) if debug else 0)
     c_arr = c if (c is not None and beta != 0) else out
     ci, oi = c_arr.itemsize, out.itemsize
-    args = (desc_a, desc_b, c_arr, out, np.int32(m), np.int32(n), np.int32(k),
-            np.int64(c_arr.strides[0] // ci), np.int64(c_arr.strides[1] // ci),
-            np.int64(out.strides[0] // oi), np.int64(out.strides[1] // oi),
-            np.float64(alpha), np.float64(beta), sync, workspace, np.int32(lp.sk_tiles), record)
+    args = (desc_a, desc_b, c_arr, out, _i32(m), _i32(n), _i32(k),
+            _i64(c_arr.strides[0] // ci), _i64(c_arr.strides[1] // ci),
+            _i64(out.strides[0] // oi), _i64(out.strides[1] // oi),
+            _f64(alpha), _f64(beta), sync, workspace, _i32(lp.sk_tiles), record)
     kernel((lp.grid,), (config.threads,), args, shared_mem=config.smem_bytes)
     # Operand copies (if any) may be freed once the launch is queued: CuPy's pool hands their
     # memory only to later work on the same stream, which runs after this kernel.

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping, NamedTuple
 
+import numpy as np
+
 from mgemm import schedule
 
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
@@ -406,27 +408,41 @@ def _cupy():
     return cupy
 
 
+@functools.lru_cache(maxsize=None)
 def compile_options(cc: str) -> tuple[str, ...]:
     return ("-std=c++17", f"-arch=sm_{cc}", f"-I{KERNEL_DIR}")
 
 
 def get_kernel(config: KernelConfig, device: int | None = None):
     """The compiled kernel of ``config`` on ``device``, memoized per (device, cache key)."""
-    dev = _cupy().cuda.Device(device)
-    return compile_kernel(config, compile_options(dev.compute_capability), KERNEL_NAME, dev.id)
+    dev = device_id(device)
+    return compile_kernel(config, compile_options(compute_capability(dev)), KERNEL_NAME, dev)
+
+
+def device_id(device: int | None = None) -> int:
+    """``device``, or the current device's id (read from the runtime: building a
+    ``cupy.cuda.Device`` on every launch cost microseconds)."""
+    return _cupy().cuda.runtime.getDevice() if device is None else int(device)
+
+
+@functools.lru_cache(maxsize=None)
+def compute_capability(device: int) -> str:
+    """CuPy's compute capability string of ``device`` ("90" for an H200), read once per device."""
+    return _cupy().cuda.Device(device).compute_capability
 
 
 def compile_kernel(config: RenderedConfig, options: tuple[str, ...], name: str,
                    device: int | None = None):
     """``name`` from ``config``'s source, compiled by NVRTC with ``options``; memoized per
     (device, cache key), with the dynamic shared memory limit raised to what it needs."""
-    cp = _cupy()
-    dev = cp.cuda.Device(device)
-    fast = (dev.id, name, config, options)  # a launch's lookup: no hashing of the sources
+    dev_id = device_id(device)
+    fast = (dev_id, name, config, options)  # a launch's lookup: no hashing of the sources
     kernel = _by_config.get(fast)
     if kernel is not None:
         return kernel
-    key = (dev.id, name, config.key(options))
+    cp = _cupy()
+    dev = cp.cuda.Device(dev_id)
+    key = (dev_id, name, config.key(options))
     with _lock:
         kernel = _compiled.get(key)
         if kernel is None:
@@ -455,11 +471,10 @@ def occupancy(kernel, config: RenderedConfig) -> int:
 
 def device_sms(device: int | None = None) -> int:
     """SM count of ``device`` (queried once: ``Device.attributes`` reads every attribute)."""
-    cp = _cupy()
-    dev = cp.cuda.Device(device).id
+    dev = device_id(device)
     sms = _sms.get(dev)
     if sms is None:
-        sms = _sms[dev] = cp.cuda.Device(dev).attributes["MultiProcessorCount"]
+        sms = _sms[dev] = _cupy().cuda.Device(dev).attributes["MultiProcessorCount"]
     return sms
 
 
@@ -467,6 +482,7 @@ def device_sms(device: int | None = None) -> int:
 # --- per-launch scratch (counters, stream-K workspace, debug record) -------------------------------
 
 _scratch: dict[tuple, dict[str, Any]] = {}
+_WORKSPACE = {np.float32: "ws_float32", np.float64: "ws_float64"}  # stream-K partials, by dtype
 
 
 def launch_scratch(cp, dev_id: int, grid: int, zero_sync: bool, ws_elems: int, ws_dtype,
@@ -482,16 +498,16 @@ def launch_scratch(cp, dev_id: int, grid: int, zero_sync: bool, ws_elems: int, w
     key = (dev_id, stream.ptr, threading.get_ident())
     bufs = _scratch.setdefault(key, {})
 
-    def get(name, elems, dtype):
+    def get(name, elems, dtype):  # each name has one dtype: the name is the key
         buf = bufs.get(name)
-        if buf is None or buf.size < elems or buf.dtype != dtype:
+        if buf is None or buf.size < elems:
             buf = bufs[name] = cp.empty(max(elems, 1), dtype=dtype)
         return buf
 
     sync = get("sync", 1 + grid, cp.int32)
     if zero_sync:
         cp.cuda.runtime.memsetAsync(sync.data.ptr, 0, (1 + grid) * 4, stream.ptr)
-    workspace = get("ws_" + cp.dtype(ws_dtype).name, ws_elems, ws_dtype)
+    workspace = get(_WORKSPACE[ws_dtype], ws_elems, ws_dtype)
     record = (cp.zeros(record_elems, dtype=cp.int32) if record_elems
               else get("record", 1, cp.int32))
     return sync, workspace, record
@@ -504,8 +520,18 @@ def specialize(config, **changes):
 
 # --- launch ----------------------------------------------------------------------------------------
 
-def _dtype_name(x, as_dtype: str | None) -> str:
-    return as_dtype or str(x.dtype)
+def _dtype_name(x, as_dtype: str | None = None) -> str:
+    """``as_dtype``, else the name of ``x``'s dtype (remembered: ``str`` of a NumPy dtype walks
+    its type hierarchy, microseconds on every launch)."""
+    if as_dtype:
+        return as_dtype
+    name = _dtype_names.get(x.dtype)
+    if name is None:
+        name = _dtype_names[x.dtype] = str(x.dtype)
+    return name
+
+
+_dtype_names: dict[Any, str] = {}
 
 
 def _operand(cp, x, k_axis: int, chunk: int):
@@ -567,7 +593,7 @@ def prepare_call(cp, a, b, c, out, *, beta: float, config, allow_tf32: bool, sms
         raise TypeError(f"a and b must share a dtype, got {a.dtype} and {b.dtype}")
     m, k = a.shape
     n = b.shape[1]
-    dev = cp.cuda.Device().id
+    dev = cp.cuda.runtime.getDevice()
     sm_count = device_sms(dev)
     sms = sm_count if sms is None else max(1, min(int(sms), sm_count))
     kind = input_kind(dtype, allow_tf32)
@@ -577,7 +603,7 @@ def prepare_call(cp, a, b, c, out, *, beta: float, config, allow_tf32: bool, sms
         raise ValueError(f"config multiplies {config.input}, operands are {kind}")
     given = out if out is not None else (c if c is not None and beta != 0 else None)
     if given is not None:  # uint16 results are bfloat16 bits, as the inputs
-        res_dtype = "bfloat16" if given.dtype == cp.uint16 else str(given.dtype)
+        res_dtype = "bfloat16" if given.dtype.char == "H" else _dtype_name(given)
     else:
         res_dtype = out_dtype or STORAGE[kind]
     if res_dtype not in outputs:
@@ -642,19 +668,7 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
     return out
 
 
-def _i32(x):
-    import numpy as np
-    return np.int32(x)
-
-
-def _i64(x):
-    import numpy as np
-    return np.int64(x)
-
-
-def _f64(x):
-    import numpy as np
-    return np.float64(x)
+_i32, _i64, _f64 = np.int32, np.int64, np.float64  # the kernel's scalar parameter types
 
 
 def launch_info(a_shape, b_shape, config: KernelConfig, sms: int | None = None) -> LaunchPlan:

@@ -179,8 +179,8 @@ def _prepare(a, b, c=None, out=None, *, launcher=kernels, sms=None, **kw):
     """``kernels.prepare_call`` on NumPy stand-ins for CuPy arrays (no GPU: the checks and the
     output allocation are host work), as ``launcher``'s gemm calls it, on a 132-SM device."""
     import types
-    fake_cp = types.SimpleNamespace(cuda=types.SimpleNamespace(Device=lambda: types.SimpleNamespace(id=0)),
-                                    uint16=np.uint16, empty=np.empty)
+    runtime = types.SimpleNamespace(getDevice=lambda: 0)
+    fake_cp = types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=runtime), uint16=np.uint16, empty=np.empty)
     chosen = []
 
     def choose(*args):
