@@ -17,6 +17,9 @@
 #   TESTS=none bash benchmarks/run_hopper_gpu.sh # skip the tests;  BENCH=none: skip the timing
 #   PYTEST_K='pingpong or record' ...           # only the GPU tests matching (pytest -k)
 #   PYTEST_ARGS='--maxfail=5' ...                 # extra pytest arguments (split on spaces)
+#   ONLY=hopper,hopper-staged ...                 # time only these implementations (and cuBLAS)
+#   PAUSE_MS=20 (default) ...                     # cuBLAS, hopper and hopper-staged timed again with
+#                                                 # the GPU idle that long before each call; 0: not
 # The timeouts (build in parallel; TEST_TIMEOUT 270 s, BENCH_TIMEOUT 210 s) keep one call under
 # the device's 600 s.
 #
@@ -54,7 +57,8 @@ for v in "MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 0" "MGEMM_BF16 MGEMM_BF16 256 4 S
          "MGEMM_BF16 MGEMM_BF16 256 5 STATIC 1 0 -DMGEMM_PINGPONG=1 -DMGEMM_TILE_M=64" \
          "MGEMM_BF16 MGEMM_BF16 128 6 STATIC 1 0 -DMGEMM_PINGPONG=1 -DMGEMM_TILE_M=128" \
          "MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 0 -DMGEMM_PRODUCER_REGS=24 -DMGEMM_CONSUMER_REGS=240" \
-         "MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 0 -DMGEMM_CLUSTER_M=2"; do
+         "MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 0 -DMGEMM_CLUSTER_M=2" \
+         "MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 0 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_STAGED"; do
   # shellcheck disable=SC2086
   build_one $v & pids+=($!)
 done
@@ -121,6 +125,14 @@ def run_case(case, dtype, entries, a_ref, b_ref, bound_kind=None):
         errs[name] = err
     try:
         ms_of = h.timed_interleaved(fns, REPS)
+        # the same in turns again with the GPU idle PAUSE_MS before each call (its clocks when not
+        # busy all the time): cuBLAS and the kernel's two epilogues only
+        paused = {n: f for n, f in fns.items() if n in PAUSED}
+        if PAUSE_MS > 0 and len(paused) > 1:
+            ms_of.update({f"{n} (paused)": t for n, t in
+                          h.timed_interleaved(paused, REPS, pause_ms=PAUSE_MS).items()})
+            entries = {**entries, **{f"{n} (paused)": entries[n] for n in paused}}
+            errs.update({f"{n} (paused)": errs[n] for n in paused})
     except Exception as exc:
         print(f"  ERROR timing {case.name} {dtype}: {type(exc).__name__}: {exc}"[:400], flush=True)
         ms_of = {}
@@ -134,11 +146,14 @@ def run_case(case, dtype, entries, a_ref, b_ref, bound_kind=None):
 
 
 SQUARES = ("square4096", "square8192")
+PAUSE_MS = float(os.environ.get("PAUSE_MS", "20"))  # 0: no paused timing
+PAUSED = ("cuBLAS", "cuBLAS-TF32", "hopper", "hopper-staged")
+ONLY = [n for n in os.environ.get("ONLY", "").split(",") if n]  # e.g. ONLY=hopper,hopper-staged
 # Past BUDGET seconds only cuBLAS, "hopper" and "hopper-Bcol" run (each new config compiles for a
 # few seconds), so the summary below is printed well inside BENCH_TIMEOUT.
 BUDGET = float(os.environ.get("BENCH_BUDGET", "150"))
 T0 = time.time()
-ESSENTIAL = ("cuBLAS", "cuBLAS-TF32", "hopper", "hopper-Bcol")
+ESSENTIAL = ("cuBLAS", "cuBLAS-TF32", "hopper", "hopper-Bcol", "hopper-staged")
 for dtype in ("bfloat16", "float16"):
     as_dtype = "bfloat16" if dtype == "bfloat16" else None
     storage = cp.uint16 if dtype == "bfloat16" else cp.float16
@@ -149,6 +164,8 @@ for dtype in ("bfloat16", "float16"):
         impls = {"cuBLAS": (None, "cuBLAS", b)}
         impls["hopper"] = (cfg, str(cfg.replace(b_k_major=False)), b)
         impls["hopper-Bcol"] = (cfg, str(cfg), bt.T)
+        staged = cfg.replace(epilogue="staged")
+        impls["hopper-staged"] = (staged, str(staged.replace(b_k_major=False)), b)
         # pingpong consumers (one warpgroup's epilogue under the other's mainloop) everywhere
         ideas = {"hopper-pp64x256": cfg.replace(pingpong=True, tile_m=64, tile_n=256, stages=5),
                  "hopper-pp128x128": cfg.replace(pingpong=True, tile_m=128, tile_n=128, stages=6)}
@@ -169,6 +186,8 @@ for dtype in ("bfloat16", "float16"):
                     impls[name] = (c, str(c.replace(b_k_major=False)), b)
         entries = {}
         for name, (c, label, bb) in impls.items():
+            if ONLY and name not in ONLY and name != "cuBLAS":
+                continue
             if name not in ESSENTIAL and time.time() - T0 > BUDGET:
                 print(f"  skipped {case.name} {dtype} {name}: past BENCH_BUDGET", flush=True)
                 continue
@@ -193,7 +212,8 @@ try:
     cfg = hopper.choose_config(case.m, case.n, case.k, "float32", hopper.device_sms(), allow_tf32=True)
     ta, tb = torch.from_dlpack(a), torch.from_dlpack(b)
     entries = {}
-    for name, c in (("cuBLAS-TF32", None), ("hopper", cfg), ("hopper-n256", cfg.replace(tile_n=256, stages=4))):
+    for name, c in (("cuBLAS-TF32", None), ("hopper", cfg), ("hopper-staged", cfg.replace(epilogue="staged")),
+                    ("hopper-n256", cfg.replace(tile_n=256, stages=4))):
         if c is not None and name != "hopper" and c == cfg:
             continue
         out = cp.full((case.m, case.n), np.nan, dtype=cp.float32)
@@ -220,8 +240,10 @@ for r in rows:
     by.setdefault((r["case"], r["dtype"]), {})[r["impl"]] = r
 ratios = {}
 for (case, dtype), impls in by.items():
-    cub = (impls.get("cuBLAS") or impls.get("cuBLAS-TF32"))["tflops"]
     for name, r in impls.items():
+        suffix = " (paused)" if name.endswith(" (paused)") else ""  # against the anchor timed alike
+        anchor = impls.get("cuBLAS" + suffix) or impls.get("cuBLAS-TF32" + suffix)
+        cub = anchor["tflops"] if anchor else float("nan")
         ratio = r["tflops"] / cub if cub == cub and cub else float("nan")
         ratios.setdefault((dtype, name), {})[case] = ratio
         print(f"| {case} | {dtype} | {name} | {r['tflops']:.1f} | {ratio:.2f} |")

@@ -42,6 +42,7 @@
 // Named values of this kernel's own knobs (the shared ones are in knobs.cuh).
 #define MGEMM_EPILOGUE_DIRECT 0
 #define MGEMM_EPILOGUE_PAIR 1
+#define MGEMM_EPILOGUE_STAGED 2
 
 #ifndef MGEMM_INPUT
 #define MGEMM_INPUT MGEMM_BF16  // what A and B hold: MGEMM_F16, MGEMM_BF16 or MGEMM_TF32 (float32)
@@ -70,7 +71,10 @@
 #ifndef MGEMM_EPILOGUE
 // DIRECT: one store per element; PAIR: the two adjacent columns a thread holds as one 4-byte
 // (16-bit output) or 8-byte (float32) access wherever the output (and C) is row-major with an
-// even leading dimension and aligned, element-wise elsewhere and at the last odd column.
+// even leading dimension and aligned, element-wise elsewhere and at the last odd column; STAGED
+// (cooperative consumers): with beta == 0 and a row-major output whose rows start 16-byte aligned,
+// each consumer warpgroup writes its 64 rows through a 16 KB shared-memory buffer, 256 bytes of
+// each row at a time, and stores them as 16-byte accesses that cover whole rows (PAIR elsewhere).
 #define MGEMM_EPILOGUE MGEMM_EPILOGUE_PAIR
 #endif
 #ifndef MGEMM_A_K_MAJOR
@@ -115,7 +119,8 @@ struct Config {
   static constexpr bool kRasterN = MGEMM_RASTER == MGEMM_RASTER_N;
   static constexpr bool kRecord = MGEMM_RECORD;
   static constexpr bool kAKMajor = MGEMM_A_K_MAJOR, kBKMajor = MGEMM_B_K_MAJOR;
-  static constexpr bool kPairEpilogue = MGEMM_EPILOGUE == MGEMM_EPILOGUE_PAIR;
+  static constexpr bool kPairEpilogue = MGEMM_EPILOGUE != MGEMM_EPILOGUE_DIRECT;  // STAGED falls back to it
+  static constexpr bool kStagedEpilogue = MGEMM_EPILOGUE == MGEMM_EPILOGUE_STAGED;
   static constexpr bool kPingpong = MGEMM_PINGPONG;
   // m64 row blocks one consumer warpgroup multiplies per k16 step: 1 (cooperative: its half of the
   // tile), kTileM / 64 (pingpong: the whole tile).
@@ -134,14 +139,20 @@ struct Config {
   static constexpr int kEmptyArrivals = (kPingpong ? 128 : kConsumerThreads) / 32 * kClusterM;
   // Named barriers (0 is __syncthreads; 1 is consumer_sync, all 256 consumer threads): pingpong's
   // math turn of warpgroup w is kTurnBar + w (256 threads: w waits, the other arrives); its own
-  // 128-thread barrier (stream-K fix-up) is kWgBar + w.
+  // 128-thread barrier (stream-K fix-up) is kWgBar + w, which the cooperative STAGED epilogue uses too.
   static constexpr int kTurnBar = 2, kWgBar = 4;
   static constexpr int kABytes = kTileM * 128, kBBytes = kTileN * 128;
   static constexpr int kStageBytes = kABytes + kBBytes;
   static constexpr int kBPartBytes = kBBytes / kClusterM;  // the part of B one CTA loads and multicasts
   static constexpr int kSharedBytes = 512;           // barriers and unit slots, after the ring
+  // STAGED epilogue: per consumer warpgroup 64 rows of kOutCols output columns (256 bytes, or the
+  // whole tile row when narrower), after the barrier area; the tile's columns go through in kOutChunks.
+  static constexpr int kOutCols = kTileN * (int)sizeof(Out) < 256 ? kTileN : 256 / (int)sizeof(Out);
+  static constexpr int kOutPitch = kOutCols * (int)sizeof(Out);  // bytes per staged row
+  static constexpr int kOutChunks = kTileN / kOutCols;
+  static constexpr int kOutStageBytes = kStagedEpilogue ? kConsumers * 64 * kOutPitch : 0;
   // + 1024: the dynamic shared base is aligned up to 1024 bytes inside the kernel.
-  static constexpr int kSmemBytes = 1024 + kStages * kStageBytes + kSharedBytes;
+  static constexpr int kSmemBytes = 1024 + kStages * kStageBytes + kSharedBytes + kOutStageBytes;
 
   static_assert(kTileN == 64 || kTileN == 128 || kTileN == 256, "TILE_N: 64, 128 or 256");
   static_assert(kPingpong ? (kTileM == 64 || kTileM == 128) : kTileM == 128,
@@ -155,6 +166,8 @@ struct Config {
   static_assert(sizeof(In) != 2 || kMnBoxBytes == kTileK * 128, "an MN-major box is BK rows of 128 bytes");
   static_assert(kSmemBytes <= 232448, "more than the 227 KB of shared memory a block may have");
   static_assert(kClusterM == 1 || kClusterM == 2, "CLUSTER_M: 1 or 2");
+  static_assert(!kStagedEpilogue || !kPingpong, "the STAGED epilogue is for cooperative consumers");
+  static_assert(!kStagedEpilogue || kOutPitch % 128 == 0, "staged rows: whole 16-byte pieces, 8 at least");
   static_assert(kClusterM == 1 || (!kPingpong && !kRecord && kTileN >= 128 &&
                                    (MGEMM_POLICY == MGEMM_POLICY_STATIC || MGEMM_POLICY == MGEMM_POLICY_PER_TILE)),
                 "CLUSTER_M 2: cooperative consumers, static or per_tile, no record, TILE_N 128 or 256");
@@ -451,14 +464,78 @@ __device__ __forceinline__ void epilogue_pairs(const float (&acc)[kAcc], int wg,
   }
 }
 
+// One element (index j of the 16 bytes v) written alone: the ragged right edge of a staged row.
+__device__ __forceinline__ void store_piece_elem(Out* dst, const uint4& v, int j) {
+  const unsigned w = (j * (int)sizeof(Out)) / 4 == 0 ? v.x : (j * (int)sizeof(Out)) / 4 == 1 ? v.y
+                     : (j * (int)sizeof(Out)) / 4 == 2 ? v.z : v.w;
+  if constexpr (sizeof(Out) == 2)
+    *reinterpret_cast<unsigned short*>(dst) = (unsigned short)(w >> (16 * (j & 1)));
+  else
+    *reinterpret_cast<unsigned*>(dst) = w;
+}
+
+// STAGED: this warpgroup's 64 rows of alpha * acc, kOutCols columns (chunk CH, then the next by
+// recursion: the accumulator indices stay compile-time) at a time, through `buf` (64 x kOutPitch
+// bytes, its own): the pairs a thread holds go to shared memory with the 16-byte pieces of each
+// row XOR-permuted by the row (r & 7: the 8 rows one store instruction touches land on distinct
+// banks), then each thread stores whole 16-byte pieces, a warp two or more full rows.  The
+// warpgroup's own named barrier (kWgBar + wg) orders the writes and reads of `buf`, including
+// against the previous tile's reads.  Needs beta == 0, D row-major, 16-byte aligned rows.
+template <int CH = 0>
+__device__ __forceinline__ void epilogue_staged(const float (&acc)[kAcc], int wg, Out* D, int M, int N,
+                                                long long ldd_m, int m0, int n0, float a, unsigned char* buf) {
+  constexpr int kPieces = Config::kOutPitch / 16, kPer16 = 16 / (int)sizeof(Out);
+  constexpr int kFirst = CH * Config::kOutCols / 2, kLast = (CH + 1) * Config::kOutCols / 2;
+  const int t = threadIdx.x & 127, lane = t & 31, warp = t >> 5;
+  const int bar = Config::kWgBar + wg;
+  named_sync<128>(bar);  // every thread is done reading buf (the previous chunk or tile)
+#pragma unroll
+  for (int i = kFirst; i < kLast; i += 2) {
+    const int r = warp * 16 + (lane >> 2) + 8 * ((i >> 1) & 1);
+    const int byte = (8 * (i >> 2) + 2 * (lane & 3) - CH * Config::kOutCols) * (int)sizeof(Out);
+    unsigned char* p = buf + r * Config::kOutPitch + (((byte >> 4) ^ (r & 7)) << 4) + (byte & 15);
+    store_pair(reinterpret_cast<Out*>(p), a * acc[i], a * acc[i + 1]);
+  }
+  named_sync<128>(bar);  // the chunk is in buf
+#pragma unroll
+  for (int s = 0; s < 64 * kPieces / 128; ++s) {
+    const int piece = t + 128 * s;
+    const int r = piece / kPieces, q = piece % kPieces;
+    const int gr = m0 + wg * 64 + r, gc = n0 + CH * Config::kOutCols + q * kPer16;
+    if (gr >= M || gc >= N) continue;
+    const uint4 v = *reinterpret_cast<const uint4*>(buf + r * Config::kOutPitch + ((q ^ (r & 7)) << 4));
+    Out* dst = D + gr * ldd_m + gc;
+    if (gc + kPer16 <= N) {
+      *reinterpret_cast<uint4*>(dst) = v;
+    } else {
+#pragma unroll
+      for (int j = 0; j < kPer16; ++j)
+        if (gc + j < N) store_piece_elem(dst + j, v, j);
+    }
+  }
+  if constexpr (CH + 1 < Config::kOutChunks) epilogue_staged<CH + 1>(acc, wg, D, M, N, ldd_m, m0, n0, a, buf);
+}
+
+__device__ __forceinline__ bool staged_ok(const Out* p, long long ld_m, long long ld_n) {
+  return ld_n == 1 && (ld_m * (long long)sizeof(Out)) % 16 == 0 && (reinterpret_cast<unsigned long long>(p) % 16) == 0;
+}
+
 __device__ __forceinline__ bool pairs_ok(const Out* p, long long ld_m, long long ld_n) {
   return ld_n == 1 && (ld_m & 1) == 0 && (reinterpret_cast<unsigned long long>(p) % (2 * sizeof(Out))) == 0;
 }
 
-// D = alpha * acc + beta * C on the in-bounds part; C is not read when beta == 0.
+// D = alpha * acc + beta * C on the in-bounds part; C is not read when beta == 0.  `out_stage`:
+// the STAGED epilogue's buffers (both warpgroups'), unused otherwise.
 __device__ __forceinline__ void epilogue(const float (&acc)[kAcc], int wg, const Out* C, Out* D, int M, int N,
                                          long long ldc_m, long long ldc_n, long long ldd_m, long long ldd_n,
-                                         int m0, int n0, double alpha, double beta) {
+                                         int m0, int n0, double alpha, double beta,
+                                         unsigned char* out_stage = nullptr) {
+  if constexpr (Config::kStagedEpilogue) {
+    if (beta == 0.0 && staged_ok(D, ldd_m, ldd_n)) {
+      epilogue_staged(acc, wg, D, M, N, ldd_m, m0, n0, (float)alpha, out_stage + wg * 64 * Config::kOutPitch);
+      return;
+    }
+  }
   if constexpr (Config::kPairEpilogue) {
     if (pairs_ok(D, ldd_m, ldd_n) && (beta == 0.0 || pairs_ok(C, ldc_m, ldc_n))) {
       if (beta == 0.0)
@@ -519,6 +596,7 @@ __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const T
                                         int* sync, float* workspace) {
   const int wg = threadIdx.x / 128 - 1;
   const Scheduler sched(g, args);  // for stream-K's bookkeeping only; units come from the slots
+  unsigned char* out_stage = ring + Config::kStages * Config::kStageBytes + Config::kSharedBytes;
   RingPos pos;
   for (int u = 0;; ++u) {
     const int slot = u % Config::kUnits;
@@ -536,7 +614,7 @@ __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const T
       if (w.k_begin > 0) fix_up(sched, w, acc, workspace, sync + 1);
     }
     epilogue(acc, wg, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, w.row * Config::kTileM, w.col * Config::kTileN,
-             alpha, beta);
+             alpha, beta, out_stage);
   }
 }
 

@@ -105,7 +105,7 @@ THREADS = 384  # producer warpgroup + two consumer warpgroups
 CONSUMER_THREADS = 256
 SMEM_LIMIT = 232448  # 227 KB: the most shared memory one block may have on sm_90
 TILE_NS = (64, 128, 256)
-EPILOGUES = ("pair", "direct")
+EPILOGUES = ("pair", "direct", "staged")
 REGS = (40, 232)  # setmaxnreg of (producer, consumers): the defaults
 CLUSTER_MS = (1, 2)  # CTAs per thread-block cluster, on tiles adjacent along M (2: B multicast)
 CLUSTER_POLICIES = ("static", "per_tile")  # the policies whose schedule a 2-CTA cluster walks
@@ -132,7 +132,11 @@ class HopperConfig(RenderedConfig):
     record: bool = False  # debug: the kernel logs every work unit
     a_k_major: bool = True  # False: A column-major (M contiguous; 16-bit inputs only)
     b_k_major: bool = True  # False: B row-major (N contiguous; 16-bit inputs only)
-    epilogue: str = "pair"  # "pair": two adjacent columns per store where aligned; "direct": one
+    # "pair": two adjacent columns per store where aligned; "direct": one element per store;
+    # "staged" (cooperative only): with beta == 0 and 16-byte aligned output rows, each consumer
+    # warpgroup's rows go through a 16 KB shared-memory buffer and out as 16-byte stores of whole
+    # rows ("pair" elsewhere)
+    epilogue: str = "pair"
     # False (cooperative): both consumer warpgroups on every 128-row tile.  True (pingpong): each
     # owns whole tile_m x tile_n tiles in turn, one's epilogue under the other's mainloop.
     pingpong: bool = False
@@ -180,6 +184,8 @@ class HopperConfig(RenderedConfig):
             raise ValueError(f"raster must be 'm' or 'n', got {self.raster!r}")
         if self.epilogue not in EPILOGUES:
             raise ValueError(f"epilogue must be one of {EPILOGUES}, got {self.epilogue!r}")
+        if self.epilogue == "staged" and self.pingpong:
+            raise ValueError("epilogue='staged' is for cooperative consumers, not pingpong")
         if ITEMSIZE[self.input] != 2 and not (self.a_k_major and self.b_k_major):
             raise ValueError("tf32 operands must be K-major (wgmma has no transpose for tf32)")
         if self.cluster_m not in CLUSTER_MS:
@@ -219,8 +225,18 @@ class HopperConfig(RenderedConfig):
 
     @property
     def smem_bytes(self) -> int:
-        """Alignment slack (1024) + the stage ring + the barrier area (512), as Config::kSmemBytes."""
-        return 1024 + self.stages * (self.tile_m + self.tile_n) * 128 + 512
+        """Alignment slack (1024) + the stage ring + the barrier area (512) + the staged epilogue's
+        buffers (two warpgroups x 64 rows x 256 bytes of output, or whole tile rows when
+        narrower), as Config::kSmemBytes."""
+        out = 0
+        if self.epilogue == "staged":
+            out = 2 * 64 * min(self.tile_n * ITEMSIZE[self.output_kind], 256)
+        return 1024 + self.stages * (self.tile_m + self.tile_n) * 128 + 512 + out
+
+    @property
+    def output_kind(self) -> str:
+        """The output's element type as ``ITEMSIZE`` names it (float32 results: "tf32" bytes)."""
+        return "tf32" if self.output == "float32" else self.output
 
     @property
     def align(self) -> int:

@@ -290,7 +290,15 @@ def test_operand_misaligned_pointer_is_copied():
                                  HopperConfig(input="bfloat16", tile_n=256, stages=4, cluster_m=2,
                                               b_k_major=False),
                                  HopperConfig(input="tf32", tile_n=128, stages=4, cluster_m=2,
-                                              policy="per_tile")], ids=str)
+                                              policy="per_tile"),
+                                 HopperConfig(input="bfloat16", tile_n=256, stages=4, epilogue="staged",
+                                              b_k_major=False),
+                                 HopperConfig(input="float16", tile_n=128, stages=6, epilogue="staged",
+                                              policy="streamk", cluster_m=1),
+                                 HopperConfig(input="tf32", tile_n=64, stages=4, epilogue="staged",
+                                              cluster_m=1, policy="dynamic"),
+                                 HopperConfig(input="bfloat16", tile_n=256, stages=4, epilogue="staged",
+                                              cluster_m=2)], ids=str)
 def test_rendered_source_compiles_for_sm90a(cfg, tmp_path):
     """The launcher's #defines compile, and its shared-memory size equals the kernel's (a
     static_assert in gemm_hopper.cu)."""
@@ -313,6 +321,8 @@ def test_rendered_source_compiles_for_sm90a(cfg, tmp_path):
     assert ("multicast::cluster" in ptx) == cluster
     assert ("mbarrier.arrive.release.cluster.shared::cluster" in ptx) == cluster
     assert ("barrier.cluster.arrive" in ptx) == cluster
+    # the staged epilogue: 16-byte shared reads and global stores
+    assert ("ld.shared.v4" in ptx and "st.global.v4" in ptx) == (cfg.epilogue == "staged")
 
 
 # --- GPU (sm_90 only) -----------------------------------------------------------------------------
@@ -535,6 +545,52 @@ def test_pair_epilogue_equals_direct_and_falls_back(kind, out_dtype):
                 tol = 1e-6 if res == "float32" else 1e-2
                 assert bool(cp.allclose(got, want, rtol=tol, atol=tol)), (kind, beta, outs[0].strides)
             assert not bool(cp.isnan(got).any())
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("kind,out_dtype,tile_n,policy", [("bfloat16", None, 256, "static"),
+                                                          ("float16", None, 128, "streamk"),
+                                                          ("float16", "float32", 64, "dynamic"),
+                                                          ("tf32", None, 128, "static"),
+                                                          ("bfloat16", None, 256, "streamk")])
+def test_staged_epilogue_equals_direct_and_falls_back(kind, out_dtype, tile_n, policy):
+    """The staged epilogue (16-byte stores through shared memory) writes the bits the element-wise
+    one does, on edge tiles of a 261 x 333 result: into a row-major output whose rows are 16-byte
+    aligned (the staged path; the padding columns beyond N stay untouched) and, falling back to
+    the paired stores, into one with an odd leading dimension, one starting an element off and a
+    column-major one; and with beta != 0 (C is read: the paired path)."""
+    rng = np.random.default_rng(11)
+    a, _ = rand_operand((261, 300), kind, rng)
+    b, _ = rand_operand((300, 333), kind, rng)
+    as_dtype = "bfloat16" if kind == "bfloat16" else None
+    res = out_dtype or hopper.STORAGE[kind]
+    c, _ = rand_operand((261, 333), res if res != "float32" else "tf32", rng)
+    pad = 16 // (2 if res in ("float16", "bfloat16") else 4)
+    ld = -(-333 // pad) * pad + pad  # a multiple of 16 bytes, with padding columns after N
+    views = [lambda: poisoned((261, ld), res)[:, :333],          # staged
+             lambda: poisoned((261, 333), res),                  # ld 333: 16-byte rows broken
+             lambda: poisoned((261, ld + 1), res)[:, 1:334],     # start one element off
+             lambda: poisoned((333, 261), res).T]                # column-major
+    for beta in (0.0, 0.5):
+        for v, make in enumerate(views):
+            outs = []
+            for epi in ("staged", "direct"):
+                cfg = HopperConfig(input=kind, output=res, tile_n=tile_n, policy=policy, epilogue=epi)
+                out = make()
+                hopper.gemm(a, b, c, alpha=0.75, beta=beta, out=out, config=cfg, as_dtype=as_dtype,
+                            allow_tf32=kind == "tf32")
+                outs.append(out)
+            got, want = as_float64(outs[0], res), as_float64(outs[1], res)
+            assert not bool(cp.isnan(got).any()), (kind, v, beta)
+            if beta == 0.0:
+                assert bool((got == want).all()), (kind, v, outs[0].strides)
+            else:
+                tol = 1e-6 if res == "float32" else 1e-2
+                assert bool(cp.allclose(got, want, rtol=tol, atol=tol)), (kind, v, beta)
+            if v == 0:  # the columns between N and the leading dimension: never written
+                base = outs[0].base if outs[0].base is not None else outs[0]
+                assert bool(cp.isnan(as_float64(base[:, 333:], res)).all())
 
 
 @pytest.mark.gpu
