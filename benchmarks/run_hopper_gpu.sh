@@ -4,22 +4,27 @@
 # float16 at 4096³, 8192³ and the skewed shapes beside cuBLAS (torch for bfloat16, cupy.matmul for
 # float16) in the same process: reference check first, warm-up, L2 flush, CUDA events, median; the
 # implementations of a case are timed in turns (one rep of each at a time).
-# Implementations timed: cuBLAS; "hopper" = the heuristic's config with B row-major (read in place,
-# MN-major); "hopper-Bcol" = B column-major (K-major, the first layout); the ladder, each idea
-# alone on top of "hopper": at the squares first "hopper-cluster2" (2-CTA clusters on vertically
-# adjacent tiles, B multicast; the heuristic's tile, static); everywhere "hopper-pp64x256" and
-# "hopper-pp128x128" (pingpong consumers: one warpgroup per tile, 64x256 s5 / 128x128 s6); at the
-# squares "hopper-regs24" (setmaxnreg 24/240); then "hopper-direct" (element-wise epilogue), the other policy (static <-> streamk), and
-# at the squares "hopper-n128" (128x128 s6), "hopper-g16" and "hopper-s3"; then tf32 at 8192³
-# beside torch.matmul with TF32 allowed (cuBLAS-TF32).
+# Implementations timed: cuBLAS; "hopper" = the heuristic's config (the staged epilogue) with B
+# row-major (read in place, MN-major); "hopper-Bcol" = B column-major (K-major, the first layout);
+# "hopper-pair" = the paired-store epilogue (the default before the staged one); the ladder, each
+# idea alone on top of "hopper" (pingpong on top of "hopper-pair"): at the squares first
+# "hopper-cluster2" (2-CTA clusters on vertically adjacent tiles, B multicast; the heuristic's tile,
+# static); everywhere "hopper-pp64x256" and "hopper-pp128x128" (pingpong consumers: one warpgroup
+# per tile, 64x256 s5 / 128x128 s6); at the squares "hopper-regs24" (setmaxnreg 24/240); then
+# "hopper-direct" (element-wise epilogue), the other policy (static <-> streamk), and at the squares
+# "hopper-n128" (128x128 s6), "hopper-g16" and "hopper-s3"; then tf32 at 8192³ beside torch.matmul
+# with TF32 allowed (cuBLAS-TF32), B row-major (copied for the kernel) and B column-major ("-Bcol",
+# read in place; cuBLAS on the same operands).
 #
 #   bash benchmarks/run_hopper_gpu.sh            # everything; results under $OUT (default /tmp/out)
 #   TESTS=none bash benchmarks/run_hopper_gpu.sh # skip the tests;  BENCH=none: skip the timing
 #   PYTEST_K='pingpong or record' ...           # only the GPU tests matching (pytest -k)
 #   PYTEST_ARGS='--maxfail=5' ...                 # extra pytest arguments (split on spaces)
-#   ONLY=hopper,hopper-staged ...                 # time only these implementations (and cuBLAS)
-#   PAUSE_MS=20 (default) ...                     # cuBLAS, hopper and hopper-staged timed again with
-#                                                 # the GPU idle that long before each call; 0: not
+#   ONLY=hopper,hopper-pair ...                   # time only these implementations (and cuBLAS)
+#   PAUSE_MS=20 ...                               # cuBLAS, hopper and hopper-pair timed again with
+#                                                 # the GPU idle that long before each call (default 0:
+#                                                 # not; idle, the clocks fall and a short product
+#                                                 # runs before they are back up)
 # The timeouts (build in parallel; TEST_TIMEOUT 270 s, BENCH_TIMEOUT 210 s) keep one call under
 # the device's 600 s.
 #
@@ -146,14 +151,14 @@ def run_case(case, dtype, entries, a_ref, b_ref, bound_kind=None):
 
 
 SQUARES = ("square4096", "square8192")
-PAUSE_MS = float(os.environ.get("PAUSE_MS", "20"))  # 0: no paused timing
-PAUSED = ("cuBLAS", "cuBLAS-TF32", "hopper", "hopper-staged")
-ONLY = [n for n in os.environ.get("ONLY", "").split(",") if n]  # e.g. ONLY=hopper,hopper-staged
+PAUSE_MS = float(os.environ.get("PAUSE_MS", "0"))  # > 0: the paused timing too
+PAUSED = ("cuBLAS", "cuBLAS-TF32", "hopper", "hopper-pair")
+ONLY = [n for n in os.environ.get("ONLY", "").split(",") if n]  # e.g. ONLY=hopper,hopper-pair
 # Past BUDGET seconds only cuBLAS, "hopper" and "hopper-Bcol" run (each new config compiles for a
 # few seconds), so the summary below is printed well inside BENCH_TIMEOUT.
 BUDGET = float(os.environ.get("BENCH_BUDGET", "150"))
 T0 = time.time()
-ESSENTIAL = ("cuBLAS", "cuBLAS-TF32", "hopper", "hopper-Bcol", "hopper-staged")
+ESSENTIAL = ("cuBLAS", "cuBLAS-TF32", "hopper", "hopper-Bcol", "hopper-pair")
 for dtype in ("bfloat16", "float16"):
     as_dtype = "bfloat16" if dtype == "bfloat16" else None
     storage = cp.uint16 if dtype == "bfloat16" else cp.float16
@@ -164,11 +169,11 @@ for dtype in ("bfloat16", "float16"):
         impls = {"cuBLAS": (None, "cuBLAS", b)}
         impls["hopper"] = (cfg, str(cfg.replace(b_k_major=False)), b)
         impls["hopper-Bcol"] = (cfg, str(cfg), bt.T)
-        staged = cfg.replace(epilogue="staged")
-        impls["hopper-staged"] = (staged, str(staged.replace(b_k_major=False)), b)
+        pair = cfg.replace(epilogue="pair")  # the ladder step before the staged epilogue
+        impls["hopper-pair"] = (pair, str(pair.replace(b_k_major=False)), b)
         # pingpong consumers (one warpgroup's epilogue under the other's mainloop) everywhere
-        ideas = {"hopper-pp64x256": cfg.replace(pingpong=True, tile_m=64, tile_n=256, stages=5),
-                 "hopper-pp128x128": cfg.replace(pingpong=True, tile_m=128, tile_n=128, stages=6)}
+        ideas = {"hopper-pp64x256": pair.replace(pingpong=True, tile_m=64, tile_n=256, stages=5),
+                 "hopper-pp128x128": pair.replace(pingpong=True, tile_m=128, tile_n=128, stages=6)}
         if case.name in SQUARES:  # the other ideas, each alone
             cl_policy = cfg.policy if cfg.policy in hopper.CLUSTER_POLICIES else "static"
             ideas = {"hopper-cluster2": cfg.replace(cluster_m=2, policy=cl_policy), **ideas,
@@ -212,20 +217,23 @@ try:
     cfg = hopper.choose_config(case.m, case.n, case.k, "float32", hopper.device_sms(), allow_tf32=True)
     ta, tb = torch.from_dlpack(a), torch.from_dlpack(b)
     entries = {}
-    for name, c in (("cuBLAS-TF32", None), ("hopper", cfg), ("hopper-staged", cfg.replace(epilogue="staged")),
-                    ("hopper-n256", cfg.replace(tile_n=256, stages=4))):
-        if c is not None and name != "hopper" and c == cfg:
-            continue
+    # B row-major (tf32 wgmma reads K-major operands only: the launcher copies B each call) and
+    # B column-major ("-Bcol": read in place), each beside cuBLAS on the same operands
+    bt = cp.ascontiguousarray(b.T)
+    tbt = torch.from_dlpack(bt).T
+    for name, c, bb in (("cuBLAS-TF32", None, tb), ("hopper", cfg, b), ("hopper-pair", cfg.replace(epilogue="pair"), b),
+                        ("cuBLAS-TF32-Bcol", None, tbt), ("hopper-Bcol", cfg, bt.T)):
         out = cp.full((case.m, case.n), np.nan, dtype=cp.float32)
         if c is None:
             to = torch.from_dlpack(out)
-            fn = lambda to=to: torch.matmul(ta, tb, out=to)
+            fn = lambda to=to, bb=bb: torch.matmul(ta, bb, out=to)
         else:
-            fn = (lambda c=c, out=out: hopper.gemm(a, b, out=out, config=c, allow_tf32=True))
-        entries[name] = ("cuBLAS (TF32)" if c is None else str(c) + " (B row-major: copy)", fn, out)
+            fn = (lambda c=c, out=out, bb=bb: hopper.gemm(a, bb, out=out, config=c, allow_tf32=True))
+        layout = " (B column-major)" if name.endswith("Bcol") else " (B row-major: copy)"
+        entries[name] = (("cuBLAS (TF32)" if c is None else str(c)) + layout, fn, out)
     run_case(case, "float32", entries, a, b, bound_kind="tf32")
     del entries
-    del a, b, ta, tb
+    del a, b, bt, ta, tb, tbt
 except Exception as exc:
     print(f"  ERROR tf32: {type(exc).__name__}: {exc}"[:400], flush=True)
 
