@@ -7,8 +7,8 @@ fp32 accumulators), registers moved with ``setmaxnreg`` (producer 40, consumers 
 pairs; 128-byte-swizzled 128 × ``tile_n`` × (128 bytes of K) tiles; the persistent tile loop of
 ``kernels/tile_scheduler.cuh`` (``per_tile``, ``static``, ``dynamic``, ``streamk``), the producer
 walking the schedule and handing each work unit to the consumers through a small ring of
-shared-memory slots; an epilogue ``alpha·AB + beta·C`` straight from the registers with masked
-edges (any M, N, K ≥ 1, and K = 0).  Inputs float16, bfloat16 (uint16 bits) and tf32 (float32
+shared-memory slots; an epilogue ``alpha·AB + beta·C`` with masked edges (any M, N, K ≥ 1, and
+K = 0).  Inputs float16, bfloat16 (uint16 bits) and tf32 (float32
 storage; wgmma ignores the low 13 mantissa bits), fp32 accumulation.
 
 Operand layouts (``a_k_major`` / ``b_k_major``, set by ``gemm`` from the strides): K-major (A
@@ -19,9 +19,13 @@ descriptor (``sw128_mn_desc``: LBO = one box, 8 KB, from one 64-wide group of M 
 SBO = 1024 bytes from one 8-row group of K to the next).  tf32 is K-major only (wgmma has no
 transpose for it): other layouts, a leading dimension that is not a multiple of 16 bytes or a
 pointer that is not 16-byte aligned cost one (padded) copy, transposed only when the operand is
-not contiguous along M, N or K.  Epilogue ``pair`` (default): the two adjacent columns a thread
-holds go out as one 4- or 8-byte store (and C as one load) where the output is row-major with an
-even leading dimension and aligned; ``direct`` is the element-wise one.  ``gemm`` raises on GPUs
+not contiguous along M, N or K.  Epilogue ``staged`` (the heuristic's; cooperative consumers
+only): with beta = 0 and an output whose rows start 16-byte aligned, each consumer warpgroup writes
+its 64 rows into its own 16 KB shared-memory buffer, 256 bytes of each row at a time, and stores
+them as 16-byte pieces of whole rows (elsewhere it falls back to ``pair``).  ``pair`` (the config's
+default): the two adjacent columns a thread holds go out as one 4- or 8-byte store (and C as one
+load) where the output is row-major with an even leading dimension and aligned; ``direct`` is the
+element-wise one.  ``gemm`` raises on GPUs
 other than sm_90; ``supported()`` tells the caller to use ``mgemm.kernels.gemm`` instead.
 
 Consumer modes.  Cooperative (default): both consumer warpgroups on every 128-row tile, 64 rows
@@ -49,20 +53,21 @@ whole clusters, at most ``cuOccupancyMaxActiveClusters`` (SMs rounded down to ev
 cuda.bindings cannot say), at least one cluster whatever ``sms`` says.
 
 Status (H200, 2026-11-30; numbers in benchmarks/RESULTS.md).  Verified on the GPU: every GPU test
-in tests/test_hopper.py (108, incl. every operand layout without a copy, the ``pair`` epilogue
-against ``direct``, stream-K bitwise reproducible, the debug record equal to the Python mirror),
-and the pingpong and 24 / 240 register tests.  Speed, one call as a Python caller sees it, against
-cuBLAS in the same process: bf16 8192³ 0.93–0.95, fp16 0.87–0.91; 4096³ 0.69–0.89; the skewed
-shapes 0.3–0.95 (geometric mean 0.56–0.62), where ~45–60 µs of host time per call (cuBLAS via CuPy:
-26 µs) is a large part of a 50–200 µs product; tf32 8192³ 0.81.  Pingpong and 24 / 240 are
-correct but slower than the cooperative default here.  The persistent engine uses this kernel for
-float16 (and float32 with ``allow_tf32``) on sm_90; ``engine="auto"`` still picks cuBLAS.
-2-CTA clusters (``cluster_m=2``) are new and not yet run on a GPU: compile-checked only (nvcc and
-NVRTC, no spills; every existing config's SASS byte-identical); their GPU tests (``-k cluster2``)
-and the ``hopper-cluster2`` timings are still to come.
+in tests/test_hopper.py (108 in the third session, incl. every operand layout without a copy, the
+``pair`` epilogue against ``direct``, stream-K bitwise reproducible, the debug record equal to the
+Python mirror; the 2-CTA cluster, pingpong and 24 / 240 register tests), and in the fourth, with
+the staged epilogue as the heuristic's default, the 113 that do not use clusters, pingpong or the
+register split, the staged epilogue's own among them.  Speed against cuBLAS in the same process,
+the two timed in turns: bf16 and fp16 1.00 at 8192³, 0.96 at 4096³, a geometric mean of 0.70–0.71
+over the six skewed shapes (0.40 on 256x256x65536, where each tile's owner adds ~33 stream-K
+partials alone); tf32 0.99 with B column-major, 0.86 with B row-major (copied every call).  One
+call costs 27–30 µs of host time (``cupy.matmul``: 26 µs).  2-CTA clusters (0.48–0.58), pingpong
+and 24 / 240 are correct but slower than the cooperative default here.  The persistent engine
+uses this kernel for float16 (and float32 with ``allow_tf32``) on sm_90; ``engine="auto"`` picks
+cuBLAS, ahead or level on every shape measured.
 
-Not yet done: a shared-memory / TMA-store epilogue with 16-byte stores, clusters along N
-(multicast of A) or larger than 2, 256-row tiles, a leaner launch path (host time per call).
+Not yet done: a TMA-store epilogue, a stream-K fix-up that spreads the adding of partials over
+the CTAs, clusters along N (multicast of A) or larger than 2, 256-row tiles.
 
 On the H200, from the repository root, with wheels of mgemm's Python dependencies in .whl::
 
