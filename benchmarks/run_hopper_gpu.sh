@@ -6,7 +6,8 @@
 # implementations of a case are timed in turns (one rep of each at a time).
 # Implementations timed: cuBLAS; "hopper" = the heuristic's config (the staged epilogue) with B
 # row-major (read in place, MN-major); "hopper-Bcol" = B column-major (K-major, the first layout);
-# "hopper-pair" = the paired-store epilogue (the default before the staged one); the ladder, each
+# "hopper-pair" = the paired-store epilogue (the default before the staged one); where the policy
+# is stream-K, "hopper-owner" / "hopper-spread" = the fix-up the heuristic did not pick; the ladder, each
 # idea alone on top of "hopper" (pingpong on top of "hopper-pair"): at the squares first
 # "hopper-cluster2" (2-CTA clusters on vertically adjacent tiles, B multicast; the heuristic's tile,
 # static); everywhere "hopper-pp64x256" and "hopper-pp128x128" (pingpong consumers: one warpgroup
@@ -171,9 +172,13 @@ for dtype in ("bfloat16", "float16"):
         impls["hopper-Bcol"] = (cfg, str(cfg), bt.T)
         pair = cfg.replace(epilogue="pair")  # the ladder step before the staged epilogue
         impls["hopper-pair"] = (pair, str(pair.replace(b_k_major=False)), b)
+        if cfg.policy == "streamk":  # the other stream-K fix-up
+            other_fix = cfg.replace(sk_reduce="owner" if cfg.sk_reduce == "spread" else "spread")
+            impls[f"hopper-{other_fix.sk_reduce}"] = (other_fix, str(other_fix.replace(b_k_major=False)), b)
         # pingpong consumers (one warpgroup's epilogue under the other's mainloop) everywhere
-        ideas = {"hopper-pp64x256": pair.replace(pingpong=True, tile_m=64, tile_n=256, stages=5),
-                 "hopper-pp128x128": pair.replace(pingpong=True, tile_m=128, tile_n=128, stages=6)}
+        pp = dict(pingpong=True, sk_reduce="owner")  # pingpong: the owner fix-up only
+        ideas = {"hopper-pp64x256": pair.replace(**pp, tile_m=64, tile_n=256, stages=5),
+                 "hopper-pp128x128": pair.replace(**pp, tile_m=128, tile_n=128, stages=6)}
         if case.name in SQUARES:  # the other ideas, each alone
             cl_policy = cfg.policy if cfg.policy in hopper.CLUSTER_POLICIES else "static"
             ideas = {"hopper-cluster2": cfg.replace(cluster_m=2, policy=cl_policy), **ideas,

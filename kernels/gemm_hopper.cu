@@ -43,6 +43,8 @@
 #define MGEMM_EPILOGUE_DIRECT 0
 #define MGEMM_EPILOGUE_PAIR 1
 #define MGEMM_EPILOGUE_STAGED 2
+#define MGEMM_SK_REDUCE_OWNER 0
+#define MGEMM_SK_REDUCE_SPREAD 1
 
 #ifndef MGEMM_INPUT
 #define MGEMM_INPUT MGEMM_BF16  // what A and B hold: MGEMM_F16, MGEMM_BF16 or MGEMM_TF32 (float32)
@@ -99,6 +101,14 @@
 #ifndef MGEMM_CONSUMER_REGS
 #define MGEMM_CONSUMER_REGS 232  // setmaxnreg of the consumer warpgroups (128 P + 256 C <= 65536)
 #endif
+#ifndef MGEMM_SK_REDUCE
+// Stream-K fix-up of a split tile.  OWNER: the CTA that ends the tile adds the other contributors'
+// partials to its registers, one after another.  SPREAD (cooperative consumers): every
+// contributor writes its partial, waits for all of them, adds its share of the tile's elements
+// over all partials and stores that share: the adding goes through all the tile's SMs instead of
+// one, for tiles split many ways (few tiles, long K).
+#define MGEMM_SK_REDUCE MGEMM_SK_REDUCE_OWNER
+#endif
 #ifndef MGEMM_CLUSTER_M
 // 1: one CTA per tile; 2: clusters of two CTAs on vertically adjacent tiles that multicast B
 // (static or per_tile, cooperative consumers, TILE_N 128 or 256)
@@ -121,6 +131,7 @@ struct Config {
   static constexpr bool kAKMajor = MGEMM_A_K_MAJOR, kBKMajor = MGEMM_B_K_MAJOR;
   static constexpr bool kPairEpilogue = MGEMM_EPILOGUE != MGEMM_EPILOGUE_DIRECT;  // STAGED falls back to it
   static constexpr bool kStagedEpilogue = MGEMM_EPILOGUE == MGEMM_EPILOGUE_STAGED;
+  static constexpr bool kSpreadFixUp = MGEMM_SK_REDUCE == MGEMM_SK_REDUCE_SPREAD;
   static constexpr bool kPingpong = MGEMM_PINGPONG;
   // m64 row blocks one consumer warpgroup multiplies per k16 step: 1 (cooperative: its half of the
   // tile), kTileM / 64 (pingpong: the whole tile).
@@ -167,6 +178,7 @@ struct Config {
   static_assert(kSmemBytes <= 232448, "more than the 227 KB of shared memory a block may have");
   static_assert(kClusterM == 1 || kClusterM == 2, "CLUSTER_M: 1 or 2");
   static_assert(!kStagedEpilogue || !kPingpong, "the STAGED epilogue is for cooperative consumers");
+  static_assert(!kSpreadFixUp || !kPingpong, "SK_REDUCE SPREAD: cooperative consumers (other policies split no tile)");
   static_assert(!kStagedEpilogue || kOutPitch % 128 == 0, "staged rows: whole 16-byte pieces, 8 at least");
   static_assert(kClusterM == 1 || (!kPingpong && !kRecord && kTileN >= 128 &&
                                    (MGEMM_POLICY == MGEMM_POLICY_STATIC || MGEMM_POLICY == MGEMM_POLICY_PER_TILE)),
@@ -553,15 +565,16 @@ __device__ __forceinline__ void epilogue(const float (&acc)[kAcc], int wg, const
 
 // Stream-K fix-up, as in gemm_persistent.cu but among the consumer threads only (the producer
 // never waits for it).  Slot `cta` holds [acc index][consumer thread]; flags[cta] says it is full.
-__device__ __forceinline__ void store_partial(const float (&acc)[kAcc], float* ws, int* flags) {
+__device__ __forceinline__ void store_partial(const float (&acc)[kAcc], float* ws, int* flags,
+                                              int slot_id = blockIdx.x) {
   constexpr int T = Config::kConsumerThreads;
   const int t = threadIdx.x - 128;
-  float* slot = ws + (long long)blockIdx.x * kAcc * T;
+  float* slot = ws + (long long)slot_id * kAcc * T;
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) slot[i * T + t] = acc[i];
   __threadfence();
   consumer_sync<T>();
-  if (t == 0) flag_release(flags + blockIdx.x);
+  if (t == 0) flag_release(flags + slot_id);
 }
 
 __device__ __forceinline__ void add_partial(float (&acc)[kAcc], const float* ws, const int* flags, int cta) {
@@ -590,6 +603,52 @@ __device__ __forceinline__ void fix_up(const S& sched, const WorkUnit& w, float 
   }
 }
 
+// SK_REDUCE SPREAD: unit w's partial goes to a slot, then this CTA waits for every contributor of
+// the tile, adds its share of the tile's kAcc x 256 accumulator elements over all their partials
+// (in slot order: the same bits on every run) and stores that share, element by element.  The
+// contributors' slots are contiguous: CTA c's slot is c when every CTA has a stream-K range;
+// with fewer stream-K iterations than CTAs each non-empty range is one iteration, and its slot is
+// that iteration's global index (those fit the grid-sized workspace too).  Every contributor
+// waits only for partials that CTAs store before they wait themselves, or for units that come
+// later in higher CTAs (a tile's last contributor reaches it last), so the waits end.
+template <class S>
+__device__ __forceinline__ void spread_fix_up(const S& sched, const WorkUnit& w, const float (&acc)[kAcc], float* ws,
+                                              int* flags, const Out* C, Out* D, int M, int N, long long ldc_m,
+                                              long long ldc_n, long long ldd_m, long long ldd_n, double alpha,
+                                              double beta) {
+  constexpr int T = Config::kConsumerThreads;
+  constexpr int kElems = kAcc * T;
+  const int t = threadIdx.x - 128;
+  const long long ts = sched.tile_start(w);
+  const bool one_each = sched.sk_iters < gridDim.x;  // some CTAs have no stream-K range
+  const int lo = one_each ? (int)ts : sched.cta_of(ts);
+  const int count = one_each ? sched.g.k_iters : sched.cta_of(ts + sched.g.k_iters - 1) - lo + 1;
+  const int mine = one_each ? (int)(ts + w.k_begin) : (int)blockIdx.x;
+  store_partial(acc, ws, flags, mine);
+  if (t == 0)
+    for (int c = lo; c < lo + count; ++c)
+      while (flag_acquire(flags + c) == 0) {
+      }
+  consumer_sync<T>();
+  const int rank = mine - lo;
+  const int first = (int)((long long)kElems * rank / count), end = (int)((long long)kElems * (rank + 1) / count);
+  const int m0 = w.row * Config::kTileM, n0 = w.col * Config::kTileN;
+  const float a = (float)alpha, b = (float)beta;
+  for (int f = first + t; f < end; f += T) {
+    float v = 0.f;
+    for (int c = lo; c < lo + count; ++c) v += __ldcg(ws + (long long)c * kElems + f);
+    const int i = f / T, th = f % T;  // accumulator i of consumer thread th (coord's layout)
+    const int lane = th & 31, warp = (th & 127) >> 5;
+    const int gr = m0 + (th >> 7) * 64 + warp * 16 + (lane >> 2) + 8 * ((i >> 1) & 1);
+    const int gc = n0 + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
+    if (gr < M && gc < N) {
+      float o = a * v;
+      if (beta != 0.0) o += b * to_acc(C[gr * ldc_m + gc * ldc_n]);
+      D[gr * ldd_m + gc * ldd_n] = Store<Out>::from(o);
+    }
+  }
+}
+
 __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const TileGrid& g, const SchedArgs& args,
                                         const Out* C, Out* D, int M, int N, long long ldc_m, long long ldc_n,
                                         long long ldd_m, long long ldd_n, double alpha, double beta,
@@ -607,11 +666,18 @@ __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const T
     float acc[kAcc];
     mainloop(acc, ring, sh, w.k_end - w.k_begin, wg, pos);
     if constexpr (Scheduler::kSplitsK) {
-      if (w.k_end < g.k_iters) {  // a contributor: hand the partial to the tile's owner
-        store_partial(acc, workspace, sync + 1);
-        continue;
+      if constexpr (Config::kSpreadFixUp) {
+        if (w.k_begin > 0 || w.k_end < g.k_iters) {  // a split tile: every contributor adds a share
+          spread_fix_up(sched, w, acc, workspace, sync + 1, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta);
+          continue;
+        }
+      } else {
+        if (w.k_end < g.k_iters) {  // a contributor: hand the partial to the tile's owner
+          store_partial(acc, workspace, sync + 1);
+          continue;
+        }
+        if (w.k_begin > 0) fix_up(sched, w, acc, workspace, sync + 1);
       }
-      if (w.k_begin > 0) fix_up(sched, w, acc, workspace, sync + 1);
     }
     epilogue(acc, wg, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, w.row * Config::kTileM, w.col * Config::kTileN,
              alpha, beta, out_stage);

@@ -118,6 +118,10 @@ struct StreamKScheduler {
     cur = sk_begin(blockIdx.x + 1);
   }
   __device__ long long sk_begin(int cta) const { return sk_iters * cta / gridDim.x; }
+  // The CTA whose range holds global stream-K iteration x: the largest c with sk_begin(c) <= x.
+  __device__ int cta_of(long long x) const {
+    return (int)(((x + 1) * gridDim.x + sk_iters - 1) / sk_iters) - 1;
+  }
   // First global stream-K iteration of the tile of unit w (w must be a stream-K unit).
   __device__ long long tile_start(const WorkUnit& w) const {
     return (long long)(w.tile - dp_tiles) * g.k_iters;

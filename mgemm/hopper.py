@@ -111,6 +111,8 @@ CONSUMER_THREADS = 256
 SMEM_LIMIT = 232448  # 227 KB: the most shared memory one block may have on sm_90
 TILE_NS = (64, 128, 256)
 EPILOGUES = ("pair", "direct", "staged")
+SK_REDUCES = ("owner", "spread")  # how a split tile's stream-K partials are added (see HopperConfig)
+SPREAD_MIN_SPLIT = 4  # the heuristic spreads the adding when a split tile has this many CTAs or more
 REGS = (40, 232)  # setmaxnreg of (producer, consumers): the defaults
 CLUSTER_MS = (1, 2)  # CTAs per thread-block cluster, on tiles adjacent along M (2: B multicast)
 CLUSTER_POLICIES = ("static", "per_tile")  # the policies whose schedule a 2-CTA cluster walks
@@ -151,6 +153,10 @@ class HopperConfig(RenderedConfig):
     # 2: clusters of two CTAs on the tiles (2r, c), (2r + 1, c), each loading its A and half of the
     # shared B tile and multicasting that half to both (static / per_tile, cooperative, tile_n >= 128)
     cluster_m: int = 1
+    # Stream-K fix-up: "owner" (the CTA that ends a split tile adds the others' partials, one after
+    # another) or "spread" (cooperative consumers: every contributor waits for all partials and adds
+    # its share of the tile's elements; for tiles split many ways).  Other policies split no tile.
+    sk_reduce: str = "owner"
 
     def __post_init__(self):
         if self.input not in INPUTS:
@@ -191,6 +197,10 @@ class HopperConfig(RenderedConfig):
             raise ValueError(f"epilogue must be one of {EPILOGUES}, got {self.epilogue!r}")
         if self.epilogue == "staged" and self.pingpong:
             raise ValueError("epilogue='staged' is for cooperative consumers, not pingpong")
+        if self.sk_reduce not in SK_REDUCES:
+            raise ValueError(f"sk_reduce must be one of {SK_REDUCES}, got {self.sk_reduce!r}")
+        if self.sk_reduce == "spread" and self.pingpong:
+            raise ValueError("sk_reduce='spread' is for cooperative consumers, not pingpong")
         if ITEMSIZE[self.input] != 2 and not (self.a_k_major and self.b_k_major):
             raise ValueError("tf32 operands must be K-major (wgmma has no transpose for tf32)")
         if self.cluster_m not in CLUSTER_MS:
@@ -260,6 +270,7 @@ class HopperConfig(RenderedConfig):
             "MGEMM_PRODUCER_REGS": str(self.producer_regs),
             "MGEMM_CONSUMER_REGS": str(self.consumer_regs),
             "MGEMM_CLUSTER_M": str(self.cluster_m),
+            "MGEMM_SK_REDUCE": "MGEMM_SK_REDUCE_" + self.sk_reduce.upper(),
             "MGEMM_SMEM_BYTES": str(self.smem_bytes),  # the kernel static_asserts it equals its own
         }
 
@@ -272,6 +283,7 @@ class HopperConfig(RenderedConfig):
                 + ("" if (self.producer_regs, self.consumer_regs) == REGS
                    else f" regs={self.producer_regs}/{self.consumer_regs}")
                 + ("" if self.cluster_m == 1 else f" cluster{self.cluster_m}")
+                + ("" if self.sk_reduce == "owner" else f" sk={self.sk_reduce}")
                 + (" record" if self.record else ""))
 
 
@@ -324,7 +336,12 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     # the staged epilogue: 0.96 of cuBLAS at 4096³ against 0.88 for the paired stores (H200)
     cfg = HopperConfig(input=kind, tile_n=tile_n, stages=stages, epilogue="staged")
     rows, cols, k_iters = schedule.tile_grid(m, n, k, TILE_M, tile_n, cfg.tile_k)
-    return cfg.replace(policy=choose_policy(rows * cols, sms, k_iters, shared))
+    policy = choose_policy(rows * cols, sms, k_iters, shared)
+    if policy != "streamk":
+        return cfg.replace(policy=policy)
+    split = schedule.streamk_tiles(rows * cols, sms, k_iters)  # one CTA per SM
+    spread = split and sms >= SPREAD_MIN_SPLIT * split
+    return cfg.replace(policy=policy, sk_reduce="spread" if spread else "owner")
 
 
 @functools.lru_cache(maxsize=256)

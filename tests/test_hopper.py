@@ -96,6 +96,14 @@ def test_config_validates():
         HopperConfig(tile_n=256, stages=5)
     with pytest.raises(ValueError):
         HopperConfig(epilogue="tma")
+    with pytest.raises(ValueError, match="sk_reduce must be one of"):
+        HopperConfig(policy="streamk", sk_reduce="tree")
+    with pytest.raises(ValueError, match="for cooperative consumers"):
+        HopperConfig(policy="streamk", sk_reduce="spread", pingpong=True, tile_m=64)
+    assert HopperConfig(policy="static", sk_reduce="spread").policy == "static"  # no tile is split
+    spread = HopperConfig(policy="streamk", sk_reduce="spread")
+    assert "#define MGEMM_SK_REDUCE MGEMM_SK_REDUCE_SPREAD" in spread.render()
+    assert str(spread).endswith("sk=spread") and spread.key() != spread.replace(sk_reduce="owner").key()
     with pytest.raises(ValueError):  # wgmma has no transpose for tf32
         HopperConfig(input="tf32", b_k_major=False)
     with pytest.raises(ValueError):
@@ -178,6 +186,9 @@ def test_heuristic_is_deterministic_and_sensible():
     assert (big.tile_n, big.policy) == (256, "static")
     assert hopper.choose_config(64, 8192, 8192, "float16", 132).policy == "streamk"
     assert hopper.choose_config(256, 256, 65536, "bfloat16", 132).policy == "streamk"
+    # a tile split over 4 CTAs or more: every contributor adds a share (4 tiles over 132 CTAs)
+    assert hopper.choose_config(256, 256, 65536, "bfloat16", 132).sk_reduce == "spread"
+    assert hopper.choose_config(64, 8192, 8192, "float16", 132).sk_reduce == "owner"  # 64 tiles
     assert hopper.choose_config(1000, 1000, 64, "float16", 132).policy == "static"  # short K
     assert hopper.choose_config(8192, 8192, 8192, "float16", 132, shared=True).policy == "dynamic"
     assert hopper.choose_config(512, 512, 512, "float32", 132, allow_tf32=True).input == "tf32"
@@ -298,7 +309,11 @@ def test_operand_misaligned_pointer_is_copied():
                                  HopperConfig(input="tf32", tile_n=64, stages=4, epilogue="staged",
                                               cluster_m=1, policy="dynamic"),
                                  HopperConfig(input="bfloat16", tile_n=256, stages=4, epilogue="staged",
-                                              cluster_m=2)], ids=str)
+                                              cluster_m=2),
+                                 HopperConfig(input="bfloat16", tile_n=128, stages=6, epilogue="staged",
+                                              policy="streamk", sk_reduce="spread", b_k_major=False),
+                                 HopperConfig(input="tf32", tile_n=256, stages=4, policy="streamk",
+                                              sk_reduce="spread")], ids=str)
 def test_rendered_source_compiles_for_sm90a(cfg, tmp_path):
     """The launcher's #defines compile, and its shared-memory size equals the kernel's (a
     static_assert in gemm_hopper.cu)."""
@@ -479,6 +494,37 @@ def test_streamk_is_bitwise_reproducible_and_in_place_works():
     c = first.copy()
     hopper.gemm(a, b, c, beta=-1.0, out=c, config=cfg, as_dtype="bfloat16")  # c = ab - ab
     assert float(cp.abs(c).max()) == 0.0
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("m,n,k,sms,tile_n,kind", [
+    (256, 256, 16384, None, 128, "bfloat16"),  # 4 tiles over 132 CTAs: ~33 contributors each
+    (300, 200, 512, None, 128, "float16"),     # 6 tiles x 8 k-iterations < 132 CTAs: one each
+    (1000, 1500, 2048, 20, 256, "float16"),    # 20 SMs: 20 data-parallel tiles, then 28 split
+    (333, 517, 4096, 20, 128, "tf32"),         # 15 tiles over 20 CTAs: ranges across tiles
+    (200, 700, 3000, 9, 64, "bfloat16")])     # 9 data-parallel tiles, then 13 split over 9 CTAs
+def test_spread_fix_up_matches_float64_and_repeats(m, n, k, sms, tile_n, kind):
+    """SK_REDUCE SPREAD (every contributor adds a share of its split tile): against the float64
+    reference with alpha and beta, edge tiles and poisoned outputs; the same bits every run; and
+    the same work units as the owner fix-up (the record equals the mirror)."""
+    cfg = HopperConfig(input=kind, tile_n=tile_n, policy="streamk", sk_reduce="spread")
+    _check(m, n, k, kind, cfg, beta=0.5, alpha=0.75, sms=sms, seed=4)
+    _check(m, n, k, kind, cfg.replace(epilogue="staged"), sms=sms, seed=5)
+    rng = np.random.default_rng(6)
+    a, _ = rand_operand((m, k), kind, rng)
+    b, _ = rand_operand((k, n), kind, rng)
+    as_dtype = "bfloat16" if kind == "bfloat16" else None
+    run = lambda: hopper.gemm(a, b, config=cfg, sms=sms, as_dtype=as_dtype, out_dtype="float32",
+                              allow_tf32=kind == "tf32")
+    first = run()
+    for _ in range(3):
+        assert bool((run() == first).all())
+    _, record = hopper.gemm(a, b, config=cfg, sms=sms, as_dtype=as_dtype, allow_tf32=kind == "tf32",
+                            debug=True)
+    lp = hopper.launch_info(a.shape, b.shape, cfg.replace(record=True), sms=sms)
+    expect = schedule.assignment("streamk", lp.rows, lp.cols, lp.k_iters, lp.grid, sk_tiles=lp.sk_tiles)
+    assert schedule.from_record(record.tolist(), lp.grid) == expect
 
 
 @pytest.mark.gpu
