@@ -22,6 +22,7 @@
 #   PYTEST_K='pingpong or record' ...           # only the GPU tests matching (pytest -k)
 #   PYTEST_ARGS='--maxfail=5' ...                 # extra pytest arguments (split on spaces)
 #   ONLY=hopper,hopper-pair ...                   # time only these implementations (and cuBLAS)
+#   SKEWED_ONLY=1 ...                             # only the six skewed shapes (no squares, no tf32)
 #   PAUSE_MS=20 ...                               # cuBLAS, hopper and hopper-pair timed again with
 #                                                 # the GPU idle that long before each call (default 0:
 #                                                 # not; idle, the clocks fall and a short product
@@ -100,6 +101,8 @@ spec.loader.exec_module(h)  # the shared harness: timed (L2 flush, events, media
 
 out_dir = Path(sys.argv[1])
 CASES = [h.Case("square4096", 4096, 4096, 4096), h.Case("square8192", 8192, 8192, 8192)] + h.SKEWED
+if os.environ.get("SKEWED_ONLY"):  # the six skewed shapes alone, no tf32
+    CASES = h.SKEWED
 REPS = 10
 rng = np.random.default_rng(0)
 props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
@@ -215,6 +218,8 @@ for dtype in ("bfloat16", "float16"):
 # tf32 at 8192³: float32 operands, beside cuBLAS with TF32 allowed (torch.matmul; CuPy reads its
 # CUPY_TF32 switch only at import).
 try:
+    if os.environ.get("SKEWED_ONLY"):
+        raise RuntimeError("skipped (SKEWED_ONLY)")
     import torch
     torch.backends.cuda.matmul.allow_tf32 = True
     case = h.Case("square8192", 8192, 8192, 8192)

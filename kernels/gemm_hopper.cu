@@ -605,12 +605,15 @@ __device__ __forceinline__ void fix_up(const S& sched, const WorkUnit& w, float 
 
 // SK_REDUCE SPREAD: unit w's partial goes to a slot, then this CTA waits for every contributor of
 // the tile, adds its share of the tile's kAcc x 256 accumulator elements over all their partials
-// (in slot order: the same bits on every run) and stores that share, element by element.  The
-// contributors' slots are contiguous: CTA c's slot is c when every CTA has a stream-K range;
-// with fewer stream-K iterations than CTAs each non-empty range is one iteration, and its slot is
-// that iteration's global index (those fit the grid-sized workspace too).  Every contributor
-// waits only for partials that CTAs store before they wait themselves, or for units that come
-// later in higher CTAs (a tile's last contributor reaches it last), so the waits end.
+// (in contributor order: the same bits on every run) and stores that share, element by element.
+// Slots: a CTA's stream-K range holds at most two split units, its first (the upper tile) and,
+// when the range runs on past that tile's start, its last (the lower tile): CTA c writes them to
+// slots 2c and 2c + 1 (a workspace of 2 x grid tiles), so the second never overwrites a partial
+// others may still be adding.  A tile's contributors are CTAs lo..last; all but the last hold it
+// as their upper unit.  With fewer stream-K iterations than CTAs each non-empty range is one
+// iteration, and its slot is that iteration's global index.  Every contributor waits only for
+// partials that CTAs store before they wait themselves, or for units that come later in higher
+// CTAs (a tile's last contributor reaches it last), so the waits end.
 template <class S>
 __device__ __forceinline__ void spread_fix_up(const S& sched, const WorkUnit& w, const float (&acc)[kAcc], float* ws,
                                               int* flags, const Out* C, Out* D, int M, int N, long long ldc_m,
@@ -619,24 +622,42 @@ __device__ __forceinline__ void spread_fix_up(const S& sched, const WorkUnit& w,
   constexpr int T = Config::kConsumerThreads;
   constexpr int kElems = kAcc * T;
   const int t = threadIdx.x - 128;
-  const long long ts = sched.tile_start(w);
+  const long long ts = sched.tile_start(w), te = ts + sched.g.k_iters;
   const bool one_each = sched.sk_iters < gridDim.x;  // some CTAs have no stream-K range
-  const int lo = one_each ? (int)ts : sched.cta_of(ts);
-  const int count = one_each ? sched.g.k_iters : sched.cta_of(ts + sched.g.k_iters - 1) - lo + 1;
-  const int mine = one_each ? (int)(ts + w.k_begin) : (int)blockIdx.x;
+  int lo, count, mine, rank, last_slot;
+  if (one_each) {
+    lo = (int)ts;
+    count = sched.g.k_iters;
+    mine = (int)(ts + w.k_begin);
+    rank = mine - lo;
+    last_slot = lo + count - 1;
+  } else {
+    lo = sched.cta_of(ts);
+    const int last = sched.cta_of(te - 1);
+    count = last - lo + 1;
+    const int c = blockIdx.x;
+    const bool lower = ts + w.k_begin == sched.sk_begin(c) && sched.sk_begin(c + 1) > te;
+    mine = 2 * c + (lower ? 1 : 0);
+    rank = c - lo;
+    last_slot = 2 * last + (sched.sk_begin(last + 1) > te ? 1 : 0);
+  }
   store_partial(acc, ws, flags, mine);
   if (t == 0)
-    for (int c = lo; c < lo + count; ++c)
-      while (flag_acquire(flags + c) == 0) {
+    for (int r = 0; r < count; ++r) {
+      const int slot = one_each ? lo + r : (r + 1 < count ? 2 * (lo + r) : last_slot);
+      while (flag_acquire(flags + slot) == 0) {
       }
+    }
   consumer_sync<T>();
-  const int rank = mine - lo;
   const int first = (int)((long long)kElems * rank / count), end = (int)((long long)kElems * (rank + 1) / count);
   const int m0 = w.row * Config::kTileM, n0 = w.col * Config::kTileN;
   const float a = (float)alpha, b = (float)beta;
   for (int f = first + t; f < end; f += T) {
     float v = 0.f;
-    for (int c = lo; c < lo + count; ++c) v += __ldcg(ws + (long long)c * kElems + f);
+    for (int r = 0; r < count; ++r) {
+      const int slot = one_each ? lo + r : (r + 1 < count ? 2 * (lo + r) : last_slot);
+      v += __ldcg(ws + (long long)slot * kElems + f);
+    }
     const int i = f / T, th = f % T;  // accumulator i of consumer thread th (coord's layout)
     const int lane = th & 31, warp = (th & 127) >> 5;
     const int gr = m0 + (th >> 7) * 64 + warp * 16 + (lane >> 2) + 8 * ((i >> 1) & 1);
@@ -834,7 +855,8 @@ using namespace mgemm::hopper;
 // tma_a: A as a (K, M) tensor, K contiguous, box (BK, 128); tma_b: B^T as (K, N), box (BK, BN); both
 // CU_TENSOR_MAP_SWIZZLE_128B with zero fill.  MN-major (16-bit): tma_a is A as (M, K), M contiguous,
 // box (64, BK); tma_b is B as (N, K), N contiguous, box (64, BK) (coordinates: contiguous first).  sync[0]: the dynamic counter; sync[1 + cta]: stream-K
-// flags; all zero at launch.  workspace: grid x 128 x TILE_N floats when stream-K splits tiles.
+// flags; all zero at launch.  workspace: grid x 128 x TILE_N floats when stream-K splits tiles (SK_REDUCE
+// SPREAD: 2 x grid of each; sync then holds 1 + 2 x grid ints).
 #if MGEMM_CLUSTER_M == 2
 #define MGEMM_CLUSTER_DIMS __cluster_dims__(2, 1, 1)  // the launcher's grid is a multiple of 2
 #else

@@ -564,9 +564,10 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
 
     slots = _slots(kernel, config, sms)
     lp = plan_launch(config, m, n, k, slots)
-    sync, workspace, record = launch_scratch(  # the stream-K workspace: a tile per CTA
-        cp, dev, lp.grid, config.policy == "dynamic" or lp.sk_tiles > 0,
-        lp.grid * config.tile_m * config.tile_n if lp.sk_tiles else 1, cp.float32,
+    partials = lp.grid * (2 if config.sk_reduce == "spread" else 1)  # stream-K partial slots
+    sync, workspace, record = launch_scratch(  # the stream-K workspace: a tile per slot
+        cp, dev, partials, config.policy == "dynamic" or lp.sk_tiles > 0,
+        partials * config.tile_m * config.tile_n if lp.sk_tiles else 1, cp.float32,
         1 + 4 * (lp.tiles + 2 * lp.grid + 8) if debug else 0)
     c_arr = c if (c is not None and beta != 0) else out
     ci, oi = c_arr.itemsize, out.itemsize
