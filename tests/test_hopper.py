@@ -186,9 +186,8 @@ def test_heuristic_is_deterministic_and_sensible():
     assert (big.tile_n, big.policy) == (256, "static")
     assert hopper.choose_config(64, 8192, 8192, "float16", 132).policy == "streamk"
     assert hopper.choose_config(256, 256, 65536, "bfloat16", 132).policy == "streamk"
-    # a tile split over 4 CTAs or more: every contributor adds a share (4 tiles over 132 CTAs)
-    assert hopper.choose_config(256, 256, 65536, "bfloat16", 132).sk_reduce == "spread"
-    assert hopper.choose_config(64, 8192, 8192, "float16", 132).sk_reduce == "owner"  # 64 tiles
+    # the spread fix-up is opt-in until its corrected version has run on a GPU
+    assert hopper.choose_config(256, 256, 65536, "bfloat16", 132).sk_reduce == "owner"
     assert hopper.choose_config(1000, 1000, 64, "float16", 132).policy == "static"  # short K
     assert hopper.choose_config(8192, 8192, 8192, "float16", 132, shared=True).policy == "dynamic"
     assert hopper.choose_config(512, 512, 512, "float32", 132, allow_tf32=True).input == "tf32"
