@@ -58,7 +58,7 @@ in tests/test_hopper.py (108 in the third session, incl. every operand layout wi
 Python mirror; the 2-CTA cluster, pingpong and 24 / 240 register tests), and in the fourth, with
 the staged epilogue as the heuristic's default, the 113 that do not use clusters, pingpong or the
 register split, the staged epilogue's own among them.  Speed against cuBLAS in the same process,
-the two timed in turns: bf16 and fp16 1.00 at 8192³, 0.96 at 4096³, a geometric mean of 0.70–0.71
+the two timed in turns: bf16 and fp16 0.97–1.00 at 8192³, 0.96 at 4096³, a geometric mean of 0.70–0.71
 over the six skewed shapes (0.40 on 256x256x65536, where each tile's owner adds ~33 stream-K
 partials alone); tf32 0.99 with B column-major, 0.86 with B row-major (copied every call).  One
 call costs 27–30 µs of host time (``cupy.matmul``: 26 µs).  2-CTA clusters (0.48–0.58), pingpong
