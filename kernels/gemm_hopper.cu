@@ -614,6 +614,7 @@ __device__ __forceinline__ void fix_up(const S& sched, const WorkUnit& w, float 
 // iteration, and its slot is that iteration's global index.  Every contributor waits only for
 // partials that CTAs store before they wait themselves, or for units that come later in higher
 // CTAs (a tile's last contributor reaches it last), so the waits end.
+// mgemm.schedule.spread_slots mirrors the slots (tests/test_schedule.py checks them).
 template <class S>
 __device__ __forceinline__ void spread_fix_up(const S& sched, const WorkUnit& w, const float (&acc)[kAcc], float* ws,
                                               int* flags, const Out* C, Out* D, int M, int N, long long ldc_m,

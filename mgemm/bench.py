@@ -115,10 +115,13 @@ def drop_replicas(client: Any) -> None:
 
 
 def timed(client: Any, make: Callable[[], da.Array],
-          started: list[float] | None = None) -> tuple[float, Any]:
+          started: list[float] | None = None, marks: dict[str, float] | None = None) -> tuple[float, Any]:
     """Seconds to persist ``make()`` on the cluster and finish all device work; the persisted array.
 
-    ``started`` receives the wall-clock time (``time.time()``) the timed part began.
+    ``started`` receives the wall-clock time (``time.time()``) the timed part began; ``marks``
+    the seconds from then until the graph was built ("built": planning included), handed to the
+    scheduler ("submitted": ``persist`` returned), finished ("done": ``wait`` returned) and
+    synchronized on every worker ("synced", the end of the timed part).
 
     The round trips before the clock starts also matter for correctness: a caller that drops the
     previous run's result just before calling this only queues the release of its keys on the
@@ -133,10 +136,17 @@ def timed(client: Any, make: Callable[[], da.Array],
     if started is not None:
         started.append(time.time())
     start = time.perf_counter()
-    out = make().persist()
+    lazy = make()
+    built = time.perf_counter()
+    out = lazy.persist()
+    submitted = time.perf_counter()
     wait(out)
+    done = time.perf_counter()
     synchronize_workers(client)
-    return time.perf_counter() - start, out
+    end = time.perf_counter()
+    if marks is not None:
+        marks.update(built=built - start, submitted=submitted - start, done=done - start, synced=end - start)
+    return end - start, out
 
 
 def check(a: da.Array, b: da.Array, c: da.Array, *, samples: int = 16, seed: int = 0,
@@ -411,13 +421,15 @@ def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, option
                 seconds, c = timed(client, lambda: method.run(a, b, options))
             else:
                 started: list[float] = []
+                marks: dict[str, float] = {}
                 with get_task_stream(client) as stream:
-                    seconds, c = timed(client, lambda: method.run(a, b, options), started)
+                    seconds, c = timed(client, lambda: method.run(a, b, options), started, marks)
                 summary = stream_summary(stream.data, started[0])
                 add_fetches(client, summary, started[0])
-                progress(f"  {seconds:.3f} s  {format_summary(summary)}")
+                progress(f"  {seconds:.3f} s (built {marks['built']:.3f}, submitted "
+                         f"{marks['submitted']:.3f}, done {marks['done']:.3f})  {format_summary(summary)}")
                 trace({"case": case.name, "method": method.name, "run": r, "seconds": seconds,
-                       "workers": summary})
+                       "marks": marks, "workers": summary})
             del c
             times.append(seconds)
         med = statistics.median(times)

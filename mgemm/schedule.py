@@ -172,3 +172,56 @@ def streamk_fixups(rows: int, cols: int, k_iters: int, grid: int, sk_tiles: int)
                     break
             fixups[tile] = order
     return fixups
+
+
+def streamk_cta_of(x: int, grid: int, sk_tiles: int, k_iters: int) -> int:
+    """The CTA whose stream-K range holds global iteration ``x`` (``cta_of`` in the kernel): the
+    largest c with ``streamk_begin(c) <= x``.
+
+    >>> [streamk_cta_of(x, 3, 1, 8) for x in range(8)]
+    [0, 0, 1, 1, 1, 2, 2, 2]
+    """
+    sk_iters = sk_tiles * k_iters
+    return ((x + 1) * grid + sk_iters - 1) // sk_iters - 1
+
+
+def spread_slots(rows: int, cols: int, k_iters: int, grid: int,
+                 sk_tiles: int) -> tuple[dict[tuple[int, int], int], dict[int, list[int]]]:
+    """The workspace slots of the Hopper kernel's spread stream-K fix-up (``sk_reduce="spread"``,
+    ``spread_fix_up`` in kernels/gemm_hopper.cu): ``(written, read)``, where ``written`` maps each
+    split unit ``(cta, tile)`` to the slot its partial goes to and ``read`` maps each split tile to
+    the slots every contributor adds, in the order it adds them.
+
+    CTA c writes its first split unit to slot 2c and, when its range runs on past the start of
+    the tile of its last unit, that one to 2c + 1; with fewer stream-K iterations than CTAs each
+    range is one iteration, written to the slot of that iteration's global index.
+
+    >>> spread_slots(1, 2, 4, 3, 2)  # 8 iterations over 3 CTAs: [0, 2), [2, 5), [5, 8)
+    ({(0, 0): 0, (1, 1): 2, (1, 0): 3, (2, 1): 4}, {0: [0, 3], 1: [2, 4]})
+    """
+    dp_tiles = rows * cols - sk_tiles
+    sk_iters = sk_tiles * k_iters
+    one_each = sk_iters < grid
+
+    def begin(c: int) -> int:
+        return streamk_begin(c, grid, sk_tiles, k_iters)
+
+    written: dict[tuple[int, int], int] = {}
+    read: dict[int, list[int]] = {}
+    for c, units in enumerate(assignment("streamk", rows, cols, k_iters, grid, sk_tiles=sk_tiles)):
+        for tile, kb, ke in units:
+            if kb == 0 and ke == k_iters:
+                continue
+            ts = (tile - dp_tiles) * k_iters
+            te = ts + k_iters
+            if one_each:
+                written[(c, tile)] = ts + kb
+                read[tile] = list(range(ts, te))
+                continue
+            lower = ts + kb == begin(c) and begin(c + 1) > te
+            written[(c, tile)] = 2 * c + int(lower)
+            lo = streamk_cta_of(ts, grid, sk_tiles, k_iters)
+            last = streamk_cta_of(te - 1, grid, sk_tiles, k_iters)
+            read[tile] = [2 * d for d in range(lo, last)] + [2 * last + int(begin(last + 1) > te)]
+    return written, read
+

@@ -82,3 +82,20 @@ def test_the_plan_sees_where_persisted_chunks_live(client):
     for (name, *idx), workers in held.items():
         kind = "a" if name == a.name else "b"
         assert where[(kind, *idx)] in workers
+
+
+def test_bench_trace_marks_split_the_timed_run(client):
+    """``mgemm bench --trace`` rows say when the graph was built, handed to the scheduler,
+    finished and synchronized, in order, inside the run's seconds (where a run's time went
+    before its first task started)."""
+    from mgemm import bench
+
+    rows = []
+    case = bench.Case("float64-256", 256, 256, 256, "float64", 128)
+    out = bench.run_case(client, case, ["mgemm", "dask"], repeat=2, options={}, gpu=False,
+                         trace=rows.append)
+    assert [r.method for r in out] == ["mgemm", "dask.array.matmul"] and len(rows) == 4
+    for row in rows:
+        m = row["marks"]
+        assert 0 < m["built"] <= m["submitted"] <= m["done"] <= m["synced"] == row["seconds"]
+        assert row["workers"]  # the task stream saw the run

@@ -4,6 +4,8 @@ index-function semantics that kernels/tile_scheduler.cuh implements."""
 from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mgemm import schedule
 
@@ -93,6 +95,26 @@ def test_streamk_contributors_come_before_owners_and_fixups_are_ordered():
         assert pieces[0][0] == 0 and pieces[-1][1] == k_iters
         assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:]))
         assert len(order) == len(pieces) - 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 140), st.integers(1, 12), st.integers(1, 12), st.integers(4, 70))
+def test_spread_slots_never_collide_and_each_tile_reads_what_its_units_wrote(grid, rows, cols, k_iters):
+    """The spread fix-up's slots (the mirror of kernels/gemm_hopper.cu's spread_fix_up): no two
+    split units write one slot (a CTA's second split unit must not overwrite its first, which
+    others may still be adding), every slot lies inside the 2 x grid workspace and its flags, and
+    each split tile's contributors read exactly the slots its units wrote."""
+    tiles = rows * cols
+    sk = schedule.streamk_tiles(tiles, grid, k_iters) or tiles
+    written, read = schedule.spread_slots(rows, cols, k_iters, grid, sk)
+    assert len(set(written.values())) == len(written)
+    assert all(0 <= s < 2 * grid for s in written.values())
+    for tile, slots in read.items():
+        assert sorted(slots) == sorted(s for (c, t), s in written.items() if t == tile)
+    assert set(read) == {t for _, t in written}
+    for x in range(0, sk * k_iters, max(1, sk * k_iters // 50)):  # cta_of is the kernel's formula
+        c = schedule.streamk_cta_of(x, grid, sk, k_iters)
+        assert schedule.streamk_begin(c, grid, sk, k_iters) <= x < schedule.streamk_begin(c + 1, grid, sk, k_iters)
 
 
 def test_streamk_tiles_rule():
