@@ -68,14 +68,12 @@ def timed(fn: Callable[[], object], reps: int, warmup: int = 2) -> float:
     return timed_interleaved({"fn": fn}, reps, warmup)["fn"]
 
 
-def timed_interleaved(fns: dict[str, Callable[[], object]], reps: int, warmup: int = 2,
-                      pause_ms: float = 0.0) -> dict[str, float]:
+def timed_interleaved(fns: dict[str, Callable[[], object]], reps: int, warmup: int = 2) -> dict[str, float]:
     """Median milliseconds of each of `fns`, timed in turns: each rep runs every function once
     (L2 flush before each, CUDA events around it).  Timing one function's reps after another's
     lets the GPU's clocks drift between them (an H200 running 8192³ products back to back slows by
     ten per cent and more), which favours whichever runs first; in turns, every function sees the
-    same drift.  ``pause_ms`` > 0 idles the GPU that long before each timed call: the clocks of a
-    GPU that is not busy all the time, instead of those of back-to-back products."""
+    same drift."""
     for fn in fns.values():
         for _ in range(warmup):
             fn()
@@ -83,9 +81,6 @@ def timed_interleaved(fns: dict[str, Callable[[], object]], reps: int, warmup: i
     start, stop = cp.cuda.Event(), cp.cuda.Event()
     for _ in range(reps):
         for name, fn in fns.items():
-            if pause_ms > 0:
-                cp.cuda.Device().synchronize()
-                time.sleep(pause_ms / 1e3)
             l2_flush()
             start.record()
             fn()

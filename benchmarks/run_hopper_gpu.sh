@@ -23,10 +23,6 @@
 #   PYTEST_ARGS='--maxfail=5' ...                 # extra pytest arguments (split on spaces)
 #   ONLY=hopper,hopper-pair ...                   # time only these implementations (and cuBLAS)
 #   SKEWED_ONLY=1 ...                             # only the six skewed shapes (no squares, no tf32)
-#   PAUSE_MS=20 ...                               # cuBLAS, hopper and hopper-pair timed again with
-#                                                 # the GPU idle that long before each call (default 0:
-#                                                 # not; idle, the clocks fall and a short product
-#                                                 # runs before they are back up)
 # The timeouts (build in parallel; TEST_TIMEOUT 270 s, BENCH_TIMEOUT 210 s) keep one call under
 # the device's 600 s.
 #
@@ -134,14 +130,6 @@ def run_case(case, dtype, entries, a_ref, b_ref, bound_kind=None):
         errs[name] = err
     try:
         ms_of = h.timed_interleaved(fns, REPS)
-        # the same in turns again with the GPU idle PAUSE_MS before each call (its clocks when not
-        # busy all the time): cuBLAS and the kernel's two epilogues only
-        paused = {n: f for n, f in fns.items() if n in PAUSED}
-        if PAUSE_MS > 0 and len(paused) > 1:
-            ms_of.update({f"{n} (paused)": t for n, t in
-                          h.timed_interleaved(paused, REPS, pause_ms=PAUSE_MS).items()})
-            entries = {**entries, **{f"{n} (paused)": entries[n] for n in paused}}
-            errs.update({f"{n} (paused)": errs[n] for n in paused})
     except Exception as exc:
         print(f"  ERROR timing {case.name} {dtype}: {type(exc).__name__}: {exc}"[:400], flush=True)
         ms_of = {}
@@ -155,8 +143,6 @@ def run_case(case, dtype, entries, a_ref, b_ref, bound_kind=None):
 
 
 SQUARES = ("square4096", "square8192")
-PAUSE_MS = float(os.environ.get("PAUSE_MS", "0"))  # > 0: the paused timing too
-PAUSED = ("cuBLAS", "cuBLAS-TF32", "hopper", "hopper-pair")
 ONLY = [n for n in os.environ.get("ONLY", "").split(",") if n]  # e.g. ONLY=hopper,hopper-pair
 # Past BUDGET seconds only cuBLAS, "hopper" and "hopper-Bcol" run (each new config compiles for a
 # few seconds), so the summary below is printed well inside BENCH_TIMEOUT.
@@ -258,10 +244,9 @@ for r in rows:
     by.setdefault((r["case"], r["dtype"]), {})[r["impl"]] = r
 ratios = {}
 for (case, dtype), impls in by.items():
+    anchor = impls.get("cuBLAS") or impls.get("cuBLAS-TF32")
+    cub = anchor["tflops"] if anchor else float("nan")
     for name, r in impls.items():
-        suffix = " (paused)" if name.endswith(" (paused)") else ""  # against the anchor timed alike
-        anchor = impls.get("cuBLAS" + suffix) or impls.get("cuBLAS-TF32" + suffix)
-        cub = anchor["tflops"] if anchor else float("nan")
         ratio = r["tflops"] / cub if cub == cub and cub else float("nan")
         ratios.setdefault((dtype, name), {})[case] = ratio
         print(f"| {case} | {dtype} | {name} | {r['tflops']:.1f} | {ratio:.2f} |")

@@ -398,14 +398,17 @@ __device__ __forceinline__ void mainloop(float (&acc)[kAcc], unsigned char* ring
   if (releaser) release_stage(&sh.empty[prev]);
 }
 
-// Where accumulator i of this thread sits in the tile (the wgmma m64nNk16 fp32 D layout: warp w of
-// the warpgroup holds rows 16w..16w+15; per 8-column block j, registers 4j, 4j+1 at row lane/4,
-// columns 8j + 2(lane%4) + {0, 1}; registers 4j+2, 4j+3 eight rows lower).
-__device__ __forceinline__ void coord(int i, int wg, int& r, int& c) {
-  const int t = threadIdx.x & 127, lane = t & 31, warp = t >> 5;
+// Where accumulator i of thread t (0..127) of warpgroup wg sits in the tile (the wgmma m64nNk16
+// fp32 D layout: warp w of the warpgroup holds rows 16w..16w+15; per 8-column block j, registers
+// 4j, 4j+1 at row lane/4, columns 8j + 2(lane%4) + {0, 1}; registers 4j+2, 4j+3 eight rows lower).
+__device__ __forceinline__ void coord_of(int i, int wg, int t, int& r, int& c) {
+  const int lane = t & 31, warp = t >> 5;
   r = wg * 64 + warp * 16 + (lane >> 2) + 8 * ((i >> 1) & 1);
   c = 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
 }
+
+// The same for this thread.
+__device__ __forceinline__ void coord(int i, int wg, int& r, int& c) { coord_of(i, wg, threadIdx.x & 127, r, c); }
 
 // Two adjacent elements as one aligned access: p must be aligned to 2 * sizeof(Out).
 template <class T>
@@ -498,13 +501,14 @@ __device__ __forceinline__ void epilogue_staged(const float (&acc)[kAcc], int wg
                                                 long long ldd_m, int m0, int n0, float a, unsigned char* buf) {
   constexpr int kPieces = Config::kOutPitch / 16, kPer16 = 16 / (int)sizeof(Out);
   constexpr int kFirst = CH * Config::kOutCols / 2, kLast = (CH + 1) * Config::kOutCols / 2;
-  const int t = threadIdx.x & 127, lane = t & 31, warp = t >> 5;
+  const int t = threadIdx.x & 127;
   const int bar = Config::kWgBar + wg;
   named_sync<128>(bar);  // every thread is done reading buf (the previous chunk or tile)
 #pragma unroll
   for (int i = kFirst; i < kLast; i += 2) {
-    const int r = warp * 16 + (lane >> 2) + 8 * ((i >> 1) & 1);
-    const int byte = (8 * (i >> 2) + 2 * (lane & 3) - CH * Config::kOutCols) * (int)sizeof(Out);
+    int r, c;
+    coord_of(i, 0, t, r, c);  // r: the row within this warpgroup's 64
+    const int byte = (c - CH * Config::kOutCols) * (int)sizeof(Out);
     unsigned char* p = buf + r * Config::kOutPitch + (((byte >> 4) ^ (r & 7)) << 4) + (byte & 15);
     store_pair(reinterpret_cast<Out*>(p), a * acc[i], a * acc[i + 1]);
   }
@@ -642,27 +646,24 @@ __device__ __forceinline__ void spread_fix_up(const S& sched, const WorkUnit& w,
     rank = c - lo;
     last_slot = 2 * last + (sched.sk_begin(last + 1) > te ? 1 : 0);
   }
+  // the slot of the tile's r-th contributor
+  const auto slot_of = [&](int r) { return one_each ? lo + r : (r + 1 < count ? 2 * (lo + r) : last_slot); };
   store_partial(acc, ws, flags, mine);
   if (t == 0)
-    for (int r = 0; r < count; ++r) {
-      const int slot = one_each ? lo + r : (r + 1 < count ? 2 * (lo + r) : last_slot);
-      while (flag_acquire(flags + slot) == 0) {
+    for (int r = 0; r < count; ++r)
+      while (flag_acquire(flags + slot_of(r)) == 0) {
       }
-    }
   consumer_sync<T>();
   const int first = (int)((long long)kElems * rank / count), end = (int)((long long)kElems * (rank + 1) / count);
   const int m0 = w.row * Config::kTileM, n0 = w.col * Config::kTileN;
   const float a = (float)alpha, b = (float)beta;
   for (int f = first + t; f < end; f += T) {
     float v = 0.f;
-    for (int r = 0; r < count; ++r) {
-      const int slot = one_each ? lo + r : (r + 1 < count ? 2 * (lo + r) : last_slot);
-      v += __ldcg(ws + (long long)slot * kElems + f);
-    }
-    const int i = f / T, th = f % T;  // accumulator i of consumer thread th (coord's layout)
-    const int lane = th & 31, warp = (th & 127) >> 5;
-    const int gr = m0 + (th >> 7) * 64 + warp * 16 + (lane >> 2) + 8 * ((i >> 1) & 1);
-    const int gc = n0 + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
+    for (int r = 0; r < count; ++r) v += __ldcg(ws + (long long)slot_of(r) * kElems + f);
+    const int i = f / T, th = f % T;  // accumulator i of consumer thread th
+    int r, c;
+    coord_of(i, th >> 7, th & 127, r, c);
+    const int gr = m0 + r, gc = n0 + c;
     if (gr < M && gc < N) {
       float o = a * v;
       if (beta != 0.0) o += b * to_acc(C[gr * ldc_m + gc * ldc_n]);

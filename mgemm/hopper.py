@@ -93,9 +93,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from mgemm import schedule
-from mgemm.kernels import (KERNEL_DIR, LaunchPlan, RenderedConfig, compile_kernel, compute_capability,
-                           device_id, device_sms, launch_scratch, occupancy, prepare_call, specialize,
-                           split_tail)
+from mgemm.kernels import ITEMSIZE as ELEMENT_BYTES  # noqa: N811 (output types' sizes too)
+from mgemm.kernels import (KERNEL_DIR, LaunchPlan, RenderedConfig, _f64, _i32, _i64, compile_kernel,
+                           compute_capability, device_id, device_sms, launch_scratch, occupancy,
+                           prepare_call, specialize, split_tail)
 
 KERNEL_SOURCE = "gemm_hopper.cu"
 KERNEL_NAME = "mgemm_gemm_hopper"
@@ -247,13 +248,8 @@ class HopperConfig(RenderedConfig):
         narrower), as Config::kSmemBytes."""
         out = 0
         if self.epilogue == "staged":
-            out = 2 * 64 * min(self.tile_n * ITEMSIZE[self.output_kind], 256)
+            out = 2 * 64 * min(self.tile_n * ELEMENT_BYTES[self.output], 256)
         return 1024 + self.stages * (self.tile_m + self.tile_n) * 128 + 512 + out
-
-    @property
-    def output_kind(self) -> str:
-        """The output's element type as ``ITEMSIZE`` names it (float32 results: "tf32" bytes)."""
-        return "tf32" if self.output == "float32" else self.output
 
     @property
     def align(self) -> int:
@@ -381,8 +377,7 @@ def compile_options() -> tuple[str, ...]:
 def supported(device: int | None = None) -> bool:
     """Whether ``device`` is a Hopper GPU (compute capability 9.0) that runs this kernel."""
     try:
-        cp = _cupy()
-        return cp.cuda.Device(device).compute_capability == "90"
+        return compute_capability(device_id(device)) == "90"
     except Exception:
         return False
 
@@ -483,9 +478,6 @@ def _slots(kernel, config: HopperConfig, sms: int) -> int:
 
 
 # --- launch ----------------------------------------------------------------------------------------
-
-_i32, _i64, _f64 = np.int32, np.int64, np.float64  # the kernel's scalar parameter types
-
 
 def _operand(cp, x, align: int, mn_ok: bool):
     """``(array, k_major, ld)`` for ``x`` = A (M × K) or B^T (N × K), read in place when its strides
