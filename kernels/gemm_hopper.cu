@@ -607,67 +607,96 @@ __device__ __forceinline__ void fix_up(const S& sched, const WorkUnit& w, float 
   }
 }
 
-// SK_REDUCE SPREAD: unit w's partial goes to a slot, then this CTA waits for every contributor of
-// the tile, adds its share of the tile's kAcc x 256 accumulator elements over all their partials
-// (in contributor order: the same bits on every run) and stores that share, element by element.
+// SK_REDUCE SPREAD: every split unit's partial goes to a workspace slot; once a CTA has stored the
+// partials of its whole stream-K range, it reduces each of its split tiles: it waits for every
+// contributor of the tile, adds its share of the tile's kAcc x 256 accumulator elements over all
+// their partials (in contributor order: the same bits on every run) and stores that share,
+// element by element.  Storing the whole range before any wait matters: a CTA's second unit is the
+// lower tile's tail, which the tile's other contributors wait for; had the CTA waited on its first
+// tile before computing the second, each CTA would wait for the next one's second unit, and the
+// waits would chain through the grid (one unit after another: 14 TFLOP/s on 896x2432x8192).
 // Slots: a CTA's stream-K range holds at most two split units, its first (the upper tile) and,
 // when the range runs on past that tile's start, its last (the lower tile): CTA c writes them to
 // slots 2c and 2c + 1 (a workspace of 2 x grid tiles), so the second never overwrites a partial
 // others may still be adding.  A tile's contributors are CTAs lo..last; all but the last hold it
 // as their upper unit.  With fewer stream-K iterations than CTAs each non-empty range is one
-// iteration, and its slot is that iteration's global index.  Every contributor waits only for
-// partials that CTAs store before they wait themselves, or for units that come later in higher
-// CTAs (a tile's last contributor reaches it last), so the waits end.
+// iteration, and its slot is that iteration's global index.
 // mgemm.schedule.spread_slots mirrors the slots (tests/test_schedule.py checks them).
+struct SpreadSlots {
+  int lo, count, mine, rank, last_slot;
+  bool one_each;
+  bool ends_range;  // w is the CTA's last stream-K unit (the range is walked from its end)
+  template <class S>
+  __device__ __forceinline__ SpreadSlots(const S& sched, const WorkUnit& w) {
+    const long long ts = sched.tile_start(w), te = ts + sched.g.k_iters;
+    one_each = sched.sk_iters < gridDim.x;  // some CTAs have no stream-K range
+    ends_range = ts + w.k_begin == sched.sk_begin(blockIdx.x);
+    if (one_each) {
+      lo = (int)ts;
+      count = sched.g.k_iters;
+      mine = (int)(ts + w.k_begin);
+      rank = mine - lo;
+      last_slot = lo + count - 1;
+    } else {
+      lo = sched.cta_of(ts);
+      const int last = sched.cta_of(te - 1);
+      count = last - lo + 1;
+      const int c = blockIdx.x;
+      const bool lower = ts + w.k_begin == sched.sk_begin(c) && sched.sk_begin(c + 1) > te;
+      mine = 2 * c + (lower ? 1 : 0);
+      rank = c - lo;
+      last_slot = 2 * last + (sched.sk_begin(last + 1) > te ? 1 : 0);
+    }
+  }
+  // the slot of the tile's r-th contributor
+  __device__ __forceinline__ int slot_of(int r) const {
+    return one_each ? lo + r : (r + 1 < count ? 2 * (lo + r) : last_slot);
+  }
+};
+
 template <class S>
-__device__ __forceinline__ void spread_fix_up(const S& sched, const WorkUnit& w, const float (&acc)[kAcc], float* ws,
-                                              int* flags, const Out* C, Out* D, int M, int N, long long ldc_m,
+__device__ __forceinline__ void spread_reduce(const S& sched, const WorkUnit& w, const float* ws, const int* flags,
+                                              const Out* C, Out* D, int M, int N, long long ldc_m,
                                               long long ldc_n, long long ldd_m, long long ldd_n, double alpha,
                                               double beta) {
   constexpr int T = Config::kConsumerThreads;
   constexpr int kElems = kAcc * T;
   const int t = threadIdx.x - 128;
-  const long long ts = sched.tile_start(w), te = ts + sched.g.k_iters;
-  const bool one_each = sched.sk_iters < gridDim.x;  // some CTAs have no stream-K range
-  int lo, count, mine, rank, last_slot;
-  if (one_each) {
-    lo = (int)ts;
-    count = sched.g.k_iters;
-    mine = (int)(ts + w.k_begin);
-    rank = mine - lo;
-    last_slot = lo + count - 1;
-  } else {
-    lo = sched.cta_of(ts);
-    const int last = sched.cta_of(te - 1);
-    count = last - lo + 1;
-    const int c = blockIdx.x;
-    const bool lower = ts + w.k_begin == sched.sk_begin(c) && sched.sk_begin(c + 1) > te;
-    mine = 2 * c + (lower ? 1 : 0);
-    rank = c - lo;
-    last_slot = 2 * last + (sched.sk_begin(last + 1) > te ? 1 : 0);
-  }
-  // the slot of the tile's r-th contributor
-  const auto slot_of = [&](int r) { return one_each ? lo + r : (r + 1 < count ? 2 * (lo + r) : last_slot); };
-  store_partial(acc, ws, flags, mine);
-  if (t == 0)
-    for (int r = 0; r < count; ++r)
-      while (flag_acquire(flags + slot_of(r)) == 0) {
-      }
+  const SpreadSlots s(sched, w);
+  for (int r = t; r < s.count; r += T)  // one flag per thread: the waits overlap
+    while (flag_acquire(flags + s.slot_of(r)) == 0) {
+    }
   consumer_sync<T>();
-  const int first = (int)((long long)kElems * rank / count), end = (int)((long long)kElems * (rank + 1) / count);
+  const int first = (int)((long long)kElems * s.rank / s.count);
+  const int end = (int)((long long)kElems * (s.rank + 1) / s.count);
   const int m0 = w.row * Config::kTileM, n0 = w.col * Config::kTileN;
   const float a = (float)alpha, b = (float)beta;
-  for (int f = first + t; f < end; f += T) {
-    float v = 0.f;
-    for (int r = 0; r < count; ++r) v += __ldcg(ws + (long long)slot_of(r) * kElems + f);
-    const int i = f / T, th = f % T;  // accumulator i of consumer thread th
-    int r, c;
-    coord_of(i, th >> 7, th & 127, r, c);
-    const int gr = m0 + r, gc = n0 + c;
-    if (gr < M && gc < N) {
-      float o = a * v;
-      if (beta != 0.0) o += b * to_acc(C[gr * ldc_m + gc * ldc_n]);
-      D[gr * ldd_m + gc * ldd_n] = Store<Out>::from(o);
+  // kBatch elements per thread at a time, their loads issued before any store (D may alias the
+  // workspace for all the compiler knows, so one element at a time would wait out each load)
+  constexpr int kBatch = 8;
+  for (int f0 = first + t; f0 < end; f0 += kBatch * T) {
+    float v[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) v[j] = 0.f;
+    for (int r = 0; r < s.count; ++r) {
+      const float* src = ws + (long long)s.slot_of(r) * kElems;
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j)
+        if (f0 + j * T < end) v[j] += __ldcg(src + f0 + j * T);
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int f = f0 + j * T;
+      if (f >= end) break;
+      const int i = f / T, th = f % T;  // accumulator i of consumer thread th
+      int r, c;
+      coord_of(i, th >> 7, th & 127, r, c);
+      const int gr = m0 + r, gc = n0 + c;
+      if (gr < M && gc < N) {
+        float o = a * v[j];
+        if (beta != 0.0) o += b * to_acc(C[gr * ldc_m + gc * ldc_n]);
+        D[gr * ldd_m + gc * ldd_n] = Store<Out>::from(o);
+      }
     }
   }
 }
@@ -680,18 +709,36 @@ __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const T
   const Scheduler sched(g, args);  // for stream-K's bookkeeping only; units come from the slots
   unsigned char* out_stage = ring + Config::kStages * Config::kStageBytes + Config::kSharedBytes;
   RingPos pos;
+  WorkUnit pending;  // SK_REDUCE SPREAD: a split unit whose tile is reduced once the range is stored
+  bool has_pending = false;
   for (int u = 0;; ++u) {
     const int slot = u % Config::kUnits;
     mbar_wait(&sh.unit_full[slot], (u / Config::kUnits) & 1);
     const WorkUnit w = sh.units[slot];
     mbar_arrive(&sh.unit_empty[slot]);
-    if (w.tile < 0) return;
+    if (w.tile < 0) {
+      if constexpr (Config::kSpreadFixUp) {  // the range's last unit was a whole tile
+        if (has_pending)
+          spread_reduce(sched, pending, workspace, sync + 1, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta);
+      }
+      return;
+    }
     float acc[kAcc];
     mainloop(acc, ring, sh, w.k_end - w.k_begin, wg, pos);
     if constexpr (Scheduler::kSplitsK) {
       if constexpr (Config::kSpreadFixUp) {
         if (w.k_begin > 0 || w.k_end < g.k_iters) {  // a split tile: every contributor adds a share
-          spread_fix_up(sched, w, acc, workspace, sync + 1, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta);
+          const SpreadSlots slots(sched, w);
+          store_partial(acc, workspace, sync + 1, slots.mine);
+          if (!slots.ends_range) {  // reduce once the whole range is stored
+            pending = w;
+            has_pending = true;
+            continue;
+          }
+          if (has_pending)
+            spread_reduce(sched, pending, workspace, sync + 1, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta);
+          has_pending = false;
+          spread_reduce(sched, w, workspace, sync + 1, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta);
           continue;
         }
       } else {

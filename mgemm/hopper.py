@@ -59,15 +59,15 @@ Python mirror; the 2-CTA cluster, pingpong and 24 / 240 register tests), and in 
 the staged epilogue as the heuristic's default, the 113 that do not use clusters, pingpong or the
 register split, the staged epilogue's own among them.  Speed against cuBLAS in the same process,
 the two timed in turns: bf16 and fp16 0.97–1.00 at 8192³, 0.96 at 4096³, a geometric mean of 0.70–0.71
-over the six skewed shapes (0.40 on 256x256x65536, where each tile's owner adds ~33 stream-K
-partials alone); tf32 0.99 with B column-major, 0.86 with B row-major (copied every call).  One
+over the six skewed shapes (0.40 on 256x256x65536 while each tile's owner added its ~33 stream-K
+partials alone; 0.59–0.60 in the fifth session with the spread fix-up, GPU-verified and now the
+heuristic's where tiles are split four or more ways); tf32 0.99 with B column-major, 0.86 with B row-major (copied every call).  One
 call costs 27–30 µs of host time (``cupy.matmul``: 26 µs).  2-CTA clusters (0.48–0.58), pingpong
 and 24 / 240 are correct but slower than the cooperative default here.  The persistent engine
 uses this kernel for float16 (and float32 with ``allow_tf32``) on sm_90; ``engine="auto"`` picks
 cuBLAS, ahead or level on every shape measured.
 
-Not yet done: the spread stream-K fix-up (``sk_reduce="spread"``) verified on a GPU in its
-corrected form and made the heuristic's for tiles split many ways; a TMA-store epilogue; clusters
+Not yet done: a TMA-store epilogue; clusters
 along N (multicast of A) or larger than 2; 256-row tiles.
 
 On the H200, from the repository root, with wheels of mgemm's Python dependencies in .whl::
@@ -157,8 +157,6 @@ class HopperConfig(RenderedConfig):
     # Stream-K fix-up: "owner" (the CTA that ends a split tile adds the others' partials, one after
     # another) or "spread" (cooperative consumers: every contributor waits for all partials and adds
     # its share of the tile's elements; for tiles split many ways).  Other policies split no tile.
-    # "spread" is opt-in and its current version (separate slots for a CTA's two split units) has
-    # not run on a GPU yet: tests/test_hopper.py -k spread is what to run first.
     sk_reduce: str = "owner"
 
     def __post_init__(self):
@@ -334,9 +332,12 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     # the staged epilogue: 0.96 of cuBLAS at 4096³ against 0.88 for the paired stores (H200)
     cfg = HopperConfig(input=kind, tile_n=tile_n, stages=stages, epilogue="staged")
     rows, cols, k_iters = schedule.tile_grid(m, n, k, TILE_M, tile_n, cfg.tile_k)
-    # (sk_reduce stays "owner": "spread", 1.5x faster on 256x256x65536 in its first version, is
-    # not yet GPU-verified in its corrected one; see benchmarks/RESULTS.md)
-    return cfg.replace(policy=choose_policy(rows * cols, sms, k_iters, shared))
+    policy = choose_policy(rows * cols, sms, k_iters, shared)
+    # Tiles split four or more ways add their partials through every contributor ("spread"):
+    # 256x256x65536 (4 tiles, ~33 contributors each) 0.59-0.60 of cuBLAS against 0.35-0.37 for
+    # the owner adding them alone; split two or three ways the owner is faster (H200, RESULTS.md).
+    spread = policy == "streamk" and sms >= 4 * rows * cols
+    return cfg.replace(policy=policy, sk_reduce="spread" if spread else "owner")
 
 
 @functools.lru_cache(maxsize=256)

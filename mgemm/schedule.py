@@ -188,7 +188,7 @@ def streamk_cta_of(x: int, grid: int, sk_tiles: int, k_iters: int) -> int:
 def spread_slots(rows: int, cols: int, k_iters: int, grid: int,
                  sk_tiles: int) -> tuple[dict[tuple[int, int], int], dict[int, list[int]]]:
     """The workspace slots of the Hopper kernel's spread stream-K fix-up (``sk_reduce="spread"``,
-    ``spread_fix_up`` in kernels/gemm_hopper.cu): ``(written, read)``, where ``written`` maps each
+    ``SpreadSlots`` in kernels/gemm_hopper.cu): ``(written, read)``, where ``written`` maps each
     split unit ``(cta, tile)`` to the slot its partial goes to and ``read`` maps each split tile to
     the slots every contributor adds, in the order it adds them.
 

@@ -186,8 +186,11 @@ def test_heuristic_is_deterministic_and_sensible():
     assert (big.tile_n, big.policy) == (256, "static")
     assert hopper.choose_config(64, 8192, 8192, "float16", 132).policy == "streamk"
     assert hopper.choose_config(256, 256, 65536, "bfloat16", 132).policy == "streamk"
-    # the spread fix-up is opt-in until its corrected version has run on a GPU
-    assert hopper.choose_config(256, 256, 65536, "bfloat16", 132).sk_reduce == "owner"
+    # tiles split four or more ways (4 tiles on 132 SMs) spread the fix-up; two or three: owner
+    assert hopper.choose_config(256, 256, 65536, "bfloat16", 132).sk_reduce == "spread"
+    assert hopper.choose_config(64, 8192, 8192, "float16", 132).sk_reduce == "owner"
+    assert hopper.choose_config(896, 2432, 8192, "float16", 132).sk_reduce == "owner"
+    assert hopper.choose_config(8192, 8192, 8192, "float16", 132).sk_reduce == "owner"
     assert hopper.choose_config(1000, 1000, 64, "float16", 132).policy == "static"  # short K
     assert hopper.choose_config(8192, 8192, 8192, "float16", 132, shared=True).policy == "dynamic"
     assert hopper.choose_config(512, 512, 512, "float32", 132, allow_tf32=True).input == "tf32"

@@ -100,7 +100,7 @@ def test_streamk_contributors_come_before_owners_and_fixups_are_ordered():
 @settings(max_examples=300, deadline=None)
 @given(st.integers(1, 140), st.integers(1, 12), st.integers(1, 12), st.integers(4, 70))
 def test_spread_slots_never_collide_and_each_tile_reads_what_its_units_wrote(grid, rows, cols, k_iters):
-    """The spread fix-up's slots (the mirror of kernels/gemm_hopper.cu's spread_fix_up): no two
+    """The spread fix-up's slots (the mirror of kernels/gemm_hopper.cu's SpreadSlots): no two
     split units write one slot (a CTA's second split unit must not overwrite its first, which
     others may still be adding), every slot lies inside the 2 x grid workspace and its flags, and
     each split tile's contributors read exactly the slots its units wrote."""
