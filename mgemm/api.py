@@ -301,9 +301,21 @@ def _snapshot(client: Any, a: Any, b: Any) -> tuple[dict, dict]:
 
 def _locations(a: da.Array, b: da.Array, who: dict) -> dict | None:
     """Where each persisted input chunk lives, as the planner's ``("a", i, k)`` → worker map,
-    from the scheduler's ``who_has`` answer for the chunks' keys."""
+    from the scheduler's ``who_has`` answer for the chunks' keys.
+
+    An operand counts only when every one of its chunks is held somewhere.  One persisted a
+    moment ago may be partly computed: its finished chunks would all sit on the workers that
+    started first, and a plan that follows them would give those workers every block (on a
+    freshly started GPU cluster, one worker can take seconds longer to make its first chunk).
+    Left out, the operand's chunks count as remote for every worker alike.
+    """
     keys = _input_keys(a, b)
-    out = {keys[key]: sorted(ws)[0] for key, ws in who.items() if ws and key in keys}
+    out: dict = {}
+    for operand in ("a", "b"):
+        mine = {key: planner for key, planner in keys.items() if planner[0] == operand}
+        held = {planner: sorted(who[key])[0] for key, planner in mine.items() if who.get(key)}
+        if mine and len(held) == len(mine):
+            out.update(held)
     return out or None
 
 

@@ -84,6 +84,23 @@ def test_the_plan_sees_where_persisted_chunks_live(client):
         assert where[(kind, *idx)] in workers
 
 
+def test_a_partly_computed_operand_does_not_steer_the_plan():
+    """Only operands whose every chunk is held somewhere count: a half-computed one would send
+    every block to the worker that finished its chunks first."""
+    from mgemm.api import _locations
+
+    a = da.ones((64, 64), chunks=32)
+    b = da.zeros((64, 64), chunks=32)
+    a_keys = [(a.name, i, k) for i in range(2) for k in range(2)]
+    b_keys = [(b.name, k, j) for k in range(2) for j in range(2)]
+    who = {key: ["w0"] for key in a_keys}
+    who.update({b_keys[0]: ["w0"], b_keys[1]: []})  # b: two chunks done, one running, one queued
+    assert _locations(a, b, who) == {("a", i, k): "w0" for i in range(2) for k in range(2)}
+    who.update({key: ["w1"] for key in b_keys})
+    assert len(_locations(a, b, who)) == 8
+    assert _locations(a, b, {a_keys[0]: ["w0"]}) is None
+
+
 def test_bench_trace_marks_split_the_timed_run(client):
     """``mgemm bench --trace`` rows say when the graph was built, handed to the scheduler,
     finished and synchronized, in order, inside the run's seconds (where a run's time went
