@@ -87,7 +87,7 @@ def build(a: da.Array, b: da.Array, plan: Plan, *, c: da.Array | None = None, al
         raise ValueError("the plan was made for another chunking of the operands")
     row_edges, col_edges = block_grid(plan)
     out_chunks = (tuple(np.diff(row_edges).tolist()), tuple(np.diff(col_edges).tolist()))
-    token = tokenize(a, b, c, alpha, beta, engine, str(out_dtype), allow_tf32, plan.to_dict())
+    token = tokenize(a, b, c, alpha, beta, engine, str(out_dtype), allow_tf32, plan.signature())
     name = BLOCK_PREFIX + token
     part_name = BLOCK_PREFIX + "part-" + token
     if c is not None and beta != 0:
@@ -135,16 +135,29 @@ def build(a: da.Array, b: da.Array, plan: Plan, *, c: da.Array | None = None, al
     annotations = None
     if placement:
         annotations = {
-            "workers": lambda key: [owner[key]] if key in owner else None,
+            "workers": _PerKey({key: [w] for key, w in owner.items()}, None),
             "allow_other_workers": True,
             # Dask runs higher priorities first: follow the plan's per-worker order.
-            "priority": lambda key: -order.get(key, 0),
+            "priority": _PerKey({key: -o for key, o in order.items()}, 0),
         }
     layer = MaterializedLayer(dsk, annotations=annotations)
     deps = [a, b] + ([c] if c is not None else [])
     graph = HighLevelGraph.from_collections(name, layer, dependencies=deps)
     meta = da.utils.meta_from_array(a._meta, ndim=2, dtype=out_dtype)
     return PlacedArray(graph, name, out_chunks, meta=meta)
+
+
+class _PerKey:
+    """A per-key layer annotation: ``values[key]``, else ``default``.  A module-level class, so
+    the graph pickles it by reference (a closure is pickled by value, twice as slow to send)."""
+
+    __slots__ = ("values", "default")
+
+    def __init__(self, values: dict, default: Any):
+        self.values, self.default = values, default
+
+    def __call__(self, key: Any) -> Any:
+        return self.values.get(key, self.default)
 
 
 def _optimize_keeping_layers(dsk: Any, keys: Any, **kwargs: Any) -> Any:

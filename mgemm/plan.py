@@ -194,6 +194,11 @@ class Plan:
         starts = _offsets(self.problem.n_chunks)
         return starts[self.blocks[b].j0], starts[self.blocks[b].j1]
 
+    def signature(self) -> str:
+        """What the plan computes where, as one string (for graph keys: 20x quicker to tokenize
+        than ``to_dict``, and the predictions, which change nothing computed, are left out)."""
+        return repr((self.problem, self.blocks, self.work, sorted(self.fixup.items())))
+
     def to_dict(self) -> dict:
         """Plain lists and dicts (``json.dumps``-able)."""
         return {"problem": asdict(self.problem), "workers": [asdict(w) for w in self.workers],
