@@ -13,7 +13,8 @@
 # static); everywhere "hopper-pp64x256" and "hopper-pp128x128" (pingpong consumers: one warpgroup
 # per tile, 64x256 s5 / 128x128 s6); at the squares "hopper-regs24" (setmaxnreg 24/240); then
 # "hopper-direct" (element-wise epilogue), the other policy (static <-> streamk), and at the squares
-# "hopper-n128" (128x128 s6), "hopper-g16" and "hopper-s3"; then tf32 at 8192³ beside torch.matmul
+# "hopper-g16" and "hopper-s3"; everywhere "hopper-n128" / "hopper-n256" (the other tile width, with
+# the policy and fix-up the heuristic picks for it); then tf32 at 8192³ beside torch.matmul
 # with TF32 allowed (cuBLAS-TF32), B row-major (copied for the kernel) and B column-major ("-Bcol",
 # read in place; cuBLAS on the same operands).
 #
@@ -174,11 +175,15 @@ for dtype in ("bfloat16", "float16"):
                      "hopper-regs24": cfg.replace(producer_regs=24, consumer_regs=240)}
         for name, c in ideas.items():
             impls[name] = (c, str(c.replace(b_k_major=False)), b)
+        # the other tile width, its policy and fix-up chosen by the heuristic for it
+        alt = hopper.choose_config(case.m, case.n, case.k, dtype, hopper.device_sms(),
+                                   tile_n=128 if cfg.tile_n == 256 else 256)
+        impls[f"hopper-n{alt.tile_n}"] = (alt, str(alt.replace(b_k_major=False)), b)
         impls["hopper-direct"] = (cfg.replace(epilogue="direct"), str(cfg.replace(epilogue="direct", b_k_major=False)), b)
         other = "streamk" if cfg.policy == "static" else "static"
         impls[f"hopper-{other}"] = (cfg.replace(policy=other), str(cfg.replace(policy=other, b_k_major=False)), b)
         if case.name in SQUARES:  # the ladder: tile, group, stages
-            ladder = {"hopper-n128": cfg.replace(tile_n=128, stages=6), "hopper-g16": cfg.replace(group=16),
+            ladder = {"hopper-g16": cfg.replace(group=16),
                       "hopper-s3": cfg.replace(stages=3)}
             for name, c in ladder.items():
                 if c != cfg:

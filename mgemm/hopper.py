@@ -309,11 +309,12 @@ def choose_policy(tiles: int, slots: int, k_iters: int, shared: bool = False) ->
 
 
 def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: bool = False,
-                  shared: bool = False) -> HopperConfig:
+                  shared: bool = False, tile_n: int | None = None) -> HopperConfig:
     """Tile width and policy for an ``m × n × k`` product on ``sms`` SMs.  Pure and deterministic.
 
     The tile is the candidate with the fewest estimated SM-time units: whole waves times the tile
-    area, the narrower tile charged 10 % for its lower reuse per loaded byte.
+    area, the narrower tile charged 10 % for its lower reuse per loaded byte.  ``tile_n`` fixes
+    the tile width (one of ``TILE_CHOICES``); the policy and fix-up are then chosen for it.
 
     >>> choose_config(8192, 8192, 8192, "bfloat16", 132).tile_n
     256
@@ -321,13 +322,17 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     'streamk'
     """
     kind = input_kind(dtype, allow_tf32)
+    if tile_n is not None and tile_n not in dict(TILE_CHOICES):
+        raise ValueError(f"tile_n must be one of {[t for t, _ in TILE_CHOICES]}, got {tile_n}")
     best = None
-    for rank, (tile_n, stages) in enumerate(TILE_CHOICES):
-        tiles = -(-m // TILE_M) * -(-n // tile_n)
+    for rank, (width, stages) in enumerate(TILE_CHOICES):
+        if tile_n is not None and width != tile_n:
+            continue
+        tiles = -(-m // TILE_M) * -(-n // width)
         waves = -(-tiles // sms)
-        cost = waves * TILE_M * tile_n / (1.0 - 0.1 * rank)
+        cost = waves * TILE_M * width / (1.0 - 0.1 * rank)
         if best is None or cost < best[0] - 1e-9:
-            best = (cost, tile_n, stages)
+            best = (cost, width, stages)
     _, tile_n, stages = best
     # the staged epilogue: 0.96 of cuBLAS at 4096³ against 0.88 for the paired stores (H200)
     cfg = HopperConfig(input=kind, tile_n=tile_n, stages=stages, epilogue="staged")
