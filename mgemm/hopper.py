@@ -122,6 +122,7 @@ LAUNCH_REGS = 168  # what ptxas gives each of the 384 threads under __launch_bou
 # Tiles the heuristic chooses among, (tile_n, stages), largest first; all run one CTA per SM.
 # The CI compile script (.ci/compile-kernels.sh) builds these.
 TILE_CHOICES = [(256, 4), (128, 6)]
+SHORT_K = 8  # K of at most this many 64-wide steps is short (see choose_config)
 
 
 @dataclass(frozen=True)
@@ -312,9 +313,15 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
                   shared: bool = False, tile_n: int | None = None) -> HopperConfig:
     """Tile width and policy for an ``m × n × k`` product on ``sms`` SMs.  Pure and deterministic.
 
-    The tile is the candidate with the fewest estimated SM-time units: whole waves times the tile
-    area, the narrower tile charged 10 % for its lower reuse per loaded byte.  ``tile_n`` fixes
-    the tile width (one of ``TILE_CHOICES``); the policy and fix-up are then chosen for it.
+    The tile: 128 wide when the 256-wide tiles would not fill one wave of ``sms`` (stream-K would
+    then split every tile and pay a fix-up for each, where the narrow tiles fill the SMs whole)
+    or when K is short (at most ``SHORT_K`` 64-wide steps: a tile's fixed costs, loads in flight
+    and the epilogue, dominate, and narrow tiles halve them per CTA).  Otherwise the candidate
+    with the fewest estimated SM-time units: whole waves times the tile area, the narrower tile
+    charged 10 % for its lower reuse per loaded byte.  On the H200 (benchmarks/RESULTS.md, fifth
+    session) the narrow tile was 1.1-1.3x the wide one on 896x2432x8192, 1024x2112x8192 and
+    8192x8192x256; the wide one wins at 4096³ and 8192³.  ``tile_n`` fixes the tile width (one of
+    ``TILE_CHOICES``); the policy and fix-up are then chosen for it.
 
     >>> choose_config(8192, 8192, 8192, "bfloat16", 132).tile_n
     256
@@ -324,6 +331,10 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     kind = input_kind(dtype, allow_tf32)
     if tile_n is not None and tile_n not in dict(TILE_CHOICES):
         raise ValueError(f"tile_n must be one of {[t for t, _ in TILE_CHOICES]}, got {tile_n}")
+    if tile_n is None:
+        wide_tiles = -(-m // TILE_M) * -(-n // TILE_CHOICES[0][0])
+        if wide_tiles < sms or -(-k // 64) <= SHORT_K:
+            tile_n = TILE_CHOICES[1][0]
     best = None
     for rank, (width, stages) in enumerate(TILE_CHOICES):
         if tile_n is not None and width != tile_n:

@@ -210,11 +210,25 @@ def test_heuristic_streamk_only_when_last_wave_is_poor(m, n, k):
     if cfg.policy == "streamk":
         assert tiles % 132 and k_iters >= 4
         assert tiles < 132 or tiles % 132 < 66
-    # A narrower tile is only taken when it needs fewer SM-time units.
-    if cfg.tile_n == 128:
-        wide = -(-(-(-m // 128) * -(-n // 256)) // 132)
-        narrow = -(-(-(-m // 128) * -(-n // 128)) // 132)
-        assert narrow * 128 / 0.9 < wide * 256
+    # The narrow tile is taken when the wide tiles do not fill one wave, when K is short, or
+    # when it needs fewer SM-time units; the wide one otherwise.
+    wide_tiles = -(-m // 128) * -(-n // 256)
+    wide = -(-wide_tiles // 132)
+    narrow = -(-(-(-m // 128) * -(-n // 128)) // 132)
+    narrow_wins = wide_tiles < 132 or -(-k // 64) <= hopper.SHORT_K or narrow * 128 / 0.9 < wide * 256
+    assert cfg.tile_n == (128 if narrow_wins else 256)
+
+
+def test_heuristic_tile_on_the_measured_shapes():
+    """The tile widths measured faster on the H200 (benchmarks/RESULTS.md, fifth session)."""
+    for shape in [(896, 2432, 8192), (1024, 2112, 8192), (8192, 8192, 256), (1408, 1536, 16384),
+                  (256, 256, 65536), (64, 8192, 8192)]:
+        assert hopper.choose_config(*shape, "float16", 132).tile_n == 128, shape
+    for shape in [(4096, 4096, 4096), (8192, 8192, 8192)]:
+        assert hopper.choose_config(*shape, "bfloat16", 132).tile_n == 256, shape
+    assert hopper.choose_config(896, 2432, 8192, "float16", 132, tile_n=256).tile_n == 256
+    with pytest.raises(ValueError):
+        hopper.choose_config(896, 2432, 8192, "float16", 132, tile_n=64)
 
 
 def test_plan_launch_pingpong_uses_its_tile_rows():
