@@ -58,10 +58,12 @@ in tests/test_hopper.py (108 in the third session, incl. every operand layout wi
 Python mirror; the 2-CTA cluster, pingpong and 24 / 240 register tests), and in the fourth, with
 the staged epilogue as the heuristic's default, the 113 that do not use clusters, pingpong or the
 register split, the staged epilogue's own among them.  Speed against cuBLAS in the same process,
-the two timed in turns: bf16 and fp16 0.97–1.00 at 8192³, 0.96 at 4096³, a geometric mean of 0.70–0.71
-over the six skewed shapes (0.40 on 256x256x65536 while each tile's owner added its ~33 stream-K
-partials alone; 0.59–0.60 in the fifth session with the spread fix-up, GPU-verified and now the
-heuristic's where tiles are split four or more ways); tf32 0.99 with B column-major, 0.86 with B row-major (copied every call).  One
+the two timed in turns: bf16 and fp16 0.97–1.00 at 8192³, 0.96 at 4096³; over the six skewed
+shapes a geometric mean of 0.70–0.71 in the fourth session, 0.64–0.76 in the fifth, where two
+heuristic changes were measured and GPU-tested: the spread stream-K fix-up for tiles split four or
+more ways (256x256x65536: 0.54–0.66 against 0.35–0.44 with the owner adding its ~33 partials
+alone) and the 128-wide tile where the 256-wide tiles do not fill a wave or K is short (ahead of
+the wide tile on all six, geomean 0.69 / 0.74 against 0.64 / 0.67 in one run); tf32 0.99 with B column-major, 0.86 with B row-major (copied every call).  One
 call costs 27–30 µs of host time (``cupy.matmul``: 26 µs).  2-CTA clusters (0.48–0.58), pingpong
 and 24 / 240 are correct but slower than the cooperative default here.  The persistent engine
 uses this kernel for float16 (and float32 with ``allow_tf32``) on sm_90; ``engine="auto"`` picks
