@@ -615,6 +615,9 @@ __device__ __forceinline__ void fix_up(const S& sched, const WorkUnit& w, float 
 // lower tile's tail, which the tile's other contributors wait for; had the CTA waited on its first
 // tile before computing the second, each CTA would wait for the next one's second unit, and the
 // waits would chain through the grid (one unit after another: 14 TFLOP/s on 896x2432x8192).
+// As it is, every CTA stores all its partials before it waits for any (all CTAs are resident),
+// so every wait ends.  A range whose last unit is a whole tile reduces its pending split tile
+// when the CTA runs out of units.
 // Slots: a CTA's stream-K range holds at most two split units, its first (the upper tile) and,
 // when the range runs on past that tile's start, its last (the lower tile): CTA c writes them to
 // slots 2c and 2c + 1 (a workspace of 2 x grid tiles), so the second never overwrites a partial
