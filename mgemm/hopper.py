@@ -321,8 +321,8 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     and the epilogue, dominate, and narrow tiles halve them per CTA).  Otherwise the candidate
     with the fewest estimated SM-time units: whole waves times the tile area, the narrower tile
     charged 10 % for its lower reuse per loaded byte.  On the H200 (benchmarks/RESULTS.md, fifth
-    session) the narrow tile was 1.1-1.3x the wide one on 896x2432x8192, 1024x2112x8192 and
-    8192x8192x256; the wide one wins at 4096³ and 8192³.  ``tile_n`` fixes the tile width (one of
+    session) the narrow tile was 1.0-1.3x the wide one on 896x2432x8192, 1024x2112x8192 and
+    8192x8192x256 (two runs); the wide one wins at 4096³ and 8192³.  ``tile_n`` fixes the tile width (one of
     ``TILE_CHOICES``); the policy and fix-up are then chosen for it.
 
     >>> choose_config(8192, 8192, 8192, "bfloat16", 132).tile_n
