@@ -624,7 +624,9 @@ __device__ __forceinline__ void fix_up(const S& sched, const WorkUnit& w, float 
 // others may still be adding.  A tile's contributors are CTAs lo..last; all but the last hold it
 // as their upper unit.  With fewer stream-K iterations than CTAs each non-empty range is one
 // iteration, and its slot is that iteration's global index.
-// mgemm.schedule.spread_slots mirrors the slots (tests/test_schedule.py checks them).
+// mgemm.schedule.spread_slots mirrors the slots and spread_reductions what each CTA reduces, in
+// order (tests/test_schedule.py checks both: no slot shared, every share of every split tile
+// reduced once).
 struct SpreadSlots {
   int lo, count, mine, rank, last_slot;
   bool one_each;

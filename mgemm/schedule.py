@@ -225,3 +225,42 @@ def spread_slots(rows: int, cols: int, k_iters: int, grid: int,
             read[tile] = [2 * d for d in range(lo, last)] + [2 * last + int(begin(last + 1) > te)]
     return written, read
 
+
+def spread_reductions(rows: int, cols: int, k_iters: int, grid: int,
+                      sk_tiles: int) -> list[list[tuple[int, int, int]]]:
+    """What each CTA reduces in the spread stream-K fix-up, in its order: ``(tile, rank, count)``,
+    the CTA's share being the ``rank``-th of ``count`` equal parts of the tile's elements.
+
+    Mirrors the consumer loop of kernels/gemm_hopper.cu: a CTA stores every split unit's partial;
+    a split unit that does not start the CTA's range is held back (its range is walked from the
+    end, so the unit that starts it comes last) and reduced right before the one that does, or
+    when the CTA runs out of units (a range ending on a whole tile).
+
+    >>> spread_reductions(1, 2, 4, 3, 2)  # 8 iterations over 3 CTAs: [0, 2), [2, 5), [5, 8)
+    [[(0, 0, 2)], [(1, 0, 2), (0, 1, 2)], [(1, 1, 2)]]
+    """
+    dp_tiles = rows * cols - sk_tiles
+    one_each = sk_tiles * k_iters < grid
+    out = []
+    for c, units in enumerate(assignment("streamk", rows, cols, k_iters, grid, sk_tiles=sk_tiles)):
+        mine: list[tuple[int, int, int]] = []
+        pending = None
+        for tile, kb, ke in units:
+            if kb == 0 and ke == k_iters:
+                continue
+            ts = (tile - dp_tiles) * k_iters
+            if one_each:
+                share = (tile, kb, k_iters)
+            else:
+                lo = streamk_cta_of(ts, grid, sk_tiles, k_iters)
+                last = streamk_cta_of(ts + k_iters - 1, grid, sk_tiles, k_iters)
+                share = (tile, c - lo, last - lo + 1)
+            if ts + kb != streamk_begin(c, grid, sk_tiles, k_iters):
+                pending = share
+                continue
+            mine += ([pending] if pending else []) + [share]
+            pending = None
+        if pending:
+            mine.append(pending)
+        out.append(mine)
+    return out

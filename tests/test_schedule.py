@@ -117,6 +117,28 @@ def test_spread_slots_never_collide_and_each_tile_reads_what_its_units_wrote(gri
         assert schedule.streamk_begin(c, grid, sk, k_iters) <= x < schedule.streamk_begin(c + 1, grid, sk, k_iters)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 140), st.integers(1, 12), st.integers(1, 12), st.integers(4, 70))
+def test_spread_reductions_cover_every_split_tile_once(grid, rows, cols, k_iters):
+    """In the spread fix-up every contributor of a split tile reduces its own share of it, once,
+    and the shares of a tile's contributors are all of its parts: no element is left unwritten
+    (a CTA whose range ends on a whole tile still reduces the split tile it held back) and none
+    is written twice."""
+    tiles = rows * cols
+    sk = schedule.streamk_tiles(tiles, grid, k_iters) or tiles
+    written, read = schedule.spread_slots(rows, cols, k_iters, grid, sk)
+    reductions = schedule.spread_reductions(rows, cols, k_iters, grid, sk)
+    shares: dict[int, list[int]] = {}
+    for c, mine in enumerate(reductions):
+        assert sorted(t for t, _, _ in mine) == sorted(t for (d, t) in written if d == c)
+        for tile, rank, count in mine:
+            assert count == len(read[tile])
+            shares.setdefault(tile, []).append(rank)
+    assert set(shares) == set(read)
+    for tile, ranks in shares.items():
+        assert sorted(ranks) == list(range(len(read[tile]))), tile
+
+
 def test_streamk_tiles_rule():
     assert schedule.streamk_tiles(264, 132, 10) == 0  # whole waves
     assert schedule.streamk_tiles(100, 132, 10) == 100  # less than a wave: all split
