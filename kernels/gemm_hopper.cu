@@ -722,7 +722,7 @@ __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const T
     const WorkUnit w = sh.units[slot];
     mbar_arrive(&sh.unit_empty[slot]);
     if (w.tile < 0) {
-      if constexpr (Config::kSpreadFixUp) {  // the range's last unit was a whole tile
+      if constexpr (Scheduler::kSplitsK && Config::kSpreadFixUp) {  // the range's last unit was a whole tile
         if (has_pending)
           spread_reduce(sched, pending, workspace, sync + 1, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta);
       }

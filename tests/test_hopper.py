@@ -329,7 +329,11 @@ def test_operand_misaligned_pointer_is_copied():
                                  HopperConfig(input="bfloat16", tile_n=128, stages=6, epilogue="staged",
                                               policy="streamk", sk_reduce="spread", b_k_major=False),
                                  HopperConfig(input="tf32", tile_n=256, stages=4, policy="streamk",
-                                              sk_reduce="spread")], ids=str)
+                                              sk_reduce="spread"),
+                                 # a policy that splits no tile, with the spread fix-up named
+                                 # (a config the heuristic's with another policy becomes)
+                                 HopperConfig(input="float16", tile_n=128, stages=6, epilogue="staged",
+                                              policy="static", sk_reduce="spread")], ids=str)
 def test_rendered_source_compiles_for_sm90a(cfg, tmp_path):
     """The launcher's #defines compile, and its shared-memory size equals the kernel's (a
     static_assert in gemm_hopper.cu)."""
