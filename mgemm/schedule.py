@@ -185,6 +185,36 @@ def streamk_cta_of(x: int, grid: int, sk_tiles: int, k_iters: int) -> int:
     return ((x + 1) * grid + sk_iters - 1) // sk_iters - 1
 
 
+def _spread_unit(c: int, ts: int, kb: int, k_iters: int, grid: int,
+                 sk_tiles: int) -> tuple[int, list[int], int, bool]:
+    """One split unit of CTA ``c`` in the spread fix-up, as ``SpreadSlots`` in
+    kernels/gemm_hopper.cu computes it: ``(slot written, slots read in contributor order, this
+    CTA's rank among them, whether the unit starts the CTA's range)``; ``ts`` is the first global
+    stream-K iteration of the unit's tile, ``kb`` the unit's first iteration within it."""
+    def begin(cta: int) -> int:
+        return streamk_begin(cta, grid, sk_tiles, k_iters)
+
+    te = ts + k_iters
+    ends_range = ts + kb == begin(c)
+    if sk_tiles * k_iters < grid:  # one iteration per non-empty range: slot = its global index
+        return ts + kb, list(range(ts, te)), kb, ends_range
+    lo = streamk_cta_of(ts, grid, sk_tiles, k_iters)
+    last = streamk_cta_of(te - 1, grid, sk_tiles, k_iters)
+    lower = ends_range and begin(c + 1) > te
+    read = [2 * d for d in range(lo, last)] + [2 * last + int(begin(last + 1) > te)]
+    return 2 * c + int(lower), read, c - lo, ends_range
+
+
+def _split_units(rows: int, cols: int, k_iters: int, grid: int, sk_tiles: int):
+    """``(cta, tile, tile's first global stream-K iteration, unit's first iteration in it)`` of
+    every split stream-K unit, each CTA's in the order the kernel runs them."""
+    dp_tiles = rows * cols - sk_tiles
+    for c, units in enumerate(assignment("streamk", rows, cols, k_iters, grid, sk_tiles=sk_tiles)):
+        for tile, kb, ke in units:
+            if not (kb == 0 and ke == k_iters):
+                yield c, tile, (tile - dp_tiles) * k_iters, kb
+
+
 def spread_slots(rows: int, cols: int, k_iters: int, grid: int,
                  sk_tiles: int) -> tuple[dict[tuple[int, int], int], dict[int, list[int]]]:
     """The workspace slots of the Hopper kernel's spread stream-K fix-up (``sk_reduce="spread"``,
@@ -199,30 +229,10 @@ def spread_slots(rows: int, cols: int, k_iters: int, grid: int,
     >>> spread_slots(1, 2, 4, 3, 2)  # 8 iterations over 3 CTAs: [0, 2), [2, 5), [5, 8)
     ({(0, 0): 0, (1, 1): 2, (1, 0): 3, (2, 1): 4}, {0: [0, 3], 1: [2, 4]})
     """
-    dp_tiles = rows * cols - sk_tiles
-    sk_iters = sk_tiles * k_iters
-    one_each = sk_iters < grid
-
-    def begin(c: int) -> int:
-        return streamk_begin(c, grid, sk_tiles, k_iters)
-
     written: dict[tuple[int, int], int] = {}
     read: dict[int, list[int]] = {}
-    for c, units in enumerate(assignment("streamk", rows, cols, k_iters, grid, sk_tiles=sk_tiles)):
-        for tile, kb, ke in units:
-            if kb == 0 and ke == k_iters:
-                continue
-            ts = (tile - dp_tiles) * k_iters
-            te = ts + k_iters
-            if one_each:
-                written[(c, tile)] = ts + kb
-                read[tile] = list(range(ts, te))
-                continue
-            lower = ts + kb == begin(c) and begin(c + 1) > te
-            written[(c, tile)] = 2 * c + int(lower)
-            lo = streamk_cta_of(ts, grid, sk_tiles, k_iters)
-            last = streamk_cta_of(te - 1, grid, sk_tiles, k_iters)
-            read[tile] = [2 * d for d in range(lo, last)] + [2 * last + int(begin(last + 1) > te)]
+    for c, tile, ts, kb in _split_units(rows, cols, k_iters, grid, sk_tiles):
+        written[(c, tile)], read[tile], _, _ = _spread_unit(c, ts, kb, k_iters, grid, sk_tiles)
     return written, read
 
 
@@ -239,28 +249,15 @@ def spread_reductions(rows: int, cols: int, k_iters: int, grid: int,
     >>> spread_reductions(1, 2, 4, 3, 2)  # 8 iterations over 3 CTAs: [0, 2), [2, 5), [5, 8)
     [[(0, 0, 2)], [(1, 0, 2), (0, 1, 2)], [(1, 1, 2)]]
     """
-    dp_tiles = rows * cols - sk_tiles
-    one_each = sk_tiles * k_iters < grid
-    out = []
-    for c, units in enumerate(assignment("streamk", rows, cols, k_iters, grid, sk_tiles=sk_tiles)):
-        mine: list[tuple[int, int, int]] = []
-        pending = None
-        for tile, kb, ke in units:
-            if kb == 0 and ke == k_iters:
-                continue
-            ts = (tile - dp_tiles) * k_iters
-            if one_each:
-                share = (tile, kb, k_iters)
-            else:
-                lo = streamk_cta_of(ts, grid, sk_tiles, k_iters)
-                last = streamk_cta_of(ts + k_iters - 1, grid, sk_tiles, k_iters)
-                share = (tile, c - lo, last - lo + 1)
-            if ts + kb != streamk_begin(c, grid, sk_tiles, k_iters):
-                pending = share
-                continue
-            mine += ([pending] if pending else []) + [share]
-            pending = None
-        if pending:
-            mine.append(pending)
-        out.append(mine)
+    out: list[list[tuple[int, int, int]]] = [[] for _ in range(grid)]
+    pending: dict[int, tuple[int, int, int]] = {}
+    for c, tile, ts, kb in _split_units(rows, cols, k_iters, grid, sk_tiles):
+        _, read, rank, ends_range = _spread_unit(c, ts, kb, k_iters, grid, sk_tiles)
+        share = (tile, rank, len(read))
+        if not ends_range:
+            pending[c] = share
+            continue
+        out[c] += ([pending.pop(c)] if c in pending else []) + [share]
+    for c, share in pending.items():  # out of units with a split tile held back
+        out[c].append(share)
     return out
