@@ -346,6 +346,16 @@ __device__ __forceinline__ void produce(const TmaDesc* ta, const TmaDesc* tb, un
 
 // --- consumers ------------------------------------------------------------------------------------
 
+// The u-th work unit, handed over by the producer through the unit slots (every consumer thread
+// reads it and arrives on the slot's "empty" barrier).
+__device__ __forceinline__ WorkUnit take_unit(Shared& sh, int u) {
+  const int slot = u % Config::kUnits;
+  mbar_wait(&sh.unit_full[slot], (u / Config::kUnits) & 1);
+  const WorkUnit w = sh.units[slot];
+  mbar_arrive(&sh.unit_empty[slot]);
+  return w;
+}
+
 // Frees a stage for the producer(s): one arrival per consumer warp on its "empty" barrier, and with
 // CLUSTER_M 2 on the peer's too (the peer's producer multicasts into this CTA's stage).
 __device__ __forceinline__ void release_stage(unsigned long long* empty) {
@@ -717,10 +727,7 @@ __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const T
   WorkUnit pending;  // SK_REDUCE SPREAD: a split unit whose tile is reduced once the range is stored
   bool has_pending = false;
   for (int u = 0;; ++u) {
-    const int slot = u % Config::kUnits;
-    mbar_wait(&sh.unit_full[slot], (u / Config::kUnits) & 1);
-    const WorkUnit w = sh.units[slot];
-    mbar_arrive(&sh.unit_empty[slot]);
+    const WorkUnit w = take_unit(sh, u);
     if (w.tile < 0) {
       if constexpr (Scheduler::kSplitsK && Config::kSpreadFixUp) {  // the range's last unit was a whole tile
         if (has_pending)
@@ -870,10 +877,7 @@ __device__ __forceinline__ void consume_pingpong(unsigned char* ring, Shared& sh
   const Scheduler sched(g, args);  // for stream-K's bookkeeping only; units come from the slots
   RingPos pos;
   for (int u = 0;; ++u) {
-    const int slot = u % Config::kUnits;
-    mbar_wait(&sh.unit_full[slot], (u / Config::kUnits) & 1);
-    const WorkUnit w = sh.units[slot];
-    mbar_arrive(&sh.unit_empty[slot]);
+    const WorkUnit w = take_unit(sh, u);
     if (w.tile < 0) {
       if (u > 0 && (u & 1) == wg) named_sync<Config::kConsumerThreads>(Config::kTurnBar + wg);
       return;
