@@ -551,13 +551,17 @@ def test_spread_fix_up_matches_float64_and_repeats(m, n, k, sms, tile_n, kind):
 @needs_sm90
 @pytest.mark.parametrize("policy", ["per_tile", "static", "streamk"])
 @pytest.mark.parametrize("m,n,k,sms", [(1000, 1500, 700, None), (300, 2000, 4096, 20), (64, 64, 64, 7)])
-def test_kernel_record_equals_mirror(policy, m, n, k, sms):
+@pytest.mark.parametrize("consumers", ["cooperative", "pingpong"])
+def test_kernel_record_equals_mirror(policy, m, n, k, sms, consumers):
     rng = np.random.default_rng(1)
     a, _ = rand_operand((m, k), "float16", rng)
     b, _ = rand_operand((k, n), "float16", rng)
     cfg = HopperConfig(input="float16", tile_n=128, policy=policy)
+    if consumers == "pingpong":  # one warpgroup per 64-row tile
+        cfg = cfg.replace(tile_m=64, pingpong=True)
     _, record = hopper.gemm(a, b, config=cfg, sms=sms, debug=True)
     lp = hopper.launch_info(a.shape, b.shape, cfg.replace(record=True), sms=sms)
+    assert lp.rows == -(-m // cfg.tile_m)
     expect = schedule.assignment(policy, lp.rows, lp.cols, lp.k_iters, lp.grid, sk_tiles=lp.sk_tiles)
     assert schedule.from_record(record.tolist(), lp.grid) == expect
 
@@ -735,22 +739,6 @@ def test_pingpong_k_zero_and_streamk_reproducible():
     for _ in range(3):
         again = hopper.gemm(a, b, config=cfg, as_dtype="bfloat16", out_dtype="float32", sms=11)
         assert bool((again == first).all())
-
-
-@pytest.mark.gpu
-@needs_sm90
-@pytest.mark.parametrize("policy", ["per_tile", "static", "streamk"])
-@pytest.mark.parametrize("m,n,k,sms", [(1000, 1500, 700, None), (300, 2000, 4096, 20), (64, 64, 64, 7)])
-def test_pingpong_record_equals_mirror(policy, m, n, k, sms):
-    rng = np.random.default_rng(1)
-    a, _ = rand_operand((m, k), "float16", rng)
-    b, _ = rand_operand((k, n), "float16", rng)
-    cfg = HopperConfig(input="float16", tile_m=64, tile_n=128, policy=policy, pingpong=True)
-    _, record = hopper.gemm(a, b, config=cfg, sms=sms, debug=True)
-    lp = hopper.launch_info(a.shape, b.shape, cfg.replace(record=True), sms=sms)
-    assert lp.rows == -(-m // 64)
-    expect = schedule.assignment(policy, lp.rows, lp.cols, lp.k_iters, lp.grid, sk_tiles=lp.sk_tiles)
-    assert schedule.from_record(record.tolist(), lp.grid) == expect
 
 
 @pytest.mark.gpu
