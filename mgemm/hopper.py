@@ -63,14 +63,15 @@ shapes a geometric mean of 0.70–0.71 in the fourth session, 0.64–0.76 in the
 heuristic changes were measured and GPU-tested: the spread stream-K fix-up for tiles split four or
 more ways (256x256x65536: 0.54–0.66 against 0.35–0.44 with the owner adding its ~33 partials
 alone) and the 128-wide tile where the 256-wide tiles do not fill a wave or K is short (ahead of
-the wide tile on all six, geomean 0.69 / 0.74 against 0.64 / 0.67 in one run); tf32 0.99 with B column-major, 0.86 with B row-major (copied every call).  One
-call costs 27–30 µs of host time (``cupy.matmul``: 26 µs).  2-CTA clusters (0.48–0.58), pingpong
-and 24 / 240 are correct but slower than the cooperative default here.  The persistent engine
-uses this kernel for float16 (and float32 with ``allow_tf32``) on sm_90; ``engine="auto"`` picks
-cuBLAS, ahead or level on every shape measured.
+the wide tile on all six, geomean 0.69 / 0.74 against 0.64 / 0.67 in one run); tf32 0.99 with B
+column-major, 0.86 with B row-major (copied every call).  One call costs 27–30 µs of host time
+(``cupy.matmul``: 26 µs).  2-CTA clusters (0.48–0.58), pingpong and 24 / 240 are correct but
+slower than the cooperative default here.  The persistent engine uses this kernel for float16 (and
+float32 with ``allow_tf32``) on sm_90; ``engine="auto"`` picks cuBLAS, ahead or level on every
+shape measured.
 
-Not yet done: a TMA-store epilogue; clusters
-along N (multicast of A) or larger than 2; 256-row tiles.
+Not yet done: a TMA-store epilogue; clusters along N (multicast of A) or larger than 2; 256-row
+tiles.
 
 On the H200, from the repository root, with wheels of mgemm's Python dependencies in .whl::
 
@@ -322,8 +323,8 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     with the fewest estimated SM-time units: whole waves times the tile area, the narrower tile
     charged 10 % for its lower reuse per loaded byte.  On the H200 (benchmarks/RESULTS.md, fifth
     session) the narrow tile was 1.0-1.3x the wide one on 896x2432x8192, 1024x2112x8192 and
-    8192x8192x256 (two runs); the wide one wins at 4096³ and 8192³.  ``tile_n`` fixes the tile width (one of
-    ``TILE_CHOICES``); the policy and fix-up are then chosen for it.
+    8192x8192x256 (two runs); the wide one wins at 4096³ and 8192³.  ``tile_n`` fixes the tile
+    width (one of ``TILE_CHOICES``); the policy and fix-up are then chosen for it.
 
     >>> choose_config(8192, 8192, 8192, "bfloat16", 132).tile_n
     256
