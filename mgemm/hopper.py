@@ -61,7 +61,7 @@ register split, the staged epilogue's own among them.  Speed against cuBLAS in t
 the two timed in turns: bf16 and fp16 0.97–1.00 at 8192³, 0.96 at 4096³; over the six skewed
 shapes a geometric mean of 0.70–0.71 in the fourth session, 0.64–0.76 in the fifth, where two
 heuristic changes were measured and GPU-tested: the spread stream-K fix-up for tiles split four or
-more ways (256x256x65536: 0.54–0.66 against 0.35–0.44 with the owner adding its ~33 partials
+more ways (256x256x65536: 0.49–0.66 against 0.35–0.44 with the owner adding its ~33 partials
 alone) and the 128-wide tile where the 256-wide tiles do not fill a wave or K is short (ahead of
 the wide tile on all six, geomean 0.69 / 0.74 against 0.64 / 0.67 in one run); tf32 0.99 with B
 column-major, 0.86 with B row-major (copied every call).  One call costs 27–30 µs of host time
