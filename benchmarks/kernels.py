@@ -315,7 +315,7 @@ def main(argv=None):
     ap.add_argument("--ladder", action="store_true", help="tile variants at 8192³")
     ap.add_argument("--hog", action="store_true", help="dynamic vs static beside an SM-holding kernel")
     ap.add_argument("--sweep", action="store_true", help="tile counts over 1..3 waves")
-    ap.add_argument("--ladder-match", default="", help="only the ladder steps whose label has this")
+    ap.add_argument("--ladder-match", default="", help="only the ladder steps whose label has this (or one of a|b|...)")
     ap.add_argument("--policies", default="per_tile,static,dynamic,streamk",
                     help="policies timed beside cuBLAS and the heuristic's choice (comma-separated)")
     ap.add_argument("--squares", default="", help="comma-separated square sizes, or none (default per --quick)")
@@ -343,7 +343,7 @@ def main(argv=None):
             c = Case("square8192", 8192, 8192, 8192)
             impls = {"cuBLAS": None}
             for label, fields in LADDER[dtype]:
-                if args.ladder_match in label:
+                if any(part in label for part in args.ladder_match.split("|")):
                     impls[label] = KernelConfig.default(dtype, policy="static", **fields)
             rows += measure(c, dtype, impls, rng, args.reps)
         for case in cases:
