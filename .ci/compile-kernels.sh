@@ -52,12 +52,6 @@ for tile in 256_128_32_4_4_2 128_128_32_6_2_2 64_128_32_4_2_2; do
   variants+=("MGEMM_F16 STATIC 1 0 $tile $KNOBS" "MGEMM_BF16 STREAMK 1 0 $tile $KNOBS")
 done
 variants+=("MGEMM_F16 DYNAMIC 0 1 256_128_32_4_4_2 $KNOBS" "MGEMM_BF16 PER_TILE 1 1 256_128_32_4_4_2 $KNOBS")
-# stage_unroll (mgemm/kernels.py, opt-in): the heuristic's first tile in the layouts where it compiles
-# without spills (with A m-major and B n-major, and at 128x128x32 s6, ptxas spills 4 bytes), 3 stages.
-for layout in "1 0" "0 1" "1 1"; do
-  variants+=("MGEMM_F16 STATIC $layout 256_128_32_4_4_2 $KNOBS -DMGEMM_STAGE_UNROLL=1")
-done
-variants+=("MGEMM_BF16 STREAMK 1 0 256_128_32_3_4_2 $KNOBS -DMGEMM_STAGE_UNROLL=1")
 
 compile() {  # input policy a_k_major b_k_major [tile (m_n_k_stages_wm_wn, - for the default) [-D...]]
   local input=$1 policy=$2 ak=$3 bk=$4 tile=${5:--}

@@ -233,13 +233,7 @@ LADDER = {
                 ("knobs 256x128x32 s4 w4x2 group 16", dict(KNOBS, tile_m=256, warps_m=4, group=16)),
                 ("knobs 256x128x32 s4 w4x2 raster n", dict(KNOBS, tile_m=256, warps_m=4, raster="n")),
                 ("knobs 256x128x32 s4 w4x4 (16 warps of 64x32)", dict(KNOBS, tile_m=256, warps_m=4, warps_n=4)),
-                # stage_unroll: stage indices constant in the full k-tiles' loop
-                ("knobs+unroll 256x128x32 s4 w4x2", dict(KNOBS, stage_unroll=True, tile_m=256, warps_m=4)),
-                ("knobs+unroll 256x128x32 s3 w4x2", dict(KNOBS, stage_unroll=True, tile_m=256, warps_m=4, stages=3)),
-                ("knobs+unroll 256x128x32 s5 w4x2", dict(KNOBS, stage_unroll=True, tile_m=256, warps_m=4, stages=5)),
                 ("knobs 256x128x64 s4 w4x2", dict(KNOBS, tile_m=256, warps_m=4, tile_k=64)),
-                ("knobs+unroll 256x128x64 s4 w4x2", dict(KNOBS, stage_unroll=True, tile_m=256, warps_m=4, tile_k=64)),
-                ("knobs+unroll 128x128x32 s6 w2x2", dict(KNOBS, stage_unroll=True, tile_n=128, warps_n=2, stages=6)),
                 ("knobs 128x256x32 s4 w2x4", dict(KNOBS, tile_n=256, warps_n=4))],
     "float32": [("default 64x128x8 s3 w2x2", {}),
                 ("4-byte copies only", dict(simt_vec=False)),

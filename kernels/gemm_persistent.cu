@@ -60,9 +60,6 @@
 #ifndef MGEMM_FRAG_CARRY
 #define MGEMM_FRAG_CARRY 0  // tensor cores: next k-tile's barrier and first fragments before the last mma
 #endif
-#ifndef MGEMM_STAGE_UNROLL
-#define MGEMM_STAGE_UNROLL 0  // with frag_carry and fast_copy: full k-tiles kStages at a time, stages constant
-#endif
 #ifndef MGEMM_MIN_BLOCKS
 #define MGEMM_MIN_BLOCKS 1  // __launch_bounds__ minimum CTAs per SM (> 1 caps registers per thread)
 #endif
@@ -88,7 +85,6 @@ struct Config {
   static constexpr int kDmmaK = MGEMM_DMMA_K;
   static constexpr bool kFragDb = MGEMM_FRAG_DB, kSimtVec = MGEMM_SIMT_VEC;
   static constexpr bool kSwizzle = MGEMM_SWIZZLE, kFastCopy = MGEMM_FAST_COPY, kFragCarry = MGEMM_FRAG_CARRY;
-  static constexpr bool kStageUnroll = MGEMM_STAGE_UNROLL;
 };
 
 #if MGEMM_INPUT == MGEMM_F32

@@ -10,8 +10,6 @@
 //   kFastCopy  tiles wholly inside M, N and K are copied without edge masks (no src-size operand);
 //   kFragCarry the barrier of k-tile t+1 is taken before the last k-step's mma of k-tile t, and
 //              k-tile t+1's first fragments are loaded across it (needs kFragDb, an even k-step count).
-//   kStageUnroll  (with kFragCarry and kFastCopy) the full k-tiles run kStages at a time, so that the
-//              stage of each is a compile-time constant and shared addresses are base + immediate.
 //
 // Integer work is kept out of the k-loop: each thread's copy sources, shared destinations, edge
 // masks and fragment addresses are computed once per work unit (Copier, the lane offsets in run);
@@ -61,7 +59,6 @@ struct MmaMainloop {
   static constexpr bool kSwz = Cfg::kSwizzle && kHalf;
   static constexpr bool kFast = Cfg::kFastCopy;
   static constexpr bool kCarry = Cfg::kFragCarry && kFragDb;  // (mgemm/kernels.py allows it for f16/bf16)
-  static constexpr bool kUnroll = Cfg::kStageUnroll && kCarry && kFast;
 
   static constexpr int EB = sizeof(In), CH = 16 / EB;  // bytes per element, elements per chunk
   static constexpr int PAD_A = kSwz ? 0 : (kHalf ? 8 : (kF64 ? 4 : (AK_MAJOR ? 4 : 8)));
@@ -452,38 +449,26 @@ struct MmaMainloop {
       cp_async_wait<kStages - 2>();
       __syncthreads();
       if (nk > 0) load_frag(f[0], 0, stage_addr(s_a, s_b, lane));
-      // k-tile `i` computes from stage `rd` and refills stage `wr`; `rd` + 1 is read next.
-      auto step = [&](auto full, int i, int rd, int wr) {
-        if (decltype(full)::value || i + kStages - 1 < nk)
-          load_tile(ca, cb, s_a + wr * (A_STAGE * EB), s_b + wr * (B_STAGE * EB), decltype(full)::value);
+      auto body = [&](auto full) {
+        if (decltype(full)::value || it + kStages - 1 < nk)
+          load_tile(ca, cb, s_a + write * (A_STAGE * EB), s_b + write * (B_STAGE * EB), decltype(full)::value);
         cp_async_commit();
-        const StageAddr cur = stage_addr(s_a + rd * (A_STAGE * EB), s_b + rd * (B_STAGE * EB), lane);
-        const int nx = rd + 1 == kStages ? 0 : rd + 1;
+        const StageAddr cur = stage_addr(s_a + read * (A_STAGE * EB), s_b + read * (B_STAGE * EB), lane);
+        read = read + 1 == kStages ? 0 : read + 1;
+        write = write + 1 == kStages ? 0 : write + 1;
 #pragma unroll
         for (int s = 0; s < STEPS; ++s) {
           if (s + 1 < STEPS) {
             load_frag(f[(s + 1) & 1], (s + 1) * AK, cur);
           } else {
             cp_async_wait<kStages - 2>();
-            __syncthreads();  // k-tile i+1 landed for everyone; k-tile i's fragments are loaded
-            if (decltype(full)::value || i + 1 < nk)  // (a full k-tile is never the last one)
-              load_frag(f[0], 0, stage_addr(s_a + nx * (A_STAGE * EB), s_b + nx * (B_STAGE * EB), lane));
+            __syncthreads();  // k-tile it+1 landed for everyone; k-tile it's fragments are loaded
+            if (it + 1 < nk)
+              load_frag(f[0], 0, stage_addr(s_a + read * (A_STAGE * EB), s_b + read * (B_STAGE * EB), lane));
           }
           mma_frag(acc, f[s & 1]);
         }
       };
-      auto body = [&](auto full) {
-        step(full, it, read, write);
-        read = read + 1 == kStages ? 0 : read + 1;
-        write = write + 1 == kStages ? 0 : write + 1;
-      };
-      // kStageUnroll: the full k-tiles go kStages at a time from stage 0 (read is 0 at the start), so
-      // that every stage index, and with it every shared address offset, is a compile-time constant;
-      // read and write are back where they started after each group.
-      if constexpr (kFast && kUnroll)
-        for (; it + kStages <= fast_end; it += kStages)
-#pragma unroll
-          for (int r = 0; r < kStages; ++r) step(Bool<true>{}, it + r, r, (r + kStages - 1) % kStages);
       if constexpr (kFast)
         for (; it < fast_end; ++it) body(Bool<true>{});
       for (; it < nk; ++it) body(Bool<false>{});

@@ -135,7 +135,7 @@ class KernelConfig(RenderedConfig):
     # Mainloop variant knobs at their defaults: str() names only those that differ.
     VARIANT_DEFAULTS: ClassVar[dict] = {"dmma_k": 4, "frag_db": True, "simt_vec": True,
                                         "swizzle": False, "fast_copy": False, "frag_carry": False,
-                                        "stage_unroll": False, "min_blocks": 1}
+                                        "min_blocks": 1}
 
     input: str = "float16"
     output: str | None = None  # None: the storage type of the input
@@ -164,9 +164,6 @@ class KernelConfig(RenderedConfig):
     # float16/bfloat16 with frag_db: the next k-tile's barrier and first fragments come before the
     # last k-step's mma (needs an even number of k-steps per tile)
     frag_carry: bool = False
-    # with frag_carry and fast_copy: the full k-tiles run `stages` at a time, so that each one's
-    # stage is a compile-time constant (shared addresses become a base register plus an immediate)
-    stage_unroll: bool = False
     min_blocks: int = 1  # __launch_bounds__ minimum CTAs per SM (> 1 caps the registers per thread)
 
     def __post_init__(self):
@@ -199,8 +196,6 @@ class KernelConfig(RenderedConfig):
                 raise ValueError("frag_carry needs frag_db and a float16 or bfloat16 input")
             if (self.tile_k // self.atom_k) % 2:
                 raise ValueError(f"frag_carry needs an even number of k-steps, got tile_k={self.tile_k}")
-        if self.stage_unroll and not (self.frag_carry and self.fast_copy):
-            raise ValueError("stage_unroll needs frag_carry and fast_copy")
         if self.min_blocks not in (1, 2, 3, 4) or self.threads * self.min_blocks > 2048:
             raise ValueError(f"min_blocks must be 1..4 with threads*min_blocks <= 2048, got {self.min_blocks}")
 
@@ -284,7 +279,6 @@ class KernelConfig(RenderedConfig):
             "MGEMM_SWIZZLE": str(int(self.swizzle)),
             "MGEMM_FAST_COPY": str(int(self.fast_copy)),
             "MGEMM_FRAG_CARRY": str(int(self.frag_carry)),
-            "MGEMM_STAGE_UNROLL": str(int(self.stage_unroll)),
             "MGEMM_MIN_BLOCKS": str(self.min_blocks),
         }
 

@@ -89,10 +89,6 @@ def test_config_validates():
         KernelConfig.default("float16", min_blocks=3, tile_m=256, tile_n=256, warps_m=4, warps_n=8)  # 3072 threads
     with pytest.raises(ValueError):
         KernelConfig.default("float64", frag_carry=True)
-    with pytest.raises(ValueError):
-        KernelConfig.default("float16", frag_carry=True, stage_unroll=True)  # needs fast_copy too
-    with pytest.raises(ValueError):
-        KernelConfig.default("float16", fast_copy=True, stage_unroll=True)  # needs frag_carry too
     KernelConfig.default("float64", fast_copy=True)
     KernelConfig.default("bfloat16", swizzle=True, fast_copy=True, frag_carry=True, tile_k=64, stages=3)
 
@@ -379,8 +375,7 @@ def test_mainloop_variants(kind, variant):
     _check(200, 136, 96, kind, "streamk", trans_a=True, trans_b=True, seed=30, beta=0.25, **variant)
 
 
-# The opt-in tensor-core knobs (swizzle, fast_copy, frag_carry, stage_unroll, min_blocks), alone and
-# together.
+# The opt-in tensor-core knobs (swizzle, fast_copy, frag_carry, min_blocks), alone and together.
 # Shapes: edges in every tile dimension, tiles wholly inside M/N/K (fast_copy's unmasked loop), a
 # K tail after full k-tiles, and stream-K units that start and end inside K.
 KNOB_VARIANTS = [
@@ -391,11 +386,6 @@ KNOB_VARIANTS = [
     ("float16", dict(frag_carry=True)),
     ("float16", dict(swizzle=True, fast_copy=True, frag_carry=True)),
     ("bfloat16", dict(swizzle=True, fast_copy=True, frag_carry=True, tile_k=64, stages=4)),
-    # stage_unroll: groups of `stages` full k-tiles; 3 and 5 stages leave a remainder before the edge
-    ("float16", dict(swizzle=True, fast_copy=True, frag_carry=True, stage_unroll=True,
-                     tile_m=256, warps_m=4)),
-    ("bfloat16", dict(swizzle=True, fast_copy=True, frag_carry=True, stage_unroll=True, stages=3)),
-    ("float16", dict(fast_copy=True, frag_carry=True, stage_unroll=True, stages=5)),
     ("float16", dict(min_blocks=2, warps_n=4)),
     ("float64", dict(fast_copy=True)),
     ("tf32", dict(fast_copy=True)),
