@@ -45,8 +45,9 @@ def _as_operand(x: Any, name: str) -> tuple[Any, str]:
                          f"{name}.compute_chunk_sizes() first")
     if kind == "numpy" and not isinstance(x, np.ndarray):
         x = np.asarray(x)
-    dtype = np.dtype(x.dtype) if str(x.dtype) != "bfloat16" else x.dtype
-    if getattr(dtype, "kind", "") in ("O", "U", "S", "V", "M", "m"):
+    if str(x.dtype) == "bfloat16":  # ml_dtypes' bfloat16 (NumPy kind "V"): a real number type
+        return x, kind
+    if np.dtype(x.dtype).kind in ("O", "U", "S", "V", "M", "m"):
         raise TypeError(f"mgemm: {name} has dtype {x.dtype}, which has no matrix product")
     return x, kind
 

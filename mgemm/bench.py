@@ -267,6 +267,7 @@ class Row:
     workers: int
     protocol: str
     environment: dict = field(default_factory=dict)
+    error: str = ""  # why the method could not run or failed its check (then no times)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -411,9 +412,17 @@ def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, option
     for key in methods:
         method = METHODS[key]
         progress(f"{case.name}: {method.name} warm-up and check")
-        _, c = timed(client, lambda: method.run(a, b, options))
-        err = check(a, b, c, tol=tolerance(case.dtype, options.get("allow_tf32", False)))
-        del c
+        try:
+            _, c = timed(client, lambda: method.run(a, b, options))
+            err = check(a, b, c, tol=tolerance(case.dtype, options.get("allow_tf32", False)))
+            del c
+        except Exception as exc:  # the row says what broke; the other methods and cases still run
+            error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            progress(f"{case.name}: {method.name} FAILED: {error}")
+            nan = float("nan")
+            rows.append(Row(case.name, method.name, case.m, case.n, case.k, case.dtype, [], nan, nan,
+                            nan, len(workers), proto, env, error))
+            continue
         times = []
         for r in range(repeat):
             progress(f"{case.name}: {method.name} run {r + 1}/{repeat}")
@@ -444,6 +453,9 @@ def table(rows: list[Row]) -> str:
     lines = [f"{'case':<16} {'method':<18} {'median s':>9} {'TFLOP/s':>8} {'vs dask':>8} "
              f"{'rel err':>9} {'runs':>5}"]
     for r in rows:
+        if r.error:
+            lines.append(f"{r.case:<16} {r.method:<18} failed: {r.error}")
+            continue
         ratio = base[r.case] / r.median_s if r.case in base else float("nan")
         lines.append(f"{r.case:<16} {r.method:<18} {r.median_s:>9.3f} {r.tflops:>8.1f} "
                      f"{ratio:>8.2f} {r.rel_error:>9.2e} {len(r.seconds):>5}")

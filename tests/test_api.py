@@ -167,3 +167,19 @@ def test_on_a_cluster_with_placement(client, rng, split):
     x, y = da.from_array(a, chunks=(32, 16)), da.from_array(b, chunks=(16, 32))
     got = client.compute(mgemm.matmul(x, y, split=split, block_size=32, client=client)).result()
     assert_close(got, a @ b, np.float64)
+
+
+def test_bfloat16_numpy_and_dask_operands():
+    """ml_dtypes' bfloat16 (NumPy kind "V") multiplies like any float: NumPy and Dask operands,
+    a bfloat16 result, within bfloat16's error of the float64 product."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((70, 50)).astype(bf16)
+    b = rng.standard_normal((50, 30)).astype(bf16)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    for got in (mgemm.matmul(a, b),
+                mgemm.matmul(da.from_array(a, chunks=(32, 16)), da.from_array(b, chunks=(20, 16)))):
+        assert got.dtype == bf16 and got.shape == (70, 30)
+        got = np.asarray(got).astype(np.float64)
+        assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-2

@@ -21,7 +21,8 @@ def cp():
     return pytest.importorskip("cupy")
 
 
-@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "complex64", "complex128"])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16", "complex64",
+                                   "complex128"])
 def test_cublas_engine_block(cp, rng, dtype):
     from mgemm.engines import get
 
@@ -37,10 +38,11 @@ def test_cublas_engine_block(cp, rng, dtype):
 
 
 
-@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 def test_persistent_engine_block(cp, rng, dtype):
     """The persistent engine on K parts, one of them a transposed view, with alpha, beta and C:
-    on an sm_90 GPU float16 goes to the Hopper kernel, elsewhere (and float32/64) the portable."""
+    on an sm_90 GPU float16 and bfloat16 go to the Hopper kernel, elsewhere (and float32/64) the
+    portable one."""
     from mgemm.engines import get
     from mgemm.engines.persistent import _use_hopper
     from mgemm import hopper
@@ -56,8 +58,8 @@ def test_persistent_engine_block(cp, rng, dtype):
                     for x, y in zip(parts_a, parts_b)) + 2.0 * c
     assert out.dtype == np.dtype(dtype)
     assert_close(cp.asnumpy(out), ref, dtype)
-    assert _use_hopper(np.dtype(dtype), np.dtype(dtype), False) == (dtype == "float16"
-                                                                    and hopper.supported())
+    assert _use_hopper(np.dtype(dtype), np.dtype(dtype), False) == (
+        dtype in ("float16", "bfloat16") and hopper.supported())
 
 @pytest.mark.parametrize("engine", ["cublas", "persistent"])
 def test_engine_c_of_a_narrower_dtype(cp, rng, engine):
@@ -113,7 +115,7 @@ def test_cublas_tf32_only_when_allowed(cp, rng):
     assert err_fast > 10 * err_exact, "allow_tf32 should switch to TF32 tensor cores"
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 def test_matmul_with_cupy_chunks_stays_cupy(cp, rng, dtype):
     a, b = random(rng, (300, 200), dtype), random(rng, (200, 150), dtype)
     x = da.from_array(cp.asarray(a), chunks=(64, 50), asarray=False)

@@ -116,3 +116,21 @@ def test_bench_trace_marks_split_the_timed_run(client):
         m = row["marks"]
         assert 0 < m["built"] <= m["submitted"] <= m["done"] <= m["synced"] == row["seconds"]
         assert row["workers"]  # the task stream saw the run
+
+
+def test_bench_records_a_failing_method_and_goes_on(client, monkeypatch):
+    """A method that raises (or fails its check) becomes a row with the error and no times; the
+    next method of the case still runs, and the table names the failure."""
+    from mgemm import bench
+
+    def broken(a, b, options):
+        raise TypeError("no matrix product for this dtype")
+
+    monkeypatch.setitem(bench.METHODS, "dask", bench.Method("dask.array.matmul", broken))
+    case = bench.Case("float64-128", 128, 128, 128, "float64", 64)
+    out = bench.run_case(client, case, ["dask", "mgemm"], repeat=1, options={}, gpu=False)
+    failed, ok = out
+    assert failed.error == "TypeError: no matrix product for this dtype" and failed.seconds == []
+    assert not ok.error and len(ok.seconds) == 1 and ok.rel_error < 1e-12
+    text = bench.table(out)
+    assert "failed: TypeError: no matrix product" in text and "mgemm" in text

@@ -1,8 +1,8 @@
 """The "persistent" engine: block GEMM with mgemm's own persistent kernels (kernels/, via CuPy).
 
-On a Hopper GPU (sm_90) float16 and, with ``allow_tf32``, float32 go to the warp-specialized
-wgmma kernel (``mgemm.hopper``); everything else, and every other GPU, to the portable kernel
-(``mgemm.kernels``).  K parts accumulate in place: the first part launches with the caller's
+On a Hopper GPU (sm_90) float16, bfloat16 and, with ``allow_tf32``, float32 go to the
+warp-specialized wgmma kernel (``mgemm.hopper``); everything else, and every other GPU, to the
+portable kernel (``mgemm.kernels``).  K parts accumulate in place: the first part launches with the caller's
 beta and c, every later part with beta = 1 on the output.  Float32 goes to the exact SIMT
 mainloop unless ``allow_tf32``.
 """
@@ -30,8 +30,8 @@ class PersistentEngine:
 
         m, n = a_parts[0].shape[0], b_parts[0].shape[1]
         in_dtype = cupy.result_type(*a_parts, *b_parts)
-        if in_dtype.kind != "f" or in_dtype.itemsize not in (2, 4, 8):
-            raise TypeError(f"engine 'persistent' multiplies float16/32/64, not {in_dtype}")
+        if not (_is_bfloat16(in_dtype) or (in_dtype.kind == "f" and in_dtype.itemsize in (2, 4, 8))):
+            raise TypeError(f"engine 'persistent' multiplies float16/32/64 and bfloat16, not {in_dtype}")
         dtype = cupy.dtype(out_dtype) if out_dtype is not None else in_dtype
         out = cupy.empty((m, n), dtype=dtype)
         if c is not None and beta != 0:  # the kernels read C as the output type
@@ -53,12 +53,19 @@ class PersistentEngine:
         return out
 
 
+def _is_bfloat16(dtype) -> bool:
+    return dtype.name == "bfloat16"  # ml_dtypes' type, which CuPy 14 holds arrays of
+
+
 def _use_hopper(in_dtype, out_dtype, allow_tf32: bool) -> bool:
     """Whether the Hopper kernel takes this product: an sm_90 GPU, float16 in and float16 or
-    float32 out, or float32 with ``allow_tf32`` (tf32 tensor cores)."""
+    float32 out, bfloat16 in and bfloat16 or float32 out, or float32 with ``allow_tf32`` (tf32
+    tensor cores)."""
     from mgemm import hopper
     if in_dtype.char == "e":
         ok = out_dtype.char in "ef"
+    elif _is_bfloat16(in_dtype):
+        ok = _is_bfloat16(out_dtype) or out_dtype.char == "f"
     else:
         ok = in_dtype.char == "f" and allow_tf32 and out_dtype.char == "f"
     return ok and hopper.supported()
