@@ -45,8 +45,11 @@ def cpu_flops(nthreads: int, dtype: Any) -> float:
     return nthreads * CPU_FLOPS_PER_THREAD * scale
 
 
-def device_info() -> dict | None:
-    """Runs on a worker: the GPU this process uses (model, SMs, memory), or None."""
+def device_info(dask_worker: Any = None) -> dict | None:
+    """Runs on a worker: the GPU this process uses (model, SMs, memory), or None.
+
+    "free" counts what an RMM pool of this process holds but does not use as free: the driver
+    reports the whole pool as taken (dask-cuda's default pool is half the GPU)."""
     try:
         import cupy
         dev = cupy.cuda.Device()
@@ -54,11 +57,31 @@ def device_info() -> dict | None:
         free, total = cupy.cuda.runtime.memGetInfo()
     except Exception:
         return None
+    free = min(total, free + rmm_pool_unused(dask_worker))
     name = props["name"]
     return {"model": name.decode() if isinstance(name, bytes) else str(name),
             "sms": int(props["multiProcessorCount"]), "memory": int(total), "free": int(free),
             "cc": f"{props['major']}.{props['minor']}",
             "visible": os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0]}
+
+
+def rmm_pool_unused(dask_worker: Any = None) -> int:
+    """Bytes of this process's RMM pool (if its current device resource is or wraps one) that no
+    allocation uses, estimated as the pool's size less the bytes the Dask worker holds (its
+    managed memory, the chunks it stores); 0 without RMM or a pool."""
+    try:
+        import rmm
+        mr = rmm.mr.get_current_device_resource()
+        while mr is not None and not isinstance(mr, rmm.mr.PoolMemoryResource):
+            upstream = getattr(mr, "get_upstream", None)
+            mr = upstream() if callable(upstream) else getattr(mr, "upstream_mr", None)
+        if mr is None:
+            return 0
+        size = int(mr.pool_size())
+    except Exception:
+        return 0
+    held = int(getattr(getattr(dask_worker, "state", None), "nbytes", 0) or 0)
+    return max(0, size - held)
 
 
 def worker_devices(client: Any, workers: Any = None) -> dict[str, dict | None]:
@@ -285,8 +308,75 @@ class KeepPlacement(SchedulerPlugin):
 _installed: set[str] = set()
 
 
+def keep_extension_dtypes() -> bool:
+    """Make CuPy arrays of ml_dtypes' types (bfloat16) keep their dtype between processes.
+
+    distributed's CuPy serializers describe an array by its ``__cuda_array_interface__``, whose
+    typestr for bfloat16 is ``"<V2"``: a bfloat16 chunk sent to another worker (or to the client)
+    arrived as raw 2-byte voids, which neither mgemm's kernels nor cuBLAS multiply.  The wrapped
+    serializers add the dtype's name to the header and the receiver views the array as that
+    dtype again.  Idempotent; False where CuPy or distributed's CuPy support is missing.
+    """
+    global _dtype_wrappers_installed
+    if _dtype_wrappers_installed:
+        return True
+    try:
+        import cupy
+        from distributed.protocol.cuda import cuda_deserialize, cuda_serialize
+        from distributed.protocol.serialize import dask_deserialize, dask_serialize
+        for ser, deser in ((cuda_serialize, cuda_deserialize), (dask_serialize, dask_deserialize)):
+            named_ser, named_deser = with_dtype_names(ser.dispatch(cupy.ndarray),
+                                                      deser.dispatch(cupy.ndarray))
+            ser.register(cupy.ndarray, named_ser)
+            deser.register(cupy.ndarray, named_deser)
+    except Exception:
+        return False
+    _dtype_wrappers_installed = True
+    return True
+
+
+_dtype_wrappers_installed = False
+DTYPE_HEADER = "mgemm-dtype"
+
+
+def with_dtype_names(serialize: Any, deserialize: Any) -> tuple[Any, Any]:
+    """(serialize, deserialize) wrapped so that an array of a named void-kind dtype (ml_dtypes'
+    bfloat16 and its kin) carries the name in its header and is viewed as that dtype again."""
+    def named_serialize(x: Any) -> tuple[dict, list]:
+        header, frames = serialize(x)
+        if x.dtype.kind == "V" and x.dtype.names is None and not x.dtype.name.startswith("void"):
+            header = {**header, DTYPE_HEADER: x.dtype.name}
+        return header, frames
+
+    def named_deserialize(header: dict, frames: list) -> Any:
+        x = deserialize(header, frames)
+        name = header.get(DTYPE_HEADER)
+        return x.view(extension_dtype(name)) if name else x
+
+    return named_serialize, named_deserialize
+
+
+def extension_dtype(name: str) -> np.dtype:
+    """The NumPy dtype named ``name``, importing ml_dtypes first (which registers bfloat16)."""
+    try:
+        import ml_dtypes  # noqa: F401
+    except ImportError:
+        pass
+    return np.dtype(name)
+
+
+class KeepExtensionDtypes(WorkerPlugin):
+    """Installs ``keep_extension_dtypes`` on every worker (and on workers that join later)."""
+
+    name = "mgemm-extension-dtypes"
+
+    def setup(self, worker: Any) -> None:
+        keep_extension_dtypes()
+
+
 def install_placement(client: Any, scheduler_id: str | None = None) -> bool:
-    """Register ``KeepPlacement`` on the client's scheduler once; False if it cannot be.
+    """Register ``KeepPlacement`` on the client's scheduler once (and ``KeepExtensionDtypes`` on
+    its workers); False if the placement plugin cannot be.
 
     Remembered per scheduler id (``scheduler_id``: when the caller already has it), so a new
     scheduler (or a restarted one) gets the plugin again.
@@ -298,6 +388,12 @@ def install_placement(client: Any, scheduler_id: str | None = None) -> bool:
             scheduler_id = None
     if scheduler_id is not None and scheduler_id in _installed:
         return True
+    keep_extension_dtypes()  # this process receives result chunks too
+    try:
+        client.register_plugin(KeepExtensionDtypes(), name=KeepExtensionDtypes.name)
+    except Exception as exc:
+        warnings.warn(f"mgemm could not install its dtype plugin on the workers ({exc}); bfloat16 "
+                      "chunks that move between workers arrive as raw bytes", stacklevel=2)
     try:
         client.register_plugin(KeepPlacement(), name=KeepPlacement.name)
     except Exception as exc:  # a remote scheduler without mgemm installed, say

@@ -48,7 +48,7 @@ def _block_task(engine_name: str, a_grid: list, b_grid: list, c: Any, alpha: flo
     with engines.task_stream(xp):
         a_parts = [_concat(xp, [row[k] for row in a_grid], 0) for k in range(len(a_grid[0]))]
         b_parts = [_concat(xp, row, 1) for row in b_grid]
-        return engines.get(engine_name).gemm(a_parts, b_parts, alpha=alpha, beta=beta, c=c,
+        return engines.get(engine_name).gemm(a_parts, b_parts, alpha=alpha, beta=beta, c=_typed(c),
                                              out_dtype=out_dtype, allow_tf32=allow_tf32)
 
 
@@ -56,10 +56,10 @@ def _fixup_task(partials: list, c: Any, alpha: float, beta: float) -> Any:
     """Worker side: add the partials of a split block in plan order, then scale and add C."""
     xp = _array_module(partials[0])
     with engines.task_stream(xp):  # like the engines: the task ends when its GPU work does
-        total = partials[0].copy()
+        total = _typed(partials[0]).copy()
         for part in partials[1:]:
-            total += part
-        return engines.scale_and_add(total, alpha, beta, c, xp)
+            total += _typed(part)
+        return engines.scale_and_add(total, alpha, beta, _typed(c), xp)
 
 
 def _array_module(x: Any) -> Any:
@@ -70,7 +70,20 @@ def _array_module(x: Any) -> Any:
 
 
 def _concat(xp: Any, arrays: list, axis: int) -> Any:
+    arrays = [_typed(x) for x in arrays]
     return arrays[0] if len(arrays) == 1 else xp.concatenate(arrays, axis=axis)
+
+
+def _typed(x: Any) -> Any:
+    """``x``, or a chunk that came from a process without mgemm's dtype plugin as raw 2-byte voids
+    (``mgemm.cluster.keep_extension_dtypes``) viewed as bfloat16 again: the only 2-byte type
+    without a NumPy typestr of its own that mgemm multiplies."""
+    dtype = getattr(x, "dtype", None)
+    if dtype is not None and dtype.kind == "V" and dtype.itemsize == 2 and dtype.names is None \
+            and dtype.name.startswith("void"):
+        from .cluster import extension_dtype
+        return x.view(extension_dtype("bfloat16"))
+    return x
 
 
 def build(a: da.Array, b: da.Array, plan: Plan, *, c: da.Array | None = None, alpha: float = 1.0,

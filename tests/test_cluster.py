@@ -63,3 +63,75 @@ def test_threads_per_worker_reaches_the_workers():
         lc = client.cluster
         client.close()
         lc.close()
+
+
+def _raw_serializers():
+    """Stand-ins for distributed's CuPy serializers: the header keeps only the typestr, as
+    ``__cuda_array_interface__`` does ("<V2" for bfloat16)."""
+    import numpy as np
+
+    def serialize(x):
+        return {"typestr": x.dtype.str, "shape": x.shape}, [x.tobytes()]
+
+    def deserialize(header, frames):
+        return np.frombuffer(frames[0], dtype=header["typestr"]).reshape(header["shape"])
+    return serialize, deserialize
+
+
+def test_dtype_names_survive_serialization():
+    """A bfloat16 array through typestr-only serializers comes back as raw voids; through the
+    wrapped ones as bfloat16 with the same values. Other dtypes pass untouched."""
+    import numpy as np
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    ser, deser = _raw_serializers()
+    x = np.arange(12, dtype=np.float32).reshape(3, 4).astype(ml_dtypes.bfloat16)
+    assert deser(*ser(x)).dtype == np.dtype("V2")  # the loss being fixed
+    named_ser, named_deser = cluster.with_dtype_names(ser, deser)
+    header, frames = named_ser(x)
+    assert header[cluster.DTYPE_HEADER] == "bfloat16"
+    y = named_deser(header, frames)
+    assert y.dtype == x.dtype and np.array_equal(y.astype(np.float32), x.astype(np.float32))
+    header, frames = named_ser(np.ones(3, np.float16))
+    assert cluster.DTYPE_HEADER not in header and named_deser(header, frames).dtype == np.float16
+
+
+def test_block_task_reads_raw_voids_as_bfloat16():
+    """A chunk that arrived as 2-byte voids (from a process without the wrapped serializers) is
+    multiplied as the bfloat16 it holds."""
+    import numpy as np
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    from mgemm.graph import _block_task
+
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((8, 6)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((6, 5)).astype(ml_dtypes.bfloat16)
+    got = _block_task("numpy", [[a.view("V2")]], [[b.view("V2")]], None, 1.0, 0.0, "bfloat16", False)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert got.dtype == np.dtype(ml_dtypes.bfloat16)
+    assert np.linalg.norm(got.astype(np.float64) - ref) / np.linalg.norm(ref) < 1e-2
+
+
+def test_rmm_pool_unused_counts_the_pool_less_what_the_worker_holds(monkeypatch):
+    """An RMM pool (here behind an adaptor) of 100 bytes, a worker holding 30: 70 unused; no pool
+    (or no RMM) counts nothing."""
+    class Pool:
+        def pool_size(self):
+            return 100
+
+    class Adaptor:
+        def __init__(self, upstream):
+            self.upstream = upstream
+
+        def get_upstream(self):
+            return self.upstream
+
+    current = {"mr": Adaptor(Pool())}
+    mr = types.SimpleNamespace(PoolMemoryResource=Pool, get_current_device_resource=lambda: current["mr"])
+    monkeypatch.setitem(sys.modules, "rmm", types.SimpleNamespace(mr=mr))
+    worker = types.SimpleNamespace(state=types.SimpleNamespace(nbytes=30))
+    assert cluster.rmm_pool_unused(worker) == 70
+    assert cluster.rmm_pool_unused() == 100
+    current["mr"] = object()  # a plain CUDA resource: no pool
+    assert cluster.rmm_pool_unused(worker) == 0
+    monkeypatch.setitem(sys.modules, "rmm", None)  # not installed
+    assert cluster.rmm_pool_unused(worker) == 0

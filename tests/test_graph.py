@@ -134,3 +134,10 @@ def test_bench_records_a_failing_method_and_goes_on(client, monkeypatch):
     assert not ok.error and len(ok.seconds) == 1 and ok.rel_error < 1e-12
     text = bench.table(out)
     assert "failed: TypeError: no matrix product" in text and "mgemm" in text
+
+
+def test_matmul_on_a_cluster_installs_the_dtype_plugin_on_every_worker(client):
+    x = da.ones((64, 64), chunks=32)
+    mgemm.matmul(x, x, client=client).compute()
+    installed = client.run(lambda dask_worker: "mgemm-extension-dtypes" in dask_worker.plugins)
+    assert installed and all(installed.values())
