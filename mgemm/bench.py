@@ -324,7 +324,8 @@ def _ucx_environment() -> dict:
 
 def stream_summary(records: list[dict], start: float) -> dict[str, dict]:
     """Per worker, from a Dask task stream: tasks, compute and transfer seconds, first start and
-    last stop of computing (relative to ``start``), and the peers data came from.
+    last stop of computing (relative to ``start``), the peers data came from, and each task's
+    (start, seconds, key) in ``task_log``.
 
     The lines this gives show where a slow run lost its time: an idle worker, a long transfer
     before the first block, or blocks run away from their planned worker.
@@ -337,6 +338,8 @@ def stream_summary(records: list[dict], start: float) -> dict[str, dict]:
             if ss["action"] == "compute":
                 w["tasks"] += 1
                 w["compute_s"] += span
+                w["task_log"].append((round(ss["start"] - start, 4), round(span, 4),
+                                      str(rec.get("key"))[:60]))
                 w["first"] = min(w["first"], ss["start"] - start)
                 w["last"] = max(w["last"], ss["stop"] - start)
             elif ss["action"] == "transfer":
@@ -350,7 +353,7 @@ def stream_summary(records: list[dict], start: float) -> dict[str, dict]:
 def _worker_summary(sources: Any) -> dict:
     """One worker's empty summary; ``sources``: a set while a task stream is read, else its count."""
     return {"tasks": 0, "compute_s": 0.0, "transfer_s": 0.0, "first": float("inf"), "last": 0.0,
-            "sources": sources}
+            "sources": sources, "task_log": []}
 
 
 def _incoming_log(dask_worker: Any, since: float) -> list[tuple[float, float, int, int]]:
