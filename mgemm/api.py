@@ -15,6 +15,7 @@ Dask arrays in → a lazy ``dask.array.Array`` out; NumPy or CuPy arrays in → 
 from __future__ import annotations
 
 import itertools
+import logging
 from typing import Any
 
 import dask.array as da
@@ -23,6 +24,9 @@ import numpy as np
 from . import config, engines, graph
 from .cluster import active_client, describe_workers, install_placement, local_workers
 from .plan import Problem, choose_block_size, make_plan
+
+#: Each product's plan (``Plan.table()``, with the chunks' known locations applied) at DEBUG level.
+plan_log = logging.getLogger("mgemm.plan")
 
 
 def _kind(x: Any, name: str) -> str:
@@ -226,6 +230,8 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
         locations = _locations(a, b, who) if (a is a0 and b is b0) else None
     plan = make_plan(problem, workers, block_size=target, split=opts["split"],
                      locations=locations)
+    if plan_log.isEnabledFor(logging.DEBUG):
+        plan_log.debug("%s", plan.table())
     if c is not None:
         c = _to_dask(c, (a.chunks[0], b.chunks[1]))
     placement = client is not None

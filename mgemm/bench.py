@@ -8,8 +8,10 @@ Correctness is checked against a float64 reference on sampled rows and columns.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import logging
 import os
 import platform
 import statistics
@@ -434,20 +436,43 @@ def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, option
             else:
                 started: list[float] = []
                 marks: dict[str, float] = {}
-                with get_task_stream(client) as stream:
+                with get_task_stream(client) as stream, _plans_logged() as plans:
                     seconds, c = timed(client, lambda: method.run(a, b, options), started, marks)
                 summary = stream_summary(stream.data, started[0])
                 add_fetches(client, summary, started[0])
                 progress(f"  {seconds:.3f} s (built {marks['built']:.3f}, submitted "
                          f"{marks['submitted']:.3f}, done {marks['done']:.3f})  {format_summary(summary)}")
                 trace({"case": case.name, "method": method.name, "run": r, "seconds": seconds,
-                       "marks": marks, "workers": summary})
+                       "marks": marks, "workers": summary, "plans": plans})
             del c
             times.append(seconds)
         med = statistics.median(times)
         rows.append(Row(case.name, method.name, case.m, case.n, case.k, case.dtype, times, med,
                         case.flops / med / 1e12, err, len(workers), proto, env))
     return rows
+
+
+@contextlib.contextmanager
+def _plans_logged() -> Any:
+    """The tables of the plans mgemm makes in this process meanwhile (the ``mgemm.plan`` logger at
+    DEBUG, for the duration only)."""
+    log = logging.getLogger("mgemm.plan")
+    plans: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            plans.append(record.getMessage())
+
+    handler, level, propagate = Keep(logging.DEBUG), log.level, log.propagate
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+    log.propagate = False  # kept here, not printed by whatever handlers the root logger has
+    try:
+        yield plans
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+        log.propagate = propagate
 
 
 def table(rows: list[Row]) -> str:

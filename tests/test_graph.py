@@ -112,6 +112,9 @@ def test_bench_trace_marks_split_the_timed_run(client):
     out = bench.run_case(client, case, ["mgemm", "dask"], repeat=2, options={}, gpu=False,
                          trace=rows.append)
     assert [r.method for r in out] == ["mgemm", "dask.array.matmul"] and len(rows) == 4
+    for row in rows:  # the plan each mgemm run made, as `mgemm plan` prints it
+        assert len(row["plans"]) == (1 if row["method"] == "mgemm" else 0)
+        assert all("predicted s" in p and "worker" in p for p in row["plans"])
     for row in rows:
         m = row["marks"]
         assert 0 < m["built"] <= m["submitted"] <= m["done"] <= m["synced"] == row["seconds"]
