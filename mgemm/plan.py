@@ -24,7 +24,9 @@ order each worker's blocks in the grouped order; split the K range of tail block
 workers); predict every worker's time and check its memory.  The cost model, per worker:
 compute = FLOPs / flops; fetch = bytes of the input chunks it uses but does not hold, each counted
 once, / bandwidth; fix-up = the partials it must read (``parts - 1`` C blocks: one is its own) /
-bandwidth.  Predicted time is their sum (no overlap assumed).
+bandwidth.  Predicted time is max(compute, fetch) + fix-up: a worker fetches the inputs of its
+queued tasks while others run (and blocks that read remote chunks are cut into K pieces so that
+held ones compute meanwhile), but a fix-up can only read partials once they exist.
 
 >>> plan = plan_from_shape(32768, 32768, 32768, itemsize=4, n_workers=2)
 >>> plan.grid, [(w.block, w.worker, w.seq) for w in plan.work_for("worker-1")]
@@ -218,12 +220,12 @@ class Plan:
                  f"(up to {size}x{width}, K in {len(p.k_chunks)} chunks)  "
                  f"workers {len(self.workers)}  makespan {self.makespan:.4g} s",
                  f"{'worker':<{name_w}}  blocks  parts      GFLOP    fetched  predicted s  "
-                 f"(compute + fetch + fix-up)  memory peak"]
+                 f"(max(compute, fetch) + fix-up)  memory peak"]
         for w in self.workers:
             ld = self.loads[w.name]
             lines.append(f"{w.name:<{name_w}}  {ld.blocks:>6}  {ld.parts:>5}  {ld.flops / 1e9:>9.4g}"
                          f"  {_fmt_bytes(ld.fetched):>9}  {self.predicted[w.name]:>11.4g}  "
-                         f"({ld.compute_s:.3g} + {ld.fetch_s:.3g} + {ld.fixup_s:.3g})"
+                         f"(max({ld.compute_s:.3g}, {ld.fetch_s:.3g}) + {ld.fixup_s:.3g})"
                          f"  {_fmt_bytes(ld.memory)}")
         lines.append(f"split blocks: {len(self.fixup) or 'none'}")
         for b in self.split_blocks():
@@ -528,15 +530,20 @@ class _Ledger:
         """How many Works on ``w`` read slab ``s``."""
         return self.whole[w][s // self.model.nk] + self.pieces[w].get(s, 0)
 
-    def extra(self, w: int, b: int) -> float:
-        """Seconds that the whole-K Work of block ``b`` would add to worker ``w``."""
+    def extra(self, w: int, b: int) -> tuple[float, float]:
+        """(compute, fetch) seconds that the whole-K Work of block ``b`` would add to ``w``."""
         m = self.model
         new = sum(self._unread(w, q) for q in m.panels(b) if not self.whole[w][q])
-        return m.block_flops[b] / m.workers[w].flops + new / m.workers[w].bandwidth
+        return m.block_flops[b] / m.workers[w].flops, new / m.workers[w].bandwidth
+
+    def time_with(self, w: int, compute: float = 0.0, fetch: float = 0.0, fixup: float = 0.0) -> float:
+        """Worker ``w``'s predicted time with that many more seconds of compute, fetch and fix-up:
+        fetches overlap compute, the fix-up's reads come after."""
+        bw = self.model.workers[w].bandwidth
+        return max(self.compute[w] + compute, self.fetched[w] / bw + fetch) + self.fixup[w] / bw + fixup
 
     def time(self, w: int, full: bool = True) -> float:
-        moved = (self.fetched[w] + self.fixup[w]) / self.model.workers[w].bandwidth
-        return self.compute[w] + (moved if full else 0.0)
+        return self.time_with(w) if full else self.compute[w]
 
     def makespan(self) -> float:
         return max(self.time(w) for w in range(len(self.compute)))
@@ -585,16 +592,14 @@ def _greedy(model: _Model) -> list[int]:
     finish it earliest counting the panels it must still fetch (so data already there attracts)."""
     p, nb = len(model.workers), len(model.blocks)
     ledger, owner = _Ledger(model, [[] for _ in range(p)], []), [0] * nb
-    times = [0.0] * p  # ledger.time(w), refreshed for the one worker each step changes
     for b in sorted(range(nb), key=lambda b: -model.block_flops[b]):
         best, best_w = float("inf"), 0
         for w in range(p):  # the earliest finish; ties to the lowest index
-            t = times[w] + ledger.extra(w, b)
+            t = ledger.time_with(w, *ledger.extra(w, b))
             if t < best:
                 best, best_w = t, w
         owner[b] = best_w
         ledger.add(best_w, b, 0, model.nk, 1)
-        times[best_w] = ledger.time(best_w)
     return owner
 
 
@@ -674,16 +679,19 @@ def _best_cut(model: _Model, ledger: _Ledger, owner: list[int], d: int, r: int,
     b, k0, k1 = entry
     wd, wr, o = model.workers[d], model.workers[r], owner[b]
     fix = model.c_bytes(b) / model.workers[o].bandwidth if full and new_part else 0.0
-    save, add, best = 0.0, 0.0, (math.inf, k1)
+    save_c = add_c = save_f = add_f = 0.0  # compute and fetch seconds leaving d, reaching r
+    best = (math.inf, k1)
     for cut in range(k1 - 1, k0, -1):
         f = model.flops(b, cut, cut + 1)
-        save += f / wd.flops
-        add += f / wr.flops
+        save_c += f / wd.flops
+        add_c += f / wr.flops
         if full:
             slabs = model.slabs(b, cut)
-            save += sum(model.remote[d][s] for s in slabs if ledger.reads(d, s) == 1) / wd.bandwidth
-            add += sum(model.remote[r][s] for s in slabs if not ledger.reads(r, s)) / wr.bandwidth
-        new = {d: times[d] - save, r: times[r] + add}
+            save_f += sum(model.remote[d][s] for s in slabs if ledger.reads(d, s) == 1) / wd.bandwidth
+            add_f += sum(model.remote[r][s] for s in slabs if not ledger.reads(r, s)) / wr.bandwidth
+            new = {d: ledger.time_with(d, -save_c, -save_f), r: ledger.time_with(r, add_c, add_f)}
+        else:
+            new = {d: times[d] - save_c, r: times[r] + add_c}
         new[o] = new.get(o, times[o]) + fix
         best = min(best, (max(new.values()), cut), key=lambda x: x[0])
     return best

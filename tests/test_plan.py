@@ -113,7 +113,7 @@ def test_every_chunk_product_is_computed_exactly_once(case, split):
 @FAST
 @given(case=st.one_of(cases(), split_heavy_cases()), split=st.sampled_from(["off", "on", "auto"]))
 def test_predicted_time_is_the_cost_model(case, split):
-    # Recomputed from the Works alone: FLOPs / flops + distinct remote chunks / bandwidth
+    # Recomputed from the Works alone: max(FLOPs / flops, distinct remote chunks / bandwidth)
     # + the partial C blocks made on other workers, read by the fix-up worker.
     problem, workers, block_size, locations = case
     plan = make_plan(problem, workers, block_size=block_size, split=split, locations=locations)
@@ -154,7 +154,7 @@ def check_costs(plan, locations: dict) -> None:
             fixup += (name == w.name) * away * sum(m[blk.i0:blk.i1]) * sum(
                 n[blk.j0:blk.j1]) * size
         assert plan.loads[w.name].fetched == fetched
-        expected = flops / w.flops + (fetched + fixup) / w.bandwidth
+        expected = max(flops / w.flops, fetched / w.bandwidth) + fixup / w.bandwidth
         assert plan.predicted[w.name] == pytest.approx(expected, rel=1e-9, abs=1e-15)
 
 
