@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Scaling on however many GPUs the host has (2, 4 or 8 H200s; device kinds nvidia-h200-x2/-x4/-x8):
 # the one-GPU cuBLAS anchor at each size, the plan mgemm makes, then mgemm beside
-# dask.array.matmul over UCX/NVLink on the same cluster and inputs (strong and weak scaling).
+# dask.array.matmul over UCX/NVLink on the same cluster and inputs (strong and weak scaling), and
+# last the report ($OUT/summary.txt): TFLOP/s, × N·one-GPU cuBLAS and × dask per case and method.
 # Usage (from the repo root; on a host without dask, wheels of dask, distributed, dask-cuda,
 # distributed-ucxx and rmm for its Python in .whl):
 #   bash benchmarks/run_gpu_scaling.sh [repeat]
@@ -14,7 +15,7 @@ gpus=$(nvidia-smi -L | wc -l)
 echo "GPUs: $gpus"
 nvidia-smi topo -m | head -n $((gpus + 1))
 sizes=$(python3 -c "from mgemm.bench import scaling_cases as s; print(*sorted({c.n for c in s($gpus)}))")
-timeout ${CUBLAS_TIMEOUT:-120} python3 benchmarks/cublas_one_gpu.py --n $sizes --dtypes float32,bfloat16 \
+timeout ${CUBLAS_TIMEOUT:-240} python3 benchmarks/cublas_one_gpu.py --n $sizes --dtypes float32,bfloat16 \
   --repeat "$repeat" --json "$out/rows.jsonl" | tee "$out/cublas.txt"
 python3 - "$gpus" <<'PY' | tee "$out/plans.txt"
 import sys
@@ -32,3 +33,7 @@ cases=(); for c in ${CASES:-}; do cases+=(--case "$c"); done
 timeout ${BENCH_TIMEOUT:-420} python3 -m mgemm.cli bench --suite scaling --protocol ucx --repeat "$repeat" \
   "${cases[@]}" --json "$out/rows.jsonl" --trace "$out/trace.jsonl" 2>"$out/ucx.err" | tee "$out/ucx.txt"
 grep -v "UCX  WARN" "$out/ucx.err" | tail -n 5
+# The report: efficiency against N x one-GPU cuBLAS and the ratio to dask, from this call's rows.
+python3 -c "import json, sys; from mgemm.bench import scaling_summary as s; \
+print(s([json.loads(l) for l in open(sys.argv[1])], int(sys.argv[2])))" "$out/rows.jsonl" "$gpus" \
+  | tee "$out/summary.txt"

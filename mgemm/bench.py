@@ -235,6 +235,28 @@ def scaling_cases(n_gpus: int) -> list[Case]:
     return [c for c in cases if c.dtype != "bfloat16" or has_bfloat16()]
 
 
+def scaling_summary(rows: list[dict], n_gpus: int) -> str:
+    """The scaling report from one call's JSON rows (``benchmarks/run_gpu_scaling.sh``): per case
+    and method, TFLOP/s, efficiency against ``n_gpus`` × the one-GPU cuBLAS anchor of the same
+    dtype and size (rows of method ``cublas-1gpu``), and the ratio to dask.array.matmul."""
+    anchor = {(r["dtype"], r["n"]): r["tflops"] for r in rows if r.get("method") == "cublas-1gpu"}
+    bench = [r for r in rows if r.get("method") in ("mgemm", "dask.array.matmul")]
+    dask_s = {r["case"]: r["median_s"] for r in bench
+              if r["method"] == "dask.array.matmul" and not r.get("error")}
+    lines = [f"{'case':<24} {'method':<18} {'median s':>9} {'TFLOP/s':>8} "
+             f"{'x %d*cuBLAS' % n_gpus:>12} {'x dask':>7}"]
+    for r in bench:
+        if r.get("error"):
+            lines.append(f"{r['case']:<24} {r['method']:<18} failed: {r['error']}")
+            continue
+        one = anchor.get((r["dtype"], r["m"])) if r["m"] == r["n"] == r["k"] else None
+        eff = f"{r['tflops'] / (n_gpus * one):12.2f}" if one else f"{'n/a':>12}"
+        ratio = dask_s[r["case"]] / r["median_s"] if r["case"] in dask_s else float("nan")
+        lines.append(f"{r['case']:<24} {r['method']:<18} {r['median_s']:>9.3f} {r['tflops']:>8.1f} "
+                     f"{eff} {ratio:>7.2f}")
+    return "\n".join(lines)
+
+
 def has_bfloat16() -> bool:
     """Whether CuPy here can hold bfloat16 arrays."""
     try:

@@ -144,3 +144,22 @@ def test_matmul_on_a_cluster_installs_the_dtype_plugin_on_every_worker(client):
     mgemm.matmul(x, x, client=client).compute()
     installed = client.run(lambda dask_worker: "mgemm-extension-dtypes" in dask_worker.plugins)
     assert installed and all(installed.values())
+
+
+def test_scaling_summary_joins_the_anchor_and_dask():
+    """Efficiency against N × the one-GPU anchor of the same dtype and size, and × dask."""
+    from mgemm import bench
+
+    def row(method, seconds, tflops, **extra):
+        return dict(case="strong-float32-65536", method=method, m=65536, n=65536, k=65536,
+                    dtype="float32", median_s=seconds, tflops=tflops, **extra)
+    rows = [dict(case="float32-65536", method="cublas-1gpu", dtype="float32", n=65536,
+                 median_s=10.5, tflops=50.0),
+            row("mgemm", 1.0, 360.0), row("dask.array.matmul", 2.0, 180.0),
+            dict(row("mgemm", float("nan"), float("nan"), error="TypeError: no"),
+                 case="strong-bfloat16-65536", dtype="bfloat16")]
+    text = bench.scaling_summary(rows, 8).splitlines()
+    assert "x 8*cuBLAS" in text[0]
+    mg, dk, failed = text[1].split(), text[2].split(), text[3]
+    assert mg[-2:] == ["0.90", "2.00"] and dk[-2:] == ["0.45", "1.00"]
+    assert "failed: TypeError: no" in failed
