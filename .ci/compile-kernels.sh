@@ -165,3 +165,21 @@ for p in "${pids[@]}"; do wait "$p" || hstatus=1; done
 cat "$out"/*.hreport
 if (( hstatus )); then echo "compile-kernels (hopper): FAILED"; exit 1; fi
 echo "compile-kernels: ${#hvariants[@]} Hopper variants (sm_90a) OK"
+
+# The mma.sync ceiling microbenchmark (kernels/mma_peak.cu, benchmarks/mma_peak.py): float16 and
+# bfloat16, fragments in registers or through ldmatrix, for both archs; no spills.
+for bf16 in 0 1; do
+  for ldm in 0 1; do
+    for arch in "${ARCHS[@]}"; do
+      log="$out/peak_${bf16}_${ldm}.log"
+      if ! "$NVCC" -std=c++17 -cubin "$arch" -Xptxas -v -o "$out/peak.cubin" -DMGEMM_PEAK_BF16=$bf16 \
+          -DMGEMM_PEAK_LDMATRIX=$ldm mma_peak.cu >"$log" 2>&1; then
+        echo "FAILED: mma_peak bf16=$bf16 ldmatrix=$ldm ($arch)"; cat "$log"; exit 1
+      fi
+      if grep -E '[1-9][0-9]* bytes (spill stores|spill loads|stack frame)' "$log" >/dev/null; then
+        echo "SPILLS in mma_peak bf16=$bf16 ldmatrix=$ldm ($arch)"; cat "$log"; exit 1
+      fi
+    done
+  done
+done
+echo "compile-kernels: mma_peak (4 variants x 2 archs) OK"
