@@ -56,9 +56,12 @@ def _fixup_task(partials: list, c: Any, alpha: float, beta: float) -> Any:
     """Worker side: add the partials of a split block in plan order, then scale and add C."""
     xp = _array_module(partials[0])
     with engines.task_stream(xp):  # like the engines: the task ends when its GPU work does
-        total = _typed(partials[0]).copy()
-        for part in partials[1:]:
-            total += _typed(part)
+        parts = [_typed(p) for p in partials]
+        # (p0 + p1) + p2 + ...: the same sums in the same order as a copy of p0 added to, one
+        # pass over memory fewer; a single partial is copied (the result must not alias it)
+        total = parts[0] + parts[1] if len(parts) > 1 else parts[0].copy()
+        for part in parts[2:]:
+            total += part
         return engines.scale_and_add(total, alpha, beta, _typed(c), xp)
 
 
