@@ -63,7 +63,12 @@ def _result_dtype(*arrays: Any) -> Any:
     except TypeError:  # bfloat16 and other extension dtypes: promote within the chunk library
         if all(d == dtypes[0] for d in dtypes):
             return dtypes[0]
-        raise
+        plain = [d for d in dtypes if str(d) != "bfloat16"]
+        if all(np.dtype(d).kind in "fc" for d in plain):
+            # bfloat16 with float16 (NumPy's matmul gives float32 too): the smallest float type
+            # that holds both exactly, and with anything wider, that
+            return np.result_type(np.float32, *plain)
+        raise TypeError(f"mgemm: no common dtype for {', '.join(map(str, dtypes))}") from None
 
 
 def matmul(a: Any, b: Any, **options: Any) -> Any:

@@ -183,3 +183,16 @@ def test_bfloat16_numpy_and_dask_operands():
         assert got.dtype == bf16 and got.shape == (70, 30)
         got = np.asarray(got).astype(np.float64)
         assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-2
+
+
+def test_bfloat16_with_float16_gives_float32():
+    """No NumPy promotion exists between bfloat16 and float16; like NumPy's matmul, the product is
+    float32 (both embed in it exactly)."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((20, 12)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((12, 9)).astype(np.float16)
+    got = mgemm.matmul(a, b)
+    assert got.dtype == np.float32
+    assert_close(got, a.astype(np.float64) @ b.astype(np.float64), np.float32)
+    assert mgemm.matmul(a, b.astype(np.float64)).dtype == np.float64

@@ -29,7 +29,10 @@ class PersistentEngine:
         from mgemm import kernels
 
         m, n = a_parts[0].shape[0], b_parts[0].shape[1]
-        in_dtype = cupy.result_type(*a_parts, *b_parts)
+        try:
+            in_dtype = cupy.result_type(*a_parts, *b_parts)
+        except TypeError:  # bfloat16 with float16: no common 16-bit type; both embed in float32
+            in_dtype = cupy.dtype(cupy.float32)
         if not (_is_bfloat16(in_dtype) or (in_dtype.kind == "f" and in_dtype.itemsize in (2, 4, 8))):
             raise TypeError(f"engine 'persistent' multiplies float16/32/64 and bfloat16, not {in_dtype}")
         dtype = cupy.dtype(out_dtype) if out_dtype is not None else in_dtype
