@@ -1,5 +1,6 @@
-"""The cluster side: the embedded default cluster, what the planner knows of each worker, and the
-scheduler plugin that keeps planned placement.
+"""The cluster side: the embedded default cluster, what the planner knows of each worker, the
+scheduler plugin that keeps planned placement, and the worker plugins for transfers (bfloat16
+chunks keep their dtype; UCX sends wait for a stream, not the device).
 
 ``session()`` gives the active ``distributed.Client`` if there is one; else it starts a
 ``LocalCUDACluster`` when GPUs are visible (UCX over NVLink with an RMM pool when distributed-ucxx
