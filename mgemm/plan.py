@@ -58,6 +58,10 @@ SPLITS = ("auto", "on", "off")
 OVERLAP_PIECES = 4
 #: ... and the least compute a piece keeps: a Dask task costs about a millisecond of overhead.
 MIN_PIECE_SECONDS = 0.01
+#: How many of a worker's blocks that read remote inputs are cut, in its order (None: all).  A
+#: worker fetches the inputs of its later tasks while it computes earlier ones, so only the first
+#: remote blocks may gain from pieces; each piece costs a task and each cut block a fix-up.
+OVERLAP_BLOCKS: int | None = None
 BlockSize = Union[str, int, tuple[int, int]]
 ChunkKey = tuple  # ("a", i, k) or ("b", k, j)
 
@@ -351,7 +355,8 @@ def _local_first(model: _Model, w: int, order: list[list[int]],
     the rest arrives, and each remote piece starts as soon as its own chunks are in.  Only blocks
     whose fix-up runs on ``w`` are cut, so the partials are summed where they are made: bytes
     moved, FLOPs and predicted times are unchanged.  The bound on pieces bounds the partial C
-    blocks held at once.
+    blocks held at once.  With ``OVERLAP_BLOCKS`` set, only that many remote blocks are cut, and
+    the rest run whole after the pieces.
 
     >>> w = [Worker("w0", "gpu", 1e3, GiB, 1e9)]
     >>> prob = Problem((4,), (4,), (2, 2, 2, 2), 4)
@@ -362,7 +367,7 @@ def _local_first(model: _Model, w: int, order: list[list[int]],
     nk, remote, panel_remote = model.nk, model.remote[w], model.panel_remote[w]
     prefix = [list(itertools.accumulate(remote[q * nk:(q + 1) * nk], initial=0))
               for q in range(len(panel_remote))]
-    held, fetch = [], []
+    held, fetch, cut_blocks = [], [], 0
     for b, k0, k1 in order:
         qa, qb = model.panels(b)
         if owner[b] != w or not (panel_remote[qa] or panel_remote[qb]) or k1 - k0 < 2:
@@ -370,9 +375,15 @@ def _local_first(model: _Model, w: int, order: list[list[int]],
             continue
         seconds = model.flops(b, k0, k1) / model.workers[w].flops
         parts = min(OVERLAP_PIECES, k1 - k0, int(seconds / MIN_PIECE_SECONDS))
+        if OVERLAP_BLOCKS is not None and cut_blocks >= OVERLAP_BLOCKS:
+            # fetched while earlier tasks run: stays whole, after the pieces
+            fetch.append((prefix[qa][k1] - prefix[qa][k0] + prefix[qb][k1] - prefix[qb][k0],
+                          len(fetch), [b, k0, k1]))
+            continue
         if parts < 2:
             held.append([b, k0, k1])
             continue
+        cut_blocks += 1
         cuts = [k0 + (k1 - k0) * i // parts for i in range(parts + 1)]
         for lo, hi in zip(cuts, cuts[1:]):
             moved = prefix[qa][hi] - prefix[qa][lo] + prefix[qb][hi] - prefix[qb][lo]

@@ -431,3 +431,21 @@ def test_fetches_overlap_compute_so_the_worker_holding_the_data_gets_no_extra_bl
     assert [len(plan.work_for(w.name)) for w in workers] == [8, 8]
     assert plan.predicted["w0"] == pytest.approx(plan.predicted["w1"])
     assert plan.loads["w0"].fetch_s < plan.loads["w0"].compute_s
+
+
+def test_overlap_blocks_cuts_only_the_first_remote_blocks(monkeypatch):
+    """``OVERLAP_BLOCKS = 1``: of the worker that fetches everything, one block is cut into K
+    pieces, the other seven stay whole after them; every (block, k) is still computed once, and
+    the default (None) cuts all eight."""
+    problem = Problem((16384,) * 4, (16384,) * 4, (16384,) * 4, 2)
+    workers = [Worker(f"w{i}", "gpu", 743e12, 100 * GiB, 150e9) for i in range(2)]
+    held = {(x, i, k): "w1" for x in "ab" for i in range(4) for k in range(4)}
+    every = make_plan(problem, workers, block_size=16384, locations=held)
+    assert len(every.work_for("w0")) == 32 and len(every.fixup) == 8
+    monkeypatch.setattr(plan_module, "OVERLAP_BLOCKS", 1)
+    plan = make_plan(problem, workers, block_size=16384, locations=held)
+    mine = plan.work_for("w0")
+    assert [(x.k1 - x.k0) for x in mine] == [1, 1, 1, 1] + [4] * 7 and len(plan.fixup) == 1
+    assert sorted((x.block, k) for x in plan.work for k in range(x.k0, x.k1)) == \
+        [(b, k) for b in range(16) for k in range(4)]
+    assert plan.predicted == pytest.approx(every.predicted)
