@@ -58,8 +58,8 @@ def _fixup_task(partials: list, c: Any, alpha: float, beta: float) -> Any:
     with engines.task_stream(xp):  # like the engines: the task ends when its GPU work does
         parts = [_typed(p) for p in partials]
         # (p0 + p1) + p2 + ...: the same sums in the same order as a copy of p0 added to, one
-        # pass over memory fewer; a single partial is copied (the result must not alias it)
-        total = parts[0] + parts[1] if len(parts) > 1 else parts[0].copy()
+        # pass over memory fewer (a split block has two partials at least: ``build``)
+        total = parts[0] + parts[1]
         for part in parts[2:]:
             total += part
         return engines.scale_and_add(total, alpha, beta, _typed(c), xp)
