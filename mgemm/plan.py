@@ -367,6 +367,10 @@ def _local_first(model: _Model, w: int, order: list[list[int]],
     nk, remote, panel_remote = model.nk, model.remote[w], model.panel_remote[w]
     prefix = [list(itertools.accumulate(remote[q * nk:(q + 1) * nk], initial=0))
               for q in range(len(panel_remote))]
+
+    def moved(qa: int, qb: int, lo: int, hi: int) -> int:  # remote bytes of K chunks [lo, hi)
+        return prefix[qa][hi] - prefix[qa][lo] + prefix[qb][hi] - prefix[qb][lo]
+
     held, fetch, cut_blocks = [], [], 0
     for b, k0, k1 in order:
         qa, qb = model.panels(b)
@@ -377,8 +381,7 @@ def _local_first(model: _Model, w: int, order: list[list[int]],
         parts = min(OVERLAP_PIECES, k1 - k0, int(seconds / MIN_PIECE_SECONDS))
         if OVERLAP_BLOCKS is not None and cut_blocks >= OVERLAP_BLOCKS:
             # fetched while earlier tasks run: stays whole, after the pieces
-            fetch.append((prefix[qa][k1] - prefix[qa][k0] + prefix[qb][k1] - prefix[qb][k0],
-                          len(fetch), [b, k0, k1]))
+            fetch.append((moved(qa, qb, k0, k1), len(fetch), [b, k0, k1]))
             continue
         if parts < 2:
             held.append([b, k0, k1])
@@ -386,9 +389,8 @@ def _local_first(model: _Model, w: int, order: list[list[int]],
         cut_blocks += 1
         cuts = [k0 + (k1 - k0) * i // parts for i in range(parts + 1)]
         for lo, hi in zip(cuts, cuts[1:]):
-            moved = prefix[qa][hi] - prefix[qa][lo] + prefix[qb][hi] - prefix[qb][lo]
-            if moved:
-                fetch.append((moved, len(fetch), [b, lo, hi]))
+            if remote_bytes := moved(qa, qb, lo, hi):
+                fetch.append((remote_bytes, len(fetch), [b, lo, hi]))
             else:
                 held.append([b, lo, hi])
     return held + [piece for _, _, piece in sorted(fetch)]
