@@ -26,6 +26,7 @@ from mgemm import kernels  # noqa: E402
 
 SOURCE = Path(kernels.KERNEL_DIR) / "mma_peak.cu"
 FLOPS_PER_WARP_STEP = 2 * 64 * 64 * 16
+SMEM_BYTES = 4 * (4 + 4) * 512  # kPeakSmem: 4 k-steps of 4 + 4 ldmatrix.x4 (512 bytes each)
 
 
 def events_ms(fn, reps: int) -> float:
@@ -47,7 +48,7 @@ def peak_kernel(bf16: bool, ldmatrix: bool):
     options = kernels.compile_options(dev.compute_capability) + (
         f"-DMGEMM_PEAK_BF16={int(bf16)}", f"-DMGEMM_PEAK_LDMATRIX={int(ldmatrix)}")
     fn = cp.RawModule(code=SOURCE.read_text(), options=options).get_function("mgemm_mma_peak")
-    fn.max_dynamic_shared_size_bytes = 4 * (4 + 4) * 512
+    fn.max_dynamic_shared_size_bytes = SMEM_BYTES
     return fn
 
 
@@ -86,7 +87,7 @@ def main() -> None:
                 steps = 65536 * 8 // warps
                 out = cp.empty(sms * 32 * warps, dtype=cp.float32)
                 ms = events_ms(lambda: kern((sms,), (32 * warps,), (out, cp.int32(steps)),
-                                            shared_mem=4 * (4 + 4) * 512), args.reps)
+                                            shared_mem=SMEM_BYTES), args.reps)
                 tf = FLOPS_PER_WARP_STEP * steps * warps * sms / ms / 1e9
                 what = "mma + ldmatrix" if ldm else "mma, registers"
                 rows.append(dict(dtype=dtype, what=what, warps_per_sm=warps, tflops=tf,

@@ -2,8 +2,8 @@
 
 On a Hopper GPU (sm_90) float16, bfloat16 and, with ``allow_tf32``, float32 go to the
 warp-specialized wgmma kernel (``mgemm.hopper``); everything else, and every other GPU, to the
-portable kernel (``mgemm.kernels``).  K parts accumulate in place: the first part launches with the caller's
-beta and c, every later part with beta = 1 on the output.  Float32 goes to the exact SIMT
+portable kernel (``mgemm.kernels``).  K parts accumulate in place: the first part launches with
+the caller's beta and c, every later part with beta = 1 on the output.  Float32 goes to the exact SIMT
 mainloop unless ``allow_tf32``.
 """
 
