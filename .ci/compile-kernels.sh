@@ -183,3 +183,17 @@ for bf16 in 0 1; do
   done
 done
 echo "compile-kernels: mma_peak (4 variants x 2 archs) OK"
+
+# The transpose copy (kernels/transpose.cu, mgemm/hopper.py: transpose_copy): 2-, 4- and 8-byte
+# elements, for both archs; the same report, and it fails on errors, spills and stack frames.
+for arch in "${ARCHS[@]}"; do
+  log="$out/transpose.log"
+  if ! "$NVCC" -std=c++17 -cubin "$arch" -Xptxas -v -o "$out/transpose.cubin" transpose.cu >"$log" 2>&1; then
+    echo "FAILED: transpose ($arch)"; cat "$log"; exit 1
+  fi
+  awk '/Compiling entry/ {f=$(NF-2); a=$NF} /spill/ {sp=$0} /Used/ {sub(/.*Used /,""); print f, a, $0, "|", sp}' "$log" | tr -d "'"
+  if grep -E '[1-9][0-9]* bytes (spill stores|spill loads|stack frame)' "$log" >/dev/null; then
+    echo "SPILLS in transpose ($arch)"; cat "$log"; exit 1
+  fi
+done
+echo "compile-kernels: transpose (3 element sizes x 2 archs) OK"

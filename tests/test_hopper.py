@@ -4,6 +4,7 @@ float64 reference with poisoned outputs, and the kernel's debug record against t
 Python mirror."""
 
 import doctest
+import re
 import shutil
 import subprocess
 
@@ -278,28 +279,56 @@ class _CopyTarget(_FakeArray):
         pass
 
 
-@pytest.mark.parametrize("shape,strides,mn_ok,expect", [
-    ((300, 512), (1024, 2), True, (False, True, 512)),   # K contiguous: K-major, in place
-    ((300, 512), (2, 608), True, (False, False, 304)),   # MN contiguous, ld 304: MN-major, in place
-    ((300, 512), (2, 608), False, (True, True, 512)),    # tf32-like: no MN-major, K-major copy
-    ((300, 512), (2, 602), True, (True, False, 304)),    # MN contiguous, ld not 16-byte: MN-major copy
-    ((300, 510), (1020, 2), True, (True, True, 512)),    # K contiguous, ld 510: K-major copy
-    ((300, 512), (2048, 4), True, (True, True, 512)),    # neither contiguous: K-major copy
-    ((1, 512), (7, 2), True, (False, True, 512)),        # one row: its ld is never used
-    ((300, 1), (2, 7), True, (False, False, 304)),       # one k: MN-major, ld never used
+@pytest.fixture
+def transposes(monkeypatch):
+    """Records the (x, buf) of every ``hopper.transpose_copy`` (no GPU here: nothing is copied)."""
+    calls = []
+    monkeypatch.setattr(hopper, "transpose_copy", lambda x, buf: calls.append((x, buf)))
+    return calls
+
+
+@pytest.mark.parametrize("shape,strides,mn_ok,expect,transposed", [
+    ((300, 512), (1024, 2), True, (False, True, 512), False),  # K contiguous: K-major, in place
+    ((300, 512), (2, 608), True, (False, False, 304), False),  # MN contiguous, ld 304: MN-major
+    ((300, 512), (2, 608), False, (True, True, 512), True),    # tf32-like: K-major copy, transposed
+    ((300, 512), (2, 602), True, (True, False, 304), False),   # ld not 16-byte: MN-major copy
+    ((300, 512), (2, 602), False, (True, True, 512), True),    # the same, tf32-like: transposed
+    ((300, 510), (1020, 2), True, (True, True, 512), False),   # K contiguous, ld 510: K-major copy
+    ((300, 512), (2048, 4), True, (True, True, 512), False),   # neither contiguous: K-major copy
+    ((300, 512), (2048, 4), False, (True, True, 512), False),  # (element-wise, tf32-like too)
+    ((1, 512), (7, 2), True, (False, True, 512), False),       # one row: its ld is never used
+    ((300, 1), (2, 7), True, (False, False, 304), False),      # one k: MN-major, ld never used
 ])
-def test_operand_layout_choice(shape, strides, mn_ok, expect):
+def test_operand_layout_choice(shape, strides, mn_ok, expect, transposed, transposes):
     x = _FakeArray(shape, strides)
     arr, k_major, ld = hopper._operand(_FakeCupy, x, 8, mn_ok)
     assert (arr is not x, k_major, ld) == expect
     if arr is not x:  # a copy is laid out as the kernel reads it
         assert arr.shape == ((shape[0], ld) if k_major else (shape[1], ld))
+    # a K-major copy of an MN-contiguous operand goes through the transpose kernel, no other copy
+    assert transposes == ([(x, arr)] if transposed else [])
 
 
-def test_operand_misaligned_pointer_is_copied():
+def test_operand_misaligned_pointer_is_copied(transposes):
     x = _FakeArray((300, 512), (2, 608), ptr=0x10002)
     arr, k_major, ld = hopper._operand(_FakeCupy, x, 8, True)
     assert arr is not x and not k_major and ld == 304
+    arr, k_major, ld = hopper._operand(_FakeCupy, x, 8, False)  # tf32-like: the transpose kernel
+    assert arr is not x and k_major and ld == 512 and transposes == [(x, arr)]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_transpose_kernel_compiles_without_spills(tmp_path):
+    """kernels/transpose.cu builds for sm_90a with its three entry points and no local memory."""
+    proc = subprocess.run(["nvcc", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-cubin",
+                           "-Xptxas", "-v", "-o", str(tmp_path / "t.cubin"),
+                           str(KERNEL_DIR / hopper.TRANSPOSE_SOURCE)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for name in hopper.TRANSPOSE_KERNELS.values():
+        assert f"Compiling entry function '{name}'" in proc.stderr
+    assert " 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in proc.stderr
+    assert not re.search(r"[1-9]\d* bytes (stack frame|spill)", proc.stderr), proc.stderr
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
@@ -490,6 +519,90 @@ def test_views_with_odd_leading_dimensions_and_offsets():
     hopper.gemm(a, b, out=out, config=HopperConfig(input="float16"))
     err = float(cp.linalg.norm(as_float64(out) - a64 @ b64) / cp.linalg.norm(a64 @ b64))
     assert err < BOUNDS["float16"]
+
+
+# (outer, k) of x = the transpose of a k × outer matrix with contiguous rows: single rows and
+# columns, ragged edges, whole tiles, more than 65535 tile rows (the kernel's grid-stride loop)
+TRANSPOSE_SHAPES = [(1, 1), (1, 1000), (1000, 1), (33, 65), (64, 64), (65, 129), (1000, 1537),
+                    (3, 65535 * 64 + 70)]
+_BITS = {"float32": "uint32", "float16": "uint16", "uint16": "uint16", "float64": "uint64"}
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("dtype", list(_BITS))
+def test_transpose_copy_is_bitwise_exact(dtype):
+    """``transpose_copy`` equals ``x`` bit for bit (random bits: NaNs and denormals too), in a
+    padded buffer and in a view of a larger one at an offset, writing nothing else; ``x`` a
+    transposed contiguous matrix or a transposed slice of one (offset, row stride longer than its
+    row)."""
+    rng = np.random.default_rng(5)
+    bits = np.dtype(_BITS[dtype])
+    sentinel = int(np.iinfo(bits).max) - 1
+    for outer, k in TRANSPOSE_SHAPES:
+        for r0, c0, extra_r, extra_c in ((0, 0, 0, 0), (2, 3, 5, 7)):
+            raw = rng.integers(0, np.iinfo(bits).max, size=(k + extra_r, outer + extra_c),
+                               dtype=bits, endpoint=True)
+            src = cp.asarray(raw)[r0:r0 + k, c0:c0 + outer]  # rows contiguous, ld outer + extra_c
+            x = src.view(dtype).T  # (outer, k), strides (item, ld * item)
+            assert x.strides[0] == x.itemsize and x.shape == (outer, k)
+            big = cp.full((outer + 2, k + 9), sentinel, dtype=bits)
+            o = (1, 2) if r0 else (0, 0)  # dst: a view at an offset, or the first rows of big
+            dst = big[o[0]:o[0] + outer, o[1]:]
+            hopper.transpose_copy(x, dst.view(dtype))
+            got = big.get()
+            want = np.full(got.shape, sentinel, dtype=bits)
+            want[o[0]:o[0] + outer, o[1]:o[1] + k] = raw[r0:r0 + k, c0:c0 + outer].T
+            assert np.array_equal(got, want), (dtype, outer, k, r0, int((got != want).sum()))
+
+
+def _count_transposes(monkeypatch):
+    """The shapes of the operands ``hopper.transpose_copy`` copies from now on (it still copies)."""
+    calls, real = [], hopper.transpose_copy
+    monkeypatch.setattr(hopper, "transpose_copy", lambda x, buf: (calls.append(x.shape), real(x, buf)))
+    return calls
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_operand_copies_mn_contiguous_through_the_transpose(dtype, monkeypatch):
+    """``_operand`` without MN-major reads (tf32) makes its K-major copy of an MN-contiguous
+    operand with ``transpose_copy``: equal to ``x``, ld padded to 16 bytes."""
+    calls = _count_transposes(monkeypatch)
+    rng = np.random.default_rng(6)
+    align = 16 // np.dtype(dtype).itemsize
+    for outer, k in [(1, 5), (5, 1), (33, 65), (1000, 1537)]:
+        base = cp.asarray(rng.standard_normal((k + 1, outer + 3)), dtype=dtype)
+        for x in (base[:k, :outer].T, base[1:, 3:].T):
+            calls.clear()
+            arr, k_major, ld = hopper._operand(cp, x, align, False)
+            assert calls == [(outer, k)] and k_major and ld % align == 0 and ld >= k
+            assert arr.shape == (outer, ld) and cp.array_equal(arr[:, :k], x)
+
+
+@pytest.mark.gpu
+@needs_sm90
+def test_tf32_row_major_b_goes_through_the_transpose(monkeypatch):
+    """tf32 with B row-major (B^T is MN-contiguous): the copy is the transpose kernel's and the
+    product matches the float64 reference, also for a B slice at an odd offset and stride."""
+    calls = _count_transposes(monkeypatch)
+    cfg = HopperConfig(input="tf32", tile_n=128, policy="streamk")
+    for i, (m, n, k) in enumerate([(1, 300, 77), (129, 67, 40), (300, 1000, 1537)]):
+        calls.clear()
+        _check(m, n, k, "tf32", cfg, seed=60 + i, beta=0.5)
+        assert (n, k) in calls
+    rng = np.random.default_rng(61)
+    a, a64 = rand_operand((250, 301), "tf32", rng)
+    base, base64 = rand_operand((303, 207), "tf32", rng)
+    b, b64 = base[2:, 3:200], base64[2:, 3:200]  # (301, 197), misaligned start, ld 207
+    calls.clear()
+    out = poisoned((250, 197), "tf32")
+    hopper.gemm(a, b, out=out, config=cfg, allow_tf32=True)
+    assert calls == [(197, 301)]
+    ref = a64 @ b64
+    err = float(cp.linalg.norm(as_float64(out) - ref) / cp.linalg.norm(ref))
+    assert err < BOUNDS["tf32"], err
 
 
 @pytest.mark.gpu
