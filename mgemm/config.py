@@ -124,8 +124,9 @@ OPTIONS = {
         Option("allow_tf32", False, _parse_bool,
                "let float32 products use TF32 tensor cores (faster, about 1e-3 relative error)"),
         Option("split", "auto", _parse_split,
-               "split K ranges: auto (tail blocks across workers when it pays, and blocks with "
-               "remote inputs into pieces that overlap fetches), on (always split tails) or off"),
+               "split K ranges: auto (tail blocks across workers when it pays, and each worker's "
+               "first block with remote inputs into pieces that overlap its fetches), on (always "
+               "split tails) or off"),
         Option("client", None, _parse_client,
                "a distributed.Client or a scheduler address; default: the active client"),
     )

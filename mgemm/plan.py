@@ -60,8 +60,11 @@ OVERLAP_PIECES = 4
 MIN_PIECE_SECONDS = 0.01
 #: How many of a worker's blocks that read remote inputs are cut, in its order (None: all).  A
 #: worker fetches the inputs of its later tasks while it computes earlier ones, so only the first
-#: remote blocks may gain from pieces; each piece costs a task and each cut block a fix-up.
-OVERLAP_BLOCKS: int | None = None
+#: remote block gains from pieces; each piece costs a task and each cut block a fix-up.  Two
+#: H200s (benchmarks/RESULTS.md, seventh session): 1 against None took bfloat16 65536³ from
+#: 0.552 to 0.467 s (40 tasks and 8 fix-ups on one worker before) and was as fast or faster on
+#: every other case timed.
+OVERLAP_BLOCKS: int | None = 1
 BlockSize = Union[str, int, tuple[int, int]]
 ChunkKey = tuple  # ("a", i, k) or ("b", k, j)
 
@@ -355,8 +358,9 @@ def _local_first(model: _Model, w: int, order: list[list[int]],
     the rest arrives, and each remote piece starts as soon as its own chunks are in.  Only blocks
     whose fix-up runs on ``w`` are cut, so the partials are summed where they are made: bytes
     moved, FLOPs and predicted times are unchanged.  The bound on pieces bounds the partial C
-    blocks held at once.  With ``OVERLAP_BLOCKS`` set, only that many remote blocks are cut, and
-    the rest run whole after the pieces.
+    blocks held at once.  Only the first ``OVERLAP_BLOCKS`` remote blocks are cut (all of them
+    when it is None); the rest run whole after the pieces, fewest remote bytes first, their inputs
+    fetched while the pieces compute.
 
     >>> w = [Worker("w0", "gpu", 1e3, GiB, 1e9)]
     >>> prob = Problem((4,), (4,), (2, 2, 2, 2), 4)

@@ -393,9 +393,11 @@ def test_doctests():
     assert result.attempted > 0 and result.failed == 0
 
 
-def test_blocks_with_remote_inputs_are_cut_so_held_pieces_run_first():
+def test_blocks_with_remote_inputs_are_cut_so_held_pieces_run_first(monkeypatch):
     # A lives on w1 except its last K chunk column, which is on w0 with all of B: every block
-    # reads remote chunks, so each is cut into K pieces on its own worker, held ones first.
+    # reads remote chunks, so with OVERLAP_BLOCKS = None each is cut into K pieces on its own
+    # worker, held ones first.
+    monkeypatch.setattr(plan_module, "OVERLAP_BLOCKS", None)
     problem = Problem((64, 64), (64, 64), (64,) * 4, 4)
     where = {("a", i, k): "w1" if k < 3 else "w0" for i in range(2) for k in range(4)}
     where |= {("b", k, j): "w0" for k in range(4) for j in range(2)}
@@ -434,16 +436,17 @@ def test_fetches_overlap_compute_so_the_worker_holding_the_data_gets_no_extra_bl
 
 
 def test_overlap_blocks_cuts_only_the_first_remote_blocks(monkeypatch):
-    """``OVERLAP_BLOCKS = 1``: of the worker that fetches everything, one block is cut into K
-    pieces, the other seven stay whole after them; every (block, k) is still computed once, and
-    the default (None) cuts all eight."""
+    """``OVERLAP_BLOCKS = 1`` (the default): of the worker that fetches everything, one block is
+    cut into K pieces, the other seven stay whole after them; every (block, k) is still computed
+    once, and None cuts all eight."""
     problem = Problem((16384,) * 4, (16384,) * 4, (16384,) * 4, 2)
     workers = [Worker(f"w{i}", "gpu", 743e12, 100 * GiB, 150e9) for i in range(2)]
     held = {(x, i, k): "w1" for x in "ab" for i in range(4) for k in range(4)}
+    assert plan_module.OVERLAP_BLOCKS == 1
+    plan = make_plan(problem, workers, block_size=16384, locations=held)
+    monkeypatch.setattr(plan_module, "OVERLAP_BLOCKS", None)
     every = make_plan(problem, workers, block_size=16384, locations=held)
     assert len(every.work_for("w0")) == 32 and len(every.fixup) == 8
-    monkeypatch.setattr(plan_module, "OVERLAP_BLOCKS", 1)
-    plan = make_plan(problem, workers, block_size=16384, locations=held)
     mine = plan.work_for("w0")
     assert [(x.k1 - x.k0) for x in mine] == [1, 1, 1, 1] + [4] * 7 and len(plan.fixup) == 1
     assert sorted((x.block, k) for x in plan.work for k in range(x.k0, x.k1)) == \

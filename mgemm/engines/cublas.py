@@ -2,8 +2,11 @@
 
 Float32/64 and complex accumulate K parts in place with ``cupy.cublas.gemm`` (beta = 1 after the
 first part), so a block never concatenates its panels.  Float32 uses TF32 tensor cores only when
-``allow_tf32`` is set.  Half precision, bfloat16 and integers concatenate the K parts and call
-``cupy.matmul`` once (cuBLAS accumulates half precision in float32 inside one call).
+``allow_tf32`` is set.  Float16 and bfloat16 do the same through ``cublasGemmEx`` into a float32
+accumulator (float32 compute), rounded once to the output type at the end: no concatenated
+panels (a 16384² block with four K chunks of 16384 used to copy 4 GiB first), and partials of a
+split block stay float32.  Integers and mixed inputs concatenate the K parts and call
+``cupy.matmul`` once.
 Each call ends with a synchronize of the current stream, so a Dask task lasts as long as its GEMM:
 the scheduler then sees real durations and a finished task means a finished block.
 """
@@ -35,6 +38,12 @@ class CublasEngine:
         m, n = a_parts[0].shape[0], b_parts[0].shape[1]
         if not parts:
             out = cupy.zeros((m, n), dtype=dtype)
+        elif _half_inputs(parts) and (dtype.char in "ef" or dtype.name == "bfloat16"):
+            acc = cupy.empty((m, n), dtype=cupy.float32)
+            for idx, (a, b) in enumerate(parts):  # alpha inside, before the one rounding
+                _gemm_ex_f32(cupy, a, b, acc, alpha=alpha, beta=0.0 if idx == 0 else 1.0)
+            out = acc if dtype.char == "f" else acc.astype(dtype)
+            alpha = 1.0
         elif dtype.char in "fdFD":
             out = cupy.empty((m, n), dtype=dtype, order="F")
             with _tf32(allow_tf32 and dtype.char == "f"):
@@ -49,6 +58,67 @@ class CublasEngine:
         out = scale_and_add(out, alpha, beta, c, cupy)
         cupy.cuda.get_current_stream().synchronize()
         return out
+
+
+def _half_inputs(parts: list) -> bool:
+    """Every A and B part float16, or every one bfloat16."""
+    first = parts[0][0].dtype
+    return (first.char == "e" or first.name == "bfloat16") and all(
+        a.dtype == first and b.dtype == first for a, b in parts)
+
+
+# cudaDataType_t and cublasComputeType_t values (older CuPy builds do not export every name)
+_CUDA_R_32F, _CUDA_R_16F, _CUDA_R_16BF = 0, 2, 14
+_CUBLAS_COMPUTE_32F = 68
+_CUBLAS_GEMM_DEFAULT = -1
+
+
+def _operand(cupy: Any, x: Any) -> tuple[Any, int, int]:
+    """``(array, op, ld)`` presenting the row-major matrix ``x`` (R × C) to column-major cuBLAS as
+    x^T: its memory read in place when rows or columns are contiguous (op N with rows ``ld``
+    apart, or op T for a column-major ``x``), else a C-ordered copy."""
+    from cupy_backends.cuda.libs import cublas
+
+    r, c = x.shape
+    item = x.itemsize
+    if x.flags.c_contiguous:
+        return x, cublas.CUBLAS_OP_N, max(1, c)
+    if x.flags.f_contiguous:
+        return x, cublas.CUBLAS_OP_T, max(1, r)
+    s0, s1 = x.strides
+    if s1 == item and s0 % item == 0 and s0 // item >= max(1, c):
+        return x, cublas.CUBLAS_OP_N, s0 // item
+    if s0 == item and s1 % item == 0 and s1 // item >= max(1, r):
+        return x, cublas.CUBLAS_OP_T, s1 // item
+    return cupy.ascontiguousarray(x), cublas.CUBLAS_OP_N, max(1, c)
+
+
+def _gemm_ex_f32(cupy: Any, a: Any, b: Any, acc: Any, *, alpha: float, beta: float) -> None:
+    """``acc = alpha * a @ b + beta * acc`` on the current stream: ``a`` (m × k) and ``b`` (k × n) float16
+    or bfloat16, ``acc`` a C-ordered float32 (m × n); float32 compute.  Row-major C is column-major
+    C^T = B^T A^T, so B goes first."""
+    import numpy as np
+    from cupy.cuda import device
+    from cupy_backends.cuda.libs import cublas
+
+    m, k = a.shape
+    n = b.shape[1]
+    if m == 0 or n == 0:
+        return
+    kind = _CUDA_R_16F if a.dtype.char == "e" else _CUDA_R_16BF
+    a, op_a, lda = _operand(cupy, a)
+    b, op_b, ldb = _operand(cupy, b)
+    handle = device.get_cublas_handle()
+    scalars = np.array([alpha, beta], dtype=np.float32)  # host pointers, alive through the call
+    mode = cublas.getPointerMode(handle)
+    cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
+    cublas.setStream(handle, cupy.cuda.get_current_stream().ptr)
+    try:
+        cublas.gemmEx(handle, op_b, op_a, n, m, k, scalars.ctypes.data, b.data.ptr, kind, ldb,
+                      a.data.ptr, kind, lda, scalars.ctypes.data + 4, acc.data.ptr, _CUDA_R_32F,
+                      max(1, n), _CUBLAS_COMPUTE_32F, _CUBLAS_GEMM_DEFAULT)
+    finally:
+        cublas.setPointerMode(handle, mode)
 
 
 @contextlib.contextmanager
