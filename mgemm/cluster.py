@@ -50,7 +50,7 @@ def device_info(dask_worker: Any = None) -> dict | None:
     """Runs on a worker: the GPU this process uses (model, SMs, memory), or None.
 
     "free" counts what an RMM pool of this process holds but does not use as free: the driver
-    reports the whole pool as taken (dask-cuda's default pool is half the GPU)."""
+    reports the whole pool as taken."""
     try:
         import cupy
         dev = cupy.cuda.Device()
@@ -186,6 +186,27 @@ def has_ucx() -> bool:
         return False
 
 
+#: The embedded GPU cluster's RMM pool starts at half a GPU's memory, at most this much, and grows
+#: when a product needs more.  A peer maps a worker's whole pool the first time it receives from it
+#: over NVLink (UCX's CUDA IPC), and on two H200s a pool of half the GPU (70 GB) stalled a fetch for
+#: ~0.26 s, in early products on a new cluster; with 16 GiB the same fetches took 11-17 ms
+#: (benchmarks/fresh_cluster_probe.py; benchmarks/RESULTS.md, seventh session).
+RMM_POOL_CAP = 16 * 2**30
+
+
+def auto_rmm_pool_size(device_index: int = 0) -> int | float:
+    """Bytes for the embedded cluster's RMM pool: half of the GPU's memory, at most
+    ``RMM_POOL_CAP``, in 256-byte units (0.5, dask-cuda's "half", when the size is unknown)."""
+    try:
+        from dask_cuda.utils import get_device_total_memory
+        total = get_device_total_memory(device_index)
+    except Exception:  # no NVML, or a device without dedicated memory
+        total = None
+    if not total:
+        return 0.5
+    return min(int(total) // 2, RMM_POOL_CAP) // 256 * 256
+
+
 def start_default_cluster(*, n_workers: int | None = None, protocol: str | None = None,
                           rmm_pool: str | None = "auto", transfer_limit: str | None = None,
                           transfer_sync: str = "stream", threads_per_worker: int | None = None,
@@ -193,7 +214,8 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
     """Start mgemm's embedded default cluster and return a Client to it.
 
     GPUs visible → ``LocalCUDACluster`` (one worker per GPU; ``protocol`` "ucx" when
-    distributed-ucxx is installed, with NVLink and an RMM pool, else "tcp").  No GPU → a
+    distributed-ucxx is installed, with NVLink and an RMM pool of ``auto_rmm_pool_size()`` bytes
+    unless ``rmm_pool`` names a size or is None, else "tcp").  No GPU → a
     ``LocalCluster`` of processes.  Work stealing is off on the scheduler so the plan's placement
     holds; restrictions stay loose so a lost worker's blocks run elsewhere.  ``transfer_limit``
     (e.g. "1GiB") raises how many bytes a worker asks one peer for in one message (Dask's default,
@@ -235,7 +257,7 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
                 pool = "auto" if rmm_pool == "auto" else rmm_pool
                 try:
                     import rmm  # noqa: F401
-                    kwargs["rmm_pool_size"] = 0.5 if pool == "auto" else pool
+                    kwargs["rmm_pool_size"] = auto_rmm_pool_size() if pool == "auto" else pool
                 except ImportError:
                     pass
             cluster = LocalCUDACluster(**kwargs)

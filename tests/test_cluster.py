@@ -135,3 +135,19 @@ def test_rmm_pool_unused_counts_the_pool_less_what_the_worker_holds(monkeypatch)
     assert cluster.rmm_pool_unused(worker) == 0
     monkeypatch.setitem(sys.modules, "rmm", None)  # not installed
     assert cluster.rmm_pool_unused(worker) == 0
+
+
+def test_auto_rmm_pool_is_half_the_gpu_at_most_the_cap(monkeypatch):
+    import sys
+    import types
+
+    from mgemm import cluster
+
+    fake = types.ModuleType("dask_cuda.utils")
+    sizes = {0: 141 * 10**9, 1: 16 * 10**9, 2: None}
+    fake.get_device_total_memory = lambda index=0: sizes[index]
+    monkeypatch.setitem(sys.modules, "dask_cuda.utils", fake)
+    monkeypatch.setitem(sys.modules, "dask_cuda", types.ModuleType("dask_cuda"))
+    assert cluster.auto_rmm_pool_size(0) == cluster.RMM_POOL_CAP  # an H200: the cap
+    assert cluster.auto_rmm_pool_size(1) == 8 * 10**9 // 256 * 256  # a small GPU: half of it
+    assert cluster.auto_rmm_pool_size(2) == 0.5  # size unknown: dask-cuda's half
