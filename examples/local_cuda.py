@@ -46,7 +46,9 @@ def main():
     protocol = "ucx" if _has_ucx() else "tcp"
     kwargs = {"protocol": protocol, "host": "127.0.0.1", "dashboard_address": None}
     if _has_rmm():
-        kwargs["rmm_pool_size"] = 0.5  # half of each GPU: UCX registers the pool once
+        # half of each GPU, at most 16 GiB (it grows when needed): a peer maps the whole pool on
+        # its first NVLink receive, and a bigger pool makes that first transfer slower
+        kwargs["rmm_pool_size"] = mgemm.cluster.auto_rmm_pool_size()
     with LocalCUDACluster(**kwargs) as cluster, Client(cluster) as client:
         gpus = len(client.scheduler_info()["workers"])
         a = random_on_gpu((n, n), dtype, n // 4, seed=1)
