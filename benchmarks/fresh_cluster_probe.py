@@ -31,7 +31,7 @@ def _logs(dask_worker, since: float):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rmm-pool", default="auto", help="auto (half the GPU), a size, or none")
+    ap.add_argument("--rmm-pool", default="auto", help="auto (half the GPU, at most 16 GiB), a size, or none")
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--n", type=int, default=32768)

@@ -11,8 +11,8 @@
 #                         set it to this machine's address, or set MGEMM_INTERFACE, for several
 #   MGEMM_INTERFACE       network interface instead, e.g. ib0
 #   CUDA_VISIBLE_DEVICES  which GPUs get a worker (default: all)
-#   MGEMM_RMM_POOL_SIZE   RMM pool per GPU, e.g. 0.5 (of GPU memory) or 100GB; default with ucx:
-#                         16GB where the GPU has 32 GB or more, else 0.5 (the pool grows when a
+#   MGEMM_RMM_POOL_SIZE   RMM pool per GPU, e.g. 0.5 (of GPU memory) or 32GiB; default with ucx:
+#                         16GiB where the first visible GPU has 32 GiB or more, else 0.5 (the pool grows when a
 #                         product needs more; UCX maps or registers each pool allocation once, and
 #                         on NVLink a peer's first receive maps the whole allocation: a 70 GB pool
 #                         stalled it ~0.26 s on two H200s); none otherwise
@@ -64,8 +64,9 @@ case "$kind" in
   cuda)
     pool="${MGEMM_RMM_POOL_SIZE:-}"
     if [[ -z "$pool" && "$protocol" == ucx* ]]; then
-      mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i 0 2>/dev/null | head -1)
-      if [[ "$mib" =~ ^[0-9]+$ ]] && (( mib >= 32768 )); then pool=16GB; else pool=0.5; fi
+      first="${CUDA_VISIBLE_DEVICES:-0}"
+      mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i "${first%%,*}" 2>/dev/null | head -1)
+      if [[ "$mib" =~ ^[0-9]+$ ]] && (( mib >= 32768 )); then pool=16GiB; else pool=0.5; fi
     fi
     [[ -n "$pool" ]] && args+=(--rmm-pool-size "$pool")
     transports="${MGEMM_UCX_TRANSPORTS:-auto}"

@@ -17,6 +17,7 @@ from distributed import Client, wait
 
 import mgemm
 import mgemm.bench
+import mgemm.cluster
 
 #: Relative error bound against a float64 reference, by input dtype (K up to ~32k).
 TOLERANCE = {"float64": 1e-12, "float32": 1e-4, "float16": 1e-2}

@@ -18,9 +18,9 @@ column-major, B row-major, the usual NumPy layout), read in place as TMA boxes o
 descriptor (``sw128_mn_desc``: LBO = one box, 8 KB, from one 64-wide group of M or N to the next;
 SBO = 1024 bytes from one 8-row group of K to the next).  tf32 is K-major only (wgmma has no
 transpose for it): other layouts, a leading dimension that is not a multiple of 16 bytes or a
-pointer that is not 16-byte aligned cost one (padded) copy, transposed only when the operand is
-not contiguous along M, N or K.  A K-major copy of an operand contiguous along M or N (tf32 with
-B row-major) goes through the tiled shared-memory transpose of ``kernels/transpose.cu``
+pointer that is not 16-byte aligned cost one (padded) copy, K-major (MN-major for a
+misaligned 16-bit operand contiguous along M or N).  A K-major copy of an operand contiguous along
+M or N (tf32 with B row-major) is a transpose and goes through the tiled shared-memory transpose of ``kernels/transpose.cu``
 (``transpose_copy``), other strides through CuPy's element-wise copy.  Epilogue ``staged`` (the
 heuristic's; cooperative consumers only): with beta = 0 and an output whose rows start 16-byte
 aligned, each consumer warpgroup writes its 64 rows into its own 16 KB shared-memory buffer, 256

@@ -349,18 +349,19 @@ def make_plan(problem: Problem, workers: Sequence[Worker], *, block_size: BlockS
 
 def _local_first(model: _Model, w: int, order: list[list[int]],
                  owner: list[int]) -> list[list[int]]:
-    """Overlap of copy and compute: cut each of ``w``'s blocks that reads remote inputs into up
-    to ``OVERLAP_PIECES`` runs of K chunks, run the pieces whose inputs are all held on ``w``
-    first, then the others, fewest remote bytes first.
+    """Overlap of copy and compute: cut ``w``'s first ``OVERLAP_BLOCKS`` blocks (all, if None)
+    that read remote inputs and are long enough (``MIN_PIECE_SECONDS`` a piece) into up to
+    ``OVERLAP_PIECES`` runs of K chunks, run the pieces whose inputs are all held on ``w`` first,
+    then the others, fewest remote bytes first.
 
     Dask starts a task only when all its inputs are there, so a whole block with one remote
     panel idles the GPU until the whole panel has arrived; as pieces, the held ones compute while
     the rest arrives, and each remote piece starts as soon as its own chunks are in.  Only blocks
     whose fix-up runs on ``w`` are cut, so the partials are summed where they are made: bytes
     moved, FLOPs and predicted times are unchanged.  The bound on pieces bounds the partial C
-    blocks held at once.  Only the first ``OVERLAP_BLOCKS`` remote blocks are cut (all of them
-    when it is None); the rest run whole after the pieces, fewest remote bytes first, their inputs
-    fetched while the pieces compute.
+    blocks held at once.  Remote blocks past the first ``OVERLAP_BLOCKS`` cut ones run whole after
+    the pieces, fewest remote bytes first, their inputs fetched while the pieces compute; a remote
+    block too short to cut keeps its place among the held work.
 
     >>> w = [Worker("w0", "gpu", 1e3, GiB, 1e9)]
     >>> prob = Problem((4,), (4,), (2, 2, 2, 2), 4)

@@ -1,9 +1,13 @@
-"""Engine plumbing that runs without a GPU: the order of stream operations around a block task."""
+"""Engine plumbing that runs without a GPU: the order of stream operations around a block task,
+and how the cublas engine presents operands to column-major cuBLAS."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import types
+
+import pytest
 
 from mgemm import engines
 
@@ -60,3 +64,50 @@ def test_task_stream_is_a_no_op_for_numpy():
     import numpy as np
     with engines.task_stream(np):
         pass
+
+
+class _Operand:
+    """A stand-in for a CuPy array: shape, strides, item size and contiguity flags."""
+
+    def __init__(self, shape, strides, item=2):
+        self.shape, self.strides, self.itemsize = shape, strides, item
+        r, c = shape
+        self.flags = types.SimpleNamespace(
+            c_contiguous=strides == (c * item, item) or r <= 1 and strides[1] == item or c <= 1 and r <= 1,
+            f_contiguous=strides == (item, r * item) or c <= 1 and strides[0] == item or c <= 1 and r <= 1)
+
+
+@pytest.fixture
+def fake_cublas(monkeypatch):
+    """``cupy_backends.cuda.libs.cublas`` with the two operation codes the engine reads."""
+    lib = types.ModuleType("cupy_backends.cuda.libs.cublas")
+    lib.CUBLAS_OP_N, lib.CUBLAS_OP_T = "N", "T"
+    names = ["cupy_backends", "cupy_backends.cuda", "cupy_backends.cuda.libs"]
+    for name in names:
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    sys.modules["cupy_backends.cuda.libs"].cublas = lib
+    monkeypatch.setitem(sys.modules, "cupy_backends.cuda.libs.cublas", lib)
+    return lib
+
+
+@pytest.mark.parametrize("shape,strides,expect", [
+    ((4, 6), (12, 2), ("N", 6)),     # C order: x^T in column-major, rows 6 apart
+    ((4, 6), (2, 8), ("T", 4)),      # F order: x itself in column-major, transposed by cuBLAS
+    ((4, 6), (20, 2), ("N", 10)),    # a slice of wider rows: read in place, ld 10
+    ((4, 6), (2, 12), ("T", 6)),     # a slice of a taller column-major array: ld 6
+    ((1, 6), (40, 2), ("N", 6)),     # one row: its row stride is never used
+    ((4, 1), (2, 2), ("N", 1)),      # one column, C order wins
+    ((4, 6), (24, 4), (None, 6)),    # neither rows nor columns contiguous: a C-ordered copy
+])
+def test_cublas_operand_reads_in_place_or_copies(fake_cublas, shape, strides, expect):
+    from mgemm.engines.cublas import _operand
+
+    copies = []
+    fake_cupy = types.SimpleNamespace(
+        ascontiguousarray=lambda x: copies.append(x) or _Operand(x.shape, (x.shape[1] * 2, 2)))
+    x = _Operand(shape, strides)
+    arr, op, ld = _operand(fake_cupy, x)
+    if expect[0] is None:
+        assert copies == [x] and arr is not x and (op, ld) == ("N", expect[1])
+    else:
+        assert copies == [] and arr is x and (op, ld) == expect

@@ -3,10 +3,11 @@
 Float32/64 and complex accumulate K parts in place with ``cupy.cublas.gemm`` (beta = 1 after the
 first part), so a block never concatenates its panels.  Float32 uses TF32 tensor cores only when
 ``allow_tf32`` is set.  Float16 and bfloat16 do the same through ``cublasGemmEx`` into a float32
-accumulator (float32 compute), rounded once to the output type at the end: no concatenated
-panels (a 16384² block with four K chunks of 16384 used to copy 4 GiB first), and partials of a
-split block stay float32.  Integers and mixed inputs concatenate the K parts and call
-``cupy.matmul`` once.
+accumulator (float32 compute, alpha applied there), rounded to the output type at the end: no
+concatenated panels (a 16384² block with four K chunks of 16384 used to copy 4 GiB first).  The
+pieces of a split block are rounded to the output type too, and beta · C is added in it, as
+before.  Mixed inputs with a floating output are upcast and go the float32/64 way; integers
+concatenate the K parts and call ``cupy.matmul`` once.
 Each call ends with a synchronize of the current stream, so a Dask task lasts as long as its GEMM:
 the scheduler then sees real durations and a finished task means a finished block.
 """
@@ -40,7 +41,7 @@ class CublasEngine:
             out = cupy.zeros((m, n), dtype=dtype)
         elif _half_inputs(parts) and (dtype.char in "ef" or dtype.name == "bfloat16"):
             acc = cupy.empty((m, n), dtype=cupy.float32)
-            for idx, (a, b) in enumerate(parts):  # alpha inside, before the one rounding
+            for idx, (a, b) in enumerate(parts):  # alpha inside, before the rounding
                 _gemm_ex_f32(cupy, a, b, acc, alpha=alpha, beta=0.0 if idx == 0 else 1.0)
             out = acc if dtype.char == "f" else acc.astype(dtype)
             alpha = 1.0
