@@ -93,7 +93,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import threading
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -549,28 +548,24 @@ TRANSPOSE_TILE = 64  # kTransposeTile: a CTA's tile is 64 x 64 elements
 TRANSPOSE_BLOCK = (32, 8)  # kTransposeThreadsX, kTransposeThreadsY
 _GRID_Y = 65535  # the kernel loops over tile rows beyond this many
 
-_transpose_lock = threading.Lock()
-_transpose_fns: dict[tuple[int, int], Any] = {}
+
+@dataclass(frozen=True)
+class _TransposeSource(RenderedConfig):
+    """kernels/transpose.cu as a compile unit: no #defines, no dynamic shared memory."""
+
+    KERNEL_SOURCE: ClassVar[str] = TRANSPOSE_SOURCE
+    smem_bytes: ClassVar[int] = 0
+
+    def defines(self) -> dict[str, str]:
+        return {}
 
 
 def transpose_kernel(item: int, device: int | None = None):
     """The transpose kernel for ``item``-byte elements on ``device``, compiled by NVRTC for that
-    device's architecture on first use and memoized per (device, element size) for the process."""
+    device's architecture on first use and memoized like the GEMM kernels (``compile_kernel``)."""
     dev = device_id(device)
-    fn = _transpose_fns.get((dev, item))
-    if fn is not None:
-        return fn
-    cp = _cupy()
-    with _transpose_lock:
-        fn = _transpose_fns.get((dev, item))
-        if fn is None:
-            options = ("-std=c++17", f"-arch=sm_{compute_capability(dev)}", f"-I{KERNEL_DIR}")
-            with cp.cuda.Device(dev):
-                source = (KERNEL_DIR / TRANSPOSE_SOURCE).read_text()
-                module = cp.RawModule(code=source, options=options)
-                fn = module.get_function(TRANSPOSE_KERNELS[item])
-            _transpose_fns[(dev, item)] = fn
-    return fn
+    options = ("-std=c++17", f"-arch=sm_{compute_capability(dev)}", f"-I{KERNEL_DIR}")
+    return compile_kernel(_TransposeSource(), options, TRANSPOSE_KERNELS[item], dev)
 
 
 def transpose_copy(x, buf) -> None:
