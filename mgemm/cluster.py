@@ -254,10 +254,9 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
             if ucx:
                 kwargs.update(enable_nvlink=True, enable_tcp_over_ucx=True)
             if rmm_pool:
-                pool = "auto" if rmm_pool == "auto" else rmm_pool
                 try:
                     import rmm  # noqa: F401
-                    kwargs["rmm_pool_size"] = auto_rmm_pool_size() if pool == "auto" else pool
+                    kwargs["rmm_pool_size"] = auto_rmm_pool_size() if rmm_pool == "auto" else rmm_pool
                 except ImportError:
                     pass
             cluster = LocalCUDACluster(**kwargs)

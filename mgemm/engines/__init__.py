@@ -139,5 +139,10 @@ def task_stream(xp: Any) -> Iterator[None]:
     stream.synchronize()
 
 
+def is_bfloat16(dtype: Any) -> bool:
+    """Whether ``dtype`` is ml_dtypes' bfloat16 (NumPy kind "V"), which CuPy 14 holds arrays of."""
+    return dtype.name == "bfloat16"
+
+
 def is_cupy_module(xp: Any) -> bool:
     return getattr(xp, "__name__", "") == "cupy"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Sequence
 
-from . import cuda_device_count, scale_and_add
+from . import cuda_device_count, is_bfloat16, scale_and_add
 
 
 class CublasEngine:
@@ -39,7 +39,7 @@ class CublasEngine:
         m, n = a_parts[0].shape[0], b_parts[0].shape[1]
         if not parts:
             out = cupy.zeros((m, n), dtype=dtype)
-        elif _half_inputs(parts) and (dtype.char in "ef" or dtype.name == "bfloat16"):
+        elif _half_inputs(parts) and (dtype.char in "ef" or is_bfloat16(dtype)):
             acc = cupy.empty((m, n), dtype=cupy.float32)
             for idx, (a, b) in enumerate(parts):  # alpha inside, before the rounding
                 _gemm_ex_f32(cupy, a, b, acc, alpha=alpha, beta=0.0 if idx == 0 else 1.0)
@@ -64,7 +64,7 @@ class CublasEngine:
 def _half_inputs(parts: list) -> bool:
     """Every A and B part float16, or every one bfloat16."""
     first = parts[0][0].dtype
-    return (first.char == "e" or first.name == "bfloat16") and all(
+    return (first.char == "e" or is_bfloat16(first)) and all(
         a.dtype == first and b.dtype == first for a, b in parts)
 
 

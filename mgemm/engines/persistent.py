@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from . import cuda_device_count
+from . import cuda_device_count, is_bfloat16
 
 
 class PersistentEngine:
@@ -33,7 +33,7 @@ class PersistentEngine:
             in_dtype = cupy.result_type(*a_parts, *b_parts)
         except TypeError:  # bfloat16 with float16: no common 16-bit type; both embed in float32
             in_dtype = cupy.dtype(cupy.float32)
-        if not (_is_bfloat16(in_dtype) or (in_dtype.kind == "f" and in_dtype.itemsize in (2, 4, 8))):
+        if not (is_bfloat16(in_dtype) or (in_dtype.kind == "f" and in_dtype.itemsize in (2, 4, 8))):
             raise TypeError(f"engine 'persistent' multiplies float16/32/64 and bfloat16, not {in_dtype}")
         dtype = cupy.dtype(out_dtype) if out_dtype is not None else in_dtype
         out = cupy.empty((m, n), dtype=dtype)
@@ -56,10 +56,6 @@ class PersistentEngine:
         return out
 
 
-def _is_bfloat16(dtype) -> bool:
-    return dtype.name == "bfloat16"  # ml_dtypes' type, which CuPy 14 holds arrays of
-
-
 def _use_hopper(in_dtype, out_dtype, allow_tf32: bool) -> bool:
     """Whether the Hopper kernel takes this product: an sm_90 GPU, float16 in and float16 or
     float32 out, bfloat16 in and bfloat16 or float32 out, or float32 with ``allow_tf32`` (tf32
@@ -67,8 +63,8 @@ def _use_hopper(in_dtype, out_dtype, allow_tf32: bool) -> bool:
     from mgemm import hopper
     if in_dtype.char == "e":
         ok = out_dtype.char in "ef"
-    elif _is_bfloat16(in_dtype):
-        ok = _is_bfloat16(out_dtype) or out_dtype.char == "f"
+    elif is_bfloat16(in_dtype):
+        ok = is_bfloat16(out_dtype) or out_dtype.char == "f"
     else:
         ok = in_dtype.char == "f" and allow_tf32 and out_dtype.char == "f"
     return ok and hopper.supported()
