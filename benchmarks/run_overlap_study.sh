@@ -6,6 +6,7 @@
 # foundation case (8192² chunks) with both methods; one-GPU cuBLAS anchors first.
 #   SETTINGS="None 1" CASES="strong-bfloat16-65536 ..." bash benchmarks/run_overlap_study.sh
 #   SUITE=foundation CASES="float32-32768 float64-32768" ANCHOR="float32,float64" DASK=0 F16=0 ...
+#   EXTRA="--threads-per-worker 2" ...   (more `mgemm bench` options for the mgemm-only runs)
 # Results: $OUT/study.tgz (rows-*.jsonl, trace-*.jsonl, *.txt, *.log).
 set -uo pipefail
 top=${OUT:-/tmp/mgemm-out}
@@ -31,7 +32,7 @@ for ob in ${SETTINGS:-None 1}; do
 p.OVERLAP_BLOCKS = None if sys.argv[1] == "None" else int(sys.argv[1])
 from mgemm.cli import main
 sys.argv = ["mgemm"] + sys.argv[2:]
-main()' "$ob" bench --suite ${SUITE:-scaling} --protocol ucx --repeat "$repeat" "${cases[@]}" --method mgemm \
+main()' "$ob" bench --suite ${SUITE:-scaling} --protocol ucx --repeat "$repeat" "${cases[@]}" --method mgemm ${EXTRA:-} \
     --json "$out/rows-ob$ob.jsonl" --trace "$out/trace-ob$ob.jsonl" 2>"$out/err-ob$ob.txt" | tee "$out/out-ob$ob.txt"
 done
 if [ "${DASK:-1}" = 1 ]; then

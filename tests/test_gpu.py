@@ -21,13 +21,16 @@ def cp():
     return pytest.importorskip("cupy")
 
 
+@pytest.mark.parametrize("ks", [(5, 33, 1), (37,)], ids=["three_parts", "one_part"])
 @pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16", "complex64",
                                    "complex128"])
-def test_cublas_engine_block(cp, rng, dtype):
+def test_cublas_engine_block(cp, rng, dtype, ks):
+    """K parts (one of them a column-major view) with alpha, beta and C; a block of one part
+    takes the half-precision path that writes its own type directly."""
     from mgemm.engines import get
 
-    parts_a = [random(rng, (70, k), dtype) for k in (5, 33, 1)]
-    parts_b = [random(rng, (k, 45), dtype) for k in (5, 33, 1)]
+    parts_a = [random(rng, (70, k), dtype) for k in ks]
+    parts_b = [random(rng, (k, 45), dtype) for k in ks]
     c = random(rng, (70, 45), dtype)
     out = get("cublas").gemm([cp.asarray(x) for x in parts_a], [cp.asarray(x.T).T for x in parts_b],
                              alpha=0.5, beta=2.0, c=cp.asarray(c))

@@ -4,7 +4,8 @@ Float32/64 and complex accumulate K parts in place with ``cupy.cublas.gemm`` (be
 first part), so a block never concatenates its panels.  Float32 uses TF32 tensor cores only when
 ``allow_tf32`` is set.  Float16 and bfloat16 do the same through ``cublasGemmEx`` into a float32
 accumulator (float32 compute, alpha applied there), rounded to the output type at the end: no
-concatenated panels (a 16384² block with four K chunks of 16384 used to copy 4 GiB first).  The
+concatenated panels (a 16384² block with four K chunks of 16384 used to copy 4 GiB first).  A
+block of one K part is written in its own type by cuBLAS directly (still float32 compute).  The
 pieces of a split block are rounded to the output type too, and beta · C is added in it, as
 before.  Mixed inputs with a floating output are upcast and go the float32/64 way; integers
 concatenate the K parts and call ``cupy.matmul`` once.
@@ -40,10 +41,13 @@ class CublasEngine:
         if not parts:
             out = cupy.zeros((m, n), dtype=dtype)
         elif _half_inputs(parts) and (dtype.char in "ef" or is_bfloat16(dtype)):
-            acc = cupy.empty((m, n), dtype=cupy.float32)
+            # One part in its own type: cuBLAS rounds once, on its way out (no float32 block
+            # and no conversion pass).  Several: a float32 accumulator, rounded at the end.
+            direct = len(parts) == 1 and dtype == parts[0][0].dtype
+            acc = cupy.empty((m, n), dtype=dtype if direct else cupy.float32)
             for idx, (a, b) in enumerate(parts):  # alpha inside, before the rounding
-                _gemm_ex_f32(cupy, a, b, acc, alpha=alpha, beta=0.0 if idx == 0 else 1.0)
-            out = acc if dtype.char == "f" else acc.astype(dtype)
+                _gemm_ex(cupy, a, b, acc, alpha=alpha, beta=0.0 if idx == 0 else 1.0)
+            out = acc if acc.dtype == dtype else acc.astype(dtype)
             alpha = 1.0
         elif dtype.char in "fdFD":
             out = cupy.empty((m, n), dtype=dtype, order="F")
@@ -94,10 +98,10 @@ def _operand(cupy: Any, x: Any) -> tuple[Any, int, int]:
     return cupy.ascontiguousarray(x), cublas.CUBLAS_OP_N, max(1, c)
 
 
-def _gemm_ex_f32(cupy: Any, a: Any, b: Any, acc: Any, *, alpha: float, beta: float) -> None:
+def _gemm_ex(cupy: Any, a: Any, b: Any, acc: Any, *, alpha: float, beta: float) -> None:
     """``acc = alpha * a @ b + beta * acc`` on the current stream: ``a`` (m × k) and ``b`` (k × n) float16
-    or bfloat16, ``acc`` a C-ordered float32 (m × n); float32 compute.  Row-major C is column-major
-    C^T = B^T A^T, so B goes first."""
+    or bfloat16, ``acc`` a C-ordered float32 (m × n) or an array of the inputs' own type; float32
+    compute.  Row-major C is column-major C^T = B^T A^T, so B goes first."""
     import numpy as np
     from cupy.cuda import device
     from cupy_backends.cuda.libs import cublas
@@ -116,7 +120,8 @@ def _gemm_ex_f32(cupy: Any, a: Any, b: Any, acc: Any, *, alpha: float, beta: flo
     cublas.setStream(handle, cupy.cuda.get_current_stream().ptr)
     try:
         cublas.gemmEx(handle, op_b, op_a, n, m, k, scalars.ctypes.data, b.data.ptr, kind, ldb,
-                      a.data.ptr, kind, lda, scalars.ctypes.data + 4, acc.data.ptr, _CUDA_R_32F,
+                      a.data.ptr, kind, lda, scalars.ctypes.data + 4, acc.data.ptr,
+                      _CUDA_R_32F if acc.dtype.char == "f" else kind,
                       max(1, n), _CUBLAS_COMPUTE_32F, _CUBLAS_GEMM_DEFAULT)
     finally:
         cublas.setPointerMode(handle, mode)
