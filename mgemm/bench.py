@@ -84,6 +84,35 @@ def random_matrix(shape: tuple[int, int], chunks: Any, dtype: str, *, gpu: bool,
                                meta=meta)
 
 
+class _Cyclic:
+    """Chunk (i, j) of a 2-D array → ``[workers[(i + j) % len(workers)]]`` (other keys: None)."""
+
+    __slots__ = ("workers",)
+
+    def __init__(self, workers: list[str]):
+        self.workers = workers
+
+    def __call__(self, key: Any) -> Any:
+        if isinstance(key, tuple) and len(key) == 3 and all(isinstance(x, int) for x in key[1:]):
+            return [self.workers[(key[1] + key[2]) % len(self.workers)]]
+        return None
+
+
+def persist_cyclic(client: Any, make: Callable[[], da.Array]) -> da.Array:
+    """``make()`` persisted with its chunks laid out block-cyclically over the workers: chunk
+    (i, j) on worker (i + j) mod W, in address order (the 2-D cyclic layout of distributed dense
+    linear algebra).  Left to Dask, where the chunks of a freshly made matrix land varies from
+    cluster to cluster, and with it how much data a product has to move: on two GPUs one
+    worker fetched 2.5 GiB in one cluster's runs and 1 GiB in another's (benchmarks/RESULTS.md).
+    A fixed layout makes runs on different clusters comparable; both methods see the same one."""
+    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    if not workers:
+        return make().persist()
+    with dask.annotate(workers=_Cyclic(workers), allow_other_workers=False):
+        lazy = make()
+    return client.persist(lazy, optimize_graph=False)
+
+
 def synchronize_workers(client: Any) -> None:
     """Wait until every worker's GPU has finished its queued work (no-op on CPU workers)."""
     client.run(_device_synchronize)
@@ -429,8 +458,10 @@ def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, option
 
     from .cluster import protocol
 
-    a = random_matrix((case.m, case.k), case.chunk, case.dtype, gpu=gpu, seed=1).persist()
-    b = random_matrix((case.k, case.n), case.chunk, case.dtype, gpu=gpu, seed=2).persist()
+    a = persist_cyclic(client, lambda: random_matrix((case.m, case.k), case.chunk, case.dtype,
+                                                     gpu=gpu, seed=1))
+    b = persist_cyclic(client, lambda: random_matrix((case.k, case.n), case.chunk, case.dtype,
+                                                     gpu=gpu, seed=2))
     wait([a, b])
     env = environment(client)
     workers = client.scheduler_info(n_workers=-1)["workers"]

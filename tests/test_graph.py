@@ -163,3 +163,22 @@ def test_scaling_summary_joins_the_anchor_and_dask():
     mg, dk, failed = text[1].split(), text[2].split(), text[3]
     assert mg[-2:] == ["0.90", "2.00"] and dk[-2:] == ["0.45", "1.00"]
     assert "failed: TypeError: no" in failed
+
+
+def test_bench_inputs_laid_out_block_cyclically(client):
+    """``mgemm bench`` persists its inputs with chunk (i, j) on worker (i + j) mod W, whatever
+    Dask would have chosen, so that runs on different clusters move the same data."""
+    from distributed import wait
+
+    from mgemm import bench
+
+    a = bench.persist_cyclic(client, lambda: bench.random_matrix((96, 64), 16, "float64",
+                                                                 gpu=False, seed=7))
+    wait(a)
+    workers = sorted(client.scheduler_info()["workers"])
+    held = client.who_has(a)
+    assert len(held) == 6 * 4
+    for key, where in held.items():
+        assert list(where) == [workers[(key[1] + key[2]) % len(workers)]], (key, where)
+    assert np.array_equal(a.compute(), bench.random_matrix((96, 64), 16, "float64", gpu=False,
+                                                           seed=7).compute())
