@@ -115,7 +115,7 @@ def _cluster_has_gpus(client: Any) -> bool:
               help="what a UCX transfer waits for on the embedded cluster: the legacy default "
                    "stream (mgemm's plugin) or the whole GPU (distributed-ucxx's own)")
 @click.option("--threads-per-worker", type=click.IntRange(min=1), default=None,
-              help="tasks each worker of the embedded cluster runs at once (default: 1 per GPU)")
+              help="tasks each worker of the embedded cluster runs at once (default: 2 per GPU)")
 @mgemm_options
 def bench(suite: str, case_names: tuple, methods: tuple, repeat: int, protocol: str | None,
           json_path: str | None, plot_path: str | None, trace_path: str | None,

@@ -193,6 +193,13 @@ def has_ucx() -> bool:
 #: (benchmarks/fresh_cluster_probe.py; benchmarks/RESULTS.md, seventh session).
 RMM_POOL_CAP = 16 * 2**30
 
+#: Block tasks a GPU worker of the embedded cluster runs at once.  A block task waits for its GPU
+#: work before it returns, so with one thread the GPU idles while Dask hands the worker its next
+#: task (~1 ms) and while a task waits for a fetch; with two, one task's GEMMs run while the other
+#: task waits.  On two H200s (UCX, float16 32768³, one run each): 16384² chunks 0.079 → 0.067 s,
+#: 8192² chunks 0.101 → 0.085 s (benchmarks/RESULTS.md, eighth session).
+GPU_THREADS_PER_WORKER = 2
+
 
 def auto_rmm_pool_size(device_index: int = 0) -> int | float:
     """Bytes for the embedded cluster's RMM pool: half of the GPU's memory, at most
@@ -222,9 +229,9 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
     50MB, is less than one 8192² float32 chunk, so every chunk is a round trip of its own).
     ``transfer_sync``: "stream" (default) installs ``StreamScopedTransfers`` on UCX workers, so a
     transfer waits for the legacy default stream instead of the whole GPU; "device" keeps
-    distributed-ucxx's whole-device synchronize.  ``threads_per_worker``: tasks a GPU worker runs at
-    once (default: dask-cuda's 1; with 2, two block tasks share the GPU, each on its own stream,
-    which on two H200s gave no consistent gain: benchmarks/RESULTS.md, runs 13 and 14).
+    distributed-ucxx's whole-device synchronize.  ``threads_per_worker``: tasks a worker runs at
+    once (GPU workers: ``GPU_THREADS_PER_WORKER``, two block tasks sharing the GPU, each on its
+    own stream; CPU workers: the CPUs shared out).
     """
     if threads_per_worker is not None and threads_per_worker < 1:
         raise ValueError(f"threads_per_worker must be at least 1, got {threads_per_worker}")
@@ -247,8 +254,7 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
             ucx = proto.startswith("ucx")
             kwargs: dict[str, Any] = {"protocol": proto, "host": "127.0.0.1",
                                       "dashboard_address": "127.0.0.1:0"}
-            if threads_per_worker:
-                kwargs["threads_per_worker"] = threads_per_worker
+            kwargs["threads_per_worker"] = threads_per_worker or GPU_THREADS_PER_WORKER
             if n_workers:
                 kwargs["CUDA_VISIBLE_DEVICES"] = list(range(n_workers))
             if ucx:

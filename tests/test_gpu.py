@@ -146,7 +146,10 @@ def test_local_cuda_cluster_end_to_end(cp, rng):
 
     client = start_default_cluster(protocol="tcp", rmm_pool=None)
     try:
-        n = len(client.scheduler_info()["workers"])
+        workers = client.scheduler_info()["workers"]
+        n = len(workers)
+        from mgemm.cluster import GPU_THREADS_PER_WORKER
+        assert {w["nthreads"] for w in workers.values()} == {GPU_THREADS_PER_WORKER}
         a = random_matrix((2048, 1536), 512, "float32", gpu=True, seed=3).persist()
         b = random_matrix((1536, 1024), 512, "float32", gpu=True, seed=4).persist()
         out = mgemm.matmul(a, b).persist()
