@@ -1,0 +1,119 @@
+"""Orchestrator variants timed in turns on one cluster and one set of inputs.
+
+Between clusters the same setting moves by more than the differences being looked for (float16
+32768³ with 8192² chunks: 0.085 s on one cluster, 0.098 s on the next), so each variant here is
+applied in turn, run after run, on the same embedded cluster and the same block-cyclic inputs:
+
+    base      mgemm's defaults
+    pieces    each worker's first block with remote inputs cut into K pieces even when short
+              (mgemm.plan.MIN_PIECE_SECONDS = 0.001): the held pieces start before any fetch ends
+    limit512  the workers fetch up to 512 MiB from one peer per message (Dask's default: 50 MB,
+              less than one 8192² float32 chunk, so every chunk is a round trip of its own)
+    dask      dask.array.matmul
+
+Usage (GPU host, both GPUs):
+    python3 benchmarks/variants_in_turns.py --dtype float16 --chunk 8192 16384 --repeat 7
+Prints one line per run and a table of medians, × 2·one-GPU cuBLAS when --anchor (TFLOP/s of
+benchmarks/cublas_one_gpu.py at the same size) is given; --json appends the rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+
+import dask.array as da
+
+import mgemm
+import mgemm.plan as plan
+from mgemm import bench
+from mgemm.cluster import start_default_cluster
+
+VARIANTS = ("base", "pieces", "limit512", "dask")
+
+
+def _set_limit(limit: float):
+    def apply(dask_worker):
+        dask_worker.state.transfer_message_bytes_limit = limit
+    return apply
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n", type=int, default=32768)
+    p.add_argument("--dtype", default="float16")
+    p.add_argument("--chunk", type=int, nargs="+", default=[8192, 16384])
+    p.add_argument("--repeat", type=int, default=7)
+    p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    p.add_argument("--anchor", type=float, default=None, help="one-GPU cuBLAS TFLOP/s")
+    p.add_argument("--json", default=None)
+    p.add_argument("--cpu", action="store_true", help="NumPy chunks (a smoke run without GPUs)")
+    args = p.parse_args()
+    gpu = not args.cpu
+
+    client = start_default_cluster()
+    default_limit = next(iter(client.run(
+        lambda dask_worker: dask_worker.state.transfer_message_bytes_limit).values()))
+    default_piece = plan.MIN_PIECE_SECONDS
+    gpus = len(client.scheduler_info()["workers"])
+    flops = 2.0 * args.n ** 3
+    rows = []
+    for chunk in args.chunk:
+        case = bench.Case(f"{args.dtype}-{args.n}-c{chunk}", args.n, args.n, args.n, args.dtype, chunk)
+        a = bench.persist_cyclic(client, lambda: bench.random_matrix(
+            (args.n, args.n), chunk, args.dtype, gpu=gpu, seed=1))
+        b = bench.persist_cyclic(client, lambda: bench.random_matrix(
+            (args.n, args.n), chunk, args.dtype, gpu=gpu, seed=2))
+        times: dict[str, list[float]] = {v: [] for v in args.variants}
+
+        def make(variant: str):
+            plan.MIN_PIECE_SECONDS = 0.001 if variant == "pieces" else default_piece
+            client.run(_set_limit(512 * 2**20 if variant == "limit512" else default_limit))
+            if variant == "dask":
+                return lambda: da.matmul(a, b)
+            return lambda: mgemm.matmul(a, b)
+
+        for variant in args.variants:  # warm-up and check, once each
+            seconds, c = bench.timed(client, make(variant))
+            err = bench.check(a, b, c, tol=bench.tolerance(args.dtype))
+            print(f"{case.name} {variant}: warm-up {seconds:.3f} s, rel err {err:.2e}", flush=True)
+            del c
+        for r in range(args.repeat):
+            for variant in args.variants:
+                marks: dict[str, float] = {}
+                seconds, c = bench.timed(client, make(variant), marks=marks)
+                del c
+                times[variant].append(seconds)
+                print(f"{case.name} run {r} {variant}: {seconds:.4f} s "
+                      f"(submitted {marks['submitted']:.4f}, done {marks['done']:.4f})", flush=True)
+        plan.MIN_PIECE_SECONDS = default_piece
+        client.run(_set_limit(default_limit))
+        for variant, ts in times.items():
+            med = statistics.median(ts)
+            tflops = flops / med / 1e12
+            row = {"case": case.name, "variant": variant, "gpus": gpus, "seconds": ts, "median_s": med,
+                   "tflops": tflops, "anchor_tflops": args.anchor,
+                   "vs_ideal": tflops / (gpus * args.anchor) if args.anchor else None}
+            rows.append(row)
+        del a, b
+    base = {r["case"]: r["median_s"] for r in rows if r["variant"] == "dask"}
+    print(f"{'case':<22} {'variant':<9} {'median s':>9} {'TFLOP/s':>8} {'x ideal':>8} {'x dask':>7}")
+    for r in rows:
+        ideal = f"{r['vs_ideal']:.3f}" if r["vs_ideal"] else "-"
+        vs_dask = base.get(r["case"], float("nan")) / r["median_s"]
+        print(f"{r['case']:<22} {r['variant']:<9} {r['median_s']:>9.4f} {r['tflops']:>8.1f} "
+              f"{ideal:>8} {vs_dask:>7.2f}")
+    if args.json:
+        with open(args.json, "a") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+    client.close()
+    cluster = getattr(client, "cluster", None)
+    if cluster is not None:
+        cluster.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
