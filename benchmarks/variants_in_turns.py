@@ -4,15 +4,18 @@ Between clusters the same setting moves by more than the differences being looke
 32768³ with 8192² chunks: 0.085 s on one cluster, 0.098 s on the next), so each variant here is
 applied in turn, run after run, on the same embedded cluster and the same block-cyclic inputs:
 
-    base      mgemm's defaults
-    pieces    each worker's first block with remote inputs cut into K pieces even when short
-              (mgemm.plan.MIN_PIECE_SECONDS = 0.001): the held pieces start before any fetch ends
-    limit512  the workers fetch up to 512 MiB from one peer per message (Dask's default: 50 MB,
-              less than one 8192² float32 chunk, so every chunk is a round trip of its own)
-    dask      dask.array.matmul
+    base        mgemm as configured
+    pieces      each worker's first block with remote inputs cut into K pieces even when short
+                (mgemm.plan.MIN_PIECE_SECONDS = 0.001): the held pieces start before any fetch ends
+    limit<size> the workers fetch up to <size> (e.g. limit512MiB) from one peer per message
+                (Dask's default: 50 MB, less than one 8192² float32 chunk, so every chunk is a
+                round trip of its own); limitdefault: Dask's value
+    a+b         both (e.g. pieces+limit512MiB)
+    dask        dask.array.matmul
 
 Usage (GPU host, both GPUs):
-    python3 benchmarks/variants_in_turns.py --dtype float16 --chunk 8192 16384 --repeat 7
+    python3 benchmarks/variants_in_turns.py --dtype float16 --chunk 8192 16384 --repeat 7 \
+        --variants base pieces limit512MiB dask
 Prints one line per run and a table of medians, × 2·one-GPU cuBLAS when --anchor (TFLOP/s of
 benchmarks/cublas_one_gpu.py at the same size) is given; --json appends the rows.
 """
@@ -25,13 +28,14 @@ import statistics
 import sys
 
 import dask.array as da
+from dask.utils import parse_bytes
 
 import mgemm
 import mgemm.plan as plan
 from mgemm import bench
 from mgemm.cluster import start_default_cluster
 
-VARIANTS = ("base", "pieces", "limit512", "dask")
+VARIANTS = ("base", "pieces", "limit512MiB", "dask")
 
 
 def _set_limit(limit: float):
@@ -46,7 +50,7 @@ def main() -> None:
     p.add_argument("--dtype", default="float16")
     p.add_argument("--chunk", type=int, nargs="+", default=[8192, 16384])
     p.add_argument("--repeat", type=int, default=7)
-    p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    p.add_argument("--variants", nargs="+", default=list(VARIANTS))
     p.add_argument("--anchor", type=float, default=None, help="one-GPU cuBLAS TFLOP/s")
     p.add_argument("--json", default=None)
     p.add_argument("--cpu", action="store_true", help="NumPy chunks (a smoke run without GPUs)")
@@ -69,8 +73,10 @@ def main() -> None:
         times: dict[str, list[float]] = {v: [] for v in args.variants}
 
         def make(variant: str):
-            plan.MIN_PIECE_SECONDS = 0.001 if variant == "pieces" else default_piece
-            client.run(_set_limit(512 * 2**20 if variant == "limit512" else default_limit))
+            parts = variant.split("+")
+            plan.MIN_PIECE_SECONDS = 0.001 if "pieces" in parts else default_piece
+            limit = next((p[len("limit"):] for p in parts if p.startswith("limit")), "default")
+            client.run(_set_limit(default_limit if limit == "default" else parse_bytes(limit)))
             if variant == "dask":
                 return lambda: da.matmul(a, b)
             return lambda: mgemm.matmul(a, b)
@@ -99,11 +105,11 @@ def main() -> None:
             rows.append(row)
         del a, b
     base = {r["case"]: r["median_s"] for r in rows if r["variant"] == "dask"}
-    print(f"{'case':<22} {'variant':<9} {'median s':>9} {'TFLOP/s':>8} {'x ideal':>8} {'x dask':>7}")
+    print(f"{'case':<22} {"variant":<20} {'median s':>9} {'TFLOP/s':>8} {'x ideal':>8} {'x dask':>7}")
     for r in rows:
         ideal = f"{r['vs_ideal']:.3f}" if r["vs_ideal"] else "-"
         vs_dask = base.get(r["case"], float("nan")) / r["median_s"]
-        print(f"{r['case']:<22} {r['variant']:<9} {r['median_s']:>9.4f} {r['tflops']:>8.1f} "
+        print(f"{r['case']:<22} {r["variant"]:<20} {r['median_s']:>9.4f} {r['tflops']:>8.1f} "
               f"{ideal:>8} {vs_dask:>7.2f}")
     if args.json:
         with open(args.json, "a") as f:
