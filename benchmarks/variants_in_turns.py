@@ -105,11 +105,11 @@ def main() -> None:
             rows.append(row)
         del a, b
     base = {r["case"]: r["median_s"] for r in rows if r["variant"] == "dask"}
-    print(f"{'case':<22} {"variant":<20} {'median s':>9} {'TFLOP/s':>8} {'x ideal':>8} {'x dask':>7}")
+    print(f"{'case':<22} {'variant':<20} {'median s':>9} {'TFLOP/s':>8} {'x ideal':>8} {'x dask':>7}")
     for r in rows:
         ideal = f"{r['vs_ideal']:.3f}" if r["vs_ideal"] else "-"
         vs_dask = base.get(r["case"], float("nan")) / r["median_s"]
-        print(f"{r['case']:<22} {r["variant"]:<20} {r['median_s']:>9.4f} {r['tflops']:>8.1f} "
+        print(f"{r['case']:<22} {r['variant']:<20} {r['median_s']:>9.4f} {r['tflops']:>8.1f} "
               f"{ideal:>8} {vs_dask:>7.2f}")
     if args.json:
         with open(args.json, "a") as f:
