@@ -9,7 +9,7 @@ applied in turn, run after run, on the same embedded cluster and the same block-
                 (mgemm.plan.MIN_PIECE_SECONDS = 0.001): the held pieces start before any fetch ends
     limit<size> the workers fetch up to <size> (e.g. limit512MiB) from one peer per message
                 (Dask's default: 50 MB, less than one 8192² float32 chunk, so every chunk is a
-                round trip of its own); limitdefault: Dask's value
+                round trip of its own); limitdefault: the cluster's value
     a+b         both (e.g. pieces+limit512MiB)
     dask        dask.array.matmul
 
@@ -77,7 +77,7 @@ def main() -> None:
             plan.MIN_PIECE_SECONDS = 0.001 if "pieces" in parts else default_piece
             limit = next((p[len("limit"):] for p in parts if p.startswith("limit")), "default")
             client.run(_set_limit(default_limit if limit == "default" else parse_bytes(limit)))
-            if variant == "dask":
+            if "dask" in parts:
                 return lambda: da.matmul(a, b)
             return lambda: mgemm.matmul(a, b)
 

@@ -109,7 +109,7 @@ def _cluster_has_gpus(client: Any) -> bool:
               help="append each timed run's per-worker task-stream summary (JSON lines)")
 @click.option("--transfer-limit", default=None,
               help="bytes a worker fetches from one peer per message on the embedded cluster "
-                   "(e.g. 1GiB; Dask's default is 50MB)")
+                   "(e.g. 1GiB; default: 512MiB on GPU workers, Dask's 50MB on CPU workers)")
 @click.option("--transfer-sync", type=click.Choice(["stream", "device"]), default="stream",
               show_default=True,
               help="what a UCX transfer waits for on the embedded cluster: the legacy default "

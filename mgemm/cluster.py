@@ -200,6 +200,14 @@ RMM_POOL_CAP = 16 * 2**30
 #: 8192² chunks 0.101 → 0.085 s (benchmarks/RESULTS.md, eighth session).
 GPU_THREADS_PER_WORKER = 2
 
+#: Bytes a GPU worker of the embedded cluster asks one peer for in one message.  Dask's default,
+#: 50 MB, is less than one 8192² float32 chunk, so every chunk is a round trip of its own, and a
+#: worker fetches from one peer one message at a time: 128 MiB float16 chunks came at ~40 GB/s
+#: over NVLink where 512 MiB ones came at 110-140.  On two H200s, timed in turns on one cluster
+#: (float16 32768³, 8192² chunks): 0.106 s with 50 MB, 0.085 / 0.084 / 0.086 s with 256 MiB /
+#: 512 MiB / 1 GiB; float32 unchanged (benchmarks/RESULTS.md, eighth session).
+GPU_TRANSFER_LIMIT = "512MiB"
+
 
 def auto_rmm_pool_size(device_index: int = 0) -> int | float:
     """Bytes for the embedded cluster's RMM pool: half of the GPU's memory, at most
@@ -225,8 +233,8 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
     unless ``rmm_pool`` names a size or is None, else "tcp").  No GPU → a
     ``LocalCluster`` of processes.  Work stealing is off on the scheduler so the plan's placement
     holds; restrictions stay loose so a lost worker's blocks run elsewhere.  ``transfer_limit``
-    (e.g. "1GiB") raises how many bytes a worker asks one peer for in one message (Dask's default,
-    50MB, is less than one 8192² float32 chunk, so every chunk is a round trip of its own).
+    (e.g. "1GiB"): how many bytes a worker asks one peer for in one message (GPU workers:
+    ``GPU_TRANSFER_LIMIT``; CPU workers: Dask's default, 50MB).
     ``transfer_sync``: "stream" (default) installs ``StreamScopedTransfers`` on UCX workers, so a
     transfer waits for the legacy default stream instead of the whole GPU; "device" keeps
     distributed-ucxx's whole-device synchronize.  ``threads_per_worker``: tasks a worker runs at
@@ -243,11 +251,13 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
     settings = {"distributed.scheduler.work-stealing": False}
     if quiet:
         settings["distributed.logging.distributed"] = "error"
+    gpu = gpus_visible()
+    transfer_limit = transfer_limit or (GPU_TRANSFER_LIMIT if gpu else None)
     if transfer_limit:
         settings["distributed.worker.transfer.message-bytes-limit"] = transfer_limit
     ucx = False
     with dask.config.set(settings):
-        if gpus_visible():
+        if gpu:
             from dask_cuda import LocalCUDACluster
 
             proto = protocol or ("ucx" if has_ucx() else "tcp")
