@@ -334,8 +334,7 @@ def make_plan(problem: Problem, workers: Sequence[Worker], *, block_size: BlockS
     rows, cols = _block_size(block_size, problem, workers)
     known = locations is not None
     model = _Model(problem, workers, rows, cols, locations if known else _spread(problem, workers))
-    owner, orders, ledger = min((_assemble(model, own) for own in _owners(model, known)),
-                                key=lambda option: option[2].makespan())
+    owner, orders, ledger = _cheapest([_assemble(model, own) for own in _owners(model, known)])
     if split != "off" and model.nk > 1:
         trial = [[list(e) for e in order] for order in orders]
         tried = _Ledger(model, trial, owner)
@@ -361,7 +360,10 @@ def _local_first(model: _Model, w: int, order: list[list[int]],
     moved, FLOPs and predicted times are unchanged.  The bound on pieces bounds the partial C
     blocks held at once.  Remote blocks past the first ``OVERLAP_BLOCKS`` cut ones run whole after
     the pieces, fewest remote bytes first, their inputs fetched while the pieces compute; a remote
-    block too short to cut keeps its place among the held work.
+    block too short to cut keeps its place among the held work.  The block cut first is the one
+    whose least remote piece needs the fewest remote bytes (earliest in the order on ties), moved
+    to the front: where some block has a piece with every chunk held, ``w`` starts computing as
+    soon as its tasks arrive instead of after its first fetches.
 
     >>> w = [Worker("w0", "gpu", 1e3, GiB, 1e9)]
     >>> prob = Problem((4,), (4,), (2, 2, 2, 2), 4)
@@ -376,24 +378,44 @@ def _local_first(model: _Model, w: int, order: list[list[int]],
     def moved(qa: int, qb: int, lo: int, hi: int) -> int:  # remote bytes of K chunks [lo, hi)
         return prefix[qa][hi] - prefix[qa][lo] + prefix[qb][hi] - prefix[qb][lo]
 
+    def pieces(b: int, k0: int, k1: int) -> list[tuple[int, int]]:
+        seconds = model.flops(b, k0, k1) / model.workers[w].flops
+        parts = min(OVERLAP_PIECES, k1 - k0, int(seconds / MIN_PIECE_SECONDS))
+        cuts = [k0 + (k1 - k0) * i // parts for i in range(parts + 1)] if parts >= 2 else []
+        return list(zip(cuts, cuts[1:]))
+
+    def cuttable(b: int, k0: int, k1: int) -> bool:
+        qa, qb = model.panels(b)
+        return owner[b] == w and bool(panel_remote[qa] or panel_remote[qb]) and k1 - k0 >= 2 \
+            and bool(pieces(b, k0, k1))
+
+    # The first block cut is the one with the piece that needs the least remote data (ideally a
+    # piece whose chunks are all held, which starts as soon as the task arrives), earliest first.
+    candidates = [i for i, entry in enumerate(order) if cuttable(*entry)]
+    if candidates and OVERLAP_BLOCKS != 0:
+        def least_remote(i: int) -> int:
+            b, k0, k1 = order[i]
+            qa, qb = model.panels(b)
+            return min(moved(qa, qb, lo, hi) for lo, hi in pieces(b, k0, k1))
+        first = min(candidates, key=lambda i: (least_remote(i), i))
+        order = [order[first]] + order[:first] + order[first + 1:]
+
     held, fetch, cut_blocks = [], [], 0
     for b, k0, k1 in order:
         qa, qb = model.panels(b)
         if owner[b] != w or not (panel_remote[qa] or panel_remote[qb]) or k1 - k0 < 2:
             held.append([b, k0, k1])
             continue
-        seconds = model.flops(b, k0, k1) / model.workers[w].flops
-        parts = min(OVERLAP_PIECES, k1 - k0, int(seconds / MIN_PIECE_SECONDS))
         if OVERLAP_BLOCKS is not None and cut_blocks >= OVERLAP_BLOCKS:
             # fetched while earlier tasks run: stays whole, after the pieces
             fetch.append((moved(qa, qb, k0, k1), len(fetch), [b, k0, k1]))
             continue
-        if parts < 2:
+        runs = pieces(b, k0, k1)
+        if not runs:
             held.append([b, k0, k1])
             continue
         cut_blocks += 1
-        cuts = [k0 + (k1 - k0) * i // parts for i in range(parts + 1)]
-        for lo, hi in zip(cuts, cuts[1:]):
+        for lo, hi in runs:
             if remote_bytes := moved(qa, qb, lo, hi):
                 fetch.append((remote_bytes, len(fetch), [b, lo, hi]))
             else:
@@ -597,6 +619,19 @@ def _owners(model: _Model, known: bool) -> list[list[int]]:
     by_cols = [model.rc(b)[1] * model.nrows + model.rc(b)[0] for b in range(len(model.blocks))]
     col_band = _band(model, by_cols)
     return [_greedy(model), _band(model), col_band]
+
+
+def _cheapest(options: list[tuple[list[int], list, "_Ledger"]]) -> tuple[list[int], list, "_Ledger"]:
+    """The option with the shortest predicted makespan; among those within ``SPLIT_GAIN`` of it,
+    the one whose busiest fetcher moves the fewest bytes, then the fewest bytes in all.
+
+    Fetches are modelled as hidden behind compute, so owner choices that move 1 and 2 GiB to two
+    workers can tie with one that moves 1.5 GiB to each; but a worker starts only once its first
+    task's inputs are in, and with more to fetch it waits longer for them.
+    """
+    best = min(option[2].makespan() for option in options)
+    close = [option for option in options if option[2].makespan() <= best * (1 + SPLIT_GAIN)]
+    return min(close, key=lambda option: (max(option[2].fetched), sum(option[2].fetched)))
 
 
 def _assemble(model: _Model, owner: list[int]) -> tuple[list[int], list, "_Ledger"]:
