@@ -21,6 +21,11 @@
 #   UCX_NET_DEVICES       passed to UCX as is, e.g. mlx5_0:1 to pin the InfiniBand adapter
 #   MGEMM_TLS_DIR         with tls: the directory make-certs.sh filled (default ~/.config/mgemm/certs);
 #                         or set MGEMM_TLS_CA, MGEMM_TLS_CERT, MGEMM_TLS_KEY one by one
+#   MGEMM_NTHREADS        cuda: tasks each GPU worker runs at once (default 2: the GPU computes one
+#                         block while Dask hands the worker the next; mgemm.cluster.GPU_THREADS_PER_WORKER)
+#   MGEMM_TRANSFER_LIMIT  bytes a worker fetches from one peer per message (default for cuda
+#                         workers 512MiB, Dask's 50MB made every 128 MiB chunk a round trip of its own;
+#                         mgemm.cluster.GPU_TRANSFER_LIMIT); cpu workers: Dask's default
 #   MGEMM_WORKER_KIND     cuda (default) or cpu: plain `dask worker`s for a CPU-only cluster,
 #                         MGEMM_NWORKERS processes (default 1) of MGEMM_NTHREADS threads (default 1)
 #   MGEMM_PYTHON          Python with mgemm, dask-cuda and CuPy installed (default: python)
@@ -69,6 +74,8 @@ case "$kind" in
       if [[ "$mib" =~ ^[0-9]+$ ]] && (( mib >= 32768 )); then pool=16GiB; else pool=0.5; fi
     fi
     [[ -n "$pool" ]] && args+=(--rmm-pool-size "$pool")
+    args+=(--nthreads "${MGEMM_NTHREADS:-2}")
+    export DASK_DISTRIBUTED__WORKER__TRANSFER__MESSAGE_BYTES_LIMIT="${MGEMM_TRANSFER_LIMIT:-512MiB}"
     transports="${MGEMM_UCX_TRANSPORTS:-auto}"
     if [[ "$protocol" == ucx* && "$transports" != auto ]]; then
       args+=(--enable-tcp-over-ucx)
@@ -82,6 +89,8 @@ case "$kind" in
     fi
     exec "$py" -m dask cuda worker "${scheduler[@]}" "${args[@]}" "$@" ;;
   cpu)
+    [[ -n "${MGEMM_TRANSFER_LIMIT:-}" ]] && \
+      export DASK_DISTRIBUTED__WORKER__TRANSFER__MESSAGE_BYTES_LIMIT="$MGEMM_TRANSFER_LIMIT"
     exec "$py" -m dask worker "${scheduler[@]}" "${args[@]}" \
       --nworkers "${MGEMM_NWORKERS:-1}" --nthreads "${MGEMM_NTHREADS:-1}" "$@" ;;
   *) echo "start-workers.sh: MGEMM_WORKER_KIND must be cuda or cpu, not '$kind'" >&2; exit 2 ;;
