@@ -10,6 +10,7 @@ import statistics
 import time
 
 import cupy
+import dask
 import dask.array as da
 import numpy as np
 from dask_cuda import LocalCUDACluster
@@ -50,7 +51,10 @@ def main():
         # half of each GPU, at most 16 GiB (it grows when needed): a peer maps the whole pool on
         # its first NVLink receive, and a bigger pool makes that first transfer slower
         kwargs["rmm_pool_size"] = mgemm.cluster.auto_rmm_pool_size()
-    with LocalCUDACluster(**kwargs) as cluster, Client(cluster) as client:
+    # two block tasks per GPU and 512 MiB per transfer message, as mgemm's embedded cluster
+    kwargs["threads_per_worker"] = mgemm.cluster.GPU_THREADS_PER_WORKER
+    limit = {"distributed.worker.transfer.message-bytes-limit": mgemm.cluster.GPU_TRANSFER_LIMIT}
+    with dask.config.set(limit), LocalCUDACluster(**kwargs) as cluster, Client(cluster) as client:
         gpus = len(client.scheduler_info()["workers"])
         a = random_on_gpu((n, n), dtype, n // 4, seed=1)
         b = random_on_gpu((n, n), dtype, n // 4, seed=2)
