@@ -14,8 +14,9 @@ source "$(dirname "$0")/gpu_env.sh"
 gpus=$(nvidia-smi -L | wc -l)
 echo "GPUs: $gpus"
 nvidia-smi topo -m | head -n $((gpus + 1))
-sizes=$(python3 -c "from mgemm.bench import scaling_cases as s; print(*sorted({c.n for c in s($gpus)}))")
-timeout ${CUBLAS_TIMEOUT:-240} python3 benchmarks/cublas_one_gpu.py --n $sizes --dtypes float32,bfloat16 \
+# SIZES="65536" ANCHOR_DTYPES=bfloat16: anchors for those only (with CASES, for a short call)
+sizes=${SIZES:-$(python3 -c "from mgemm.bench import scaling_cases as s; print(*sorted({c.n for c in s($gpus)}))")}
+timeout ${CUBLAS_TIMEOUT:-240} python3 benchmarks/cublas_one_gpu.py --n $sizes --dtypes ${ANCHOR_DTYPES:-float32,bfloat16} \
   --repeat "$repeat" --json "$out/rows.jsonl" | tee "$out/cublas.txt"
 python3 - "$gpus" <<'PY' | tee "$out/plans.txt"
 import sys
