@@ -452,3 +452,46 @@ def test_overlap_blocks_cuts_only_the_first_remote_blocks(monkeypatch):
     assert sorted((x.block, k) for x in plan.work for k in range(x.k0, x.k1)) == \
         [(b, k) for b in range(16) for k in range(4)]
     assert plan.predicted == pytest.approx(every.predicted)
+
+
+def _cyclic(grid: int, workers: list[str]) -> dict:
+    """Chunk (i, j) of A and of B on workers[(i + j) % len(workers)] (mgemm bench's layout)."""
+    return {(x, i, j): workers[(i + j) % len(workers)]
+            for x in "ab" for i in range(grid) for j in range(grid)}
+
+
+def test_tied_owner_choices_go_to_the_one_whose_busiest_fetcher_moves_least():
+    """Float16 32768³ in 16384² chunks on two H200s: the owner choices tie on predicted time
+    (fetches are hidden behind compute), and the first of them (list scheduling) gives the
+    workers 1.5 and 2 GiB to fetch where another gives 1.5 and 1; the planner takes that one,
+    whose predicted time is no longer."""
+    problem = Problem((16384,) * 2, (16384,) * 2, (16384,) * 2, 2)
+    workers = tuple(Worker(f"w{i}", "gpu", 700e12, 60 * GiB, 100e9) for i in range(2))
+    where = {("a", 0, 0): "w0", ("a", 0, 1): "w0", ("a", 1, 0): "w0", ("a", 1, 1): "w1",
+             ("b", 0, 0): "w1", ("b", 0, 1): "w0", ("b", 1, 0): "w1", ("b", 1, 1): "w1"}
+    model = plan_module._Model(problem, workers, 16384, 16384, where)
+    options = [plan_module._assemble(model, own) for own in plan_module._owners(model, True)]
+    first_best = min(options, key=lambda option: option[2].makespan())
+    assert sorted(first_best[2].fetched) == [1.5 * GiB, 2 * GiB]
+    plan = make_plan(problem, workers, locations=where)
+    assert sorted(plan.loads[w.name].fetched for w in workers) == [1 * GiB, 1.5 * GiB]
+    assert plan.makespan <= first_best[2].makespan() * (1 + plan_module.SPLIT_GAIN)
+
+
+def test_the_block_cut_first_is_one_with_a_piece_whose_chunks_are_all_held():
+    """Each worker's first task is a piece of one of its blocks whose A and B chunks it holds,
+    even where that block is not the first in its grouped order (so it starts computing as soon
+    as its tasks arrive, not after its first fetch)."""
+    problem = Problem((16384,) * 2, (16384,) * 2, (16384,) * 2, 2)
+    workers = [Worker(f"w{i}", "gpu", 700e12, 60 * GiB, 100e9) for i in range(2)]
+    where = _cyclic(2, ["w0", "w1"])
+    plan = make_plan(problem, workers, locations=where)
+    for w in workers:
+        first = plan.work_for(w.name)[0]
+        blk = plan.blocks[first.block]
+        keys = [("a", i, k) for i in range(blk.i0, blk.i1) for k in range(first.k0, first.k1)] + \
+               [("b", k, j) for k in range(first.k0, first.k1) for j in range(blk.j0, blk.j1)]
+        assert first.k1 - first.k0 < 2 and all(where[key] == w.name for key in keys), (w, first)
+    # every (block, k) still computed exactly once
+    assert sorted((x.block, k) for x in plan.work for k in range(x.k0, x.k1)) == \
+        [(b, k) for b in range(4) for k in range(2)]
