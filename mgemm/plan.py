@@ -19,7 +19,8 @@ CONTRACT (used by ``mgemm/graph.py`` and ``mgemm/cli.py``; keep these names and 
   ``locations`` maps ``("a", i, k)`` / ``("b", k, j)`` chunk keys to the worker name holding it.
 
 How a plan is made: group whole chunks into blocks; give each block an owner (speed-proportional
-bands of blocks, or a greedy list schedule that follows the data when ``locations`` is known);
+bands of blocks, or, when ``locations`` is known, the cheapest of a greedy list schedule that
+follows the data and row or column bands, ties going to the least data on the busiest fetcher);
 order each worker's blocks in the grouped order; split the K range of tail blocks (stream-K across
 workers); predict every worker's time and check its memory.  The cost model, per worker:
 compute = FLOPs / flops; fetch = bytes of the input chunks it uses but does not hold, each counted
@@ -613,7 +614,8 @@ def _band(model: _Model, walk: Sequence[int] | None = None) -> list[int]:
 def _owners(model: _Model, known: bool) -> list[list[int]]:
     """Candidate owners per block.  Without locations: row bands.  With them: list scheduling,
     and row or column bands, which keep each A row (B column) panel on one worker and which the
-    greedy pass can miss when every block costs the same; the planner keeps the cheapest."""
+    greedy pass can miss when every block costs the same; the planner keeps the cheapest
+    (``_cheapest``)."""
     if not known:
         return [_band(model)]
     by_cols = [model.rc(b)[1] * model.nrows + model.rc(b)[0] for b in range(len(model.blocks))]
