@@ -141,7 +141,7 @@ def test_gemm_plain_cupy(cp, rng):
 
 def test_local_cuda_cluster_end_to_end(cp, rng):
     pytest.importorskip("dask_cuda")
-    from mgemm.bench import check, random_matrix
+    from mgemm.bench import check, persist_cyclic, random_matrix
     from mgemm.cluster import start_default_cluster
 
     client = start_default_cluster(protocol="tcp", rmm_pool=None)
@@ -150,8 +150,13 @@ def test_local_cuda_cluster_end_to_end(cp, rng):
         n = len(workers)
         from mgemm.cluster import GPU_THREADS_PER_WORKER
         assert {w["nthreads"] for w in workers.values()} == {GPU_THREADS_PER_WORKER}
-        a = random_matrix((2048, 1536), 512, "float32", gpu=True, seed=3).persist()
-        b = random_matrix((1536, 1024), 512, "float32", gpu=True, seed=4).persist()
+        # Chunks laid out block-cyclically, so each worker holds half of each operand whatever
+        # order the workers came up in (left to Dask, one worker could get every chunk of this
+        # small product, and the plan would rightly follow the data there).
+        a = persist_cyclic(client, lambda: random_matrix((2048, 1536), 512, "float32", gpu=True,
+                                                         seed=3))
+        b = persist_cyclic(client, lambda: random_matrix((1536, 1024), 512, "float32", gpu=True,
+                                                         seed=4))
         out = mgemm.matmul(a, b).persist()
         err = check(a, b, out, tol=1e-5)
         assert err < 1e-5, f"relative error {err:.2e}"
