@@ -103,7 +103,8 @@ def persist_cyclic(client: Any, make: Callable[[], da.Array]) -> da.Array:
     (i, j) on worker (i + j) mod W, in address order (the 2-D cyclic layout of distributed dense
     linear algebra).  Left to Dask, where the chunks of a freshly made matrix land varies from
     cluster to cluster, and with it how much data a product has to move: on two GPUs one
-    worker fetched 2.5 GiB in one cluster's runs and 1 GiB in another's (benchmarks/RESULTS.md).
+    worker fetched 1.5–2.5 GiB per run on one cluster and 1 GiB on the next (benchmarks/RESULTS.md,
+    eighth session).
     A fixed layout makes runs on different clusters comparable; both methods see the same one."""
     workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
     if not workers:
