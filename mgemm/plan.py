@@ -385,14 +385,13 @@ def _local_first(model: _Model, w: int, order: list[list[int]],
         cuts = [k0 + (k1 - k0) * i // parts for i in range(parts + 1)] if parts >= 2 else []
         return list(zip(cuts, cuts[1:]))
 
-    def cuttable(b: int, k0: int, k1: int) -> bool:
+    def remote_own(b: int, k0: int, k1: int) -> bool:  # w's fix-up, remote inputs, 2+ K chunks
         qa, qb = model.panels(b)
-        return owner[b] == w and bool(panel_remote[qa] or panel_remote[qb]) and k1 - k0 >= 2 \
-            and bool(pieces(b, k0, k1))
+        return owner[b] == w and bool(panel_remote[qa] or panel_remote[qb]) and k1 - k0 >= 2
 
     # The first block cut is the one with the piece that needs the least remote data (ideally a
     # piece whose chunks are all held, which starts as soon as the task arrives), earliest first.
-    candidates = [i for i, entry in enumerate(order) if cuttable(*entry)]
+    candidates = [i for i, entry in enumerate(order) if remote_own(*entry) and pieces(*entry)]
     if candidates and OVERLAP_BLOCKS != 0:
         def least_remote(i: int) -> int:
             b, k0, k1 = order[i]
@@ -403,10 +402,10 @@ def _local_first(model: _Model, w: int, order: list[list[int]],
 
     held, fetch, cut_blocks = [], [], 0
     for b, k0, k1 in order:
-        qa, qb = model.panels(b)
-        if owner[b] != w or not (panel_remote[qa] or panel_remote[qb]) or k1 - k0 < 2:
+        if not remote_own(b, k0, k1):
             held.append([b, k0, k1])
             continue
+        qa, qb = model.panels(b)
         if OVERLAP_BLOCKS is not None and cut_blocks >= OVERLAP_BLOCKS:
             # fetched while earlier tasks run: stays whole, after the pieces
             fetch.append((moved(qa, qb, k0, k1), len(fetch), [b, k0, k1]))

@@ -142,13 +142,12 @@ def test_gemm_plain_cupy(cp, rng):
 def test_local_cuda_cluster_end_to_end(cp, rng):
     pytest.importorskip("dask_cuda")
     from mgemm.bench import check, persist_cyclic, random_matrix
-    from mgemm.cluster import start_default_cluster
+    from mgemm.cluster import GPU_THREADS_PER_WORKER, start_default_cluster
 
     client = start_default_cluster(protocol="tcp", rmm_pool=None)
     try:
         workers = client.scheduler_info()["workers"]
         n = len(workers)
-        from mgemm.cluster import GPU_THREADS_PER_WORKER
         assert {w["nthreads"] for w in workers.values()} == {GPU_THREADS_PER_WORKER}
         # Chunks laid out block-cyclically, so each worker holds half of each operand whatever
         # order the workers came up in (left to Dask, one worker could get every chunk of this
