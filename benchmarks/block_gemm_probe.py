@@ -1,0 +1,76 @@
+"""One block task's GEMM on one GPU, the ways it could be done: how much does accumulating K parts
+cost against one call?  An (m × n) block of A (m × k) · B (k × n), with A and B held as ``--parts``
+K chunks (as a block over 8192² chunks of a 32768³ product is), timed with CUDA events, median of
+``--repeat``:
+
+    engine      mgemm's cublas engine on the K parts (what a block task runs)
+    concat      concatenate the panels, then the engine on one part (its own type out)
+    one-call    the engine on panels already whole (no copy: the ideal for this block)
+    matmul      cupy.matmul on the whole panels (the anchor's call)
+
+    python3 benchmarks/block_gemm_probe.py [--m 8192 --n 8192 --k 32768 --parts 4 --dtype float16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import cupy as cp  # noqa: E402
+
+from mgemm.engines.cublas import CublasEngine  # noqa: E402
+
+
+def timed(fn, repeat: int) -> float:
+    fn()
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    times = []
+    for _ in range(repeat):
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, stop) / 1e3)
+    return statistics.median(times)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--m", type=int, default=8192)
+    ap.add_argument("--n", type=int, default=8192)
+    ap.add_argument("--k", type=int, default=32768)
+    ap.add_argument("--parts", type=int, default=4)
+    ap.add_argument("--dtype", default="float16")
+    ap.add_argument("--repeat", type=int, default=10)
+    args = ap.parse_args(argv)
+    rng = cp.random.default_rng(0)
+    kp = args.k // args.parts
+    a_parts = [(rng.random((args.m, kp), dtype=cp.float32) - 0.5).astype(args.dtype) for _ in range(args.parts)]
+    b_parts = [(rng.random((kp, args.n), dtype=cp.float32) - 0.5).astype(args.dtype) for _ in range(args.parts)]
+    a_whole, b_whole = cp.concatenate(a_parts, 1), cp.concatenate(b_parts, 0)
+    engine = CublasEngine()
+    ref = engine.gemm([a_whole], [b_whole])
+    got = engine.gemm(a_parts, b_parts)
+    err = float(cp.abs(got.astype(cp.float32) - ref.astype(cp.float32)).max()
+                / cp.abs(ref.astype(cp.float32)).max())
+    flops = 2.0 * args.m * args.n * args.k
+    ways = {
+        "engine": lambda: engine.gemm(a_parts, b_parts),
+        "concat": lambda: engine.gemm([cp.concatenate(a_parts, 1)], [cp.concatenate(b_parts, 0)]),
+        "one-call": lambda: engine.gemm([a_whole], [b_whole]),
+        "matmul": lambda: cp.matmul(a_whole, b_whole),
+    }
+    print(f"{args.dtype} block {args.m}×{args.n}, K {args.k} in {args.parts} parts "
+          f"(parts vs whole: max rel diff {err:.1e})")
+    for name, fn in ways.items():
+        s = timed(fn, args.repeat)
+        print(f"  {name:<9} {s * 1e3:7.3f} ms  {flops / s / 1e12:7.1f} TFLOP/s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

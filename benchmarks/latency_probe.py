@@ -1,0 +1,152 @@
+"""Where do the milliseconds before a product's first GEMM go?  Starts mgemm's embedded cluster,
+persists random inputs block-cyclically as ``mgemm bench`` does, and times ``--runs`` products the
+way ``mgemm bench`` does, while a scheduler plugin and a worker plugin stamp every task
+transition with the wall clock.  Per run it prints, in ms from the start of the timed part:
+
+- ``built``/``sent``: the client built the graph / ``persist`` returned;
+- ``sched``: the scheduler's first transition of a new key (the graph has arrived and been
+  unpacked), ``disp``: its first ``waiting → processing`` (a task sent to a worker);
+- per worker: ``recv`` its first new task (``compute-task`` arrived), ``fetch`` its first
+  request to a peer, ``got`` its first chunk in, ``exec`` its first task started, ``end`` its
+  last task finished;
+- ``done``/``synced``: ``wait`` returned / the device synchronize on every worker returned.
+
+    python3 benchmarks/latency_probe.py [--protocol ucx|tcp] [--method mgemm|dask] [--runs 6]
+    python3 benchmarks/latency_probe.py --cpu      # a CPU LocalCluster, small NumPy inputs
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin  # noqa: E402
+
+import mgemm  # noqa: E402
+from mgemm import bench  # noqa: E402
+
+
+class SchedulerStamps(SchedulerPlugin):
+    name = "latency-probe-scheduler"
+
+    def __init__(self) -> None:
+        self.log: list = []
+
+    def transition(self, key, start, finish, *args, **kwargs) -> None:
+        self.log.append((time.time(), str(key), start, finish))
+
+
+class WorkerStamps(WorkerPlugin):
+    name = "latency-probe-worker"
+
+    def __init__(self) -> None:
+        self.log: list = []
+
+    def transition(self, key, start, finish, **kwargs) -> None:
+        self.log.append((time.time(), str(key), start, finish))
+
+
+def _scheduler_log(dask_scheduler, since: float) -> list:
+    return [e for e in dask_scheduler.plugins[SchedulerStamps.name].log if e[0] >= since]
+
+
+def _worker_log(dask_worker, since: float) -> list:
+    return [e for e in dask_worker.plugins[WorkerStamps.name].log if e[0] >= since]
+
+
+def _first(log: list, since: float, test) -> float:
+    times = [t for t, key, start, finish in log if test(key, start, finish)]
+    return (min(times) - since) * 1e3 if times else float("nan")
+
+
+def timeline(client, started: float, marks: dict, inputs: set[str]) -> dict:
+    slog = client.run_on_scheduler(_scheduler_log, since=started)
+    row = {"built": marks["built"] * 1e3, "sent": marks["submitted"] * 1e3,
+           "sched": _first(slog, started, lambda k, s, f: s == "released" and k not in inputs),
+           "disp": _first(slog, started, lambda k, s, f: f == "processing"),
+           "done": marks["done"] * 1e3, "synced": marks["synced"] * 1e3, "workers": {}}
+    for name, wlog in client.run(_worker_log, since=started).items():
+        new = [e for e in wlog if e[1] not in inputs]
+        ends = [t for t, k, s, f in wlog if s == "executing" and f == "memory"]
+        row["workers"][name] = {
+            "recv": _first(new, started, lambda k, s, f: s == "released"),
+            "fetch": _first(wlog, started, lambda k, s, f: f == "flight"),
+            "got": _first(wlog, started, lambda k, s, f: s == "flight" and f == "memory"),
+            "exec": _first(wlog, started, lambda k, s, f: f == "executing"),
+            "end": (max(ends) - started) * 1e3 if ends else float("nan"),
+        }
+    return row
+
+
+def fmt(row: dict) -> str:
+    head = " ".join(f"{k} {row[k]:6.1f}" for k in ("built", "sent", "sched", "disp"))
+    tail = " ".join(f"{k} {row[k]:6.1f}" for k in ("done", "synced"))
+    workers = " | ".join(f"{name[-5:]}: " + " ".join(f"{k} {v:6.1f}" for k, v in w.items())
+                         for name, w in sorted(row["workers"].items()))
+    return f"{head} || {workers} || {tail}"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--protocol", default=None, help="ucx or tcp (GPU cluster)")
+    ap.add_argument("--method", default="mgemm", choices=["mgemm", "dask"])
+    ap.add_argument("--runs", type=int, default=6)
+    ap.add_argument("--dtype", default="float16")
+    ap.add_argument("--n", type=int, default=32768)
+    ap.add_argument("--chunk", type=int, default=8192)
+    ap.add_argument("--cpu", action="store_true", help="a CPU LocalCluster and 2048² inputs")
+    args = ap.parse_args(argv)
+    if args.cpu:
+        from distributed import Client, LocalCluster
+        cluster = LocalCluster(n_workers=2, threads_per_worker=2, processes=True,
+                               host="127.0.0.1", dashboard_address=None)
+        client = Client(cluster)
+        n, chunk, dtype, gpu = 2048, 512, "float32", False
+    else:
+        from mgemm.cluster import start_default_cluster
+        client = start_default_cluster(protocol=args.protocol)
+        n, chunk, dtype, gpu = args.n, args.chunk, args.dtype, True
+    try:
+        client.register_plugin(SchedulerStamps(), name=SchedulerStamps.name)
+        client.register_plugin(WorkerStamps(), name=WorkerStamps.name)
+        a = bench.persist_cyclic(client, lambda: bench.random_matrix((n, n), chunk, dtype, gpu=gpu, seed=1))
+        b = bench.persist_cyclic(client, lambda: bench.random_matrix((n, n), chunk, dtype, gpu=gpu, seed=2))
+        from distributed import wait
+        wait([a, b])
+        inputs = {str(k) for k in a.__dask_keys__() for k in k} | {
+            str(k) for k in b.__dask_keys__() for k in k}
+        run = (lambda: mgemm.matmul(a, b)) if args.method == "mgemm" else (lambda: a @ b)
+        print(f"{args.method} {dtype} {n}² ({chunk}² chunks), "
+              f"{'cpu' if args.cpu else args.protocol or 'default protocol'}; ms from the start",
+              flush=True)
+        rows = []
+        for r in range(args.runs + 1):  # run 0 warms up
+            started: list[float] = []
+            marks: dict = {}
+            _, c = bench.timed(client, run, started, marks)
+            row = timeline(client, started[0], marks, inputs)
+            print(f"run {r}: {fmt(row)}", flush=True)
+            if r:
+                rows.append(row)
+            del c
+        keys = ("built", "sent", "sched", "disp", "done", "synced")
+        med = {k: statistics.median(r[k] for r in rows) for k in keys}
+        wk = {k: statistics.median(min(w[k] for w in r["workers"].values()) for r in rows)
+              for k in ("recv", "fetch", "got", "exec")}
+        print("median: " + " ".join(f"{k} {v:.1f}" for k, v in {**med, **wk}.items())
+              + "  (worker columns: the earlier worker)", flush=True)
+    finally:
+        cluster = getattr(client, "cluster", None)
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
