@@ -4,6 +4,8 @@ way ``mgemm bench`` does, while a scheduler plugin and a worker plugin stamp eve
 transition with the wall clock.  Per run it prints, in ms from the start of the timed part:
 
 - ``built``/``sent``: the client built the graph / ``persist`` returned;
+- ``arrive``: the scheduler began its ``update-graph``; ``mat``, ``order``: how long it took to
+  materialize and to order the graph (its own metrics, durations);
 - ``sched``: the scheduler's first transition of a new key (the graph has arrived and been
   unpacked), ``disp``: its first ``waiting → processing`` (a task sent to a worker);
 - per worker: ``recv`` its first new task (``compute-task`` arrived), ``fetch`` its first
@@ -64,9 +66,24 @@ def _first(log: list, since: float, test) -> float:
     return (min(times) - since) * 1e3 if times else float("nan")
 
 
+def _graph_metrics(dask_scheduler, since: float) -> dict:
+    """The scheduler's own account of the graphs it received since ``since``."""
+    for _, msg in reversed(list(dask_scheduler.get_events().get("scheduler", ()))):
+        m = msg.get("metrics") if isinstance(msg, dict) and msg.get("action") == "update-graph" else None
+        if m and m.get("start_timestamp_seconds", 0) >= since:
+            return m
+    return {}
+
+
 def timeline(client, started: float, marks: dict, inputs: set[str]) -> dict:
     slog = client.run_on_scheduler(_scheduler_log, since=started)
+    graph = client.run_on_scheduler(_graph_metrics, since=started)
+    got = "start_timestamp_seconds" in graph
     row = {"built": marks["built"] * 1e3, "sent": marks["submitted"] * 1e3,
+           # update-graph began (arrived), its graph materialized, ordered (durations in ms)
+           "arrive": (graph["start_timestamp_seconds"] - started) * 1e3 if got else float("nan"),
+           "mat": graph.get("materialization_duration_seconds", float("nan")) * 1e3,
+           "order": -graph.get("ordering_duration_seconds", float("nan")) * 1e3,
            "sched": _first(slog, started, lambda k, s, f: s == "released" and k not in inputs),
            "disp": _first(slog, started, lambda k, s, f: f == "processing"),
            "done": marks["done"] * 1e3, "synced": marks["synced"] * 1e3, "workers": {}}
@@ -83,8 +100,26 @@ def timeline(client, started: float, marks: dict, inputs: set[str]) -> dict:
     return row
 
 
+def tasks(client, started: float) -> str:
+    """Each worker's tasks (start–end ms, key) and fetches (request–arrival ms, key), in order."""
+    lines = []
+    for name, wlog in sorted(client.run(_worker_log, since=started).items()):
+        open_: dict = {}
+        spans = []
+        for t, key, start, finish in wlog:
+            if finish in ("executing", "flight"):
+                open_[(key, finish)] = t
+            elif start in ("executing", "flight") and (key, start) in open_:
+                kind = "task " if start == "executing" else "fetch"
+                spans.append((open_.pop((key, start)), t, kind, key))
+        lines.append(f"  worker {name[-5:]}:")
+        for t0, t1, kind, key in sorted(spans):
+            lines.append(f"    {kind} {(t0 - started) * 1e3:6.1f} – {(t1 - started) * 1e3:6.1f}  {key[-60:]}")
+    return "\n".join(lines)
+
+
 def fmt(row: dict) -> str:
-    head = " ".join(f"{k} {row[k]:6.1f}" for k in ("built", "sent", "sched", "disp"))
+    head = " ".join(f"{k} {row[k]:6.1f}" for k in ("built", "sent", "arrive", "mat", "order", "sched", "disp"))
     tail = " ".join(f"{k} {row[k]:6.1f}" for k in ("done", "synced"))
     workers = " | ".join(f"{name[-5:]}: " + " ".join(f"{k} {v:6.1f}" for k, v in w.items())
                          for name, w in sorted(row["workers"].items()))
@@ -100,7 +135,14 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=32768)
     ap.add_argument("--chunk", type=int, default=8192)
     ap.add_argument("--cpu", action="store_true", help="a CPU LocalCluster and 2048² inputs")
+    ap.add_argument("--tasks", action="store_true", help="also list every task and fetch of the last run")
+    ap.add_argument("--min-piece", type=float, default=None,
+                    help="mgemm.plan.MIN_PIECE_SECONDS for this run (e.g. 0.001: cut each worker's "
+                         "first remote block into single-chunk pieces)")
     args = ap.parse_args(argv)
+    if args.min_piece is not None:
+        import mgemm.plan
+        mgemm.plan.MIN_PIECE_SECONDS = args.min_piece
     if args.cpu:
         from distributed import Client, LocalCluster
         cluster = LocalCluster(n_workers=2, threads_per_worker=2, processes=True,
@@ -131,10 +173,12 @@ def main(argv=None) -> int:
             _, c = bench.timed(client, run, started, marks)
             row = timeline(client, started[0], marks, inputs)
             print(f"run {r}: {fmt(row)}", flush=True)
+            if args.tasks and r == args.runs:
+                print(tasks(client, started[0]), flush=True)
             if r:
                 rows.append(row)
             del c
-        keys = ("built", "sent", "sched", "disp", "done", "synced")
+        keys = ("built", "sent", "arrive", "mat", "order", "sched", "disp", "done", "synced")
         med = {k: statistics.median(r[k] for r in rows) for k in keys}
         wk = {k: statistics.median(min(w[k] for w in r["workers"].values()) for r in rows)
               for k in ("recv", "fetch", "got", "exec")}
