@@ -10,7 +10,8 @@ transition with the wall clock.  Per run it prints, in ms from the start of the 
   unpacked), ``disp``: its first ``waiting → processing`` (a task sent to a worker);
 - per worker: ``recv`` its first new task (``compute-task`` arrived), ``fetch`` its first
   request to a peer, ``got`` its first chunk in, ``exec`` its first task started, ``end`` its
-  last task finished;
+  last task finished (``--tasks``: also every task, fetch, event-loop stall over 2 ms and, on
+  UCX, transfer stream synchronize over 0.5 ms of the last run);
 - ``done``/``synced``: ``wait`` returned / the device synchronize on every worker returned.
 
     python3 benchmarks/latency_probe.py [--protocol ucx|tcp] [--method mgemm|dask] [--runs 6]
@@ -51,6 +52,50 @@ class WorkerStamps(WorkerPlugin):
 
     def transition(self, key, start, finish, **kwargs) -> None:
         self.log.append((time.time(), str(key), start, finish))
+
+
+class LoopWatch(WorkerPlugin):
+    """Stamps each stall of the worker's event loop longer than 2 ms, and on UCX workers each
+    stream synchronize a transfer makes (the comm's ``synchronize_stream``) with its duration."""
+
+    name = "latency-probe-loop"
+
+    def __init__(self) -> None:
+        self.stalls: list = []
+        self.syncs: list = []
+
+    async def setup(self, worker) -> None:
+        import asyncio
+        try:
+            import distributed_ucxx.ucxx as comm
+        except ImportError:
+            comm = None
+        if comm is not None:
+            inner = comm.synchronize_stream
+
+            def timed_sync(*args, **kwargs):
+                t0 = time.time()
+                try:
+                    return inner(*args, **kwargs)
+                finally:
+                    self.syncs.append((t0, time.time()))
+            comm.synchronize_stream = timed_sync
+
+        async def watch() -> None:
+            last = time.time()
+            while True:
+                await asyncio.sleep(0.001)
+                now = time.time()
+                if now - last > 0.002:
+                    self.stalls.append((last, now))
+                last = now
+        self._watch = asyncio.get_running_loop().create_task(watch())
+
+
+def _loop_log(dask_worker, since: float) -> list:
+    plugin = dask_worker.plugins[LoopWatch.name]
+    return ([(t0, t1, "stall") for t0, t1 in plugin.stalls if t0 >= since]
+            + [(t0, t1, "sync ") for t0, t1 in plugin.syncs if t0 >= since and t1 - t0 > 0.0005])
 
 
 def _scheduler_log(dask_scheduler, since: float) -> list:
@@ -103,6 +148,7 @@ def timeline(client, started: float, marks: dict, inputs: set[str]) -> dict:
 def tasks(client, started: float) -> str:
     """Each worker's tasks (start–end ms, key) and fetches (request–arrival ms, key), in order."""
     lines = []
+    loops = client.run(_loop_log, since=started)
     for name, wlog in sorted(client.run(_worker_log, since=started).items()):
         open_: dict = {}
         spans = []
@@ -112,6 +158,8 @@ def tasks(client, started: float) -> str:
             elif start in ("executing", "flight") and (key, start) in open_:
                 kind = "task " if start == "executing" else "fetch"
                 spans.append((open_.pop((key, start)), t, kind, key))
+        spans += [(t0, t1, kind, "event loop" if kind == "stall" else "transfer's stream synchronize")
+                  for t0, t1, kind in loops.get(name, [])]
         lines.append(f"  worker {name[-5:]}:")
         for t0, t1, kind, key in sorted(spans):
             lines.append(f"    {kind} {(t0 - started) * 1e3:6.1f} – {(t1 - started) * 1e3:6.1f}  {key[-60:]}")
@@ -141,8 +189,8 @@ def main(argv=None) -> int:
                          "first remote block into single-chunk pieces)")
     args = ap.parse_args(argv)
     if args.min_piece is not None:
-        import mgemm.plan
-        mgemm.plan.MIN_PIECE_SECONDS = args.min_piece
+        from mgemm import plan
+        plan.MIN_PIECE_SECONDS = args.min_piece
     if args.cpu:
         from distributed import Client, LocalCluster
         cluster = LocalCluster(n_workers=2, threads_per_worker=2, processes=True,
@@ -156,6 +204,8 @@ def main(argv=None) -> int:
     try:
         client.register_plugin(SchedulerStamps(), name=SchedulerStamps.name)
         client.register_plugin(WorkerStamps(), name=WorkerStamps.name)
+        if args.tasks:
+            client.register_plugin(LoopWatch(), name=LoopWatch.name)
         a = bench.persist_cyclic(client, lambda: bench.random_matrix((n, n), chunk, dtype, gpu=gpu, seed=1))
         b = bench.persist_cyclic(client, lambda: bench.random_matrix((n, n), chunk, dtype, gpu=gpu, seed=2))
         from distributed import wait
