@@ -152,12 +152,20 @@ def tasks(client, started: float) -> str:
     for name, wlog in sorted(client.run(_worker_log, since=started).items()):
         open_: dict = {}
         spans = []
+        seen: dict = {}
         for t, key, start, finish in wlog:
+            seen.setdefault((key, "recv"), t)
+            if finish == "ready":
+                seen[(key, "ready")] = t
             if finish in ("executing", "flight"):
                 open_[(key, finish)] = t
             elif start in ("executing", "flight") and (key, start) in open_:
                 kind = "task " if start == "executing" else "fetch"
-                spans.append((open_.pop((key, start)), t, kind, key))
+                t0 = open_.pop((key, start))
+                if kind == "task ":  # when the worker got it, and when its inputs were all there
+                    ms = [(seen.get((key, x), float("nan")) - started) * 1e3 for x in ("recv", "ready")]
+                    key = f"{key[-48:]} (got {ms[0]:.1f}, ready {ms[1]:.1f})"
+                spans.append((t0, t, kind, key))
         spans += [(t0, t1, kind, "event loop" if kind == "stall" else "transfer's stream synchronize")
                   for t0, t1, kind in loops.get(name, [])]
         lines.append(f"  worker {name[-5:]}:")
@@ -184,6 +192,9 @@ def main(argv=None) -> int:
     ap.add_argument("--chunk", type=int, default=8192)
     ap.add_argument("--cpu", action="store_true", help="a CPU LocalCluster and 2048² inputs")
     ap.add_argument("--tasks", action="store_true", help="also list every task and fetch of the last run")
+    ap.add_argument("--drift", action="store_true",
+                    help="let the active memory manager choose which copy of a fetched chunk stays "
+                         "(before the ninth session: the layout drifts from run to run)")
     ap.add_argument("--min-piece", type=float, default=None,
                     help="mgemm.plan.MIN_PIECE_SECONDS for this run (e.g. 0.001: cut each worker's "
                          "first remote block into single-chunk pieces)")
@@ -216,11 +227,22 @@ def main(argv=None) -> int:
         print(f"{args.method} {dtype} {n}² ({chunk}² chunks), "
               f"{'cpu' if args.cpu else args.protocol or 'default protocol'}; ms from the start",
               flush=True)
+        def holders() -> dict:
+            return {str(k): tuple(sorted(v)) for k, v in client.who_has([a, b]).items()}
+        home = holders()
+        keep = None if args.drift else bench.layout(client, a, b)
+        if keep is not None:
+            client.amm.stop()
         rows = []
         for r in range(args.runs + 1):  # run 0 warms up
+            bench.drop_replicas(client, keep)
+            now = holders()
+            moved = sum(now.get(k) != v for k, v in home.items())
+            print(f"run {r}: {moved} of {len(home)} input chunks not (only) where they were persisted",
+                  flush=True)
             started: list[float] = []
             marks: dict = {}
-            _, c = bench.timed(client, run, started, marks)
+            _, c = bench.timed(client, run, started, marks, keep=keep)
             row = timeline(client, started[0], marks, inputs)
             print(f"run {r}: {fmt(row)}", flush=True)
             if args.tasks and r == args.runs:

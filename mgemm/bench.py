@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import json
 import logging
 import os
@@ -131,23 +132,74 @@ def _device_synchronize() -> None:
         return
 
 
-def drop_replicas(client: Any) -> None:
+def drop_replicas(client: Any, keep: dict | None = None) -> None:
     """Leave one copy of every input chunk, as right after ``persist``.
 
     Chunks a previous run fetched stay on the fetching worker until Dask's active memory
     manager drops the extra copies, every 2 s by default.  Whether a timed run found them there
     decided whether it moved any data: that made run times bimodal.  Every timed run starts
     from this state instead, so each one pays for the data it moves.
+
+    ``keep`` (``layout(...)``: chunk key → the worker it was persisted on): every other copy of
+    those chunks is dropped, so each run starts from the layout the inputs were persisted in.
+    Without it the active memory manager chooses which copy stays, and it often keeps the
+    fetched one: on two workers a third to a half of the chunks of a block-cyclic layout had
+    changed workers after one product (benchmarks/RESULTS.md, ninth session).
     """
-    try:
-        client.amm.run_once()
-    except Exception:  # a scheduler without the active memory manager
-        return
+    if keep is not None:
+        client.run_on_scheduler(_keep_only, keep=keep)
+    else:
+        try:
+            client.amm.run_once()
+        except Exception:  # a scheduler without the active memory manager
+            return
     time.sleep(0.2)  # the workers drop the copies asynchronously
 
 
+def layout(client: Any, *arrays: da.Array) -> dict:
+    """Chunk key → the worker holding it, for persisted ``arrays`` whose chunks are held once
+    (right after ``persist_cyclic``); the ``keep`` of ``drop_replicas``."""
+    return {key: sorted(holders)[0] for key, holders in client.who_has(list(arrays)).items()
+            if holders}
+
+
+def _keep_only(dask_scheduler: Any, keep: dict) -> int:
+    """Scheduler side of ``drop_replicas(keep=...)``: ask every worker but a chunk's home to drop
+    its copy (a chunk whose home no longer holds it is left alone); the copies asked for."""
+    extra: dict[str, list] = {}
+    for key, home in keep.items():
+        ts = dask_scheduler.tasks.get(key)
+        if ts is None or ts.state != "memory":
+            continue
+        holders = {ws.address for ws in ts.who_has}
+        if home in holders:
+            for addr in holders - {home}:
+                extra.setdefault(addr, []).append(key)
+    for addr, keys in extra.items():
+        dask_scheduler.request_remove_replicas(addr, keys, stimulus_id=f"mgemm-bench-layout-{time.time()}")
+    return sum(len(keys) for keys in extra.values())
+
+
+@contextlib.contextmanager
+def memory_manager_paused(client: Any) -> Any:
+    """The active memory manager's periodic runs stopped for the duration (restarted after if
+    they were on): between runs it may drop a chunk's original copy and keep a fetched one."""
+    try:
+        running = client.amm.running()
+    except Exception:  # a scheduler without the active memory manager
+        running = False
+    if running:
+        client.amm.stop()
+    try:
+        yield
+    finally:
+        if running:
+            client.amm.start()
+
+
 def timed(client: Any, make: Callable[[], da.Array],
-          started: list[float] | None = None, marks: dict[str, float] | None = None) -> tuple[float, Any]:
+          started: list[float] | None = None, marks: dict[str, float] | None = None, *,
+          keep: dict | None = None) -> tuple[float, Any]:
     """Seconds to persist ``make()`` on the cluster and finish all device work; the persisted array.
 
     ``started`` receives the wall-clock time (``time.time()``) the timed part began; ``marks``
@@ -160,11 +212,17 @@ def timed(client: Any, make: Callable[[], da.Array],
     client's event loop.  Persisting a graph with the same keys before that release has run
     keeps them alive, and the "run" returns at once with the old result (dask.array.matmul's
     keys are the same every run).  ``client.run`` goes through the loop after the release.
+
+    ``keep``: the inputs' layout, restored before the clock starts (``drop_replicas``).  A full
+    garbage collection also runs before: in this process the client shares the interpreter with
+    the embedded cluster's scheduler, and one falling inside a run added ~0.1 s to it (one run in
+    five to seven, on either method, benchmarks/RESULTS.md, ninth session).
     """
     from distributed import wait
 
-    drop_replicas(client)
+    drop_replicas(client, keep)
     synchronize_workers(client)
+    gc.collect()
     if started is not None:
         started.append(time.time())
     start = time.perf_counter()
@@ -468,41 +526,44 @@ def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, option
     workers = client.scheduler_info(n_workers=-1)["workers"]
     proto = protocol(next(iter(workers))) if workers else "inproc"
     rows = []
-    for key in methods:
-        method = METHODS[key]
-        progress(f"{case.name}: {method.name} warm-up and check")
-        try:
-            _, c = timed(client, lambda: method.run(a, b, options))
-            err = check(a, b, c, tol=tolerance(case.dtype, options.get("allow_tf32", False)))
-            del c
-        except Exception as exc:  # the row says what broke; the other methods and cases still run
-            error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-            progress(f"{case.name}: {method.name} FAILED: {error}")
-            nan = float("nan")
-            rows.append(Row(case.name, method.name, case.m, case.n, case.k, case.dtype, [], nan, nan,
-                            nan, len(workers), proto, env, error))
-            continue
-        times = []
-        for r in range(repeat):
-            progress(f"{case.name}: {method.name} run {r + 1}/{repeat}")
-            if trace is None:
-                seconds, c = timed(client, lambda: method.run(a, b, options))
-            else:
-                started: list[float] = []
-                marks: dict[str, float] = {}
-                with get_task_stream(client) as stream, _plans_logged() as plans:
-                    seconds, c = timed(client, lambda: method.run(a, b, options), started, marks)
-                summary = stream_summary(stream.data, started[0])
-                add_fetches(client, summary, started[0])
-                progress(f"  {seconds:.3f} s (built {marks['built']:.3f}, submitted "
-                         f"{marks['submitted']:.3f}, done {marks['done']:.3f})  {format_summary(summary)}")
-                trace({"case": case.name, "method": method.name, "run": r, "seconds": seconds,
-                       "marks": marks, "workers": summary, "plans": plans})
-            del c
-            times.append(seconds)
-        med = statistics.median(times)
-        rows.append(Row(case.name, method.name, case.m, case.n, case.k, case.dtype, times, med,
-                        case.flops / med / 1e12, err, len(workers), proto, env))
+    keep = layout(client, a, b)  # every run starts from it
+    with memory_manager_paused(client):
+        for key in methods:
+            method = METHODS[key]
+            progress(f"{case.name}: {method.name} warm-up and check")
+            try:
+                _, c = timed(client, lambda: method.run(a, b, options), keep=keep)
+                err = check(a, b, c, tol=tolerance(case.dtype, options.get("allow_tf32", False)))
+                del c
+            except Exception as exc:  # the row says what broke; the other methods and cases still run
+                error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+                progress(f"{case.name}: {method.name} FAILED: {error}")
+                nan = float("nan")
+                rows.append(Row(case.name, method.name, case.m, case.n, case.k, case.dtype, [], nan, nan,
+                                nan, len(workers), proto, env, error))
+                continue
+            times = []
+            for r in range(repeat):
+                progress(f"{case.name}: {method.name} run {r + 1}/{repeat}")
+                if trace is None:
+                    seconds, c = timed(client, lambda: method.run(a, b, options), keep=keep)
+                else:
+                    started: list[float] = []
+                    marks: dict[str, float] = {}
+                    with get_task_stream(client) as stream, _plans_logged() as plans:
+                        seconds, c = timed(client, lambda: method.run(a, b, options), started,
+                                           marks, keep=keep)
+                    summary = stream_summary(stream.data, started[0])
+                    add_fetches(client, summary, started[0])
+                    progress(f"  {seconds:.3f} s (built {marks['built']:.3f}, submitted "
+                             f"{marks['submitted']:.3f}, done {marks['done']:.3f})  {format_summary(summary)}")
+                    trace({"case": case.name, "method": method.name, "run": r, "seconds": seconds,
+                           "marks": marks, "workers": summary, "plans": plans})
+                del c
+                times.append(seconds)
+            med = statistics.median(times)
+            rows.append(Row(case.name, method.name, case.m, case.n, case.k, case.dtype, times, med,
+                            case.flops / med / 1e12, err, len(workers), proto, env))
     return rows
 
 

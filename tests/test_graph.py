@@ -182,3 +182,31 @@ def test_bench_inputs_laid_out_block_cyclically(client):
         assert list(where) == [workers[(key[1] + key[2]) % len(workers)]], (key, where)
     assert np.array_equal(a.compute(), bench.random_matrix((96, 64), 16, "float64", gpu=False,
                                                            seed=7).compute())
+
+
+def test_bench_runs_start_from_the_persisted_layout(client):
+    """Each timed run of ``mgemm bench`` starts with every input chunk once, on the worker it was
+    persisted on: the copies a product fetched are dropped, not the originals (left to the
+    active memory manager, chunks changed workers from run to run)."""
+    from distributed import wait
+
+    import mgemm
+    from mgemm import bench
+
+    a = bench.persist_cyclic(client, lambda: bench.random_matrix((64, 64), 16, "float64",
+                                                                 gpu=False, seed=3))
+    b = bench.persist_cyclic(client, lambda: bench.random_matrix((64, 64), 16, "float64",
+                                                                 gpu=False, seed=4))
+    wait([a, b])
+    keep = bench.layout(client, a, b)
+    assert len(keep) == 32 and len(set(keep.values())) == len(client.scheduler_info()["workers"])
+    with bench.memory_manager_paused(client):
+        for _ in range(2):
+            _, c = bench.timed(client, lambda: mgemm.matmul(a, b), keep=keep)
+            copies = sum(len(w) for w in client.who_has([a, b]).values())
+            assert copies > 32  # the product fetched chunks: there are copies to drop
+            np.testing.assert_allclose(c.compute(), a.compute() @ b.compute(), rtol=1e-10, atol=1e-12)
+            del c
+            bench.drop_replicas(client, keep)
+            assert {k: tuple(v) for k, v in client.who_has([a, b]).items()} == {
+                k: (w,) for k, w in keep.items()}
