@@ -45,19 +45,41 @@ def _fake_cupy(log):
     return types.SimpleNamespace(__name__="cupy", cuda=cuda)
 
 
-def test_task_stream_waits_for_the_legacy_stream_then_synchronizes(monkeypatch):
+def _fake_events(log):
+    """Give the fake Event a ``synchronize`` that logs (task_stream waits on its own event)."""
+    def synchronize(self):
+        log.append(("event-synchronize",))
+    return synchronize
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_task_stream_waits_for_the_legacy_stream_then_for_its_own_work(monkeypatch, shared):
     monkeypatch.setattr(engines, "_streams", threading.local())  # keep the fakes out of real runs
+    monkeypatch.setattr(engines, "_shared", {})
+    monkeypatch.setattr(engines, "ONE_STREAM_PER_GPU", shared)
     log = []
     cp = _fake_cupy(log)
+    cp.cuda.Event.synchronize = _fake_events(log)
     with engines.task_stream(cp):
         log.append(("work",))
-    assert log == [("stream", True), ("event", {"disable_timing": True}), ("record", "legacy"),
-                   ("wait", "task"), ("enter", "task"), ("work",), ("exit", "task"),
-                   ("synchronize", "task")]
+    assert log == [("stream", True), ("event", {"disable_timing": True}),
+                   ("event", {"disable_timing": True}), ("record", "legacy"), ("wait", "task"),
+                   ("enter", "task"), ("work",), ("exit", "task"), ("record", "task"),
+                   ("event-synchronize",)]
     log.clear()
-    with engines.task_stream(cp):  # the stream and event are made once per thread and device
+    with engines.task_stream(cp):  # the stream and events are made once per thread and device
         pass
-    assert [op for op, *_ in log] == ["record", "wait", "enter", "exit", "synchronize"]
+    assert [op for op, *_ in log] == ["record", "wait", "enter", "exit", "record", "event-synchronize"]
+    # another thread: its own events; the same stream when it is one per GPU, else its own
+    def run():
+        with engines.task_stream(cp):
+            pass
+    log.clear()
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    made = [op for op, *_ in log if op in ("stream", "event")]
+    assert made == (["event", "event"] if shared else ["stream", "event", "event"])
 
 
 def test_task_stream_is_a_no_op_for_numpy():

@@ -95,32 +95,51 @@ def scale_and_add(acc: Any, alpha: float, beta: float, c: Any, xp: Any) -> Any:
 
 
 _streams = threading.local()
+_shared_lock = threading.Lock()
+_shared: dict[int, Any] = {}  # device id → the stream every task thread of this process queues on
+
+#: Block tasks of one process queue their GPU work on one non-blocking stream per GPU (True) or
+#: each on its thread's own (False).  With two task threads per GPU worker (the embedded
+#: cluster's default), one stream runs the two tasks' GEMMs one after the other while the next
+#: one already waits in the queue; own streams run them at the same time, each at a fraction of
+#: the GPU, and both slower in sum (benchmarks/RESULTS.md, ninth session).
+ONE_STREAM_PER_GPU = True
 
 
-def _thread_stream(cupy: Any) -> tuple[Any, Any]:
-    """This thread's own non-blocking CUDA stream on the current device, and an event to order
-    it after the legacy default stream (both made once)."""
+def _task_stream_events(cupy: Any) -> tuple[Any, Any, Any]:
+    """The stream this thread's block tasks run on (``ONE_STREAM_PER_GPU``), an event to order it
+    after the legacy default stream, and one marking the end of the task's own work (the
+    events are this thread's; all made once per thread and device)."""
     per_device = getattr(_streams, "by_device", None)
     if per_device is None:
         per_device = _streams.by_device = {}
     dev = cupy.cuda.Device().id
-    pair = per_device.get(dev)
-    if pair is None:
-        pair = per_device[dev] = (cupy.cuda.Stream(non_blocking=True),
-                                  cupy.cuda.Event(disable_timing=True))
-    return pair
+    shared = ONE_STREAM_PER_GPU
+    entry = per_device.get((dev, shared))
+    if entry is None:
+        if shared:
+            with _shared_lock:
+                stream = _shared.get(dev)
+                if stream is None:
+                    stream = _shared[dev] = cupy.cuda.Stream(non_blocking=True)
+        else:
+            stream = cupy.cuda.Stream(non_blocking=True)
+        entry = per_device[(dev, shared)] = (stream, cupy.cuda.Event(disable_timing=True),
+                                             cupy.cuda.Event(disable_timing=True))
+    return entry
 
 
 @contextlib.contextmanager
 def task_stream(xp: Any) -> Iterator[None]:
-    """Run a task's GPU work on its thread's own non-blocking stream and wait for it at the end.
+    """Run a task's GPU work on a non-blocking stream and wait for that work at the end.
 
     The legacy default stream waits for (and is waited for by) every blocking stream, not for
     non-blocking ones.  With ``mgemm.cluster.StreamScopedTransfers`` a UCX transfer waits for
     the legacy default stream only; block GEMMs kept off it therefore do not hold up the worker's
     fetches and sends (two H200s: 2-6 ms per 256 MiB chunk instead of ~90 ms, the GEMMs queued
-    on the GPU).  The synchronize at the end keeps "task finished" meaning "block finished", so
-    what the task hands to Dask is complete.
+    on the GPU).  The wait at the end, for an event recorded after the task's own work (not for
+    the whole stream, which other task threads may be queuing on: ``ONE_STREAM_PER_GPU``), keeps
+    "task finished" meaning "block finished", so what the task hands to Dask is complete.
 
     The other direction needs an explicit wait: a CuPy task that made one of this task's inputs
     (random chunks, a user's ``map_blocks``) returns once its kernels are *queued* on the legacy
@@ -131,12 +150,21 @@ def task_stream(xp: Any) -> Iterator[None]:
     if not is_cupy_module(xp):
         yield
         return
-    stream, inputs_written = _thread_stream(xp)
+    stream, inputs_written, finished = _task_stream_events(xp)
     inputs_written.record(xp.cuda.Stream.null)
     stream.wait_event(inputs_written)
     with stream:
         yield
-    stream.synchronize()
+    finished.record(stream)
+    finished.synchronize()
+
+
+def wait_for_queued_work(cupy: Any) -> None:
+    """Block until the work this thread has queued on its current stream so far is done (an
+    event, not a stream synchronize: other threads may queue on the same stream)."""
+    done = cupy.cuda.Event(disable_timing=True)
+    done.record()
+    done.synchronize()
 
 
 def is_bfloat16(dtype: Any) -> bool:

@@ -9,8 +9,9 @@ block of one K part is written in its own type by cuBLAS directly (still float32
 pieces of a split block are rounded to the output type too, and beta · C is added in it, as
 before.  Mixed inputs with a floating output are upcast and go the float32/64 way; integers
 concatenate the K parts and call ``cupy.matmul`` once.
-Each call ends with a synchronize of the current stream, so a Dask task lasts as long as its GEMM:
-the scheduler then sees real durations and a finished task means a finished block.
+Each call ends by waiting for the work it queued (an event on the current stream), so a Dask task
+lasts as long as its GEMM: the scheduler then sees real durations and a finished task means a
+finished block.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Sequence
 
-from . import cuda_device_count, is_bfloat16, scale_and_add
+from . import cuda_device_count, is_bfloat16, scale_and_add, wait_for_queued_work
 
 
 class CublasEngine:
@@ -61,7 +62,7 @@ class CublasEngine:
             b = parts[0][1] if len(parts) == 1 else cupy.concatenate([p[1] for p in parts], 0)
             out = cupy.matmul(a, b).astype(dtype, copy=False)
         out = scale_and_add(out, alpha, beta, c, cupy)
-        cupy.cuda.get_current_stream().synchronize()
+        wait_for_queued_work(cupy)
         return out
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from . import cuda_device_count, is_bfloat16
+from . import cuda_device_count, is_bfloat16, wait_for_queued_work
 
 
 class PersistentEngine:
@@ -52,7 +52,7 @@ class PersistentEngine:
             launch(a.astype(in_dtype, copy=False), b.astype(in_dtype, copy=False),
                    c if first else out, alpha=alpha, beta=beta if first else 1.0,
                    out=out, allow_tf32=allow_tf32)
-        cupy.cuda.get_current_stream().synchronize()
+        wait_for_queued_work(cupy)
         return out
 
 
