@@ -100,10 +100,11 @@ _shared: dict[int, Any] = {}  # device id → the stream every task thread of th
 
 #: Block tasks of one process queue their GPU work on one non-blocking stream per GPU (True) or
 #: each on its thread's own (False).  With two task threads per GPU worker (the embedded
-#: cluster's default), one stream runs the two tasks' GEMMs one after the other while the next
-#: one already waits in the queue; own streams run them at the same time, each at a fraction of
-#: the GPU, and both slower in sum (benchmarks/RESULTS.md, ninth session).
-ONE_STREAM_PER_GPU = True
+#: cluster's default), one stream runs the two tasks' GEMMs one after the other, the next one
+#: already queued; own streams run them at the same time, each on part of the GPU.  On one H200,
+#: eight float16 8192² blocks (K 32768) took the same time either way (75.1 against 74.5 ms,
+#: benchmarks/stream_probe.py, RESULTS.md ninth session), so the measured-longer default stays.
+ONE_STREAM_PER_GPU = False
 
 
 def _task_stream_events(cupy: Any) -> tuple[Any, Any, Any]:
