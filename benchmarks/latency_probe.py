@@ -98,6 +98,11 @@ def _loop_log(dask_worker, since: float) -> list:
             + [(t0, t1, "sync ") for t0, t1 in plugin.syncs if t0 >= since and t1 - t0 > 0.0005])
 
 
+def _one_stream() -> None:
+    import mgemm.engines
+    mgemm.engines.ONE_STREAM_PER_GPU = True
+
+
 def _scheduler_log(dask_scheduler, since: float) -> list:
     return [e for e in dask_scheduler.plugins[SchedulerStamps.name].log if e[0] >= since]
 
@@ -192,6 +197,8 @@ def main(argv=None) -> int:
     ap.add_argument("--chunk", type=int, default=8192)
     ap.add_argument("--cpu", action="store_true", help="a CPU LocalCluster and 2048² inputs")
     ap.add_argument("--tasks", action="store_true", help="also list every task and fetch of the last run")
+    ap.add_argument("--one-stream", action="store_true",
+                    help="mgemm.engines.ONE_STREAM_PER_GPU on the workers")
     ap.add_argument("--drift", action="store_true",
                     help="let the active memory manager choose which copy of a fetched chunk stays "
                          "(before the ninth session: the layout drifts from run to run)")
@@ -213,6 +220,8 @@ def main(argv=None) -> int:
         client = start_default_cluster(protocol=args.protocol)
         n, chunk, dtype, gpu = args.n, args.chunk, args.dtype, True
     try:
+        if args.one_stream:
+            client.run(_one_stream)
         client.register_plugin(SchedulerStamps(), name=SchedulerStamps.name)
         client.register_plugin(WorkerStamps(), name=WorkerStamps.name)
         if args.tasks:
