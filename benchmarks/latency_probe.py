@@ -197,6 +197,7 @@ def main(argv=None) -> int:
     ap.add_argument("--chunk", type=int, default=8192)
     ap.add_argument("--cpu", action="store_true", help="a CPU LocalCluster and 2048² inputs")
     ap.add_argument("--tasks", action="store_true", help="also list every task and fetch of the last run")
+    ap.add_argument("--block-size", type=int, default=None, help="mgemm's block_size option")
     ap.add_argument("--one-stream", action="store_true",
                     help="mgemm.engines.ONE_STREAM_PER_GPU on the workers")
     ap.add_argument("--drift", action="store_true",
@@ -232,7 +233,8 @@ def main(argv=None) -> int:
         wait([a, b])
         inputs = {str(k) for k in a.__dask_keys__() for k in k} | {
             str(k) for k in b.__dask_keys__() for k in k}
-        run = (lambda: mgemm.matmul(a, b)) if args.method == "mgemm" else (lambda: a @ b)
+        opts = {"block_size": args.block_size} if args.block_size else {}
+        run = (lambda: mgemm.matmul(a, b, **opts)) if args.method == "mgemm" else (lambda: a @ b)
         print(f"{args.method} {dtype} {n}² ({chunk}² chunks), "
               f"{'cpu' if args.cpu else args.protocol or 'default protocol'}; ms from the start",
               flush=True)
