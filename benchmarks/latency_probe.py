@@ -98,6 +98,45 @@ def _loop_log(dask_worker, since: float) -> list:
             + [(t0, t1, "sync ") for t0, t1 in plugin.syncs if t0 >= since and t1 - t0 > 0.0005])
 
 
+def _time_engine() -> None:
+    """Wrap the cublas engine on this worker: per call, the wall clock at its start, when its
+    work was queued (the engine's final wait begins) and when it returned, and the GPU time
+    between events recorded on its stream at the start and at the end."""
+    import threading
+
+    import cupy
+
+    from mgemm.engines import cublas
+    if getattr(cublas.CublasEngine, "_probe_log", None) is not None:
+        return
+    log: list = []
+    local = threading.local()
+    inner_gemm, inner_wait = cublas.CublasEngine.gemm, cublas.wait_for_queued_work
+
+    def queued(cp):
+        local.queued = time.time()
+        inner_wait(cp)
+
+    def gemm(self, *args, **kwargs):
+        e0, e1 = cupy.cuda.Event(), cupy.cuda.Event()
+        t0 = time.time()
+        e0.record()
+        out = inner_gemm(self, *args, **kwargs)
+        e1.record()
+        e1.synchronize()
+        log.append((t0, local.queued, time.time(), cupy.cuda.get_elapsed_time(e0, e1),
+                    threading.get_ident()))
+        return out
+    cublas.wait_for_queued_work = queued
+    cublas.CublasEngine.gemm = gemm
+    cublas.CublasEngine._probe_log = log
+
+
+def _engine_log(since: float) -> list:
+    from mgemm.engines import cublas
+    return [e for e in (getattr(cublas.CublasEngine, "_probe_log", None) or []) if e[0] >= since]
+
+
 def _one_stream() -> None:
     import mgemm.engines
     mgemm.engines.ONE_STREAM_PER_GPU = True
@@ -154,6 +193,7 @@ def tasks(client, started: float) -> str:
     """Each worker's tasks (start–end ms, key) and fetches (request–arrival ms, key), in order."""
     lines = []
     loops = client.run(_loop_log, since=started)
+    gemms = client.run(_engine_log, since=started)
     for name, wlog in sorted(client.run(_worker_log, since=started).items()):
         open_: dict = {}
         spans = []
@@ -173,6 +213,9 @@ def tasks(client, started: float) -> str:
                 spans.append((t0, t, kind, key))
         spans += [(t0, t1, kind, "event loop" if kind == "stall" else "transfer's stream synchronize")
                   for t0, t1, kind in loops.get(name, [])]
+        spans += [(t0, t2, "gemm ", f"queued at {(t1 - started) * 1e3:.1f}, GPU {gpu:.2f} ms, "
+                                    f"thread {tid % 1000}")
+                  for t0, t1, t2, gpu, tid in gemms.get(name, [])]
         lines.append(f"  worker {name[-5:]}:")
         for t0, t1, kind, key in sorted(spans):
             lines.append(f"    {kind} {(t0 - started) * 1e3:6.1f} – {(t1 - started) * 1e3:6.1f}  {key[-60:]}")
@@ -223,6 +266,8 @@ def main(argv=None) -> int:
     try:
         if args.one_stream:
             client.run(_one_stream)
+        if args.tasks:
+            client.run(_time_engine)
         client.register_plugin(SchedulerStamps(), name=SchedulerStamps.name)
         client.register_plugin(WorkerStamps(), name=WorkerStamps.name)
         if args.tasks:
