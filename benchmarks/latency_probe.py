@@ -266,7 +266,7 @@ def main(argv=None) -> int:
     try:
         if args.one_stream:
             client.run(_one_stream)
-        if args.tasks:
+        if args.tasks and not args.cpu:
             client.run(_time_engine)
         client.register_plugin(SchedulerStamps(), name=SchedulerStamps.name)
         client.register_plugin(WorkerStamps(), name=WorkerStamps.name)
