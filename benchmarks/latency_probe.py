@@ -137,9 +137,9 @@ def _engine_log(since: float) -> list:
     return [e for e in (getattr(cublas.CublasEngine, "_probe_log", None) or []) if e[0] >= since]
 
 
-def _one_stream() -> None:
+def _one_stream(on: bool) -> None:
     import mgemm.engines
-    mgemm.engines.ONE_STREAM_PER_GPU = True
+    mgemm.engines.ONE_STREAM_PER_GPU = on
 
 
 def _scheduler_log(dask_scheduler, since: float) -> list:
@@ -241,8 +241,8 @@ def main(argv=None) -> int:
     ap.add_argument("--cpu", action="store_true", help="a CPU LocalCluster and 2048² inputs")
     ap.add_argument("--tasks", action="store_true", help="also list every task and fetch of the last run")
     ap.add_argument("--block-size", type=int, default=None, help="mgemm's block_size option")
-    ap.add_argument("--one-stream", action="store_true",
-                    help="mgemm.engines.ONE_STREAM_PER_GPU on the workers")
+    ap.add_argument("--one-stream", choices=["on", "off"], default=None,
+                    help="set mgemm.engines.ONE_STREAM_PER_GPU on the workers")
     ap.add_argument("--drift", action="store_true",
                     help="let the active memory manager choose which copy of a fetched chunk stays "
                          "(before the ninth session: the layout drifts from run to run)")
@@ -265,7 +265,7 @@ def main(argv=None) -> int:
         n, chunk, dtype, gpu = args.n, args.chunk, args.dtype, True
     try:
         if args.one_stream:
-            client.run(_one_stream)
+            client.run(_one_stream, args.one_stream == "on")
         if args.tasks and not args.cpu:
             client.run(_time_engine)
         client.register_plugin(SchedulerStamps(), name=SchedulerStamps.name)

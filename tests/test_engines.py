@@ -62,6 +62,12 @@ def test_task_stream_waits_for_the_legacy_stream_then_for_its_own_work(monkeypat
     cp.cuda.Event.synchronize = _fake_events(log)
     with engines.task_stream(cp):
         log.append(("work",))
+        # one stream per GPU: the task queues under the GPU's lock and waits only after it
+        assert engines._streams.deferred is shared
+        assert (engines._shared[0][1].locked() if shared else not engines._shared)
+        engines.wait_for_queued_work(cp) if shared else None  # deferred: no event made
+    assert not engines._streams.deferred
+    assert not shared or not engines._shared[0][1].locked()
     assert log == [("stream", True), ("event", {"disable_timing": True}),
                    ("event", {"disable_timing": True}), ("record", "legacy"), ("wait", "task"),
                    ("enter", "task"), ("work",), ("exit", "task"), ("record", "task"),

@@ -96,21 +96,24 @@ def scale_and_add(acc: Any, alpha: float, beta: float, c: Any, xp: Any) -> Any:
 
 _streams = threading.local()
 _shared_lock = threading.Lock()
-_shared: dict[int, Any] = {}  # device id → the stream every task thread of this process queues on
+#: device id → (the stream every task thread of this process queues on, the lock a task holds
+#: while it queues its work there)
+_shared: dict[int, tuple[Any, threading.Lock]] = {}
 
-#: Block tasks of one process queue their GPU work on one non-blocking stream per GPU (True) or
-#: each on its thread's own (False).  With two task threads per GPU worker (the embedded
-#: cluster's default), one stream runs the two tasks' GEMMs one after the other, the next one
-#: already queued; own streams run them at the same time, each on part of the GPU.  On one H200,
-#: eight float16 8192² blocks (K 32768) took the same time either way (75.1 against 74.5 ms,
-#: benchmarks/stream_probe.py, RESULTS.md ninth session), so the measured-longer default stays.
-ONE_STREAM_PER_GPU = False
+#: How the block tasks of one process share a GPU.  False: each task thread queues on a stream of
+#: its own, so two tasks' GEMMs run at the same time, each on part of the GPU; they end together,
+#: and the GPU idles while both threads return to Dask and start their next tasks.  True: one
+#: stream per GPU, and a task queues all its work in one go (a per-GPU lock), so the tasks'
+#: GEMMs run one after the other and a thread whose block is done queues its next block while the
+#: other thread's still runs: the GPU is never left without queued work.
+ONE_STREAM_PER_GPU = True
 
 
-def _task_stream_events(cupy: Any) -> tuple[Any, Any, Any]:
-    """The stream this thread's block tasks run on (``ONE_STREAM_PER_GPU``), an event to order it
-    after the legacy default stream, and one marking the end of the task's own work (the
-    events are this thread's; all made once per thread and device)."""
+def _task_stream_events(cupy: Any) -> tuple[Any, Any, Any, Any]:
+    """The stream this thread's block tasks run on (``ONE_STREAM_PER_GPU``), the lock held while
+    queuing on it (None for a stream of the thread's own), an event to order it after the legacy
+    default stream, and one marking the end of the task's own work (the events are this
+    thread's; all made once per thread and device)."""
     per_device = getattr(_streams, "by_device", None)
     if per_device is None:
         per_device = _streams.by_device = {}
@@ -120,12 +123,12 @@ def _task_stream_events(cupy: Any) -> tuple[Any, Any, Any]:
     if entry is None:
         if shared:
             with _shared_lock:
-                stream = _shared.get(dev)
-                if stream is None:
-                    stream = _shared[dev] = cupy.cuda.Stream(non_blocking=True)
+                if dev not in _shared:
+                    _shared[dev] = (cupy.cuda.Stream(non_blocking=True), threading.Lock())
+                stream, lock = _shared[dev]
         else:
-            stream = cupy.cuda.Stream(non_blocking=True)
-        entry = per_device[(dev, shared)] = (stream, cupy.cuda.Event(disable_timing=True),
+            stream, lock = cupy.cuda.Stream(non_blocking=True), None
+        entry = per_device[(dev, shared)] = (stream, lock, cupy.cuda.Event(disable_timing=True),
                                              cupy.cuda.Event(disable_timing=True))
     return entry
 
@@ -140,7 +143,9 @@ def task_stream(xp: Any) -> Iterator[None]:
     fetches and sends (two H200s: 2-6 ms per 256 MiB chunk instead of ~90 ms, the GEMMs queued
     on the GPU).  The wait at the end, for an event recorded after the task's own work (not for
     the whole stream, which other task threads may be queuing on: ``ONE_STREAM_PER_GPU``), keeps
-    "task finished" meaning "block finished", so what the task hands to Dask is complete.
+    "task finished" meaning "block finished", so what the task hands to Dask is complete.  On a
+    shared stream the body only queues (``wait_for_queued_work`` returns at once inside it), under
+    the GPU's lock, and the wait comes after the lock is released.
 
     The other direction needs an explicit wait: a CuPy task that made one of this task's inputs
     (random chunks, a user's ``map_blocks``) returns once its kernels are *queued* on the legacy
@@ -151,18 +156,26 @@ def task_stream(xp: Any) -> Iterator[None]:
     if not is_cupy_module(xp):
         yield
         return
-    stream, inputs_written, finished = _task_stream_events(xp)
-    inputs_written.record(xp.cuda.Stream.null)
-    stream.wait_event(inputs_written)
-    with stream:
-        yield
-    finished.record(stream)
+    stream, lock, inputs_written, finished = _task_stream_events(xp)
+    with lock if lock is not None else contextlib.nullcontext():
+        _streams.deferred = lock is not None
+        try:
+            inputs_written.record(xp.cuda.Stream.null)
+            stream.wait_event(inputs_written)
+            with stream:
+                yield
+            finished.record(stream)
+        finally:
+            _streams.deferred = False
     finished.synchronize()
 
 
 def wait_for_queued_work(cupy: Any) -> None:
     """Block until the work this thread has queued on its current stream so far is done (an
-    event, not a stream synchronize: other threads may queue on the same stream)."""
+    event, not a stream synchronize: other threads may queue on the same stream).  Inside a
+    ``task_stream`` on a shared stream: nothing (the task waits once its work is all queued)."""
+    if getattr(_streams, "deferred", False):
+        return
     done = cupy.cuda.Event(disable_timing=True)
     done.record()
     done.synchronize()
