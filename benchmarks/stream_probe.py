@@ -1,6 +1,6 @@
 """Two block tasks per GPU: one stream per GPU or one per task thread?  On one GPU worker (two
 task threads, the embedded cluster's default), times ``mgemm.matmul`` of float16 inputs held on
-that worker (no transfers), with ``mgemm.engines.ONE_STREAM_PER_GPU`` on and off, in turns, as
+that worker (no transfers), in blocks of one chunk (``block_size``), with ``mgemm.engines.ONE_STREAM_PER_GPU`` on and off, in turns, as
 ``mgemm bench`` times a run; then one block's GEMM alone (CUDA events) for the ideal: blocks ×
 that time.
 
@@ -72,7 +72,7 @@ def main(argv=None) -> int:
         for r in range(args.repeat + 1):
             for name in times:
                 client.run(_set, shared=name == "one stream per GPU")
-                seconds, c = bench.timed(client, lambda: mgemm.matmul(a, b))
+                seconds, c = bench.timed(client, lambda: mgemm.matmul(a, b, block_size=args.chunk))
                 if r == 0:
                     err = bench.check(a, b, c, tol=bench.tolerance(args.dtype))
                     print(f"  {name}: warm-up {seconds * 1e3:.1f} ms, rel err {err:.1e}", flush=True)
