@@ -1,8 +1,8 @@
 """Two block tasks per GPU: one stream per GPU or one per task thread?  On one GPU worker (two
 task threads, the embedded cluster's default), times ``mgemm.matmul`` of float16 inputs held on
-that worker (no transfers), in blocks of one chunk (``block_size``), with ``mgemm.engines.ONE_STREAM_PER_GPU`` on and off, in turns, as
-``mgemm bench`` times a run; then one block's GEMM alone (CUDA events) for the ideal: blocks ×
-that time.
+that worker (no transfers), in blocks of one chunk (``block_size``), with
+``mgemm.engines.ONE_STREAM_PER_GPU`` on and off, in turns, as ``mgemm bench`` times a run; and
+one block's GEMM alone (CUDA events): blocks × that time is the ideal.
 
     python3 benchmarks/stream_probe.py [--m 16384 --n 32768 --k 32768 --chunk 8192 --repeat 7]
 """
