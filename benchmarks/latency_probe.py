@@ -286,7 +286,7 @@ def main(argv=None) -> int:
         def holders() -> dict:
             return {str(k): tuple(sorted(v)) for k, v in client.who_has([a, b]).items()}
         home = holders()
-        keep = None if args.drift else bench.layout(client, a, b)
+        keep = None if args.drift else bench.chunk_homes(client, a, b)
         if keep is not None:
             client.amm.stop()
         rows = []

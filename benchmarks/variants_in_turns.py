@@ -75,7 +75,7 @@ def main() -> None:
         b = bench.persist_cyclic(client, lambda: bench.random_matrix(
             (args.n, args.n), chunk, args.dtype, gpu=gpu, seed=2))
         wait([a, b])
-        keep = bench.layout(client, a, b)  # every run starts from the persisted layout
+        keep = bench.chunk_homes(client, a, b)  # every run starts from the persisted layout
         times: dict[str, list[float]] = {v: [] for v in args.variants}
 
         def make(variant: str):

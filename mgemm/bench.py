@@ -140,7 +140,7 @@ def drop_replicas(client: Any, keep: dict | None = None) -> None:
     decided whether it moved any data: that made run times bimodal.  Every timed run starts
     from this state instead, so each one pays for the data it moves.
 
-    ``keep`` (``layout(...)``: chunk key → the worker it was persisted on): every other copy of
+    ``keep`` (``chunk_homes(...)``: chunk key → the worker it was persisted on): every other copy of
     those chunks is dropped, so each run starts from the layout the inputs were persisted in.
     Without it the active memory manager chooses which copy stays, and it often keeps the
     fetched one: on two workers a third to a half of the chunks of a block-cyclic layout had
@@ -156,7 +156,7 @@ def drop_replicas(client: Any, keep: dict | None = None) -> None:
     time.sleep(0.2)  # the workers drop the copies asynchronously
 
 
-def layout(client: Any, *arrays: da.Array) -> dict:
+def chunk_homes(client: Any, *arrays: da.Array) -> dict:
     """Chunk key → the worker holding it, for persisted ``arrays`` whose chunks are held once
     (right after ``persist_cyclic``); the ``keep`` of ``drop_replicas``."""
     return {key: sorted(holders)[0] for key, holders in client.who_has(list(arrays)).items()
@@ -506,10 +506,17 @@ def format_summary(summary: dict[str, dict]) -> str:
         for name, w in sorted(summary.items()))
 
 
+#: Where ``mgemm bench`` persists its inputs: "cyclic" (``persist_cyclic``) or "dask" (a plain
+#: ``persist``: wherever Dask's scheduler puts a fresh array's chunks, which varies between
+#: clusters).  Every timed run starts from the layout made (``drop_replicas``).
+LAYOUTS = ("cyclic", "dask")
+
+
 def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, options: dict,
              gpu: bool, progress: Callable[[str], None] = lambda msg: None,
-             trace: Callable[[dict], None] | None = None) -> list[Row]:
-    """Time every method on one set of persisted inputs; check each result first.
+             trace: Callable[[dict], None] | None = None, layout: str = "cyclic") -> list[Row]:
+    """Time every method on one set of persisted inputs (laid out as ``layout`` says: one of
+    ``LAYOUTS``); check each result first.
 
     With ``trace``, each timed run's task stream is summarised per worker and passed to it.
     """
@@ -517,16 +524,19 @@ def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, option
 
     from .cluster import protocol
 
-    a = persist_cyclic(client, lambda: random_matrix((case.m, case.k), case.chunk, case.dtype,
-                                                     gpu=gpu, seed=1))
-    b = persist_cyclic(client, lambda: random_matrix((case.k, case.n), case.chunk, case.dtype,
-                                                     gpu=gpu, seed=2))
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    persist = persist_cyclic if layout == "cyclic" else (lambda client, make: make().persist())
+    a = persist(client, lambda: random_matrix((case.m, case.k), case.chunk, case.dtype,
+                                              gpu=gpu, seed=1))
+    b = persist(client, lambda: random_matrix((case.k, case.n), case.chunk, case.dtype,
+                                              gpu=gpu, seed=2))
     wait([a, b])
-    env = environment(client)
+    env = {**environment(client), "layout": layout}
     workers = client.scheduler_info(n_workers=-1)["workers"]
     proto = protocol(next(iter(workers))) if workers else "inproc"
     rows = []
-    keep = layout(client, a, b)  # every run starts from it
+    keep = chunk_homes(client, a, b)  # every run starts from it
     with memory_manager_paused(client):
         for key in methods:
             method = METHODS[key]

@@ -116,11 +116,14 @@ def _cluster_has_gpus(client: Any) -> bool:
                    "stream (mgemm's plugin) or the whole GPU (distributed-ucxx's own)")
 @click.option("--threads-per-worker", type=click.IntRange(min=1), default=None,
               help="tasks each worker of the embedded cluster runs at once (default: 2 per GPU)")
+@click.option("--layout", type=click.Choice(["cyclic", "dask"]), default="cyclic", show_default=True,
+              help="where the inputs are persisted: chunk (i, j) on worker (i + j) mod W, or "
+                   "wherever Dask puts them (varies between clusters); every run starts from it")
 @mgemm_options
 def bench(suite: str, case_names: tuple, methods: tuple, repeat: int, protocol: str | None,
           json_path: str | None, plot_path: str | None, trace_path: str | None,
           transfer_limit: str | None, transfer_sync: str, threads_per_worker: int | None,
-          **options: Any) -> None:
+          layout: str, **options: Any) -> None:
     """Time mgemm and dask.array.matmul on the same cluster and inputs (median of --repeat)."""
     from .bench import SUITES, cpu_cases, plot, run_case, table
     from .cluster import session
@@ -142,7 +145,8 @@ def bench(suite: str, case_names: tuple, methods: tuple, repeat: int, protocol: 
         rows = []
         for case in cases:
             rows += run_case(client, case, list(methods), repeat=repeat, options=opts, gpu=gpu,
-                             progress=_say, trace=_appender(trace_path) if trace_path else None)
+                             progress=_say, trace=_appender(trace_path) if trace_path else None,
+                             layout=layout)
             if json_path:
                 with open(json_path, "a") as fh:
                     for row in rows[-len(methods):]:

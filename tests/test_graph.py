@@ -198,7 +198,7 @@ def test_bench_runs_start_from_the_persisted_layout(client):
     b = bench.persist_cyclic(client, lambda: bench.random_matrix((64, 64), 16, "float64",
                                                                  gpu=False, seed=4))
     wait([a, b])
-    keep = bench.layout(client, a, b)
+    keep = bench.chunk_homes(client, a, b)
     assert len(keep) == 32 and len(set(keep.values())) == len(client.scheduler_info()["workers"])
     with bench.memory_manager_paused(client):
         for _ in range(2):
@@ -210,3 +210,16 @@ def test_bench_runs_start_from_the_persisted_layout(client):
             bench.drop_replicas(client, keep)
             assert {k: tuple(v) for k, v in client.who_has([a, b]).items()} == {
                 k: (w,) for k, w in keep.items()}
+
+
+@pytest.mark.parametrize("layout", ["cyclic", "dask"])
+def test_bench_rows_say_which_layout(client, layout):
+    """``mgemm bench --layout``: the rows record where the inputs were persisted; an unknown
+    layout is refused before anything is made."""
+    from mgemm import bench
+
+    case = bench.Case("float64-128", 128, 128, 128, "float64", 64)
+    out = bench.run_case(client, case, ["mgemm"], repeat=1, options={}, gpu=False, layout=layout)
+    assert out[0].environment["layout"] == layout and out[0].rel_error < 1e-12
+    with pytest.raises(ValueError, match="layout must be one of"):
+        bench.run_case(client, case, ["mgemm"], repeat=1, options={}, gpu=False, layout="rows")
