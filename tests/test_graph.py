@@ -5,6 +5,7 @@ from __future__ import annotations
 import dask
 import dask.array as da
 import numpy as np
+import pytest
 from distributed import wait
 
 import mgemm
