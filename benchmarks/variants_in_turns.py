@@ -10,6 +10,7 @@ applied in turn, run after run, on the same embedded cluster and the same block-
     limit<size> the workers fetch up to <size> (e.g. limit512MiB) from one peer per message
                 (Dask's default: 50 MB, less than one 8192² float32 chunk, so every chunk is a
                 round trip of its own); limitdefault: the cluster's value
+    ownstream   each task thread on a CUDA stream of its own (mgemm.engines.ONE_STREAM_PER_GPU off)
     a+b         both (e.g. pieces+limit512MiB)
     dask        dask.array.matmul
 
@@ -40,6 +41,18 @@ from mgemm.cluster import start_default_cluster
 VARIANTS = ("base", "pieces", "limit512MiB", "dask")
 
 
+def _set_one_stream(on: bool):
+    def apply():
+        import mgemm.engines
+        mgemm.engines.ONE_STREAM_PER_GPU = on
+    return apply
+
+
+def _one_stream_setting() -> bool:
+    import mgemm.engines
+    return mgemm.engines.ONE_STREAM_PER_GPU
+
+
 def _set_limit(limit: float):
     def apply(dask_worker):
         dask_worker.state.transfer_message_bytes_limit = limit
@@ -63,6 +76,7 @@ def main() -> None:
     default_limit = next(iter(client.run(
         lambda dask_worker: dask_worker.state.transfer_message_bytes_limit).values()))
     default_piece = plan.MIN_PIECE_SECONDS
+    default_stream = next(iter(client.run(_one_stream_setting).values()))
     gpus = len(client.scheduler_info()["workers"])
     flops = 2.0 * args.n ** 3
     rows = []
@@ -83,6 +97,7 @@ def main() -> None:
             plan.MIN_PIECE_SECONDS = 0.001 if "pieces" in parts else default_piece
             limit = next((p[len("limit"):] for p in parts if p.startswith("limit")), "default")
             client.run(_set_limit(default_limit if limit == "default" else parse_bytes(limit)))
+            client.run(_set_one_stream("ownstream" not in parts and default_stream))
             if "dask" in parts:
                 return lambda: da.matmul(a, b)
             return lambda: mgemm.matmul(a, b)
@@ -102,6 +117,7 @@ def main() -> None:
                       f"(submitted {marks['submitted']:.4f}, done {marks['done']:.4f})", flush=True)
         plan.MIN_PIECE_SECONDS = default_piece
         client.run(_set_limit(default_limit))
+        client.run(_set_one_stream(default_stream))
         for variant, ts in times.items():
             med = statistics.median(ts)
             tflops = flops / med / 1e12
