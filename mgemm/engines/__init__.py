@@ -105,8 +105,11 @@ _shared: dict[int, tuple[Any, threading.Lock]] = {}
 #: and the GPU idles while both threads return to Dask and start their next tasks.  True: one
 #: stream per GPU, and a task queues all its work in one go (a per-GPU lock), so the tasks'
 #: GEMMs run one after the other and a thread whose block is done queues its next block while the
-#: other thread's still runs: the GPU is never left without queued work.
-ONE_STREAM_PER_GPU = True
+#: other thread's still runs.  Measured (benchmarks/RESULTS.md, ninth session): on one H200 with
+#: the inputs held, eight float16 8192² blocks took 72.8 ms with one stream against 78.9 with
+#: streams of their own; on two H200s, where blocks wait for fetches, float16 32768³ took 0.084
+#: against 0.081 s (8192² chunks) and 0.073 against 0.072 s (16384²).  Two GPUs decide.
+ONE_STREAM_PER_GPU = False
 
 
 def _task_stream_events(cupy: Any) -> tuple[Any, Any, Any, Any]:
