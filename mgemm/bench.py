@@ -143,8 +143,9 @@ def drop_replicas(client: Any, keep: dict | None = None) -> None:
     ``keep`` (``chunk_homes(...)``: chunk key → the worker it was persisted on): every other copy of
     those chunks is dropped, so each run starts from the layout the inputs were persisted in.
     Without it the active memory manager chooses which copy stays, and it often keeps the
-    fetched one: on two workers a third to a half of the chunks of a block-cyclic layout had
-    changed workers after one product (benchmarks/RESULTS.md, ninth session).
+    fetched one: on a CPU cluster of two workers, a third to a half of the chunks of a
+    block-cyclic layout had changed workers after one product (``benchmarks/latency_probe.py
+    --cpu --drift``).
     """
     if keep is not None:
         client.run_on_scheduler(_keep_only, keep=keep)
