@@ -215,9 +215,10 @@ def timed(client: Any, make: Callable[[], da.Array],
     keys are the same every run).  ``client.run`` goes through the loop after the release.
 
     ``keep``: the inputs' layout, restored before the clock starts (``drop_replicas``).  A full
-    garbage collection also runs before: in this process the client shares the interpreter with
-    the embedded cluster's scheduler, and one falling inside a run added ~0.1 s to it (one run in
-    five to seven, on either method, benchmarks/RESULTS.md, ninth session).
+    garbage collection also runs before, so that none falls inside the run: in this process the
+    client shares the interpreter with the embedded cluster's scheduler.  Before it, one run in
+    five to seven (either method) paused ~0.1 s inside the client's build or ``persist``; with
+    it, none of 40 float16 runs did (benchmarks/RESULTS.md, ninth session).
     """
     from distributed import wait
 
