@@ -218,7 +218,7 @@ def timed(client: Any, make: Callable[[], da.Array],
     garbage collection also runs before, so that none falls inside the run: in this process the
     client shares the interpreter with the embedded cluster's scheduler.  Before it, one run in
     five to seven (either method) paused ~0.1 s inside the client's build or ``persist``; with
-    it, none of 40 float16 runs did (benchmarks/RESULTS.md, ninth session).
+    it, none of 40 float16 32768³ runs did (benchmarks/RESULTS.md, ninth session).
     """
     from distributed import wait
 
