@@ -15,7 +15,7 @@ transition with the wall clock.  Per run it prints, in ms from the start of the 
 - ``done``/``synced``: ``wait`` returned / the device synchronize on every worker returned.
 
     python3 benchmarks/latency_probe.py [--protocol ucx|tcp] [--method mgemm|dask] [--runs 6]
-    python3 benchmarks/latency_probe.py --cpu      # a CPU LocalCluster, small NumPy inputs
+    python3 benchmarks/latency_probe.py --cpu      # the embedded CPU cluster, small NumPy inputs
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin  # noqa
 
 import mgemm  # noqa: E402
 from mgemm import bench  # noqa: E402
+from mgemm.cluster import session  # noqa: E402
 
 
 class SchedulerStamps(SchedulerPlugin):
@@ -230,6 +231,62 @@ def fmt(row: dict) -> str:
     return f"{head} || {workers} || {tail}"
 
 
+def probe(client, args) -> None:
+    """Persist the inputs on ``client``'s workers, then time and trace ``args.runs`` products."""
+    if args.cpu:
+        n, chunk, dtype, gpu = 2048, 512, "float32", False
+    else:
+        n, chunk, dtype, gpu = args.n, args.chunk, args.dtype, True
+    if args.one_stream:
+        client.run(_one_stream, args.one_stream == "on")
+    if args.tasks and not args.cpu:
+        client.run(_time_engine)
+    client.register_plugin(SchedulerStamps(), name=SchedulerStamps.name)
+    client.register_plugin(WorkerStamps(), name=WorkerStamps.name)
+    if args.tasks:
+        client.register_plugin(LoopWatch(), name=LoopWatch.name)
+    a = bench.persist_cyclic(client, lambda: bench.random_matrix((n, n), chunk, dtype, gpu=gpu, seed=1))
+    b = bench.persist_cyclic(client, lambda: bench.random_matrix((n, n), chunk, dtype, gpu=gpu, seed=2))
+    from distributed import wait
+    wait([a, b])
+    inputs = {str(k) for k in a.__dask_keys__() for k in k} | {
+        str(k) for k in b.__dask_keys__() for k in k}
+    opts = {"block_size": args.block_size} if args.block_size else {}
+    run = (lambda: mgemm.matmul(a, b, **opts)) if args.method == "mgemm" else (lambda: a @ b)
+    print(f"{args.method} {dtype} {n}² ({chunk}² chunks), "
+          f"{'cpu' if args.cpu else args.protocol or 'default protocol'}; ms from the start",
+          flush=True)
+    def holders() -> dict:
+        return {str(k): tuple(sorted(v)) for k, v in client.who_has([a, b]).items()}
+    home = holders()
+    keep = None if args.drift else bench.chunk_homes(client, a, b)
+    if keep is not None:
+        client.amm.stop()
+    rows = []
+    for r in range(args.runs + 1):  # run 0 warms up
+        bench.drop_replicas(client, keep)
+        now = holders()
+        moved = sum(now.get(k) != v for k, v in home.items())
+        print(f"run {r}: {moved} of {len(home)} input chunks not (only) where they were persisted",
+              flush=True)
+        started: list[float] = []
+        marks: dict = {}
+        _, c = bench.timed(client, run, started, marks, keep=keep)
+        row = timeline(client, started[0], marks, inputs)
+        print(f"run {r}: {fmt(row)}", flush=True)
+        if args.tasks and r == args.runs:
+            print(tasks(client, started[0]), flush=True)
+        if r:
+            rows.append(row)
+        del c
+    keys = ("built", "sent", "arrive", "mat", "order", "sched", "disp", "done", "synced")
+    med = {k: statistics.median(r[k] for r in rows) for k in keys}
+    wk = {k: statistics.median(min(w[k] for w in r["workers"].values()) for r in rows)
+          for k in ("recv", "fetch", "got", "exec")}
+    print("median: " + " ".join(f"{k} {v:.1f}" for k, v in {**med, **wk}.items())
+          + "  (worker columns: the earlier worker)", flush=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--protocol", default=None, help="ucx or tcp (GPU cluster)")
@@ -238,7 +295,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--n", type=int, default=32768)
     ap.add_argument("--chunk", type=int, default=8192)
-    ap.add_argument("--cpu", action="store_true", help="a CPU LocalCluster and 2048² inputs")
+    ap.add_argument("--cpu", action="store_true", help="two CPU workers and 2048² inputs")
     ap.add_argument("--tasks", action="store_true", help="also list every task and fetch of the last run")
     ap.add_argument("--block-size", type=int, default=None, help="mgemm's block_size option")
     ap.add_argument("--one-stream", choices=["on", "off"], default=None,
@@ -253,70 +310,9 @@ def main(argv=None) -> int:
     if args.min_piece is not None:
         from mgemm import plan
         plan.MIN_PIECE_SECONDS = args.min_piece
-    if args.cpu:
-        from distributed import Client, LocalCluster
-        cluster = LocalCluster(n_workers=2, threads_per_worker=2, processes=True,
-                               host="127.0.0.1", dashboard_address=None)
-        client = Client(cluster)
-        n, chunk, dtype, gpu = 2048, 512, "float32", False
-    else:
-        from mgemm.cluster import start_default_cluster
-        client = start_default_cluster(protocol=args.protocol)
-        n, chunk, dtype, gpu = args.n, args.chunk, args.dtype, True
-    try:
-        if args.one_stream:
-            client.run(_one_stream, args.one_stream == "on")
-        if args.tasks and not args.cpu:
-            client.run(_time_engine)
-        client.register_plugin(SchedulerStamps(), name=SchedulerStamps.name)
-        client.register_plugin(WorkerStamps(), name=WorkerStamps.name)
-        if args.tasks:
-            client.register_plugin(LoopWatch(), name=LoopWatch.name)
-        a = bench.persist_cyclic(client, lambda: bench.random_matrix((n, n), chunk, dtype, gpu=gpu, seed=1))
-        b = bench.persist_cyclic(client, lambda: bench.random_matrix((n, n), chunk, dtype, gpu=gpu, seed=2))
-        from distributed import wait
-        wait([a, b])
-        inputs = {str(k) for k in a.__dask_keys__() for k in k} | {
-            str(k) for k in b.__dask_keys__() for k in k}
-        opts = {"block_size": args.block_size} if args.block_size else {}
-        run = (lambda: mgemm.matmul(a, b, **opts)) if args.method == "mgemm" else (lambda: a @ b)
-        print(f"{args.method} {dtype} {n}² ({chunk}² chunks), "
-              f"{'cpu' if args.cpu else args.protocol or 'default protocol'}; ms from the start",
-              flush=True)
-        def holders() -> dict:
-            return {str(k): tuple(sorted(v)) for k, v in client.who_has([a, b]).items()}
-        home = holders()
-        keep = None if args.drift else bench.chunk_homes(client, a, b)
-        if keep is not None:
-            client.amm.stop()
-        rows = []
-        for r in range(args.runs + 1):  # run 0 warms up
-            bench.drop_replicas(client, keep)
-            now = holders()
-            moved = sum(now.get(k) != v for k, v in home.items())
-            print(f"run {r}: {moved} of {len(home)} input chunks not (only) where they were persisted",
-                  flush=True)
-            started: list[float] = []
-            marks: dict = {}
-            _, c = bench.timed(client, run, started, marks, keep=keep)
-            row = timeline(client, started[0], marks, inputs)
-            print(f"run {r}: {fmt(row)}", flush=True)
-            if args.tasks and r == args.runs:
-                print(tasks(client, started[0]), flush=True)
-            if r:
-                rows.append(row)
-            del c
-        keys = ("built", "sent", "arrive", "mat", "order", "sched", "disp", "done", "synced")
-        med = {k: statistics.median(r[k] for r in rows) for k in keys}
-        wk = {k: statistics.median(min(w[k] for w in r["workers"].values()) for r in rows)
-              for k in ("recv", "fetch", "got", "exec")}
-        print("median: " + " ".join(f"{k} {v:.1f}" for k, v in {**med, **wk}.items())
-              + "  (worker columns: the earlier worker)", flush=True)
-    finally:
-        cluster = getattr(client, "cluster", None)
-        client.close()
-        if cluster is not None:
-            cluster.close()
+    start = {"n_workers": 2, "threads_per_worker": 2} if args.cpu else {"protocol": args.protocol}
+    with session(None, **start) as client:
+        probe(client, args)
     return 0
 
 

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import mgemm  # noqa: E402
 from mgemm import bench  # noqa: E402
-from mgemm.cluster import start_default_cluster  # noqa: E402
+from mgemm.cluster import session  # noqa: E402
 
 
 def _set(dask_worker, shared: bool) -> None:
@@ -29,22 +29,14 @@ def _set(dask_worker, shared: bool) -> None:
 def _block_ms(m: int, n: int, k: int, chunk: int, dtype: str) -> float:
     import cupy as cp
 
+    from benchmarks.block_gemm_probe import timed
     from mgemm.engines.cublas import CublasEngine
     rng = cp.random.default_rng(0)
     parts = k // chunk
     a = [(rng.random((m, chunk), dtype=cp.float32) - 0.5).astype(dtype) for _ in range(parts)]
     b = [(rng.random((chunk, n), dtype=cp.float32) - 0.5).astype(dtype) for _ in range(parts)]
     engine = CublasEngine()
-    engine.gemm(a, b)
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
-    times = []
-    for _ in range(10):
-        start.record()
-        engine.gemm(a, b)
-        stop.record()
-        stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop))
-    return statistics.median(times)
+    return timed(lambda: engine.gemm(a, b), 10) * 1e3
 
 
 def main(argv=None) -> int:
@@ -56,8 +48,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--repeat", type=int, default=7)
     args = ap.parse_args(argv)
-    client = start_default_cluster(n_workers=1)
-    try:
+    with session(None, n_workers=1) as client:
         a = bench.random_matrix((args.m, args.k), args.chunk, args.dtype, gpu=True, seed=1).persist()
         b = bench.random_matrix((args.k, args.n), args.chunk, args.dtype, gpu=True, seed=2).persist()
         from distributed import wait
@@ -84,11 +75,6 @@ def main(argv=None) -> int:
             med = statistics.median(ts)
             print(f"  {name:<20} median {med * 1e3:6.1f} ms ({min(ts) * 1e3:.1f}–{max(ts) * 1e3:.1f}), "
                   f"{flops / med / 1e12:6.1f} TFLOP/s, blocks alone / this {ideal / med:.2f}", flush=True)
-    finally:
-        cluster = getattr(client, "cluster", None)
-        client.close()
-        if cluster is not None:
-            cluster.close()
     return 0
 
 
