@@ -11,6 +11,9 @@ applied in turn, run after run, on the same embedded cluster and the same block-
                 (Dask's default: 50 MB, less than one 8192² float32 chunk, so every chunk is a
                 round trip of its own); limitdefault: the cluster's value
     ownstream   each task thread on a CUDA stream of its own (mgemm.engines.ONE_STREAM_PER_GPU off)
+    onestream   the task threads of a GPU on one stream (ONE_STREAM_PER_GPU on)
+    priority    own streams with CUDA priorities, the first thread's highest
+                (mgemm.engines.STREAM_PRIORITIES)
     a+b         both (e.g. pieces+limit512MiB)
     dask        dask.array.matmul
 
@@ -41,10 +44,11 @@ from mgemm.cluster import start_default_cluster
 VARIANTS = ("base", "pieces", "limit512MiB", "dask")
 
 
-def _set_one_stream(on: bool):
+def _set_streams(one: bool, priorities: bool):
     def apply():
         import mgemm.engines
-        mgemm.engines.ONE_STREAM_PER_GPU = on
+        mgemm.engines.ONE_STREAM_PER_GPU = one
+        mgemm.engines.STREAM_PRIORITIES = priorities
     return apply
 
 
@@ -97,7 +101,8 @@ def main() -> None:
             plan.MIN_PIECE_SECONDS = 0.001 if "pieces" in parts else default_piece
             limit = next((p[len("limit"):] for p in parts if p.startswith("limit")), "default")
             client.run(_set_limit(default_limit if limit == "default" else parse_bytes(limit)))
-            client.run(_set_one_stream("ownstream" not in parts and default_stream))
+            one = "onestream" in parts or ("ownstream" not in parts and default_stream)
+            client.run(_set_streams(one, "priority" in parts))
             if "dask" in parts:
                 return lambda: da.matmul(a, b)
             return lambda: mgemm.matmul(a, b)
@@ -117,7 +122,7 @@ def main() -> None:
                       f"(submitted {marks['submitted']:.4f}, done {marks['done']:.4f})", flush=True)
         plan.MIN_PIECE_SECONDS = default_piece
         client.run(_set_limit(default_limit))
-        client.run(_set_one_stream(default_stream))
+        client.run(_set_streams(default_stream, False))
         for variant, ts in times.items():
             med = statistics.median(ts)
             tflops = flops / med / 1e12

@@ -22,8 +22,8 @@ def _fake_cupy(log):
             log.append(("record", stream.name))
 
     class Stream:
-        def __init__(self, non_blocking=False, name="task"):
-            self.name = name
+        def __init__(self, non_blocking=False, name="task", priority=None):
+            self.name, self.priority = name, priority
             log.append(("stream", non_blocking))
 
         def wait_event(self, event):
@@ -86,6 +86,19 @@ def test_task_stream_waits_for_the_legacy_stream_then_for_its_own_work(monkeypat
     thread.join()
     made = [op for op, *_ in log if op in ("stream", "event")]
     assert made == (["event", "event"] if shared else ["stream", "event", "event"])
+
+
+def test_stream_priorities_highest_first_then_down_to_the_least(monkeypatch):
+    """``STREAM_PRIORITIES``: the first task thread of a GPU gets its greatest priority (the
+    lowest number), each next thread one less, never below the least; off: no priority given."""
+    monkeypatch.setattr(engines, "_threads_per_device", {})
+    cp = types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(
+        deviceGetStreamPriorityRange=lambda: (0, -2))))
+    monkeypatch.setattr(engines, "STREAM_PRIORITIES", False)
+    assert engines._priority(cp, 0) is None
+    monkeypatch.setattr(engines, "STREAM_PRIORITIES", True)
+    assert [engines._priority(cp, 0) for _ in range(4)] == [-2, -1, 0, 0]
+    assert engines._priority(cp, 1) == -2  # counted per device
 
 
 def test_task_stream_is_a_no_op_for_numpy():

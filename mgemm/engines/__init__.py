@@ -111,6 +111,14 @@ _shared: dict[int, tuple[Any, threading.Lock]] = {}
 #: against 0.081 s (8192² chunks) and 0.073 against 0.072 s (16384²).  Two GPUs decide.
 ONE_STREAM_PER_GPU = False
 
+#: With a stream per task thread: give the threads' streams CUDA priorities, highest for the
+#: first thread of a GPU, lower for the next.  The GPU then runs one task's GEMM ahead of the
+#: other's instead of both at half speed, so the two tasks do not end together and leave the
+#: GPU idle while both threads go back to Dask; the lower stream fills the SMs meanwhile.
+#: Off by default: not yet measured where it matters, on two GPUs.
+STREAM_PRIORITIES = False
+_threads_per_device: dict[int, int] = {}
+
 
 def _task_stream_events(cupy: Any) -> tuple[Any, Any, Any, Any]:
     """The stream this thread's block tasks run on (``ONE_STREAM_PER_GPU``), the lock held while
@@ -121,8 +129,8 @@ def _task_stream_events(cupy: Any) -> tuple[Any, Any, Any, Any]:
     if per_device is None:
         per_device = _streams.by_device = {}
     dev = cupy.cuda.Device().id
-    shared = ONE_STREAM_PER_GPU
-    entry = per_device.get((dev, shared))
+    shared, ranked = ONE_STREAM_PER_GPU, STREAM_PRIORITIES and not ONE_STREAM_PER_GPU
+    entry = per_device.get((dev, shared, ranked))
     if entry is None:
         if shared:
             with _shared_lock:
@@ -130,10 +138,24 @@ def _task_stream_events(cupy: Any) -> tuple[Any, Any, Any, Any]:
                     _shared[dev] = (cupy.cuda.Stream(non_blocking=True), threading.Lock())
                 stream, lock = _shared[dev]
         else:
-            stream, lock = cupy.cuda.Stream(non_blocking=True), None
-        entry = per_device[(dev, shared)] = (stream, lock, cupy.cuda.Event(disable_timing=True),
-                                             cupy.cuda.Event(disable_timing=True))
+            priority = _priority(cupy, dev)
+            extra = {} if priority is None else {"priority": priority}
+            stream, lock = cupy.cuda.Stream(non_blocking=True, **extra), None
+        events = cupy.cuda.Event(disable_timing=True), cupy.cuda.Event(disable_timing=True)
+        entry = per_device[(dev, shared, ranked)] = (stream, lock, *events)
     return entry
+
+
+def _priority(cupy: Any, dev: int) -> int | None:
+    """The priority of the next task thread's own stream on ``dev`` (``STREAM_PRIORITIES``):
+    the greatest for the first thread, one lower for each next one, down to the least."""
+    if not STREAM_PRIORITIES:
+        return None
+    least, greatest = cupy.cuda.runtime.deviceGetStreamPriorityRange()
+    with _shared_lock:
+        index = _threads_per_device.get(dev, 0)
+        _threads_per_device[dev] = index + 1
+    return min(greatest + index, least)  # CUDA: lower numbers run first (e.g. -5 … 0)
 
 
 @contextlib.contextmanager
