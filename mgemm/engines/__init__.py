@@ -147,15 +147,15 @@ def _task_stream_events(cupy: Any) -> tuple[Any, Any, Any, Any]:
 
 
 def _priority(cupy: Any, dev: int) -> int | None:
-    """The priority of the next task thread's own stream on ``dev`` (``STREAM_PRIORITIES``):
-    the greatest for the first thread, one lower for each next one, down to the least."""
+    """The priority of the next task thread's own stream on ``dev`` (``STREAM_PRIORITIES``): the
+    first thread's the greatest there is (CUDA clamps a number below the range to its greatest),
+    every later thread's the default, 0 (the least)."""
     if not STREAM_PRIORITIES:
         return None
-    least, greatest = cupy.cuda.runtime.deviceGetStreamPriorityRange()
     with _shared_lock:
         index = _threads_per_device.get(dev, 0)
         _threads_per_device[dev] = index + 1
-    return min(greatest + index, least)  # CUDA: lower numbers run first (e.g. -5 … 0)
+    return -(2 ** 20) if index == 0 else 0
 
 
 @contextlib.contextmanager
