@@ -115,7 +115,8 @@ ONE_STREAM_PER_GPU = False
 #: first thread of a GPU, lower for the next.  The GPU then runs one task's GEMM ahead of the
 #: other's instead of both at half speed, so the two tasks do not end together and leave the
 #: GPU idle while both threads go back to Dask; the lower stream fills the SMs meanwhile.
-#: Off by default: not yet measured where it matters, on two GPUs.
+#: Off: on two H200s it changed nothing (float16 32768³: 0.0947 against 0.0944 s with 8192²
+#: chunks, 0.0739 against 0.0735 s with 16384², in turns; benchmarks/RESULTS.md, ninth session).
 STREAM_PRIORITIES = False
 _threads_per_device: dict[int, int] = {}
 
