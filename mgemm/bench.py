@@ -159,7 +159,7 @@ def drop_replicas(client: Any, keep: dict | None = None) -> None:
 
 def chunk_homes(client: Any, *arrays: da.Array) -> dict:
     """Chunk key → the worker holding it, for persisted ``arrays`` whose chunks are held once
-    (right after ``persist_cyclic``); the ``keep`` of ``drop_replicas``."""
+    (right after ``persist`` or ``persist_cyclic``); the ``keep`` of ``drop_replicas``."""
     return {key: sorted(holders)[0] for key, holders in client.who_has(list(arrays)).items()
             if holders}
 
@@ -508,15 +508,18 @@ def format_summary(summary: dict[str, dict]) -> str:
         for name, w in sorted(summary.items()))
 
 
-#: Where ``mgemm bench`` persists its inputs: "cyclic" (``persist_cyclic``) or "dask" (a plain
-#: ``persist``: wherever Dask's scheduler puts a fresh array's chunks, which varies between
-#: clusters).  Every timed run starts from the layout made (``drop_replicas``).
-LAYOUTS = ("cyclic", "dask")
+#: Where ``mgemm bench`` persists its inputs: "dask" (the default: a plain ``persist``, what a
+#: user's own arrays get, wherever Dask's scheduler puts a fresh array's chunks, which varies
+#: between clusters) or "cyclic" (``persist_cyclic``: the same on every cluster).  Every timed
+#: run starts from the layout made (``drop_replicas``).  The layout moves dask.array.matmul more
+#: than mgemm: block-cyclically, half of its block products find both inputs on one worker
+#: (benchmarks/RESULTS.md, ninth session).
+LAYOUTS = ("dask", "cyclic")
 
 
 def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, options: dict,
              gpu: bool, progress: Callable[[str], None] = lambda msg: None,
-             trace: Callable[[dict], None] | None = None, layout: str = "cyclic") -> list[Row]:
+             trace: Callable[[dict], None] | None = None, layout: str = "dask") -> list[Row]:
     """Time every method on one set of persisted inputs (laid out as ``layout`` says: one of
     ``LAYOUTS``); check each result first.
 

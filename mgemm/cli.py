@@ -116,9 +116,10 @@ def _cluster_has_gpus(client: Any) -> bool:
                    "stream (mgemm's plugin) or the whole GPU (distributed-ucxx's own)")
 @click.option("--threads-per-worker", type=click.IntRange(min=1), default=None,
               help="tasks each worker of the embedded cluster runs at once (default: 2 per GPU)")
-@click.option("--layout", type=click.Choice(["cyclic", "dask"]), default="cyclic", show_default=True,
-              help="where the inputs are persisted: chunk (i, j) on worker (i + j) mod W, or "
-                   "wherever Dask puts them (varies between clusters); every run starts from it")
+@click.option("--layout", type=click.Choice(["dask", "cyclic"]), default="dask", show_default=True,
+              help="where the inputs are persisted: wherever Dask's persist puts them (varies "
+                   "between clusters) or chunk (i, j) on worker (i + j) mod W; every run starts "
+                   "from it")
 @mgemm_options
 def bench(suite: str, case_names: tuple, methods: tuple, repeat: int, protocol: str | None,
           json_path: str | None, plot_path: str | None, trace_path: str | None,
