@@ -12,8 +12,6 @@ applied in turn, run after run, on the same embedded cluster and the same block-
                 round trip of its own); limitdefault: the cluster's value
     ownstream   each task thread on a CUDA stream of its own (mgemm.engines.ONE_STREAM_PER_GPU off)
     onestream   the task threads of a GPU on one stream (ONE_STREAM_PER_GPU on)
-    priority    own streams with CUDA priorities, the first thread's highest
-                (mgemm.engines.STREAM_PRIORITIES)
     a+b         both (e.g. pieces+limit512MiB)
     dask        dask.array.matmul
 
@@ -44,11 +42,10 @@ from mgemm.cluster import start_default_cluster
 VARIANTS = ("base", "pieces", "limit512MiB", "dask")
 
 
-def _set_streams(one: bool, priorities: bool):
+def _set_one_stream(one: bool):
     def apply():
         import mgemm.engines
         mgemm.engines.ONE_STREAM_PER_GPU = one
-        mgemm.engines.STREAM_PRIORITIES = priorities
     return apply
 
 
@@ -102,7 +99,7 @@ def main() -> None:
             limit = next((p[len("limit"):] for p in parts if p.startswith("limit")), "default")
             client.run(_set_limit(default_limit if limit == "default" else parse_bytes(limit)))
             one = "onestream" in parts or ("ownstream" not in parts and default_stream)
-            client.run(_set_streams(one, "priority" in parts))
+            client.run(_set_one_stream(one))
             if "dask" in parts:
                 return lambda: da.matmul(a, b)
             return lambda: mgemm.matmul(a, b)
@@ -122,7 +119,7 @@ def main() -> None:
                       f"(submitted {marks['submitted']:.4f}, done {marks['done']:.4f})", flush=True)
         plan.MIN_PIECE_SECONDS = default_piece
         client.run(_set_limit(default_limit))
-        client.run(_set_streams(default_stream, False))
+        client.run(_set_one_stream(default_stream))
         for variant, ts in times.items():
             med = statistics.median(ts)
             tflops = flops / med / 1e12

@@ -22,8 +22,8 @@ def _fake_cupy(log):
             log.append(("record", stream.name))
 
     class Stream:
-        def __init__(self, non_blocking=False, name="task", priority=None):
-            self.name, self.priority = name, priority
+        def __init__(self, non_blocking=False, name="task"):
+            self.name = name
             log.append(("stream", non_blocking))
 
         def wait_event(self, event):
@@ -86,18 +86,6 @@ def test_task_stream_waits_for_the_legacy_stream_then_for_its_own_work(monkeypat
     thread.join()
     made = [op for op, *_ in log if op in ("stream", "event")]
     assert made == (["event", "event"] if shared else ["stream", "event", "event"])
-
-
-def test_stream_priorities_first_thread_highest_the_rest_default(monkeypatch):
-    """``STREAM_PRIORITIES``: the first task thread of a GPU gets the greatest priority (a number
-    CUDA clamps to it), every later one the default 0; off: no priority given."""
-    monkeypatch.setattr(engines, "_threads_per_device", {})
-    monkeypatch.setattr(engines, "STREAM_PRIORITIES", False)
-    assert engines._priority(None, 0) is None
-    monkeypatch.setattr(engines, "STREAM_PRIORITIES", True)
-    first, *rest = [engines._priority(None, 0) for _ in range(3)]
-    assert first < -1000 and rest == [0, 0]
-    assert engines._priority(None, 1) == first  # counted per device
 
 
 def test_task_stream_is_a_no_op_for_numpy():

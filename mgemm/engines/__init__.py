@@ -111,16 +111,6 @@ _shared: dict[int, tuple[Any, threading.Lock]] = {}
 #: against 0.081 s (8192² chunks) and 0.073 against 0.072 s (16384²).  Two GPUs decide.
 ONE_STREAM_PER_GPU = False
 
-#: With a stream per task thread: give the threads' streams CUDA priorities, highest for the
-#: first thread of a GPU, lower for the next.  The GPU then runs one task's GEMM ahead of the
-#: other's instead of both at half speed, so the two tasks do not end together and leave the
-#: GPU idle while both threads go back to Dask; the lower stream fills the SMs meanwhile.
-#: Off: on two H200s it changed nothing (float16 32768³: 0.0947 against 0.0944 s with 8192²
-#: chunks, 0.0739 against 0.0735 s with 16384², in turns; benchmarks/RESULTS.md, ninth session).
-STREAM_PRIORITIES = False
-_threads_per_device: dict[int, int] = {}
-
-
 def _task_stream_events(cupy: Any) -> tuple[Any, Any, Any, Any]:
     """The stream this thread's block tasks run on (``ONE_STREAM_PER_GPU``), the lock held while
     queuing on it (None for a stream of the thread's own), an event to order it after the legacy
@@ -130,8 +120,8 @@ def _task_stream_events(cupy: Any) -> tuple[Any, Any, Any, Any]:
     if per_device is None:
         per_device = _streams.by_device = {}
     dev = cupy.cuda.Device().id
-    shared, ranked = ONE_STREAM_PER_GPU, STREAM_PRIORITIES and not ONE_STREAM_PER_GPU
-    entry = per_device.get((dev, shared, ranked))
+    shared = ONE_STREAM_PER_GPU
+    entry = per_device.get((dev, shared))
     if entry is None:
         if shared:
             with _shared_lock:
@@ -139,24 +129,10 @@ def _task_stream_events(cupy: Any) -> tuple[Any, Any, Any, Any]:
                     _shared[dev] = (cupy.cuda.Stream(non_blocking=True), threading.Lock())
                 stream, lock = _shared[dev]
         else:
-            priority = _priority(cupy, dev)
-            extra = {} if priority is None else {"priority": priority}
-            stream, lock = cupy.cuda.Stream(non_blocking=True, **extra), None
+            stream, lock = cupy.cuda.Stream(non_blocking=True), None
         events = cupy.cuda.Event(disable_timing=True), cupy.cuda.Event(disable_timing=True)
-        entry = per_device[(dev, shared, ranked)] = (stream, lock, *events)
+        entry = per_device[(dev, shared)] = (stream, lock, *events)
     return entry
-
-
-def _priority(cupy: Any, dev: int) -> int | None:
-    """The priority of the next task thread's own stream on ``dev`` (``STREAM_PRIORITIES``): the
-    first thread's the greatest there is (CUDA clamps a number below the range to its greatest),
-    every later thread's the default, 0 (the least)."""
-    if not STREAM_PRIORITIES:
-        return None
-    with _shared_lock:
-        index = _threads_per_device.get(dev, 0)
-        _threads_per_device[dev] = index + 1
-    return -(2 ** 20) if index == 0 else 0
 
 
 @contextlib.contextmanager
