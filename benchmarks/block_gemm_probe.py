@@ -14,7 +14,6 @@ K chunks (as a block over 8192² chunks of a 32768³ product is), timed with CUD
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
@@ -22,20 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import cupy as cp  # noqa: E402
 
+from benchmarks.mma_peak import events_ms  # noqa: E402
 from mgemm.engines.cublas import CublasEngine  # noqa: E402
-
-
-def timed(fn, repeat: int) -> float:
-    fn()
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
-    times = []
-    for _ in range(repeat):
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop) / 1e3)
-    return statistics.median(times)
 
 
 def main(argv=None) -> int:
@@ -67,7 +54,7 @@ def main(argv=None) -> int:
     print(f"{args.dtype} block {args.m}×{args.n}, K {args.k} in {args.parts} parts "
           f"(parts vs whole: max rel diff {err:.1e})")
     for name, fn in ways.items():
-        s = timed(fn, args.repeat)
+        s = events_ms(fn, args.repeat) / 1e3
         print(f"  {name:<9} {s * 1e3:7.3f} ms  {flops / s / 1e12:7.1f} TFLOP/s", flush=True)
     return 0
 

@@ -29,14 +29,14 @@ def _set(dask_worker, shared: bool) -> None:
 def _block_ms(m: int, n: int, k: int, chunk: int, dtype: str) -> float:
     import cupy as cp
 
-    from benchmarks.block_gemm_probe import timed
+    from benchmarks.mma_peak import events_ms
     from mgemm.engines.cublas import CublasEngine
     rng = cp.random.default_rng(0)
     parts = k // chunk
     a = [(rng.random((m, chunk), dtype=cp.float32) - 0.5).astype(dtype) for _ in range(parts)]
     b = [(rng.random((chunk, n), dtype=cp.float32) - 0.5).astype(dtype) for _ in range(parts)]
     engine = CublasEngine()
-    return timed(lambda: engine.gemm(a, b), 10) * 1e3
+    return events_ms(lambda: engine.gemm(a, b), 10)
 
 
 def main(argv=None) -> int:
