@@ -1,12 +1,16 @@
 """One block task's GEMM on one GPU, the ways it could be done: how much does accumulating K parts
 cost against one call?  An (m × n) block of A (m × k) · B (k × n), with A and B held as ``--parts``
 K chunks (as a block over 8192² chunks of a 32768³ product is), timed with CUDA events, median of
-``--repeat``:
+``--repeat``, the ways in turns ``--rounds`` times (the median of the rounds):
 
     engine      mgemm's cublas engine on the K parts (what a block task runs)
     concat      concatenate the panels, then the engine on one part (its own type out)
     one-call    the engine on panels already whole (no copy: the ideal for this block)
     matmul      cupy.matmul on the whole panels (the anchor's call)
+    persistent  mgemm's persistent engine on the K parts (on an H200: the Hopper kernel, all
+                parts in one launch, ``hopper.gemm_parts``)
+    hopper-each the Hopper kernel once per K part, adding into the output (beta = 1)
+    hopper-one  the Hopper kernel on the whole panels
 
     python3 benchmarks/block_gemm_probe.py [--m 8192 --n 8192 --k 32768 --parts 4 --dtype float16]
 """
@@ -14,6 +18,7 @@ K chunks (as a block over 8192² chunks of a 32768³ product is), timed with CUD
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from pathlib import Path
 
@@ -22,7 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import cupy as cp  # noqa: E402
 
 from benchmarks.mma_peak import events_ms  # noqa: E402
+from mgemm import hopper  # noqa: E402
 from mgemm.engines.cublas import CublasEngine  # noqa: E402
+from mgemm.engines.persistent import PersistentEngine  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -33,6 +40,7 @@ def main(argv=None) -> int:
     ap.add_argument("--parts", type=int, default=4)
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=3, help="the ways timed in turns, this many times")
     args = ap.parse_args(argv)
     rng = cp.random.default_rng(0)
     kp = args.k // args.parts
@@ -51,11 +59,30 @@ def main(argv=None) -> int:
         "one-call": lambda: engine.gemm([a_whole], [b_whole]),
         "matmul": lambda: cp.matmul(a_whole, b_whole),
     }
+    if hopper.supported() and args.dtype in ("float16", "bfloat16"):
+        persistent = PersistentEngine()
+        out = cp.empty((args.m, args.n), dtype=args.dtype)
+
+        def each():
+            for idx, (a, b) in enumerate(zip(a_parts, b_parts)):
+                hopper.gemm(a, b, out, beta=0.0 if idx == 0 else 1.0, out=out)
+        mine = persistent.gemm(a_parts, b_parts)
+        err_p = float(cp.abs(mine.astype(cp.float32) - ref.astype(cp.float32)).max()
+                      / cp.abs(ref.astype(cp.float32)).max())
+        print(f"  persistent engine vs cuBLAS on whole panels: max rel diff {err_p:.1e}")
+        ways.update({"persistent": lambda: persistent.gemm(a_parts, b_parts),
+                     "hopper-each": each,
+                     "hopper-one": lambda: hopper.gemm(a_whole, b_whole, out=out)})
     print(f"{args.dtype} block {args.m}×{args.n}, K {args.k} in {args.parts} parts "
           f"(parts vs whole: max rel diff {err:.1e})")
-    for name, fn in ways.items():
-        s = events_ms(fn, args.repeat) / 1e3
-        print(f"  {name:<9} {s * 1e3:7.3f} ms  {flops / s / 1e12:7.1f} TFLOP/s", flush=True)
+    times: dict = {name: [] for name in ways}
+    for _ in range(args.rounds):  # the ways in turns, so clock drift reaches every one alike
+        for name, fn in ways.items():
+            times[name].append(events_ms(fn, args.repeat) / 1e3)
+    for name, ts in times.items():
+        s = statistics.median(ts)
+        print(f"  {name:<11} {s * 1e3:7.3f} ms  {flops / s / 1e12:7.1f} TFLOP/s  "
+              f"(rounds: {' '.join(f'{t * 1e3:.3f}' for t in ts)})", flush=True)
     return 0
 
 

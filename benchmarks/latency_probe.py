@@ -1,5 +1,5 @@
 """Where do the milliseconds before a product's first GEMM go?  Starts mgemm's embedded cluster,
-persists random inputs block-cyclically as ``mgemm bench`` does, and times ``--runs`` products the
+persists random inputs as ``mgemm bench`` does (``--layout``, block-cyclic by default), and times ``--runs`` products the
 way ``mgemm bench`` does, while a scheduler plugin and a worker plugin stamp every task
 transition with the wall clock.  Per run it prints, in ms from the start of the timed part:
 
@@ -100,42 +100,47 @@ def _loop_log(dask_worker, since: float) -> list:
 
 
 def _time_engine() -> None:
-    """Wrap the cublas engine on this worker: per call, the wall clock at its start, when its
-    work was queued (the engine's final wait begins) and when it returned, and the GPU time
-    between events recorded on its stream at the start and at the end."""
+    """Wrap the cublas and persistent engines on this worker: per call, the wall clock at its
+    start, when its work was queued (the engine's final wait begins) and when it returned, and the
+    GPU time between events recorded on its stream at the start and at the end."""
     import threading
 
     import cupy
 
-    from mgemm.engines import cublas
-    if getattr(cublas.CublasEngine, "_probe_log", None) is not None:
+    from mgemm.engines import cublas, persistent
+    global _probe_log
+    if _probe_log is not None:
         return
     log: list = []
     local = threading.local()
-    inner_gemm, inner_wait = cublas.CublasEngine.gemm, cublas.wait_for_queued_work
 
-    def queued(cp):
-        local.queued = time.time()
-        inner_wait(cp)
+    for module, cls in ((cublas, cublas.CublasEngine), (persistent, persistent.PersistentEngine)):
+        inner_gemm, inner_wait = cls.gemm, module.wait_for_queued_work
 
-    def gemm(self, *args, **kwargs):
-        e0, e1 = cupy.cuda.Event(), cupy.cuda.Event()
-        t0 = time.time()
-        e0.record()
-        out = inner_gemm(self, *args, **kwargs)
-        e1.record()
-        e1.synchronize()
-        log.append((t0, local.queued, time.time(), cupy.cuda.get_elapsed_time(e0, e1),
-                    threading.get_ident()))
-        return out
-    cublas.wait_for_queued_work = queued
-    cublas.CublasEngine.gemm = gemm
-    cublas.CublasEngine._probe_log = log
+        def queued(cp, inner_wait=inner_wait):
+            local.queued = time.time()
+            inner_wait(cp)
+
+        def gemm(self, *args, inner_gemm=inner_gemm, **kwargs):
+            e0, e1 = cupy.cuda.Event(), cupy.cuda.Event()
+            t0 = time.time()
+            e0.record()
+            out = inner_gemm(self, *args, **kwargs)
+            e1.record()
+            e1.synchronize()
+            log.append((t0, local.queued, time.time(), cupy.cuda.get_elapsed_time(e0, e1),
+                        threading.get_ident()))
+            return out
+        module.wait_for_queued_work = queued
+        cls.gemm = gemm
+    _probe_log = log
+
+
+_probe_log = None
 
 
 def _engine_log(since: float) -> list:
-    from mgemm.engines import cublas
-    return [e for e in (getattr(cublas.CublasEngine, "_probe_log", None) or []) if e[0] >= since]
+    return [e for e in (_probe_log or []) if e[0] >= since]
 
 
 def _one_stream(on: bool) -> None:
@@ -245,13 +250,16 @@ def probe(client, args) -> None:
     client.register_plugin(WorkerStamps(), name=WorkerStamps.name)
     if args.tasks:
         client.register_plugin(LoopWatch(), name=LoopWatch.name)
-    a = bench.persist_cyclic(client, lambda: bench.random_matrix((n, n), chunk, dtype, gpu=gpu, seed=1))
-    b = bench.persist_cyclic(client, lambda: bench.random_matrix((n, n), chunk, dtype, gpu=gpu, seed=2))
+    persist = bench.persist_cyclic if args.layout == "cyclic" else (lambda client, make: make().persist())
+    a = persist(client, lambda: bench.random_matrix((n, n), chunk, dtype, gpu=gpu, seed=1))
+    b = persist(client, lambda: bench.random_matrix((n, n), chunk, dtype, gpu=gpu, seed=2))
     from distributed import wait
     wait([a, b])
     inputs = {str(k) for k in a.__dask_keys__() for k in k} | {
         str(k) for k in b.__dask_keys__() for k in k}
     opts = {"block_size": args.block_size} if args.block_size else {}
+    if args.engine:
+        opts["engine"] = args.engine
     run = (lambda: mgemm.matmul(a, b, **opts)) if args.method == "mgemm" else (lambda: a @ b)
     print(f"{args.method} {dtype} {n}² ({chunk}² chunks), "
           f"{'cpu' if args.cpu else args.protocol or 'default protocol'}; ms from the start",
@@ -298,6 +306,9 @@ def main(argv=None) -> int:
     ap.add_argument("--cpu", action="store_true", help="two CPU workers and 2048² inputs")
     ap.add_argument("--tasks", action="store_true", help="also list every task and fetch of the last run")
     ap.add_argument("--block-size", type=int, default=None, help="mgemm's block_size option")
+    ap.add_argument("--engine", default=None, help="mgemm's engine option")
+    ap.add_argument("--layout", choices=bench.LAYOUTS, default="cyclic",
+                    help="where the inputs are persisted, as for mgemm bench")
     ap.add_argument("--one-stream", choices=["on", "off"], default=None,
                     help="set mgemm.engines.ONE_STREAM_PER_GPU on the workers")
     ap.add_argument("--drift", action="store_true",

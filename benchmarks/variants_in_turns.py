@@ -2,7 +2,7 @@
 
 Between clusters the same setting moves by more than the differences being looked for (float16
 32768³ with 8192² chunks: 0.085 s on one cluster, 0.098 s on the next), so each variant here is
-applied in turn, run after run, on the same embedded cluster and the same block-cyclic inputs:
+applied in turn, run after run, on the same embedded cluster and the same inputs (``--layout``):
 
     base        mgemm as configured
     pieces      each worker's first block with remote inputs cut into K pieces even when short
@@ -12,6 +12,8 @@ applied in turn, run after run, on the same embedded cluster and the same block-
                 round trip of its own); limitdefault: the cluster's value
     ownstream   each task thread on a CUDA stream of its own (mgemm.engines.ONE_STREAM_PER_GPU off)
     onestream   the task threads of a GPU on one stream (ONE_STREAM_PER_GPU on)
+    persistent  mgemm with engine="persistent" (on an H200, float16/bfloat16 blocks go to the
+                Hopper kernel, a block's K chunks in one launch)
     a+b         both (e.g. pieces+limit512MiB)
     dask        dask.array.matmul
 
@@ -70,6 +72,8 @@ def main() -> None:
     p.add_argument("--anchor", type=float, default=None, help="one-GPU cuBLAS TFLOP/s")
     p.add_argument("--json", default=None)
     p.add_argument("--cpu", action="store_true", help="NumPy chunks (a smoke run without GPUs)")
+    p.add_argument("--layout", choices=bench.LAYOUTS, default="cyclic",
+                   help="where the inputs are persisted: block-cyclically, or where Dask puts them")
     args = p.parse_args()
     gpu = not args.cpu
 
@@ -85,9 +89,10 @@ def main() -> None:
     layouts_held.enter_context(bench.memory_manager_paused(client))
     for chunk in args.chunk:
         case = bench.Case(f"{args.dtype}-{args.n}-c{chunk}", args.n, args.n, args.n, args.dtype, chunk)
-        a = bench.persist_cyclic(client, lambda: bench.random_matrix(
+        persist = bench.persist_cyclic if args.layout == "cyclic" else (lambda client, make: make().persist())
+        a = persist(client, lambda: bench.random_matrix(
             (args.n, args.n), chunk, args.dtype, gpu=gpu, seed=1))
-        b = bench.persist_cyclic(client, lambda: bench.random_matrix(
+        b = persist(client, lambda: bench.random_matrix(
             (args.n, args.n), chunk, args.dtype, gpu=gpu, seed=2))
         wait([a, b])
         keep = bench.chunk_homes(client, a, b)  # every run starts from the persisted layout
@@ -102,7 +107,8 @@ def main() -> None:
             client.run(_set_one_stream(one))
             if "dask" in parts:
                 return lambda: da.matmul(a, b)
-            return lambda: mgemm.matmul(a, b)
+            opts = {"engine": "persistent"} if "persistent" in parts else {}
+            return lambda: mgemm.matmul(a, b, **opts)
 
         for variant in args.variants:  # warm-up and check, once each
             seconds, c = bench.timed(client, make(variant), keep=keep)

@@ -109,6 +109,13 @@
 // one, for tiles split many ways (few tiles, long K).
 #define MGEMM_SK_REDUCE MGEMM_SK_REDUCE_OWNER
 #endif
+#ifndef MGEMM_K_PARTS
+// K held as this many separate parts (A and B each as that many tensors, one TMA descriptor per
+// part, a block task's K chunks): the producer walks them in order as one K range, every part
+// beginning on a fresh k-iteration (a part whose K is not a multiple of BK ends in a zero-filled
+// box), so the parts accumulate in registers instead of through the output.
+#define MGEMM_K_PARTS 1
+#endif
 #ifndef MGEMM_CLUSTER_M
 // 1: one CTA per tile; 2: clusters of two CTAs on vertically adjacent tiles that multicast B
 // (static or per_tile, cooperative consumers, TILE_N 128 or 256)
@@ -138,6 +145,7 @@ struct Config {
   static constexpr int kMBlocks = kPingpong ? kTileM / 64 : 1;
   static constexpr int kProducerRegs = MGEMM_PRODUCER_REGS, kConsumerRegs = MGEMM_CONSUMER_REGS;
   static constexpr int kClusterM = MGEMM_CLUSTER_M;  // CTAs per cluster, on tiles adjacent along M
+  static constexpr int kKParts = MGEMM_K_PARTS;      // K parts, one descriptor pair each
   static constexpr int kMnBox = 64;            // MN-major: elements of M or N per box (128 bytes)
   static constexpr int kMnBoxBytes = kMnBox * 128;  // one MN-major box: BK rows of 128 bytes
 
@@ -177,6 +185,7 @@ struct Config {
   static_assert(sizeof(In) != 2 || kMnBoxBytes == kTileK * 128, "an MN-major box is BK rows of 128 bytes");
   static_assert(kSmemBytes <= 232448, "more than the 227 KB of shared memory a block may have");
   static_assert(kClusterM == 1 || kClusterM == 2, "CLUSTER_M: 1 or 2");
+  static_assert(kKParts >= 1 && kKParts <= 8, "K_PARTS: 1 to 8 (two descriptors each in the kernel parameters)");
   static_assert(!kStagedEpilogue || !kPingpong, "the STAGED epilogue is for cooperative consumers");
   static_assert(!kSpreadFixUp || !kPingpong, "SK_REDUCE SPREAD: cooperative consumers (other policies split no tile)");
   static_assert(!kStagedEpilogue || kOutPitch % 128 == 0, "staged rows: whole 16-byte pieces, 8 at least");
@@ -188,6 +197,29 @@ struct Config {
 #ifdef MGEMM_SMEM_BYTES  // the launcher's size must be the kernel's (mgemm/hopper.py smem_bytes)
 static_assert(MGEMM_SMEM_BYTES == Config::kSmemBytes, "launcher and kernel disagree on shared memory");
 #endif
+
+// The operands of every K part (kernel parameters, __grid_constant__ so TMA reads them in place)
+// and where each part's k-iterations end: part p covers [end[p - 1], end[p]) (end[-1] = 0) and
+// its k-iteration kt loads K coordinate (kt - end[p - 1]) * BK of its own tensors.
+struct TmaParts {
+  TmaDesc d[Config::kKParts];
+};
+struct PartEnds {
+  int end[Config::kKParts];
+};
+
+// The part holding k-iteration kt and the K coordinate of kt within it.
+__device__ __forceinline__ int part_of(const PartEnds& ends, int kt, int& k0) {
+  int part = 0, begin = 0;
+#pragma unroll
+  for (int p = 0; p + 1 < Config::kKParts; ++p)
+    if (kt >= ends.end[p]) {
+      part = p + 1;
+      begin = ends.end[p];
+    }
+  k0 = (kt - begin) * Config::kTileK;
+  return part;
+}
 
 // Barriers and the unit slots.  full[s]: one producer arrival + the stage's TMA bytes; empty[s]:
 // one arrival per warp that reads the stage (every consumer warp; pingpong: the owner's 4);
@@ -289,8 +321,9 @@ __device__ __forceinline__ void record_unit(int* record, const WorkUnit& w) {
 
 // --- producer -------------------------------------------------------------------------------------
 
-__device__ __forceinline__ void produce(const TmaDesc* ta, const TmaDesc* tb, unsigned char* ring, Shared& sh,
-                                        const TileGrid& g, const SchedArgs& args, int* record) {
+__device__ __forceinline__ void produce(const TmaParts& tas, const TmaParts& tbs, const PartEnds& ends,
+                                        unsigned char* ring, Shared& sh, const TileGrid& g,
+                                        const SchedArgs& args, int* record) {
   Scheduler sched(g, args);
   RingPos pos;
   const int rank = Config::kClusterM == 2 ? cluster_ctarank() : 0;
@@ -312,7 +345,10 @@ __device__ __forceinline__ void produce(const TmaDesc* ta, const TmaDesc* tb, un
         mbar_wait(&sh.empty[pos.stage], pos.phase ^ 1);
       unsigned char* a = ring + pos.stage * Config::kStageBytes;
       mbar_arrive_expect_tx(&sh.full[pos.stage], Config::kStageBytes);
-      const int k0 = kt * Config::kTileK;
+      int k0;
+      const int part = part_of(ends, kt, k0);
+      const TmaDesc* ta = &tas.d[part];
+      const TmaDesc* tb = &tbs.d[part];
       if constexpr (Config::kAKMajor) {
         tma_load_2d(a, ta, k0, m0, &sh.full[pos.stage]);  // A as (M, K): box BK x 128
       } else {
@@ -910,10 +946,12 @@ __device__ __forceinline__ void consume_pingpong(unsigned char* ring, Shared& sh
 using namespace mgemm;
 using namespace mgemm::hopper;
 
-// tma_a: A as a (K, M) tensor, K contiguous, box (BK, 128); tma_b: B^T as (K, N), box (BK, BN); both
-// CU_TENSOR_MAP_SWIZZLE_128B with zero fill.  MN-major (16-bit): tma_a is A as (M, K), M contiguous,
-// box (64, BK); tma_b is B as (N, K), N contiguous, box (64, BK) (coordinates: contiguous first).  sync[0]: the dynamic counter; sync[1 + cta]: stream-K
-// flags; all zero at launch.  workspace: grid x 128 x TILE_N floats when stream-K splits tiles (SK_REDUCE
+// tma_a.d[p]: part p of A as a (K, M) tensor, K contiguous, box (BK, 128); tma_b.d[p]: part p of B^T
+// as (K, N), box (BK, BN); all CU_TENSOR_MAP_SWIZZLE_128B with zero fill.  MN-major (16-bit): A as
+// (M, K), M contiguous, box (64, BK); B as (N, K), N contiguous, box (64, BK) (coordinates:
+// contiguous first).  part_ends: the k-iterations at which the parts end (the last: all of them;
+// one part: ceil(K / BK)).  sync[0]: the dynamic counter; sync[1 + cta]: stream-K flags; all zero
+// at launch.  workspace: grid x 128 x TILE_N floats when stream-K splits tiles (SK_REDUCE
 // SPREAD: 2 x grid of each; sync then holds 1 + 2 x grid ints).
 #if MGEMM_CLUSTER_M == 2
 #define MGEMM_CLUSTER_DIMS __cluster_dims__(2, 1, 1)  // the launcher's grid is a multiple of 2
@@ -921,9 +959,9 @@ using namespace mgemm::hopper;
 #define MGEMM_CLUSTER_DIMS
 #endif
 extern "C" __global__ void __launch_bounds__(Config::kThreads, 1) MGEMM_CLUSTER_DIMS mgemm_gemm_hopper(
-    const __grid_constant__ TmaDesc tma_a, const __grid_constant__ TmaDesc tma_b, const Out* C, Out* D,
-    int M, int N, int K, long long ldc_m, long long ldc_n, long long ldd_m, long long ldd_n, double alpha,
-    double beta, int* sync, float* workspace, int sk_tiles, int* record) {
+    const __grid_constant__ TmaParts tma_a, const __grid_constant__ TmaParts tma_b, const Out* C, Out* D,
+    int M, int N, long long ldc_m, long long ldc_n, long long ldd_m, long long ldd_n, double alpha,
+    double beta, int* sync, float* workspace, int sk_tiles, int* record, const PartEnds part_ends) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char* ring = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   Shared& sh = *reinterpret_cast<Shared*>(ring + Config::kStages * Config::kStageBytes);
@@ -949,7 +987,7 @@ extern "C" __global__ void __launch_bounds__(Config::kThreads, 1) MGEMM_CLUSTER_
   grid.rows = (M + Config::kTileM - 1) / Config::kTileM;
   grid.cols = (N + Config::kTileN - 1) / Config::kTileN;
   grid.tiles = grid.rows * grid.cols;
-  grid.k_iters = (K + Config::kTileK - 1) / Config::kTileK;
+  grid.k_iters = part_ends.end[Config::kKParts - 1];  // every part's k-iterations (0 when K = 0)
   SchedArgs args;
   args.counter = sync;
   args.sk_tiles = sk_tiles;
@@ -957,9 +995,12 @@ extern "C" __global__ void __launch_bounds__(Config::kThreads, 1) MGEMM_CLUSTER_
   if (threadIdx.x < 128) {  // producer warpgroup
     setmaxnreg_dec<Config::kProducerRegs>();
     if (threadIdx.x == 0) {
-      tma_prefetch(&tma_a);
-      tma_prefetch(&tma_b);
-      produce(&tma_a, &tma_b, ring, sh, grid, args, record);
+#pragma unroll
+      for (int p = 0; p < Config::kKParts; ++p) {
+        tma_prefetch(&tma_a.d[p]);
+        tma_prefetch(&tma_b.d[p]);
+      }
+      produce(tma_a, tma_b, part_ends, ring, sh, grid, args, record);
     }
   } else {  // consumer warpgroups
     setmaxnreg_inc<Config::kConsumerRegs>();

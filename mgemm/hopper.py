@@ -129,6 +129,7 @@ LAUNCH_REGS = 168  # what ptxas gives each of the 384 threads under __launch_bou
 # The CI compile script (.ci/compile-kernels.sh) builds these.
 TILE_CHOICES = [(256, 4), (128, 6)]
 SHORT_K = 8  # K of at most this many 64-wide steps is short (see choose_config)
+MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,9 @@ class HopperConfig(RenderedConfig):
     # another) or "spread" (cooperative consumers: every contributor waits for all partials and adds
     # its share of the tile's elements; for tiles split many ways).  Other policies split no tile.
     sk_reduce: str = "owner"
+    # K held as this many separate parts (``gemm_parts``: a block task's K chunks), walked in one
+    # launch as one K range, one descriptor pair per part: the parts add up in the accumulators
+    k_parts: int = 1
 
     def __post_init__(self):
         if self.input not in INPUTS:
@@ -211,6 +215,8 @@ class HopperConfig(RenderedConfig):
             raise ValueError("sk_reduce='spread' is for cooperative consumers, not pingpong")
         if ITEMSIZE[self.input] != 2 and not (self.a_k_major and self.b_k_major):
             raise ValueError("tf32 operands must be K-major (wgmma has no transpose for tf32)")
+        if not 1 <= self.k_parts <= MAX_K_PARTS:
+            raise ValueError(f"k_parts must be in [1, {MAX_K_PARTS}], got {self.k_parts!r}")
         if self.cluster_m not in CLUSTER_MS:
             raise ValueError(f"cluster_m must be one of {CLUSTER_MS}, got {self.cluster_m!r}")
         if self.cluster_m > 1:
@@ -274,6 +280,7 @@ class HopperConfig(RenderedConfig):
             "MGEMM_CONSUMER_REGS": str(self.consumer_regs),
             "MGEMM_CLUSTER_M": str(self.cluster_m),
             "MGEMM_SK_REDUCE": "MGEMM_SK_REDUCE_" + self.sk_reduce.upper(),
+            "MGEMM_K_PARTS": str(self.k_parts),
             "MGEMM_SMEM_BYTES": str(self.smem_bytes),  # the kernel static_asserts it equals its own
         }
 
@@ -287,6 +294,7 @@ class HopperConfig(RenderedConfig):
                    else f" regs={self.producer_regs}/{self.consumer_regs}")
                 + ("" if self.cluster_m == 1 else f" cluster{self.cluster_m}")
                 + ("" if self.sk_reduce == "owner" else f" sk={self.sk_reduce}")
+                + ("" if self.k_parts == 1 else f" parts={self.k_parts}")
                 + (" record" if self.record else ""))
 
 
@@ -604,36 +612,81 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
     A row- or column-major and B row- or column-major all go in without a copy);
     ``debug=True`` returns ``(out, record)``.
     """
+    return gemm_parts([a], [b], c, alpha=alpha, beta=beta, out=out, config=config,
+                      allow_tf32=allow_tf32, sms=sms, as_dtype=as_dtype, out_dtype=out_dtype,
+                      debug=debug)
+
+
+def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
+               config: HopperConfig | None = None, allow_tf32: bool = False, sms: int | None = None,
+               as_dtype: str | None = None, out_dtype: str | None = None, debug: bool = False):
+    """``out = alpha * (a_parts[0] @ b_parts[0] + a_parts[1] @ b_parts[1] + ...) + beta * c`` in one
+    launch: A's K parts (M × K_p each) and B's (K_p × N), as a block task holds its panels' chunks,
+    at most ``MAX_K_PARTS``.  Each part gets its own pair of TMA descriptors and the kernel walks
+    them as one K range, so the parts add up in the fp32 accumulators: no output written and read
+    back per part, one rounding.  Otherwise as ``gemm``; parts of K = 0 are skipped.  Operands whose
+    layouts (K- or MN-major) differ between parts are all copied K-major.
+    """
+    a_parts, b_parts = list(a_parts), list(b_parts)
+    if not a_parts or len(a_parts) != len(b_parts):
+        raise ValueError(f"gemm_parts needs as many A parts as B parts, at least one; got "
+                         f"{len(a_parts)} and {len(b_parts)}")
+    if len(a_parts) > MAX_K_PARTS:
+        raise ValueError(f"the Hopper kernel takes at most {MAX_K_PARTS} K parts in one launch, got "
+                         f"{len(a_parts)}")
+    m, n = a_parts[0].shape[0], b_parts[0].shape[-1]
+    for a_p, b_p in zip(a_parts, b_parts):
+        if (a_p.ndim != 2 or b_p.ndim != 2 or a_p.shape[0] != m or b_p.shape[1] != n
+                or a_p.shape[1] != b_p.shape[0]):
+            raise ValueError(f"every K part must be (M, K_p) @ (K_p, N) with M = {m}, N = {n}; got "
+                             f"{a_p.shape} @ {b_p.shape}")
+        if a_p.dtype != a_parts[0].dtype or b_p.dtype != a_parts[0].dtype:
+            raise TypeError(f"every K part must have one dtype, got {a_p.dtype} and {b_p.dtype} "
+                            f"besides {a_parts[0].dtype}")
+    k = sum(a_p.shape[1] for a_p in a_parts)
     cp = _cupy()
-    call = prepare_call(cp, a, b, c, out, beta=beta, config=config, allow_tf32=allow_tf32, sms=sms,
-                        as_dtype=as_dtype, out_dtype=out_dtype, input_kind=input_kind,
-                        choose=_choose_cached, outputs=OUTPUTS, writer="the Hopper kernel")
-    m, n, k, kind, dev, sms, config, res_dtype, out = (call.m, call.n, call.k, call.kind, call.dev,
-                                                       call.sms, call.config, call.res_dtype, call.out)
+    call = prepare_call(cp, a_parts[0], b_parts[0], c, out, beta=beta, config=config,
+                        allow_tf32=allow_tf32, sms=sms, as_dtype=as_dtype, out_dtype=out_dtype,
+                        input_kind=input_kind, choose=_choose_cached, outputs=OUTPUTS,
+                        writer="the Hopper kernel", k=k)
+    kind, dev, sms, config, res_dtype, out = (call.kind, call.dev, call.sms, call.config,
+                                              call.res_dtype, call.out)
     if m == 0 or n == 0:
         return (out, np.zeros((0, 4), np.int32)) if debug else out
 
     # A as (M, K), B as B^T (N, K), each K-major (rows of K) or MN-major (rows of M or N, one per
     # k).  With K = 0 nothing is loaded, but the descriptors still need a valid tensor: a dummy.
     mn_ok = ITEMSIZE[kind] == 2
-    if k > 0:
-        a_arr, a_k, lda = _operand(cp, a, config.align, mn_ok)
-        b_arr, b_k, ldb = _operand(cp, b.T, config.align, mn_ok)
-        dims = (k, m, n)
+    parts = [(a_p, b_p) for a_p, b_p in zip(a_parts, b_parts) if a_p.shape[1] > 0]
+    ops = [(_operand(cp, a_p, config.align, mn_ok), _operand(cp, b_p.T, config.align, mn_ok))
+           for a_p, b_p in parts]
+    if len({(oa[1], ob[1]) for oa, ob in ops}) > 1:  # mixed layouts: one (K-major) for all
+        ops = [(_operand(cp, cp.ascontiguousarray(a_p), config.align, mn_ok),
+                _operand(cp, cp.ascontiguousarray(b_p.T), config.align, mn_ok)) for a_p, b_p in parts]
+    if ops:
+        a_k, b_k = ops[0][0][1], ops[0][1][1]
+        ends = np.cumsum([-(-a_p.shape[1] // config.tile_k) for a_p, _ in parts]).tolist()
     else:
-        a_arr = b_arr = cp.zeros((1, config.align), dtype=a.dtype)
+        dummy = cp.zeros((1, config.align), dtype=a_parts[0].dtype)
+        ops = [((dummy, True, config.align), (dummy, True, config.align))]
         a_k = b_k = True
-        lda = ldb = config.align
-        dims = (1, 1, 1)
-    config = specialize(config, output=res_dtype, record=debug, a_k_major=a_k, b_k_major=b_k)
+        ends = [0]
+    config = specialize(config, output=res_dtype, record=debug, a_k_major=a_k, b_k_major=b_k,
+                        k_parts=len(ops))
     kernel = get_kernel(config, dev)
-    desc_a = _operand_desc(a_arr.data.ptr, kind, a_k, dims[0], dims[1], lda, config.tile_k, config.tile_m)
-    # 2-CTA clusters: each CTA loads (and multicasts) half of B's rows, K-major as one box of them
-    desc_b = _operand_desc(b_arr.data.ptr, kind, b_k, dims[0], dims[2], ldb, config.tile_k,
-                           config.tile_n // config.cluster_m)
+    descs_a, descs_b = [], []
+    dims = [(a_p.shape[1], m, n) for a_p, _ in parts] or [(1, 1, 1)]  # (K_p, M, N); the dummy's
+    for ((a_arr, _, lda), (b_arr, _, ldb)), (k_p, rows_a, rows_b) in zip(ops, dims):
+        descs_a.append(_operand_desc(a_arr.data.ptr, kind, a_k, k_p, rows_a, lda, config.tile_k,
+                                     config.tile_m))
+        # 2-CTA clusters: each CTA loads (and multicasts) half of B's rows, K-major as one box of them
+        descs_b.append(_operand_desc(b_arr.data.ptr, kind, b_k, k_p, rows_b, ldb, config.tile_k,
+                                     config.tile_n // config.cluster_m))
 
     slots = _slots(kernel, config, sms)
-    lp = plan_launch(config, m, n, k, slots)
+    # the mirror walks ceil(K / BK) k-iterations; with parts, each part's own, summed
+    k_walk = k if len(ops) == 1 else ends[-1] * config.tile_k
+    lp = plan_launch(config, m, n, k_walk, slots)
     partials = lp.grid * (2 if config.sk_reduce == "spread" else 1)  # stream-K partial slots
     sync, workspace, record = launch_scratch(  # the stream-K workspace: a tile per slot
         cp, dev, partials, config.policy == "dynamic" or lp.sk_tiles > 0,
@@ -641,10 +694,11 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
         1 + 4 * (lp.tiles + 2 * lp.grid + 8) if debug else 0)
     c_arr = c if (c is not None and beta != 0) else out
     ci, oi = c_arr.itemsize, out.itemsize
-    args = (desc_a, desc_b, c_arr, out, _i32(m), _i32(n), _i32(k),
+    args = (_pack(descs_a), _pack(descs_b), c_arr, out, _i32(m), _i32(n),
             _i64(c_arr.strides[0] // ci), _i64(c_arr.strides[1] // ci),
             _i64(out.strides[0] // oi), _i64(out.strides[1] // oi),
-            _f64(alpha), _f64(beta), sync, workspace, _i32(lp.sk_tiles), record)
+            _f64(alpha), _f64(beta), sync, workspace, _i32(lp.sk_tiles), record,
+            _pack([np.int32(e) for e in ends]))
     kernel((lp.grid,), (config.threads,), args, shared_mem=config.smem_bytes)
     # Operand copies (if any) may be freed once the launch is queued: CuPy's pool hands their
     # memory only to later work on the same stream, which runs after this kernel.
@@ -652,6 +706,13 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
         count = int(record[0].get())
         return out, record[1:1 + 4 * count].reshape(count, 4).get()
     return out
+
+
+def _pack(values) -> np.void:
+    """Kernel arguments laid side by side as one by-value struct argument (``TmaParts``,
+    ``PartEnds``): a ``numpy.void`` of their bytes."""
+    raw = b"".join(np.asarray(v).tobytes() for v in values)
+    return np.frombuffer(raw, dtype=np.dtype(f"V{len(raw)}"))[0]
 
 
 def launch_info(a_shape, b_shape, config: HopperConfig, sms: int | None = None) -> LaunchPlan:
@@ -663,6 +724,6 @@ def launch_info(a_shape, b_shape, config: HopperConfig, sms: int | None = None) 
     return plan_launch(config, m, n, k, _slots(kernel, config, sms))
 
 
-__all__ = ["HopperConfig", "choose_config", "choose_policy", "gemm", "get_kernel", "input_kind",
+__all__ = ["HopperConfig", "choose_config", "choose_policy", "gemm", "gemm_parts", "get_kernel", "input_kind",
            "launch_info", "max_active_clusters", "plan_launch", "supported", "tma_desc",
            "transpose_copy", "transpose_kernel"]

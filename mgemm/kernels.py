@@ -579,19 +579,21 @@ class Call(NamedTuple):
 
 def prepare_call(cp, a, b, c, out, *, beta: float, config, allow_tf32: bool, sms: int | None,
                  as_dtype: str | None, out_dtype: str | None, input_kind: Callable,
-                 choose: Callable, outputs: Mapping, writer: str) -> Call:
+                 choose: Callable, outputs: Mapping, writer: str, k: int | None = None) -> Call:
     """The argument checks and output allocation both launchers (this module's ``gemm`` and
     ``mgemm.hopper.gemm``) share, before any work is queued: 2-D operands with matching K and one
     dtype, a config for that input kind (``choose`` picks one if none is given), a result dtype in
     ``outputs`` (``writer`` names the kernel in the error), ``out`` of shape (M, N) (allocated if
     None), and with ``beta != 0`` a ``c`` of that shape and of ``out``'s dtype: the kernels read C
-    as the output type, so any other dtype would be misread."""
+    as the output type, so any other dtype would be misread.  ``k``: the product's whole K when
+    ``a`` and ``b`` are its first K part only (``mgemm.hopper.gemm_parts``)."""
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"gemm needs (M, K) @ (K, N), got {a.shape} @ {b.shape}")
     dtype = _dtype_name(a, as_dtype)
     if _dtype_name(b, as_dtype) != dtype:
         raise TypeError(f"a and b must share a dtype, got {a.dtype} and {b.dtype}")
-    m, k = a.shape
+    m = a.shape[0]
+    k = a.shape[1] if k is None else k
     n = b.shape[1]
     dev = cp.cuda.runtime.getDevice()
     sm_count = device_sms(dev)

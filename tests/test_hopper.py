@@ -364,7 +364,14 @@ def test_transpose_kernel_compiles_without_spills(tmp_path):
                                  # a policy that splits no tile, with the spread fix-up named
                                  # (a config the heuristic's with another policy becomes)
                                  HopperConfig(input="float16", tile_n=128, stages=6, epilogue="staged",
-                                              policy="static", sk_reduce="spread")], ids=str)
+                                              policy="static", sk_reduce="spread"),
+                                 # K in parts (a block task's chunks), with stream-K and clusters
+                                 HopperConfig(input="float16", tile_n=256, stages=4, epilogue="staged",
+                                              b_k_major=False, k_parts=4),
+                                 HopperConfig(input="bfloat16", tile_n=128, stages=6, policy="streamk",
+                                              k_parts=8, a_k_major=False),
+                                 HopperConfig(input="float16", tile_n=256, stages=4, cluster_m=2,
+                                              k_parts=3)], ids=str)
 def test_rendered_source_compiles_for_sm90a(cfg, tmp_path):
     """The launcher's #defines compile, and its shared-memory size equals the kernel's (a
     static_assert in gemm_hopper.cu)."""
@@ -943,3 +950,129 @@ def test_cluster2_k_zero_and_launch_plan():
     with pytest.raises(ValueError, match="record"):
         a, _ = rand_operand((64, 64), "bfloat16", np.random.default_rng(0))
         hopper.gemm(a, a, config=cfg, as_dtype="bfloat16", debug=True)
+
+
+# --- K in parts (gemm_parts: a block task's K chunks in one launch) --------------------------------
+
+def test_k_parts_config_renders_and_is_checked():
+    cfg = HopperConfig(input="float16", k_parts=4)
+    assert "#define MGEMM_K_PARTS 4" in cfg.render()
+    assert "#define MGEMM_K_PARTS 1" in HopperConfig().render()
+    assert cfg.key() != cfg.replace(k_parts=1).key()
+    assert "parts=4" in str(cfg) and "parts" not in str(HopperConfig())
+    for bad in (0, hopper.MAX_K_PARTS + 1):
+        with pytest.raises(ValueError, match="k_parts"):
+            HopperConfig(k_parts=bad)
+
+
+def test_gemm_parts_rejects_bad_parts_before_any_gpu_work():
+    a, b = np.ones((4, 3), np.float16), np.ones((3, 5), np.float16)
+    with pytest.raises(ValueError, match="as many A parts as B parts"):
+        hopper.gemm_parts([a, a], [b])
+    with pytest.raises(ValueError, match="as many A parts as B parts"):
+        hopper.gemm_parts([], [])
+    with pytest.raises(ValueError, match="at most"):
+        hopper.gemm_parts([a] * (hopper.MAX_K_PARTS + 1), [b] * (hopper.MAX_K_PARTS + 1))
+    with pytest.raises(ValueError, match=r"\(M, K_p\) @ \(K_p, N\)"):
+        hopper.gemm_parts([a, np.ones((5, 3), np.float16)], [b, b])
+    with pytest.raises(ValueError, match=r"\(M, K_p\) @ \(K_p, N\)"):
+        hopper.gemm_parts([a, a], [b, np.ones((4, 5), np.float16)])
+    with pytest.raises(TypeError, match="one dtype"):
+        hopper.gemm_parts([a, a.astype(np.float32)], [b, b])
+
+
+def _parts_check(kind, ks, m, n, cfg, *, trans_a=False, trans_b=False, beta=0.0, alpha=1.0,
+                 seed=0, mixed=False):
+    """``gemm_parts`` on fresh random K parts of ``ks`` against the float64 reference of the
+    concatenated product, into a poisoned output.  ``mixed``: the first part's A transposed, so the
+    parts' layouts differ (the K-major copy path)."""
+    rng = np.random.default_rng(seed)
+    a_parts, b_parts, a64, b64 = [], [], [], []
+    for idx, k in enumerate(ks):
+        ta = trans_a or (mixed and idx == 0)
+        a, a_ref = rand_operand((k, m) if ta else (m, k), kind, rng)
+        b, b_ref = rand_operand((n, k) if trans_b else (k, n), kind, rng)
+        a_parts.append(a.T if ta else a)
+        a64.append(a_ref.T if ta else a_ref)
+        b_parts.append(b.T if trans_b else b)
+        b64.append(b_ref.T if trans_b else b_ref)
+    c, c64 = rand_operand((m, n), kind, rng)
+    out = poisoned((m, n), kind)
+    hopper.gemm_parts(a_parts, b_parts, c, alpha=alpha, beta=beta, out=out, config=cfg,
+                      allow_tf32=kind == "tf32", as_dtype="bfloat16" if kind == "bfloat16" else None)
+    ref = alpha * (cp.concatenate(a64, 1) @ cp.concatenate(b64, 0)) + (beta * c64 if beta else 0)
+    got = as_float64(out)
+    assert not bool(cp.isnan(got).any()), f"unwritten or NaN outputs: {int(cp.isnan(got).sum())}"
+    err = float(cp.linalg.norm(got - ref)) / (float(cp.linalg.norm(ref)) or 1.0)
+    assert err <= BOUNDS[kind], f"{cfg} parts {ks} {m}x{n}: rel err {err:.2e} > {BOUNDS[kind]:.0e}"
+    return a_parts, b_parts, out
+
+
+# ragged parts: non-multiples of the 64 (32 for tf32) K step, a part of K = 1, an empty part
+PARTS_KS = [[100, 64, 1, 300], [512, 512, 512], [7, 0, 129], [2000]]
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("ks", PARTS_KS)
+@pytest.mark.parametrize("kind", KINDS)
+def test_gemm_parts_matches_float64_reference(kind, ks):
+    cfg = HopperConfig(input=kind, tile_n=128, stages=6, policy="static")
+    _parts_check(kind, ks, 300, 257, cfg, beta=0.5, alpha=0.75)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("policy", ["streamk", "dynamic", "per_tile"])
+def test_gemm_parts_every_policy(policy):
+    """Stream-K ranges cross part boundaries (few tiles, long K: every tile split)."""
+    cfg = HopperConfig(input="float16", tile_n=128, stages=6, policy=policy)
+    _parts_check("float16", [100, 64, 1, 3000], 300, 257, cfg, beta=0.5, alpha=0.75)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("trans_a,trans_b,mixed", [(False, False, False), (True, False, False),
+                                                   (False, True, False), (True, True, False),
+                                                   (False, False, True)])
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+def test_gemm_parts_every_operand_layout(kind, trans_a, trans_b, mixed):
+    _parts_check(kind, [192, 70, 256], 260, 390, None, trans_a=trans_a, trans_b=trans_b,
+                 mixed=mixed)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("cfg", [HopperConfig(input="float16", tile_n=256, policy="streamk",
+                                              epilogue="staged"),
+                                 HopperConfig(input="float16", tile_n=256, cluster_m=2)])
+def test_gemm_parts_bitwise_equals_whole_panels(cfg):
+    """Parts whose K are whole k-steps walk exactly the k-iterations of the concatenated panels:
+    the same config gives the same bits, run after run (stream-K included)."""
+    a_parts, b_parts, out = _parts_check("float16", [1024, 512, 2048, 64], 1100, 1300, cfg)
+    whole = hopper.gemm(cp.concatenate(a_parts, 1), cp.concatenate(b_parts, 0), config=cfg)
+    assert bool((whole == out).all())
+    again = hopper.gemm_parts(a_parts, b_parts, config=cfg)
+    assert bool((again == out).all())
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("nparts", [4, hopper.MAX_K_PARTS + 3])
+@pytest.mark.parametrize("out_dtype", ["float16", "float32"])
+def test_persistent_engine_block_of_many_k_parts(nparts, out_dtype):
+    """The engine's path for a block task: K chunks of one launch (more than MAX_K_PARTS: several
+    launches, the later ones adding to the output), beta · C added in the first."""
+    from mgemm.engines.persistent import PersistentEngine
+    rng = np.random.default_rng(nparts)
+    ks = [int(x) for x in rng.integers(1, 400, nparts)]
+    a_parts = [rand_operand((333, k), "float16", rng) for k in ks]
+    b_parts = [rand_operand((k, 222), "float16", rng) for k in ks]
+    c, c64 = rand_operand((333, 222), "float16", rng)
+    got = PersistentEngine().gemm([a for a, _ in a_parts], [b for b, _ in b_parts], alpha=1.5,
+                                  beta=-0.5, c=c, out_dtype=out_dtype)
+    ref = 1.5 * (cp.concatenate([r for _, r in a_parts], 1) @ cp.concatenate([r for _, r in b_parts], 0)) \
+        - 0.5 * c64
+    assert got.dtype == cp.dtype(out_dtype)
+    err = float(cp.linalg.norm(as_float64(got) - ref)) / float(cp.linalg.norm(ref))
+    assert err <= BOUNDS["float16"], err

@@ -1,10 +1,11 @@
 """The "persistent" engine: block GEMM with mgemm's own persistent kernels (kernels/, via CuPy).
 
 On a Hopper GPU (sm_90) float16, bfloat16 and, with ``allow_tf32``, float32 go to the
-warp-specialized wgmma kernel (``mgemm.hopper``); everything else, and every other GPU, to the
-portable kernel (``mgemm.kernels``).  K parts accumulate in place: the first part launches with
-the caller's beta and c, every later part with beta = 1 on the output.  Float32 goes to the exact SIMT
-mainloop unless ``allow_tf32``.
+warp-specialized wgmma kernel (``mgemm.hopper``), a block's K parts (up to ``MAX_K_PARTS`` per
+launch) in one launch that adds them up in its accumulators (``hopper.gemm_parts``); everything
+else, and every other GPU, to the portable kernel (``mgemm.kernels``), whose K parts accumulate in
+place.  The first launch takes the caller's beta and c, every later one beta = 1 on the output.
+Float32 goes to the exact SIMT mainloop unless ``allow_tf32``.
 """
 
 from __future__ import annotations
@@ -43,14 +44,19 @@ class PersistentEngine:
         if not parts:  # K = 0: alpha * 0 + beta * c
             kernels.gemm(cupy.empty((m, 0), in_dtype), cupy.empty((0, n), in_dtype), c,
                          alpha=alpha, beta=beta, out=out)
-        launch = kernels.gemm
+        parts = [(a.astype(in_dtype, copy=False), b.astype(in_dtype, copy=False)) for a, b in parts]
         if _use_hopper(in_dtype, dtype, allow_tf32):
             from mgemm import hopper
-            launch = hopper.gemm
-        for idx, (a, b) in enumerate(parts):
+            # up to MAX_K_PARTS parts per launch, added up in the kernel's accumulators
+            step = hopper.MAX_K_PARTS
+            groups = [parts[i:i + step] for i in range(0, len(parts), step)]
+            launch = lambda group, **kw: hopper.gemm_parts(*zip(*group), **kw)  # noqa: E731
+        else:
+            groups = [[p] for p in parts]
+            launch = lambda group, **kw: kernels.gemm(*group[0], **kw)  # noqa: E731
+        for idx, group in enumerate(groups):
             first = idx == 0
-            launch(a.astype(in_dtype, copy=False), b.astype(in_dtype, copy=False),
-                   c if first else out, alpha=alpha, beta=beta if first else 1.0,
+            launch(group, c=c if first else out, alpha=alpha, beta=beta if first else 1.0,
                    out=out, allow_tf32=allow_tf32)
         wait_for_queued_work(cupy)
         return out
