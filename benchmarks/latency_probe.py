@@ -107,9 +107,9 @@ def _time_engine() -> None:
 
     import cupy
 
+    import mgemm.engines
     from mgemm.engines import cublas, persistent
-    global _probe_log
-    if _probe_log is not None:
+    if getattr(mgemm.engines, "_probe_log", None) is not None:
         return
     log: list = []
     local = threading.local()
@@ -133,14 +133,12 @@ def _time_engine() -> None:
             return out
         module.wait_for_queued_work = queued
         cls.gemm = gemm
-    _probe_log = log
-
-
-_probe_log = None
+    mgemm.engines._probe_log = log  # on a module: every call here is a fresh copy of this function
 
 
 def _engine_log(since: float) -> list:
-    return [e for e in (_probe_log or []) if e[0] >= since]
+    import mgemm.engines
+    return [e for e in (getattr(mgemm.engines, "_probe_log", None) or []) if e[0] >= since]
 
 
 def _one_stream(on: bool) -> None:
@@ -228,6 +226,37 @@ def tasks(client, started: float) -> str:
     return "\n".join(lines)
 
 
+def profile_submit(client, run, keep, runs: int) -> None:
+    """Where the client's part goes: ``runs`` more products, each as ``bench.timed`` starts one
+    (layout restored, synchronized, collected), with the build (planning included) and
+    ``persist`` timed apart and profiled; prints the median of each and the profile's top."""
+    import cProfile
+    import gc
+    import pstats
+
+    from distributed import wait
+    prof = cProfile.Profile()
+    built, sent = [], []
+    for _ in range(runs):
+        bench.drop_replicas(client, keep)
+        bench.synchronize_workers(client)
+        gc.collect()
+        t0 = time.perf_counter()
+        prof.enable()
+        lazy = run()
+        t1 = time.perf_counter()
+        out = lazy.persist()
+        prof.disable()
+        t2 = time.perf_counter()
+        wait(out)
+        built.append((t1 - t0) * 1e3)
+        sent.append((t2 - t1) * 1e3)
+        del out, lazy
+    print(f"profile: build {statistics.median(built):.2f} ms, persist {statistics.median(sent):.2f} ms "
+          f"(medians of {runs}; profiled, so slower than unprofiled)", flush=True)
+    pstats.Stats(prof, stream=sys.stdout).sort_stats("cumulative").print_stats(40)
+
+
 def fmt(row: dict) -> str:
     head = " ".join(f"{k} {row[k]:6.1f}" for k in ("built", "sent", "arrive", "mat", "order", "sched", "disp"))
     tail = " ".join(f"{k} {row[k]:6.1f}" for k in ("done", "synced"))
@@ -287,6 +316,8 @@ def probe(client, args) -> None:
         if r:
             rows.append(row)
         del c
+    if args.profile:
+        profile_submit(client, run, keep, args.profile)
     keys = ("built", "sent", "arrive", "mat", "order", "sched", "disp", "done", "synced")
     med = {k: statistics.median(r[k] for r in rows) for k in keys}
     wk = {k: statistics.median(min(w[k] for w in r["workers"].values()) for r in rows)
@@ -307,6 +338,8 @@ def main(argv=None) -> int:
     ap.add_argument("--tasks", action="store_true", help="also list every task and fetch of the last run")
     ap.add_argument("--block-size", type=int, default=None, help="mgemm's block_size option")
     ap.add_argument("--engine", default=None, help="mgemm's engine option")
+    ap.add_argument("--profile", type=int, default=0, metavar="RUNS",
+                    help="then profile the client's build and persist over this many more runs")
     ap.add_argument("--layout", choices=bench.LAYOUTS, default="cyclic",
                     help="where the inputs are persisted, as for mgemm bench")
     ap.add_argument("--one-stream", choices=["on", "off"], default=None,

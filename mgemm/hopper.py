@@ -661,8 +661,9 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
     ops = [(_operand(cp, a_p, config.align, mn_ok), _operand(cp, b_p.T, config.align, mn_ok))
            for a_p, b_p in parts]
     if len({(oa[1], ob[1]) for oa, ob in ops}) > 1:  # mixed layouts: one (K-major) for all
-        ops = [(_operand(cp, cp.ascontiguousarray(a_p), config.align, mn_ok),
-                _operand(cp, cp.ascontiguousarray(b_p.T), config.align, mn_ok)) for a_p, b_p in parts]
+        ops = [(oa if oa[1] else _operand(cp, a_p, config.align, False),
+                ob if ob[1] else _operand(cp, b_p.T, config.align, False))
+               for (oa, ob), (a_p, b_p) in zip(ops, parts)]
     if ops:
         a_k, b_k = ops[0][0][1], ops[0][1][1]
         ends = np.cumsum([-(-a_p.shape[1] // config.tile_k) for a_p, _ in parts]).tolist()
