@@ -12,6 +12,7 @@ applied in turn, run after run, on the same embedded cluster and the same inputs
                 round trip of its own); limitdefault: the cluster's value
     ownstream   each task thread on a CUDA stream of its own (mgemm.engines.ONE_STREAM_PER_GPU off)
     onestream   the task threads of a GPU on one stream (ONE_STREAM_PER_GPU on)
+    noprefetch  no prefetch of the first tasks' remote inputs (mgemm.cluster.PREFETCH_BLOCKS = 0)
     persistent  mgemm with engine="persistent" (on an H200, float16/bfloat16 blocks go to the
                 Hopper kernel, a block's K chunks in one launch)
     a+b         both (e.g. pieces+limit512MiB)
@@ -37,6 +38,7 @@ from dask.utils import parse_bytes
 from distributed import wait
 
 import mgemm
+import mgemm.cluster as mcluster
 import mgemm.plan as plan
 from mgemm import bench
 from mgemm.cluster import start_default_cluster
@@ -81,6 +83,7 @@ def main() -> None:
     default_limit = next(iter(client.run(
         lambda dask_worker: dask_worker.state.transfer_message_bytes_limit).values()))
     default_piece = plan.MIN_PIECE_SECONDS
+    default_prefetch = mcluster.PREFETCH_BLOCKS
     default_stream = next(iter(client.run(_one_stream_setting).values()))
     gpus = len(client.scheduler_info()["workers"])
     flops = 2.0 * args.n ** 3
@@ -101,6 +104,7 @@ def main() -> None:
         def make(variant: str):
             parts = variant.split("+")
             plan.MIN_PIECE_SECONDS = 0.001 if "pieces" in parts else default_piece
+            mcluster.PREFETCH_BLOCKS = 0 if "noprefetch" in parts else default_prefetch
             limit = next((p[len("limit"):] for p in parts if p.startswith("limit")), "default")
             client.run(_set_limit(default_limit if limit == "default" else parse_bytes(limit)))
             one = "onestream" in parts or ("ownstream" not in parts and default_stream)
@@ -124,6 +128,7 @@ def main() -> None:
                 print(f"{case.name} run {r} {variant}: {seconds:.4f} s "
                       f"(submitted {marks['submitted']:.4f}, done {marks['done']:.4f})", flush=True)
         plan.MIN_PIECE_SECONDS = default_piece
+        mcluster.PREFETCH_BLOCKS = default_prefetch
         client.run(_set_limit(default_limit))
         client.run(_set_one_stream(default_stream))
         for variant, ts in times.items():

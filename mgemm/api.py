@@ -22,7 +22,8 @@ import dask.array as da
 import numpy as np
 
 from . import config, engines, graph
-from .cluster import active_client, describe_workers, install_placement, local_workers
+from . import cluster as cluster_module
+from .cluster import active_client, describe_workers, install_placement, local_workers, prefetch
 from .plan import Problem, choose_block_size, make_plan
 
 #: Each product's plan (``Plan.table()``, with the chunks' known locations applied) at DEBUG level.
@@ -242,8 +243,30 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
     placement = client is not None
     if placement:
         install_placement(client, ident.get("id"))
+        if locations:
+            prefetch(client, _first_remote_inputs(plan, a, b, who, cluster_module.PREFETCH_BLOCKS))
     return graph.build(a, b, plan, c=c, alpha=alpha, beta=beta, engine=engine,
                        out_dtype=out_dtype, allow_tf32=opts["allow_tf32"], placement=placement)
+
+
+def _first_remote_inputs(plan: Any, a: da.Array, b: da.Array, who: dict, count: int) -> dict:
+    """Worker → the keys of the chunks its first ``count`` tasks read and it does not hold
+    (``who``: the scheduler's ``who_has`` for the inputs' keys)."""
+    out: dict = {}
+    taken: dict = {}
+    for w in sorted(plan.work, key=lambda w: (w.worker, w.seq)):
+        if taken.get(w.worker, 0) >= count:
+            continue
+        taken[w.worker] = taken.get(w.worker, 0) + 1
+        blk = plan.blocks[w.block]
+        keys = [(a.name, i, k) for i in range(blk.i0, blk.i1) for k in range(w.k0, w.k1)]
+        keys += [(b.name, k, j) for k in range(w.k0, w.k1) for j in range(blk.j0, blk.j1)]
+        mine = out.setdefault(w.worker, [])
+        for key in keys:
+            holders = who.get(key)
+            if holders and w.worker not in holders and key not in mine:
+                mine.append(key)
+    return out
 
 
 def _target_block(option: Any, m: int, n: int, k: int, itemsize: int, workers: list) -> tuple:

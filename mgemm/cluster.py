@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import time
 import warnings
 from typing import Any, Iterator
 
@@ -98,8 +99,16 @@ def scheduler_snapshot(client: Any, keys: Any = ()) -> tuple[dict, dict]:
 
     Planning a product needs both; asked one after the other (plus the placement plugin's
     check) they cost a product about four client-scheduler round trips before any work starts.
+    When the scheduler runs in this process on the client's event loop (the embedded cluster),
+    both are read from it in place, on that loop: on two H200s over UCX the round trip through
+    the comm took 4.4 ms of the client's 7.6 ms build (benchmarks/RESULTS.md, tenth session).
     """
     keys = list(keys)
+    here = local_scheduler(client)
+    if here is not None:
+        async def read() -> tuple[dict, dict]:
+            return here.identity(n_workers=-1), (here.get_who_has(keys) if keys else {})
+        return client.sync(read)
 
     async def both() -> tuple[dict, dict]:
         import asyncio
@@ -109,6 +118,82 @@ def scheduler_snapshot(client: Any, keys: Any = ()) -> tuple[dict, dict]:
         return tuple(await asyncio.gather(ident, client.scheduler.who_has(keys=keys)))
 
     return client.sync(both)
+
+
+def local_scheduler(client: Any) -> Any:
+    """The client's ``distributed.Scheduler`` object when it runs in this process on the client's
+    own event loop (a ``LocalCluster``/``LocalCUDACluster`` made here), else None.  Code run on
+    that loop may then read and call it directly instead of through a comm."""
+    from distributed import Scheduler
+    scheduler = getattr(getattr(client, "cluster", None), "scheduler", None)
+    if not isinstance(scheduler, Scheduler):
+        return None
+    try:
+        same = (scheduler.address == client.scheduler.address
+                and scheduler.loop.asyncio_loop is client.loop.asyncio_loop)
+    except Exception:
+        return None
+    return scheduler if same else None
+
+
+#: Each worker's first this many block tasks (in the plan's order) have their remote inputs
+#: requested as soon as the plan is made (``prefetch``), while the graph is still on its way.
+PREFETCH_BLOCKS = 2
+
+
+def prefetch(client: Any, requests: dict) -> None:
+    """Ask each worker ``w`` to start fetching the chunks ``requests[w]`` now, with Dask's own
+    fire-and-forget ``acquire-replicas`` (the active memory manager's way to copy data), without
+    waiting for an answer.
+
+    A block task's inputs are otherwise fetched once the task reaches its worker, after the graph
+    has gone through the scheduler: on two H200s that is 16–25 ms into a float16 32768³ product,
+    and the first GEMM waits 5–8 ms more for its remote chunks (benchmarks/RESULTS.md, tenth
+    session).  Started at planning time, the copies overlap the graph's way through Dask.  The
+    copies are the ones the tasks would make; chunks already held, unknown or held nowhere are
+    skipped.  The scheduler is called in place when it runs in this process, else through the
+    handler that ``KeepPlacement`` adds (a scheduler without it is left alone).
+    """
+    requests = {w: list(keys) for w, keys in requests.items() if keys}
+    if not requests:
+        return
+    here = local_scheduler(client)
+    if here is not None:
+        client.loop.add_callback(acquire_replicas, here, requests)
+        return
+
+    async def remote() -> None:
+        try:
+            await client.scheduler.mgemm_prefetch(requests=requests)
+        except Exception:  # no mgemm plugin there: the tasks fetch their inputs themselves
+            pass
+    client.loop.add_callback(remote)
+
+
+def acquire_replicas(scheduler: Any, requests: dict) -> int:
+    """Scheduler side of ``prefetch`` (on its event loop): for each worker address, the keys
+    that some other worker holds and it does not; returns how many were requested."""
+    stimulus_id = f"mgemm-prefetch-{time.time()}"
+    count = 0
+    for address, keys in requests.items():
+        ws = scheduler.workers.get(address)
+        if ws is None:
+            continue
+        wanted = []
+        for key in keys:
+            key = _as_key(key)
+            ts = scheduler.tasks.get(key)
+            if ts is not None and ts.state == "memory" and ts.who_has and ws not in ts.who_has:
+                wanted.append(key)
+        if wanted:
+            scheduler.request_acquire_replicas(address, wanted, stimulus_id=stimulus_id)
+            count += len(wanted)
+    return count
+
+
+def _as_key(key: Any) -> Any:
+    """A Dask key that came through a comm as a list (msgpack) back as the tuple it was."""
+    return tuple(_as_key(k) for k in key) if isinstance(key, list) else key
 
 
 @functools.lru_cache(maxsize=16)
@@ -326,6 +411,8 @@ class KeepPlacement(SchedulerPlugin):
 
     async def start(self, scheduler: Any) -> None:
         self.scheduler = scheduler
+        # ``prefetch`` from clients in other processes
+        scheduler.handlers["mgemm_prefetch"] = lambda requests: acquire_replicas(scheduler, requests)
 
     def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
         if finish != "processing" or self.scheduler is None:

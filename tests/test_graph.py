@@ -224,3 +224,77 @@ def test_bench_rows_say_which_layout(client, layout):
     assert out[0].environment["layout"] == layout and out[0].rel_error < 1e-12
     with pytest.raises(ValueError, match="layout must be one of"):
         bench.run_case(client, case, ["mgemm"], repeat=1, options={}, gpu=False, layout="rows")
+
+
+def _replicas_arrive(client, want: dict, timeout: float = 10.0) -> dict:
+    """Poll until every worker in ``want`` holds its keys (or time out); the ones still missing."""
+    import time
+
+    from mgemm.cluster import scheduler_snapshot
+    deadline = time.monotonic() + timeout
+    while True:
+        held = scheduler_snapshot(client, {k for keys in want.values() for k in keys})[1]
+        missing = {w: [k for k in keys if w not in held.get(k, ())] for w, keys in want.items()}
+        missing = {w: keys for w, keys in missing.items() if keys}
+        if not missing or time.monotonic() > deadline:
+            return missing
+        time.sleep(0.05)
+
+
+def test_building_a_product_prefetches_the_first_tasks_remote_inputs(client, monkeypatch):
+    """Once the plan is made, each worker is asked for the remote chunks its first tasks read,
+    before the graph is submitted: building the product (not computing it) brings them."""
+    from mgemm import api, bench
+    from mgemm.cluster import PREFETCH_BLOCKS, local_scheduler
+
+    assert local_scheduler(client) is client.cluster.scheduler  # the fixture's in-process one
+    a = bench.persist_cyclic(client, lambda: bench.random_matrix((64, 64), 16, "float64",
+                                                                 gpu=False, seed=5))
+    b = bench.persist_cyclic(client, lambda: bench.random_matrix((64, 64), 16, "float64",
+                                                                 gpu=False, seed=6))
+    wait([a, b])
+    keep = bench.chunk_homes(client, a, b)
+    asked: list = []
+    inner = api.prefetch
+    monkeypatch.setattr(api, "prefetch", lambda c, requests: (asked.append(requests), inner(c, requests)))
+    with bench.memory_manager_paused(client):
+        c = mgemm.matmul(a, b)  # built, not computed
+        assert len(asked) == 1
+        want = asked[0]
+        assert set(want) == set(keep.values()) and all(want.values())
+        assert all(keep[k] != w for w, keys in want.items() for k in keys)  # remote chunks only
+        # ... read by the worker's first PREFETCH_BLOCKS tasks, no others
+        layer = c.__dask_graph__().layers[c.name]
+        workers, priority = layer.annotations["workers"], layer.annotations["priority"]
+        for w, keys in want.items():
+            mine = sorted((k for k in layer if workers(k) == [w]), key=lambda k: -priority(k))
+            reads = {d for k in mine[:PREFETCH_BLOCKS] for d in layer[k].dependencies}
+            assert set(keys) <= reads
+        assert _replicas_arrive(client, want) == {}
+        np.testing.assert_allclose(c.compute(), a.compute() @ b.compute(), rtol=1e-10, atol=1e-12)
+        bench.drop_replicas(client, keep)
+
+
+def test_prefetch_through_the_scheduler_handler(client):
+    """A client whose scheduler is not in its process asks through the placement plugin's
+    handler; keys arrive as lists (msgpack) and are read back as tuples; chunks held nowhere,
+    unknown or already held are skipped."""
+    from mgemm import bench
+    from mgemm.cluster import install_placement, local_scheduler
+
+    install_placement(client)
+    a = bench.persist_cyclic(client, lambda: bench.random_matrix((32, 32), 16, "float64",
+                                                                 gpu=False, seed=7))
+    wait(a)
+    keep = bench.chunk_homes(client, a)
+    workers = sorted(client.scheduler_info()["workers"])
+    want = {w: [k for k, home in keep.items() if home != w] for w in workers}
+    requests = {w: [list(k) for k in keys] + [["no-such-key", 0, 0]] + [list(k) for k, h in keep.items() if h == w]
+                for w, keys in want.items()}
+    count = client.sync(client.scheduler.mgemm_prefetch, requests=requests)
+    assert count == sum(len(v) for v in want.values())
+    assert _replicas_arrive(client, want) == {}
+    bench.drop_replicas(client, keep)
+    from distributed import Client
+    with Client(client.scheduler.address) as other:
+        assert local_scheduler(other) is None  # connected by address: no cluster object here
