@@ -7,6 +7,7 @@ import sys
 import threading
 import types
 
+import numpy as np
 import pytest
 
 from mgemm import engines
@@ -139,3 +140,32 @@ def test_cublas_operand_reads_in_place_or_copies(fake_cublas, shape, strides, ex
         assert copies == [x] and arr is not x and (op, ld) == ("N", expect[1])
     else:
         assert copies == [] and arr is x and (op, ld) == expect
+
+
+def test_auto_on_gpu_chunks_picks_per_block(monkeypatch):
+    """``engine="auto"`` with CuPy chunks resolves to ``auto-gpu``, which sends float16/bfloat16
+    blocks of two or more K parts to the persistent engine where the Hopper kernel runs, and
+    everything else to cuBLAS.  (NumPy arrays stand in for CuPy ones: only shapes and dtypes
+    are read.)"""
+    from mgemm import hopper
+    from mgemm.engines import auto, select
+
+    class FakeCupy:  # a chunk type whose module is "cupy"
+        pass
+    FakeCupy.__module__ = "cupy._core"
+    assert select("auto", FakeCupy()) == "auto-gpu"
+    assert select("auto", np.empty(1)) == "numpy"
+
+    f16 = [np.empty((4, 3), np.float16), np.empty((4, 5), np.float16)]
+    g16 = [np.empty((3, 2), np.float16), np.empty((5, 2), np.float16)]
+    for hopper_here, expect in ((True, "persistent"), (False, "cublas")):
+        monkeypatch.setattr(hopper, "supported", lambda device=None, ok=hopper_here: ok)
+        assert auto.choose(f16, g16) == expect
+        assert auto.choose(f16, g16, "float16") == expect
+        assert auto.choose(f16, g16, "float32") == expect
+        assert auto.choose(f16[:1], g16[:1]) == "cublas"  # one part: cuBLAS is ahead
+        assert auto.choose(f16 + [np.empty((4, 0), np.float16)], g16 + [np.empty((0, 2), np.float16)]) == expect
+        assert auto.choose([f16[0], np.empty((4, 0), np.float16)], [g16[0], np.empty((0, 2), np.float16)]) == "cublas"
+        assert auto.choose(f16, g16, "float64") == "cublas"
+        assert auto.choose([x.astype(np.float32) for x in f16], [x.astype(np.float32) for x in g16]) == "cublas"
+        assert auto.choose([f16[0], f16[1].astype(np.float32)], g16) == "cublas"

@@ -5,7 +5,9 @@ library (NumPy or CuPy).  ``a_parts[k]`` is M×Kk and ``b_parts[k]`` is Kk×N; e
 non-contiguous view (a transpose costs no copy).  ``c`` is not read when ``beta == 0``.
 
 Engines: ``numpy`` (CPU), ``cublas`` (CuPy → cuBLAS) and ``persistent`` (mgemm's own kernel in
-``kernels/``).  ``select("auto", meta)`` picks from the chunk type and what is installed.
+``kernels/``).  ``select("auto", meta)`` picks from the chunk type: ``numpy`` for NumPy chunks,
+for CuPy chunks ``auto-gpu``, which picks ``persistent`` or ``cublas`` per block on the worker
+(``mgemm.engines.auto``).
 
 >>> import numpy as np
 >>> engine = get("numpy")
@@ -25,6 +27,7 @@ _REGISTRY = {
     "numpy": "mgemm.engines.numpy:NumpyEngine",
     "cublas": "mgemm.engines.cublas:CublasEngine",
     "persistent": "mgemm.engines.persistent:PersistentEngine",
+    "auto-gpu": "mgemm.engines.auto:GpuAutoEngine",  # what "auto" is for CuPy chunks
 }
 
 
@@ -76,7 +79,7 @@ def select(name: str, meta: Any) -> str:
     """Resolve ``"auto"`` from the chunk type ``meta``; check an explicit choice against it."""
     gpu_chunks = is_cupy(meta)
     if name == "auto":
-        return "cublas" if gpu_chunks else "numpy"
+        return "auto-gpu" if gpu_chunks else "numpy"
     if name == "numpy" and gpu_chunks:
         raise ValueError("engine 'numpy' cannot multiply CuPy chunks; use 'cublas' or 'auto'")
     if name in ("cublas", "persistent") and not gpu_chunks:
