@@ -237,7 +237,7 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
     plan = make_plan(problem, workers, block_size=target, split=opts["split"],
                      locations=locations)
     if plan_log.isEnabledFor(logging.DEBUG):
-        plan_log.debug("%s", plan.table())
+        plan_log.debug("%s", _PlanTable(plan))
     if c is not None:
         c = _to_dask(c, (a.chunks[0], b.chunks[1]))
     placement = client is not None
@@ -247,6 +247,17 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
             prefetch(client, _first_remote_inputs(plan, a, b, who, cluster_module.PREFETCH_BLOCKS))
     return graph.build(a, b, plan, c=c, alpha=alpha, beta=beta, engine=engine,
                        out_dtype=out_dtype, allow_tf32=opts["allow_tf32"], placement=placement)
+
+
+class _PlanTable:
+    """A plan's table for the log, made only when the record is formatted (``mgemm bench
+    --trace`` formats it after the timed part)."""
+
+    def __init__(self, plan: Any):
+        self.plan = plan
+
+    def __str__(self) -> str:
+        return self.plan.table()
 
 
 def _first_remote_inputs(plan: Any, a: da.Array, b: da.Array, who: dict, count: int) -> dict:

@@ -585,13 +585,15 @@ def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, option
 @contextlib.contextmanager
 def _plans_logged() -> Any:
     """The tables of the plans mgemm makes in this process meanwhile (the ``mgemm.plan`` logger at
-    DEBUG, for the duration only)."""
+    DEBUG, for the duration only), formatted when it ends: inside a timed run only the records
+    are kept, so the trace costs the timed build nothing."""
     log = logging.getLogger("mgemm.plan")
     plans: list[str] = []
+    records: list[logging.LogRecord] = []
 
     class Keep(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            plans.append(record.getMessage())
+            records.append(record)
 
     handler, level, propagate = Keep(logging.DEBUG), log.level, log.propagate
     log.addHandler(handler)
@@ -603,6 +605,7 @@ def _plans_logged() -> Any:
         log.removeHandler(handler)
         log.setLevel(level)
         log.propagate = propagate
+        plans.extend(record.getMessage() for record in records)
 
 
 def table(rows: list[Row]) -> str:
