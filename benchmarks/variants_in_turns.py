@@ -15,6 +15,9 @@ applied in turn, run after run, on the same embedded cluster and the same inputs
     noprefetch  no prefetch of the first tasks' remote inputs (mgemm.cluster.PREFETCH_BLOCKS = 0)
     persistent  mgemm with engine="persistent" (on an H200, float16/bfloat16 blocks go to the
                 Hopper kernel, a block's K chunks in one launch)
+    switch<us>  Python's thread switch interval (``sys.setswitchinterval``) set to <us> µs on the
+                workers and in this process (the scheduler's) for the run, e.g. switch500us
+                (Python's default: 5000 µs, how long a thread may keep the GIL from the others)
     a+b         both (e.g. pieces+limit512MiB)
     dask        dask.array.matmul
 
@@ -84,6 +87,7 @@ def main() -> None:
         lambda dask_worker: dask_worker.state.transfer_message_bytes_limit).values()))
     default_piece = plan.MIN_PIECE_SECONDS
     default_prefetch = mcluster.PREFETCH_BLOCKS
+    default_switch = sys.getswitchinterval()
     default_stream = next(iter(client.run(_one_stream_setting).values()))
     gpus = len(client.scheduler_info()["workers"])
     flops = 2.0 * args.n ** 3
@@ -109,6 +113,10 @@ def main() -> None:
             client.run(_set_limit(default_limit if limit == "default" else parse_bytes(limit)))
             one = "onestream" in parts or ("ownstream" not in parts and default_stream)
             client.run(_set_one_stream(one))
+            switch = next((float(p[len("switch"):-2]) * 1e-6 for p in parts if p.startswith("switch")),
+                          default_switch)
+            client.run(sys.setswitchinterval, switch)
+            sys.setswitchinterval(switch)
             if "dask" in parts:
                 return lambda: da.matmul(a, b)
             opts = {"engine": "persistent"} if "persistent" in parts else {}
@@ -129,6 +137,8 @@ def main() -> None:
                       f"(submitted {marks['submitted']:.4f}, done {marks['done']:.4f})", flush=True)
         plan.MIN_PIECE_SECONDS = default_piece
         mcluster.PREFETCH_BLOCKS = default_prefetch
+        client.run(sys.setswitchinterval, default_switch)
+        sys.setswitchinterval(default_switch)
         client.run(_set_limit(default_limit))
         client.run(_set_one_stream(default_stream))
         for variant, ts in times.items():
