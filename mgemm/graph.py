@@ -38,12 +38,25 @@ def common_k_chunks(ka: Sequence[int], kb: Sequence[int]) -> tuple[int, ...]:
     return tuple(np.diff([0, *cuts]).tolist()) if cuts else ()
 
 
-def _block_task(engine_name: str, a_grid: list, b_grid: list, c: Any, alpha: float, beta: float,
-                out_dtype: str, allow_tf32: bool) -> Any:
+def _block_task(engine_name: str, shape: tuple, c: Any, alpha: float, beta: float,
+                out_dtype: str, allow_tf32: bool, *chunks: Any) -> Any:
     """Worker side: alpha · (A row panel @ B column panel) + beta · C for one block.
 
-    ``a_grid[r][k]`` are A's chunks (rows r of the block, K chunk k); ``b_grid[k][j]`` B's.
+    ``shape`` = (rows, ks, cols): ``chunks`` are A's ``rows × ks`` chunks (row chunk r, K chunk
+    k at ``r * ks + k``), then B's ``ks × cols`` (K chunk k, column chunk j).  Flat arguments,
+    not nested lists: Dask builds a node for every list in a task's arguments, and for a 16-block
+    product those nodes were most of the graph's build time.
     """
+    rows, ks, cols = shape
+    a_grid = [chunks[r * ks:(r + 1) * ks] for r in range(rows)]
+    off = rows * ks
+    b_grid = [chunks[off + k * cols:off + (k + 1) * cols] for k in range(ks)]
+    return _block_product(engine_name, a_grid, b_grid, c, alpha, beta, out_dtype, allow_tf32)
+
+
+def _block_product(engine_name: str, a_grid: list, b_grid: list, c: Any, alpha: float, beta: float,
+                   out_dtype: str, allow_tf32: bool) -> Any:
+    """``a_grid[r][k]`` are A's chunks (rows r of the block, K chunk k); ``b_grid[k][j]`` B's."""
     xp = _array_module(a_grid[0][0])
     with engines.task_stream(xp):
         a_parts = [_concat(xp, [row[k] for row in a_grid], 0) for k in range(len(a_grid[0]))]
@@ -126,22 +139,24 @@ def build(a: da.Array, b: da.Array, plan: Plan, *, c: da.Array | None = None, al
         c_ref = TaskRef((c.name, bi, bj)) if c is not None else None
         works = sorted(works, key=lambda w: w.k0)
 
-        def inputs(k0: int, k1: int):
-            a_grid = [[TaskRef((a.name, i, k)) for k in range(k0, k1)] for i in range(blk.i0, blk.i1)]
-            b_grid = [[TaskRef((b.name, k, j)) for j in range(blk.j0, blk.j1)] for k in range(k0, k1)]
-            return parse_input(a_grid), parse_input(b_grid)
+        def inputs(k0: int, k1: int) -> tuple:  # (rows, ks, cols) and the chunks, as _block_task reads them
+            refs = [TaskRef((a.name, i, k)) for i in range(blk.i0, blk.i1) for k in range(k0, k1)]
+            refs += [TaskRef((b.name, k, j)) for k in range(k0, k1) for j in range(blk.j0, blk.j1)]
+            return (blk.i1 - blk.i0, k1 - k0, blk.j1 - blk.j0), refs
 
         if len(works) == 1:
             w = works[0]
-            dsk[out_key] = Task(out_key, _block_task, engine, *inputs(w.k0, w.k1), c_ref, alpha,
-                                beta, str(out_dtype), allow_tf32)
+            shape, refs = inputs(w.k0, w.k1)
+            dsk[out_key] = Task(out_key, _block_task, engine, shape, c_ref, alpha, beta,
+                                str(out_dtype), allow_tf32, *refs)
             owner[out_key], order[out_key] = w.worker, w.seq
             continue
         part_refs = []
         for p, w in enumerate(works):
             key = (part_name, bi, bj, p)
-            dsk[key] = Task(key, _block_task, engine, *inputs(w.k0, w.k1), None, 1.0, 0.0,
-                            str(out_dtype), allow_tf32)
+            shape, refs = inputs(w.k0, w.k1)
+            dsk[key] = Task(key, _block_task, engine, shape, None, 1.0, 0.0, str(out_dtype),
+                            allow_tf32, *refs)
             owner[key], order[key] = w.worker, w.seq
             part_refs.append(TaskRef(key))
         dsk[out_key] = Task(out_key, _fixup_task, parse_input(part_refs), c_ref, alpha, beta)

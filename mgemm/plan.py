@@ -37,6 +37,7 @@ held ones compute meanwhile), but a fix-up can only read partials once they exis
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import math
 from collections import Counter, defaultdict
@@ -262,6 +263,12 @@ def choose_block_size(m: int, n: int, k: int, itemsize: int,
     >>> choose_block_size(8192, 8192, 8192, 4, [h200] * 8)  # 2 blocks each, 2048 still fast
     (2048, 2048)
     """
+    return _choose_block_size(m, n, k, itemsize, tuple(workers))
+
+
+@functools.lru_cache(maxsize=256)  # pure: a product of the same shape on the same workers asks again
+def _choose_block_size(m: int, n: int, k: int, itemsize: int,
+                       workers: tuple[Worker, ...]) -> tuple[int, int]:
     p = len(workers)
     if p == 0:
         raise ValueError("no workers to plan for")
