@@ -1,6 +1,7 @@
 """The cluster side: the embedded default cluster, what the planner knows of each worker, the
-scheduler plugin that keeps planned placement, and the worker plugins for transfers (bfloat16
-chunks keep their dtype; UCX sends wait for a stream, not the device).
+scheduler plugin that keeps planned placement (and takes ``prefetch`` requests), the prefetch of
+each worker's first blocks' remote inputs, and the worker plugins for transfers (bfloat16 chunks
+keep their dtype; UCX sends wait for a stream, not the device).
 
 ``session()`` gives the active ``distributed.Client`` if there is one; else it starts a
 ``LocalCUDACluster`` when GPUs are visible (UCX over NVLink with an RMM pool when distributed-ucxx
@@ -400,7 +401,8 @@ class KeepPlacement(SchedulerPlugin):
     Stealing may move a loosely restricted task to an idle worker; for a block whose panels already
     sit on the planned worker that costs a transfer of both panels, and in measurement it made
     run times bimodal.  With this plugin the plan holds while the planned worker lives; if it dies,
-    the loose restriction lets the scheduler run the block elsewhere.
+    the loose restriction lets the scheduler run the block elsewhere.  It also adds the scheduler
+    handler ``mgemm_prefetch`` (``prefetch`` from clients in other processes).
     """
 
     name = "mgemm-keep-placement"

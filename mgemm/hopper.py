@@ -70,8 +70,15 @@ the wide tile on all six, geomean 0.69 / 0.74 against 0.64 / 0.67 in one run); t
 column-major, 0.86 with B row-major (copied every call).  One call costs 27–30 µs of host time
 (``cupy.matmul``: 26 µs).  2-CTA clusters (0.48–0.58), pingpong and 24 / 240 are correct but
 slower than the cooperative default here.  The persistent engine uses this kernel for float16 (and
-float32 with ``allow_tf32``) on sm_90; ``engine="auto"`` picks cuBLAS, ahead or level on every
-shape measured.
+float32 with ``allow_tf32``) on sm_90.
+
+K in parts (``gemm_parts``, ``k_parts`` up to ``MAX_K_PARTS``): A and B as K parts, one pair of
+TMA descriptors per part (``__grid_constant__`` kernel parameters) and the k-iteration where each
+part ends; the producer maps every k-iteration to its part, so the parts (a block task's chunks)
+add up in the accumulators in one launch, every policy's split included.  An 8192² float16 block
+with K = 32768 in four parts: 6.71 ms against 7.23 ms for cuBLAS into a float32 block (H200,
+tenth session), so ``engine="auto"`` takes this path for float16/bfloat16 blocks of two or more
+parts; with one part it picks cuBLAS, ahead or level on every shape measured.
 
 Not yet done: a TMA-store epilogue; clusters along N (multicast of A) or larger than 2; 256-row
 tiles.
