@@ -185,6 +185,17 @@ def test_bench_inputs_laid_out_block_cyclically(client):
                                                            seed=7).compute())
 
 
+def _persisted_cyclic(client, seeds: tuple[int, int]):
+    """Two random 64² float64 operands of 16² chunks persisted block-cyclically, and the layout
+    (chunk key → worker)."""
+    from mgemm import bench
+
+    a, b = (bench.persist_cyclic(client, lambda seed=seed: bench.random_matrix(
+        (64, 64), 16, "float64", gpu=False, seed=seed)) for seed in seeds)
+    wait([a, b])
+    return a, b, bench.chunk_homes(client, a, b)
+
+
 def test_bench_runs_start_from_the_persisted_layout(client):
     """Each timed run of ``mgemm bench`` starts with every input chunk once, on the worker it was
     persisted on: the copies a product fetched are dropped, not the originals (left to the
@@ -194,12 +205,7 @@ def test_bench_runs_start_from_the_persisted_layout(client):
     import mgemm
     from mgemm import bench
 
-    a = bench.persist_cyclic(client, lambda: bench.random_matrix((64, 64), 16, "float64",
-                                                                 gpu=False, seed=3))
-    b = bench.persist_cyclic(client, lambda: bench.random_matrix((64, 64), 16, "float64",
-                                                                 gpu=False, seed=4))
-    wait([a, b])
-    keep = bench.chunk_homes(client, a, b)
+    a, b, keep = _persisted_cyclic(client, seeds=(3, 4))
     assert len(keep) == 32 and len(set(keep.values())) == len(client.scheduler_info()["workers"])
     with bench.memory_manager_paused(client):
         for _ in range(2):
@@ -248,12 +254,7 @@ def test_building_a_product_prefetches_the_first_tasks_remote_inputs(client, mon
     from mgemm.cluster import PREFETCH_BLOCKS, local_scheduler
 
     assert local_scheduler(client) is client.cluster.scheduler  # the fixture's in-process one
-    a = bench.persist_cyclic(client, lambda: bench.random_matrix((64, 64), 16, "float64",
-                                                                 gpu=False, seed=5))
-    b = bench.persist_cyclic(client, lambda: bench.random_matrix((64, 64), 16, "float64",
-                                                                 gpu=False, seed=6))
-    wait([a, b])
-    keep = bench.chunk_homes(client, a, b)
+    a, b, keep = _persisted_cyclic(client, seeds=(5, 6))
     asked: list = []
     inner = api.prefetch
     monkeypatch.setattr(api, "prefetch", lambda c, requests: (asked.append(requests), inner(c, requests)))
