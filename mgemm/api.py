@@ -241,10 +241,9 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
     if c is not None:
         c = _to_dask(c, (a.chunks[0], b.chunks[1]))
     placement = client is not None
-    if placement:
-        install_placement(client, ident.get("id"))
-        if locations:
-            prefetch(client, _first_remote_inputs(plan, a, b, who, cluster_module.PREFETCH_BLOCKS))
+    # the prefetch asks the placement plugin's scheduler side: only where it could be installed
+    if placement and install_placement(client, ident.get("id")) and locations:
+        prefetch(client, _first_remote_inputs(plan, a, b, who, cluster_module.PREFETCH_BLOCKS))
     return graph.build(a, b, plan, c=c, alpha=alpha, beta=beta, engine=engine,
                        out_dtype=out_dtype, allow_tf32=opts["allow_tf32"], placement=placement)
 
