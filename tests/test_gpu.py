@@ -141,7 +141,7 @@ def test_gemm_plain_cupy(cp, rng):
 
 def test_local_cuda_cluster_end_to_end(cp, rng):
     pytest.importorskip("dask_cuda")
-    from mgemm.bench import check, persist_cyclic, random_matrix
+    from mgemm.bench import check, persist_cyclic, random_matrix, tolerance
     from mgemm.cluster import GPU_THREADS_PER_WORKER, start_default_cluster
 
     client = start_default_cluster(protocol="tcp", rmm_pool=None)
@@ -164,6 +164,15 @@ def test_local_cuda_cluster_end_to_end(cp, rng):
             held = client.who_has(out)
             used = {w for ws in held.values() for w in ws}
             assert len(used) == n, f"{n} workers, output blocks on {sorted(used)}: {dict(held)}"
+        # float16 blocks of several K chunks: engine "auto" sends them to the persistent engine
+        # on sm_90 (one launch for all chunks), and each worker prefetches its first blocks' inputs
+        h = persist_cyclic(client, lambda: random_matrix((1024, 2048), 512, "float16", gpu=True,
+                                                         seed=5))
+        g = persist_cyclic(client, lambda: random_matrix((2048, 768), 512, "float16", gpu=True,
+                                                         seed=6))
+        half = mgemm.matmul(h, g).persist()
+        err = check(h, g, half, tol=tolerance("float16"))
+        assert err < tolerance("float16"), f"relative error {err:.2e}"
     finally:
         cluster = client.cluster
         client.close()
