@@ -268,15 +268,10 @@ def _first_remote_inputs(plan: Any, a: da.Array, b: da.Array, who: dict, count: 
         if taken.get(w.worker, 0) >= count:
             continue
         taken[w.worker] = taken.get(w.worker, 0) + 1
-        blk = plan.blocks[w.block]
-        keys = [(a.name, i, k) for i in range(blk.i0, blk.i1) for k in range(w.k0, w.k1)]
-        keys += [(b.name, k, j) for k in range(w.k0, w.k1) for j in range(blk.j0, blk.j1)]
-        mine = out.setdefault(w.worker, [])
-        for key in keys:
-            holders = who.get(key)
-            if holders and w.worker not in holders and key not in mine:
-                mine.append(key)
-    return out
+        _, keys = graph.input_keys(a.name, b.name, plan.blocks[w.block], w.k0, w.k1)
+        mine = out.setdefault(w.worker, {})  # a dict: in order, each key once
+        mine.update((key, None) for key in keys if who.get(key) and w.worker not in who[key])
+    return {worker: list(keys) for worker, keys in out.items()}
 
 
 def _target_block(option: Any, m: int, n: int, k: int, itemsize: int, workers: list) -> tuple:

@@ -43,26 +43,28 @@ def _block_task(engine_name: str, shape: tuple, c: Any, alpha: float, beta: floa
     """Worker side: alpha · (A row panel @ B column panel) + beta · C for one block.
 
     ``shape`` = (rows, ks, cols): ``chunks`` are A's ``rows × ks`` chunks (row chunk r, K chunk
-    k at ``r * ks + k``), then B's ``ks × cols`` (K chunk k, column chunk j).  Flat arguments,
-    not nested lists: Dask builds a node for every list in a task's arguments, and for a 16-block
-    product those nodes were most of the graph's build time.
+    k at ``r * ks + k``), then B's ``ks × cols`` (K chunk k, column chunk j), in the order of
+    ``input_keys``.  Flat arguments, not nested lists: Dask builds a node for every list in a
+    task's arguments, and for a 16-block product those nodes were most of the graph's build time.
     """
     rows, ks, cols = shape
-    a_grid = [chunks[r * ks:(r + 1) * ks] for r in range(rows)]
     off = rows * ks
-    b_grid = [chunks[off + k * cols:off + (k + 1) * cols] for k in range(ks)]
-    return _block_product(engine_name, a_grid, b_grid, c, alpha, beta, out_dtype, allow_tf32)
-
-
-def _block_product(engine_name: str, a_grid: list, b_grid: list, c: Any, alpha: float, beta: float,
-                   out_dtype: str, allow_tf32: bool) -> Any:
-    """``a_grid[r][k]`` are A's chunks (rows r of the block, K chunk k); ``b_grid[k][j]`` B's."""
-    xp = _array_module(a_grid[0][0])
+    xp = _array_module(chunks[0])
     with engines.task_stream(xp):
-        a_parts = [_concat(xp, [row[k] for row in a_grid], 0) for k in range(len(a_grid[0]))]
-        b_parts = [_concat(xp, row, 1) for row in b_grid]
+        # K part k: A's chunks (r, k) stacked over the rows, B's (k, j) side by side
+        a_parts = [_concat(xp, [chunks[r * ks + k] for r in range(rows)], 0) for k in range(ks)]
+        b_parts = [_concat(xp, list(chunks[off + k * cols:off + (k + 1) * cols]), 1)
+                   for k in range(ks)]
         return engines.get(engine_name).gemm(a_parts, b_parts, alpha=alpha, beta=beta, c=_typed(c),
                                              out_dtype=out_dtype, allow_tf32=allow_tf32)
+
+
+def input_keys(a_name: str, b_name: str, blk: Any, k0: int, k1: int) -> tuple[tuple, list]:
+    """The chunks one block task over K chunks [k0, k1) of ``blk`` reads, as ``_block_task``
+    takes them: (rows, ks, cols) and the keys, A's row by row, then B's K chunk by K chunk."""
+    keys = [(a_name, i, k) for i in range(blk.i0, blk.i1) for k in range(k0, k1)]
+    keys += [(b_name, k, j) for k in range(k0, k1) for j in range(blk.j0, blk.j1)]
+    return (blk.i1 - blk.i0, k1 - k0, blk.j1 - blk.j0), keys
 
 
 def _fixup_task(partials: list, c: Any, alpha: float, beta: float) -> Any:
@@ -139,10 +141,9 @@ def build(a: da.Array, b: da.Array, plan: Plan, *, c: da.Array | None = None, al
         c_ref = TaskRef((c.name, bi, bj)) if c is not None else None
         works = sorted(works, key=lambda w: w.k0)
 
-        def inputs(k0: int, k1: int) -> tuple:  # (rows, ks, cols) and the chunks, as _block_task reads them
-            refs = [TaskRef((a.name, i, k)) for i in range(blk.i0, blk.i1) for k in range(k0, k1)]
-            refs += [TaskRef((b.name, k, j)) for k in range(k0, k1) for j in range(blk.j0, blk.j1)]
-            return (blk.i1 - blk.i0, k1 - k0, blk.j1 - blk.j0), refs
+        def inputs(k0: int, k1: int) -> tuple:  # (rows, ks, cols) and references to the chunks
+            shape, keys = input_keys(a.name, b.name, blk, k0, k1)
+            return shape, [TaskRef(key) for key in keys]
 
         if len(works) == 1:
             w = works[0]
