@@ -306,7 +306,7 @@ def probe(client, args) -> None:
     client.register_plugin(WorkerStamps(), name=WorkerStamps.name)
     if args.tasks:
         client.register_plugin(LoopWatch(), name=LoopWatch.name)
-    persist = bench.persist_cyclic if args.layout == "cyclic" else (lambda client, make: make().persist())
+    persist = bench.persister(args.layout)
     a = persist(client, lambda: bench.random_matrix((n, n), chunk, dtype, gpu=gpu, seed=1))
     b = persist(client, lambda: bench.random_matrix((n, n), chunk, dtype, gpu=gpu, seed=2))
     from distributed import wait

@@ -96,7 +96,7 @@ def main() -> None:
     layouts_held.enter_context(bench.memory_manager_paused(client))
     for chunk in args.chunk:
         case = bench.Case(f"{args.dtype}-{args.n}-c{chunk}", args.n, args.n, args.n, args.dtype, chunk)
-        persist = bench.persist_cyclic if args.layout == "cyclic" else (lambda client, make: make().persist())
+        persist = bench.persister(args.layout)
         a = persist(client, lambda: bench.random_matrix(
             (args.n, args.n), chunk, args.dtype, gpu=gpu, seed=1))
         b = persist(client, lambda: bench.random_matrix(

@@ -517,6 +517,14 @@ def format_summary(summary: dict[str, dict]) -> str:
 LAYOUTS = ("dask", "cyclic")
 
 
+def persister(layout: str) -> Callable[[Any, Callable[[], da.Array]], da.Array]:
+    """``persist(client, make)`` for one of ``LAYOUTS``: ``persist_cyclic``, or a plain
+    ``make().persist()``; an unknown layout is refused here, before anything is made."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    return persist_cyclic if layout == "cyclic" else (lambda client, make: make().persist())
+
+
 def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, options: dict,
              gpu: bool, progress: Callable[[str], None] = lambda msg: None,
              trace: Callable[[dict], None] | None = None, layout: str = "dask") -> list[Row]:
@@ -529,9 +537,7 @@ def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, option
 
     from .cluster import protocol
 
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-    persist = persist_cyclic if layout == "cyclic" else (lambda client, make: make().persist())
+    persist = persister(layout)
     a = persist(client, lambda: random_matrix((case.m, case.k), case.chunk, case.dtype,
                                               gpu=gpu, seed=1))
     b = persist(client, lambda: random_matrix((case.k, case.n), case.chunk, case.dtype,
