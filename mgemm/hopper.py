@@ -674,16 +674,16 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
     if ops:
         a_k, b_k = ops[0][0][1], ops[0][1][1]
         ends = np.cumsum([-(-a_p.shape[1] // config.tile_k) for a_p, _ in parts]).tolist()
+        dims = [(a_p.shape[1], m, n) for a_p, _ in parts]  # (K_p, M, N)
     else:
         dummy = cp.zeros((1, config.align), dtype=a_parts[0].dtype)
         ops = [((dummy, True, config.align), (dummy, True, config.align))]
         a_k = b_k = True
-        ends = [0]
+        ends, dims = [0], [(1, 1, 1)]
     config = specialize(config, output=res_dtype, record=debug, a_k_major=a_k, b_k_major=b_k,
                         k_parts=len(ops))
     kernel = get_kernel(config, dev)
     descs_a, descs_b = [], []
-    dims = [(a_p.shape[1], m, n) for a_p, _ in parts] or [(1, 1, 1)]  # (K_p, M, N); the dummy's
     for ((a_arr, _, lda), (b_arr, _, ldb)), (k_p, rows_a, rows_b) in zip(ops, dims):
         descs_a.append(_operand_desc(a_arr.data.ptr, kind, a_k, k_p, rows_a, lda, config.tile_k,
                                      config.tile_m))
@@ -692,9 +692,8 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
                                      config.tile_n // config.cluster_m))
 
     slots = _slots(kernel, config, sms)
-    # the mirror walks ceil(K / BK) k-iterations; with parts, each part's own, summed
-    k_walk = k if len(ops) == 1 else ends[-1] * config.tile_k
-    lp = plan_launch(config, m, n, k_walk, slots)
+    # the mirror walks ceil(K / BK) k-iterations: here each part's own, summed
+    lp = plan_launch(config, m, n, ends[-1] * config.tile_k, slots)
     partials = lp.grid * (2 if config.sk_reduce == "spread" else 1)  # stream-K partial slots
     sync, workspace, record = launch_scratch(  # the stream-K workspace: a tile per slot
         cp, dev, partials, config.policy == "dynamic" or lp.sk_tiles > 0,
