@@ -11,7 +11,9 @@
 # idea alone on top of "hopper" (pingpong on top of "hopper-pair"): at the squares first
 # "hopper-cluster2" (2-CTA clusters on vertically adjacent tiles, B multicast; the heuristic's tile,
 # static); everywhere "hopper-pp64x256" and "hopper-pp128x128" (pingpong consumers: one warpgroup
-# per tile, 64x256 s5 / 128x128 s6); at the squares "hopper-regs24" (setmaxnreg 24/240); then
+# per tile, 64x256 s5 / 128x128 s6), on the skewed shapes also "hopper-n64" (128x64 s8),
+# "hopper-pp64x128" (s8) and "hopper-pp64x64" (s12), each with the policy and fix-up
+# `hopper.fit_policy` picks for its tile; at the squares "hopper-regs24" (setmaxnreg 24/240); then
 # "hopper-direct" (element-wise epilogue), the other policy (static <-> streamk), and at the squares
 # "hopper-g16" and "hopper-s3"; everywhere "hopper-n128" / "hopper-n256" (the other tile width, with
 # the policy and fix-up the heuristic picks for it); then tf32 at 8192³ beside torch.matmul
@@ -24,6 +26,8 @@
 #   PYTEST_ARGS='--maxfail=5' ...                 # extra pytest arguments (split on spaces)
 #   ONLY=hopper,hopper-pair ...                   # time only these implementations (and cuBLAS)
 #   SKEWED_ONLY=1 ...                             # only the six skewed shapes (no squares, no tf32)
+#   DTYPES=float16 ...                            # only these 16-bit dtypes (default both)
+#   BUILD=none ...                                # skip the nvcc build and SASS report
 # The timeouts (build in parallel; TEST_TIMEOUT 270 s, BENCH_TIMEOUT 210 s) keep one call under
 # the device's 600 s.
 #
@@ -55,19 +59,21 @@ build_one() {  # input output tile_n stages policy a_k_major b_k_major [extra -D
   fi
 }
 pids=()
-for v in "MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 0" "MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 1" \
+VARIANTS=("MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 0" "MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 1" \
          "MGEMM_BF16 MGEMM_BF16 128 6 STREAMK 0 0" "MGEMM_F16 MGEMM_F16 256 4 DYNAMIC 1 0" \
          "MGEMM_TF32 MGEMM_F32 128 4 STATIC 1 1" "MGEMM_F16 MGEMM_F32 64 2 STREAMK 0 1" \
          "MGEMM_BF16 MGEMM_BF16 256 5 STATIC 1 0 -DMGEMM_PINGPONG=1 -DMGEMM_TILE_M=64" \
          "MGEMM_BF16 MGEMM_BF16 128 6 STATIC 1 0 -DMGEMM_PINGPONG=1 -DMGEMM_TILE_M=128" \
          "MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 0 -DMGEMM_PRODUCER_REGS=24 -DMGEMM_CONSUMER_REGS=240" \
          "MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 0 -DMGEMM_CLUSTER_M=2" \
-         "MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 0 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_STAGED"; do
+         "MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 0 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_STAGED")
+[ "${BUILD:-}" = none ] && VARIANTS=()
+for v in "${VARIANTS[@]}"; do
   # shellcheck disable=SC2086
   build_one $v & pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p" || status=1; done
-cat "$build"/*.report | tee -a "$OUT/hopper-build.log"
+cat "$build"/*.report 2>/dev/null | tee -a "$OUT/hopper-build.log"
 [ -f "$build/BF16_n256_s4_STATIC_a1b0.sass" ] && cp "$build/BF16_n256_s4_STATIC_a1b0.sass" "$OUT/hopper.sass"
 rm -rf "$build"
 
@@ -150,7 +156,7 @@ ONLY = [n for n in os.environ.get("ONLY", "").split(",") if n]  # e.g. ONLY=hopp
 BUDGET = float(os.environ.get("BENCH_BUDGET", "150"))
 T0 = time.time()
 ESSENTIAL = ("cuBLAS", "cuBLAS-TF32", "hopper", "hopper-Bcol", "hopper-pair")
-for dtype in ("bfloat16", "float16"):
+for dtype in os.environ.get("DTYPES", "bfloat16,float16").split(","):
     as_dtype = "bfloat16" if dtype == "bfloat16" else None
     storage = cp.uint16 if dtype == "bfloat16" else cp.float16
     for case in CASES:
@@ -166,9 +172,15 @@ for dtype in ("bfloat16", "float16"):
             other_fix = cfg.replace(sk_reduce="owner" if cfg.sk_reduce == "spread" else "spread")
             impls[f"hopper-{other_fix.sk_reduce}"] = (other_fix, str(other_fix.replace(b_k_major=False)), b)
         # pingpong consumers (one warpgroup's epilogue under the other's mainloop) everywhere
-        pp = dict(pingpong=True, sk_reduce="owner")  # pingpong: the owner fix-up only
-        ideas = {"hopper-pp64x256": pair.replace(**pp, tile_m=64, tile_n=256, stages=5),
-                 "hopper-pp128x128": pair.replace(**pp, tile_m=128, tile_n=128, stages=6)}
+        def fit(c):  # the policy and fix-up the heuristic picks for this tile
+            return hopper.fit_policy(c, case.m, case.n, case.k, hopper.device_sms())
+        pp = dict(pingpong=True)  # pingpong: the owner fix-up only (fit_policy knows)
+        ideas = {"hopper-pp64x256": fit(pair.replace(**pp, tile_m=64, tile_n=256, stages=5)),
+                 "hopper-pp128x128": fit(pair.replace(**pp, tile_m=128, tile_n=128, stages=6))}
+        if case.name not in SQUARES:  # narrower tiles: more of them, fewer rows of A wasted
+            ideas.update({"hopper-n64": fit(cfg.replace(tile_n=64, stages=8)),
+                          "hopper-pp64x128": fit(pair.replace(**pp, tile_m=64, tile_n=128, stages=8)),
+                          "hopper-pp64x64": fit(pair.replace(**pp, tile_m=64, tile_n=64, stages=12))})
         if case.name in SQUARES:  # the other ideas, each alone
             cl_policy = cfg.policy if cfg.policy in hopper.CLUSTER_POLICIES else "static"
             ideas = {"hopper-cluster2": cfg.replace(cluster_m=2, policy=cl_policy), **ideas,

@@ -368,13 +368,27 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     _, tile_n, stages = best
     # the staged epilogue: 0.96 of cuBLAS at 4096³ against 0.88 for the paired stores (H200)
     cfg = HopperConfig(input=kind, tile_n=tile_n, stages=stages, epilogue="staged")
-    rows, cols, k_iters = schedule.tile_grid(m, n, k, TILE_M, tile_n, cfg.tile_k)
+    return fit_policy(cfg, m, n, k, sms, shared=shared)
+
+
+def fit_policy(config: HopperConfig, m: int, n: int, k: int, sms: int, *,
+               shared: bool = False) -> HopperConfig:
+    """``config`` with the policy and stream-K fix-up the heuristic picks for its tile on an
+    ``m × n × k`` product: ``choose_policy`` over its tile count, and the "spread" fix-up where
+    stream-K splits each tile four or more ways (cooperative consumers only).
+
+    >>> fit_policy(HopperConfig(tile_n=128), 256, 256, 65536, 132).sk_reduce
+    'spread'
+    >>> fit_policy(HopperConfig(tile_n=64, pingpong=True, tile_m=64), 64, 8192, 8192, 132).policy
+    'static'
+    """
+    rows, cols, k_iters = schedule.tile_grid(m, n, k, config.tile_m, config.tile_n, config.tile_k)
     policy = choose_policy(rows * cols, sms, k_iters, shared)
     # Tiles split four or more ways add their partials through every contributor ("spread"):
     # 256x256x65536 (4 tiles, ~33 contributors each) 0.59-0.60 of cuBLAS against 0.35-0.37 for
     # the owner adding them alone; split two or three ways the owner is faster (H200, RESULTS.md).
-    spread = policy == "streamk" and sms >= 4 * rows * cols
-    return cfg.replace(policy=policy, sk_reduce="spread" if spread else "owner")
+    spread = policy == "streamk" and not config.pingpong and sms >= 4 * rows * cols
+    return config.replace(policy=policy, sk_reduce="spread" if spread else "owner")
 
 
 @functools.lru_cache(maxsize=256)
@@ -731,6 +745,6 @@ def launch_info(a_shape, b_shape, config: HopperConfig, sms: int | None = None) 
     return plan_launch(config, m, n, k, _slots(kernel, config, sms))
 
 
-__all__ = ["HopperConfig", "choose_config", "choose_policy", "gemm", "gemm_parts", "get_kernel", "input_kind",
+__all__ = ["HopperConfig", "choose_config", "choose_policy", "fit_policy", "gemm", "gemm_parts", "get_kernel", "input_kind",
            "launch_info", "max_active_clusters", "plan_launch", "supported", "tma_desc",
            "transpose_copy", "transpose_kernel"]
