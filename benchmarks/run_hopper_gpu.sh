@@ -11,9 +11,11 @@
 # idea alone on top of "hopper" (pingpong on top of "hopper-pair"): at the squares first
 # "hopper-cluster2" (2-CTA clusters on vertically adjacent tiles, B multicast; the heuristic's tile,
 # static); everywhere "hopper-pp64x256" and "hopper-pp128x128" (pingpong consumers: one warpgroup
-# per tile, 64x256 s5 / 128x128 s6), on the skewed shapes also "hopper-n64" (128x64 s8),
-# "hopper-pp64x128" (s8) and "hopper-pp64x64" (s12), each with the policy and fix-up
-# `hopper.fit_policy` picks for its tile; at the squares "hopper-regs24" (setmaxnreg 24/240); then
+# per tile, 64x256 s5 / 128x128 s6, the paired stores) and "hopper-pp64x256-staged" (s4) /
+# "hopper-pp128x128-staged" (s6) with the staged epilogue, on the skewed shapes also "hopper-n64"
+# (128x64 s8), "hopper-pp64x128" (s8) and "hopper-pp64x64" (s12), staged, each with the policy
+# and fix-up `hopper.fit_policy` picks for its tile; at the squares "hopper-regs24" (setmaxnreg
+# 24/240); then
 # "hopper-direct" (element-wise epilogue), the other policy (static <-> streamk), and at the squares
 # "hopper-g16" and "hopper-s3"; everywhere "hopper-n128" / "hopper-n256" (the other tile width, with
 # the policy and fix-up the heuristic picks for it); then tf32 at 8192³ beside torch.matmul
@@ -174,13 +176,16 @@ for dtype in os.environ.get("DTYPES", "bfloat16,float16").split(","):
         # pingpong consumers (one warpgroup's epilogue under the other's mainloop) everywhere
         def fit(c):  # the policy and fix-up the heuristic picks for this tile
             return hopper.fit_policy(c, case.m, case.n, case.k, hopper.device_sms())
-        pp = dict(pingpong=True)  # pingpong: the owner fix-up only (fit_policy knows)
+        pp = dict(pingpong=True, sk_reduce="owner")  # pingpong: the owner fix-up only
+        staged = cfg.replace(sk_reduce="owner")  # the heuristic's epilogue
         ideas = {"hopper-pp64x256": fit(pair.replace(**pp, tile_m=64, tile_n=256, stages=5)),
-                 "hopper-pp128x128": fit(pair.replace(**pp, tile_m=128, tile_n=128, stages=6))}
+                 "hopper-pp128x128": fit(pair.replace(**pp, tile_m=128, tile_n=128, stages=6)),
+                 "hopper-pp64x256-staged": fit(staged.replace(**pp, tile_m=64, tile_n=256, stages=4)),
+                 "hopper-pp128x128-staged": fit(staged.replace(**pp, tile_m=128, tile_n=128, stages=6))}
         if case.name not in SQUARES:  # narrower tiles: more of them, fewer rows of A wasted
-            ideas.update({"hopper-n64": fit(cfg.replace(tile_n=64, stages=8)),
-                          "hopper-pp64x128": fit(pair.replace(**pp, tile_m=64, tile_n=128, stages=8)),
-                          "hopper-pp64x64": fit(pair.replace(**pp, tile_m=64, tile_n=64, stages=12))})
+            ideas.update({"hopper-n64": fit(staged.replace(tile_n=64, stages=8)),
+                          "hopper-pp64x128": fit(staged.replace(**pp, tile_m=64, tile_n=128, stages=8)),
+                          "hopper-pp64x64": fit(staged.replace(**pp, tile_m=64, tile_n=64, stages=12))})
         if case.name in SQUARES:  # the other ideas, each alone
             cl_policy = cfg.policy if cfg.policy in hopper.CLUSTER_POLICIES else "static"
             ideas = {"hopper-cluster2": cfg.replace(cluster_m=2, policy=cl_policy), **ideas,

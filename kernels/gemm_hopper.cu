@@ -73,10 +73,10 @@
 #ifndef MGEMM_EPILOGUE
 // DIRECT: one store per element; PAIR: the two adjacent columns a thread holds as one 4-byte
 // (16-bit output) or 8-byte (float32) access wherever the output (and C) is row-major with an
-// even leading dimension and aligned, element-wise elsewhere and at the last odd column; STAGED
-// (cooperative consumers): with beta == 0 and a row-major output whose rows start 16-byte aligned,
-// each consumer warpgroup writes its 64 rows through a 16 KB shared-memory buffer, 256 bytes of
-// each row at a time, and stores them as 16-byte accesses that cover whole rows (PAIR elsewhere).
+// even leading dimension and aligned, element-wise elsewhere and at the last odd column; STAGED:
+// with beta == 0 and a row-major output whose rows start 16-byte aligned, each consumer warpgroup
+// writes its rows, 64 at a time, through its own 16 KB shared-memory buffer, 256 bytes of each row
+// at a time, and stores them as 16-byte accesses that cover whole rows (PAIR elsewhere).
 #define MGEMM_EPILOGUE MGEMM_EPILOGUE_PAIR
 #endif
 #ifndef MGEMM_A_K_MAJOR
@@ -158,7 +158,7 @@ struct Config {
   static constexpr int kEmptyArrivals = (kPingpong ? 128 : kConsumerThreads) / 32 * kClusterM;
   // Named barriers (0 is __syncthreads; 1 is consumer_sync, all 256 consumer threads): pingpong's
   // math turn of warpgroup w is kTurnBar + w (256 threads: w waits, the other arrives); its own
-  // 128-thread barrier (stream-K fix-up) is kWgBar + w, which the cooperative STAGED epilogue uses too.
+  // 128-thread barrier (stream-K fix-up) is kWgBar + w, which the STAGED epilogue uses too.
   static constexpr int kTurnBar = 2, kWgBar = 4;
   static constexpr int kABytes = kTileM * 128, kBBytes = kTileN * 128;
   static constexpr int kStageBytes = kABytes + kBBytes;
@@ -186,7 +186,6 @@ struct Config {
   static_assert(kSmemBytes <= 232448, "more than the 227 KB of shared memory a block may have");
   static_assert(kClusterM == 1 || kClusterM == 2, "CLUSTER_M: 1 or 2");
   static_assert(kKParts >= 1 && kKParts <= 8, "K_PARTS: 1 to 8 (two descriptors each in the kernel parameters)");
-  static_assert(!kStagedEpilogue || !kPingpong, "the STAGED epilogue is for cooperative consumers");
   static_assert(!kSpreadFixUp || !kPingpong, "SK_REDUCE SPREAD: cooperative consumers (other policies split no tile)");
   static_assert(!kStagedEpilogue || kOutPitch % 128 == 0, "staged rows: whole 16-byte pieces, 8 at least");
   static_assert(kClusterM == 1 || (!kPingpong && !kRecord && kTileN >= 128 &&
@@ -535,15 +534,17 @@ __device__ __forceinline__ void store_piece_elem(Out* dst, const uint4& v, int j
     *reinterpret_cast<unsigned*>(dst) = w;
 }
 
-// STAGED: this warpgroup's 64 rows of alpha * acc, kOutCols columns (chunk CH, then the next by
-// recursion: the accumulator indices stay compile-time) at a time, through `buf` (64 x kOutPitch
-// bytes, its own): the pairs a thread holds go to shared memory with the 16-byte pieces of each
+// STAGED: the 64 rows of row block rb (rows 64 rb .. 64 rb + 63 of the tile) that consumer
+// warpgroup wg holds, as alpha * acc, kOutCols columns (chunk CH, then the next by recursion: the
+// accumulator indices stay compile-time) at a time, through `buf` (64 x kOutPitch bytes, the
+// warpgroup's own): the pairs a thread holds go to shared memory with the 16-byte pieces of each
 // row XOR-permuted by the row (r & 7: the 8 rows one store instruction touches land on distinct
 // banks), then each thread stores whole 16-byte pieces, a warp two or more full rows.  The
 // warpgroup's own named barrier (kWgBar + wg) orders the writes and reads of `buf`, including
-// against the previous tile's reads.  Needs beta == 0, D row-major, 16-byte aligned rows.
+// against the previous chunk's, block's or tile's reads.  Needs beta == 0, D row-major, 16-byte
+// aligned rows.  Cooperative: rb == wg; pingpong: wg's tile has kMBlocks row blocks, one at a time.
 template <int CH = 0>
-__device__ __forceinline__ void epilogue_staged(const float (&acc)[kAcc], int wg, Out* D, int M, int N,
+__device__ __forceinline__ void epilogue_staged(const float (&acc)[kAcc], int rb, int wg, Out* D, int M, int N,
                                                 long long ldd_m, int m0, int n0, float a, unsigned char* buf) {
   constexpr int kPieces = Config::kOutPitch / 16, kPer16 = 16 / (int)sizeof(Out);
   constexpr int kFirst = CH * Config::kOutCols / 2, kLast = (CH + 1) * Config::kOutCols / 2;
@@ -563,7 +564,7 @@ __device__ __forceinline__ void epilogue_staged(const float (&acc)[kAcc], int wg
   for (int s = 0; s < 64 * kPieces / 128; ++s) {
     const int piece = t + 128 * s;
     const int r = piece / kPieces, q = piece % kPieces;
-    const int gr = m0 + wg * 64 + r, gc = n0 + CH * Config::kOutCols + q * kPer16;
+    const int gr = m0 + rb * 64 + r, gc = n0 + CH * Config::kOutCols + q * kPer16;
     if (gr >= M || gc >= N) continue;
     const uint4 v = *reinterpret_cast<const uint4*>(buf + r * Config::kOutPitch + ((q ^ (r & 7)) << 4));
     Out* dst = D + gr * ldd_m + gc;
@@ -575,7 +576,7 @@ __device__ __forceinline__ void epilogue_staged(const float (&acc)[kAcc], int wg
         if (gc + j < N) store_piece_elem(dst + j, v, j);
     }
   }
-  if constexpr (CH + 1 < Config::kOutChunks) epilogue_staged<CH + 1>(acc, wg, D, M, N, ldd_m, m0, n0, a, buf);
+  if constexpr (CH + 1 < Config::kOutChunks) epilogue_staged<CH + 1>(acc, rb, wg, D, M, N, ldd_m, m0, n0, a, buf);
 }
 
 __device__ __forceinline__ bool staged_ok(const Out* p, long long ld_m, long long ld_n) {
@@ -586,31 +587,34 @@ __device__ __forceinline__ bool pairs_ok(const Out* p, long long ld_m, long long
   return ld_n == 1 && (ld_m & 1) == 0 && (reinterpret_cast<unsigned long long>(p) % (2 * sizeof(Out))) == 0;
 }
 
-// D = alpha * acc + beta * C on the in-bounds part; C is not read when beta == 0.  `out_stage`:
-// the STAGED epilogue's buffers (both warpgroups'), unused otherwise.
-__device__ __forceinline__ void epilogue(const float (&acc)[kAcc], int wg, const Out* C, Out* D, int M, int N,
+// D = alpha * acc + beta * C on the in-bounds part of row block rb (rows 64 rb .. 64 rb + 63 of
+// the tile at m0, n0); C is not read when beta == 0.  `out_stage`: the STAGED epilogue's buffers
+// (one per consumer warpgroup), unused otherwise; wg: the warpgroup that holds acc (cooperative:
+// rb itself).
+__device__ __forceinline__ void epilogue(const float (&acc)[kAcc], int rb, const Out* C, Out* D, int M, int N,
                                          long long ldc_m, long long ldc_n, long long ldd_m, long long ldd_n,
                                          int m0, int n0, double alpha, double beta,
-                                         unsigned char* out_stage = nullptr) {
+                                         unsigned char* out_stage = nullptr, int wg = -1) {
   if constexpr (Config::kStagedEpilogue) {
     if (beta == 0.0 && staged_ok(D, ldd_m, ldd_n)) {
-      epilogue_staged(acc, wg, D, M, N, ldd_m, m0, n0, (float)alpha, out_stage + wg * 64 * Config::kOutPitch);
+      if (wg < 0) wg = rb;
+      epilogue_staged(acc, rb, wg, D, M, N, ldd_m, m0, n0, (float)alpha, out_stage + wg * 64 * Config::kOutPitch);
       return;
     }
   }
   if constexpr (Config::kPairEpilogue) {
     if (pairs_ok(D, ldd_m, ldd_n) && (beta == 0.0 || pairs_ok(C, ldc_m, ldc_n))) {
       if (beta == 0.0)
-        epilogue_pairs<false>(acc, wg, C, D, M, N, ldc_m, ldd_m, m0, n0, (float)alpha, 0.f);
+        epilogue_pairs<false>(acc, rb, C, D, M, N, ldc_m, ldd_m, m0, n0, (float)alpha, 0.f);
       else
-        epilogue_pairs<true>(acc, wg, C, D, M, N, ldc_m, ldd_m, m0, n0, (float)alpha, (float)beta);
+        epilogue_pairs<true>(acc, rb, C, D, M, N, ldc_m, ldd_m, m0, n0, (float)alpha, (float)beta);
       return;
     }
   }
   if (beta == 0.0)
-    epilogue_loop<false>(acc, wg, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, m0, n0, (float)alpha, 0.f);
+    epilogue_loop<false>(acc, rb, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, m0, n0, (float)alpha, 0.f);
   else
-    epilogue_loop<true>(acc, wg, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, m0, n0, (float)alpha, (float)beta);
+    epilogue_loop<true>(acc, rb, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, m0, n0, (float)alpha, (float)beta);
 }
 
 // Stream-K fix-up, as in gemm_persistent.cu but among the consumer threads only (the producer
@@ -911,6 +915,7 @@ __device__ __forceinline__ void consume_pingpong(unsigned char* ring, Shared& sh
   constexpr int MB = Config::kMBlocks;
   const int wg = threadIdx.x / 128 - 1;
   const Scheduler sched(g, args);  // for stream-K's bookkeeping only; units come from the slots
+  unsigned char* out_stage = ring + Config::kStages * Config::kStageBytes + Config::kSharedBytes;
   RingPos pos;
   for (int u = 0;; ++u) {
     const WorkUnit w = take_unit(sh, u);
@@ -936,7 +941,7 @@ __device__ __forceinline__ void consume_pingpong(unsigned char* ring, Shared& sh
 #pragma unroll
     for (int j = 0; j < MB; ++j)
       epilogue(acc[j], j, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, w.row * Config::kTileM, w.col * Config::kTileN,
-               alpha, beta);
+               alpha, beta, out_stage, wg);
   }
 }
 

@@ -156,9 +156,9 @@ class HopperConfig(RenderedConfig):
     a_k_major: bool = True  # False: A column-major (M contiguous; 16-bit inputs only)
     b_k_major: bool = True  # False: B row-major (N contiguous; 16-bit inputs only)
     # "pair": two adjacent columns per store where aligned; "direct": one element per store;
-    # "staged" (cooperative only): with beta == 0 and 16-byte aligned output rows, each consumer
-    # warpgroup's rows go through a 16 KB shared-memory buffer and out as 16-byte stores of whole
-    # rows ("pair" elsewhere)
+    # "staged": with beta == 0 and 16-byte aligned output rows, each consumer warpgroup's rows go
+    # through its own 16 KB shared-memory buffer and out as 16-byte stores of whole rows ("pair"
+    # elsewhere)
     epilogue: str = "pair"
     # False (cooperative): both consumer warpgroups on every 128-row tile.  True (pingpong): each
     # owns whole tile_m x tile_n tiles in turn, one's epilogue under the other's mainloop.
@@ -214,8 +214,6 @@ class HopperConfig(RenderedConfig):
             raise ValueError(f"raster must be 'm' or 'n', got {self.raster!r}")
         if self.epilogue not in EPILOGUES:
             raise ValueError(f"epilogue must be one of {EPILOGUES}, got {self.epilogue!r}")
-        if self.epilogue == "staged" and self.pingpong:
-            raise ValueError("epilogue='staged' is for cooperative consumers, not pingpong")
         if self.sk_reduce not in SK_REDUCES:
             raise ValueError(f"sk_reduce must be one of {SK_REDUCES}, got {self.sk_reduce!r}")
         if self.sk_reduce == "spread" and self.pingpong:

@@ -365,6 +365,11 @@ def test_transpose_kernel_compiles_without_spills(tmp_path):
                                  # (a config the heuristic's with another policy becomes)
                                  HopperConfig(input="float16", tile_n=128, stages=6, epilogue="staged",
                                               policy="static", sk_reduce="spread"),
+                                 # pingpong with the staged epilogue: each warpgroup's own buffer
+                                 HopperConfig(input="float16", tile_n=256, stages=4, pingpong=True, tile_m=64,
+                                              epilogue="staged", b_k_major=False, policy="streamk"),
+                                 HopperConfig(input="tf32", tile_n=128, stages=4, pingpong=True, tile_m=128,
+                                              epilogue="staged", output="float32"),
                                  # K in parts (a block task's chunks), with stream-K and clusters
                                  HopperConfig(input="float16", tile_n=256, stages=4, epilogue="staged",
                                               b_k_major=False, k_parts=4),
@@ -741,17 +746,21 @@ def test_pair_epilogue_equals_direct_and_falls_back(kind, out_dtype):
 
 @pytest.mark.gpu
 @needs_sm90
-@pytest.mark.parametrize("kind,out_dtype,tile_n,policy", [("bfloat16", None, 256, "static"),
-                                                          ("float16", None, 128, "streamk"),
-                                                          ("float16", "float32", 64, "dynamic"),
-                                                          ("tf32", None, 128, "static"),
-                                                          ("bfloat16", None, 256, "streamk")])
-def test_staged_epilogue_equals_direct_and_falls_back(kind, out_dtype, tile_n, policy):
+@pytest.mark.parametrize("kind,out_dtype,tile_n,policy,pp_tile_m", [("bfloat16", None, 256, "static", 0),
+                                                                    ("float16", None, 128, "streamk", 0),
+                                                                    ("float16", "float32", 64, "dynamic", 0),
+                                                                    ("tf32", None, 128, "static", 0),
+                                                                    ("bfloat16", None, 256, "streamk", 0),
+                                                                    ("bfloat16", None, 256, "static", 64),
+                                                                    ("float16", "float32", 128, "streamk", 128),
+                                                                    ("float16", None, 64, "dynamic", 64)])
+def test_staged_epilogue_equals_direct_and_falls_back(kind, out_dtype, tile_n, policy, pp_tile_m):
     """The staged epilogue (16-byte stores through shared memory) writes the bits the element-wise
     one does, on edge tiles of a 261 x 333 result: into a row-major output whose rows are 16-byte
     aligned (the staged path; the padding columns beyond N stay untouched) and, falling back to
     the paired stores, into one with an odd leading dimension, one starting an element off and a
-    column-major one; and with beta != 0 (C is read: the paired path)."""
+    column-major one; and with beta != 0 (C is read: the paired path).  ``pp_tile_m`` > 0: pingpong
+    consumers with tiles of that many rows (each warpgroup stages its own tile's row blocks)."""
     rng = np.random.default_rng(11)
     a, _ = rand_operand((261, 300), kind, rng)
     b, _ = rand_operand((300, 333), kind, rng)
@@ -769,6 +778,8 @@ def test_staged_epilogue_equals_direct_and_falls_back(kind, out_dtype, tile_n, p
             outs = []
             for epi in ("staged", "direct"):
                 cfg = HopperConfig(input=kind, output=res, tile_n=tile_n, policy=policy, epilogue=epi)
+                if pp_tile_m:
+                    cfg = cfg.replace(pingpong=True, tile_m=pp_tile_m)
                 out = make()
                 hopper.gemm(a, b, c, alpha=0.75, beta=beta, out=out, config=cfg, as_dtype=as_dtype,
                             allow_tf32=kind == "tf32")
