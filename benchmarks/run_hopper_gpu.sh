@@ -14,7 +14,8 @@
 # per tile, 64x256 s5 / 128x128 s6, the paired stores) and "hopper-pp64x256-staged" (s4) /
 # "hopper-pp128x128-staged" (s6) with the staged epilogue, on the skewed shapes also "hopper-n64"
 # (128x64 s8), "hopper-pp64x128" (s8) and "hopper-pp64x64" (s12), staged, each with the policy
-# and fix-up `hopper.fit_policy` picks for its tile; at the squares "hopper-regs24" (setmaxnreg
+# and fix-up `hopper.fit_policy` picks for its tile, and where the heuristic's policy is stream-K
+# "hopper-sms66" / "hopper-sms99" (its config on that many CTAs); at the squares "hopper-regs24" (setmaxnreg
 # 24/240); then
 # "hopper-direct" (element-wise epilogue), the other policy (static <-> streamk), and at the squares
 # "hopper-g16" and "hopper-s3"; everywhere "hopper-n128" / "hopper-n256" (the other tile width, with
@@ -29,6 +30,7 @@
 #   ONLY=hopper,hopper-pair ...                   # time only these implementations (and cuBLAS)
 #   SKEWED_ONLY=1 ...                             # only the six skewed shapes (no squares, no tf32)
 #   DTYPES=float16 ...                            # only these 16-bit dtypes (default both)
+#   SHAPES=8192x64x8192,32x8192x8192 ...          # more cases (MxNxK), after the others
 #   BUILD=none ...                                # skip the nvcc build and SASS report
 # The timeouts (build in parallel; TEST_TIMEOUT 270 s, BENCH_TIMEOUT 210 s) keep one call under
 # the device's 600 s.
@@ -108,6 +110,8 @@ out_dir = Path(sys.argv[1])
 CASES = [h.Case("square4096", 4096, 4096, 4096), h.Case("square8192", 8192, 8192, 8192)] + h.SKEWED
 if os.environ.get("SKEWED_ONLY"):  # the six skewed shapes alone, no tf32
     CASES = h.SKEWED
+for shape in filter(None, os.environ.get("SHAPES", "").split(",")):  # more shapes, e.g. 8192x64x8192
+    CASES.append(h.Case(shape, *map(int, shape.split("x"))))
 REPS = 10
 rng = np.random.default_rng(0)
 props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
@@ -192,6 +196,11 @@ for dtype in os.environ.get("DTYPES", "bfloat16,float16").split(","):
                      "hopper-regs24": cfg.replace(producer_regs=24, consumer_regs=240)}
         for name, c in ideas.items():
             impls[name] = (c, str(c.replace(b_k_major=False)), b)
+        sms_cap = {}  # stream-K over fewer CTAs: longer ranges, fewer partials to add
+        if cfg.policy == "streamk" and case.name not in SQUARES:
+            for cap in (66, 99):
+                impls[f"hopper-sms{cap}"] = (cfg, f"{cfg.replace(b_k_major=False)} sms={cap}", b)
+                sms_cap[f"hopper-sms{cap}"] = cap
         # the other tile width, its policy and fix-up chosen by the heuristic for it
         alt = hopper.choose_config(case.m, case.n, case.k, dtype, hopper.device_sms(),
                                    tile_n=128 if cfg.tile_n == 256 else 256)
@@ -216,7 +225,8 @@ for dtype in os.environ.get("DTYPES", "bfloat16,float16").split(","):
             if c is None:
                 fn = h.cublas_fn(a, b, dtype, out)
             else:
-                fn = (lambda c=c, bb=bb, out=out: hopper.gemm(a, bb, out=out, config=c, as_dtype=as_dtype))
+                fn = (lambda c=c, bb=bb, out=out, sms=sms_cap.get(name):
+                      hopper.gemm(a, bb, out=out, config=c, as_dtype=as_dtype, sms=sms))
             entries[name] = (label, fn, out)
         run_case(case, dtype, entries, a, b)
         del entries

@@ -4,7 +4,7 @@
 #   1. the six skewed shapes timed beside cuBLAS, in turns (benchmarks/run_hopper_gpu.sh with
 #      SKEWED_ONLY unless SQUARES=1, no build): the heuristic's tile beside others (ONLY, DTYPES);
 #   2. Nsight Compute (clocks left alone) on the heuristic's kernel and on cuBLAS for three shapes
-#      (SHAPES; NCU=cublas: cuBLAS only): duration, DRAM and SM throughput, L2 hit rate, grid.
+#      (NCU_SHAPES; NCU=cublas: cuBLAS only, NCU=none: no ncu): duration, DRAM and SM throughput, L2 hit rate, grid.
 #   bash benchmarks/run_skewed_study.sh      (results under $OUT)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -28,7 +28,8 @@ TESTS=none BUILD=none SKEWED_ONLY=$skewed DTYPES=${DTYPES:-float16} \
 echo "== 2. ncu ($(left) s left)"
 SECTIONS="--section SpeedOfLight --section MemoryWorkloadAnalysis --section LaunchStats"
 KEEP='^\s+(Duration|DRAM Throughput|Memory Throughput|Compute \(SM\) Throughput|L2 Hit Rate|Grid Size|Block Size|Registers Per Thread)\b'
-for shape in ${SHAPES:-256x256x65536 64x8192x8192 8192x8192x256}; do
+for shape in ${NCU_SHAPES:-256x256x65536 64x8192x8192 8192x8192x256}; do
+  [ "${NCU:-}" = none ] && break
   [ "$(left)" -lt 40 ] && { echo "skip ncu $shape: time"; continue; }
   IFS=x read -r m n k <<<"$shape"
   [ "${NCU:-}" = cublas ] || timeout 60 ncu --clock-control none -k regex:mgemm_gemm_hopper --launch-skip 2 --launch-count 1 $SECTIONS \

@@ -135,6 +135,9 @@ LAUNCH_REGS = 168  # what ptxas gives each of the 384 threads under __launch_bou
 # Tiles the heuristic chooses among, (tile_n, stages), largest first; all run one CTA per SM.
 # The CI compile script (.ci/compile-kernels.sh) builds these.
 TILE_CHOICES = [(256, 4), (128, 6)]
+# Products of at most 64 rows: pingpong consumers on 64 x 64 tiles, 12 stages (no rows of A loaded
+# and multiplied as zeros, as many tiles as 64-wide columns of N; see choose_config).
+THIN_TILE = (64, 64, 12)  # (tile_m, tile_n, stages)
 SHORT_K = 8  # K of at most this many 64-wide steps is short (see choose_config)
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
@@ -342,14 +345,29 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     8192x8192x256 (two runs); the wide one wins at 4096³ and 8192³.  ``tile_n`` fixes the tile
     width (one of ``TILE_CHOICES``); the policy and fix-up are then chosen for it.
 
+    At most 64 rows (``m <= 64``), unless ``tile_n`` is given: ``THIN_TILE``, pingpong consumers on
+    64 x 64 tiles, where a 128-row tile would load and multiply as many zero rows as real ones
+    and split fewer, wider tiles over the SMs.  On the H200, 64x8192x8192 float16 ran at 0.94 of
+    cuBLAS this way against 0.70 for the 128x128 stream-K tile (RESULTS.md, eleventh session).
+    Not where stream-K would split each 64 x 64 tile four or more ways (few columns, long K):
+    the pingpong consumers have only the owner fix-up, and the cooperative tile's "spread" one
+    is taken there.
+
     >>> choose_config(8192, 8192, 8192, "bfloat16", 132).tile_n
     256
-    >>> choose_config(64, 8192, 8192, "float16", 132).policy
-    'streamk'
+    >>> cfg = choose_config(64, 8192, 8192, "float16", 132)
+    >>> (cfg.tile_m, cfg.tile_n, cfg.pingpong, cfg.policy)
+    (64, 64, True, 'static')
     """
     kind = input_kind(dtype, allow_tf32)
     if tile_n is not None and tile_n not in dict(TILE_CHOICES):
         raise ValueError(f"tile_n must be one of {[t for t, _ in TILE_CHOICES]}, got {tile_n}")
+    if tile_n is None and m <= THIN_TILE[0]:
+        tm, tn, st = THIN_TILE
+        thin = fit_policy(HopperConfig(input=kind, tile_m=tm, tile_n=tn, stages=st, pingpong=True,
+                                       epilogue="staged"), m, n, k, sms, shared=shared)
+        if not (thin.policy == "streamk" and sms >= 4 * -(-n // tn)):
+            return thin
     if tile_n is None:
         wide_tiles = -(-m // TILE_M) * -(-n // TILE_CHOICES[0][0])
         if wide_tiles < sms or -(-k // 64) <= SHORT_K:

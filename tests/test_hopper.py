@@ -185,11 +185,10 @@ def test_heuristic_is_deterministic_and_sensible():
     big = hopper.choose_config(8192, 8192, 8192, "bfloat16", 132)
     assert big == hopper.choose_config(8192, 8192, 8192, "bfloat16", 132)
     assert (big.tile_n, big.policy) == (256, "static")
-    assert hopper.choose_config(64, 8192, 8192, "float16", 132).policy == "streamk"
     assert hopper.choose_config(256, 256, 65536, "bfloat16", 132).policy == "streamk"
     # tiles split four or more ways (4 tiles on 132 SMs) spread the fix-up; two or three: owner
     assert hopper.choose_config(256, 256, 65536, "bfloat16", 132).sk_reduce == "spread"
-    assert hopper.choose_config(64, 8192, 8192, "float16", 132).sk_reduce == "owner"
+    assert hopper.choose_config(1024, 2112, 8192, "float16", 132).sk_reduce == "owner"
     assert hopper.choose_config(896, 2432, 8192, "float16", 132).sk_reduce == "owner"
     assert hopper.choose_config(8192, 8192, 8192, "float16", 132).sk_reduce == "owner"
     assert hopper.choose_config(1000, 1000, 64, "float16", 132).policy == "static"  # short K
@@ -211,6 +210,9 @@ def test_heuristic_streamk_only_when_last_wave_is_poor(m, n, k):
     if cfg.policy == "streamk":
         assert tiles % 132 and k_iters >= 4
         assert tiles < 132 or tiles % 132 < 66
+    if m <= 64:  # the thin tile (see test_heuristic_thin_products)
+        assert (cfg.tile_m, cfg.tile_n, cfg.pingpong) == (64, 64, True)
+        return
     # The narrow tile is taken when the wide tiles do not fill one wave, when K is short, or
     # when it needs fewer SM-time units; the wide one otherwise.
     wide_tiles = -(-m // 128) * -(-n // 256)
@@ -223,13 +225,33 @@ def test_heuristic_streamk_only_when_last_wave_is_poor(m, n, k):
 def test_heuristic_tile_on_the_measured_shapes():
     """The tile widths measured faster on the H200 (benchmarks/RESULTS.md, fifth session)."""
     for shape in [(896, 2432, 8192), (1024, 2112, 8192), (8192, 8192, 256), (1408, 1536, 16384),
-                  (256, 256, 65536), (64, 8192, 8192)]:
+                  (256, 256, 65536)]:
         assert hopper.choose_config(*shape, "float16", 132).tile_n == 128, shape
     for shape in [(4096, 4096, 4096), (8192, 8192, 8192)]:
         assert hopper.choose_config(*shape, "bfloat16", 132).tile_n == 256, shape
     assert hopper.choose_config(896, 2432, 8192, "float16", 132, tile_n=256).tile_n == 256
     with pytest.raises(ValueError):
         hopper.choose_config(896, 2432, 8192, "float16", 132, tile_n=64)
+
+
+@pytest.mark.parametrize("dtype,allow_tf32", [("float16", False), ("bfloat16", False), ("float32", True)])
+def test_heuristic_thin_products(dtype, allow_tf32):
+    """At most 64 rows: pingpong consumers on 64 x 64 tiles (64x8192x8192 float16: 0.94 of cuBLAS
+    against 0.70 for the 128-row stream-K tile on the H200), with the policy fit_policy picks;
+    but the cooperative tile and its spread fix-up where stream-K would split each thin tile four
+    or more ways; and an explicit tile_n keeps the cooperative tiles."""
+    def choose(*shape, **kw):
+        return hopper.choose_config(*shape, dtype, 132, allow_tf32=allow_tf32, **kw)
+    cfg = choose(64, 8192, 8192)
+    assert (cfg.tile_m, cfg.tile_n, cfg.stages, cfg.pingpong) == (64, 64, 12, True)
+    assert (cfg.policy, cfg.sk_reduce, cfg.epilogue) == ("static", "owner", "staged")
+    assert cfg.smem_bytes <= hopper.SMEM_LIMIT
+    assert choose(1, 100000, 512).pingpong and choose(33, 4096, 4096).policy == "streamk"
+    assert choose(64, 8192, 8192, shared=True).policy == "dynamic"
+    wide = choose(64, 256, 65536)  # 4 thin tiles over 132 SMs: each split 33 ways
+    assert not wide.pingpong and wide.sk_reduce == "spread"
+    assert not choose(65, 8192, 8192).pingpong
+    assert not choose(64, 8192, 8192, tile_n=128).pingpong
 
 
 def test_plan_launch_pingpong_uses_its_tile_rows():
