@@ -468,6 +468,23 @@ SHAPES = [(1, 1, 1), (257, 263, 129), (1, 300, 77), (300, 1, 45), (2000, 9, 64),
 
 @pytest.mark.gpu
 @needs_sm90
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("m,n,k,trans_a,trans_b,beta", [(64, 8192, 1024, False, False, 0.0),
+                                                        (1, 3000, 700, True, False, 0.0),
+                                                        (37, 4100, 2050, False, True, 0.5),
+                                                        (64, 64 * 140, 300, True, True, 0.0),
+                                                        (50, 2200, 8192, False, False, 0.0)])
+def test_thin_products_on_the_heuristic_config(kind, m, n, k, trans_a, trans_b, beta):
+    """Products of at most 64 rows on the config the heuristic picks (THIN_TILE, pingpong 64 x 64,
+    static or stream-K by the tile count), every operand layout, the staged and paired epilogues."""
+    cfg = hopper.choose_config(m, n, k, "float32" if kind == "tf32" else kind, hopper.device_sms(),
+                               allow_tf32=kind == "tf32")
+    assert cfg.pingpong and cfg.tile_m == 64
+    _check(m, n, k, kind, None, trans_a=trans_a, trans_b=trans_b, beta=beta, alpha=0.5, seed=m + n)
+
+
+@pytest.mark.gpu
+@needs_sm90
 @pytest.mark.parametrize("policy", schedule.POLICIES)
 @pytest.mark.parametrize("tile_n,stages", [(128, 4), (256, 4), (64, 2)])
 @pytest.mark.parametrize("kind", KINDS)
