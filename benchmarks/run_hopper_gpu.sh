@@ -174,7 +174,7 @@ for dtype in os.environ.get("DTYPES", "bfloat16,float16").split(","):
         impls["hopper-Bcol"] = (cfg, str(cfg), bt.T)
         pair = cfg.replace(epilogue="pair")  # the ladder step before the staged epilogue
         impls["hopper-pair"] = (pair, str(pair.replace(b_k_major=False)), b)
-        if cfg.policy == "streamk":  # the other stream-K fix-up
+        if cfg.policy == "streamk" and not cfg.pingpong:  # the other stream-K fix-up (cooperative)
             other_fix = cfg.replace(sk_reduce="owner" if cfg.sk_reduce == "spread" else "spread")
             impls[f"hopper-{other_fix.sk_reduce}"] = (other_fix, str(other_fix.replace(b_k_major=False)), b)
         # pingpong consumers (one warpgroup's epilogue under the other's mainloop) everywhere
@@ -187,7 +187,7 @@ for dtype in os.environ.get("DTYPES", "bfloat16,float16").split(","):
                  "hopper-pp64x256-staged": fit(staged.replace(**pp, tile_m=64, tile_n=256, stages=4)),
                  "hopper-pp128x128-staged": fit(staged.replace(**pp, tile_m=128, tile_n=128, stages=6))}
         if case.name not in SQUARES:  # narrower tiles: more of them, fewer rows of A wasted
-            ideas.update({"hopper-n64": fit(staged.replace(tile_n=64, stages=8)),
+            ideas.update({"hopper-n64": fit(staged.replace(pingpong=False, tile_m=128, tile_n=64, stages=8)),
                           "hopper-pp64x128": fit(staged.replace(**pp, tile_m=64, tile_n=128, stages=8)),
                           "hopper-pp64x64": fit(staged.replace(**pp, tile_m=64, tile_n=64, stages=12))})
         if case.name in SQUARES:  # the other ideas, each alone
