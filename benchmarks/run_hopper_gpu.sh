@@ -18,7 +18,7 @@
 # "hopper-sms66" / "hopper-sms99" (its config on that many CTAs); at the squares "hopper-regs24" (setmaxnreg
 # 24/240); then
 # "hopper-direct" (element-wise epilogue), the other policy (static <-> streamk), and at the squares
-# "hopper-g16" and "hopper-s3"; everywhere "hopper-n128" / "hopper-n256" (the other tile width, with
+# "hopper-g16" and "hopper-s3"; everywhere "hopper-n128" / "hopper-n256" (the other cooperative tile width, with
 # the policy and fix-up the heuristic picks for it); then tf32 at 8192³ beside torch.matmul
 # with TF32 allowed (cuBLAS-TF32), B row-major (copied for the kernel) and B column-major ("-Bcol",
 # read in place; cuBLAS on the same operands).
@@ -203,7 +203,7 @@ for dtype in os.environ.get("DTYPES", "bfloat16,float16").split(","):
                 sms_cap[f"hopper-sms{cap}"] = cap
         # the other tile width, its policy and fix-up chosen by the heuristic for it
         alt = hopper.choose_config(case.m, case.n, case.k, dtype, hopper.device_sms(),
-                                   tile_n=128 if cfg.tile_n == 256 else 256)
+                                   tile_n=256 if cfg.tile_n == 128 else 128)
         impls[f"hopper-n{alt.tile_n}"] = (alt, str(alt.replace(b_k_major=False)), b)
         impls["hopper-direct"] = (cfg.replace(epilogue="direct"), str(cfg.replace(epilogue="direct", b_k_major=False)), b)
         other = "streamk" if cfg.policy == "static" else "static"
