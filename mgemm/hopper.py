@@ -135,8 +135,8 @@ LAUNCH_REGS = 168  # what ptxas gives each of the 384 threads under __launch_bou
 # Tiles the heuristic chooses among, (tile_n, stages), largest first; all run one CTA per SM.
 # The CI compile script (.ci/compile-kernels.sh) builds these.
 TILE_CHOICES = [(256, 4), (128, 6)]
-# Products of at most 64 rows: pingpong consumers on 64 x 64 tiles, 12 stages (no rows of A loaded
-# and multiplied as zeros, as many tiles as 64-wide columns of N; see choose_config).
+# Products of at most 64 rows or columns: pingpong consumers on 64 x 64 tiles, 12 stages (no rows of
+# A or columns of B loaded and multiplied as zeros, and more tiles to share out; see choose_config).
 THIN_TILE = (64, 64, 12)  # (tile_m, tile_n, stages)
 SHORT_K = 8  # K of at most this many 64-wide steps is short (see choose_config)
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
@@ -345,13 +345,15 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     8192x8192x256 (two runs); the wide one wins at 4096³ and 8192³.  ``tile_n`` fixes the tile
     width (one of ``TILE_CHOICES``); the policy and fix-up are then chosen for it.
 
-    At most 64 rows (``m <= 64``), unless ``tile_n`` is given: ``THIN_TILE``, pingpong consumers on
-    64 x 64 tiles, where a 128-row tile would load and multiply as many zero rows as real ones
-    and split fewer, wider tiles over the SMs.  On the H200, 64x8192x8192 float16 ran at 0.94 of
-    cuBLAS this way against 0.70 for the 128x128 stream-K tile (RESULTS.md, eleventh session).
-    Not where stream-K would split each 64 x 64 tile four or more ways (few columns, long K):
-    the pingpong consumers have only the owner fix-up, and the cooperative tile's "spread" one
-    is taken there.
+    At most 64 rows or 64 columns (``min(m, n) <= 64``), unless ``tile_n`` is given:
+    ``THIN_TILE``, pingpong consumers on 64 x 64 tiles, where a 128 x 128 tile would load and
+    multiply as many zeros as real rows (or columns) and split fewer tiles over the SMs.  On the
+    H200 (RESULTS.md, eleventh session) this ran at 0.93-0.99 of cuBLAS on 64x8192x8192 against
+    0.74-0.75 for the 128x128 stream-K tile, and ahead of it on every thin shape measured
+    (8192x64x8192, 32x8192x8192, 16x8192x16384, 64x16384x4096, 48x4096x16384, 64x2048x8192).
+    Not where stream-K would split each thin tile eight or more ways (few tiles, long K): the
+    pingpong consumers have only the owner fix-up, and the cooperative tile's "spread" one is
+    taken there (256x256x65536: 0.61-0.62 against 0.51-0.53 for 64 x 64 tiles split 8 ways).
 
     >>> choose_config(8192, 8192, 8192, "bfloat16", 132).tile_n
     256
@@ -362,11 +364,11 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     kind = input_kind(dtype, allow_tf32)
     if tile_n is not None and tile_n not in dict(TILE_CHOICES):
         raise ValueError(f"tile_n must be one of {[t for t, _ in TILE_CHOICES]}, got {tile_n}")
-    if tile_n is None and m <= THIN_TILE[0]:
-        tm, tn, st = THIN_TILE
+    tm, tn, st = THIN_TILE
+    if tile_n is None and min(m, n) <= tm:
         thin = fit_policy(HopperConfig(input=kind, tile_m=tm, tile_n=tn, stages=st, pingpong=True,
                                        epilogue="staged"), m, n, k, sms, shared=shared)
-        if not (thin.policy == "streamk" and sms >= 4 * -(-n // tn)):
+        if not (thin.policy == "streamk" and sms >= 8 * -(-m // tm) * -(-n // tn)):
             return thin
     if tile_n is None:
         wide_tiles = -(-m // TILE_M) * -(-n // TILE_CHOICES[0][0])

@@ -210,7 +210,7 @@ def test_heuristic_streamk_only_when_last_wave_is_poor(m, n, k):
     if cfg.policy == "streamk":
         assert tiles % 132 and k_iters >= 4
         assert tiles < 132 or tiles % 132 < 66
-    if m <= 64:  # the thin tile (see test_heuristic_thin_products)
+    if min(m, n) <= 64:  # the thin tile (see test_heuristic_thin_products)
         assert (cfg.tile_m, cfg.tile_n, cfg.pingpong) == (64, 64, True)
         return
     # The narrow tile is taken when the wide tiles do not fill one wave, when K is short, or
@@ -236,10 +236,10 @@ def test_heuristic_tile_on_the_measured_shapes():
 
 @pytest.mark.parametrize("dtype,allow_tf32", [("float16", False), ("bfloat16", False), ("float32", True)])
 def test_heuristic_thin_products(dtype, allow_tf32):
-    """At most 64 rows: pingpong consumers on 64 x 64 tiles (64x8192x8192 float16: 0.94 of cuBLAS
-    against 0.70 for the 128-row stream-K tile on the H200), with the policy fit_policy picks;
-    but the cooperative tile and its spread fix-up where stream-K would split each thin tile four
-    or more ways; and an explicit tile_n keeps the cooperative tiles."""
+    """At most 64 rows or columns: pingpong consumers on 64 x 64 tiles (64x8192x8192: 0.93-0.99 of
+    cuBLAS against 0.74-0.75 for the 128x128 stream-K tile on the H200), with the policy
+    fit_policy picks; but the cooperative tile and its spread fix-up where stream-K would split
+    each thin tile eight or more ways; and an explicit tile_n keeps the cooperative tiles."""
     def choose(*shape, **kw):
         return hopper.choose_config(*shape, dtype, 132, allow_tf32=allow_tf32, **kw)
     cfg = choose(64, 8192, 8192)
@@ -250,7 +250,12 @@ def test_heuristic_thin_products(dtype, allow_tf32):
     assert choose(64, 8192, 8192, shared=True).policy == "dynamic"
     wide = choose(64, 256, 65536)  # 4 thin tiles over 132 SMs: each split 33 ways
     assert not wide.pingpong and wide.sk_reduce == "spread"
+    assert choose(64, 2048, 8192).pingpong  # 32 thin tiles: split about 4 ways, still thin
+    assert not choose(64, 1024, 8192).pingpong  # 16: split 8 ways
     assert not choose(65, 8192, 8192).pingpong
+    cols = choose(8192, 64, 8192)  # at most 64 columns: thin too
+    assert (cols.tile_m, cols.tile_n, cols.pingpong, cols.policy) == (64, 64, True, "static")
+    assert choose(8192, 1, 8192).pingpong and not choose(8192, 65, 8192).pingpong
     assert not choose(64, 8192, 8192, tile_n=128).pingpong
 
 
@@ -473,10 +478,13 @@ SHAPES = [(1, 1, 1), (257, 263, 129), (1, 300, 77), (300, 1, 45), (2000, 9, 64),
                                                         (1, 3000, 700, True, False, 0.0),
                                                         (37, 4100, 2050, False, True, 0.5),
                                                         (64, 64 * 140, 300, True, True, 0.0),
-                                                        (50, 2200, 8192, False, False, 0.0)])
+                                                        (50, 2200, 8192, False, False, 0.0),
+                                                        (3000, 40, 900, True, True, 0.0),
+                                                        (8192, 64, 1000, False, True, 0.0)])
 def test_thin_products_on_the_heuristic_config(kind, m, n, k, trans_a, trans_b, beta):
-    """Products of at most 64 rows on the config the heuristic picks (THIN_TILE, pingpong 64 x 64,
-    static or stream-K by the tile count), every operand layout, the staged and paired epilogues."""
+    """Products of at most 64 rows or columns on the config the heuristic picks (THIN_TILE, pingpong
+    64 x 64, static or stream-K by the tile count), every operand layout, the staged and paired
+    epilogues."""
     cfg = hopper.choose_config(m, n, k, "float32" if kind == "tf32" else kind, hopper.device_sms(),
                                allow_tf32=kind == "tf32")
     assert cfg.pingpong and cfg.tile_m == 64
