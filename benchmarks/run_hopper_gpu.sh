@@ -15,7 +15,8 @@
 # "hopper-pp128x128-staged" (s6) with the staged epilogue, on the skewed shapes also "hopper-n64"
 # (128x64 s8), "hopper-pp64x128" (s8) and "hopper-pp64x64" (s12), staged, each with the policy
 # and fix-up `hopper.fit_policy` picks for its tile, and where the heuristic's policy is stream-K
-# "hopper-sms66" / "hopper-sms99" (its config on that many CTAs); at the squares "hopper-regs24" (setmaxnreg
+# "hopper-sms66" / "hopper-sms99" (its config on that many CTAs) and "hopper-memset" (a memset of
+# the flags' size before each launch, as when the flags were zeroed per launch); at the squares "hopper-regs24" (setmaxnreg
 # 24/240); then
 # "hopper-direct" (element-wise epilogue), the other policy (static <-> streamk), and at the squares
 # "hopper-g16" and "hopper-s3"; everywhere "hopper-n128" / "hopper-n256" (the other cooperative tile width, with
@@ -161,6 +162,7 @@ ONLY = [n for n in os.environ.get("ONLY", "").split(",") if n]  # e.g. ONLY=hopp
 # few seconds), so the summary below is printed well inside BENCH_TIMEOUT.
 BUDGET = float(os.environ.get("BENCH_BUDGET", "150"))
 T0 = time.time()
+MEMSET = cp.zeros(1 + 2 * 132, dtype=cp.int32)  # "hopper-memset": the flags' memset before epochs
 ESSENTIAL = ("cuBLAS", "cuBLAS-TF32", "hopper", "hopper-Bcol", "hopper-pair")
 for dtype in os.environ.get("DTYPES", "bfloat16,float16").split(","):
     as_dtype = "bfloat16" if dtype == "bfloat16" else None
@@ -197,6 +199,8 @@ for dtype in os.environ.get("DTYPES", "bfloat16,float16").split(","):
         for name, c in ideas.items():
             impls[name] = (c, str(c.replace(b_k_major=False)), b)
         sms_cap = {}  # stream-K over fewer CTAs: longer ranges, fewer partials to add
+        if cfg.policy == "streamk":  # the flags zeroed by a memset before each launch, as before epochs
+            impls["hopper-memset"] = (cfg, f"{cfg.replace(b_k_major=False)} + memset", b)
         if cfg.policy == "streamk" and case.name not in SQUARES:
             for cap in (66, 99):
                 impls[f"hopper-sms{cap}"] = (cfg, f"{cfg.replace(b_k_major=False)} sms={cap}", b)
@@ -227,6 +231,9 @@ for dtype in os.environ.get("DTYPES", "bfloat16,float16").split(","):
             else:
                 fn = (lambda c=c, bb=bb, out=out, sms=sms_cap.get(name):
                       hopper.gemm(a, bb, out=out, config=c, as_dtype=as_dtype, sms=sms))
+                if name == "hopper-memset":
+                    fn = (lambda fn=fn: (cp.cuda.runtime.memsetAsync(MEMSET.data.ptr, 0, MEMSET.nbytes,
+                                                                     cp.cuda.get_current_stream().ptr), fn()))
             entries[name] = (label, fn, out)
         run_case(case, dtype, entries, a, b)
         del entries

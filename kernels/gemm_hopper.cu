@@ -617,9 +617,17 @@ __device__ __forceinline__ void epilogue(const float (&acc)[kAcc], int rb, const
     epilogue_loop<true>(acc, rb, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, m0, n0, (float)alpha, (float)beta);
 }
 
+// The stream-K flags of a launch: a slot's partial is complete when its flag holds this launch's
+// epoch.  The launcher passes a new epoch for every launch on the same flags, so flags left by
+// earlier launches (smaller epochs) never read as complete and need no zeroing in between.
+struct SkFlags {
+  int* p;
+  int epoch;
+};
+
 // Stream-K fix-up, as in gemm_persistent.cu but among the consumer threads only (the producer
 // never waits for it).  Slot `cta` holds [acc index][consumer thread]; flags[cta] says it is full.
-__device__ __forceinline__ void store_partial(const float (&acc)[kAcc], float* ws, int* flags,
+__device__ __forceinline__ void store_partial(const float (&acc)[kAcc], float* ws, const SkFlags& flags,
                                               int slot_id = blockIdx.x) {
   constexpr int T = Config::kConsumerThreads;
   const int t = threadIdx.x - 128;
@@ -628,14 +636,14 @@ __device__ __forceinline__ void store_partial(const float (&acc)[kAcc], float* w
   for (int i = 0; i < kAcc; ++i) slot[i * T + t] = acc[i];
   __threadfence();
   consumer_sync<T>();
-  if (t == 0) flag_release(flags + slot_id);
+  if (t == 0) flag_release(flags.p + slot_id, flags.epoch);
 }
 
-__device__ __forceinline__ void add_partial(float (&acc)[kAcc], const float* ws, const int* flags, int cta) {
+__device__ __forceinline__ void add_partial(float (&acc)[kAcc], const float* ws, const SkFlags& flags, int cta) {
   constexpr int T = Config::kConsumerThreads;
   const int t = threadIdx.x - 128;
   if (t == 0)
-    while (flag_acquire(flags + cta) == 0) {
+    while (flag_acquire(flags.p + cta) != flags.epoch) {
     }
   consumer_sync<T>();
   const float* slot = ws + (long long)cta * kAcc * T;
@@ -647,7 +655,7 @@ __device__ __forceinline__ void add_partial(float (&acc)[kAcc], const float* ws,
 // bitwise reproducible), exactly as gemm_persistent.cu's fix_up.
 template <class S>
 __device__ __forceinline__ void fix_up(const S& sched, const WorkUnit& w, float (&acc)[kAcc], const float* ws,
-                                       const int* flags) {
+                                       const SkFlags& flags) {
   const long long start = sched.tile_start(w);
   for (int c = (int)blockIdx.x - 1; c >= 0; --c) {
     const long long b = sched.sk_begin(c);
@@ -710,7 +718,7 @@ struct SpreadSlots {
 };
 
 template <class S>
-__device__ __forceinline__ void spread_reduce(const S& sched, const WorkUnit& w, const float* ws, const int* flags,
+__device__ __forceinline__ void spread_reduce(const S& sched, const WorkUnit& w, const float* ws, const SkFlags& flags,
                                               const Out* C, Out* D, int M, int N, long long ldc_m,
                                               long long ldc_n, long long ldd_m, long long ldd_n, double alpha,
                                               double beta) {
@@ -719,7 +727,7 @@ __device__ __forceinline__ void spread_reduce(const S& sched, const WorkUnit& w,
   const int t = threadIdx.x - 128;
   const SpreadSlots s(sched, w);
   for (int r = t; r < s.count; r += T)  // one flag per thread: the waits overlap
-    while (flag_acquire(flags + s.slot_of(r)) == 0) {
+    while (flag_acquire(flags.p + s.slot_of(r)) != flags.epoch) {
     }
   consumer_sync<T>();
   const int first = (int)((long long)kElems * s.rank / s.count);
@@ -759,7 +767,7 @@ __device__ __forceinline__ void spread_reduce(const S& sched, const WorkUnit& w,
 __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const TileGrid& g, const SchedArgs& args,
                                         const Out* C, Out* D, int M, int N, long long ldc_m, long long ldc_n,
                                         long long ldd_m, long long ldd_n, double alpha, double beta,
-                                        int* sync, float* workspace) {
+                                        const SkFlags& flags, float* workspace) {
   const int wg = threadIdx.x / 128 - 1;
   const Scheduler sched(g, args);  // for stream-K's bookkeeping only; units come from the slots
   unsigned char* out_stage = ring + Config::kStages * Config::kStageBytes + Config::kSharedBytes;
@@ -771,7 +779,7 @@ __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const T
     if (w.tile < 0) {
       if constexpr (Scheduler::kSplitsK && Config::kSpreadFixUp) {  // the range's last unit was a whole tile
         if (has_pending)
-          spread_reduce(sched, pending, workspace, sync + 1, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta);
+          spread_reduce(sched, pending, workspace, flags, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta);
       }
       return;
     }
@@ -781,24 +789,24 @@ __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const T
       if constexpr (Config::kSpreadFixUp) {
         if (w.k_begin > 0 || w.k_end < g.k_iters) {  // a split tile: every contributor adds a share
           const SpreadSlots slots(sched, w);
-          store_partial(acc, workspace, sync + 1, slots.mine);
+          store_partial(acc, workspace, flags, slots.mine);
           if (!slots.ends_range) {  // reduce once the whole range is stored
             pending = w;
             has_pending = true;
             continue;
           }
           if (has_pending)
-            spread_reduce(sched, pending, workspace, sync + 1, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta);
+            spread_reduce(sched, pending, workspace, flags, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta);
           has_pending = false;
-          spread_reduce(sched, w, workspace, sync + 1, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta);
+          spread_reduce(sched, w, workspace, flags, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta);
           continue;
         }
       } else {
         if (w.k_end < g.k_iters) {  // a contributor: hand the partial to the tile's owner
-          store_partial(acc, workspace, sync + 1);
+          store_partial(acc, workspace, flags);
           continue;
         }
-        if (w.k_begin > 0) fix_up(sched, w, acc, workspace, sync + 1);
+        if (w.k_begin > 0) fix_up(sched, w, acc, workspace, flags);
       }
     }
     epilogue(acc, wg, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, w.row * Config::kTileM, w.col * Config::kTileN,
@@ -867,7 +875,7 @@ __device__ __forceinline__ void mainloop_pingpong(float (&acc)[MB][kAcc], unsign
 
 // Stream-K partials of one warpgroup: slot `cta` holds [m block][acc index][thread of 128].
 template <int MB>
-__device__ __forceinline__ void store_partial_wg(const float (&acc)[MB][kAcc], float* ws, int* flags, int wg) {
+__device__ __forceinline__ void store_partial_wg(const float (&acc)[MB][kAcc], float* ws, const SkFlags& flags, int wg) {
   constexpr int T = 128;
   const int t = threadIdx.x & 127;
   float* slot = ws + (long long)blockIdx.x * MB * kAcc * T;
@@ -877,16 +885,16 @@ __device__ __forceinline__ void store_partial_wg(const float (&acc)[MB][kAcc], f
     for (int i = 0; i < kAcc; ++i) slot[(j * kAcc + i) * T + t] = acc[j][i];
   __threadfence();
   named_sync<T>(Config::kWgBar + wg);
-  if (t == 0) flag_release(flags + blockIdx.x);
+  if (t == 0) flag_release(flags.p + blockIdx.x, flags.epoch);
 }
 
 template <int MB>
-__device__ __forceinline__ void add_partial_wg(float (&acc)[MB][kAcc], const float* ws, const int* flags, int cta,
+__device__ __forceinline__ void add_partial_wg(float (&acc)[MB][kAcc], const float* ws, const SkFlags& flags, int cta,
                                                int wg) {
   constexpr int T = 128;
   const int t = threadIdx.x & 127;
   if (t == 0)
-    while (flag_acquire(flags + cta) == 0) {
+    while (flag_acquire(flags.p + cta) != flags.epoch) {
     }
   named_sync<T>(Config::kWgBar + wg);
   const float* slot = ws + (long long)cta * MB * kAcc * T;
@@ -898,7 +906,7 @@ __device__ __forceinline__ void add_partial_wg(float (&acc)[MB][kAcc], const flo
 
 template <class S, int MB>
 __device__ __forceinline__ void fix_up_wg(const S& sched, const WorkUnit& w, float (&acc)[MB][kAcc], const float* ws,
-                                          const int* flags, int wg) {
+                                          const SkFlags& flags, int wg) {
   const long long start = sched.tile_start(w);
   for (int c = (int)blockIdx.x - 1; c >= 0; --c) {
     const long long b = sched.sk_begin(c);
@@ -911,7 +919,8 @@ __device__ __forceinline__ void fix_up_wg(const S& sched, const WorkUnit& w, flo
 __device__ __forceinline__ void consume_pingpong(unsigned char* ring, Shared& sh, const TileGrid& g,
                                                  const SchedArgs& args, const Out* C, Out* D, int M, int N,
                                                  long long ldc_m, long long ldc_n, long long ldd_m, long long ldd_n,
-                                                 double alpha, double beta, int* sync, float* workspace) {
+                                                 double alpha, double beta, const SkFlags& flags,
+                                                 float* workspace) {
   constexpr int MB = Config::kMBlocks;
   const int wg = threadIdx.x / 128 - 1;
   const Scheduler sched(g, args);  // for stream-K's bookkeeping only; units come from the slots
@@ -933,10 +942,10 @@ __device__ __forceinline__ void consume_pingpong(unsigned char* ring, Shared& sh
     mainloop_pingpong(acc, ring, sh, nk, pos, Config::kTurnBar + (wg ^ 1));
     if constexpr (Scheduler::kSplitsK) {
       if (w.k_end < g.k_iters) {  // a contributor: hand the partial to the tile's owner
-        store_partial_wg(acc, workspace, sync + 1, wg);
+        store_partial_wg(acc, workspace, flags, wg);
         continue;
       }
-      if (w.k_begin > 0) fix_up_wg(sched, w, acc, workspace, sync + 1, wg);
+      if (w.k_begin > 0) fix_up_wg(sched, w, acc, workspace, flags, wg);
     }
 #pragma unroll
     for (int j = 0; j < MB; ++j)
@@ -955,9 +964,10 @@ using namespace mgemm::hopper;
 // as (K, N), box (BK, BN); all CU_TENSOR_MAP_SWIZZLE_128B with zero fill.  MN-major (16-bit): A as
 // (M, K), M contiguous, box (64, BK); B as (N, K), N contiguous, box (64, BK) (coordinates:
 // contiguous first).  part_ends: the k-iterations at which the parts end (the last: all of them;
-// one part: ceil(K / BK)).  sync[0]: the dynamic counter; sync[1 + cta]: stream-K flags; all zero
-// at launch.  workspace: grid x 128 x TILE_N floats when stream-K splits tiles (SK_REDUCE
-// SPREAD: 2 x grid of each; sync then holds 1 + 2 x grid ints).
+// one part: ceil(K / BK)).  sync[0]: the dynamic counter, zero at launch; sync[1 + cta]: stream-K
+// flags, each below sk_epoch at launch (a partial is complete when its flag holds sk_epoch > 0).
+// workspace: grid x 128 x TILE_N floats when stream-K splits tiles (SK_REDUCE SPREAD: 2 x grid of
+// each; sync then holds 1 + 2 x grid ints).
 #if MGEMM_CLUSTER_M == 2
 #define MGEMM_CLUSTER_DIMS __cluster_dims__(2, 1, 1)  // the launcher's grid is a multiple of 2
 #else
@@ -966,7 +976,8 @@ using namespace mgemm::hopper;
 extern "C" __global__ void __launch_bounds__(Config::kThreads, 1) MGEMM_CLUSTER_DIMS mgemm_gemm_hopper(
     const __grid_constant__ TmaParts tma_a, const __grid_constant__ TmaParts tma_b, const Out* C, Out* D,
     int M, int N, long long ldc_m, long long ldc_n, long long ldd_m, long long ldd_n, double alpha,
-    double beta, int* sync, float* workspace, int sk_tiles, int* record, const PartEnds part_ends) {
+    double beta, int* sync, float* workspace, int sk_tiles, int* record, const PartEnds part_ends,
+    int sk_epoch) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char* ring = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   Shared& sh = *reinterpret_cast<Shared*>(ring + Config::kStages * Config::kStageBytes);
@@ -996,6 +1007,7 @@ extern "C" __global__ void __launch_bounds__(Config::kThreads, 1) MGEMM_CLUSTER_
   SchedArgs args;
   args.counter = sync;
   args.sk_tiles = sk_tiles;
+  const SkFlags flags{sync + 1, sk_epoch};
 
   if (threadIdx.x < 128) {  // producer warpgroup
     setmaxnreg_dec<Config::kProducerRegs>();
@@ -1010,9 +1022,9 @@ extern "C" __global__ void __launch_bounds__(Config::kThreads, 1) MGEMM_CLUSTER_
   } else {  // consumer warpgroups
     setmaxnreg_inc<Config::kConsumerRegs>();
     if constexpr (Config::kPingpong)
-      consume_pingpong(ring, sh, grid, args, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta, sync, workspace);
+      consume_pingpong(ring, sh, grid, args, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta, flags, workspace);
     else
-      consume(ring, sh, grid, args, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta, sync, workspace);
+      consume(ring, sh, grid, args, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta, flags, workspace);
   }
   // CLUSTER_M 2: every thread of both CTAs, so that neither leaves (its shared memory with it) while
   // the peer's consumers may still arrive on its "empty" barriers.  The peer's multicasts into this

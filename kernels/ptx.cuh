@@ -169,9 +169,9 @@ struct Store<double> {
   __device__ static double from(double x) { return x; }
 };
 
-// Stream-K flags: a contributor releases its partial, the owner acquires it.
-__device__ __forceinline__ void flag_release(int* p) {
-  asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(1) : "memory");
+// Stream-K flags: a contributor releases its partial (the flag becomes v), the owner acquires it.
+__device__ __forceinline__ void flag_release(int* p, int v = 1) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
 __device__ __forceinline__ int flag_acquire(const int* p) {
   int v;

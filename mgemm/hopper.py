@@ -108,8 +108,8 @@ import numpy as np
 from mgemm import schedule
 from mgemm.kernels import ITEMSIZE as ELEMENT_BYTES  # noqa: N811 (output types' sizes too)
 from mgemm.kernels import (KERNEL_DIR, LaunchPlan, RenderedConfig, _f64, _i32, _i64, compile_kernel,
-                           compute_capability, device_id, device_sms, launch_scratch, occupancy,
-                           prepare_call, specialize, split_tail)
+                           compute_capability, device_id, device_sms, epoch_sync, launch_scratch,
+                           occupancy, prepare_call, specialize, split_tail)
 
 KERNEL_SOURCE = "gemm_hopper.cu"
 KERNEL_NAME = "mgemm_gemm_hopper"
@@ -727,17 +727,18 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
     # the mirror walks ceil(K / BK) k-iterations: here each part's own, summed
     lp = plan_launch(config, m, n, ends[-1] * config.tile_k, slots)
     partials = lp.grid * (2 if config.sk_reduce == "spread" else 1)  # stream-K partial slots
-    sync, workspace, record = launch_scratch(  # the stream-K workspace: a tile per slot
-        cp, dev, partials, config.policy == "dynamic" or lp.sk_tiles > 0,
-        partials * config.tile_m * config.tile_n if lp.sk_tiles else 1, cp.float32,
+    _, workspace, record = launch_scratch(  # the stream-K workspace: a tile per slot
+        cp, dev, 0, False, partials * config.tile_m * config.tile_n if lp.sk_tiles else 1, cp.float32,
         1 + 4 * (lp.tiles + 2 * lp.grid + 8) if debug else 0)
+    # the dynamic counter and the stream-K flags, which hold this launch's epoch when complete
+    sync, epoch = epoch_sync(cp, dev, 1 + partials, config.policy == "dynamic")
     c_arr = c if (c is not None and beta != 0) else out
     ci, oi = c_arr.itemsize, out.itemsize
     args = (_pack(descs_a), _pack(descs_b), c_arr, out, _i32(m), _i32(n),
             _i64(c_arr.strides[0] // ci), _i64(c_arr.strides[1] // ci),
             _i64(out.strides[0] // oi), _i64(out.strides[1] // oi),
             _f64(alpha), _f64(beta), sync, workspace, _i32(lp.sk_tiles), record,
-            _pack([np.int32(e) for e in ends]))
+            _pack([np.int32(e) for e in ends]), _i32(epoch))
     kernel((lp.grid,), (config.threads,), args, shared_mem=config.smem_bytes)
     # Operand copies (if any) may be freed once the launch is queued: CuPy's pool hands their
     # memory only to later work on the same stream, which runs after this kernel.

@@ -297,6 +297,26 @@ def test_launch_scratch_is_reused_per_stream_and_zeroed_only_when_read(monkeypat
     assert debug.zeros and debug.size == 77  # a fresh zeroed record for every debug launch
 
 
+def test_epoch_sync_zeroes_once_and_counts_launches(monkeypatch):
+    monkeypatch.setattr(kernels, "_scratch", {})
+    cp = _FakeCupy()
+    sync, epoch = kernels.epoch_sync(cp, 0, 9, False)
+    assert (epoch, sync.size) == (1, 9) and cp.memsets == [(sync.data.ptr, 0, 9 * 4, 1)]
+    sync2, epoch2 = kernels.epoch_sync(cp, 0, 5, False)
+    assert sync2 is sync and epoch2 == 2 and len(cp.memsets) == 1  # no memset between launches
+    _, epoch3 = kernels.epoch_sync(cp, 0, 9, True)  # dynamic: its counter alone
+    assert epoch3 == 3 and cp.memsets[-1] == (sync.data.ptr, 0, 4, 1)
+    sync4, epoch4 = kernels.epoch_sync(cp, 0, 20, False)  # grown: zeroed, epochs from 1 again
+    assert sync4 is not sync and epoch4 == 1 and cp.memsets[-1] == (sync4.data.ptr, 0, 20 * 4, 1)
+    monkeypatch.setattr(kernels, "_EPOCH_LIMIT", 3)
+    assert kernels.epoch_sync(cp, 0, 20, False)[1] == 2
+    assert kernels.epoch_sync(cp, 0, 20, False)[1] == 1  # would reach the limit: zeroed again
+    assert cp.memsets[-1] == (sync4.data.ptr, 0, 20 * 4, 1)
+    cp.stream_ptr = 2
+    other, e = kernels.epoch_sync(cp, 0, 20, False)
+    assert other is not sync4 and e == 1  # another stream: its own flags and epochs
+
+
 def test_specialize_is_replace():
     cfg = KernelConfig.default("float16")
     assert kernels.specialize(cfg, policy="streamk") == cfg.replace(policy="streamk")
