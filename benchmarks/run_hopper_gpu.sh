@@ -32,6 +32,8 @@
 #   SKEWED_ONLY=1 ...                             # only the six skewed shapes (no squares, no tf32)
 #   DTYPES=float16 ...                            # only these 16-bit dtypes (default both)
 #   SHAPES=8192x64x8192,32x8192x8192 ...          # more cases (MxNxK), after the others
+#   EXTRA="s4:stages=4;owner:sk_reduce=owner" ... # "hopper-s4", ...: the heuristic's config, changed
+#   REPS=20 ...                                   # timed reps per implementation (default 10)
 #   BUILD=none ...                                # skip the nvcc build and SASS report
 # The timeouts (build in parallel; TEST_TIMEOUT 270 s, BENCH_TIMEOUT 210 s) keep one call under
 # the device's 600 s.
@@ -113,7 +115,7 @@ if os.environ.get("SKEWED_ONLY"):  # the six skewed shapes alone, no tf32
     CASES = h.SKEWED
 for shape in filter(None, os.environ.get("SHAPES", "").split(",")):  # more shapes, e.g. 8192x64x8192
     CASES.append(h.Case(shape, *map(int, shape.split("x"))))
-REPS = 10
+REPS = int(os.environ.get("REPS", "10"))
 rng = np.random.default_rng(0)
 props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
 meta = {"gpu": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
@@ -198,6 +200,19 @@ for dtype in os.environ.get("DTYPES", "bfloat16,float16").split(","):
                      "hopper-regs24": cfg.replace(producer_regs=24, consumer_regs=240)}
         for name, c in ideas.items():
             impls[name] = (c, str(c.replace(b_k_major=False)), b)
+        for spec in filter(None, os.environ.get("EXTRA", "").split(";")):  # EXTRA="s4:stages=4;..."
+            label, _, fields = spec.partition(":")
+            changes = {}
+            for kv in filter(None, fields.split(",")):
+                key, val = kv.split("=", 1)
+                changes[key] = (val == "1") if key in ("pingpong", "a_k_major", "b_k_major") else (
+                    int(val) if val.lstrip("-").isdigit() else val)
+            try:
+                extra = cfg.replace(**changes)
+            except ValueError as exc:  # not a valid change of this case's config
+                print(f"  skipped {case.name} {dtype} hopper-{label}: {exc}", flush=True)
+                continue
+            impls[f"hopper-{label}"] = (extra, str(extra.replace(b_k_major=False)), b)
         sms_cap = {}  # stream-K over fewer CTAs: longer ranges, fewer partials to add
         if cfg.policy == "streamk":  # the flags zeroed by a memset before each launch, as before epochs
             impls["hopper-memset"] = (cfg, f"{cfg.replace(b_k_major=False)} + memset", b)
