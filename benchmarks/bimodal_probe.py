@@ -1,0 +1,78 @@
+"""Does the Hopper kernel's speed on one shape depend on where its operands lie in memory?
+
+Across device calls the same config on the same shape measured up to 2x apart (32x8192x8192
+bfloat16: 0.38 and 0.92 of cuBLAS; 8192x8192x256 float16: 0.46 and 0.87), while cuBLAS beside it
+held steady.  Here each trial allocates fresh operands and output (same values) and times, in turns,
+cuBLAS, the heuristic's config with B row-major (MN-major, read in place) and with B column-major
+(K-major), printing the ratios beside the buffers' addresses.
+
+    python3 benchmarks/bimodal_probe.py [--trials 8] [--reps 10] [--keep a|b|out] [MxNxK:dtype ...]
+
+``--keep`` reuses that buffer in every trial (the first trial's), so only the others move.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import cupy as cp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from mgemm import hopper  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("bench_harness", Path(__file__).parent / "kernels.py")
+h = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = h
+_spec.loader.exec_module(h)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("cases", nargs="*", default=["32x8192x8192:bfloat16", "32x8192x8192:float16",
+                                                 "8192x8192x256:float16"])
+    p.add_argument("--trials", type=int, default=8)
+    p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--keep", choices=("a", "b", "out"), action="append", default=[],
+                   help="reuse this buffer in every trial (repeatable)")
+    args = p.parse_args(argv)
+    rng = np.random.default_rng(0)
+    for spec in args.cases:
+        shape, dtype = spec.split(":")
+        m, n, k = map(int, shape.split("x"))
+        case = h.Case(shape, m, n, k)
+        a0, b0 = h.operands(case, dtype, rng)
+        storage = cp.uint16 if dtype == "bfloat16" else cp.float16
+        as_dtype = "bfloat16" if dtype == "bfloat16" else None
+        cfg = hopper.choose_config(m, n, k, dtype, hopper.device_sms())
+        print(f"# {shape} {dtype}: {cfg}; keep {args.keep or 'nothing'}", flush=True)
+        keep = []  # hold earlier trials' buffers, so each trial gets new addresses
+        first = None
+        for trial in range(args.trials):
+            a, b = a0.copy(), b0.copy()
+            bt = cp.ascontiguousarray(b.T)
+            outs = [cp.empty((m, n), dtype=storage) for _ in range(3)]
+            if first is not None:  # --keep: the first trial's buffers
+                a = first[0] if "a" in args.keep else a
+                b, bt = (first[1], first[2]) if "b" in args.keep else (b, bt)
+                outs = first[3] if "out" in args.keep else outs
+            first = first or (a, b, bt, outs)
+            fns = {"cuBLAS": h.cublas_fn(a, b, dtype, outs[0]),
+                   "B row": lambda: hopper.gemm(a, b, out=outs[1], config=cfg, as_dtype=as_dtype),
+                   "B col": lambda: hopper.gemm(a, bt.T, out=outs[2], config=cfg, as_dtype=as_dtype)}
+            ms = h.timed_interleaved(fns, args.reps)
+            err = h.rel_err_sampled(outs[1], a, b, dtype, rng)
+            print(f"  trial {trial}: cuBLAS {ms['cuBLAS']:.4f} ms; x cuBLAS: B row {ms['cuBLAS'] / ms['B row']:.2f}, "
+                  f"B col {ms['cuBLAS'] / ms['B col']:.2f}; err {err:.1e}; a {a.data.ptr:#x} b {b.data.ptr:#x} "
+                  f"bt {bt.data.ptr:#x} out {outs[1].data.ptr:#x}", flush=True)
+            keep.append((a, b, bt, outs))
+        del keep
+        cp.get_default_memory_pool().free_all_blocks()
+
+
+if __name__ == "__main__":
+    main()
