@@ -22,10 +22,10 @@ pointer that is not 16-byte aligned cost one (padded) copy, K-major (MN-major fo
 misaligned 16-bit operand contiguous along M or N).  A K-major copy of an operand contiguous along
 M or N (tf32 with B row-major) is a transpose and goes through the tiled shared-memory transpose of ``kernels/transpose.cu``
 (``transpose_copy``), other strides through CuPy's element-wise copy.  Epilogue ``staged`` (the
-heuristic's; cooperative consumers only): with beta = 0 and an output whose rows start 16-byte
-aligned, each consumer warpgroup writes its 64 rows into its own 16 KB shared-memory buffer, 256
-bytes of each row at a time, and stores them as 16-byte pieces of whole rows (elsewhere it falls
-back to ``pair``).  ``pair`` (the config's
+heuristic's): with beta = 0 and an output whose rows start 16-byte aligned, each consumer
+warpgroup writes its rows, 64 at a time, into its own 16 KB shared-memory buffer, 256 bytes of
+each row at a time, and stores them as 16-byte pieces of whole rows (elsewhere it falls back to
+``pair``).  ``pair`` (the config's
 default): the two adjacent columns a thread holds go out as one 4- or 8-byte store (and C as one
 load) where the output is row-major with an even leading dimension and aligned; ``direct`` is the
 element-wise one.  ``gemm`` raises on GPUs
@@ -68,9 +68,15 @@ more ways (256x256x65536: 0.49–0.66 against 0.35–0.44 with the owner adding 
 alone) and the 128-wide tile where the 256-wide tiles do not fill a wave or K is short (ahead of
 the wide tile on all six, geomean 0.69 / 0.74 against 0.64 / 0.67 in one run); tf32 0.99 with B
 column-major, 0.86 with B row-major (copied every call).  One call costs 27–30 µs of host time
-(``cupy.matmul``: 26 µs).  2-CTA clusters (0.48–0.58), pingpong and 24 / 240 are correct but
-slower than the cooperative default here.  The persistent engine uses this kernel for float16 (and
-float32 with ``allow_tf32``) on sm_90.
+(``cupy.matmul``: 26 µs).  2-CTA clusters (0.48–0.58) and 24 / 240 are correct but slower than
+the cooperative default here; so are pingpong consumers, except on thin products (at most 64
+rows or columns), where the heuristic takes pingpong 64 × 64 tiles (``THIN_TILE``): ahead of the
+128 × 128 tile on all seven thin shapes measured, in both dtypes (64x8192x8192: 0.93–0.99 of
+cuBLAS against 0.74–0.75), and the six skewed shapes' geomean 0.85 / 0.86 (bf16 / fp16) with it
+(eleventh session).  The same config on the same shape can read up to 2x apart from one set of
+buffers to another (cuBLAS does not); see RESULTS.md.  Stream-K flags hold the
+launch's epoch when complete (``kernels.epoch_sync``), so no memset runs between launches.
+The persistent engine uses this kernel for float16 (and float32 with ``allow_tf32``) on sm_90.
 
 K in parts (``gemm_parts``, ``k_parts`` up to ``MAX_K_PARTS``): A and B as K parts, one pair of
 TMA descriptors per part (``__grid_constant__`` kernel parameters) and the k-iteration where each
