@@ -7,8 +7,12 @@ cuBLAS, the heuristic's config with B row-major (MN-major, read in place) and wi
 (K-major), printing the ratios beside the buffers' addresses.
 
     python3 benchmarks/bimodal_probe.py [--trials 8] [--reps 10] [--keep a|b|out] [MxNxK:dtype ...]
+    python3 benchmarks/bimodal_probe.py --vary out [--trials 8] ...
 
 ``--keep`` reuses that buffer in every trial (the first trial's), so only the others move.
+``--vary a|b|out`` allocates that buffer ``--trials`` times and keeps the others: every copy is
+timed in one set of turns (cuBLAS, then the heuristic's config and the same with the paired-store
+epilogue into each copy), so only that buffer's placement differs between the rows.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ def main(argv=None):
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--keep", choices=("a", "b", "out"), action="append", default=[],
                    help="reuse this buffer in every trial (repeatable)")
+    p.add_argument("--vary", choices=("a", "b", "out"), help="time copies of this buffer side by side")
     args = p.parse_args(argv)
     rng = np.random.default_rng(0)
     for spec in args.cases:
@@ -49,6 +54,9 @@ def main(argv=None):
         storage = cp.uint16 if dtype == "bfloat16" else cp.float16
         as_dtype = "bfloat16" if dtype == "bfloat16" else None
         cfg = hopper.choose_config(m, n, k, dtype, hopper.device_sms())
+        if args.vary:
+            vary(args, case, dtype, a0, b0, storage, as_dtype, cfg, rng)
+            continue
         print(f"# {shape} {dtype}: {cfg}; keep {args.keep or 'nothing'}", flush=True)
         keep = []  # hold earlier trials' buffers, so each trial gets new addresses
         first = None
@@ -72,6 +80,28 @@ def main(argv=None):
             keep.append((a, b, bt, outs))
         del keep
         cp.get_default_memory_pool().free_all_blocks()
+
+
+def vary(args, case, dtype, a0, b0, storage, as_dtype, cfg, rng):
+    m, n = case.m, case.n
+    print(f"# {case.name} {dtype}: {cfg}; {args.trials} copies of {args.vary}", flush=True)
+    copies = [{"a": a0.copy(), "b": b0.copy(), "out": cp.empty((m, n), dtype=storage)}
+              for _ in range(args.trials)]
+    pair = cfg.replace(epilogue="pair")
+    fns = {}
+    for i, c in enumerate(copies):
+        bufs = {key: (c if key == args.vary else copies[0])[key] for key in ("a", "b", "out")}
+        fns[f"cuBLAS {i}"] = h.cublas_fn(bufs["a"], bufs["b"], dtype, cp.empty((m, n), dtype=storage))
+        for name, conf in (("staged", cfg), ("pair", pair)):
+            fns[f"{name} {i}"] = (lambda bufs=bufs, conf=conf: hopper.gemm(
+                bufs["a"], bufs["b"], out=bufs["out"], config=conf, as_dtype=as_dtype))
+    ms = h.timed_interleaved(fns, args.reps)
+    err = h.rel_err_sampled(copies[0]["out"], copies[0]["a"], copies[0]["b"], dtype, rng)
+    for i, c in enumerate(copies):
+        print(f"  copy {i}: cuBLAS {ms[f'cuBLAS {i}']:.4f} ms; x cuBLAS: staged "
+              f"{ms[f'cuBLAS {i}'] / ms[f'staged {i}']:.2f}, pair {ms[f'cuBLAS {i}'] / ms[f'pair {i}']:.2f}; "
+              f"{args.vary} {c[args.vary].data.ptr:#x}", flush=True)
+    print(f"  err (copy 0's output, last written by the paired epilogue) {err:.1e}", flush=True)
 
 
 if __name__ == "__main__":
