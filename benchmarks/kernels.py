@@ -63,17 +63,44 @@ def l2_flush():
     FLUSH.fill(0)
 
 
+SPIN_SOURCE = r"""
+extern "C" __global__ void mgemm_bench_spin(unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+}
+"""
+SPIN = None
+
+
+def gpu_spin(us: float):
+    """Hold the stream for ``us`` microseconds with a one-thread kernel, so the host can queue the
+    next launches before the GPU reaches them: a start event recorded after it measures GPU time
+    only, not the host's launch path."""
+    global SPIN
+    if SPIN is None:
+        SPIN = cp.RawKernel(SPIN_SOURCE, "mgemm_bench_spin")
+    SPIN((1,), (1,), (np.uint64(int(us * 1000)),))
+
+
 def timed(fn: Callable[[], object], reps: int, warmup: int = 2) -> float:
     """Median milliseconds of `fn` over `reps` runs, each after an L2 flush, timed by events."""
     return timed_interleaved({"fn": fn}, reps, warmup)["fn"]
 
 
-def timed_interleaved(fns: dict[str, Callable[[], object]], reps: int, warmup: int = 2) -> dict[str, float]:
+def timed_interleaved(fns: dict[str, Callable[[], object]], reps: int, warmup: int = 2,
+                      shield_us: float = 0.0, host: dict[str, list[float]] | None = None) -> dict[str, float]:
     """Median milliseconds of each of `fns`, timed in turns: each rep runs every function once
     (L2 flush before each, CUDA events around it).  Timing one function's reps after another's
     lets the GPU's clocks drift between them (an H200 running 8192³ products back to back slows by
     ten per cent and more), which favours whichever runs first; in turns, every function sees the
-    same drift."""
+    same drift.
+
+    The start event is recorded once the flush is queued; where a function's host path (argument
+    checks, descriptors, launch) outlasts the flush on the GPU, the events count the host time the
+    GPU waited.  ``shield_us > 0`` puts a ``gpu_spin`` of that long between the flush and the start
+    event, so the events see GPU time only.  ``host``, if given, collects each function's host
+    seconds per call (meaningful with a shield, when no launch waits for the GPU)."""
     for fn in fns.values():
         for _ in range(warmup):
             fn()
@@ -82,11 +109,17 @@ def timed_interleaved(fns: dict[str, Callable[[], object]], reps: int, warmup: i
     for _ in range(reps):
         for name, fn in fns.items():
             l2_flush()
+            if shield_us:
+                gpu_spin(shield_us)
             start.record()
+            t0 = time.perf_counter()
             fn()
+            t1 = time.perf_counter()
             stop.record()
             stop.synchronize()
             times[name].append(cp.cuda.get_elapsed_time(start, stop))
+            if host is not None:
+                host.setdefault(name, []).append(t1 - t0)
     return {name: statistics.median(t) for name, t in times.items()}
 
 

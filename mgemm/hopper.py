@@ -73,9 +73,10 @@ the cooperative default here; so are pingpong consumers, except on thin products
 rows or columns), where the heuristic takes pingpong 64 × 64 tiles (``THIN_TILE``): ahead of the
 128 × 128 tile on all seven thin shapes measured, in both dtypes (64x8192x8192: 0.93–0.99 of
 cuBLAS against 0.74–0.75), and the six skewed shapes' geomean 0.85 / 0.86 (bf16 / fp16) with it
-(eleventh session).  The same config on the same shape can read up to 2x apart from one set of
-buffers to another (cuBLAS does not); see RESULTS.md.  Stream-K flags hold the
-launch's epoch when complete (``kernels.epoch_sync``), so no memset runs between launches.
+(eleventh session).  The same config on the same shape has read up to 2x apart between runs
+(cuBLAS did not); timing copies of one buffer side by side found no placement effect (twelfth
+session), and whether the slow runs count host time is still open; see RESULTS.md.  Stream-K
+flags hold the launch's epoch when complete (``kernels.epoch_sync``), so no memset runs between launches.
 The persistent engine uses this kernel for float16 (and float32 with ``allow_tf32``) on sm_90.
 
 K in parts (``gemm_parts``, ``k_parts`` up to ``MAX_K_PARTS``): A and B as K parts, one pair of

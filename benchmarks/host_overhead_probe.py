@@ -1,0 +1,132 @@
+"""Is the Hopper kernel's slow mode on short products host time that the events count?
+
+The harness records the start event right after the L2 flush is queued.  When a function's host
+path (checks, descriptors, scratch, launch) outlasts the flush on the GPU, the GPU waits for the
+launch and the events count that wait.  On products of 30–100 µs this would read as a slower
+kernel, by a host-dependent amount, while ``cupy.matmul``'s shorter host path stays hidden.
+
+Each trial allocates fresh operands and output (earlier trials' kept, so addresses differ) and
+times cuBLAS and the heuristic's config in turns, twice: as the harness does ("exposed") and with
+a ``gpu_spin`` between the flush and the start event ("shielded": GPU time only).  It prints both
+ratios to cuBLAS, each function's host µs per call, and, for the Hopper path, where the host time
+goes (module functions of ``mgemm.hopper`` wrapped with timers, in a separate loop).
+
+    python3 benchmarks/host_overhead_probe.py [--trials 4] [--reps 10] [--spin-us 300] [MxNxK:dtype ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib.util
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import cupy as cp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from mgemm import hopper  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("bench_harness", Path(__file__).parent / "kernels.py")
+h = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = h
+_spec.loader.exec_module(h)
+
+DEFAULT_CASES = ["8192x8192x256:float16", "32x8192x8192:float16", "32x8192x8192:bfloat16",
+                 "256x256x65536:float16", "64x8192x8192:float16", "1024x2112x8192:float16",
+                 "896x2432x8192:float16", "1408x1536x16384:float16", "4096x4096x4096:float16"]
+
+#: mgemm.hopper's module-level helpers that gemm_parts calls, timed one by one.
+STAGES = ("prepare_call", "_operand", "specialize", "get_kernel", "_operand_desc", "_slots",
+          "plan_launch", "launch_scratch", "epoch_sync", "_pack")
+
+
+def stage_breakdown(fn, calls: int) -> dict[str, float]:
+    """Host µs per call spent in each of STAGES while ``fn`` runs ``calls`` times (the GPU held by
+    a spin, so no launch waits), and the whole call's."""
+    spent = {name: 0.0 for name in STAGES}
+    originals = {name: getattr(hopper, name) for name in STAGES}
+
+    def timer(name, f):
+        @functools.wraps(f)
+        def wrapped(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return f(*args, **kwargs)
+            finally:
+                spent[name] += time.perf_counter() - t0
+        return wrapped
+
+    for name, f in originals.items():
+        setattr(hopper, name, timer(name, f))
+    try:
+        h.gpu_spin(20000)
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        total = time.perf_counter() - t0
+    finally:
+        for name, f in originals.items():
+            setattr(hopper, name, f)
+    cp.cuda.Device().synchronize()
+    out = {name: 1e6 * s / calls for name, s in spent.items()}
+    out["whole call"] = 1e6 * total / calls
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("cases", nargs="*", default=DEFAULT_CASES)
+    p.add_argument("--trials", type=int, default=4)
+    p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--spin-us", type=float, default=300.0)
+    args = p.parse_args(argv)
+    rng = np.random.default_rng(0)
+    summary = []
+    for spec in args.cases:
+        shape, dtype = spec.split(":")
+        m, n, k = map(int, shape.split("x"))
+        case = h.Case(shape, m, n, k)
+        a0, b0 = h.operands(case, dtype, rng)
+        storage = cp.uint16 if dtype == "bfloat16" else cp.float16
+        as_dtype = "bfloat16" if dtype == "bfloat16" else None
+        cfg = hopper.choose_config(m, n, k, dtype, hopper.device_sms())
+        print(f"# {shape} {dtype}: {cfg}", flush=True)
+        held = []
+        for trial in range(args.trials):
+            a, b = a0.copy(), b0.copy()
+            outs = [cp.full((m, n), 0xFFFF if dtype == "bfloat16" else np.nan, dtype=storage) for _ in range(2)]
+            fns = {"cuBLAS": h.cublas_fn(a, b, dtype, outs[0]),
+                   "mgemm": lambda a=a, b=b, o=outs[1]: hopper.gemm(a, b, out=o, config=cfg, as_dtype=as_dtype)}
+            exposed = h.timed_interleaved(fns, args.reps)
+            host: dict[str, list[float]] = {}
+            shielded = h.timed_interleaved(fns, args.reps, shield_us=args.spin_us, host=host)
+            err = h.rel_err_sampled(outs[1], a, b, dtype, rng)
+            hus = {name: 1e6 * statistics.median(v) for name, v in host.items()}
+            row = (shape, dtype, exposed["cuBLAS"] / exposed["mgemm"], shielded["cuBLAS"] / shielded["mgemm"])
+            summary.append(row)
+            print(f"  trial {trial}: exposed cuBLAS {exposed['cuBLAS'] * 1e3:.1f} us mgemm {exposed['mgemm'] * 1e3:.1f} us "
+                  f"(x{row[2]:.2f}); shielded cuBLAS {shielded['cuBLAS'] * 1e3:.1f} us mgemm "
+                  f"{shielded['mgemm'] * 1e3:.1f} us (x{row[3]:.2f}); host us/call cuBLAS {hus['cuBLAS']:.0f} "
+                  f"mgemm {hus['mgemm']:.0f}; err {err:.1e} (bound {h.BOUNDS[dtype]:.0e}); "
+                  f"a {a.data.ptr:#x} b {b.data.ptr:#x} out {outs[1].data.ptr:#x}", flush=True)
+            held.append((a, b, outs))
+        parts = stage_breakdown(fns["mgemm"], 200)
+        print("  host us per Hopper call: " + ", ".join(f"{k} {v:.1f}" for k, v in parts.items()), flush=True)
+        del held
+        cp.get_default_memory_pool().free_all_blocks()
+    print("# summary: shape dtype, x cuBLAS exposed / shielded per trial")
+    by = {}
+    for shape, dtype, e, s in summary:
+        by.setdefault((shape, dtype), []).append((e, s))
+    for (shape, dtype), v in by.items():
+        print(f"  {shape} {dtype}: exposed {' '.join(f'{e:.2f}' for e, _ in v)}; "
+              f"shielded {' '.join(f'{s:.2f}' for _, s in v)}")
+
+
+if __name__ == "__main__":
+    main()
