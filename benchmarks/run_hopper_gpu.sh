@@ -34,6 +34,7 @@
 #   SHAPES=8192x64x8192,32x8192x8192 ...          # more cases (MxNxK), after the others
 #   EXTRA="s4:stages=4;owner:sk_reduce=owner" ... # "hopper-s4", ...: the heuristic's config, changed
 #   REPS=20 ...                                   # timed reps per implementation (default 10)
+#   SHIELD_US=300 ...                             # events see GPU time only: a spin after the flush
 #   BUILD=none ...                                # skip the nvcc build and SASS report
 # The timeouts (build in parallel; TEST_TIMEOUT 270 s, BENCH_TIMEOUT 210 s) keep one call under
 # the device's 600 s.
@@ -116,10 +117,12 @@ if os.environ.get("SKEWED_ONLY"):  # the six skewed shapes alone, no tf32
 for shape in filter(None, os.environ.get("SHAPES", "").split(",")):  # more shapes, e.g. 8192x64x8192
     CASES.append(h.Case(shape, *map(int, shape.split("x"))))
 REPS = int(os.environ.get("REPS", "10"))
+SHIELD_US = float(os.environ.get("SHIELD_US", "0"))  # > 0: a gpu_spin hides the host's launch path
 rng = np.random.default_rng(0)
 props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
 meta = {"gpu": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
         "sms": hopper.device_sms(), "cupy": cp.__version__, "date": time.strftime("%Y-%m-%d")}
+meta["shield_us"] = SHIELD_US
 print(f"# {meta}", flush=True)
 rows = []
 
@@ -145,7 +148,7 @@ def run_case(case, dtype, entries, a_ref, b_ref, bound_kind=None):
             err = float("nan")
         errs[name] = err
     try:
-        ms_of = h.timed_interleaved(fns, REPS)
+        ms_of = h.timed_interleaved(fns, REPS, shield_us=SHIELD_US)
     except Exception as exc:
         print(f"  ERROR timing {case.name} {dtype}: {type(exc).__name__}: {exc}"[:400], flush=True)
         ms_of = {}
