@@ -47,13 +47,10 @@ def main(argv=None):
     args = p.parse_args(argv)
     rng = np.random.default_rng(0)
     for spec in args.cases:
-        shape, dtype = spec.split(":")
-        m, n, k = map(int, shape.split("x"))
-        case = h.Case(shape, m, n, k)
-        a0, b0 = h.operands(case, dtype, rng)
-        storage = cp.uint16 if dtype == "bfloat16" else cp.float16
-        as_dtype = "bfloat16" if dtype == "bfloat16" else None
-        cfg = hopper.choose_config(m, n, k, dtype, hopper.device_sms())
+        pc = h.probe_case(spec, rng)
+        case, dtype, a0, b0, storage, as_dtype, cfg = (pc.case, pc.dtype, pc.a, pc.b, pc.storage,
+                                                        pc.as_dtype, pc.config)
+        shape, m, n = case.name, case.m, case.n
         if args.vary:
             vary(args, case, dtype, a0, b0, storage, as_dtype, cfg, rng)
             continue

@@ -88,13 +88,9 @@ def main(argv=None):
     rng = np.random.default_rng(0)
     summary = []
     for spec in args.cases:
-        shape, dtype = spec.split(":")
-        m, n, k = map(int, shape.split("x"))
-        case = h.Case(shape, m, n, k)
-        a0, b0 = h.operands(case, dtype, rng)
-        storage = cp.uint16 if dtype == "bfloat16" else cp.float16
-        as_dtype = "bfloat16" if dtype == "bfloat16" else None
-        cfg = hopper.choose_config(m, n, k, dtype, hopper.device_sms())
+        pc = h.probe_case(spec, rng)
+        dtype, a0, b0, storage, as_dtype, cfg = pc.dtype, pc.a, pc.b, pc.storage, pc.as_dtype, pc.config
+        shape, m, n = pc.case.name, pc.case.m, pc.case.n
         print(f"# {shape} {dtype}: {cfg}", flush=True)
         held = []
         for trial in range(args.trials):

@@ -135,6 +135,31 @@ def operands(case: Case, dtype: str, rng):
     return a.astype(dtype), b.astype(dtype)
 
 
+@dataclass
+class ProbeCase:
+    """One ``MxNxK:dtype`` argument of the Hopper probes: the case, fresh operands, the output's
+    storage dtype, ``as_dtype`` for ``hopper.gemm`` and the heuristic's config on this GPU."""
+    case: Case
+    dtype: str
+    a: object
+    b: object
+    storage: object
+    as_dtype: str | None
+    config: object
+
+
+def probe_case(spec: str, rng) -> ProbeCase:
+    from mgemm import hopper  # noqa: PLC0415  (the portable harness does not need it)
+
+    shape, dtype = spec.split(":")
+    m, n, k = map(int, shape.split("x"))
+    case = Case(shape, m, n, k)
+    a, b = operands(case, dtype, rng)
+    bf16 = dtype == "bfloat16"
+    return ProbeCase(case, dtype, a, b, cp.uint16 if bf16 else cp.float16, "bfloat16" if bf16 else None,
+                     hopper.choose_config(m, n, k, dtype, hopper.device_sms()))
+
+
 def as_f64(x, dtype):
     if dtype == "bfloat16":
         return (x.astype(cp.uint32) << 16).view(cp.float32).astype(cp.float64)
