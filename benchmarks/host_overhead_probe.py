@@ -1,4 +1,4 @@
-"""Is the Hopper kernel's slow mode on short products host time that the events count?
+"""The Hopper kernel's slow runs on short products: host time the events count, or the SM clock?
 
 The harness records the start event right after the L2 flush is queued.  When a function's host
 path (checks, descriptors, scratch, launch) outlasts the flush on the GPU, the GPU waits for the
@@ -8,8 +8,10 @@ kernel, by a host-dependent amount, while ``cupy.matmul``'s shorter host path st
 Each trial allocates fresh operands and output (earlier trials' kept, so addresses differ) and
 times cuBLAS and the heuristic's config in turns, twice: as the harness does ("exposed") and with
 a ``gpu_spin`` between the flush and the start event ("shielded": GPU time only).  It prints both
-ratios to cuBLAS, each function's host µs per call, and, for the Hopper path, where the host time
-goes (module functions of ``mgemm.hopper`` wrapped with timers, in a separate loop).
+ratios to cuBLAS, each function's host µs per call, the SM clock right after each timed call
+(a clock that sags between trials would slow the kernel's SM-bound parts more than cuBLAS's),
+and for the Hopper path where the host time goes (module functions of ``mgemm.hopper`` wrapped
+with timers, in a separate loop).
 
     python3 benchmarks/host_overhead_probe.py [--trials 4] [--reps 10] [--spin-us 300] [MxNxK:dtype ...]
 """
@@ -98,9 +100,13 @@ def main(argv=None):
             outs = [cp.full((m, n), 0xFFFF if dtype == "bfloat16" else np.nan, dtype=storage) for _ in range(2)]
             fns = {"cuBLAS": h.cublas_fn(a, b, dtype, outs[0]),
                    "mgemm": lambda a=a, b=b, o=outs[1]: hopper.gemm(a, b, out=o, config=cfg, as_dtype=as_dtype)}
-            exposed = h.timed_interleaved(fns, args.reps)
+            mhz_e: dict[str, list[float]] = {}
+            mhz_s: dict[str, list[float]] = {}
+            exposed = h.timed_interleaved(fns, args.reps, mhz=mhz_e)
             host: dict[str, list[float]] = {}
-            shielded = h.timed_interleaved(fns, args.reps, shield_us=args.spin_us, host=host)
+            shielded = h.timed_interleaved(fns, args.reps, shield_us=args.spin_us, host=host, mhz=mhz_s)
+            clock = {f"{mode} {name}": statistics.median(v) for mode, d in (("exposed", mhz_e), ("shielded", mhz_s))
+                     for name, v in d.items()}
             err = h.rel_err_sampled(outs[1], a, b, dtype, rng)
             hus = {name: 1e6 * statistics.median(v) for name, v in host.items()}
             row = (shape, dtype, exposed["cuBLAS"] / exposed["mgemm"], shielded["cuBLAS"] / shielded["mgemm"])
@@ -108,7 +114,8 @@ def main(argv=None):
             print(f"  trial {trial}: exposed cuBLAS {exposed['cuBLAS'] * 1e3:.1f} us mgemm {exposed['mgemm'] * 1e3:.1f} us "
                   f"(x{row[2]:.2f}); shielded cuBLAS {shielded['cuBLAS'] * 1e3:.1f} us mgemm "
                   f"{shielded['mgemm'] * 1e3:.1f} us (x{row[3]:.2f}); host us/call cuBLAS {hus['cuBLAS']:.0f} "
-                  f"mgemm {hus['mgemm']:.0f}; err {err:.1e} (bound {h.BOUNDS[dtype]:.0e}); "
+                  f"mgemm {hus['mgemm']:.0f}; SM MHz after each " + ", ".join(f"{k} {v:.0f}" for k, v in clock.items())
+                  + f"; err {err:.1e} (bound {h.BOUNDS[dtype]:.0e}); "
                   f"a {a.data.ptr:#x} b {b.data.ptr:#x} out {outs[1].data.ptr:#x}", flush=True)
             held.append((a, b, outs))
         parts = stage_breakdown(fns["mgemm"], 200)

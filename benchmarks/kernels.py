@@ -64,23 +64,41 @@ def l2_flush():
 
 
 SPIN_SOURCE = r"""
-extern "C" __global__ void mgemm_bench_spin(unsigned long long ns) {
+extern "C" __global__ void mgemm_bench_spin(unsigned long long ns, unsigned long long* clocks) {
   unsigned long long t0, t;
+  long long c0 = clock64();
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
   do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+  if (clocks) { clocks[0] = (unsigned long long)(clock64() - c0); clocks[1] = t - t0; }
 }
 """
 SPIN = None
+CLOCKS = None
 
 
-def gpu_spin(us: float):
+def gpu_spin(us: float, clocks=None):
     """Hold the stream for ``us`` microseconds with a one-thread kernel, so the host can queue the
     next launches before the GPU reaches them: a start event recorded after it measures GPU time
-    only, not the host's launch path."""
+    only, not the host's launch path.  ``clocks``, a CuPy uint64 array of 2, receives the SM cycles
+    and nanoseconds the spin took (their ratio is the SM clock while it ran)."""
     global SPIN
     if SPIN is None:
         SPIN = cp.RawKernel(SPIN_SOURCE, "mgemm_bench_spin")
-    SPIN((1,), (1,), (np.uint64(int(us * 1000)),))
+    SPIN((1,), (1,), (np.uint64(int(us * 1000)), clocks if clocks is not None else np.uint64(0)))
+
+
+def sm_mhz_after(us: float = 20.0) -> float:
+    """The SM clock in MHz over a ``us``-long spin queued now (the caller synchronizes later and
+    reads the value from the returned function)."""
+    global CLOCKS
+    if CLOCKS is None:
+        CLOCKS = cp.zeros(2, dtype=cp.uint64)
+    gpu_spin(us, CLOCKS)
+
+    def read() -> float:
+        cycles, ns = (float(x) for x in CLOCKS.get())
+        return 1e3 * cycles / max(ns, 1.0)
+    return read
 
 
 def timed(fn: Callable[[], object], reps: int, warmup: int = 2) -> float:
@@ -89,7 +107,8 @@ def timed(fn: Callable[[], object], reps: int, warmup: int = 2) -> float:
 
 
 def timed_interleaved(fns: dict[str, Callable[[], object]], reps: int, warmup: int = 2,
-                      shield_us: float = 0.0, host: dict[str, list[float]] | None = None) -> dict[str, float]:
+                      shield_us: float = 0.0, host: dict[str, list[float]] | None = None,
+                      mhz: dict[str, list[float]] | None = None) -> dict[str, float]:
     """Median milliseconds of each of `fns`, timed in turns: each rep runs every function once
     (L2 flush before each, CUDA events around it).  Timing one function's reps after another's
     lets the GPU's clocks drift between them (an H200 running 8192³ products back to back slows by
@@ -100,7 +119,8 @@ def timed_interleaved(fns: dict[str, Callable[[], object]], reps: int, warmup: i
     checks, descriptors, launch) outlasts the flush on the GPU, the events count the host time the
     GPU waited.  ``shield_us > 0`` puts a ``gpu_spin`` of that long between the flush and the start
     event, so the events see GPU time only.  ``host``, if given, collects each function's host
-    seconds per call (meaningful with a shield, when no launch waits for the GPU)."""
+    seconds per call (meaningful with a shield, when no launch waits for the GPU); ``mhz`` the SM
+    clock over a 20 µs spin queued right after each stop event (outside the timed interval)."""
     for fn in fns.values():
         for _ in range(warmup):
             fn()
@@ -116,10 +136,13 @@ def timed_interleaved(fns: dict[str, Callable[[], object]], reps: int, warmup: i
             fn()
             t1 = time.perf_counter()
             stop.record()
+            clock = sm_mhz_after() if mhz is not None else None
             stop.synchronize()
             times[name].append(cp.cuda.get_elapsed_time(start, stop))
             if host is not None:
                 host.setdefault(name, []).append(t1 - t0)
+            if clock is not None:
+                mhz.setdefault(name, []).append(clock())
     return {name: statistics.median(t) for name, t in times.items()}
 
 
