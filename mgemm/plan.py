@@ -386,11 +386,12 @@ def _local_first(model: _Model, w: int, order: list[list[int]],
     def moved(qa: int, qb: int, lo: int, hi: int) -> int:  # remote bytes of K chunks [lo, hi)
         return prefix[qa][hi] - prefix[qa][lo] + prefix[qb][hi] - prefix[qb][lo]
 
-    def pieces(b: int, k0: int, k1: int) -> list[tuple[int, int]]:
+    @functools.lru_cache(maxsize=None)  # asked twice per block: choosing the first cut, cutting
+    def pieces(b: int, k0: int, k1: int) -> tuple[tuple[int, int], ...]:
         seconds = model.flops(b, k0, k1) / model.workers[w].flops
         parts = min(OVERLAP_PIECES, k1 - k0, int(seconds / MIN_PIECE_SECONDS))
         cuts = [k0 + (k1 - k0) * i // parts for i in range(parts + 1)] if parts >= 2 else []
-        return list(zip(cuts, cuts[1:]))
+        return tuple(zip(cuts, cuts[1:]))
 
     def remote_own(b: int, k0: int, k1: int) -> bool:  # w's fix-up, remote inputs, 2+ K chunks
         qa, qb = model.panels(b)
@@ -505,7 +506,10 @@ class _Model:
                         self.stored[w] += nbytes
         self.remote = [[t - h for t, h in zip(self.slab_bytes, held)] for held in local]
         # FLOPs of each block's whole K range (the planner asks for it per block and worker).
-        self.block_flops = [self.flops(b, 0, self.nk) for b in range(len(self.blocks))]
+        self.block_flops = [2.0 * self.heights[b // self.ncols] * self.widths[b % self.ncols] * self.kstart[-1]
+                            for b in range(len(self.blocks))]
+        # (A row panel, B column panel) of each block, for the per-block loops
+        self.block_panels = [(b // self.ncols, self.nrows + b % self.ncols) for b in range(len(self.blocks))]
         self.panel_remote = [[sum(r[q:q + self.nk]) for q in range(0, nslabs, self.nk)]
                              for r in self.remote]
 
@@ -513,13 +517,14 @@ class _Model:
         return divmod(b, self.ncols)
 
     def panels(self, b: int) -> tuple[int, int]:
-        bi, bj = divmod(b, self.ncols)
-        return bi, self.nrows + bj
+        return self.block_panels[b]
 
     def slabs(self, b: int, k: int) -> tuple[int, int]:
         return tuple(q * self.nk + k for q in self.panels(b))
 
     def flops(self, b: int, k0: int, k1: int) -> float:
+        if k0 == 0 and k1 == self.nk:
+            return self.block_flops[b]
         bi, bj = divmod(b, self.ncols)
         return 2.0 * self.heights[bi] * self.widths[bj] * (self.kstart[k1] - self.kstart[k0])
 
@@ -528,7 +533,9 @@ class _Model:
         return self.heights[bi] * self.widths[bj] * self.problem.itemsize
 
     def is_local(self, w: int, b: int) -> bool:
-        return not any(self.panel_remote[w][q] for q in self.panels(b))
+        qa, qb = self.block_panels[b]
+        remote = self.panel_remote[w]
+        return not (remote[qa] or remote[qb])
 
 
 class _Ledger:
@@ -554,12 +561,14 @@ class _Ledger:
 
     def add(self, w: int, b: int, k0: int, k1: int, sign: int) -> None:
         m, whole = self.model, self.whole[w]
-        self.compute[w] += sign * m.flops(b, k0, k1) / m.workers[w].flops
-        if k1 - k0 == m.nk:
-            for q in m.panels(b):
-                if _step(whole, q, sign):
+        if k1 - k0 == m.nk:  # whole K: the block's FLOPs and its two panels
+            self.compute[w] += sign * m.block_flops[b] / m.workers[w].flops
+            for q in m.block_panels[b]:
+                whole[q] += sign
+                if whole[q] == (1 if sign > 0 else 0):  # _step: the first reader in, the last out
                     self.fetched[w] += sign * self._unread(w, q)
             return
+        self.compute[w] += sign * m.flops(b, k0, k1) / m.workers[w].flops
         for s in (s for k in range(k0, k1) for s in m.slabs(b, k)):
             if _step(self.pieces[w], s, sign):
                 self.partly[w][s // m.nk] += sign
@@ -579,8 +588,9 @@ class _Ledger:
 
     def extra(self, w: int, b: int) -> tuple[float, float]:
         """(compute, fetch) seconds that the whole-K Work of block ``b`` would add to ``w``."""
-        m = self.model
-        new = sum(self._unread(w, q) for q in m.panels(b) if not self.whole[w][q])
+        m, whole = self.model, self.whole[w]
+        qa, qb = m.block_panels[b]
+        new = (0 if whole[qa] else self._unread(w, qa)) + (0 if whole[qb] else self._unread(w, qb))
         return m.block_flops[b] / m.workers[w].flops, new / m.workers[w].bandwidth
 
     def time_with(self, w: int, compute: float = 0.0, fetch: float = 0.0, fixup: float = 0.0) -> float:
@@ -609,7 +619,7 @@ def _band(model: _Model, walk: Sequence[int] | None = None) -> list[int]:
     speeds = list(itertools.accumulate(w.flops for w in model.workers))
     bounds = [s / speeds[-1] for s in speeds]
     walk = range(len(model.blocks)) if walk is None else walk
-    flops = [model.flops(b, 0, model.nk) for b in walk]
+    flops = [model.block_flops[b] for b in walk]
     total, done, owner = sum(flops) or 1.0, 0.0, [0] * len(model.blocks)
     for b, f in zip(walk, flops):
         owner[b] = min(bisect.bisect_right(bounds, (done + f / 2) / total), len(bounds) - 1)
@@ -624,7 +634,7 @@ def _owners(model: _Model, known: bool) -> list[list[int]]:
     (``_cheapest``)."""
     if not known:
         return [_band(model)]
-    by_cols = [model.rc(b)[1] * model.nrows + model.rc(b)[0] for b in range(len(model.blocks))]
+    by_cols = [(b % model.ncols) * model.nrows + b // model.ncols for b in range(len(model.blocks))]
     col_band = _band(model, by_cols)
     return [_greedy(model), _band(model), col_band]
 
@@ -653,10 +663,18 @@ def _greedy(model: _Model) -> list[int]:
     finish it earliest counting the panels it must still fetch (so data already there attracts)."""
     p, nb = len(model.workers), len(model.blocks)
     ledger, owner = _Ledger(model, [[] for _ in range(p)], []), [0] * nb
+    # ledger.time_with(w, *ledger.extra(w, b)) written out (the planner's hottest loop: blocks x
+    # workers).  Only whole-K Works are added here, so a panel's unread bytes are all its remote ones.
+    rates = [(w.flops, w.bandwidth) for w in model.workers]
+    compute, fetched, fixup, whole = ledger.compute, ledger.fetched, ledger.fixup, ledger.whole
     for b in sorted(range(nb), key=lambda b: -model.block_flops[b]):
+        qa, qb = model.block_panels[b]
+        work = model.block_flops[b]
         best, best_w = float("inf"), 0
-        for w in range(p):  # the earliest finish; ties to the lowest index
-            t = ledger.time_with(w, *ledger.extra(w, b))
+        for w, (speed, bw) in enumerate(rates):  # the earliest finish; ties to the lowest index
+            held, remote = whole[w], model.panel_remote[w]
+            new = (0 if held[qa] else remote[qa]) + (0 if held[qb] else remote[qb])
+            t = max(compute[w] + work / speed, fetched[w] / bw + new / bw) + fixup[w] / bw
             if t < best:
                 best, best_w = t, w
         owner[b] = best_w
@@ -672,8 +690,8 @@ def _order(model: _Model, w: int, mine: list[int]) -> list[int]:
     """
     if not mine:
         return []
-    rows = sorted({model.rc(b)[0] for b in mine})
-    cols = sorted({model.rc(b)[1] for b in mine})
+    rows = sorted({b // model.ncols for b in mine})
+    cols = sorted({b % model.ncols for b in mine})
     tall = sum(model.heights[r] for r in rows) <= sum(model.widths[c] for c in cols)
     raster, group = ("m", len(rows)) if tall else ("n", len(cols))
     present = set(mine)

@@ -36,8 +36,22 @@ def grouped_tile(t: int, rows: int, cols: int, group: int, raster: str = "m") ->
 
 
 def grouped_order(rows: int, cols: int, group: int, raster: str = "m") -> list[tuple[int, int]]:
-    """Every tile of a ``rows × cols`` grid, in grouped order."""
-    return [grouped_tile(t, rows, cols, group, raster) for t in range(rows * cols)]
+    """Every tile of a ``rows × cols`` grid, in grouped order: ``grouped_tile`` of 0, 1, ...,
+    band by band.
+
+    >>> grouped_order(3, 2, 2) == [grouped_tile(t, 3, 2, 2) for t in range(6)]
+    True
+    """
+    if raster == "n":
+        return [(r, c) for c, r in grouped_order(cols, rows, group, "m")]
+    if raster != "m":
+        raise ValueError(f"raster must be 'm' or 'n', got {raster!r}")
+    group = max(1, min(group, rows))
+    order = []
+    for first in range(0, rows, group):  # a band of `height` rows, walked down then right
+        height = min(rows - first, group)
+        order += [(first + within % height, within // height) for within in range(height * cols)]
+    return order
 
 
 # --- The Python mirror of kernels/tile_scheduler.cuh ---------------------------------------------
