@@ -102,7 +102,7 @@ echo "compile-kernels: ${#variants[@]} variants x 2 archs OK"
 # Hopper GEMM (gemm_hopper.cu), sm_90a only: each input x policy at 128x128 s4, plus the heuristic's
 # tiles (mgemm/hopper.py: TILE_CHOICES), the narrowest, the MN-major operand layouts (16-bit:
 # A column-major and/or B row-major) at each tile width, pingpong consumers, a register split, 2-CTA
-# clusters (B multicast), the staged epilogue (cooperative and pingpong), the spread stream-K fix-up and K in parts.  Same report; fails on errors, spills and
+# clusters (B multicast), the staged and TMA-store epilogues (cooperative and pingpong), the spread stream-K fix-up and K in parts.  Same report; fails on errors, spills and
 # any ptxas warning (C7508: setmaxnreg ignored; wgmma serialized).
 hopper_compile() {  # input output tile_n stages policy [a_k_major b_k_major [extra -D...]]
   local ak=${6:-1} bk=${7:-1}
@@ -158,7 +158,14 @@ hvariants+=("MGEMM_BF16 MGEMM_BF16 256 4 STREAMK" "MGEMM_F16 MGEMM_F16 128 6 STA
             # K held as several parts (a block task's chunks), one descriptor pair each
             "MGEMM_F16 MGEMM_F16 256 4 STATIC 1 0 -DMGEMM_K_PARTS=4 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_STAGED"
             "MGEMM_BF16 MGEMM_F32 128 6 STREAMK 0 0 -DMGEMM_K_PARTS=8"
-            "MGEMM_F16 MGEMM_F16 256 4 STATIC 1 0 -DMGEMM_K_PARTS=2 -DMGEMM_CLUSTER_M=2")
+            "MGEMM_F16 MGEMM_F16 256 4 STATIC 1 0 -DMGEMM_K_PARTS=2 -DMGEMM_CLUSTER_M=2"
+            # the TMA-store epilogue (staged boxes out through bulk tensor stores): cooperative,
+            # spread fix-up, 2-CTA clusters, float32 output, pingpong thin tile
+            "MGEMM_F16 MGEMM_F16 128 6 STATIC 1 0 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_TMA"
+            "MGEMM_BF16 MGEMM_BF16 256 4 STREAMK 1 0 -DMGEMM_SK_REDUCE=MGEMM_SK_REDUCE_SPREAD -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_TMA"
+            "MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 0 -DMGEMM_CLUSTER_M=2 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_TMA"
+            "MGEMM_TF32 MGEMM_F32 128 4 DYNAMIC 1 1 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_TMA"
+            "MGEMM_F16 MGEMM_F16 64 12 STREAMK 1 0 -DMGEMM_PINGPONG=1 -DMGEMM_TILE_M=64 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_TMA")
 hstatus=0
 pids=()
 for v in "${hvariants[@]}"; do

@@ -43,6 +43,7 @@
 #define MGEMM_EPILOGUE_DIRECT 0
 #define MGEMM_EPILOGUE_PAIR 1
 #define MGEMM_EPILOGUE_STAGED 2
+#define MGEMM_EPILOGUE_TMA 3
 #define MGEMM_SK_REDUCE_OWNER 0
 #define MGEMM_SK_REDUCE_SPREAD 1
 
@@ -76,7 +77,10 @@
 // even leading dimension and aligned, element-wise elsewhere and at the last odd column; STAGED:
 // with beta == 0 and a row-major output whose rows start 16-byte aligned, each consumer warpgroup
 // writes its rows, 64 at a time, through its own 16 KB shared-memory buffer, 256 bytes of each row
-// at a time, and stores them as 16-byte accesses that cover whole rows (PAIR elsewhere).
+// at a time, and stores them as 16-byte accesses that cover whole rows (PAIR elsewhere); TMA: as
+// STAGED, the buffer laid out as 128-byte-swizzled boxes of 64 rows x 128 bytes, which one thread
+// of the warpgroup stores with bulk tensor stores (the output's descriptor: kernel parameter
+// tma_d) while the warpgroup goes on (PAIR elsewhere).
 #define MGEMM_EPILOGUE MGEMM_EPILOGUE_PAIR
 #endif
 #ifndef MGEMM_A_K_MAJOR
@@ -137,7 +141,9 @@ struct Config {
   static constexpr bool kRecord = MGEMM_RECORD;
   static constexpr bool kAKMajor = MGEMM_A_K_MAJOR, kBKMajor = MGEMM_B_K_MAJOR;
   static constexpr bool kPairEpilogue = MGEMM_EPILOGUE != MGEMM_EPILOGUE_DIRECT;  // STAGED falls back to it
-  static constexpr bool kStagedEpilogue = MGEMM_EPILOGUE == MGEMM_EPILOGUE_STAGED;
+  // STAGED and TMA both stage the output through shared memory; TMA stores it with bulk stores
+  static constexpr bool kTmaStore = MGEMM_EPILOGUE == MGEMM_EPILOGUE_TMA;
+  static constexpr bool kStagedEpilogue = MGEMM_EPILOGUE == MGEMM_EPILOGUE_STAGED || kTmaStore;
   static constexpr bool kSpreadFixUp = MGEMM_SK_REDUCE == MGEMM_SK_REDUCE_SPREAD;
   static constexpr bool kPingpong = MGEMM_PINGPONG;
   // m64 row blocks one consumer warpgroup multiplies per k16 step: 1 (cooperative: its half of the
@@ -170,8 +176,12 @@ struct Config {
   static constexpr int kOutPitch = kOutCols * (int)sizeof(Out);  // bytes per staged row
   static constexpr int kOutChunks = kTileN / kOutCols;
   static constexpr int kOutStageBytes = kStagedEpilogue ? kConsumers * 64 * kOutPitch : 0;
+  // TMA: a box is 64 rows of 128 bytes (kOutBoxCols columns), 1024-byte aligned for the swizzle,
+  // so the staging buffers start 1024 bytes after the ring (the barrier area padded).
+  static constexpr int kOutBoxCols = 128 / (int)sizeof(Out), kOutBoxBytes = 64 * 128;
+  static constexpr int kOutStageOffset = kStages * kStageBytes + (kTmaStore ? 1024 : kSharedBytes);
   // + 1024: the dynamic shared base is aligned up to 1024 bytes inside the kernel.
-  static constexpr int kSmemBytes = 1024 + kStages * kStageBytes + kSharedBytes + kOutStageBytes;
+  static constexpr int kSmemBytes = 1024 + kOutStageOffset + kOutStageBytes;
 
   static_assert(kTileN == 64 || kTileN == 128 || kTileN == 256, "TILE_N: 64, 128 or 256");
   static_assert(kPingpong ? (kTileM == 64 || kTileM == 128) : kTileM == 128,
@@ -188,6 +198,7 @@ struct Config {
   static_assert(kKParts >= 1 && kKParts <= 8, "K_PARTS: 1 to 8 (two descriptors each in the kernel parameters)");
   static_assert(!kSpreadFixUp || !kPingpong, "SK_REDUCE SPREAD: cooperative consumers (other policies split no tile)");
   static_assert(!kStagedEpilogue || kOutPitch % 128 == 0, "staged rows: whole 16-byte pieces, 8 at least");
+  static_assert(!kTmaStore || (kStageBytes % 1024 == 0 && kSharedBytes <= 1024), "TMA store boxes: 1024-byte aligned");
   static_assert(kClusterM == 1 || (!kPingpong && !kRecord && kTileN >= 128 &&
                                    (MGEMM_POLICY == MGEMM_POLICY_STATIC || MGEMM_POLICY == MGEMM_POLICY_PER_TILE)),
                 "CLUSTER_M 2: cooperative consumers, static or per_tile, no record, TILE_N 128 or 256");
@@ -543,21 +554,46 @@ __device__ __forceinline__ void store_piece_elem(Out* dst, const uint4& v, int j
 // warpgroup's own named barrier (kWgBar + wg) orders the writes and reads of `buf`, including
 // against the previous chunk's, block's or tile's reads.  Needs beta == 0, D row-major, 16-byte
 // aligned rows.  Cooperative: rb == wg; pingpong: wg's tile has kMBlocks row blocks, one at a time.
+// TMA (kTmaStore): buf holds kOutPitch / 128 boxes of 64 rows x 128 bytes, one after another, the
+// 16-byte pieces of row r XOR-permuted by r & 7 (the TMA's 128-byte swizzle, the same banks as
+// above); the warpgroup's first thread stores the boxes through `d_desc` (rows and columns past
+// the output are not written) and, before buf is written again, waits until they have been read.
 template <int CH = 0>
 __device__ __forceinline__ void epilogue_staged(const float (&acc)[kAcc], int rb, int wg, Out* D, int M, int N,
-                                                long long ldd_m, int m0, int n0, float a, unsigned char* buf) {
+                                                long long ldd_m, int m0, int n0, float a, unsigned char* buf,
+                                                const TmaDesc* d_desc) {
   constexpr int kPieces = Config::kOutPitch / 16, kPer16 = 16 / (int)sizeof(Out);
   constexpr int kFirst = CH * Config::kOutCols / 2, kLast = (CH + 1) * Config::kOutCols / 2;
   const int t = threadIdx.x & 127;
   const int bar = Config::kWgBar + wg;
+  if constexpr (Config::kTmaStore)
+    if (t == 0) tma_store_wait_read();  // the bulk stores of the previous chunk or tile have read buf
   named_sync<128>(bar);  // every thread is done reading buf (the previous chunk or tile)
 #pragma unroll
   for (int i = kFirst; i < kLast; i += 2) {
     int r, c;
     coord_of(i, 0, t, r, c);  // r: the row within this warpgroup's 64
     const int byte = (c - CH * Config::kOutCols) * (int)sizeof(Out);
-    unsigned char* p = buf + r * Config::kOutPitch + (((byte >> 4) ^ (r & 7)) << 4) + (byte & 15);
+    unsigned char* p;
+    if constexpr (Config::kTmaStore)
+      p = buf + (byte >> 7) * Config::kOutBoxBytes + r * 128 + ((((byte & 127) >> 4) ^ (r & 7)) << 4) + (byte & 15);
+    else
+      p = buf + r * Config::kOutPitch + (((byte >> 4) ^ (r & 7)) << 4) + (byte & 15);
     store_pair(reinterpret_cast<Out*>(p), a * acc[i], a * acc[i + 1]);
+  }
+  if constexpr (Config::kTmaStore) {
+    fence_proxy_async_shared();  // the writes above, before the TMA unit reads them
+    named_sync<128>(bar);        // the chunk is in buf
+    if (t == 0) {
+#pragma unroll
+      for (int h = 0; h < Config::kOutPitch / 128; ++h)
+        tma_store_2d(d_desc, buf + h * Config::kOutBoxBytes, n0 + CH * Config::kOutCols + h * Config::kOutBoxCols,
+                     m0 + rb * 64);
+      tma_store_commit();
+    }
+    if constexpr (CH + 1 < Config::kOutChunks)
+      epilogue_staged<CH + 1>(acc, rb, wg, D, M, N, ldd_m, m0, n0, a, buf, d_desc);
+    return;
   }
   named_sync<128>(bar);  // the chunk is in buf
 #pragma unroll
@@ -576,7 +612,14 @@ __device__ __forceinline__ void epilogue_staged(const float (&acc)[kAcc], int rb
         if (gc + j < N) store_piece_elem(dst + j, v, j);
     }
   }
-  if constexpr (CH + 1 < Config::kOutChunks) epilogue_staged<CH + 1>(acc, rb, wg, D, M, N, ldd_m, m0, n0, a, buf);
+  if constexpr (CH + 1 < Config::kOutChunks) epilogue_staged<CH + 1>(acc, rb, wg, D, M, N, ldd_m, m0, n0, a, buf, d_desc);
+}
+
+// TMA: the warpgroup's bulk stores are complete before its thread leaves (and the CTA's shared
+// memory with it).
+__device__ __forceinline__ void drain_stores() {
+  if constexpr (Config::kTmaStore)
+    if ((threadIdx.x & 127) == 0) tma_store_wait_all();
 }
 
 __device__ __forceinline__ bool staged_ok(const Out* p, long long ld_m, long long ld_n) {
@@ -594,11 +637,13 @@ __device__ __forceinline__ bool pairs_ok(const Out* p, long long ld_m, long long
 __device__ __forceinline__ void epilogue(const float (&acc)[kAcc], int rb, const Out* C, Out* D, int M, int N,
                                          long long ldc_m, long long ldc_n, long long ldd_m, long long ldd_n,
                                          int m0, int n0, double alpha, double beta,
-                                         unsigned char* out_stage = nullptr, int wg = -1) {
+                                         unsigned char* out_stage = nullptr, int wg = -1,
+                                         const TmaDesc* d_desc = nullptr) {
   if constexpr (Config::kStagedEpilogue) {
-    if (beta == 0.0 && staged_ok(D, ldd_m, ldd_n)) {
+    if (beta == 0.0 && staged_ok(D, ldd_m, ldd_n)) {  // TMA: the launcher encoded d_desc for D then
       if (wg < 0) wg = rb;
-      epilogue_staged(acc, rb, wg, D, M, N, ldd_m, m0, n0, (float)alpha, out_stage + wg * 64 * Config::kOutPitch);
+      epilogue_staged(acc, rb, wg, D, M, N, ldd_m, m0, n0, (float)alpha, out_stage + wg * 64 * Config::kOutPitch,
+                      d_desc);
       return;
     }
   }
@@ -767,10 +812,10 @@ __device__ __forceinline__ void spread_reduce(const S& sched, const WorkUnit& w,
 __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const TileGrid& g, const SchedArgs& args,
                                         const Out* C, Out* D, int M, int N, long long ldc_m, long long ldc_n,
                                         long long ldd_m, long long ldd_n, double alpha, double beta,
-                                        const SkFlags& flags, float* workspace) {
+                                        const SkFlags& flags, float* workspace, const TmaDesc* d_desc) {
   const int wg = threadIdx.x / 128 - 1;
   const Scheduler sched(g, args);  // for stream-K's bookkeeping only; units come from the slots
-  unsigned char* out_stage = ring + Config::kStages * Config::kStageBytes + Config::kSharedBytes;
+  unsigned char* out_stage = ring + Config::kOutStageOffset;
   RingPos pos;
   WorkUnit pending;  // SK_REDUCE SPREAD: a split unit whose tile is reduced once the range is stored
   bool has_pending = false;
@@ -781,6 +826,7 @@ __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const T
         if (has_pending)
           spread_reduce(sched, pending, workspace, flags, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta);
       }
+      drain_stores();
       return;
     }
     float acc[kAcc];
@@ -810,7 +856,7 @@ __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const T
       }
     }
     epilogue(acc, wg, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, w.row * Config::kTileM, w.col * Config::kTileN,
-             alpha, beta, out_stage);
+             alpha, beta, out_stage, -1, d_desc);
   }
 }
 
@@ -920,16 +966,17 @@ __device__ __forceinline__ void consume_pingpong(unsigned char* ring, Shared& sh
                                                  const SchedArgs& args, const Out* C, Out* D, int M, int N,
                                                  long long ldc_m, long long ldc_n, long long ldd_m, long long ldd_n,
                                                  double alpha, double beta, const SkFlags& flags,
-                                                 float* workspace) {
+                                                 float* workspace, const TmaDesc* d_desc) {
   constexpr int MB = Config::kMBlocks;
   const int wg = threadIdx.x / 128 - 1;
   const Scheduler sched(g, args);  // for stream-K's bookkeeping only; units come from the slots
-  unsigned char* out_stage = ring + Config::kStages * Config::kStageBytes + Config::kSharedBytes;
+  unsigned char* out_stage = ring + Config::kOutStageOffset;
   RingPos pos;
   for (int u = 0;; ++u) {
     const WorkUnit w = take_unit(sh, u);
     if (w.tile < 0) {
       if (u > 0 && (u & 1) == wg) named_sync<Config::kConsumerThreads>(Config::kTurnBar + wg);
+      drain_stores();
       return;
     }
     const int nk = w.k_end - w.k_begin;
@@ -950,7 +997,7 @@ __device__ __forceinline__ void consume_pingpong(unsigned char* ring, Shared& sh
 #pragma unroll
     for (int j = 0; j < MB; ++j)
       epilogue(acc[j], j, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, w.row * Config::kTileM, w.col * Config::kTileN,
-               alpha, beta, out_stage, wg);
+               alpha, beta, out_stage, wg, d_desc);
   }
 }
 
@@ -977,7 +1024,11 @@ extern "C" __global__ void __launch_bounds__(Config::kThreads, 1) MGEMM_CLUSTER_
     const __grid_constant__ TmaParts tma_a, const __grid_constant__ TmaParts tma_b, const Out* C, Out* D,
     int M, int N, long long ldc_m, long long ldc_n, long long ldd_m, long long ldd_n, double alpha,
     double beta, int* sync, float* workspace, int sk_tiles, int* record, const PartEnds part_ends,
-    int sk_epoch) {
+    int sk_epoch
+#if MGEMM_EPILOGUE == MGEMM_EPILOGUE_TMA
+    , const __grid_constant__ TmaDesc tma_d  // D as an (N, M) tensor, box (128 bytes, 64), 128-byte swizzle
+#endif
+    ) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char* ring = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   Shared& sh = *reinterpret_cast<Shared*>(ring + Config::kStages * Config::kStageBytes);
@@ -1021,10 +1072,17 @@ extern "C" __global__ void __launch_bounds__(Config::kThreads, 1) MGEMM_CLUSTER_
     }
   } else {  // consumer warpgroups
     setmaxnreg_inc<Config::kConsumerRegs>();
+#if MGEMM_EPILOGUE == MGEMM_EPILOGUE_TMA
+    const TmaDesc* d_desc = &tma_d;
+    if (threadIdx.x == 128) tma_prefetch(d_desc);
+#else
+    const TmaDesc* d_desc = nullptr;
+#endif
     if constexpr (Config::kPingpong)
-      consume_pingpong(ring, sh, grid, args, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta, flags, workspace);
+      consume_pingpong(ring, sh, grid, args, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta, flags, workspace,
+                       d_desc);
     else
-      consume(ring, sh, grid, args, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta, flags, workspace);
+      consume(ring, sh, grid, args, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta, flags, workspace, d_desc);
   }
   // CLUSTER_M 2: every thread of both CTAs, so that neither leaves (its shared memory with it) while
   // the peer's consumers may still arrive on its "empty" barriers.  The peer's multicasts into this

@@ -126,6 +126,27 @@ __device__ __forceinline__ void tma_load_2d_multicast(void* dst, const TmaDesc* 
       : "memory");
 }
 
+// The box at (c0, c1) of a 2-D tensor (c0: the contiguous coordinate) from shared memory at `src`
+// (laid out as the descriptor's swizzle says), as one bulk store; the elements outside the tensor
+// are not written.  The store joins this thread's open bulk group (tma_store_commit).  Writes of
+// `src` by the generic proxy must be fenced first (fence_proxy_async_shared) and visible to the
+// issuing thread (a barrier).
+__device__ __forceinline__ void tma_store_2d(const TmaDesc* desc, const void* src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(
+                   reinterpret_cast<unsigned long long>(desc)),
+               "r"(c0), "r"(c1), "r"(smem_addr(src))
+               : "memory");
+}
+__device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// This thread's bulk stores have all read their shared memory (it may be written again).
+__device__ __forceinline__ void tma_store_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+// This thread's bulk stores are all complete (written to global memory).
+__device__ __forceinline__ void tma_store_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+// Orders this thread's generic-proxy shared-memory writes before later async-proxy (TMA) reads.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 // --- registers ----------------------------------------------------------------------------------
 
 template <int N>

@@ -28,7 +28,11 @@ each row at a time, and stores them as 16-byte pieces of whole rows (elsewhere i
 ``pair``).  ``pair`` (the config's
 default): the two adjacent columns a thread holds go out as one 4- or 8-byte store (and C as one
 load) where the output is row-major with an even leading dimension and aligned; ``direct`` is the
-element-wise one.  ``gemm`` raises on GPUs
+element-wise one.  ``tma`` (opt-in, twelfth session; its GPU tests and timing are still to run):
+as ``staged``, each 64-row block laid out as 128-byte-swizzled boxes of 64 rows x 128 bytes
+that the warpgroup's first thread stores with bulk tensor stores (``cp.async.bulk.tensor``,
+the output's descriptor a kernel parameter) while the warpgroup goes on to its next tile; TMA
+clips the edges.  ``gemm`` raises on GPUs
 other than sm_90; ``supported()`` tells the caller to use ``mgemm.kernels.gemm`` instead.
 
 Consumer modes.  Cooperative (default): both consumer warpgroups on every 128-row tile, 64 rows
@@ -87,7 +91,7 @@ with K = 32768 in four parts: 6.71 ms against 7.23 ms for cuBLAS into a float32 
 tenth session), so ``engine="auto"`` takes this path for float16/bfloat16 blocks of two or more
 parts; with one part it picks cuBLAS, ahead or level on every shape measured.
 
-Not yet done: a TMA-store epilogue; clusters along N (multicast of A) or larger than 2; 256-row
+Not yet done: the TMA-store epilogue run and timed on the GPU; clusters along N (multicast of A) or larger than 2; 256-row
 tiles.
 
 On the H200, from the repository root, with wheels of mgemm's Python dependencies in .whl::
@@ -132,7 +136,7 @@ THREADS = 384  # producer warpgroup + two consumer warpgroups
 CONSUMER_THREADS = 256
 SMEM_LIMIT = 232448  # 227 KB: the most shared memory one block may have on sm_90
 TILE_NS = (64, 128, 256)
-EPILOGUES = ("pair", "direct", "staged")
+EPILOGUES = ("pair", "direct", "staged", "tma")
 SK_REDUCES = ("owner", "spread")  # how a split tile's stream-K partials are added (see HopperConfig)
 REGS = (40, 232)  # setmaxnreg of (producer, consumers): the defaults
 CLUSTER_MS = (1, 2)  # CTAs per thread-block cluster, on tiles adjacent along M (2: B multicast)
@@ -168,7 +172,8 @@ class HopperConfig(RenderedConfig):
     # "pair": two adjacent columns per store where aligned; "direct": one element per store;
     # "staged": with beta == 0 and 16-byte aligned output rows, each consumer warpgroup's rows go
     # through its own 16 KB shared-memory buffer and out as 16-byte stores of whole rows ("pair"
-    # elsewhere)
+    # elsewhere); "tma": as "staged", the buffer stored by bulk tensor stores (TMA) that run on
+    # while the warpgroup goes to its next tile ("pair" elsewhere)
     epilogue: str = "pair"
     # False (cooperative): both consumer warpgroups on every 128-row tile.  True (pingpong): each
     # owns whole tile_m x tile_n tiles in turn, one's epilogue under the other's mainloop.
@@ -269,13 +274,14 @@ class HopperConfig(RenderedConfig):
 
     @property
     def smem_bytes(self) -> int:
-        """Alignment slack (1024) + the stage ring + the barrier area (512) + the staged epilogue's
-        buffers (two warpgroups x 64 rows x 256 bytes of output, or whole tile rows when
-        narrower), as Config::kSmemBytes."""
+        """Alignment slack (1024) + the stage ring + the barrier area (512; 1024 with the TMA
+        store, whose boxes are 1024-byte aligned) + the staged epilogue's buffers (two warpgroups
+        x 64 rows x 256 bytes of output, or whole tile rows when narrower), as Config::kSmemBytes."""
         out = 0
-        if self.epilogue == "staged":
+        if self.epilogue in ("staged", "tma"):
             out = 2 * 64 * min(self.tile_n * ELEMENT_BYTES[self.output], 256)
-        return 1024 + self.stages * (self.tile_m + self.tile_n) * 128 + 512 + out
+        barriers = 1024 if self.epilogue == "tma" else 512
+        return 1024 + self.stages * (self.tile_m + self.tile_n) * 128 + barriers + out
 
     @property
     def align(self) -> int:
@@ -719,6 +725,11 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
         ops = [((dummy, True, config.align), (dummy, True, config.align))]
         a_k = b_k = True
         ends, dims = [0], [(1, 1, 1)]
+    d_desc = None
+    if config.epilogue == "tma":
+        d_desc = _output_desc(out, res_dtype, beta)
+        if d_desc is None:  # rows TMA cannot address, which the thread stores can
+            config = config.replace(epilogue="staged")
     config = specialize(config, output=res_dtype, record=debug, a_k_major=a_k, b_k_major=b_k,
                         k_parts=len(ops))
     kernel = get_kernel(config, dev)
@@ -746,6 +757,8 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
             _i64(out.strides[0] // oi), _i64(out.strides[1] // oi),
             _f64(alpha), _f64(beta), sync, workspace, _i32(lp.sk_tiles), record,
             _pack([np.int32(e) for e in ends]), _i32(epoch))
+    if d_desc is not None:
+        args += (d_desc,)
     kernel((lp.grid,), (config.threads,), args, shared_mem=config.smem_bytes)
     # Operand copies (if any) may be freed once the launch is queued: CuPy's pool hands their
     # memory only to later work on the same stream, which runs after this kernel.
@@ -753,6 +766,29 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
         count = int(record[0].get())
         return out, record[1:1 + 4 * count].reshape(count, 4).get()
     return out
+
+
+#: TMA element kinds of the outputs (float32 is the FLOAT32 kind tf32 inputs use)
+_OUT_TMA_KIND = {"float16": "float16", "bfloat16": "bfloat16", "float32": "tf32"}
+_NO_DESC = np.zeros(16, dtype=np.uint64).view(np.dtype("V128"))[0]
+
+
+def _output_desc(out, res_dtype: str, beta: float) -> np.void | None:
+    """The ``tma`` epilogue's descriptor of ``out``: an (N, M) tensor, boxes of 128 bytes x 64 rows,
+    128-byte swizzle.  The kernel takes the TMA path under the staged epilogue's own condition
+    (beta == 0, unit column stride, 16-byte aligned base and row stride) and then reads this
+    descriptor; elsewhere it falls back to the paired stores and never reads it: a zero descriptor
+    goes in its place.  None where the kernel would take the path but TMA cannot address the
+    rows (more than one row, overlapping or in reverse): the caller launches "staged" instead."""
+    m, n = out.shape
+    item = out.itemsize
+    s_m, s_n = out.strides
+    if beta != 0 or s_n != item or out.data.ptr % 16 or (s_m // item * item) % 16:
+        return _NO_DESC
+    ld = s_m // item if m > 1 else -(-n * item // 16) * 16 // item  # one row: any stride will do
+    if ld < n:
+        return None
+    return tma_desc(out.data.ptr, _OUT_TMA_KIND[res_dtype], n, m, ld, 128 // item, 64)
 
 
 def _pack(values) -> np.void:

@@ -96,7 +96,7 @@ def test_config_validates():
     with pytest.raises(ValueError):  # 5 stages of 128x256 do not fit in 227 KB
         HopperConfig(tile_n=256, stages=5)
     with pytest.raises(ValueError):
-        HopperConfig(epilogue="tma")
+        HopperConfig(epilogue="fancy")
     with pytest.raises(ValueError, match="sk_reduce must be one of"):
         HopperConfig(policy="streamk", sk_reduce="tree")
     with pytest.raises(ValueError, match="for cooperative consumers"):
@@ -259,6 +259,32 @@ def test_heuristic_thin_products(dtype, allow_tf32):
     assert not choose(64, 8192, 8192, tile_n=128).pingpong
 
 
+def test_output_desc_follows_the_kernels_staged_condition(monkeypatch):
+    """The TMA-store epilogue's output descriptor: encoded (N x M, ld, boxes of 128 bytes x 64
+    rows) exactly where the kernel takes the staged path (beta == 0, unit column stride, 16-byte
+    aligned base and row stride), so the kernel never reads a zero one; a zero one elsewhere; None
+    (launch "staged") where the kernel would take the path but TMA cannot address the rows."""
+    from types import SimpleNamespace
+    monkeypatch.setattr(hopper, "tma_desc", lambda *args: args)
+
+    def out(shape, strides, ptr=1 << 20, item=2):
+        return SimpleNamespace(shape=shape, strides=strides, itemsize=item, data=SimpleNamespace(ptr=ptr))
+
+    desc = hopper._output_desc
+    assert desc(out((261, 333), (2 * 344, 2)), "float16", 0.0) == (1 << 20, "float16", 333, 261, 344, 64, 64)
+    assert desc(out((261, 333), (4 * 336, 4), item=4), "float32", 0.0) == (1 << 20, "tf32", 333, 261, 336, 32, 64)
+    assert desc(out((1, 333), (2 * 333, 2)), "bfloat16", 0.0) is hopper._NO_DESC  # device: 666 % 16
+    assert desc(out((1, 333), (2 * 336, 2)), "bfloat16", 0.0)[4] == 336  # one row: a valid ld
+    no = hopper._NO_DESC
+    assert desc(out((261, 333), (2 * 344, 2)), "float16", 0.5) is no       # beta != 0: C is read
+    assert desc(out((261, 333), (2 * 333, 2)), "float16", 0.0) is no       # rows not 16-byte aligned
+    assert desc(out((261, 333), (2 * 344, 2), ptr=(1 << 20) + 2), "float16", 0.0) is no
+    assert desc(out((261, 333), (2, 2 * 264)), "float16", 0.0) is no       # column-major
+    assert desc(out((261, 333), (-2 * 344, 2)), "float16", 0.0) is None    # rows in reverse order
+    assert desc(out((261, 333), (2 * 8, 2)), "float16", 0.0) is None       # rows overlap
+    assert bytes(no) == bytes(128)
+
+
 def test_plan_launch_pingpong_uses_its_tile_rows():
     cfg = HopperConfig(tile_n=256, policy="streamk", pingpong=True, tile_m=64)
     lp = hopper.plan_launch(cfg, 1000, 3000, 4000, 132)
@@ -403,7 +429,19 @@ def test_transpose_kernel_compiles_without_spills(tmp_path):
                                  HopperConfig(input="bfloat16", tile_n=128, stages=6, policy="streamk",
                                               k_parts=8, a_k_major=False),
                                  HopperConfig(input="float16", tile_n=256, stages=4, cluster_m=2,
-                                              k_parts=3)], ids=str)
+                                              k_parts=3),
+                                 # the TMA-store epilogue: cooperative, spread, clusters, float32
+                                 # output (two boxes per chunk), pingpong thin tile
+                                 HopperConfig(input="float16", tile_n=128, stages=6, epilogue="tma",
+                                              b_k_major=False),
+                                 HopperConfig(input="bfloat16", tile_n=256, stages=4, epilogue="tma",
+                                              policy="streamk", sk_reduce="spread"),
+                                 HopperConfig(input="bfloat16", tile_n=256, stages=4, epilogue="tma",
+                                              cluster_m=2),
+                                 HopperConfig(input="tf32", tile_n=128, stages=4, epilogue="tma",
+                                              policy="dynamic"),
+                                 HopperConfig(input="float16", tile_n=64, stages=12, pingpong=True, tile_m=64,
+                                              epilogue="tma", b_k_major=False, policy="streamk")], ids=str)
 def test_rendered_source_compiles_for_sm90a(cfg, tmp_path):
     """The launcher's #defines compile, and its shared-memory size equals the kernel's (a
     static_assert in gemm_hopper.cu)."""
@@ -428,6 +466,10 @@ def test_rendered_source_compiles_for_sm90a(cfg, tmp_path):
     assert ("barrier.cluster.arrive" in ptx) == cluster
     # the staged epilogue: 16-byte shared reads and global stores
     assert ("ld.shared.v4" in ptx and "st.global.v4" in ptx) == (cfg.epilogue == "staged")
+    # the TMA-store epilogue: bulk tensor stores from shared memory, their reads awaited
+    tma = cfg.epilogue == "tma"
+    assert ("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group" in ptx) == tma
+    assert ("cp.async.bulk.wait_group.read 0" in ptx and "fence.proxy.async.shared::cta" in ptx) or not tma
 
 
 # --- GPU (sm_90 only) -----------------------------------------------------------------------------
@@ -801,13 +843,16 @@ def test_pair_epilogue_equals_direct_and_falls_back(kind, out_dtype):
                                                                     ("bfloat16", None, 256, "static", 64),
                                                                     ("float16", "float32", 128, "streamk", 128),
                                                                     ("float16", None, 64, "dynamic", 64)])
-def test_staged_epilogue_equals_direct_and_falls_back(kind, out_dtype, tile_n, policy, pp_tile_m):
-    """The staged epilogue (16-byte stores through shared memory) writes the bits the element-wise
-    one does, on edge tiles of a 261 x 333 result: into a row-major output whose rows are 16-byte
-    aligned (the staged path; the padding columns beyond N stay untouched) and, falling back to
-    the paired stores, into one with an odd leading dimension, one starting an element off and a
-    column-major one; and with beta != 0 (C is read: the paired path).  ``pp_tile_m`` > 0: pingpong
-    consumers with tiles of that many rows (each warpgroup stages its own tile's row blocks)."""
+@pytest.mark.parametrize("epi", ["staged", "tma"])
+def test_staged_epilogue_equals_direct_and_falls_back(kind, out_dtype, tile_n, policy, pp_tile_m, epi):
+    """The staged epilogue (16-byte stores through shared memory) and the TMA-store one (the same
+    buffer out through bulk tensor stores) write the bits the element-wise one does, on edge tiles
+    of a 261 x 333 result: into a row-major output whose rows are 16-byte aligned (the staged / TMA
+    path; the padding columns beyond N stay untouched) and, falling back to the paired stores, into
+    one with an odd leading dimension, one starting an element off and a column-major one; into
+    rows in reverse order (staged; TMA cannot address them and launches "staged"); and with
+    beta != 0 (C is read: the paired path).  ``pp_tile_m`` > 0: pingpong consumers with tiles of
+    that many rows (each warpgroup stages its own tile's row blocks)."""
     rng = np.random.default_rng(11)
     a, _ = rand_operand((261, 300), kind, rng)
     b, _ = rand_operand((300, 333), kind, rng)
@@ -819,12 +864,13 @@ def test_staged_epilogue_equals_direct_and_falls_back(kind, out_dtype, tile_n, p
     views = [lambda: poisoned((261, ld), res)[:, :333],          # staged
              lambda: poisoned((261, 333), res),                  # ld 333: 16-byte rows broken
              lambda: poisoned((261, ld + 1), res)[:, 1:334],     # start one element off
-             lambda: poisoned((333, 261), res).T]                # column-major
+             lambda: poisoned((333, 261), res).T,                # column-major
+             lambda: poisoned((261, ld), res)[::-1, :333]]       # rows in reverse order
     for beta in (0.0, 0.5):
         for v, make in enumerate(views):
             outs = []
-            for epi in ("staged", "direct"):
-                cfg = HopperConfig(input=kind, output=res, tile_n=tile_n, policy=policy, epilogue=epi)
+            for e in (epi, "direct"):
+                cfg = HopperConfig(input=kind, output=res, tile_n=tile_n, policy=policy, epilogue=e)
                 if pp_tile_m:
                     cfg = cfg.replace(pingpong=True, tile_m=pp_tile_m)
                 out = make()
