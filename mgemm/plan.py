@@ -506,8 +506,7 @@ class _Model:
                         self.stored[w] += nbytes
         self.remote = [[t - h for t, h in zip(self.slab_bytes, held)] for held in local]
         # FLOPs of each block's whole K range (the planner asks for it per block and worker).
-        self.block_flops = [2.0 * self.heights[b // self.ncols] * self.widths[b % self.ncols] * self.kstart[-1]
-                            for b in range(len(self.blocks))]
+        self.block_flops = [self.flops(b, 0, self.nk) for b in range(len(self.blocks))]
         # (A row panel, B column panel) of each block, for the per-block loops
         self.block_panels = [(b // self.ncols, self.nrows + b % self.ncols) for b in range(len(self.blocks))]
         self.panel_remote = [[sum(r[q:q + self.nk]) for q in range(0, nslabs, self.nk)]
@@ -523,8 +522,6 @@ class _Model:
         return tuple(q * self.nk + k for q in self.panels(b))
 
     def flops(self, b: int, k0: int, k1: int) -> float:
-        if k0 == 0 and k1 == self.nk:
-            return self.block_flops[b]
         bi, bj = divmod(b, self.ncols)
         return 2.0 * self.heights[bi] * self.widths[bj] * (self.kstart[k1] - self.kstart[k0])
 
@@ -564,8 +561,7 @@ class _Ledger:
         if k1 - k0 == m.nk:  # whole K: the block's FLOPs and its two panels
             self.compute[w] += sign * m.block_flops[b] / m.workers[w].flops
             for q in m.block_panels[b]:
-                whole[q] += sign
-                if whole[q] == (1 if sign > 0 else 0):  # _step: the first reader in, the last out
+                if _step(whole, q, sign):
                     self.fetched[w] += sign * self._unread(w, q)
             return
         self.compute[w] += sign * m.flops(b, k0, k1) / m.workers[w].flops
@@ -585,13 +581,6 @@ class _Ledger:
     def reads(self, w: int, s: int) -> int:
         """How many Works on ``w`` read slab ``s``."""
         return self.whole[w][s // self.model.nk] + self.pieces[w].get(s, 0)
-
-    def extra(self, w: int, b: int) -> tuple[float, float]:
-        """(compute, fetch) seconds that the whole-K Work of block ``b`` would add to ``w``."""
-        m, whole = self.model, self.whole[w]
-        qa, qb = m.block_panels[b]
-        new = (0 if whole[qa] else self._unread(w, qa)) + (0 if whole[qb] else self._unread(w, qb))
-        return m.block_flops[b] / m.workers[w].flops, new / m.workers[w].bandwidth
 
     def time_with(self, w: int, compute: float = 0.0, fetch: float = 0.0, fixup: float = 0.0) -> float:
         """Worker ``w``'s predicted time with that many more seconds of compute, fetch and fix-up:
@@ -663,8 +652,9 @@ def _greedy(model: _Model) -> list[int]:
     finish it earliest counting the panels it must still fetch (so data already there attracts)."""
     p, nb = len(model.workers), len(model.blocks)
     ledger, owner = _Ledger(model, [[] for _ in range(p)], []), [0] * nb
-    # ledger.time_with(w, *ledger.extra(w, b)) written out (the planner's hottest loop: blocks x
-    # workers).  Only whole-K Works are added here, so a panel's unread bytes are all its remote ones.
+    # Each worker's ``ledger.time_with`` with block b's whole-K compute and fetch added, written
+    # out (the planner's hottest loop: blocks x workers).  Only whole-K Works are added here, so a
+    # panel a worker does not hold yet costs all of its remote bytes.
     rates = [(w.flops, w.bandwidth) for w in model.workers]
     compute, fetched, fixup, whole = ledger.compute, ledger.fetched, ledger.fixup, ledger.whole
     for b in sorted(range(nb), key=lambda b: -model.block_flops[b]):
