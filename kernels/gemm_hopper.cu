@@ -591,25 +591,23 @@ __device__ __forceinline__ void epilogue_staged(const float (&acc)[kAcc], int rb
                      m0 + rb * 64);
       tma_store_commit();
     }
-    if constexpr (CH + 1 < Config::kOutChunks)
-      epilogue_staged<CH + 1>(acc, rb, wg, D, M, N, ldd_m, m0, n0, a, buf, d_desc);
-    return;
-  }
-  named_sync<128>(bar);  // the chunk is in buf
+  } else {
+    named_sync<128>(bar);  // the chunk is in buf
 #pragma unroll
-  for (int s = 0; s < 64 * kPieces / 128; ++s) {
-    const int piece = t + 128 * s;
-    const int r = piece / kPieces, q = piece % kPieces;
-    const int gr = m0 + rb * 64 + r, gc = n0 + CH * Config::kOutCols + q * kPer16;
-    if (gr >= M || gc >= N) continue;
-    const uint4 v = *reinterpret_cast<const uint4*>(buf + r * Config::kOutPitch + ((q ^ (r & 7)) << 4));
-    Out* dst = D + gr * ldd_m + gc;
-    if (gc + kPer16 <= N) {
-      *reinterpret_cast<uint4*>(dst) = v;
-    } else {
+    for (int s = 0; s < 64 * kPieces / 128; ++s) {
+      const int piece = t + 128 * s;
+      const int r = piece / kPieces, q = piece % kPieces;
+      const int gr = m0 + rb * 64 + r, gc = n0 + CH * Config::kOutCols + q * kPer16;
+      if (gr >= M || gc >= N) continue;
+      const uint4 v = *reinterpret_cast<const uint4*>(buf + r * Config::kOutPitch + ((q ^ (r & 7)) << 4));
+      Out* dst = D + gr * ldd_m + gc;
+      if (gc + kPer16 <= N) {
+        *reinterpret_cast<uint4*>(dst) = v;
+      } else {
 #pragma unroll
-      for (int j = 0; j < kPer16; ++j)
-        if (gc + j < N) store_piece_elem(dst + j, v, j);
+        for (int j = 0; j < kPer16; ++j)
+          if (gc + j < N) store_piece_elem(dst + j, v, j);
+      }
     }
   }
   if constexpr (CH + 1 < Config::kOutChunks) epilogue_staged<CH + 1>(acc, rb, wg, D, M, N, ldd_m, m0, n0, a, buf, d_desc);
