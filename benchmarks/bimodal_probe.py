@@ -48,12 +48,11 @@ def main(argv=None):
     rng = np.random.default_rng(0)
     for spec in args.cases:
         pc = h.probe_case(spec, rng)
-        case, dtype, a0, b0, storage, as_dtype, cfg = (pc.case, pc.dtype, pc.a, pc.b, pc.storage,
-                                                        pc.as_dtype, pc.config)
-        shape, m, n = case.name, case.m, case.n
         if args.vary:
-            vary(args, case, dtype, a0, b0, storage, as_dtype, cfg, rng)
+            vary(args, pc, rng)
             continue
+        dtype, a0, b0, storage, as_dtype, cfg = pc.dtype, pc.a, pc.b, pc.storage, pc.as_dtype, pc.config
+        shape, m, n = pc.case.name, pc.case.m, pc.case.n
         print(f"# {shape} {dtype}: {cfg}; keep {args.keep or 'nothing'}", flush=True)
         keep = []  # hold earlier trials' buffers, so each trial gets new addresses
         first = None
@@ -79,10 +78,10 @@ def main(argv=None):
         cp.get_default_memory_pool().free_all_blocks()
 
 
-def vary(args, case, dtype, a0, b0, storage, as_dtype, cfg, rng):
-    m, n = case.m, case.n
-    print(f"# {case.name} {dtype}: {cfg}; {args.trials} copies of {args.vary}", flush=True)
-    copies = [{"a": a0.copy(), "b": b0.copy(), "out": cp.empty((m, n), dtype=storage)}
+def vary(args, pc, rng):
+    m, n, dtype, storage, as_dtype, cfg = pc.case.m, pc.case.n, pc.dtype, pc.storage, pc.as_dtype, pc.config
+    print(f"# {pc.case.name} {dtype}: {cfg}; {args.trials} copies of {args.vary}", flush=True)
+    copies = [{"a": pc.a.copy(), "b": pc.b.copy(), "out": cp.empty((m, n), dtype=storage)}
               for _ in range(args.trials)]
     pair = cfg.replace(epilogue="pair")
     fns = {}

@@ -87,9 +87,9 @@ def gpu_spin(us: float, clocks=None):
     SPIN((1,), (1,), (np.uint64(int(us * 1000)), clocks if clocks is not None else np.uint64(0)))
 
 
-def sm_mhz_after(us: float = 20.0) -> float:
-    """The SM clock in MHz over a ``us``-long spin queued now (the caller synchronizes later and
-    reads the value from the returned function)."""
+def sm_mhz_after(us: float = 20.0) -> Callable[[], float]:
+    """A reader of the SM clock in MHz over a ``us``-long spin queued now (call it once the spin
+    has run; it reads the value back from the GPU)."""
     global CLOCKS
     if CLOCKS is None:
         CLOCKS = cp.zeros(2, dtype=cp.uint64)
