@@ -169,3 +169,9 @@ def test_auto_on_gpu_chunks_picks_per_block(monkeypatch):
         assert auto.choose(f16, g16, "float64") == "cublas"
         assert auto.choose([x.astype(np.float32) for x in f16], [x.astype(np.float32) for x in g16]) == "cublas"
         assert auto.choose([f16[0], f16[1].astype(np.float32)], g16) == "cublas"
+    ml_dtypes = pytest.importorskip("ml_dtypes")  # bfloat16 (CuPy 14 holds it through ml_dtypes)
+    b16 = [x.astype(ml_dtypes.bfloat16) for x in f16]
+    h16 = [x.astype(ml_dtypes.bfloat16) for x in g16]
+    monkeypatch.setattr(hopper, "supported", lambda device=None: True)
+    assert [auto.choose(b16, h16, out) for out in (None, "bfloat16", "float32", "float16")] == [
+        "persistent", "persistent", "persistent", "cublas"]

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from . import cuda_device_count, get, is_bfloat16
+import numpy as np
+
+from . import cuda_device_count, get
+from .persistent import _use_hopper
 
 
 class GpuAutoEngine:
@@ -30,16 +33,13 @@ class GpuAutoEngine:
 
 def choose(a_parts: Sequence[Any], b_parts: Sequence[Any], out_dtype: Any = None) -> str:
     """``"persistent"`` for float16 or bfloat16 inputs (all parts one type) of two or more
-    non-empty K parts, written as that type or float32, on a GPU the Hopper kernel runs on; else
-    ``"cublas"``."""
+    non-empty K parts, written as that type or float32, on a GPU the Hopper kernel runs on (the
+    persistent engine's own test, ``_use_hopper``, without tf32); else ``"cublas"``."""
     parts = [(a, b) for a, b in zip(a_parts, b_parts) if a.shape[1]]
     if len(parts) < 2:
         return "cublas"
     first = parts[0][0].dtype
-    half = first.char == "e" or is_bfloat16(first)
-    if not half or any(a.dtype != first or b.dtype != first for a, b in parts):
+    if any(a.dtype != first or b.dtype != first for a, b in parts):
         return "cublas"
-    if out_dtype is not None and str(out_dtype) not in (first.name, "float32"):
-        return "cublas"
-    from mgemm import hopper
-    return "persistent" if hopper.supported() else "cublas"
+    out = first if out_dtype is None else np.dtype(out_dtype)  # as the persistent engine reads it
+    return "persistent" if _use_hopper(first, out, allow_tf32=False) else "cublas"
