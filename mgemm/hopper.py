@@ -778,15 +778,18 @@ def _output_desc(out, res_dtype: str, beta: float) -> np.void | None:
     128-byte swizzle.  The kernel takes the TMA path under the staged epilogue's own condition
     (beta == 0, unit column stride, 16-byte aligned base and row stride) and then reads this
     descriptor; elsewhere it falls back to the paired stores and never reads it: a zero descriptor
-    goes in its place.  None where the kernel would take the path but TMA cannot address the
-    rows (more than one row, overlapping or in reverse): the caller launches "staged" instead."""
+    goes in its place.  None where the kernel would take the path but TMA cannot write the
+    output exactly, and the caller launches "staged" instead: rows that overlap or run in reverse,
+    and rows whose N elements do not end on a 16-byte boundary (a bulk tensor store clips at the
+    tensor's edge only to 16-byte granules, so it would overwrite the elements after the row's
+    end up to the next boundary: another array's, or the padding of a column slice)."""
     m, n = out.shape
     item = out.itemsize
     s_m, s_n = out.strides
     if beta != 0 or s_n != item or out.data.ptr % 16 or (s_m // item * item) % 16:
         return _NO_DESC
-    ld = s_m // item if m > 1 else -(-n * item // 16) * 16 // item  # one row: any stride will do
-    if ld < n:
+    ld = s_m // item if m > 1 else n  # one row: any stride will do
+    if ld < n or (n * item) % 16:
         return None
     return tma_desc(out.data.ptr, _OUT_TMA_KIND[res_dtype], n, m, ld, 128 // item, 64)
 

@@ -263,7 +263,8 @@ def test_output_desc_follows_the_kernels_staged_condition(monkeypatch):
     """The TMA-store epilogue's output descriptor: encoded (N x M, ld, boxes of 128 bytes x 64
     rows) exactly where the kernel takes the staged path (beta == 0, unit column stride, 16-byte
     aligned base and row stride), so the kernel never reads a zero one; a zero one elsewhere; None
-    (launch "staged") where the kernel would take the path but TMA cannot address the rows."""
+    (launch "staged") where the kernel would take the path but TMA cannot address the rows or
+    would write past a row's N elements (which do not end on a 16-byte boundary)."""
     from types import SimpleNamespace
     monkeypatch.setattr(hopper, "tma_desc", lambda *args: args)
 
@@ -271,17 +272,21 @@ def test_output_desc_follows_the_kernels_staged_condition(monkeypatch):
         return SimpleNamespace(shape=shape, strides=strides, itemsize=item, data=SimpleNamespace(ptr=ptr))
 
     desc = hopper._output_desc
-    assert desc(out((261, 333), (2 * 344, 2)), "float16", 0.0) == (1 << 20, "float16", 333, 261, 344, 64, 64)
-    assert desc(out((261, 333), (4 * 336, 4), item=4), "float32", 0.0) == (1 << 20, "tf32", 333, 261, 336, 32, 64)
-    assert desc(out((1, 333), (2 * 333, 2)), "bfloat16", 0.0) is hopper._NO_DESC  # device: 666 % 16
-    assert desc(out((1, 333), (2 * 336, 2)), "bfloat16", 0.0)[4] == 336  # one row: a valid ld
+    assert desc(out((261, 336), (2 * 344, 2)), "float16", 0.0) == (1 << 20, "float16", 336, 261, 344, 64, 64)
+    assert desc(out((261, 332), (4 * 336, 4), item=4), "float32", 0.0) == (1 << 20, "tf32", 332, 261, 336, 32, 64)
+    assert desc(out((1, 336), (2 * 333, 2)), "bfloat16", 0.0) is hopper._NO_DESC  # device: 666 % 16
+    assert desc(out((1, 336), (2 * 344, 2)), "bfloat16", 0.0)[4] == 336  # one row: a valid ld
+    # rows of N elements that end off a 16-byte boundary: the bulk store would write past N
+    assert desc(out((261, 333), (2 * 344, 2)), "float16", 0.0) is None
+    assert desc(out((261, 333), (4 * 336, 4), item=4), "float32", 0.0) is None
+    assert desc(out((1, 333), (2 * 336, 2)), "bfloat16", 0.0) is None
     no = hopper._NO_DESC
     assert desc(out((261, 333), (2 * 344, 2)), "float16", 0.5) is no       # beta != 0: C is read
     assert desc(out((261, 333), (2 * 333, 2)), "float16", 0.0) is no       # rows not 16-byte aligned
     assert desc(out((261, 333), (2 * 344, 2), ptr=(1 << 20) + 2), "float16", 0.0) is no
     assert desc(out((261, 333), (2, 2 * 264)), "float16", 0.0) is no       # column-major
-    assert desc(out((261, 333), (-2 * 344, 2)), "float16", 0.0) is None    # rows in reverse order
-    assert desc(out((261, 333), (2 * 8, 2)), "float16", 0.0) is None       # rows overlap
+    assert desc(out((261, 336), (-2 * 344, 2)), "float16", 0.0) is None    # rows in reverse order
+    assert desc(out((261, 336), (2 * 8, 2)), "float16", 0.0) is None       # rows overlap
     assert bytes(no) == bytes(128)
 
 
@@ -847,46 +852,49 @@ def test_pair_epilogue_equals_direct_and_falls_back(kind, out_dtype):
 def test_staged_epilogue_equals_direct_and_falls_back(kind, out_dtype, tile_n, policy, pp_tile_m, epi):
     """The staged epilogue (16-byte stores through shared memory) and the TMA-store one (the same
     buffer out through bulk tensor stores) write the bits the element-wise one does, on edge tiles
-    of a 261 x 333 result: into a row-major output whose rows are 16-byte aligned (the staged / TMA
+    of a 261 x N result: into a row-major output whose rows are 16-byte aligned (the staged / TMA
     path; the padding columns beyond N stay untouched) and, falling back to the paired stores, into
     one with an odd leading dimension, one starting an element off and a column-major one; into
     rows in reverse order (staged; TMA cannot address them and launches "staged"); and with
-    beta != 0 (C is read: the paired path).  ``pp_tile_m`` > 0: pingpong consumers with tiles of
-    that many rows (each warpgroup stages its own tile's row blocks)."""
+    beta != 0 (C is read: the paired path).  N = 333 for both; N = 336 too for ``tma``: 333
+    elements end off a 16-byte boundary, where a bulk store would write past N and the launch
+    takes "staged", so only 336 exercises the bulk stores.  ``pp_tile_m`` > 0: pingpong consumers
+    with tiles of that many rows (each warpgroup stages its own tile's row blocks)."""
     rng = np.random.default_rng(11)
     a, _ = rand_operand((261, 300), kind, rng)
-    b, _ = rand_operand((300, 333), kind, rng)
     as_dtype = "bfloat16" if kind == "bfloat16" else None
     res = out_dtype or hopper.STORAGE[kind]
-    c, _ = rand_operand((261, 333), res if res != "float32" else "tf32", rng)
     pad = 16 // (2 if res in ("float16", "bfloat16") else 4)
-    ld = -(-333 // pad) * pad + pad  # a multiple of 16 bytes, with padding columns after N
-    views = [lambda: poisoned((261, ld), res)[:, :333],          # staged
-             lambda: poisoned((261, 333), res),                  # ld 333: 16-byte rows broken
-             lambda: poisoned((261, ld + 1), res)[:, 1:334],     # start one element off
-             lambda: poisoned((333, 261), res).T,                # column-major
-             lambda: poisoned((261, ld), res)[::-1, :333]]       # rows in reverse order
-    for beta in (0.0, 0.5):
-        for v, make in enumerate(views):
-            outs = []
-            for e in (epi, "direct"):
-                cfg = HopperConfig(input=kind, output=res, tile_n=tile_n, policy=policy, epilogue=e)
-                if pp_tile_m:
-                    cfg = cfg.replace(pingpong=True, tile_m=pp_tile_m)
-                out = make()
-                hopper.gemm(a, b, c, alpha=0.75, beta=beta, out=out, config=cfg, as_dtype=as_dtype,
-                            allow_tf32=kind == "tf32")
-                outs.append(out)
-            got, want = as_float64(outs[0], res), as_float64(outs[1], res)
-            assert not bool(cp.isnan(got).any()), (kind, v, beta)
-            if beta == 0.0:
-                assert bool((got == want).all()), (kind, v, outs[0].strides)
-            else:
-                tol = 1e-6 if res == "float32" else 1e-2
-                assert bool(cp.allclose(got, want, rtol=tol, atol=tol)), (kind, v, beta)
-            if v == 0:  # the columns between N and the leading dimension: never written
-                base = outs[0].base if outs[0].base is not None else outs[0]
-                assert bool(cp.isnan(as_float64(base[:, 333:], res)).all())
+    for n in (333,) if epi == "staged" else (333, 336):
+        b, _ = rand_operand((300, n), kind, rng)
+        c, _ = rand_operand((261, n), res if res != "float32" else "tf32", rng)
+        ld = -(-n // pad) * pad + pad  # a multiple of 16 bytes, with padding columns after N
+        views = [lambda: poisoned((261, ld), res)[:, :n],          # staged / TMA
+                 lambda: poisoned((261, n + 1 - n % 2), res),      # odd ld: 16-byte rows broken
+                 lambda: poisoned((261, ld + 1), res)[:, 1:n + 1],  # start one element off
+                 lambda: poisoned((n, 261), res).T,                # column-major
+                 lambda: poisoned((261, ld), res)[::-1, :n]]       # rows in reverse order
+        for beta in (0.0, 0.5):
+            for v, make in enumerate(views):
+                outs = []
+                for e in (epi, "direct"):
+                    cfg = HopperConfig(input=kind, output=res, tile_n=tile_n, policy=policy, epilogue=e)
+                    if pp_tile_m:
+                        cfg = cfg.replace(pingpong=True, tile_m=pp_tile_m)
+                    out = make()
+                    hopper.gemm(a, b, c, alpha=0.75, beta=beta, out=out, config=cfg, as_dtype=as_dtype,
+                                allow_tf32=kind == "tf32")
+                    outs.append(out)
+                got, want = as_float64(outs[0], res), as_float64(outs[1], res)
+                assert not bool(cp.isnan(got).any()), (kind, n, v, beta)
+                if beta == 0.0:
+                    assert bool((got == want).all()), (kind, n, v, outs[0].strides)
+                else:
+                    tol = 1e-6 if res == "float32" else 1e-2
+                    assert bool(cp.allclose(got, want, rtol=tol, atol=tol)), (kind, n, v, beta)
+                if v == 0:  # the columns between N and the leading dimension: never written
+                    base = outs[0].base if outs[0].base is not None else outs[0]
+                    assert bool(cp.isnan(as_float64(base[:, n:], res)).all()), (kind, n, beta)
 
 
 @pytest.mark.gpu
