@@ -14,6 +14,7 @@ and for the Hopper path where the host time goes (module functions of ``mgemm.ho
 with timers, in a separate loop).
 
     python3 benchmarks/host_overhead_probe.py [--trials 4] [--reps 10] [--spin-us 300] [MxNxK:dtype ...]
+    python3 benchmarks/host_overhead_probe.py --profile 500 [MxNxK:dtype ...]  # cProfile of the host path
 """
 
 from __future__ import annotations
@@ -80,14 +81,46 @@ def stage_breakdown(fn, calls: int) -> dict[str, float]:
     return out
 
 
+def profile_host_path(spec: str, calls: int, rng) -> None:
+    """cProfile of ``calls`` Hopper calls on one case (the GPU held by spins, so no launch waits):
+    the functions by their own time, then by cumulative time."""
+    import cProfile  # noqa: PLC0415
+    import pstats  # noqa: PLC0415
+    pc = h.probe_case(spec, rng)
+    out = cp.empty((pc.case.m, pc.case.n), dtype=pc.storage)
+
+    def fn():
+        return hopper.gemm(pc.a, pc.b, out=out, config=pc.config, as_dtype=pc.as_dtype)
+    for _ in range(3):
+        fn()
+    cp.cuda.Device().synchronize()
+    prof = cProfile.Profile()
+    for start in range(0, calls, 100):
+        h.gpu_spin(20000)
+        prof.enable()
+        for _ in range(min(100, calls - start)):
+            fn()
+        prof.disable()
+        cp.cuda.Device().synchronize()
+    print(f"# cProfile of {calls} calls, {spec}: {pc.config}", flush=True)
+    stats = pstats.Stats(prof, stream=sys.stdout)
+    stats.sort_stats("tottime").print_stats(30)
+    stats.sort_stats("cumulative").print_stats(30)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("cases", nargs="*", default=DEFAULT_CASES)
     p.add_argument("--trials", type=int, default=4)
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--spin-us", type=float, default=300.0)
+    p.add_argument("--profile", type=int, default=0, metavar="CALLS",
+                   help="instead: cProfile this many calls on the first case")
     args = p.parse_args(argv)
     rng = np.random.default_rng(0)
+    if args.profile:
+        profile_host_path(args.cases[0], args.profile, rng)
+        return
     summary = []
     for spec in args.cases:
         pc = h.probe_case(spec, rng)
@@ -102,7 +135,7 @@ def main(argv=None):
                    "mgemm": lambda a=a, b=b, o=outs[1]: hopper.gemm(a, b, out=o, config=cfg, as_dtype=as_dtype)}
             mhz_e: dict[str, list[float]] = {}
             mhz_s: dict[str, list[float]] = {}
-            exposed = h.timed_interleaved(fns, args.reps, mhz=mhz_e)
+            exposed = h.timed_interleaved(fns, args.reps, shield_us=0, mhz=mhz_e)
             host: dict[str, list[float]] = {}
             shielded = h.timed_interleaved(fns, args.reps, shield_us=args.spin_us, host=host, mhz=mhz_s)
             clock = {f"{mode} {name}": statistics.median(v) for mode, d in (("exposed", mhz_e), ("shielded", mhz_s))

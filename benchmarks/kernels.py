@@ -106,8 +106,14 @@ def timed(fn: Callable[[], object], reps: int, warmup: int = 2) -> float:
     return timed_interleaved({"fn": fn}, reps, warmup)["fn"]
 
 
+#: The default spin between the L2 flush and the start event (see ``timed_interleaved``): longer
+#: than any host path measured on the H200 host (mgemm's Hopper path 70–180 µs a call, cuBLAS's
+#: 30–90 µs), so the events see GPU time only.
+SHIELD_US = 300.0
+
+
 def timed_interleaved(fns: dict[str, Callable[[], object]], reps: int, warmup: int = 2,
-                      shield_us: float = 0.0, host: dict[str, list[float]] | None = None,
+                      shield_us: float = SHIELD_US, host: dict[str, list[float]] | None = None,
                       mhz: dict[str, list[float]] | None = None) -> dict[str, float]:
     """Median milliseconds of each of `fns`, timed in turns: each rep runs every function once
     (L2 flush before each, CUDA events around it).  Timing one function's reps after another's
@@ -115,12 +121,15 @@ def timed_interleaved(fns: dict[str, Callable[[], object]], reps: int, warmup: i
     ten per cent and more), which favours whichever runs first; in turns, every function sees the
     same drift.
 
-    The start event is recorded once the flush is queued; where a function's host path (argument
-    checks, descriptors, launch) outlasts the flush on the GPU, the events count the host time the
-    GPU waited.  ``shield_us > 0`` puts a ``gpu_spin`` of that long between the flush and the start
-    event, so the events see GPU time only.  ``host``, if given, collects each function's host
-    seconds per call (meaningful with a shield, when no launch waits for the GPU); ``mhz`` the SM
-    clock over a 20 µs spin queued right after each stop event (outside the timed interval)."""
+    GPU time only, by default: a ``gpu_spin`` of ``shield_us`` sits between the flush and the start
+    event, so the host has queued the function's launches before the GPU reaches them.  With
+    ``shield_us=0`` the start event follows the flush directly, and where a function's host path
+    (argument checks, descriptors, launch) outlasts the flush on the GPU, the events count the host
+    time the GPU waited: on products of 30–100 µs that read as a kernel up to 2x slower, by an
+    amount that varies with the host (benchmarks/RESULTS.md, thirteenth session).  ``host``, if
+    given, collects each function's host seconds per call (meaningful with a shield, when no launch
+    waits for the GPU); ``mhz`` the SM clock over a 20 µs spin queued right after each stop event
+    (outside the timed interval)."""
     for fn in fns.values():
         for _ in range(warmup):
             fn()

@@ -34,7 +34,8 @@
 #   SHAPES=8192x64x8192,32x8192x8192 ...          # more cases (MxNxK), after the others
 #   EXTRA="s4:stages=4;owner:sk_reduce=owner" ... # "hopper-s4", ...: the heuristic's config, changed
 #   REPS=20 ...                                   # timed reps per implementation (default 10)
-#   SHIELD_US=300 ...                             # events see GPU time only: a spin after the flush
+#   SHIELD_US=0 ...                               # events also count host time the GPU waited for
+#                                                 # (default 300: a spin after the flush, GPU time only)
 #   BUILD=none ...                                # skip the nvcc build and SASS report
 # The timeouts (build in parallel; TEST_TIMEOUT 270 s, BENCH_TIMEOUT 210 s) keep one call under
 # the device's 600 s.
@@ -97,7 +98,7 @@ fi
 # --- timing beside cuBLAS ------------------------------------------------------------------------------
 [ "${BENCH:-}" = none ] && exit $status
 timeout ${BENCH_TIMEOUT:-210} python3 - "$OUT" <<'EOF' 2>&1 | tee "$OUT/bench-hopper.log"
-import importlib.util, json, math, os, sys, time
+import importlib.util, json, math, os, statistics, sys, time
 from pathlib import Path
 
 import cupy as cp
@@ -117,7 +118,7 @@ if os.environ.get("SKEWED_ONLY"):  # the six skewed shapes alone, no tf32
 for shape in filter(None, os.environ.get("SHAPES", "").split(",")):  # more shapes, e.g. 8192x64x8192
     CASES.append(h.Case(shape, *map(int, shape.split("x"))))
 REPS = int(os.environ.get("REPS", "10"))
-SHIELD_US = float(os.environ.get("SHIELD_US", "0"))  # > 0: a gpu_spin hides the host's launch path
+SHIELD_US = float(os.environ.get("SHIELD_US", h.SHIELD_US))  # > 0: a gpu_spin hides the host's launch path
 rng = np.random.default_rng(0)
 props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
 meta = {"gpu": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
@@ -148,17 +149,19 @@ def run_case(case, dtype, entries, a_ref, b_ref, bound_kind=None):
             err = float("nan")
         errs[name] = err
     try:
-        ms_of = h.timed_interleaved(fns, REPS, shield_us=SHIELD_US)
+        host_s: dict[str, list[float]] = {}
+        ms_of = h.timed_interleaved(fns, REPS, shield_us=SHIELD_US, host=host_s)
     except Exception as exc:
         print(f"  ERROR timing {case.name} {dtype}: {type(exc).__name__}: {exc}"[:400], flush=True)
         ms_of = {}
     for name, (label, _, _) in entries.items():
         ms, err = ms_of.get(name, float("nan")), errs[name]
+        host_us = 1e6 * statistics.median(host_s[name]) if name in host_s else float("nan")
         tf = flops / (ms * 1e-3) / 1e12 if ms == ms else float("nan")
         rows.append(dict(meta, case=case.name, m=case.m, n=case.n, k=case.k, dtype=dtype, impl=name,
-                         config=label, ms=ms, tflops=tf, err=err))
-        print(f"  {case.name:>16} {dtype:>8} {name:>14} {ms:9.3f} ms {tf:8.1f} TFLOP/s err {err:.1e}  {label}",
-              flush=True)
+                         config=label, ms=ms, tflops=tf, err=err, host_us=host_us))
+        print(f"  {case.name:>16} {dtype:>8} {name:>14} {ms:9.3f} ms {tf:8.1f} TFLOP/s err {err:.1e} "
+              f"host {host_us:4.0f} us/call  {label}", flush=True)
 
 
 SQUARES = ("square4096", "square8192")
