@@ -48,6 +48,41 @@ STAGES = ("prepare_call", "_operand", "specialize", "get_kernel", "_operand_desc
           "plan_launch", "launch_scratch", "epoch_sync", "_pack")
 
 
+class _TimedLaunch:
+    """A kernel whose calls (launches) add their host seconds to ``spent["launch"]``."""
+
+    def __init__(self, kernel, spent):
+        self._timed_kernel, self._spent = kernel, spent
+
+    def __call__(self, *args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return self._timed_kernel(*args, **kwargs)
+        finally:
+            self._spent["launch"] += time.perf_counter() - t0
+
+    def __getattr__(self, name):  # everything else (e.g. ``.kernel``) from the kernel itself
+        return getattr(self._timed_kernel, name)
+
+
+def launch_baseline(calls: int = 500) -> dict[str, float]:
+    """Host µs per launch of the one-thread spin kernel (two scalar arguments) through CuPy, and
+    per ``cupy.empty`` of a small array: what any launch and allocation cost on this host."""
+    h.gpu_spin(1.0)
+    out = {}
+    h.gpu_spin(20000)
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        h.gpu_spin(0.0)
+    out["spin launch"] = 1e6 * (time.perf_counter() - t0) / calls
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        cp.empty(16, dtype=cp.float32)
+    out["cupy.empty"] = 1e6 * (time.perf_counter() - t0) / calls
+    cp.cuda.Device().synchronize()
+    return out
+
+
 def stage_breakdown(fn, calls: int) -> dict[str, float]:
     """Host µs per call spent in each of STAGES while ``fn`` runs ``calls`` times (the GPU held by
     a spin, so no launch waits), and the whole call's."""
@@ -66,6 +101,12 @@ def stage_breakdown(fn, calls: int) -> dict[str, float]:
 
     for name, f in originals.items():
         setattr(hopper, name, timer(name, f))
+    spent["launch"] = 0.0
+    timed_get_kernel = hopper.get_kernel
+
+    def get_kernel(*args, **kwargs):  # the kernel's launch (CuPy's RawKernel call) timed too
+        return _TimedLaunch(timed_get_kernel(*args, **kwargs), spent)
+    hopper.get_kernel = get_kernel
     try:
         h.gpu_spin(20000)
         t0 = time.perf_counter()
@@ -118,6 +159,8 @@ def main(argv=None):
                    help="instead: cProfile this many calls on the first case")
     args = p.parse_args(argv)
     rng = np.random.default_rng(0)
+    print("# host us per call, baseline: " + ", ".join(f"{k} {v:.1f}" for k, v in launch_baseline().items()),
+          flush=True)
     if args.profile:
         profile_host_path(args.cases[0], args.profile, rng)
         return

@@ -150,6 +150,7 @@ TILE_CHOICES = [(256, 4), (128, 6)]
 # A or columns of B loaded and multiplied as zeros, and more tiles to share out; see choose_config).
 THIN_TILE = (64, 64, 12)  # (tile_m, tile_n, stages)
 SHORT_K = 8  # K of at most this many 64-wide steps is short (see choose_config)
+TMA_STORE_K = 32  # the TMA-store epilogue for K of at most this many 64-wide steps (choose_config)
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
 
@@ -368,6 +369,12 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     pingpong consumers have only the owner fix-up, and the cooperative tile's "spread" one is
     taken there (256x256x65536: 0.61-0.62 against 0.51-0.53 for 64 x 64 tiles split 8 ways).
 
+    The epilogue: "tma" (bulk tensor stores, the warpgroup goes on to its next tile while they
+    run) for K of at most ``TMA_STORE_K`` 64-wide steps, where writing the output is a large share
+    of the work; "staged" (16-byte thread stores) for longer K.  On the H200 (RESULTS.md, thirteenth
+    session, GPU time, fp16 / bf16) TMA stores were ahead by 7 % at 8192x8192x256, 4-5 % at K = 512,
+    3-4 % at K = 1024, 1 % at K = 2048 and even at K = 4096, and within -3..+2 % at K >= 8192.
+
     >>> choose_config(8192, 8192, 8192, "bfloat16", 132).tile_n
     256
     >>> cfg = choose_config(64, 8192, 8192, "float16", 132)
@@ -377,10 +384,11 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     kind = input_kind(dtype, allow_tf32)
     if tile_n is not None and tile_n not in dict(TILE_CHOICES):
         raise ValueError(f"tile_n must be one of {[t for t, _ in TILE_CHOICES]}, got {tile_n}")
+    epilogue = "tma" if -(-k // 64) <= TMA_STORE_K else "staged"
     tm, tn, st = THIN_TILE
     if tile_n is None and min(m, n) <= tm:
         thin = fit_policy(HopperConfig(input=kind, tile_m=tm, tile_n=tn, stages=st, pingpong=True,
-                                       epilogue="staged"), m, n, k, sms, shared=shared)
+                                       epilogue=epilogue), m, n, k, sms, shared=shared)
         if not (thin.policy == "streamk" and sms >= 8 * -(-m // tm) * -(-n // tn)):
             return thin
     if tile_n is None:
@@ -398,7 +406,7 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
             best = (cost, width, stages)
     _, tile_n, stages = best
     # the staged epilogue: 0.96 of cuBLAS at 4096³ against 0.88 for the paired stores (H200)
-    cfg = HopperConfig(input=kind, tile_n=tile_n, stages=stages, epilogue="staged")
+    cfg = HopperConfig(input=kind, tile_n=tile_n, stages=stages, epilogue=epilogue)
     return fit_policy(cfg, m, n, k, sms, shared=shared)
 
 

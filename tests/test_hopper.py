@@ -234,6 +234,19 @@ def test_heuristic_tile_on_the_measured_shapes():
         hopper.choose_config(896, 2432, 8192, "float16", 132, tile_n=64)
 
 
+def test_heuristic_epilogue_follows_k():
+    """TMA stores where K has at most TMA_STORE_K 64-wide steps (measured ahead up to K = 2048 on
+    the H200, RESULTS.md thirteenth session), the staged thread stores for longer K; on every
+    tile the heuristic picks, thin ones included."""
+    steps = hopper.TMA_STORE_K
+    for m, n in [(8192, 8192), (4096, 4096), (1024, 2112), (64, 8192), (8192, 16)]:
+        for k, epi in [(1, "tma"), (256, "tma"), (64 * steps, "tma"), (64 * steps + 1, "staged"),
+                       (8192, "staged")]:
+            for dtype, tf32 in [("float16", False), ("bfloat16", False), ("float32", True)]:
+                cfg = hopper.choose_config(m, n, k, dtype, 132, allow_tf32=tf32)
+                assert cfg.epilogue == epi, (m, n, k, dtype, cfg)
+
+
 @pytest.mark.parametrize("dtype,allow_tf32", [("float16", False), ("bfloat16", False), ("float32", True)])
 def test_heuristic_thin_products(dtype, allow_tf32):
     """At most 64 rows or columns: pingpong consumers on 64 x 64 tiles (64x8192x8192: 0.93-0.99 of
@@ -870,7 +883,7 @@ def test_staged_epilogue_equals_direct_and_falls_back(kind, out_dtype, tile_n, p
         c, _ = rand_operand((261, n), res if res != "float32" else "tf32", rng)
         ld = -(-n // pad) * pad + pad  # a multiple of 16 bytes, with padding columns after N
         views = [lambda: poisoned((261, ld), res)[:, :n],          # staged / TMA
-                 lambda: poisoned((261, n + 1 - n % 2), res),      # odd ld: 16-byte rows broken
+                 lambda: poisoned((261, n | 1), res)[:, :n],       # odd ld: 16-byte rows broken
                  lambda: poisoned((261, ld + 1), res)[:, 1:n + 1],  # start one element off
                  lambda: poisoned((n, 261), res).T,                # column-major
                  lambda: poisoned((261, ld), res)[::-1, :n]]       # rows in reverse order
