@@ -160,8 +160,11 @@ hvariants+=("MGEMM_BF16 MGEMM_BF16 256 4 STREAMK" "MGEMM_F16 MGEMM_F16 128 6 STA
             "MGEMM_BF16 MGEMM_F32 128 6 STREAMK 0 0 -DMGEMM_K_PARTS=8"
             "MGEMM_F16 MGEMM_F16 256 4 STATIC 1 0 -DMGEMM_K_PARTS=2 -DMGEMM_CLUSTER_M=2"
             # the TMA-store epilogue (staged boxes out through bulk tensor stores): cooperative,
-            # spread fix-up, 2-CTA clusters, float32 output, pingpong thin tile
+            # spread fix-up, 2-CTA clusters, float32 output, pingpong thin tile; the heuristic's
+            # short-K configs (TMA stores; 4 stages for K <= 256; the thin tile, static)
             "MGEMM_F16 MGEMM_F16 128 6 STATIC 1 0 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_TMA"
+            "MGEMM_F16 MGEMM_F16 128 4 STATIC 1 0 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_TMA"
+            "MGEMM_BF16 MGEMM_BF16 64 12 STATIC 1 0 -DMGEMM_PINGPONG=1 -DMGEMM_TILE_M=64 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_TMA"
             "MGEMM_BF16 MGEMM_BF16 256 4 STREAMK 1 0 -DMGEMM_SK_REDUCE=MGEMM_SK_REDUCE_SPREAD -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_TMA"
             "MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 0 -DMGEMM_CLUSTER_M=2 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_TMA"
             "MGEMM_TF32 MGEMM_F32 128 4 DYNAMIC 1 1 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_TMA"

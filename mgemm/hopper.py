@@ -151,6 +151,7 @@ TILE_CHOICES = [(256, 4), (128, 6)]
 THIN_TILE = (64, 64, 12)  # (tile_m, tile_n, stages)
 SHORT_K = 8  # K of at most this many 64-wide steps is short (see choose_config)
 TMA_STORE_K = 32  # the TMA-store epilogue for K of at most this many 64-wide steps (choose_config)
+FEW_STAGES_K = (4, 4)  # K of at most 4 64-wide steps: the cooperative tiles on 4 stages (choose_config)
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
 
@@ -374,6 +375,9 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     of the work; "staged" (16-byte thread stores) for longer K.  On the H200 (RESULTS.md, thirteenth
     session, GPU time, fp16 / bf16) TMA stores were ahead by 7 % at 8192x8192x256, 4-5 % at K = 512,
     3-4 % at K = 1024, 1 % at K = 2048 and even at K = 4096, and within -3..+2 % at K >= 8192.
+    Where K has at most ``FEW_STAGES_K[0]`` steps (one tile's whole K fits in 4 stages), the
+    cooperative tile takes ``FEW_STAGES_K[1]`` stages: 2.5-7 % ahead of 6 at K = 256 (16384²,
+    8192², 4096² outputs, same session), level at K = 512 and 1024.
 
     >>> choose_config(8192, 8192, 8192, "bfloat16", 132).tile_n
     256
@@ -405,6 +409,8 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
         if best is None or cost < best[0] - 1e-9:
             best = (cost, width, stages)
     _, tile_n, stages = best
+    if -(-k // 64) <= FEW_STAGES_K[0]:
+        stages = min(stages, FEW_STAGES_K[1])
     # the staged epilogue: 0.96 of cuBLAS at 4096³ against 0.88 for the paired stores (H200)
     cfg = HopperConfig(input=kind, tile_n=tile_n, stages=stages, epilogue=epilogue)
     return fit_policy(cfg, m, n, k, sms, shared=shared)

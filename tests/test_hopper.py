@@ -247,6 +247,19 @@ def test_heuristic_epilogue_follows_k():
                 assert cfg.epilogue == epi, (m, n, k, dtype, cfg)
 
 
+def test_heuristic_few_stages_for_the_shortest_k():
+    """The cooperative tiles on 4 stages where K has at most 4 64-wide steps (ahead of 6 at
+    K = 256 on the H200, RESULTS.md thirteenth session); their usual stages from K = 257 on; the
+    thin tile keeps its own."""
+    steps, few = hopper.FEW_STAGES_K
+    for m, n in [(8192, 8192), (4096, 4096), (16384, 16384), (1024, 2112)]:
+        assert hopper.choose_config(m, n, 64 * steps, "float16", 132).stages == few
+        assert hopper.choose_config(m, n, 1, "bfloat16", 132).stages == few
+        cfg = hopper.choose_config(m, n, 64 * steps + 1, "float16", 132)
+        assert cfg.stages == dict(hopper.TILE_CHOICES)[cfg.tile_n] > few
+    assert hopper.choose_config(64, 8192, 256, "float16", 132).stages == hopper.THIN_TILE[2]
+
+
 @pytest.mark.parametrize("dtype,allow_tf32", [("float16", False), ("bfloat16", False), ("float32", True)])
 def test_heuristic_thin_products(dtype, allow_tf32):
     """At most 64 rows or columns: pingpong consumers on 64 x 64 tiles (64x8192x8192: 0.93-0.99 of
