@@ -22,17 +22,19 @@ pointer that is not 16-byte aligned cost one (padded) copy, K-major (MN-major fo
 misaligned 16-bit operand contiguous along M or N).  A K-major copy of an operand contiguous along
 M or N (tf32 with B row-major) is a transpose and goes through the tiled shared-memory transpose of ``kernels/transpose.cu``
 (``transpose_copy``), other strides through CuPy's element-wise copy.  Epilogue ``staged`` (the
-heuristic's): with beta = 0 and an output whose rows start 16-byte aligned, each consumer
+heuristic's for K > 2048): with beta = 0 and an output whose rows start 16-byte aligned, each consumer
 warpgroup writes its rows, 64 at a time, into its own 16 KB shared-memory buffer, 256 bytes of
 each row at a time, and stores them as 16-byte pieces of whole rows (elsewhere it falls back to
 ``pair``).  ``pair`` (the config's
 default): the two adjacent columns a thread holds go out as one 4- or 8-byte store (and C as one
 load) where the output is row-major with an even leading dimension and aligned; ``direct`` is the
-element-wise one.  ``tma`` (opt-in, twelfth session; its GPU tests and timing are still to run):
-as ``staged``, each 64-row block laid out as 128-byte-swizzled boxes of 64 rows x 128 bytes
-that the warpgroup's first thread stores with bulk tensor stores (``cp.async.bulk.tensor``,
-the output's descriptor a kernel parameter) while the warpgroup goes on to its next tile; TMA
-clips the edges.  ``gemm`` raises on GPUs
+element-wise one.  ``tma`` (the heuristic's for K <= 2048, where writing the output is a large
+share of the work): as ``staged``, each 64-row block laid out as 128-byte-swizzled boxes of 64
+rows x 128 bytes that the warpgroup's first thread stores with bulk tensor stores
+(``cp.async.bulk.tensor``, the output's descriptor a kernel parameter) while the warpgroup goes
+on to its next tile; TMA clips the edges, but only to 16-byte granules, so where a row's N
+elements do not end on a 16-byte boundary (or the rows overlap or run in reverse) the launch
+takes ``staged`` instead.  ``gemm`` raises on GPUs
 other than sm_90; ``supported()`` tells the caller to use ``mgemm.kernels.gemm`` instead.
 
 Consumer modes.  Cooperative (default): both consumer warpgroups on every 128-row tile, 64 rows
@@ -71,15 +73,18 @@ heuristic changes were measured and GPU-tested: the spread stream-K fix-up for t
 more ways (256x256x65536: 0.49–0.66 against 0.35–0.44 with the owner adding its ~33 partials
 alone) and the 128-wide tile where the 256-wide tiles do not fill a wave or K is short (ahead of
 the wide tile on all six, geomean 0.69 / 0.74 against 0.64 / 0.67 in one run); tf32 0.99 with B
-column-major, 0.86 with B row-major (copied every call).  One call costs 27–30 µs of host time
-(``cupy.matmul``: 26 µs).  2-CTA clusters (0.48–0.58) and 24 / 240 are correct but slower than
+column-major, 0.86 with B row-major (copied every call).  2-CTA clusters (0.48–0.58) and 24 / 240 are correct but slower than
 the cooperative default here; so are pingpong consumers, except on thin products (at most 64
 rows or columns), where the heuristic takes pingpong 64 × 64 tiles (``THIN_TILE``): ahead of the
 128 × 128 tile on all seven thin shapes measured, in both dtypes (64x8192x8192: 0.93–0.99 of
 cuBLAS against 0.74–0.75), and the six skewed shapes' geomean 0.85 / 0.86 (bf16 / fp16) with it
-(eleventh session).  The same config on the same shape has read up to 2x apart between runs
-(cuBLAS did not); timing copies of one buffer side by side found no placement effect (twelfth
-session), and whether the slow runs count host time is still open; see RESULTS.md.  Stream-K
+(eleventh session).  The same config on the same shape read up to 2x apart between runs
+(cuBLAS did not): the events counted the GPU waiting for this module's host path (75–180 µs a
+call on the H200 host, against 30–90 µs for ``cupy.matmul``; the launch itself 13 µs), which
+outlasts the benchmark's L2 flush.  Timed as GPU time (thirteenth session) the ratios are
+steady: bf16 / fp16 0.97 / 0.97 at 8192³, 0.97 / 0.96 at 4096³, the skewed geomean 0.88 / 0.88,
+with the TMA-store epilogue for K <= 2048 and 4 stages for K <= 256 (8192x8192x256: 0.95–0.96
+against 0.84–0.85 with the staged epilogue on 6 stages).  Stream-K
 flags hold the launch's epoch when complete (``kernels.epoch_sync``), so no memset runs between launches.
 The persistent engine uses this kernel for float16 (and float32 with ``allow_tf32``) on sm_90.
 
@@ -91,8 +96,8 @@ with K = 32768 in four parts: 6.71 ms against 7.23 ms for cuBLAS into a float32 
 tenth session), so ``engine="auto"`` takes this path for float16/bfloat16 blocks of two or more
 parts; with one part it picks cuBLAS, ahead or level on every shape measured.
 
-Not yet done: the TMA-store epilogue run and timed on the GPU; clusters along N (multicast of A) or larger than 2; 256-row
-tiles.
+Not yet done: clusters along N (multicast of A) or larger than 2; 256-row tiles; a split-K with
+a separate reduction for few tiles and long K (256x256x65536: 0.68); a shorter host path.
 
 On the H200, from the repository root, with wheels of mgemm's Python dependencies in .whl::
 
