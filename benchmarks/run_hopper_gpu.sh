@@ -33,6 +33,7 @@
 #   DTYPES=float16 ...                            # only these 16-bit dtypes (default both)
 #   SHAPES=8192x64x8192,32x8192x8192 ...          # more cases (MxNxK), after the others
 #   EXTRA="s4:stages=4;owner:sk_reduce=owner" ... # "hopper-s4", ...: the heuristic's config, changed
+#                                                 # (sms=N: launched on N SMs' worth of CTAs)
 #   REPS=20 ...                                   # timed reps per implementation (default 10)
 #   SHIELD_US=0 ...                               # events also count host time the GPU waited for
 #                                                 # (default 300: a spin after the flush, GPU time only)
@@ -206,11 +207,15 @@ for dtype in os.environ.get("DTYPES", "bfloat16,float16").split(","):
                      "hopper-regs24": cfg.replace(producer_regs=24, consumer_regs=240)}
         for name, c in ideas.items():
             impls[name] = (c, str(c.replace(b_k_major=False)), b)
+        sms_cap = {}  # stream-K over fewer CTAs: longer ranges, fewer partials to add
         for spec in filter(None, os.environ.get("EXTRA", "").split(";")):  # EXTRA="s4:stages=4;..."
             label, _, fields = spec.partition(":")
-            changes = {}
+            changes, cap = {}, None
             for kv in filter(None, fields.split(",")):
                 key, val = kv.split("=", 1)
+                if key == "sms":  # not a config field: the launch's SM cap
+                    cap = int(val)
+                    continue
                 changes[key] = (val == "1") if key in ("pingpong", "a_k_major", "b_k_major") else (
                     int(val) if val.lstrip("-").isdigit() else val)
             try:
@@ -218,8 +223,9 @@ for dtype in os.environ.get("DTYPES", "bfloat16,float16").split(","):
             except ValueError as exc:  # not a valid change of this case's config
                 print(f"  skipped {case.name} {dtype} hopper-{label}: {exc}", flush=True)
                 continue
-            impls[f"hopper-{label}"] = (extra, str(extra.replace(b_k_major=False)), b)
-        sms_cap = {}  # stream-K over fewer CTAs: longer ranges, fewer partials to add
+            impls[f"hopper-{label}"] = (extra, str(extra.replace(b_k_major=False)) + (f" sms={cap}" if cap else ""), b)
+            if cap:
+                sms_cap[f"hopper-{label}"] = cap
         if cfg.policy == "streamk":  # the flags zeroed by a memset before each launch, as before epochs
             impls["hopper-memset"] = (cfg, f"{cfg.replace(b_k_major=False)} + memset", b)
         if cfg.policy == "streamk" and case.name not in SQUARES:

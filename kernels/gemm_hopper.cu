@@ -778,17 +778,30 @@ __device__ __forceinline__ void spread_reduce(const S& sched, const WorkUnit& w,
   const int m0 = w.row * Config::kTileM, n0 = w.col * Config::kTileN;
   const float a = (float)alpha, b = (float)beta;
   // kBatch elements per thread at a time, their loads issued before any store (D may alias the
-  // workspace for all the compiler knows, so one element at a time would wait out each load)
-  constexpr int kBatch = 8;
+  // workspace for all the compiler knows, so one element at a time would wait out each load), and
+  // kSlots contributors' partials at a time, all their loads issued before the first add: a tile
+  // split 33 or 132 ways would otherwise wait out one load latency per contributor in turn (the
+  // adds stay in contributor order, so the bits do not change).
+  constexpr int kBatch = 8, kSlots = 8;
   for (int f0 = first + t; f0 < end; f0 += kBatch * T) {
     float v[kBatch];
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) v[j] = 0.f;
-    for (int r = 0; r < s.count; ++r) {
-      const float* src = ws + (long long)s.slot_of(r) * kElems;
+    for (int r0 = 0; r0 < s.count; r0 += kSlots) {
+      float x[kSlots][kBatch];
 #pragma unroll
-      for (int j = 0; j < kBatch; ++j)
-        if (f0 + j * T < end) v[j] += __ldcg(src + f0 + j * T);
+      for (int q = 0; q < kSlots; ++q) {
+        const bool live = r0 + q < s.count;
+        const float* src = ws + (long long)s.slot_of(live ? r0 + q : r0) * kElems;
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j)
+          x[q][j] = live && f0 + j * T < end ? __ldcg(src + f0 + j * T) : 0.f;
+      }
+#pragma unroll
+      for (int q = 0; q < kSlots; ++q)
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j)
+          if (r0 + q < s.count) v[j] += x[q][j];
     }
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {

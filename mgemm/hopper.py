@@ -453,6 +453,12 @@ def plan_launch(config: HopperConfig, m: int, n: int, k: int, slots: int) -> Lau
     (132, 4)
     >>> plan_launch(cfg.replace(policy="per_tile"), 300, 512, 64, 132).grid  # 3 rows: 2 pairs x 2 cols
     8
+
+    Stream-K with the spread fix-up where every tile is split four or more ways launches a whole
+    number of CTAs per tile: 16 tiles on 132 slots, 8 each.
+
+    >>> plan_launch(HopperConfig(policy="streamk", sk_reduce="spread"), 512, 512, 32768, 132).grid
+    128
     """
     rows, cols, k_iters = schedule.tile_grid(m, n, k, config.tile_m, config.tile_n, config.tile_k)
     if config.cluster_m > 1:
@@ -462,7 +468,13 @@ def plan_launch(config: HopperConfig, m: int, n: int, k: int, slots: int) -> Lau
         return LaunchPlan(rows, cols, k_iters, c * clusters, 0)
     tiles = rows * cols
     sk = schedule.streamk_tiles(tiles, slots, k_iters) if config.policy == "streamk" else 0
-    return LaunchPlan(rows, cols, k_iters, schedule.launch_grid(config.policy, tiles, slots, sk), sk)
+    grid = schedule.launch_grid(config.policy, tiles, slots, sk)
+    if sk and grid >= 4 * tiles and config.sk_reduce == "spread":
+        # every tile split the same number of ways, so no CTA's range straddles two tiles:
+        # 512x512x32768 (16 tiles) on 128 CTAs ran in 49.8 µs against 64.5 on 132 (H200, fp16,
+        # RESULTS.md thirteenth session), 256x256x65536 (4 tiles) in 43.6 against 44.8
+        grid = tiles * (grid // tiles)
+    return LaunchPlan(rows, cols, k_iters, grid, sk)
 
 
 # --- compilation (CuPy, lazily) --------------------------------------------------------------------

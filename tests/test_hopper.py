@@ -322,6 +322,24 @@ def test_plan_launch_pingpong_uses_its_tile_rows():
     assert (lp.rows, lp.cols, lp.k_iters) == schedule.tile_grid(1000, 3000, 4000, 64, 256, 64)
 
 
+@pytest.mark.parametrize("m,n,k", [(512, 512, 32768), (256, 256, 65536), (384, 384, 65536),
+                                   (128, 128, 131072), (1000, 200, 50000)])
+def test_plan_launch_spread_splits_every_tile_evenly(m, n, k):
+    """Stream-K with the spread fix-up, every tile split four or more ways: a whole number of
+    CTAs per tile (at most the slots), so no CTA's range straddles two tiles; the owner fix-up keeps all
+    the slots; the mirror's spread slots still cover every split tile once."""
+    cfg = hopper.fit_policy(HopperConfig(input="float16", tile_n=128, stages=6), m, n, k, 132)
+    assert (cfg.policy, cfg.sk_reduce) == ("streamk", "spread")
+    lp = hopper.plan_launch(cfg, m, n, k, 132)
+    assert lp.grid % lp.tiles == 0 and lp.grid // lp.tiles >= 4 and lp.grid > 132 - lp.tiles
+    units = schedule.assignment("streamk", lp.rows, lp.cols, lp.k_iters, lp.grid, sk_tiles=lp.sk_tiles)
+    per_tile = lp.grid // lp.tiles
+    for cta, mine in enumerate(units):
+        assert {t for t, _, _ in mine} == {cta // per_tile}  # one tile each, in order
+    owner = hopper.plan_launch(cfg.replace(sk_reduce="owner"), m, n, k, 132)
+    assert owner.grid == 132
+
+
 def test_plan_launch_matches_mirror():
     cfg = HopperConfig(tile_n=256, policy="streamk")
     lp = hopper.plan_launch(cfg, 1000, 3000, 4000, 132)
@@ -766,7 +784,8 @@ def test_streamk_is_bitwise_reproducible_and_in_place_works():
 @pytest.mark.gpu
 @needs_sm90
 @pytest.mark.parametrize("m,n,k,sms,tile_n,kind", [
-    (256, 256, 16384, None, 128, "bfloat16"),  # 4 tiles over 132 CTAs: ~33 contributors each
+    (256, 256, 16384, None, 128, "bfloat16"),  # 4 tiles over 132 CTAs: 33 contributors each
+    (512, 512, 8192, None, 128, "float16"),    # 16 tiles over 128 of 132 CTAs: 8 each
     (300, 200, 512, None, 128, "float16"),     # 6 tiles x 8 k-iterations < 132 CTAs: one each
     (1000, 1500, 2048, 20, 256, "float16"),    # 20 SMs: 20 data-parallel tiles, then 28 split
     (333, 517, 4096, 20, 128, "tf32"),         # 15 tiles over 20 CTAs: ranges across tiles
