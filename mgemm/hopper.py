@@ -82,9 +82,11 @@ cuBLAS against 0.74–0.75), and the six skewed shapes' geomean 0.85 / 0.86 (bf1
 (cuBLAS did not): the events counted the GPU waiting for this module's host path (75–180 µs a
 call on the H200 host, against 30–90 µs for ``cupy.matmul``; the launch itself 13 µs), which
 outlasts the benchmark's L2 flush.  Timed as GPU time (thirteenth session) the ratios are
-steady: bf16 / fp16 0.97 / 0.97 at 8192³, 0.97 / 0.96 at 4096³, the skewed geomean 0.88 / 0.88,
-with the TMA-store epilogue for K <= 2048 and 4 stages for K <= 256 (8192x8192x256: 0.95–0.96
-against 0.84–0.85 with the staged epilogue on 6 stages).  Stream-K
+steady: bf16 / fp16 0.97 / 0.97 at 8192³, 0.97 / 0.96 at 4096³, the skewed geomean 0.90 / 0.90,
+with the TMA-store epilogue for K <= 2048 and 4 stages for K <= 256 (8192x8192x256: 0.97–0.98
+against 0.84–0.85 with the staged epilogue on 6 stages) and a spread fix-up that loads eight
+contributors' partials at a time over a whole number of CTAs per tile (512x512x32768: 0.78
+against 0.58; 256x256x65536: 0.76–0.77 against 0.68).  Stream-K
 flags hold the launch's epoch when complete (``kernels.epoch_sync``), so no memset runs between launches.
 The persistent engine uses this kernel for float16 (and float32 with ``allow_tf32``) on sm_90.
 
@@ -97,7 +99,9 @@ tenth session), so ``engine="auto"`` takes this path for float16/bfloat16 blocks
 parts; with one part it picks cuBLAS, ahead or level on every shape measured.
 
 Not yet done: clusters along N (multicast of A) or larger than 2; 256-row tiles; a split-K with
-a separate reduction for few tiles and long K (256x256x65536: 0.68); a shorter host path.
+a separate reduction for few tiles and long K (one 128x128 tile split 132 ways, 128x128x131072:
+0.60, is fixed cost, not bandwidth); 1024x2112x8192 (0.76–0.81: 136 tiles on 132 SMs, all split
+two ways); a shorter host path.
 
 On the H200, from the repository root, with wheels of mgemm's Python dependencies in .whl::
 
