@@ -9,6 +9,11 @@ cuBLAS, the heuristic's config with B row-major (MN-major, read in place) and wi
     python3 benchmarks/bimodal_probe.py [--trials 8] [--reps 10] [--keep a|b|out] [MxNxK:dtype ...]
     python3 benchmarks/bimodal_probe.py --vary out [--trials 8] ...
 
+The answer (RESULTS.md, twelfth and thirteenth sessions): no.  The slow runs were the GPU waiting
+for the host's launch path, which the events counted; ``benchmarks/host_overhead_probe.py`` shows
+it, and the harness now times GPU time by default (a spin between the flush and the start event),
+as this probe does too.  Pass through ``shield_us=0`` in ``timed_interleaved`` for the old timing.
+
 ``--keep`` reuses that buffer in every trial (the first trial's), so only the others move.
 ``--vary a|b|out`` allocates that buffer ``--trials`` times and keeps the others: every copy is
 timed in one set of turns (cuBLAS, then the heuristic's config and the same with the paired-store
