@@ -102,7 +102,7 @@ echo "compile-kernels: ${#variants[@]} variants x 2 archs OK"
 # Hopper GEMM (gemm_hopper.cu), sm_90a only: each input x policy at 128x128 s4, plus the heuristic's
 # tiles (mgemm/hopper.py: TILE_CHOICES), the narrowest, the MN-major operand layouts (16-bit:
 # A column-major and/or B row-major) at each tile width, pingpong consumers, a register split, 2-CTA
-# clusters (B multicast), the staged and TMA-store epilogues (cooperative and pingpong), the spread stream-K fix-up and K in parts.  Same report; fails on errors, spills and
+# clusters (B multicast), the staged and TMA-store epilogues (cooperative and pingpong), the spread stream-K fix-up, K in parts and the timeline.  Same report; fails on errors, spills and
 # any ptxas warning (C7508: setmaxnreg ignored; wgmma serialized).
 hopper_compile() {  # input output tile_n stages policy [a_k_major b_k_major [extra -D...]]
   local ak=${6:-1} bk=${7:-1}
@@ -165,6 +165,8 @@ hvariants+=("MGEMM_BF16 MGEMM_BF16 256 4 STREAMK" "MGEMM_F16 MGEMM_F16 128 6 STA
             "MGEMM_F16 MGEMM_F16 128 6 STATIC 1 0 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_TMA"
             "MGEMM_F16 MGEMM_F16 128 4 STATIC 1 0 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_TMA"
             "MGEMM_BF16 MGEMM_BF16 64 12 STATIC 1 0 -DMGEMM_PINGPONG=1 -DMGEMM_TILE_M=64 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_TMA"
+            # the timeline (debug: ns stamps per unit, mgemm.timeline)
+            "MGEMM_F16 MGEMM_F16 128 6 STREAMK 1 0 -DMGEMM_SK_REDUCE=MGEMM_SK_REDUCE_SPREAD -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_TMA -DMGEMM_TIMELINE=1"
             "MGEMM_BF16 MGEMM_BF16 256 4 STREAMK 1 0 -DMGEMM_SK_REDUCE=MGEMM_SK_REDUCE_SPREAD -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_TMA"
             "MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 0 -DMGEMM_CLUSTER_M=2 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_TMA"
             "MGEMM_TF32 MGEMM_F32 128 4 DYNAMIC 1 1 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_TMA"

@@ -68,6 +68,12 @@
 #ifndef MGEMM_RASTER
 #define MGEMM_RASTER MGEMM_RASTER_M
 #endif
+#ifndef MGEMM_TIMELINE
+// debug: each consumer warpgroup logs, per work unit, when it took the unit, finished its
+// mainloop and was done with it (fix-up and epilogue), and when the CTA started and it left,
+// from the GPU's global nanosecond timer (cooperative consumers, one CTA per tile; not with RECORD)
+#define MGEMM_TIMELINE 0
+#endif
 #ifndef MGEMM_RECORD
 #define MGEMM_RECORD 0  // debug: log (cta, tile, k_begin, k_end) of every work unit
 #endif
@@ -139,6 +145,7 @@ struct Config {
   static constexpr int kStages = MGEMM_STAGES, kGroup = MGEMM_GROUP;
   static constexpr bool kRasterN = MGEMM_RASTER == MGEMM_RASTER_N;
   static constexpr bool kRecord = MGEMM_RECORD;
+  static constexpr bool kTimeline = MGEMM_TIMELINE;
   static constexpr bool kAKMajor = MGEMM_A_K_MAJOR, kBKMajor = MGEMM_B_K_MAJOR;
   static constexpr bool kPairEpilogue = MGEMM_EPILOGUE != MGEMM_EPILOGUE_DIRECT;  // STAGED falls back to it
   // STAGED and TMA both stage the output through shared memory; TMA stores it with bulk stores
@@ -199,6 +206,8 @@ struct Config {
   static_assert(!kSpreadFixUp || !kPingpong, "SK_REDUCE SPREAD: cooperative consumers (other policies split no tile)");
   static_assert(!kStagedEpilogue || kOutPitch % 128 == 0, "staged rows: whole 16-byte pieces, 8 at least");
   static_assert(!kTmaStore || (kStageBytes % 1024 == 0 && kSharedBytes <= 1024), "TMA store boxes: 1024-byte aligned");
+  static_assert(!kTimeline || (!kPingpong && !kRecord && MGEMM_CLUSTER_M == 1),
+                "TIMELINE: cooperative consumers, one CTA per tile, not with RECORD");
   static_assert(kClusterM == 1 || (!kPingpong && !kRecord && kTileN >= 128 &&
                                    (MGEMM_POLICY == MGEMM_POLICY_STATIC || MGEMM_POLICY == MGEMM_POLICY_PER_TILE)),
                 "CLUSTER_M 2: cooperative consumers, static or per_tile, no record, TILE_N 128 or 256");
@@ -317,6 +326,33 @@ struct RingPos {
     const int s = stage + n;
     stage = s % Config::kStages;
     phase ^= (s / Config::kStages) & 1;
+  }
+};
+
+// TIMELINE: entries of 8 long longs after the entry counter (record[0]; entries from record + 2,
+// 8-byte aligned): (cta, consumer warpgroup, tile, k_begin, k_end, t_take, t_mainloop, t_done) per
+// unit, in ns of the global timer; the last entry of each warpgroup has tile -1 and holds (.., t_start
+// of the CTA, t_end of units, t_exit).  Written by each consumer warpgroup's first thread.
+struct Timeline {
+  int* counter;
+  long long* cur = nullptr;
+  __device__ __forceinline__ static long long now() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return (long long)t;
+  }
+  __device__ __forceinline__ bool on() const { return Config::kTimeline && (threadIdx.x & 127) == 0; }
+  __device__ __forceinline__ void open(int wg, int tile, int k_begin, int k_end, long long t) {
+    const int slot = atomicAdd(counter, 1);
+    cur = reinterpret_cast<long long*>(counter + 2) + 8 * slot;
+    cur[0] = blockIdx.x;
+    cur[1] = wg;
+    cur[2] = tile;
+    cur[3] = k_begin;
+    cur[4] = k_end;
+    cur[5] = t;
+    cur[6] = 0;
+    cur[7] = 0;
   }
 };
 
@@ -823,25 +859,41 @@ __device__ __forceinline__ void spread_reduce(const S& sched, const WorkUnit& w,
 __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const TileGrid& g, const SchedArgs& args,
                                         const Out* C, Out* D, int M, int N, long long ldc_m, long long ldc_n,
                                         long long ldd_m, long long ldd_n, double alpha, double beta,
-                                        const SkFlags& flags, float* workspace, const TmaDesc* d_desc) {
+                                        const SkFlags& flags, float* workspace, const TmaDesc* d_desc,
+                                        int* record, long long t_start) {
   const int wg = threadIdx.x / 128 - 1;
   const Scheduler sched(g, args);  // for stream-K's bookkeeping only; units come from the slots
   unsigned char* out_stage = ring + Config::kOutStageOffset;
   RingPos pos;
   WorkUnit pending;  // SK_REDUCE SPREAD: a split unit whose tile is reduced once the range is stored
   bool has_pending = false;
+  Timeline tl{record};
   for (int u = 0;; ++u) {
+    if constexpr (Config::kTimeline)
+      if (tl.on() && tl.cur) tl.cur[7] = Timeline::now();  // the previous unit is done
     const WorkUnit w = take_unit(sh, u);
     if (w.tile < 0) {
+      long long t_units = 0;
+      if constexpr (Config::kTimeline) t_units = Timeline::now();
       if constexpr (Scheduler::kSplitsK && Config::kSpreadFixUp) {  // the range's last unit was a whole tile
         if (has_pending)
           spread_reduce(sched, pending, workspace, flags, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta);
       }
       drain_stores();
+      if constexpr (Config::kTimeline)
+        if (tl.on()) {
+          tl.open(wg, -1, 0, 0, t_start);
+          tl.cur[6] = t_units;
+          tl.cur[7] = Timeline::now();
+        }
       return;
     }
+    if constexpr (Config::kTimeline)
+      if (tl.on()) tl.open(wg, w.tile, w.k_begin, w.k_end, Timeline::now());
     float acc[kAcc];
     mainloop(acc, ring, sh, w.k_end - w.k_begin, wg, pos);
+    if constexpr (Config::kTimeline)
+      if (tl.on()) tl.cur[6] = Timeline::now();
     if constexpr (Scheduler::kSplitsK) {
       if constexpr (Config::kSpreadFixUp) {
         if (w.k_begin > 0 || w.k_end < g.k_iters) {  // a split tile: every contributor adds a share
@@ -1040,6 +1092,7 @@ extern "C" __global__ void __launch_bounds__(Config::kThreads, 1) MGEMM_CLUSTER_
     , const __grid_constant__ TmaDesc tma_d  // D as an (N, M) tensor, box (128 bytes, 64), 128-byte swizzle
 #endif
     ) {
+  const long long t_start = Config::kTimeline ? Timeline::now() : 0;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char* ring = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   Shared& sh = *reinterpret_cast<Shared*>(ring + Config::kStages * Config::kStageBytes);
@@ -1093,7 +1146,8 @@ extern "C" __global__ void __launch_bounds__(Config::kThreads, 1) MGEMM_CLUSTER_
       consume_pingpong(ring, sh, grid, args, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta, flags, workspace,
                        d_desc);
     else
-      consume(ring, sh, grid, args, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta, flags, workspace, d_desc);
+      consume(ring, sh, grid, args, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta, flags, workspace, d_desc,
+              record, t_start);
   }
   // CLUSTER_M 2: every thread of both CTAs, so that neither leaves (its shared memory with it) while
   // the peer's consumers may still arrive on its "empty" barriers.  The peer's multicasts into this

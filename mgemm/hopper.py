@@ -98,6 +98,13 @@ with K = 32768 in four parts: 6.71 ms against 7.23 ms for cuBLAS into a float32 
 tenth session), so ``engine="auto"`` takes this path for float16/bfloat16 blocks of two or more
 parts; with one part it picks cuBLAS, ahead or level on every shape measured.
 
+Timeline (``gemm(..., timeline=True)``, debug; ``mgemm.timeline``; ``benchmarks/timeline_probe.py``):
+a variant of the config whose consumer warpgroups stamp each unit with the GPU's ns timer (taken,
+mainloop done, done) and their CTA's start and their exit, so a launch's time can be split into
+setup, mainloops, fix-up and epilogue, waits and tail.  Cooperative consumers only.  Written in
+the thirteenth session, compiled in CI; its GPU test (``test_timeline_covers_the_units_and_adds_up``)
+has not run yet.
+
 Not yet done: clusters along N (multicast of A) or larger than 2; 256-row tiles; a split-K with
 a separate reduction for few tiles and long K (one 128x128 tile split 132 ways, 128x128x131072:
 0.60, is fixed cost, not bandwidth); 1024x2112x8192 (0.76–0.81: 136 tiles on 132 SMs, all split
@@ -178,6 +185,9 @@ class HopperConfig(RenderedConfig):
     group: int = 8
     raster: str = "m"
     record: bool = False  # debug: the kernel logs every work unit
+    # debug: each consumer warpgroup logs when it took, finished the mainloop of, and was done with
+    # every unit (the GPU's ns timer; ``gemm(timeline=True)``, ``mgemm.timeline``)
+    timeline: bool = False
     a_k_major: bool = True  # False: A column-major (M contiguous; 16-bit inputs only)
     b_k_major: bool = True  # False: B row-major (N contiguous; 16-bit inputs only)
     # "pair": two adjacent columns per store where aligned; "direct": one element per store;
@@ -244,6 +254,9 @@ class HopperConfig(RenderedConfig):
             raise ValueError(f"sk_reduce must be one of {SK_REDUCES}, got {self.sk_reduce!r}")
         if self.sk_reduce == "spread" and self.pingpong:
             raise ValueError("sk_reduce='spread' is for cooperative consumers, not pingpong")
+        if self.timeline and (self.pingpong or self.record or self.cluster_m > 1):
+            raise ValueError("timeline=True needs cooperative consumers, one CTA per tile and no "
+                             "record (debug)")
         if ITEMSIZE[self.input] != 2 and not (self.a_k_major and self.b_k_major):
             raise ValueError("tf32 operands must be K-major (wgmma has no transpose for tf32)")
         if not 1 <= self.k_parts <= MAX_K_PARTS:
@@ -313,6 +326,7 @@ class HopperConfig(RenderedConfig):
             "MGEMM_CLUSTER_M": str(self.cluster_m),
             "MGEMM_SK_REDUCE": "MGEMM_SK_REDUCE_" + self.sk_reduce.upper(),
             "MGEMM_K_PARTS": str(self.k_parts),
+            "MGEMM_TIMELINE": str(int(self.timeline)),
             "MGEMM_SMEM_BYTES": str(self.smem_bytes),  # the kernel static_asserts it equals its own
         }
 
@@ -327,7 +341,7 @@ class HopperConfig(RenderedConfig):
                 + ("" if self.cluster_m == 1 else f" cluster{self.cluster_m}")
                 + ("" if self.sk_reduce == "owner" else f" sk={self.sk_reduce}")
                 + ("" if self.k_parts == 1 else f" parts={self.k_parts}")
-                + (" record" if self.record else ""))
+                + (" record" if self.record else "") + (" timeline" if self.timeline else ""))
 
 
 # --- heuristic -------------------------------------------------------------------------------------
@@ -689,7 +703,8 @@ def transpose_copy(x, buf) -> None:
 
 def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
          config: HopperConfig | None = None, allow_tf32: bool = False, sms: int | None = None,
-         as_dtype: str | None = None, out_dtype: str | None = None, debug: bool = False):
+         as_dtype: str | None = None, out_dtype: str | None = None, debug: bool = False,
+         timeline: bool = False):
     """``out = alpha * a @ b + beta * c`` on CuPy arrays with the Hopper kernel (sm_90 only).
 
     The same contract as ``mgemm.kernels.gemm``: ``a`` (M×K) and ``b`` (K×N) any 2-D strided views;
@@ -697,16 +712,19 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
     ``as_dtype="bfloat16"`` reads uint16 arrays as bfloat16 bits; ``config`` overrides the
     heuristic (its dtypes and operand layouts are set from the operands: for float16 and bfloat16,
     A row- or column-major and B row- or column-major all go in without a copy);
-    ``debug=True`` returns ``(out, record)``.
+    ``debug=True`` returns ``(out, record)``; ``timeline=True`` returns ``(out, entries)``, an
+    (n, 8) int64 array of ``mgemm.timeline.FIELDS`` (a variant of the config that stamps each
+    unit with the GPU's ns timer: cooperative consumers only; ``mgemm.timeline.summarize``).
     """
     return gemm_parts([a], [b], c, alpha=alpha, beta=beta, out=out, config=config,
                       allow_tf32=allow_tf32, sms=sms, as_dtype=as_dtype, out_dtype=out_dtype,
-                      debug=debug)
+                      debug=debug, timeline=timeline)
 
 
 def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
                config: HopperConfig | None = None, allow_tf32: bool = False, sms: int | None = None,
-               as_dtype: str | None = None, out_dtype: str | None = None, debug: bool = False):
+               as_dtype: str | None = None, out_dtype: str | None = None, debug: bool = False,
+               timeline: bool = False):
     """``out = alpha * (a_parts[0] @ b_parts[0] + a_parts[1] @ b_parts[1] + ...) + beta * c`` in one
     launch: A's K parts (M × K_p each) and B's (K_p × N), as a block task holds its panels' chunks,
     at most ``MAX_K_PARTS``.  Each part gets its own pair of TMA descriptors and the kernel walks
@@ -715,6 +733,8 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
     layouts (K- or MN-major) differ between parts are all copied K-major.
     """
     a_parts, b_parts = list(a_parts), list(b_parts)
+    if debug and timeline:
+        raise ValueError("debug=True and timeline=True share the kernel's log: ask for one")
     if not a_parts or len(a_parts) != len(b_parts):
         raise ValueError(f"gemm_parts needs as many A parts as B parts, at least one; got "
                          f"{len(a_parts)} and {len(b_parts)}")
@@ -739,6 +759,8 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
     kind, dev, sms, config, res_dtype, out = (call.kind, call.dev, call.sms, call.config,
                                               call.res_dtype, call.out)
     if m == 0 or n == 0:
+        if timeline:
+            return out, np.zeros((0, 8), np.int64)
         return (out, np.zeros((0, 4), np.int32)) if debug else out
 
     # A as (M, K), B as B^T (N, K), each K-major (rows of K) or MN-major (rows of M or N, one per
@@ -766,7 +788,7 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
         if d_desc is None:  # rows TMA cannot address, which the thread stores can
             config = config.replace(epilogue="staged")
     config = specialize(config, output=res_dtype, record=debug, a_k_major=a_k, b_k_major=b_k,
-                        k_parts=len(ops))
+                        k_parts=len(ops), timeline=timeline)
     kernel = get_kernel(config, dev)
     descs_a, descs_b = [], []
     for ((a_arr, _, lda), (b_arr, _, ldb)), (k_p, rows_a, rows_b) in zip(ops, dims):
@@ -782,7 +804,9 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
     partials = lp.grid * (2 if config.sk_reduce == "spread" else 1)  # stream-K partial slots
     _, workspace, record = launch_scratch(  # the stream-K workspace: a tile per slot
         cp, dev, 0, False, partials * config.tile_m * config.tile_n if lp.sk_tiles else 1, cp.float32,
-        1 + 4 * (lp.tiles + 2 * lp.grid + 8) if debug else 0)
+        1 + 4 * (lp.tiles + 2 * lp.grid + 8) if debug else
+        # per unit an entry from each consumer warpgroup, and one more each as it leaves
+        2 + 16 * (2 * (lp.tiles + 2 * lp.grid + 8) + 2 * lp.grid) if timeline else 0)
     # the dynamic counter and the stream-K flags, which hold this launch's epoch when complete
     sync, epoch = epoch_sync(cp, dev, 1 + partials, config.policy == "dynamic")
     c_arr = c if (c is not None and beta != 0) else out
@@ -800,6 +824,9 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
     if debug:
         count = int(record[0].get())
         return out, record[1:1 + 4 * count].reshape(count, 4).get()
+    if timeline:
+        count = int(record[0].get())
+        return out, record[2:2 + 16 * count].view(cp.int64).reshape(count, 8).get()
     return out
 
 

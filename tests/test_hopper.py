@@ -60,6 +60,17 @@ def test_render_is_by_name_and_complete():
             assert f"#ifndef {name}" in src, f"{name} has no default in the kernel source"
 
 
+def test_timeline_config_renders_and_is_checked():
+    cfg = HopperConfig(input="float16", policy="streamk", sk_reduce="spread", timeline=True)
+    assert "#define MGEMM_TIMELINE 1\n" in cfg.render() and str(cfg).endswith(" timeline")
+    assert "#define MGEMM_TIMELINE 0\n" in cfg.replace(timeline=False).render()
+    assert cfg.key() != cfg.replace(timeline=False).key()
+    for bad in (dict(pingpong=True, tile_m=64, sk_reduce="owner"), dict(record=True),
+                dict(cluster_m=2, policy="static")):
+        with pytest.raises(ValueError, match="timeline=True needs cooperative"):
+            cfg.replace(**bad)
+
+
 def test_cache_key_changes_with_config_and_options():
     a = HopperConfig()
     assert a.key() == HopperConfig().key()
@@ -490,7 +501,11 @@ def test_transpose_kernel_compiles_without_spills(tmp_path):
                                  HopperConfig(input="tf32", tile_n=128, stages=4, epilogue="tma",
                                               policy="dynamic"),
                                  HopperConfig(input="float16", tile_n=64, stages=12, pingpong=True, tile_m=64,
-                                              epilogue="tma", b_k_major=False, policy="streamk")], ids=str)
+                                              epilogue="tma", b_k_major=False, policy="streamk"),
+                                 # the timeline variant (debug: ns stamps per unit)
+                                 HopperConfig(input="float16", tile_n=128, stages=6, epilogue="tma",
+                                              policy="streamk", sk_reduce="spread", timeline=True)],
+                         ids=str)
 def test_rendered_source_compiles_for_sm90a(cfg, tmp_path):
     """The launcher's #defines compile, and its shared-memory size equals the kernel's (a
     static_assert in gemm_hopper.cu)."""
@@ -519,6 +534,7 @@ def test_rendered_source_compiles_for_sm90a(cfg, tmp_path):
     tma = cfg.epilogue == "tma"
     assert ("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group" in ptx) == tma
     assert ("cp.async.bulk.wait_group.read 0" in ptx and "fence.proxy.async.shared::cta" in ptx) or not tma
+    assert ("%globaltimer" in ptx) == cfg.timeline  # the timeline's stamps, and only there
 
 
 # --- GPU (sm_90 only) -----------------------------------------------------------------------------
@@ -830,6 +846,45 @@ def test_kernel_record_equals_mirror(policy, m, n, k, sms, consumers):
     assert lp.rows == -(-m // cfg.tile_m)
     expect = schedule.assignment(policy, lp.rows, lp.cols, lp.k_iters, lp.grid, sk_tiles=lp.sk_tiles)
     assert schedule.from_record(record.tolist(), lp.grid) == expect
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("policy,sk_reduce,m,n,k,sms", [("static", "owner", 1000, 1500, 700, None),
+                                                        ("streamk", "spread", 256, 256, 16384, None),
+                                                        ("streamk", "owner", 300, 2000, 4096, 20),
+                                                        ("dynamic", "owner", 1000, 700, 300, 7)])
+def test_timeline_covers_the_units_and_adds_up(policy, sk_reduce, m, n, k, sms):
+    """timeline=True: the same product (float64 reference, poisoned output), and the entries agree
+    with themselves (mgemm.timeline.check) and with the schedule: each warpgroup takes the units the
+    mirror assigns its CTA (dynamic: every tile once over the CTAs), and leaves once."""
+    from mgemm import timeline
+    cfg = HopperConfig(input="float16", tile_n=128, stages=6, policy=policy, sk_reduce=sk_reduce,
+                       epilogue="tma")
+    rng = np.random.default_rng(9)
+    a, a64 = rand_operand((m, k), "float16", rng)
+    b, b64 = rand_operand((k, n), "float16", rng)
+    out, entries = hopper.gemm(a, b, out=poisoned((m, n), "float16"), config=cfg, sms=sms, timeline=True)
+    ref = a64 @ b64
+    got = as_float64(out)
+    assert not bool(cp.isnan(got).any())
+    assert float(cp.linalg.norm(got - ref)) <= BOUNDS["float16"] * float(cp.linalg.norm(ref))
+    assert entries.shape[1] == len(timeline.FIELDS) and timeline.check(entries) == []
+    lp = hopper.launch_info(a.shape, b.shape, cfg, sms=sms)
+    exits = entries[entries[:, 2] < 0]
+    assert sorted(map(tuple, exits[:, :2].tolist())) == [(c, w) for c in range(lp.grid) for w in (0, 1)]
+    got = timeline.units(entries)
+    assert got == timeline.units(entries, wg=1)
+    if policy == "dynamic":
+        assert sorted(u for us in got.values() for u in us) == [(t, 0, lp.k_iters) for t in range(lp.tiles)]
+    else:
+        expect = schedule.assignment(policy, lp.rows, lp.cols, lp.k_iters, lp.grid, sk_tiles=lp.sk_tiles)
+        assert [got.get(c, []) for c in range(lp.grid)] == [[tuple(u) for u in us] for us in expect]
+    s = timeline.summarize(entries)
+    assert s["mainloop"] > 0 and sum(s[p] for p in timeline.PHASES) == pytest.approx(
+        s["warpgroups"] * s["span"], rel=1e-9)
+    with pytest.raises(ValueError, match="share the kernel's log"):
+        hopper.gemm(a, b, config=cfg, timeline=True, debug=True)
 
 
 @pytest.mark.gpu

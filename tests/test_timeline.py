@@ -1,0 +1,63 @@
+"""mgemm.timeline on made-up entries (pure NumPy; the GPU test of the kernel's own entries is in
+tests/test_hopper.py)."""
+
+import numpy as np
+import pytest
+
+from mgemm import timeline
+
+
+def entries():
+    # CTA 0 (both warpgroups): start 0, units of tile 0 [0, 4) and tile 2 [0, 4), exit at 100.
+    # CTA 1: starts at 10, one unit of tile 1 [0, 4), leaves at 60.
+    rows = []
+    for wg in (0, 1):
+        rows += [[0, wg, 0, 0, 4, 5, 25, 30], [0, wg, 2, 0, 4, 35, 55, 60], [0, wg, -1, 0, 0, 0, 62, 100],
+                 [1, wg, 1, 0, 4, 12, 32, 40], [1, wg, -1, 0, 0, 10, 45, 60]]
+    return np.array(rows, dtype=np.int64)
+
+
+def test_units_in_the_order_taken():
+    e = entries()
+    assert timeline.units(e[::-1]) == {0: [(0, 0, 4), (2, 0, 4)], 1: [(1, 0, 4)]}
+    assert timeline.units(e, wg=1) == timeline.units(e)
+
+
+def test_summary_phases_add_up_to_warpgroups_times_span():
+    s = timeline.summarize(entries())
+    assert s["span"] == pytest.approx(0.100)  # 0 .. 100 ns
+    assert s["warpgroups"] == 4 and s["units"] == 6
+    assert sum(s[p] for p in timeline.PHASES) == pytest.approx(4 * s["span"])
+    # per warpgroup of CTA 0: setup 5, mainloop 20 + 20, after 5 + 5, between 5 + 2, tail 38
+    # CTA 1: setup 2, mainloop 20, after 8, between 5, tail 15, idle 10 + 40
+    assert s["setup"] == pytest.approx(2 * (5 + 2) * 1e-3)
+    assert s["mainloop"] == pytest.approx(2 * 60 * 1e-3)
+    assert s["after mainloop"] == pytest.approx(2 * 18 * 1e-3)
+    assert s["between units"] == pytest.approx(2 * 12 * 1e-3)
+    assert s["tail"] == pytest.approx(2 * 53 * 1e-3)
+    assert s["idle"] == pytest.approx(2 * 50 * 1e-3)
+    assert s["start spread"] == pytest.approx(0.010) and s["exit spread"] == pytest.approx(0.040)
+    assert s["mainloop per k-iteration (median)"] == pytest.approx(0.005)
+    assert s["after mainloop (max)"] == pytest.approx(0.008)
+    line = timeline.format_summary(s)
+    assert line.startswith("span 0.1 us over 4 warpgroups") and "mainloop 30%" in line
+
+
+def test_check_finds_what_is_inconsistent():
+    assert timeline.check(entries()) == []
+    e = entries()
+    e[0, 6] = 2  # mainloop ends before the unit was taken
+    assert any("take <= mainloop end" in p for p in timeline.check(e))
+    e = entries()
+    e = e[~((e[:, 0] == 1) & (e[:, 1] == 0) & (e[:, 2] < 0))]  # a warpgroup that never left
+    assert timeline.check(e) == ["CTA 1 warpgroup 0: units but no exit entry"]
+    e = entries()
+    e[1, 7] = 200  # done after its warpgroup left
+    assert any("outside" in p for p in timeline.check(e))
+    e = np.vstack([entries(), entries()[2]])
+    assert any("two exit entries" in p for p in timeline.check(e))
+
+
+def test_summary_needs_exit_entries():
+    with pytest.raises(ValueError, match="no exit entries"):
+        timeline.summarize(entries()[[0, 1]])
