@@ -21,23 +21,19 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib.util
 import statistics
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import h  # noqa: E402  (benchmarks/kernels.py; puts the repository on sys.path)
 
 import cupy as cp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from mgemm import hopper  # noqa: E402
 
-_spec = importlib.util.spec_from_file_location("bench_harness", Path(__file__).parent / "kernels.py")
-h = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = h
-_spec.loader.exec_module(h)
 
 DEFAULT_CASES = ["8192x8192x256:float16", "32x8192x8192:float16", "32x8192x8192:bfloat16",
                  "256x256x65536:float16", "64x8192x8192:float16", "1024x2112x8192:float16",

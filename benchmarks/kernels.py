@@ -192,6 +192,23 @@ def probe_case(spec: str, rng) -> ProbeCase:
                      hopper.choose_config(m, n, k, dtype, hopper.device_sms()))
 
 
+def parse_variant(spec: str, base):
+    """``label:field=value,...`` -> ``(label, config, sms)``: ``base`` (a Hopper config) with those
+    fields changed (booleans as 0/1, integers as digits), ``sms=N`` the launch's SM cap (None if
+    not given).  The syntax of run_hopper_gpu.sh's EXTRA and timeline_probe.py's --variant."""
+    label, _, fields = spec.partition(":")
+    changes, sms = {}, None
+    for kv in filter(None, fields.split(",")):
+        key, val = kv.split("=", 1)
+        if key == "sms":
+            sms = int(val)
+        elif key in ("pingpong", "a_k_major", "b_k_major", "timeline"):
+            changes[key] = val == "1"
+        else:
+            changes[key] = int(val) if val.lstrip("-").isdigit() else val
+    return label, base.replace(**changes), sms
+
+
 def as_f64(x, dtype):
     if dtype == "bfloat16":
         return (x.astype(cp.uint32) << 16).view(cp.float32).astype(cp.float64)

@@ -99,7 +99,7 @@ fi
 # --- timing beside cuBLAS ------------------------------------------------------------------------------
 [ "${BENCH:-}" = none ] && exit $status
 timeout ${BENCH_TIMEOUT:-210} python3 - "$OUT" <<'EOF' 2>&1 | tee "$OUT/bench-hopper.log"
-import importlib.util, json, math, os, statistics, sys, time
+import json, math, os, statistics, sys, time
 from pathlib import Path
 
 import cupy as cp
@@ -107,10 +107,8 @@ import numpy as np
 
 from mgemm import hopper, kernels
 
-spec = importlib.util.spec_from_file_location("bench_harness", "benchmarks/kernels.py")
-h = importlib.util.module_from_spec(spec)
-sys.modules[spec.name] = h  # dataclasses look their module up
-spec.loader.exec_module(h)  # the shared harness: timed (L2 flush, events, median), operands, cublas_fn
+sys.path.insert(0, "benchmarks")
+from harness import h  # the shared harness: timed (L2 flush, events, median), operands, cublas_fn
 
 out_dir = Path(sys.argv[1])
 CASES = [h.Case("square4096", 4096, 4096, 4096), h.Case("square8192", 8192, 8192, 8192)] + h.SKEWED
@@ -209,19 +207,10 @@ for dtype in os.environ.get("DTYPES", "bfloat16,float16").split(","):
             impls[name] = (c, str(c.replace(b_k_major=False)), b)
         sms_cap = {}  # stream-K over fewer CTAs: longer ranges, fewer partials to add
         for spec in filter(None, os.environ.get("EXTRA", "").split(";")):  # EXTRA="s4:stages=4;..."
-            label, _, fields = spec.partition(":")
-            changes, cap = {}, None
-            for kv in filter(None, fields.split(",")):
-                key, val = kv.split("=", 1)
-                if key == "sms":  # not a config field: the launch's SM cap
-                    cap = int(val)
-                    continue
-                changes[key] = (val == "1") if key in ("pingpong", "a_k_major", "b_k_major") else (
-                    int(val) if val.lstrip("-").isdigit() else val)
             try:
-                extra = cfg.replace(**changes)
+                label, extra, cap = h.parse_variant(spec, cfg)  # cap: sms=N, the launch's SM cap
             except ValueError as exc:  # not a valid change of this case's config
-                print(f"  skipped {case.name} {dtype} hopper-{label}: {exc}", flush=True)
+                print(f"  skipped {case.name} {dtype} hopper-{spec.partition(':')[0]}: {exc}", flush=True)
                 continue
             impls[f"hopper-{label}"] = (extra, str(extra.replace(b_k_major=False)) + (f" sms={cap}" if cap else ""), b)
             if cap:

@@ -16,39 +16,20 @@ plain launch's time.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import h  # noqa: E402  (benchmarks/kernels.py; puts the repository on sys.path)
 
 import cupy as cp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from mgemm import hopper, timeline  # noqa: E402
 
-_spec = importlib.util.spec_from_file_location("bench_harness", Path(__file__).parent / "kernels.py")
-h = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = h
-_spec.loader.exec_module(h)
 
 DEFAULT_CASES = ["256x256x65536:float16", "128x128x131072:float16", "1024x2112x8192:float16",
                  "8192x8192x256:float16", "896x2432x8192:float16", "8192x8192x8192:float16"]
-
-
-def parse_variant(spec: str, base):
-    """``label:field=value,...`` -> (label, config, sms)."""
-    label, _, fields = spec.partition(":")
-    changes, sms = {}, None
-    for kv in filter(None, fields.split(",")):
-        key, val = kv.split("=", 1)
-        if key == "sms":
-            sms = int(val)
-        elif key in ("pingpong", "a_k_major", "b_k_major"):
-            changes[key] = val == "1"
-        else:
-            changes[key] = int(val) if val.lstrip("-").isdigit() else val
-    return label, base.replace(**changes), sms
 
 
 def main(argv=None):
@@ -67,7 +48,7 @@ def main(argv=None):
             base = hopper.choose_config(m, n, k, pc.dtype, sms_all, tile_n=128)
         configs = {"heuristic": (base, None)}
         for v in args.variant:
-            label, cfg, sms = parse_variant(v, base)
+            label, cfg, sms = h.parse_variant(v, base)
             configs[label] = (cfg, sms)
         outs = {name: cp.empty((m, n), dtype=pc.storage) for name in ["cuBLAS", *configs]}
         fns = {"cuBLAS": h.cublas_fn(pc.a, pc.b, pc.dtype, outs["cuBLAS"])}
