@@ -411,7 +411,8 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     kind = input_kind(dtype, allow_tf32)
     if tile_n is not None and tile_n not in dict(TILE_CHOICES):
         raise ValueError(f"tile_n must be one of {[t for t, _ in TILE_CHOICES]}, got {tile_n}")
-    epilogue = "tma" if -(-k // 64) <= TMA_STORE_K else "staged"
+    steps = -(-k // 64)  # K in 64-wide steps
+    epilogue = "tma" if steps <= TMA_STORE_K else "staged"
     tm, tn, st = THIN_TILE
     if tile_n is None and min(m, n) <= tm:
         thin = fit_policy(HopperConfig(input=kind, tile_m=tm, tile_n=tn, stages=st, pingpong=True,
@@ -420,7 +421,7 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
             return thin
     if tile_n is None:
         wide_tiles = -(-m // TILE_M) * -(-n // TILE_CHOICES[0][0])
-        if wide_tiles < sms or -(-k // 64) <= SHORT_K:
+        if wide_tiles < sms or steps <= SHORT_K:
             tile_n = TILE_CHOICES[1][0]
     best = None
     for rank, (width, stages) in enumerate(TILE_CHOICES):
@@ -432,7 +433,7 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
         if best is None or cost < best[0] - 1e-9:
             best = (cost, width, stages)
     _, tile_n, stages = best
-    if -(-k // 64) <= FEW_STAGES_K[0]:
+    if steps <= FEW_STAGES_K[0]:
         stages = min(stages, FEW_STAGES_K[1])
     # the staged epilogue: 0.96 of cuBLAS at 4096³ against 0.88 for the paired stores (H200)
     cfg = HopperConfig(input=kind, tile_n=tile_n, stages=stages, epilogue=epilogue)
@@ -821,13 +822,12 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
     kernel((lp.grid,), (config.threads,), args, shared_mem=config.smem_bytes)
     # Operand copies (if any) may be freed once the launch is queued: CuPy's pool hands their
     # memory only to later work on the same stream, which runs after this kernel.
+    if not (debug or timeline):
+        return out
+    count = int(record[0].get())
     if debug:
-        count = int(record[0].get())
         return out, record[1:1 + 4 * count].reshape(count, 4).get()
-    if timeline:
-        count = int(record[0].get())
-        return out, record[2:2 + 16 * count].view(cp.int64).reshape(count, 8).get()
-    return out
+    return out, record[2:2 + 16 * count].view(cp.int64).reshape(count, 8).get()
 
 
 #: TMA element kinds of the outputs (float32 is the FLOAT32 kind tf32 inputs use)
