@@ -212,6 +212,10 @@ class HopperConfig(RenderedConfig):
     # K held as this many separate parts (``gemm_parts``: a block task's K chunks), walked in one
     # launch as one K range, one descriptor pair per part: the parts add up in the accumulators
     k_parts: int = 1
+    # Stream-K: how many whole waves before the partial last one are split with it (host only: the
+    # launch's sk_tiles; the kernel is the same).  1: every CTA gets one to two tiles' worth of K;
+    # 0: whole tiles first, then every CTA a sliver of the few left over (``schedule.streamk_tiles``)
+    sk_waves: int = 1
 
     def __post_init__(self):
         if self.input not in INPUTS:
@@ -259,6 +263,8 @@ class HopperConfig(RenderedConfig):
                              "record (debug)")
         if ITEMSIZE[self.input] != 2 and not (self.a_k_major and self.b_k_major):
             raise ValueError("tf32 operands must be K-major (wgmma has no transpose for tf32)")
+        if self.sk_waves not in (0, 1):
+            raise ValueError(f"sk_waves must be 0 or 1, got {self.sk_waves}")
         if not 1 <= self.k_parts <= MAX_K_PARTS:
             raise ValueError(f"k_parts must be in [1, {MAX_K_PARTS}], got {self.k_parts!r}")
         if self.cluster_m not in CLUSTER_MS:
@@ -341,6 +347,7 @@ class HopperConfig(RenderedConfig):
                 + ("" if self.cluster_m == 1 else f" cluster{self.cluster_m}")
                 + ("" if self.sk_reduce == "owner" else f" sk={self.sk_reduce}")
                 + ("" if self.k_parts == 1 else f" parts={self.k_parts}")
+                + ("" if self.sk_waves == 1 else f" skw{self.sk_waves}")
                 + (" record" if self.record else "") + (" timeline" if self.timeline else ""))
 
 
@@ -456,7 +463,8 @@ def fit_policy(config: HopperConfig, m: int, n: int, k: int, sms: int, *,
     # Tiles split four or more ways add their partials through every contributor ("spread"):
     # 256x256x65536 (4 tiles, ~33 contributors each) 0.59-0.60 of cuBLAS against 0.35-0.37 for
     # the owner adding them alone; split two or three ways the owner is faster (H200, RESULTS.md).
-    spread = policy == "streamk" and not config.pingpong and sms >= 4 * rows * cols
+    split = schedule.streamk_tiles(rows * cols, sms, k_iters, config.sk_waves)
+    spread = policy == "streamk" and not config.pingpong and sms >= 4 * split
     return config.replace(policy=policy, sk_reduce="spread" if spread else "owner")
 
 
@@ -486,7 +494,7 @@ def plan_launch(config: HopperConfig, m: int, n: int, k: int, slots: int) -> Lau
         clusters = pairs if config.policy == "per_tile" else max(1, min(slots // c, pairs))
         return LaunchPlan(rows, cols, k_iters, c * clusters, 0)
     tiles = rows * cols
-    sk = schedule.streamk_tiles(tiles, slots, k_iters) if config.policy == "streamk" else 0
+    sk = schedule.streamk_tiles(tiles, slots, k_iters, config.sk_waves) if config.policy == "streamk" else 0
     grid = schedule.launch_grid(config.policy, tiles, slots, sk)
     if sk and grid >= 4 * tiles and config.sk_reduce == "spread":
         # every tile split the same number of ways, so no CTA's range straddles two tiles:

@@ -73,21 +73,27 @@ def tile_grid(m: int, n: int, k: int, tile_m: int, tile_n: int, tile_k: int) -> 
     return -(-m // tile_m), -(-n // tile_n), -(-k // tile_k)
 
 
-def streamk_tiles(tiles: int, grid: int, k_iters: int) -> int:
+def streamk_tiles(tiles: int, grid: int, k_iters: int, waves: int = 1) -> int:
     """How many of the last tiles the stream-K tail splits over ``grid`` CTAs.
 
     None when the tiles fill whole waves (or there is no K to split); all of them when there is
-    less than one wave; else the partial last wave plus one full wave, so that each CTA gets
-    between one and two tiles' worth of k-iterations and none gets a sliver.
+    less than one wave; else the partial last wave plus ``waves`` full waves before it (as many as
+    there are).  With one (the default) each CTA gets between one and two tiles' worth of
+    k-iterations and none gets a sliver; with none, the CTAs run whole tiles first and then share
+    the few left over, each a sliver of one of them (data-parallel waves plus a stream-K tail).
 
     >>> streamk_tiles(264, 132, 8), streamk_tiles(64, 132, 8), streamk_tiles(140, 132, 8)
     (0, 64, 140)
+    >>> streamk_tiles(140, 132, 8, waves=0), streamk_tiles(400, 132, 8, waves=5)
+    (8, 400)
     """
+    if waves < 0:
+        raise ValueError(f"waves must be >= 0, got {waves}")
     if k_iters == 0 or tiles % grid == 0:
         return 0
     if tiles < grid:
         return tiles
-    return tiles % grid + grid
+    return min(tiles, tiles % grid + waves * grid)
 
 
 def launch_grid(policy: str, tiles: int, slots: int, sk_tiles: int = 0) -> int:

@@ -116,6 +116,10 @@ def test_config_validates():
     spread = HopperConfig(policy="streamk", sk_reduce="spread")
     assert "#define MGEMM_SK_REDUCE MGEMM_SK_REDUCE_SPREAD" in spread.render()
     assert str(spread).endswith("sk=spread") and spread.key() != spread.replace(sk_reduce="owner").key()
+    # sk_waves is the launch's split, not the kernel's: same source, same cubin
+    assert spread.replace(sk_waves=0).key() == spread.key() and str(spread.replace(sk_waves=0)).endswith("skw0")
+    with pytest.raises(ValueError, match="sk_waves"):
+        HopperConfig(sk_waves=2)
     with pytest.raises(ValueError):  # wgmma has no transpose for tf32
         HopperConfig(input="tf32", b_k_major=False)
     with pytest.raises(ValueError):
@@ -799,18 +803,22 @@ def test_streamk_is_bitwise_reproducible_and_in_place_works():
 
 @pytest.mark.gpu
 @needs_sm90
-@pytest.mark.parametrize("m,n,k,sms,tile_n,kind", [
-    (256, 256, 16384, None, 128, "bfloat16"),  # 4 tiles over 132 CTAs: 33 contributors each
-    (512, 512, 8192, None, 128, "float16"),    # 16 tiles over 128 of 132 CTAs: 8 each
-    (300, 200, 512, None, 128, "float16"),     # 6 tiles x 8 k-iterations < 132 CTAs: one each
-    (1000, 1500, 2048, 20, 256, "float16"),    # 20 SMs: 20 data-parallel tiles, then 28 split
-    (333, 517, 4096, 20, 128, "tf32"),         # 15 tiles over 20 CTAs: ranges across tiles
-    (200, 700, 3000, 9, 64, "bfloat16")])     # 9 data-parallel tiles, then 13 split over 9 CTAs
-def test_spread_fix_up_matches_float64_and_repeats(m, n, k, sms, tile_n, kind):
+@pytest.mark.parametrize("m,n,k,sms,tile_n,kind,waves", [
+    (256, 256, 16384, None, 128, "bfloat16", 1),  # 4 tiles over 132 CTAs: 33 contributors each
+    (512, 512, 8192, None, 128, "float16", 1),    # 16 tiles over 128 of 132 CTAs: 8 each
+    (300, 200, 512, None, 128, "float16", 1),     # 6 tiles x 8 k-iterations < 132 CTAs: one each
+    (1000, 1500, 2048, 20, 256, "float16", 1),    # 20 SMs: 20 data-parallel tiles, then 28 split
+    (333, 517, 4096, 20, 128, "tf32", 1),         # 15 tiles over 20 CTAs: ranges across tiles
+    (200, 700, 3000, 9, 64, "bfloat16", 1),       # 9 data-parallel tiles, then 13 split over 9 CTAs
+    # sk_waves=0: whole tiles first, then the partial wave split over every CTA
+    (1024, 2112, 8192, None, 128, "float16", 0),  # 132 whole, 4 x 128 k-iterations over 132 CTAs
+    (896, 2432, 4096, None, 128, "bfloat16", 0),  # 132 whole, 1 x 64 k-iterations: one each
+    (333, 517, 4096, 4, 128, "float16", 0)])      # 12 whole on 4 CTAs, then 3 split over 4
+def test_spread_fix_up_matches_float64_and_repeats(m, n, k, sms, tile_n, kind, waves):
     """SK_REDUCE SPREAD (every contributor adds a share of its split tile): against the float64
     reference with alpha and beta, edge tiles and poisoned outputs; the same bits every run; and
     the same work units as the owner fix-up (the record equals the mirror)."""
-    cfg = HopperConfig(input=kind, tile_n=tile_n, policy="streamk", sk_reduce="spread")
+    cfg = HopperConfig(input=kind, tile_n=tile_n, policy="streamk", sk_reduce="spread", sk_waves=waves)
     _check(m, n, k, kind, cfg, beta=0.5, alpha=0.75, sms=sms, seed=4)
     _check(m, n, k, kind, cfg.replace(epilogue="staged"), sms=sms, seed=5)
     rng = np.random.default_rng(6)

@@ -22,28 +22,33 @@ def _covered(policy, rows, cols, k_iters, grid, sk):
     return counts
 
 
-def _launch(policy, rows, cols, k_iters, slots):
+def _launch(policy, rows, cols, k_iters, slots, waves=1):
     tiles = rows * cols
-    sk = schedule.streamk_tiles(tiles, slots, k_iters) if policy == "streamk" else 0
+    sk = schedule.streamk_tiles(tiles, slots, k_iters, waves) if policy == "streamk" else 0
     return schedule.launch_grid(policy, tiles, slots, sk), sk
 
 
-@pytest.mark.parametrize("policy", schedule.POLICIES)
+@pytest.mark.parametrize("policy", [*schedule.POLICIES, "streamk-dp"])
 @pytest.mark.parametrize("rows,cols,k_iters", SHAPES)
 @pytest.mark.parametrize("slots", GRIDS)
 def test_every_tile_and_k_iteration_exactly_once(policy, rows, cols, k_iters, slots):
-    grid, sk = _launch(policy, rows, cols, k_iters, slots)
+    # "streamk-dp": stream-K splitting only the partial last wave (sk_waves=0)
+    waves = 0 if policy == "streamk-dp" else 1
+    policy = policy.removesuffix("-dp")
+    grid, sk = _launch(policy, rows, cols, k_iters, slots, waves)
     counts = _covered(policy, rows, cols, k_iters, grid, sk)
     expected = {(t, k) for t in range(rows * cols) for k in range(k_iters)}
     assert set(counts) == expected
     assert set(counts.values()) <= {1}
 
 
-@pytest.mark.parametrize("policy", ["per_tile", "static", "streamk"])
+@pytest.mark.parametrize("policy", ["per_tile", "static", "streamk", "streamk-dp"])
 @pytest.mark.parametrize("rows,cols,k_iters", SHAPES)
 @pytest.mark.parametrize("slots", GRIDS)
 def test_units_are_disjoint_and_nonempty_per_tile_whole(policy, rows, cols, k_iters, slots):
-    grid, sk = _launch(policy, rows, cols, k_iters, slots)
+    waves = 0 if policy == "streamk-dp" else 1
+    policy = policy.removesuffix("-dp")
+    grid, sk = _launch(policy, rows, cols, k_iters, slots, waves)
     plan = schedule.assignment(policy, rows, cols, k_iters, grid, sk_tiles=sk)
     assert len(plan) == grid
     units = [u for cta in plan for u in cta]
@@ -98,14 +103,14 @@ def test_streamk_contributors_come_before_owners_and_fixups_are_ordered():
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.integers(1, 140), st.integers(1, 12), st.integers(1, 12), st.integers(4, 70))
-def test_spread_slots_never_collide_and_each_tile_reads_what_its_units_wrote(grid, rows, cols, k_iters):
+@given(st.integers(1, 140), st.integers(1, 12), st.integers(1, 12), st.integers(4, 70), st.integers(0, 1))
+def test_spread_slots_never_collide_and_each_tile_reads_what_its_units_wrote(grid, rows, cols, k_iters, waves):
     """The spread fix-up's slots (the mirror of kernels/gemm_hopper.cu's SpreadSlots): no two
     split units write one slot (a CTA's second split unit must not overwrite its first, which
     others may still be adding), every slot lies inside the 2 x grid workspace and its flags, and
     each split tile's contributors read exactly the slots its units wrote."""
     tiles = rows * cols
-    sk = schedule.streamk_tiles(tiles, grid, k_iters) or tiles
+    sk = schedule.streamk_tiles(tiles, grid, k_iters, waves) or tiles
     written, read = schedule.spread_slots(rows, cols, k_iters, grid, sk)
     assert len(set(written.values())) == len(written)
     assert all(0 <= s < 2 * grid for s in written.values())
@@ -118,14 +123,14 @@ def test_spread_slots_never_collide_and_each_tile_reads_what_its_units_wrote(gri
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.integers(1, 140), st.integers(1, 12), st.integers(1, 12), st.integers(4, 70))
-def test_spread_reductions_cover_every_split_tile_once(grid, rows, cols, k_iters):
+@given(st.integers(1, 140), st.integers(1, 12), st.integers(1, 12), st.integers(4, 70), st.integers(0, 1))
+def test_spread_reductions_cover_every_split_tile_once(grid, rows, cols, k_iters, waves):
     """In the spread fix-up every contributor of a split tile reduces its own share of it, once,
     and the shares of a tile's contributors are all of its parts: no element is left unwritten
     (a CTA whose range ends on a whole tile still reduces the split tile it held back) and none
     is written twice."""
     tiles = rows * cols
-    sk = schedule.streamk_tiles(tiles, grid, k_iters) or tiles
+    sk = schedule.streamk_tiles(tiles, grid, k_iters, waves) or tiles
     written, read = schedule.spread_slots(rows, cols, k_iters, grid, sk)
     reductions = schedule.spread_reductions(rows, cols, k_iters, grid, sk)
     shares: dict[int, list[int]] = {}
@@ -144,6 +149,10 @@ def test_streamk_tiles_rule():
     assert schedule.streamk_tiles(100, 132, 10) == 100  # less than a wave: all split
     assert schedule.streamk_tiles(140, 132, 10) == 140  # 8 over one wave: that wave + 8
     assert schedule.streamk_tiles(140, 132, 0) == 0  # no K to split
+    assert schedule.streamk_tiles(140, 132, 10, waves=0) == 8  # whole tiles first, 8 split
+    assert schedule.streamk_tiles(100, 132, 10, waves=0) == 100
+    with pytest.raises(ValueError):
+        schedule.streamk_tiles(140, 132, 10, waves=-1)
     assert schedule.launch_grid("streamk", 100, 132, 100) == 132
     assert schedule.launch_grid("static", 100, 132) == 100
     assert schedule.launch_grid("per_tile", 1000, 132) == 1000
