@@ -10,7 +10,11 @@ epilogue), waits between units, the tail after the last unit and idle time.  The
 stamps with ``%globaltimer`` and may itself run a little slower: its span is printed beside the
 plain launch's time.
 
-    python3 benchmarks/timeline_probe.py [--reps 10] [--variant 's4:stages=4'] [MxNxK:dtype ...]
+    python3 benchmarks/timeline_probe.py [--reps 10] [--variant 's4:stages=4'] [--save DIR] [MxNxK:dtype ...]
+
+``--save DIR`` writes each timeline to ``DIR/<case>-<label>.npz`` (``entries``: the rows of
+``mgemm.timeline.FIELDS``; ``config``, ``us``: the plain launch's GPU time, ``cublas_us``) for
+reading it unit by unit later.
 """
 
 from __future__ import annotations
@@ -37,7 +41,10 @@ def main(argv=None):
     p.add_argument("cases", nargs="*", default=DEFAULT_CASES)
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--variant", action="append", default=[])
+    p.add_argument("--save", type=Path, default=None, help="write each timeline here (.npz)")
     args = p.parse_args(argv)
+    if args.save:
+        args.save.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
     sms_all = hopper.device_sms()
     for spec in args.cases:
@@ -69,6 +76,10 @@ def main(argv=None):
                   f"(x cuBLAS {ms['cuBLAS'] / ms[name]:.2f}), err {err:.1e}", flush=True)
             print(f"    timeline: {timeline.format_summary(timeline.summarize(entries))}"
                   + (f"; INCONSISTENT: {problems[:3]}" if problems else ""), flush=True)
+            if args.save:
+                np.savez(args.save / f"{spec.replace(':', '-')}-{name}.npz", entries=cp.asnumpy(entries),
+                         config=str(cfg), sms=sms or sms_all, us=ms[name] * 1e3,
+                         cublas_us=ms["cuBLAS"] * 1e3)
 
 
 if __name__ == "__main__":

@@ -74,6 +74,12 @@
 // from the GPU's global nanosecond timer (cooperative consumers, one CTA per tile; not with RECORD)
 #define MGEMM_TIMELINE 0
 #endif
+#ifndef MGEMM_K_ROTATE
+// 1: the producer walks a unit's k-iterations from an offset of its own CTA's (blockIdx.x / gridDim.x
+// of the way in) and wraps around, so CTAs that run in step read different K slices at a time
+// (the sum's order changes with it; one CTA per cluster only)
+#define MGEMM_K_ROTATE 0
+#endif
 #ifndef MGEMM_RECORD
 #define MGEMM_RECORD 0  // debug: log (cta, tile, k_begin, k_end) of every work unit
 #endif
@@ -146,6 +152,7 @@ struct Config {
   static constexpr bool kRasterN = MGEMM_RASTER == MGEMM_RASTER_N;
   static constexpr bool kRecord = MGEMM_RECORD;
   static constexpr bool kTimeline = MGEMM_TIMELINE;
+  static constexpr bool kKRotate = MGEMM_K_ROTATE;
   static constexpr bool kAKMajor = MGEMM_A_K_MAJOR, kBKMajor = MGEMM_B_K_MAJOR;
   static constexpr bool kPairEpilogue = MGEMM_EPILOGUE != MGEMM_EPILOGUE_DIRECT;  // STAGED falls back to it
   // STAGED and TMA both stage the output through shared memory; TMA stores it with bulk stores
@@ -202,6 +209,7 @@ struct Config {
   static_assert(sizeof(In) != 2 || kMnBoxBytes == kTileK * 128, "an MN-major box is BK rows of 128 bytes");
   static_assert(kSmemBytes <= 232448, "more than the 227 KB of shared memory a block may have");
   static_assert(kClusterM == 1 || kClusterM == 2, "CLUSTER_M: 1 or 2");
+  static_assert(!kKRotate || kClusterM == 1, "K_ROTATE: the two CTAs of a cluster load their stages together");
   static_assert(kKParts >= 1 && kKParts <= 8, "K_PARTS: 1 to 8 (two descriptors each in the kernel parameters)");
   static_assert(!kSpreadFixUp || !kPingpong, "SK_REDUCE SPREAD: cooperative consumers (other policies split no tile)");
   static_assert(!kStagedEpilogue || kOutPitch % 128 == 0, "staged rows: whole 16-byte pieces, 8 at least");
@@ -384,7 +392,11 @@ __device__ __forceinline__ void produce(const TmaParts& tas, const TmaParts& tbs
     if (!more) return;
     if (Config::kRecord) record_unit(record, w);
     const int m0 = w.row * Config::kTileM, n0 = w.col * Config::kTileN;
-    for (int kt = w.k_begin; kt < w.k_end; ++kt) {
+    const int nk = w.k_end - w.k_begin;
+    const int rot = Config::kKRotate && nk > 0 ? (int)((long long)blockIdx.x * nk / gridDim.x) : 0;
+    for (int i = 0; i < nk; ++i) {
+      int kt = w.k_begin + i + rot;
+      if (kt >= w.k_end) kt -= nk;
       if constexpr (Config::kClusterM == 2)
         mbar_wait_cluster(&sh.empty[pos.stage], pos.phase ^ 1);  // released in both CTAs
       else
