@@ -75,9 +75,9 @@
 #define MGEMM_TIMELINE 0
 #endif
 #ifndef MGEMM_K_ROTATE
-// 1: the producer walks a unit's k-iterations from an offset of its own CTA's (blockIdx.x / gridDim.x
-// of the way in) and wraps around, so CTAs that run in step read different K slices at a time
-// (the sum's order changes with it; one CTA per cluster only)
+// S > 0: the producer walks a unit's k-iterations from an offset of its CTA's own, blockIdx.x x S / 4
+// iterations in (modulo the unit's length), and wraps around, so CTAs that run in step read K
+// slices a little apart (the sum's order changes with it; one CTA per cluster only).  0: off
 #define MGEMM_K_ROTATE 0
 #endif
 #ifndef MGEMM_RECORD
@@ -152,7 +152,7 @@ struct Config {
   static constexpr bool kRasterN = MGEMM_RASTER == MGEMM_RASTER_N;
   static constexpr bool kRecord = MGEMM_RECORD;
   static constexpr bool kTimeline = MGEMM_TIMELINE;
-  static constexpr bool kKRotate = MGEMM_K_ROTATE;
+  static constexpr int kKRotate = MGEMM_K_ROTATE;  // quarter k-iterations of skew per CTA
   static constexpr bool kAKMajor = MGEMM_A_K_MAJOR, kBKMajor = MGEMM_B_K_MAJOR;
   static constexpr bool kPairEpilogue = MGEMM_EPILOGUE != MGEMM_EPILOGUE_DIRECT;  // STAGED falls back to it
   // STAGED and TMA both stage the output through shared memory; TMA stores it with bulk stores
@@ -209,7 +209,7 @@ struct Config {
   static_assert(sizeof(In) != 2 || kMnBoxBytes == kTileK * 128, "an MN-major box is BK rows of 128 bytes");
   static_assert(kSmemBytes <= 232448, "more than the 227 KB of shared memory a block may have");
   static_assert(kClusterM == 1 || kClusterM == 2, "CLUSTER_M: 1 or 2");
-  static_assert(!kKRotate || kClusterM == 1, "K_ROTATE: the two CTAs of a cluster load their stages together");
+  static_assert(kKRotate >= 0 && (kKRotate == 0 || kClusterM == 1), "K_ROTATE: the two CTAs of a cluster load their stages together");
   static_assert(kKParts >= 1 && kKParts <= 8, "K_PARTS: 1 to 8 (two descriptors each in the kernel parameters)");
   static_assert(!kSpreadFixUp || !kPingpong, "SK_REDUCE SPREAD: cooperative consumers (other policies split no tile)");
   static_assert(!kStagedEpilogue || kOutPitch % 128 == 0, "staged rows: whole 16-byte pieces, 8 at least");
@@ -393,7 +393,7 @@ __device__ __forceinline__ void produce(const TmaParts& tas, const TmaParts& tbs
     if (Config::kRecord) record_unit(record, w);
     const int m0 = w.row * Config::kTileM, n0 = w.col * Config::kTileN;
     const int nk = w.k_end - w.k_begin;
-    const int rot = Config::kKRotate && nk > 0 ? (int)((long long)blockIdx.x * nk / gridDim.x) : 0;
+    const int rot = Config::kKRotate > 0 && nk > 0 ? (int)((long long)blockIdx.x * Config::kKRotate / 4 % nk) : 0;
     for (int i = 0; i < nk; ++i) {
       int kt = w.k_begin + i + rot;
       if (kt >= w.k_end) kt -= nk;
@@ -821,48 +821,74 @@ __device__ __forceinline__ void spread_reduce(const S& sched, const WorkUnit& w,
     while (flag_acquire(flags.p + s.slot_of(r)) != flags.epoch) {
     }
   consumer_sync<T>();
-  const int first = (int)((long long)kElems * s.rank / s.count);
-  const int end = (int)((long long)kElems * (s.rank + 1) / s.count);
+  // The share: the 16-byte chunks [c0, c1) of the tile's kElems partial elements.  P lanes (a power
+  // of two near count / 4, at most 32: the lanes of a warp) add each chunk, each lane every P-th
+  // contributor in contributor order; a butterfly of shuffles adds the P sums in a fixed order, so
+  // the bits are the same on every run.  A lane keeps kSlots contributors x kBatch chunks of loads
+  // in flight before it adds any: a tile split 132 ways is two rounds of L2 latency, where one
+  // chunk per thread and 8 contributors at a time waited out 17 (14.8 us after the mainloop on
+  // 128x128x131072, RESULTS.md fourteenth session).  A lane's kBatch chunks are contiguous (64
+  // bytes), and the 32 / P lanes of one contributor read neighbouring ones.
+  constexpr int kChunks = kElems / 4, kBatch = 4, kSlots = 4, kWarps = T / 32;
+  const int c0 = (int)((long long)kChunks * s.rank / s.count);
+  const int c1 = (int)((long long)kChunks * (s.rank + 1) / s.count);
+  int P = 1;
+  while (P < 32 && 8 * P <= s.count) P *= 2;
+  const int G = 32 / P, lane = t & 31, p = lane / G;
+  const int rounds = ((s.count + P - 1) / P + kSlots - 1) / kSlots;
   const int m0 = w.row * Config::kTileM, n0 = w.col * Config::kTileN;
   const float a = (float)alpha, b = (float)beta;
-  // kBatch elements per thread at a time, their loads issued before any store (D may alias the
-  // workspace for all the compiler knows, so one element at a time would wait out each load), and
-  // kSlots contributors' partials at a time, all their loads issued before the first add: a tile
-  // split 33 or 132 ways would otherwise wait out one load latency per contributor in turn (the
-  // adds stay in contributor order, so the bits do not change).
-  constexpr int kBatch = 8, kSlots = 8;
-  for (int f0 = first + t; f0 < end; f0 += kBatch * T) {
-    float v[kBatch];
+  for (int base = c0; base < c1; base += kWarps * G * kBatch) {  // the same trip count in every lane
+    const int mine = base + ((t >> 5) * G + lane % G) * kBatch;  // this lane's first chunk
+    float4 v[kBatch];
 #pragma unroll
-    for (int j = 0; j < kBatch; ++j) v[j] = 0.f;
-    for (int r0 = 0; r0 < s.count; r0 += kSlots) {
-      float x[kSlots][kBatch];
+    for (int j = 0; j < kBatch; ++j) v[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int rd = 0; rd < rounds; ++rd) {
+      float4 x[kSlots][kBatch];
 #pragma unroll
       for (int q = 0; q < kSlots; ++q) {
-        const bool live = r0 + q < s.count;
-        const float* src = ws + (long long)s.slot_of(live ? r0 + q : r0) * kElems;
+        const int r = p + P * (rd * kSlots + q);
+        const float4* src = reinterpret_cast<const float4*>(ws + (long long)s.slot_of(r < s.count ? r : 0) * kElems);
 #pragma unroll
         for (int j = 0; j < kBatch; ++j)
-          x[q][j] = live && f0 + j * T < end ? __ldcg(src + f0 + j * T) : 0.f;
+          x[q][j] = r < s.count && mine + j < c1 ? __ldcg(src + mine + j) : make_float4(0.f, 0.f, 0.f, 0.f);
       }
 #pragma unroll
       for (int q = 0; q < kSlots; ++q)
+        if (p + P * (rd * kSlots + q) < s.count)
 #pragma unroll
-        for (int j = 0; j < kBatch; ++j)
-          if (r0 + q < s.count) v[j] += x[q][j];
+          for (int j = 0; j < kBatch; ++j) {
+            v[j].x += x[q][j].x;
+            v[j].y += x[q][j].y;
+            v[j].z += x[q][j].z;
+            v[j].w += x[q][j].w;
+          }
     }
+    for (int off = 16; off >= G; off >>= 1)
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        v[j].x += __shfl_xor_sync(0xffffffffu, v[j].x, off);
+        v[j].y += __shfl_xor_sync(0xffffffffu, v[j].y, off);
+        v[j].z += __shfl_xor_sync(0xffffffffu, v[j].z, off);
+        v[j].w += __shfl_xor_sync(0xffffffffu, v[j].w, off);
+      }
+    if (p != 0) continue;
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {
-      const int f = f0 + j * T;
-      if (f >= end) break;
-      const int i = f / T, th = f % T;  // accumulator i of consumer thread th
-      int r, c;
-      coord_of(i, th >> 7, th & 127, r, c);
-      const int gr = m0 + r, gc = n0 + c;
-      if (gr < M && gc < N) {
-        float o = a * v[j];
-        if (beta != 0.0) o += b * to_acc(C[gr * ldc_m + gc * ldc_n]);
-        D[gr * ldd_m + gc * ldd_n] = Store<Out>::from(o);
+      if (mine + j >= c1) break;
+      const float e[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int f = 4 * (mine + j) + q;
+        const int i = f / T, th = f % T;  // accumulator i of consumer thread th
+        int r, c;
+        coord_of(i, th >> 7, th & 127, r, c);
+        const int gr = m0 + r, gc = n0 + c;
+        if (gr < M && gc < N) {
+          float o = a * e[q];
+          if (beta != 0.0) o += b * to_acc(C[gr * ldc_m + gc * ldc_n]);
+          D[gr * ldd_m + gc * ldd_n] = Store<Out>::from(o);
+        }
       }
     }
   }

@@ -216,9 +216,9 @@ class HopperConfig(RenderedConfig):
     # launch's sk_tiles; the kernel is the same).  1: every CTA gets one to two tiles' worth of K;
     # 0: whole tiles first, then every CTA a sliver of the few left over (``schedule.streamk_tiles``)
     sk_waves: int = 1
-    # Each CTA walks a unit's k-iterations from its own offset (blockIdx.x / grid of the way in),
-    # wrapping around, so CTAs running in step read different K slices at a time (experiment)
-    k_rotate: bool = False
+    # S > 0: each CTA walks a unit's k-iterations from its own offset, blockIdx.x x S / 4 in (modulo
+    # the unit's length), wrapping around, so CTAs running in step read K slices apart (experiment)
+    k_rotate: int = 0
 
     def __post_init__(self):
         if self.input not in INPUTS:
@@ -266,6 +266,8 @@ class HopperConfig(RenderedConfig):
                              "record (debug)")
         if ITEMSIZE[self.input] != 2 and not (self.a_k_major and self.b_k_major):
             raise ValueError("tf32 operands must be K-major (wgmma has no transpose for tf32)")
+        if self.k_rotate < 0:
+            raise ValueError(f"k_rotate must be >= 0, got {self.k_rotate}")
         if self.k_rotate and self.cluster_m > 1:
             raise ValueError("k_rotate needs cluster_m=1 (a cluster's CTAs load their stages together)")
         if self.sk_waves not in (0, 1):
@@ -354,7 +356,7 @@ class HopperConfig(RenderedConfig):
                 + ("" if self.sk_reduce == "owner" else f" sk={self.sk_reduce}")
                 + ("" if self.k_parts == 1 else f" parts={self.k_parts}")
                 + ("" if self.sk_waves == 1 else f" skw{self.sk_waves}")
-                + (" krot" if self.k_rotate else "")
+                + (f" krot{self.k_rotate}" if self.k_rotate else "")
                 + (" record" if self.record else "") + (" timeline" if self.timeline else ""))
 
 

@@ -579,14 +579,14 @@ def _check(m, n, k, kind, cfg, *, trans_a=False, trans_b=False, beta=0.0, alpha=
 @pytest.mark.gpu
 @needs_sm90
 @pytest.mark.parametrize("cfg,sms", [
-    (HopperConfig(input="float16", tile_n=128, policy="static", k_rotate=True), None),
-    (HopperConfig(input="bfloat16", tile_n=256, policy="streamk", k_rotate=True), 20),
-    (HopperConfig(input="float16", tile_n=128, policy="streamk", sk_reduce="spread", k_rotate=True), None),
-    (HopperConfig(input="float16", tile_n=128, tile_m=64, pingpong=True, policy="dynamic", k_rotate=True), 9)])
+    (HopperConfig(input="float16", tile_n=128, policy="static", k_rotate=2), None),
+    (HopperConfig(input="bfloat16", tile_n=256, policy="streamk", k_rotate=4), 20),
+    (HopperConfig(input="float16", tile_n=128, policy="streamk", sk_reduce="spread", k_rotate=1), None),
+    (HopperConfig(input="float16", tile_n=128, tile_m=64, pingpong=True, policy="dynamic", k_rotate=3), 9)])
 def test_k_rotate_matches_float64(cfg, sms):
     """K_ROTATE (each CTA starts a unit's K loop at its own offset and wraps): every k-iteration is
     still loaded once, whole tiles and stream-K pieces alike, K's ragged last iteration included."""
-    assert cfg.render() != cfg.replace(k_rotate=False).render()
+    assert cfg.render() != cfg.replace(k_rotate=0).render()
     for m, n, k in [(1000, 1500, 2050), (256, 256, 16384), (130, 260, 1000)]:
         _check(m, n, k, cfg.input, cfg, beta=0.5, alpha=0.75, sms=sms, seed=7)
 
