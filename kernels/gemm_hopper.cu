@@ -80,6 +80,12 @@
 // slices a little apart (the sum's order changes with it; one CTA per cluster only).  0: off
 #define MGEMM_K_ROTATE 0
 #endif
+#ifndef MGEMM_SPREAD_POLL
+#define MGEMM_SPREAD_POLL 1  // experiment: 0 every thread polls a flag; 1 one warp, sleeping; 2 and no per-thread fence
+#endif
+#ifndef MGEMM_SPREAD_SLEEP
+#define MGEMM_SPREAD_SLEEP 100
+#endif
 #ifndef MGEMM_RECORD
 #define MGEMM_RECORD 0  // debug: log (cta, tile, k_begin, k_end) of every work unit
 #endif
@@ -725,7 +731,7 @@ __device__ __forceinline__ void store_partial(const float (&acc)[kAcc], float* w
   float* slot = ws + (long long)slot_id * kAcc * T;
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) slot[i * T + t] = acc[i];
-  __threadfence();
+  if constexpr (MGEMM_SPREAD_POLL < 2) __threadfence();
   consumer_sync<T>();
   if (t == 0) flag_release(flags.p + slot_id, flags.epoch);
 }
@@ -817,9 +823,14 @@ __device__ __forceinline__ void spread_reduce(const S& sched, const WorkUnit& w,
   constexpr int kElems = kAcc * T;
   const int t = threadIdx.x - 128;
   const SpreadSlots s(sched, w);
-  for (int r = t; r < s.count; r += T)  // one flag per thread: the waits overlap
-    while (flag_acquire(flags.p + s.slot_of(r)) != flags.epoch) {
-    }
+  if constexpr (MGEMM_SPREAD_POLL == 0) {
+    for (int r = t; r < s.count; r += T)  // one flag per thread: the waits overlap
+      while (flag_acquire(flags.p + s.slot_of(r)) != flags.epoch) {
+      }
+  } else if (t < 32) {
+    for (int r = t; r < s.count; r += 32)
+      while (flag_acquire(flags.p + s.slot_of(r)) != flags.epoch) __nanosleep(MGEMM_SPREAD_SLEEP);
+  }
   consumer_sync<T>();
   // The share: the 16-byte chunks [c0, c1) of the tile's kElems partial elements.  P lanes (a power
   // of two near count / 4, at most 32: the lanes of a warp) add each chunk, each lane every P-th
