@@ -74,18 +74,6 @@
 // from the GPU's global nanosecond timer (cooperative consumers, one CTA per tile; not with RECORD)
 #define MGEMM_TIMELINE 0
 #endif
-#ifndef MGEMM_K_ROTATE
-// S > 0: the producer walks a unit's k-iterations from an offset of its CTA's own, blockIdx.x x S / 4
-// iterations in (modulo the unit's length), and wraps around, so CTAs that run in step read K
-// slices a little apart (the sum's order changes with it; one CTA per cluster only).  0: off
-#define MGEMM_K_ROTATE 0
-#endif
-#ifndef MGEMM_SPREAD_POLL
-#define MGEMM_SPREAD_POLL 1  // experiment: 0 every thread polls a flag; 1 one warp, sleeping; 2 and no per-thread fence
-#endif
-#ifndef MGEMM_SPREAD_SLEEP
-#define MGEMM_SPREAD_SLEEP 100
-#endif
 #ifndef MGEMM_RECORD
 #define MGEMM_RECORD 0  // debug: log (cta, tile, k_begin, k_end) of every work unit
 #endif
@@ -158,7 +146,6 @@ struct Config {
   static constexpr bool kRasterN = MGEMM_RASTER == MGEMM_RASTER_N;
   static constexpr bool kRecord = MGEMM_RECORD;
   static constexpr bool kTimeline = MGEMM_TIMELINE;
-  static constexpr int kKRotate = MGEMM_K_ROTATE;  // quarter k-iterations of skew per CTA
   static constexpr bool kAKMajor = MGEMM_A_K_MAJOR, kBKMajor = MGEMM_B_K_MAJOR;
   static constexpr bool kPairEpilogue = MGEMM_EPILOGUE != MGEMM_EPILOGUE_DIRECT;  // STAGED falls back to it
   // STAGED and TMA both stage the output through shared memory; TMA stores it with bulk stores
@@ -215,7 +202,6 @@ struct Config {
   static_assert(sizeof(In) != 2 || kMnBoxBytes == kTileK * 128, "an MN-major box is BK rows of 128 bytes");
   static_assert(kSmemBytes <= 232448, "more than the 227 KB of shared memory a block may have");
   static_assert(kClusterM == 1 || kClusterM == 2, "CLUSTER_M: 1 or 2");
-  static_assert(kKRotate >= 0 && (kKRotate == 0 || kClusterM == 1), "K_ROTATE: the two CTAs of a cluster load their stages together");
   static_assert(kKParts >= 1 && kKParts <= 8, "K_PARTS: 1 to 8 (two descriptors each in the kernel parameters)");
   static_assert(!kSpreadFixUp || !kPingpong, "SK_REDUCE SPREAD: cooperative consumers (other policies split no tile)");
   static_assert(!kStagedEpilogue || kOutPitch % 128 == 0, "staged rows: whole 16-byte pieces, 8 at least");
@@ -398,11 +384,7 @@ __device__ __forceinline__ void produce(const TmaParts& tas, const TmaParts& tbs
     if (!more) return;
     if (Config::kRecord) record_unit(record, w);
     const int m0 = w.row * Config::kTileM, n0 = w.col * Config::kTileN;
-    const int nk = w.k_end - w.k_begin;
-    const int rot = Config::kKRotate > 0 && nk > 0 ? (int)((long long)blockIdx.x * Config::kKRotate / 4 % nk) : 0;
-    for (int i = 0; i < nk; ++i) {
-      int kt = w.k_begin + i + rot;
-      if (kt >= w.k_end) kt -= nk;
+    for (int kt = w.k_begin; kt < w.k_end; ++kt) {
       if constexpr (Config::kClusterM == 2)
         mbar_wait_cluster(&sh.empty[pos.stage], pos.phase ^ 1);  // released in both CTAs
       else
@@ -731,7 +713,7 @@ __device__ __forceinline__ void store_partial(const float (&acc)[kAcc], float* w
   float* slot = ws + (long long)slot_id * kAcc * T;
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) slot[i * T + t] = acc[i];
-  if constexpr (MGEMM_SPREAD_POLL < 2) __threadfence();
+  __threadfence();
   consumer_sync<T>();
   if (t == 0) flag_release(flags.p + slot_id, flags.epoch);
 }
@@ -823,14 +805,9 @@ __device__ __forceinline__ void spread_reduce(const S& sched, const WorkUnit& w,
   constexpr int kElems = kAcc * T;
   const int t = threadIdx.x - 128;
   const SpreadSlots s(sched, w);
-  if constexpr (MGEMM_SPREAD_POLL == 0) {
-    for (int r = t; r < s.count; r += T)  // one flag per thread: the waits overlap
-      while (flag_acquire(flags.p + s.slot_of(r)) != flags.epoch) {
-      }
-  } else if (t < 32) {
-    for (int r = t; r < s.count; r += 32)
-      while (flag_acquire(flags.p + s.slot_of(r)) != flags.epoch) __nanosleep(MGEMM_SPREAD_SLEEP);
-  }
+  for (int r = t; r < s.count; r += T)  // one flag per thread: the waits overlap
+    while (flag_acquire(flags.p + s.slot_of(r)) != flags.epoch) {
+    }
   consumer_sync<T>();
   // The share: the 16-byte chunks [c0, c1) of the tile's kElems partial elements.  P lanes (a power
   // of two near count / 4, at most 32: the lanes of a warp) add each chunk, each lane every P-th

@@ -167,6 +167,9 @@ TILE_CHOICES = [(256, 4), (128, 6)]
 THIN_TILE = (64, 64, 12)  # (tile_m, tile_n, stages)
 SHORT_K = 8  # K of at most this many 64-wide steps is short (see choose_config)
 TMA_STORE_K = 32  # the TMA-store epilogue for K of at most this many 64-wide steps (choose_config)
+# 256-wide tiles over at least 8 waves of the SMs, K of at least 96 64-wide steps, the last wave
+# partial: stream-K over that wave only, whole tiles first (sk_waves=0; fit_policy)
+MANY_WAVES = (8, 96)
 FEW_STAGES_K = (4, 4)  # K of at most 4 64-wide steps: the cooperative tiles on 4 stages (choose_config)
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
@@ -216,9 +219,6 @@ class HopperConfig(RenderedConfig):
     # launch's sk_tiles; the kernel is the same).  1: every CTA gets one to two tiles' worth of K;
     # 0: whole tiles first, then every CTA a sliver of the few left over (``schedule.streamk_tiles``)
     sk_waves: int = 1
-    # S > 0: each CTA walks a unit's k-iterations from its own offset, blockIdx.x x S / 4 in (modulo
-    # the unit's length), wrapping around, so CTAs running in step read K slices apart (experiment)
-    k_rotate: int = 0
 
     def __post_init__(self):
         if self.input not in INPUTS:
@@ -266,10 +266,6 @@ class HopperConfig(RenderedConfig):
                              "record (debug)")
         if ITEMSIZE[self.input] != 2 and not (self.a_k_major and self.b_k_major):
             raise ValueError("tf32 operands must be K-major (wgmma has no transpose for tf32)")
-        if self.k_rotate < 0:
-            raise ValueError(f"k_rotate must be >= 0, got {self.k_rotate}")
-        if self.k_rotate and self.cluster_m > 1:
-            raise ValueError("k_rotate needs cluster_m=1 (a cluster's CTAs load their stages together)")
         if self.sk_waves not in (0, 1):
             raise ValueError(f"sk_waves must be 0 or 1, got {self.sk_waves}")
         if not 1 <= self.k_parts <= MAX_K_PARTS:
@@ -340,7 +336,6 @@ class HopperConfig(RenderedConfig):
             "MGEMM_SK_REDUCE": "MGEMM_SK_REDUCE_" + self.sk_reduce.upper(),
             "MGEMM_K_PARTS": str(self.k_parts),
             "MGEMM_TIMELINE": str(int(self.timeline)),
-            "MGEMM_K_ROTATE": str(int(self.k_rotate)),
             "MGEMM_SMEM_BYTES": str(self.smem_bytes),  # the kernel static_asserts it equals its own
         }
 
@@ -356,7 +351,6 @@ class HopperConfig(RenderedConfig):
                 + ("" if self.sk_reduce == "owner" else f" sk={self.sk_reduce}")
                 + ("" if self.k_parts == 1 else f" parts={self.k_parts}")
                 + ("" if self.sk_waves == 1 else f" skw{self.sk_waves}")
-                + (f" krot{self.k_rotate}" if self.k_rotate else "")
                 + (" record" if self.record else "") + (" timeline" if self.timeline else ""))
 
 
@@ -466,9 +460,24 @@ def fit_policy(config: HopperConfig, m: int, n: int, k: int, sms: int, *,
     'spread'
     >>> fit_policy(HopperConfig(tile_n=64, pingpong=True, tile_m=64), 64, 8192, 8192, 132).policy
     'static'
+
+    Many waves of 256-wide tiles with a partial last one (``MANY_WAVES``) take stream-K over the
+    partial wave alone, after the whole ones (``sk_waves=0``): on the H200 (RESULTS.md, fourteenth
+    session, fp16 × cuBLAS) 6144³ 0.98 against 0.97 static, 8192³ 0.98-1.00 against 0.96-0.98
+    (bf16 1.00 against 0.98), 10240³ 1.01 against 0.98; at 4096³ (3.9 waves) static stays ahead,
+    0.96 against 0.94.
+
+    >>> cfg = fit_policy(HopperConfig(tile_n=256), 8192, 8192, 8192, 132)
+    >>> cfg.policy, cfg.sk_waves, cfg.sk_reduce
+    ('streamk', 0, 'owner')
     """
     rows, cols, k_iters = schedule.tile_grid(m, n, k, config.tile_m, config.tile_n, config.tile_k)
-    policy = choose_policy(rows * cols, sms, k_iters, shared)
+    tiles = rows * cols
+    policy = choose_policy(tiles, sms, k_iters, shared)
+    if (policy == "static" and not shared and not config.pingpong and config.tile_n == 256
+            and tiles >= MANY_WAVES[0] * sms and tiles % sms and k_iters >= MANY_WAVES[1]):
+        policy = "streamk"
+        config = config.replace(sk_waves=0)
     # Tiles split four or more ways add their partials through every contributor ("spread"):
     # 256x256x65536 (4 tiles, ~33 contributors each) 0.59-0.60 of cuBLAS against 0.35-0.37 for
     # the owner adding them alone; split two or three ways the owner is faster (H200, RESULTS.md).
