@@ -814,9 +814,8 @@ __device__ __forceinline__ void spread_reduce(const S& sched, const WorkUnit& w,
   // contributor in contributor order; a butterfly of shuffles adds the P sums in a fixed order, so
   // the bits are the same on every run.  A lane keeps kSlots contributors x kBatch chunks of loads
   // in flight before it adds any: a tile split 132 ways is two rounds of L2 latency, where one
-  // chunk per thread and 8 contributors at a time waited out 17 (14.8 us after the mainloop on
-  // 128x128x131072, RESULTS.md fourteenth session).  A lane's kBatch chunks are contiguous (64
-  // bytes), and the 32 / P lanes of one contributor read neighbouring ones.
+  // chunk per thread and 8 contributors at a time waited out 17 (128x128x131072: 51 -> 40 us,
+  // RESULTS.md fourteenth session).
   constexpr int kChunks = kElems / 4, kBatch = 4, kSlots = 4, kWarps = T / 32;
   const int c0 = (int)((long long)kChunks * s.rank / s.count);
   const int c1 = (int)((long long)kChunks * (s.rank + 1) / s.count);
@@ -827,7 +826,8 @@ __device__ __forceinline__ void spread_reduce(const S& sched, const WorkUnit& w,
   const int m0 = w.row * Config::kTileM, n0 = w.col * Config::kTileN;
   const float a = (float)alpha, b = (float)beta;
   for (int base = c0; base < c1; base += kWarps * G * kBatch) {  // the same trip count in every lane
-    const int mine = base + ((t >> 5) * G + lane % G) * kBatch;  // this lane's first chunk
+    // this lane's chunks: mine + j * G, so the G lanes of a contributor read G neighbouring chunks
+    const int mine = base + (t >> 5) * G * kBatch + lane % G, step = G;
     float4 v[kBatch];
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) v[j] = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -839,7 +839,7 @@ __device__ __forceinline__ void spread_reduce(const S& sched, const WorkUnit& w,
         const float4* src = reinterpret_cast<const float4*>(ws + (long long)s.slot_of(r < s.count ? r : 0) * kElems);
 #pragma unroll
         for (int j = 0; j < kBatch; ++j)
-          x[q][j] = r < s.count && mine + j < c1 ? __ldcg(src + mine + j) : make_float4(0.f, 0.f, 0.f, 0.f);
+          x[q][j] = r < s.count && mine + j * step < c1 ? __ldcg(src + mine + j * step) : make_float4(0.f, 0.f, 0.f, 0.f);
       }
 #pragma unroll
       for (int q = 0; q < kSlots; ++q)
@@ -863,11 +863,11 @@ __device__ __forceinline__ void spread_reduce(const S& sched, const WorkUnit& w,
     if (p != 0) continue;
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {
-      if (mine + j >= c1) break;
+      if (mine + j * step >= c1) break;
       const float e[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        const int f = 4 * (mine + j) + q;
+        const int f = 4 * (mine + j * step) + q;
         const int i = f / T, th = f % T;  // accumulator i of consumer thread th
         int r, c;
         coord_of(i, th >> 7, th & 127, r, c);
