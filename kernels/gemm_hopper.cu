@@ -747,7 +747,7 @@ __device__ __forceinline__ void fix_up(const S& sched, const WorkUnit& w, float 
 // SK_REDUCE SPREAD: every split unit's partial goes to a workspace slot; once a CTA has stored the
 // partials of its whole stream-K range, it reduces each of its split tiles: it waits for every
 // contributor of the tile, adds its share of the tile's kAcc x 256 accumulator elements over all
-// their partials (in contributor order: the same bits on every run) and stores that share,
+// their partials (in an order fixed by the tile's contributor count: the same bits on every run) and stores that share,
 // element by element.  Storing the whole range before any wait matters: a CTA's second unit is the
 // lower tile's tail, which the tile's other contributors wait for; had the CTA waited on its first
 // tile before computing the second, each CTA would wait for the next one's second unit, and the
