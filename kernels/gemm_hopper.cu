@@ -827,23 +827,25 @@ __device__ __forceinline__ void spread_reduce(const S& sched, const WorkUnit& w,
   const float a = (float)alpha, b = (float)beta;
   for (int base = c0; base < c1; base += kWarps * G * kBatch) {  // the same trip count in every lane
     // this lane's chunks: mine + j * G, so the G lanes of a contributor read G neighbouring chunks
-    const int mine = base + (t >> 5) * G * kBatch + lane % G, step = G;
+    const int mine = base + (t >> 5) * G * kBatch + lane % G;
     float4 v[kBatch];
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) v[j] = make_float4(0.f, 0.f, 0.f, 0.f);
     for (int rd = 0; rd < rounds; ++rd) {
       float4 x[kSlots][kBatch];
+      bool live[kSlots];  // contributor r of this lane's round exists
 #pragma unroll
       for (int q = 0; q < kSlots; ++q) {
         const int r = p + P * (rd * kSlots + q);
-        const float4* src = reinterpret_cast<const float4*>(ws + (long long)s.slot_of(r < s.count ? r : 0) * kElems);
+        live[q] = r < s.count;
+        const float4* src = reinterpret_cast<const float4*>(ws + (long long)s.slot_of(live[q] ? r : 0) * kElems);
 #pragma unroll
         for (int j = 0; j < kBatch; ++j)
-          x[q][j] = r < s.count && mine + j * step < c1 ? __ldcg(src + mine + j * step) : make_float4(0.f, 0.f, 0.f, 0.f);
+          x[q][j] = live[q] && mine + j * G < c1 ? __ldcg(src + mine + j * G) : make_float4(0.f, 0.f, 0.f, 0.f);
       }
 #pragma unroll
       for (int q = 0; q < kSlots; ++q)
-        if (p + P * (rd * kSlots + q) < s.count)
+        if (live[q])
 #pragma unroll
           for (int j = 0; j < kBatch; ++j) {
             v[j].x += x[q][j].x;
@@ -863,11 +865,11 @@ __device__ __forceinline__ void spread_reduce(const S& sched, const WorkUnit& w,
     if (p != 0) continue;
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {
-      if (mine + j * step >= c1) break;
+      if (mine + j * G >= c1) break;
       const float e[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        const int f = 4 * (mine + j * step) + q;
+        const int f = 4 * (mine + j * G) + q;
         const int i = f / T, th = f % T;  // accumulator i of consumer thread th
         int r, c;
         coord_of(i, th >> 7, th & 127, r, c);
