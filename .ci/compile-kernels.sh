@@ -220,3 +220,17 @@ for arch in "${ARCHS[@]}"; do
   fi
 done
 echo "compile-kernels: transpose (3 element sizes x 2 archs) OK"
+
+# The float32 split into bfloat16 pieces (kernels/split_bf16.cu, mgemm/emulate.py), both archs;
+# fails on errors, spills and stack frames.
+for arch in "${ARCHS[@]}"; do
+  log="$out/split.log"
+  if ! "$NVCC" -std=c++17 -cubin "$arch" -Xptxas -v -o "$out/split.cubin" split_bf16.cu >"$log" 2>&1; then
+    echo "FAILED: split_bf16 ($arch)"; cat "$log"; exit 1
+  fi
+  awk '/Compiling entry/ {f=$(NF-2); a=$NF} /spill/ {sp=$0} /Used/ {sub(/.*Used /,""); print f, a, $0, "|", sp}' "$log" | tr -d "'"
+  if grep -E '[1-9][0-9]* bytes (spill stores|spill loads|stack frame)' "$log" >/dev/null; then
+    echo "SPILLS in split_bf16 ($arch)"; cat "$log"; exit 1
+  fi
+done
+echo "compile-kernels: split_bf16 (2 archs) OK"

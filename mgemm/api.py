@@ -77,7 +77,7 @@ def matmul(a: Any, b: Any, **options: Any) -> Any:
 
     1-D operands are promoted (a row or column vector) and the added axis removed from the
     result; leading batch dimensions broadcast.  Options: ``engine``, ``block_size``,
-    ``allow_tf32``, ``split``, ``client`` (see ``mgemm.config``).
+    ``allow_tf32``, ``emulate_fp32``, ``split``, ``client`` (see ``mgemm.config``).
 
     >>> import numpy as np
     >>> matmul(np.arange(6.0).reshape(2, 3), np.ones(3)).tolist()
@@ -219,13 +219,14 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
     itemsize = np.dtype(out_dtype).itemsize if str(out_dtype) != "bfloat16" else 2
     ident, locations = None, None
     if client is None:
-        workers = local_workers(out_dtype, gpu=gpu, allow_tf32=opts["allow_tf32"])
+        workers = local_workers(out_dtype, gpu=gpu, allow_tf32=opts["allow_tf32"],
+                                emulate=opts["emulate_fp32"])
     else:
         # One round trip for the workers and where the (already chunked) inputs live; inputs
         # that are not Dask arrays yet, or that get rechunked below, are on no worker.
         ident, who = _snapshot(client, a, b)
         workers = describe_workers(client, out_dtype, gpu=gpu, allow_tf32=opts["allow_tf32"],
-                                   info=ident["workers"])
+                                   emulate=opts["emulate_fp32"], info=ident["workers"])
     target = _target_block(opts["block_size"], m, n, k, itemsize, workers)
     a0, b0 = a, b
     a = _to_dask(a, (target[0], "auto"))
@@ -245,7 +246,8 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
     if placement and install_placement(client, ident.get("id")) and locations:
         prefetch(client, _first_remote_inputs(plan, a, b, who, cluster_module.PREFETCH_BLOCKS))
     return graph.build(a, b, plan, c=c, alpha=alpha, beta=beta, engine=engine,
-                       out_dtype=out_dtype, allow_tf32=opts["allow_tf32"], placement=placement)
+                       out_dtype=out_dtype, allow_tf32=opts["allow_tf32"],
+                       emulate=opts["emulate_fp32"], placement=placement)
 
 
 class _PlanTable:

@@ -543,7 +543,9 @@ def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, option
     b = persist(client, lambda: random_matrix((case.k, case.n), case.chunk, case.dtype,
                                               gpu=gpu, seed=2))
     wait([a, b])
-    env = {**environment(client), "layout": layout}
+    env = {**environment(client), "layout": layout,
+           "allow_tf32": bool(options.get("allow_tf32", False)),
+           "emulate_fp32": options.get("emulate_fp32", "off")}
     workers = client.scheduler_info(n_workers=-1)["workers"]
     proto = protocol(next(iter(workers))) if workers else "inproc"
     rows = []
@@ -620,11 +622,15 @@ def table(rows: list[Row]) -> str:
     lines = [f"{'case':<16} {'method':<18} {'median s':>9} {'TFLOP/s':>8} {'vs dask':>8} "
              f"{'rel err':>9} {'runs':>5}"]
     for r in rows:
+        method = r.method
+        scheme = r.environment.get("emulate_fp32", "off")
+        if method == "mgemm" and r.dtype == "float32" and scheme != "off":
+            method = f"mgemm ({scheme})"  # float32 on bfloat16 tensor cores (mgemm.emulate)
         if r.error:
-            lines.append(f"{r.case:<16} {r.method:<18} failed: {r.error}")
+            lines.append(f"{r.case:<16} {method:<18} failed: {r.error}")
             continue
         ratio = base[r.case] / r.median_s if r.case in base else float("nan")
-        lines.append(f"{r.case:<16} {r.method:<18} {r.median_s:>9.3f} {r.tflops:>8.1f} "
+        lines.append(f"{r.case:<16} {method:<18} {r.median_s:>9.3f} {r.tflops:>8.1f} "
                      f"{ratio:>8.2f} {r.rel_error:>9.2e} {len(r.seconds):>5}")
     return "\n".join(lines)
 

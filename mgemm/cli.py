@@ -1,7 +1,7 @@
 """The ``mgemm`` command: ``demo``, ``bench``, ``plan`` and ``info``.
 
 Every mgemm option is a flag with the same name as its keyword (``--engine``, ``--block-size``,
-``--allow-tf32``, ``--split``, ``--client``); unset flags fall back to ``dask.config`` and the
+``--allow-tf32``, ``--emulate-fp32``, ``--split``, ``--client``); unset flags fall back to ``dask.config`` and the
 ``MGEMM_*`` environment (see ``mgemm.config``).
 """
 
@@ -30,6 +30,14 @@ def mgemm_options(func: Any) -> Any:
     return func
 
 
+def _resolve(options: dict) -> dict:
+    """``config.resolve`` for a command: a bad value is a usage error naming the option."""
+    try:
+        return config.resolve(**options)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
 def _say(msg: str) -> None:
     click.echo(msg, err=True)
 
@@ -52,7 +60,7 @@ def demo(size: int | None, dtype: str, repeat: int, n_workers: int | None, **opt
     from .bench import Case, run_case, table
     from .cluster import session
 
-    opts = config.resolve(**options)
+    opts = _resolve(options)
     given = opts.pop("client")
     if given is None and active_client_missing():
         _say("starting the embedded default cluster ...")
@@ -129,7 +137,7 @@ def bench(suite: str, case_names: tuple, methods: tuple, repeat: int, protocol: 
     from .bench import SUITES, cpu_cases, plot, run_case, table
     from .cluster import session
 
-    opts = config.resolve(**options)
+    opts = _resolve(options)
     given = opts.pop("client")
     start = {k: v for k, v in (("protocol", protocol), ("transfer_limit", transfer_limit)) if v}
     start["transfer_sync"] = transfer_sync
@@ -181,13 +189,13 @@ def _appender(path: str) -> Any:
 def plan_cmd(m: int, n: int, k: int, dtype: str, workers: int, kind: str, chunk: int | None,
              as_json: bool, **options: Any) -> None:
     """Print the plan mgemm makes for an M×K @ K×N product on N identical workers."""
-    from .cluster import H200_FLOPS, cpu_flops
+    from .cluster import cpu_flops, gpu_flops
     from .plan import plan_from_shape
 
-    opts = config.resolve(**options)
+    opts = _resolve(options)
     itemsize = 2 if dtype == "bfloat16" else np.dtype(dtype).itemsize
-    name = "tf32" if dtype == "float32" and opts["allow_tf32"] else dtype
-    flops = H200_FLOPS[name] if kind == "gpu" else cpu_flops(8, dtype)
+    flops = (gpu_flops({}, dtype, opts["allow_tf32"], opts["emulate_fp32"]) if kind == "gpu"
+             else cpu_flops(8, dtype))
     try:
         plan = plan_from_shape(m, n, k, itemsize, workers, kind=kind, flops=flops, chunk=chunk,
                                block_size=opts["block_size"], split=opts["split"])

@@ -33,12 +33,17 @@ CPU_FLOPS_PER_THREAD = 3e10
 LINK_BANDWIDTH = {"ucx": 150e9, "ucxx": 150e9, "tcp": 1.5e9, "tls": 1.0e9, "inproc": 1e12}
 
 
-def gpu_flops(device: dict, dtype: Any, allow_tf32: bool = False) -> float:
-    """Estimated FLOP/s of one GPU for ``dtype``, from the H200 table scaled by SM count."""
+def gpu_flops(device: dict, dtype: Any, allow_tf32: bool = False,
+              emulate: str = "off") -> float:
+    """Estimated FLOP/s of one GPU for ``dtype``, from the H200 table scaled by SM count
+    (float32 under ``emulate``: the bfloat16 rate over the scheme's products per product)."""
     name = np.dtype(dtype).name if str(dtype) != "bfloat16" else "bfloat16"
     if name == "float32" and allow_tf32:
         name = "tf32"
     rate = H200_FLOPS.get(name, H200_FLOPS["float32"] / 8)  # integers run off cuBLAS's fast path
+    if name == "float32" and emulate != "off":  # bfloat16 products, several per float32 one
+        from .emulate import rate_divisor
+        rate = H200_FLOPS["bfloat16"] / rate_divisor(emulate)
     return rate * device.get("sms", H200_SMS) / H200_SMS
 
 
@@ -207,7 +212,7 @@ def protocol(address: str) -> str:
 
 
 def describe_workers(client: Any, dtype: Any, *, gpu: bool, allow_tf32: bool = False,
-                     info: dict | None = None) -> list[Worker]:
+                     emulate: str = "off", info: dict | None = None) -> list[Worker]:
     """The planner's view of the cluster: one ``Worker`` per Dask worker, sorted by address
     (``info``: the scheduler's per-worker identity, when the caller already has it)."""
     if info is None:
@@ -221,7 +226,7 @@ def describe_workers(client: Any, dtype: Any, *, gpu: bool, allow_tf32: bool = F
         dev = devices.get(address)
         bandwidth = LINK_BANDWIDTH.get(protocol(address), 1e9)
         if gpu and dev:
-            out.append(Worker(address, "gpu", gpu_flops(dev, dtype, allow_tf32),
+            out.append(Worker(address, "gpu", gpu_flops(dev, dtype, allow_tf32, emulate),
                               int(dev["free"] * 0.8), bandwidth))
         else:
             memory = int(w.get("memory_limit") or 8 << 30)
@@ -230,11 +235,12 @@ def describe_workers(client: Any, dtype: Any, *, gpu: bool, allow_tf32: bool = F
     return out
 
 
-def local_workers(dtype: Any, *, gpu: bool, allow_tf32: bool = False) -> list[Worker]:
+def local_workers(dtype: Any, *, gpu: bool, allow_tf32: bool = False,
+                  emulate: str = "off") -> list[Worker]:
     """The planner's view when there is no distributed client: this process, one worker."""
     if gpu:
         dev = device_info() or {}
-        return [Worker("local", "gpu", gpu_flops(dev, dtype, allow_tf32),
+        return [Worker("local", "gpu", gpu_flops(dev, dtype, allow_tf32, emulate),
                        int(dev.get("free", 64 << 30) * 0.8), 1e12)]
     threads = os.cpu_count() or 1
     return [Worker("local", "cpu", cpu_flops(threads, dtype), 8 << 30, 1e12)]

@@ -7,6 +7,7 @@ flag and an environment variable::
     engine         mgemm.engine           --engine          MGEMM_ENGINE
     block_size     mgemm.block_size       --block-size      MGEMM_BLOCK_SIZE
     allow_tf32     mgemm.allow_tf32       --allow-tf32      MGEMM_ALLOW_TF32
+    emulate_fp32   mgemm.emulate_fp32     --emulate-fp32    MGEMM_EMULATE_FP32
     split          mgemm.split            --split           MGEMM_SPLIT
     client         mgemm.client           --client          MGEMM_CLIENT
 
@@ -31,6 +32,9 @@ import dask
 
 ENGINES = ("auto", "numpy", "cublas", "persistent")
 SPLITS = ("auto", "on", "off")
+#: ``emulate_fp32`` values besides the schemes of ``mgemm.emulate`` (kept in step with it there)
+EMULATE_SCHEMES = ("bf16x6", "bf16x9")
+EMULATE_DEFAULT = "bf16x6"  # what True / "on" means
 
 
 def _parse_bool(value: Any) -> bool:
@@ -58,6 +62,21 @@ def _parse_split(value: Any) -> str:
     if text not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {value!r}")
     return text
+
+
+def _parse_emulate(value: Any) -> str:
+    """``"off"``, or a float32 emulation scheme of ``mgemm.emulate``; true values mean
+    ``EMULATE_DEFAULT``."""
+    if value is None:
+        return "off"
+    if isinstance(value, str) and value.strip().lower() in EMULATE_SCHEMES:
+        return value.strip().lower()
+    try:
+        on = _parse_bool(value)
+    except ValueError:
+        raise ValueError(f"emulate_fp32 must be off, on or one of {EMULATE_SCHEMES}, "
+                         f"got {value!r}") from None
+    return EMULATE_DEFAULT if on else "off"
 
 
 def _parse_block_size(value: Any) -> str | int | tuple[int, int]:
@@ -123,6 +142,9 @@ OPTIONS = {
                "output block edge: 'auto' (planned from the cluster) or n or rows,cols"),
         Option("allow_tf32", False, _parse_bool,
                "let float32 products use TF32 tensor cores (faster, about 1e-3 relative error)"),
+        Option("emulate_fp32", "off", _parse_emulate,
+               "float32 products on bfloat16 tensor cores, each value split into three pieces: "
+               "off, on (bf16x6), bf16x6 or bf16x9 (GPU chunks; error of float32's order)"),
         Option("split", "auto", _parse_split,
                "split K ranges: auto (tail blocks across workers when it pays, and each worker's "
                "first block with remote inputs into pieces that overlap its fetches), on (always "
@@ -162,4 +184,7 @@ def resolve(**given: Any) -> dict[str, Any]:
             out[name] = opt.parse(value)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"mgemm option {name}: {exc}") from None
+    if out["allow_tf32"] and out["emulate_fp32"] != "off":
+        raise ValueError("mgemm options allow_tf32 and emulate_fp32 exclude each other: TF32 "
+                         "rounds float32 inputs, emulation keeps all their bits; choose one")
     return out

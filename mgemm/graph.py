@@ -39,8 +39,9 @@ def common_k_chunks(ka: Sequence[int], kb: Sequence[int]) -> tuple[int, ...]:
 
 
 def _block_task(engine_name: str, shape: tuple, c: Any, alpha: float, beta: float,
-                out_dtype: str, allow_tf32: bool, *chunks: Any) -> Any:
-    """Worker side: alpha · (A row panel @ B column panel) + beta · C for one block.
+                out_dtype: str, allow_tf32: bool, emulate: str, *chunks: Any) -> Any:
+    """Worker side: alpha · (A row panel @ B column panel) + beta · C for one block (float32 on
+    bfloat16 tensor cores unless ``emulate`` is "off": ``mgemm.emulate``).
 
     ``shape`` = (rows, ks, cols): ``chunks`` are A's ``rows × ks`` chunks (row chunk r, K chunk
     k at ``r * ks + k``), then B's ``ks × cols`` (K chunk k, column chunk j), in the order of
@@ -55,8 +56,13 @@ def _block_task(engine_name: str, shape: tuple, c: Any, alpha: float, beta: floa
         a_parts = [_concat(xp, [chunks[r * ks + k] for r in range(rows)], 0) for k in range(ks)]
         b_parts = [_concat(xp, list(chunks[off + k * cols:off + (k + 1) * cols]), 1)
                    for k in range(ks)]
-        return engines.get(engine_name).gemm(a_parts, b_parts, alpha=alpha, beta=beta, c=_typed(c),
-                                             out_dtype=out_dtype, allow_tf32=allow_tf32)
+        engine = engines.get(engine_name)
+        if emulate != "off":
+            from . import emulate as emulation
+            return emulation.gemm(engine, a_parts, b_parts, emulate, alpha=alpha, beta=beta,
+                                  c=_typed(c), out_dtype=out_dtype)
+        return engine.gemm(a_parts, b_parts, alpha=alpha, beta=beta, c=_typed(c),
+                           out_dtype=out_dtype, allow_tf32=allow_tf32)
 
 
 def input_keys(a_name: str, b_name: str, blk: Any, k0: int, k1: int) -> tuple[tuple, list]:
@@ -106,7 +112,7 @@ def _typed(x: Any) -> Any:
 
 def build(a: da.Array, b: da.Array, plan: Plan, *, c: da.Array | None = None, alpha: float = 1.0,
           beta: float = 0.0, engine: str, out_dtype: np.dtype, allow_tf32: bool = False,
-          placement: bool = True) -> da.Array:
+          emulate: str = "off", placement: bool = True) -> da.Array:
     """The Dask array ``alpha · a @ b + beta · c`` computed as ``plan`` says.
 
     ``a``'s row chunks, ``b``'s column chunks and their common K chunks must be the plan's problem
@@ -118,7 +124,8 @@ def build(a: da.Array, b: da.Array, plan: Plan, *, c: da.Array | None = None, al
         raise ValueError("the plan was made for another chunking of the operands")
     row_edges, col_edges = block_grid(plan)
     out_chunks = (tuple(np.diff(row_edges).tolist()), tuple(np.diff(col_edges).tolist()))
-    token = tokenize(a, b, c, alpha, beta, engine, str(out_dtype), allow_tf32, plan.signature())
+    token = tokenize(a, b, c, alpha, beta, engine, str(out_dtype), allow_tf32, emulate,
+                     plan.signature())
     name = BLOCK_PREFIX + token
     part_name = BLOCK_PREFIX + "part-" + token
     if c is not None and beta != 0:
@@ -149,7 +156,7 @@ def build(a: da.Array, b: da.Array, plan: Plan, *, c: da.Array | None = None, al
             w = works[0]
             shape, refs = inputs(w.k0, w.k1)
             dsk[out_key] = Task(out_key, _block_task, engine, shape, c_ref, alpha, beta,
-                                str(out_dtype), allow_tf32, *refs)
+                                str(out_dtype), allow_tf32, emulate, *refs)
             owner[out_key], order[out_key] = w.worker, w.seq
             continue
         part_refs = []
@@ -157,7 +164,7 @@ def build(a: da.Array, b: da.Array, plan: Plan, *, c: da.Array | None = None, al
             key = (part_name, bi, bj, p)
             shape, refs = inputs(w.k0, w.k1)
             dsk[key] = Task(key, _block_task, engine, shape, None, 1.0, 0.0, str(out_dtype),
-                            allow_tf32, *refs)
+                            allow_tf32, emulate, *refs)
             owner[key], order[key] = w.worker, w.seq
             part_refs.append(TaskRef(key))
         dsk[out_key] = Task(out_key, _fixup_task, parse_input(part_refs), c_ref, alpha, beta)

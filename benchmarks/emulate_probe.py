@@ -1,0 +1,128 @@
+"""Float32 products on bfloat16 tensor cores (``emulate_fp32``) on one GPU, beside exact float32:
+speed and error of one block task's GEMM.
+
+A block (m × n) of A (m × k) · B (k × n), A and B held as ``--parts`` K chunks of float32 random
+values in [-1, 1) (as a block over 8192² chunks of a 32768³ product is), the ways timed in turns
+``--rounds`` times with CUDA events (median of ``--repeat`` per round, then the median of the
+rounds):
+
+    sgemm        mgemm's cublas engine on the K parts: exact float32 (cuBLAS SGEMM, beta = 1)
+    matmul       cupy.matmul on the whole panels (the one-GPU anchor's call)
+    x6-auto      emulate.gemm, bf16x6, with the engine ``engine="auto"`` picks on the worker
+                 (on an H200 the Hopper kernel, 8 K parts per launch)
+    x6-cublas    emulate.gemm, bf16x6, with the cublas engine (one cublasGemmEx per part)
+    x9-auto      emulate.gemm, bf16x9
+    split        the split of all the block's parts alone (kernels/split_bf16.cu)
+
+Each way's result is checked against a float64 reference on ``--sample`` rows and as many columns
+(the relative Frobenius error over those), so the errors sit beside the times.
+
+    python3 benchmarks/emulate_probe.py [--m 8192 --n 8192 --k 32768 --parts 4] [--json F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import cupy as cp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from benchmarks.mma_peak import events_ms  # noqa: E402
+from mgemm import emulate  # noqa: E402
+from mgemm.engines import get  # noqa: E402
+
+
+def sampled_error(out, a_parts, b_parts, rows, cols) -> float:
+    """Relative error of ``out`` on the sampled rows and columns, against float64."""
+    a64 = [x.astype(cp.float64) for x in a_parts]
+    b64 = [x.astype(cp.float64) for x in b_parts]
+    ref_r = sum(x[rows] @ y for x, y in zip(a64, b64))
+    ref_c = sum(x @ y[:, cols] for x, y in zip(a64, b64))
+    got_r, got_c = out[rows].astype(cp.float64), out[:, cols].astype(cp.float64)
+    num = cp.linalg.norm(got_r - ref_r) ** 2 + cp.linalg.norm(got_c - ref_c) ** 2
+    den = cp.linalg.norm(ref_r) ** 2 + cp.linalg.norm(ref_c) ** 2
+    return float(cp.sqrt(num / den))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--m", type=int, default=8192)
+    ap.add_argument("--n", type=int, default=8192)
+    ap.add_argument("--k", type=int, default=32768)
+    ap.add_argument("--parts", type=int, default=4)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--sample", type=int, default=64)
+    ap.add_argument("--ways", default="sgemm,matmul,x6-auto,x6-cublas,x9-auto,split")
+    ap.add_argument("--json", default=None, help="append one JSON row per way to this file")
+    args = ap.parse_args(argv)
+    rng = cp.random.default_rng(0)
+    kp = args.k // args.parts
+    a_parts = [rng.random((args.m, kp), dtype=cp.float32) * 2 - 1 for _ in range(args.parts)]
+    b_parts = [rng.random((kp, args.n), dtype=cp.float32) * 2 - 1 for _ in range(args.parts)]
+    pick = np.random.default_rng(1)
+    rows = cp.asarray(pick.choice(args.m, args.sample, replace=False))
+    cols = cp.asarray(pick.choice(args.n, args.sample, replace=False))
+    cublas, auto = get("cublas"), get("auto-gpu")
+    whole = None
+
+    def matmul():
+        return cp.matmul(*whole)
+
+    def split_all():
+        flag = cp.zeros((), dtype=cp.int32)
+        return [(emulate.split_cupy(a, flag), emulate.split_cupy(b, flag))
+                for a, b in zip(a_parts, b_parts)]
+
+    ways = {
+        "sgemm": lambda: cublas.gemm(a_parts, b_parts),
+        "matmul": matmul,
+        "x6-auto": lambda: emulate.gemm(auto, a_parts, b_parts, "bf16x6"),
+        "x6-cublas": lambda: emulate.gemm(cublas, a_parts, b_parts, "bf16x6"),
+        "x9-auto": lambda: emulate.gemm(auto, a_parts, b_parts, "bf16x9"),
+        "split": split_all,
+    }
+    ways = {name: ways[name] for name in args.ways.split(",")}
+    if "matmul" in ways:
+        whole = (cp.concatenate(a_parts, 1), cp.concatenate(b_parts, 0))
+    flops = 2.0 * args.m * args.n * args.k
+    dev = cp.cuda.Device()
+    gpu = cp.cuda.runtime.getDeviceProperties(dev.id)["name"].decode()
+    print(f"{gpu}: float32 block {args.m}×{args.n}, K {args.k} in {args.parts} parts; errors on "
+          f"{args.sample} rows and columns against float64", flush=True)
+    errors = {}
+    for name, fn in ways.items():
+        if name == "split":
+            continue
+        out = fn()
+        cp.cuda.Device().synchronize()
+        errors[name] = sampled_error(out, a_parts, b_parts, rows, cols)
+        del out
+    times: dict = {name: [] for name in ways}
+    for _ in range(args.rounds):  # the ways in turns, so clock drift reaches every one alike
+        for name, fn in ways.items():
+            times[name].append(events_ms(fn, args.repeat) / 1e3)
+    for name, ts in times.items():
+        s = statistics.median(ts)
+        err = errors.get(name)
+        rate = flops / s / 1e12 if name != "split" else float("nan")
+        print(f"  {name:<10} {s * 1e3:8.3f} ms  {rate:7.1f} TFLOP/s  "
+              f"rel err {err if err is not None else float('nan'):.2e}  "
+              f"(rounds: {' '.join(f'{t * 1e3:.3f}' for t in ts)})", flush=True)
+        if args.json:
+            with open(args.json, "a") as fh:
+                fh.write(json.dumps({"probe": "emulate", "gpu": gpu, "way": name, "m": args.m,
+                                     "n": args.n, "k": args.k, "parts": args.parts,
+                                     "median_s": s, "rounds_s": ts, "tflops": rate,
+                                     "rel_error": err}) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,204 @@
+"""Float32 products on bfloat16 tensor cores: the ``emulate_fp32`` option.
+
+Exact float32 GEMM runs on the GPU's SIMT cores (cuBLAS SGEMM: about 53 TFLOP/s on an H200),
+while bfloat16 tensor cores multiply with float32 accumulation more than ten times faster.  Each
+float32 value splits into three bfloat16 pieces that hold all its 24 significant bits,
+``x = x0 + x1 + x2`` (``kernels/split_bf16.cu``: each piece is the remainder so far rounded to
+bfloat16), and a product becomes a sum of piece products, each exact in float32 and added up in
+float32 accumulators like SGEMM's:
+
+- ``bf16x9``: all nine ``ai @ bj``; only the accumulation rounds, as in SGEMM.
+- ``bf16x6``: the six with ``i + j <= 2``; the three dropped are below ``2^-23 · |a||b|`` per
+  scalar product (twice float32's unit roundoff), so the error stays of SGEMM's order at two
+  thirds of bf16x9's work.
+
+The terms are summed smallest first (all K parts of a term, then the next larger term).  The
+pieces of a block's operands are split on the worker, in the block task, and multiplied by the
+task's engine as bfloat16 K parts with a float32 output (``mgemm.engines``: the Hopper kernel
+adds up to 8 parts in one launch, cuBLAS one ``cublasGemmEx`` per part).
+
+The split is exact for finite values in bfloat16's normal range (2^-126 ≤ |x|, with every piece
+too: |x| ≳ 2^-110).  A block whose inputs hold Inf, NaN, a value that rounds past bfloat16's
+largest, or one whose pieces would be subnormal (a tensor core may flush those) is computed in
+exact float32 instead, so such values propagate as NumPy's matmul propagates them.  The option
+applies to float32 inputs with a float32 result on CuPy chunks; NumPy chunks and other dtypes
+compute as they do without it.
+
+The NumPy functions here (``split_numpy``, ``product_numpy``) are the GPU path's reference:
+the tests check the kernel's pieces against them bit for bit.
+
+>>> import numpy as np
+>>> x = np.array([1 + 2.0 ** -20, -3.0, 0.0], dtype=np.float32)
+>>> pieces, ok = split_numpy(x)
+>>> ok, [float(piece_values(p)[0]) for p in pieces]
+(True, [1.0, 9.5367431640625e-07, 0.0])
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, ClassVar, Sequence
+
+import numpy as np
+
+#: scheme name → the piece pairs (i, j) it multiplies, smallest first
+SCHEMES: dict[str, tuple[tuple[int, int], ...]] = {
+    name: tuple(sorted(((i, j) for i in range(3) for j in range(3) if i + j <= top),
+                       key=lambda t: (-(t[0] + t[1]), t)))
+    for name, top in (("bf16x6", 2), ("bf16x9", 4))
+}
+
+SPLIT_SOURCE = "split_bf16.cu"
+SPLIT_KERNEL = "mgemm_split_bf16x3"
+SPLIT_THREADS = 256  # kSplitThreads
+
+
+def terms(scheme: str) -> tuple[tuple[int, int], ...]:
+    """The (i, j) piece products of ``scheme``, in the order they are summed.
+
+    >>> terms("bf16x6")
+    ((0, 2), (1, 1), (2, 0), (0, 1), (1, 0), (0, 0))
+    """
+    try:
+        return SCHEMES[scheme]
+    except KeyError:
+        raise ValueError(f"unknown float32 emulation scheme {scheme!r}; known: "
+                         f"{', '.join(SCHEMES)}") from None
+
+
+def rate_divisor(scheme: str) -> int:
+    """How many bfloat16 products one float32 product costs under ``scheme`` (the planner's
+    throughput estimate divides the bfloat16 rate by it)."""
+    return len(terms(scheme))
+
+
+# --- the NumPy reference -----------------------------------------------------------------------
+
+def _bf16_bits(x: np.ndarray) -> np.ndarray:
+    """float32 → bfloat16 bits rounded to nearest, ties to even (as the kernel does it)."""
+    u = x.view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint32)
+
+
+def _bf16_value(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def split_numpy(x: Any) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], bool]:
+    """The three bfloat16 pieces of float32 ``x`` (as uint16 bit patterns, ``x``'s shape) and
+    whether the split is exact and every piece normal (the kernel's flag, negated)."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        b0 = _bf16_bits(x) & 0xFFFF
+        r1 = x - _bf16_value(b0)
+        b1 = _bf16_bits(r1) & 0xFFFF
+        r2 = r1 - _bf16_value(b1)
+        b2 = _bf16_bits(r2) & 0xFFFF
+        rest = r2 - _bf16_value(b2)
+    exp_all_ones = (x.view(np.uint32) & 0x7F800000) == 0x7F800000
+    subnormal = [((b & 0x7F80) == 0) & ((b & 0x7F) != 0) for b in (b0, b1, b2)]
+    bad = exp_all_ones | ((b0 & 0x7F80) == 0x7F80) | (rest != 0) | subnormal[0] | subnormal[1] \
+        | subnormal[2]
+    pieces = tuple(b.astype(np.uint16) for b in (b0, b1, b2))
+    return pieces, not bool(bad.any())
+
+
+def piece_values(bits: np.ndarray) -> np.ndarray:
+    """A piece's bfloat16 bits as float64 values."""
+    return _bf16_value(bits.astype(np.uint32)).astype(np.float64)
+
+
+def product_numpy(a: Any, b: Any, scheme: str) -> np.ndarray:
+    """``a @ b`` as ``scheme`` computes it, each piece product and their sum in float64 (so only
+    the scheme's dropped terms differ from the exact product): the scheme's own error, without
+    float32 accumulation."""
+    (pa, ok_a), (pb, ok_b) = split_numpy(a), split_numpy(b)
+    if not (ok_a and ok_b):
+        raise ValueError("the operands hold values outside the split's range")
+    va = [piece_values(p) for p in pa]
+    vb = [piece_values(p) for p in pb]
+    return sum(va[i] @ vb[j] for i, j in terms(scheme))
+
+
+# --- the GPU path -------------------------------------------------------------------------------
+
+def applies(a_parts: Sequence[Any], b_parts: Sequence[Any], out_dtype: Any) -> bool:
+    """Whether a block is emulated: CuPy float32 operands (every part) and a float32 result."""
+    from .engines import is_cupy
+    parts = list(a_parts) + list(b_parts)
+    if not parts or not all(is_cupy(x) and x.dtype == np.float32 for x in parts):
+        return False
+    return out_dtype is None or np.dtype(out_dtype) == np.float32
+
+
+@functools.lru_cache(maxsize=None)
+def _split_source():
+    from mgemm.kernels import RenderedConfig
+
+    @dataclass(frozen=True)
+    class SplitSource(RenderedConfig):
+        """kernels/split_bf16.cu as a compile unit: no #defines, no dynamic shared memory."""
+
+        KERNEL_SOURCE: ClassVar[str] = SPLIT_SOURCE
+        smem_bytes: ClassVar[int] = 0
+
+        def defines(self) -> dict[str, str]:
+            return {}
+
+    return SplitSource()
+
+
+def split_kernel(device: int | None = None):
+    """The split kernel for ``device``, compiled by NVRTC on first use and memoized
+    (``mgemm.kernels.compile_kernel``)."""
+    from mgemm.kernels import KERNEL_DIR, compile_kernel, compute_capability, device_id
+    dev = device_id(device)
+    options = ("-std=c++17", f"-arch=sm_{compute_capability(dev)}", f"-I{KERNEL_DIR}")
+    return compile_kernel(_split_source(), options, SPLIT_KERNEL, dev)
+
+
+def split_cupy(x: Any, flag: Any) -> tuple[Any, Any, Any]:
+    """The three bfloat16 pieces of the CuPy float32 matrix ``x``, in ``x``'s memory order (a
+    C- or Fortran-contiguous ``x`` is read in place, anything else copied first), on the current
+    stream; ``flag`` (a CuPy int32 scalar array) is set to 1 if a value is outside the split's
+    range."""
+    import cupy
+
+    from mgemm.cluster import extension_dtype
+    from mgemm.kernels import _i64, device_sms
+
+    if not (x.flags.c_contiguous or x.flags.f_contiguous):
+        x = cupy.ascontiguousarray(x)
+    order = "C" if x.flags.c_contiguous else "F"
+    bf16 = extension_dtype("bfloat16")
+    pieces = tuple(cupy.empty(x.shape, dtype=bf16, order=order) for _ in range(3))
+    n = x.size
+    if n:
+        blocks = max(1, min(-(-n // SPLIT_THREADS), device_sms() * 8))
+        split_kernel()((blocks,), (SPLIT_THREADS,),
+                       (x, pieces[0], pieces[1], pieces[2], _i64(n), flag))
+    return pieces
+
+
+def gemm(engine: Any, a_parts: Sequence[Any], b_parts: Sequence[Any], scheme: str, *,
+         alpha: float = 1.0, beta: float = 0.0, c: Any = None, out_dtype: Any = None) -> Any:
+    """``alpha · sum_k a_parts[k] @ b_parts[k] + beta · c`` with ``engine``, emulated under
+    ``scheme`` where ``applies`` (else, and for a block with values outside the split's range,
+    the engine's exact float32 product)."""
+    order = terms(scheme)
+    exact = dict(alpha=alpha, beta=beta, c=c, out_dtype=out_dtype)
+    if not applies(a_parts, b_parts, out_dtype):
+        return engine.gemm(a_parts, b_parts, **exact)
+    import cupy
+
+    parts = [(a, b) for a, b in zip(a_parts, b_parts) if a.shape[1]]
+    if not parts:
+        return engine.gemm(a_parts, b_parts, **exact)
+    flag = cupy.zeros((), dtype=cupy.int32)
+    split = [(split_cupy(a, flag), split_cupy(b, flag)) for a, b in parts]
+    if int(flag.get()):  # waits for the splits: values outside the range → exact float32
+        return engine.gemm(a_parts, b_parts, **exact)
+    a_pieces = [pa[i] for i, j in order for pa, pb in split]
+    b_pieces = [pb[j] for i, j in order for pa, pb in split]
+    return engine.gemm(a_pieces, b_pieces, alpha=alpha, beta=beta, c=c, out_dtype=np.float32)
