@@ -8,10 +8,11 @@ rounds):
 
     sgemm        mgemm's cublas engine on the K parts: exact float32 (cuBLAS SGEMM, beta = 1)
     matmul       cupy.matmul on the whole panels (the one-GPU anchor's call)
-    x6-auto      emulate.gemm, bf16x6, with the engine ``engine="auto"`` picks on the worker
-                 (on an H200 the Hopper kernel, 8 K parts per launch)
-    x6-cublas    emulate.gemm, bf16x6, with the cublas engine (one cublasGemmEx per part)
-    x9-auto      emulate.gemm, bf16x9
+    x6-pP        emulate.gemm, bf16x6, on the Hopper kernel (8 K parts per launch) with promoted
+                 windows of P k-iterations (``HopperConfig.promote``; p0: none)
+    x9-pP        the same, bf16x9
+    x6-cublas    the bf16x6 pieces through cuBLAS (one cublasGemmEx per part into a float32
+                 accumulator: the cublas engine on them, which emulation does not use)
     split        the split of all the block's parts alone (kernels/split_bf16.cu)
 
 Each way's result is checked against a float64 reference on ``--sample`` rows and as many columns
@@ -59,7 +60,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--sample", type=int, default=64)
-    ap.add_argument("--ways", default="sgemm,matmul,x6-auto,x6-cublas,x9-auto,split")
+    ap.add_argument("--ways", default="sgemm,matmul,x6-p0,x6-p1,x6-p2,x6-p4,x9-p1,x6-cublas,split")
     ap.add_argument("--json", default=None, help="append one JSON row per way to this file")
     args = ap.parse_args(argv)
     rng = cp.random.default_rng(0)
@@ -80,15 +81,20 @@ def main(argv=None) -> int:
         return [(emulate.split_cupy(a, flag), emulate.split_cupy(b, flag))
                 for a, b in zip(a_parts, b_parts)]
 
-    ways = {
-        "sgemm": lambda: cublas.gemm(a_parts, b_parts),
-        "matmul": matmul,
-        "x6-auto": lambda: emulate.gemm(auto, a_parts, b_parts, "bf16x6"),
-        "x6-cublas": lambda: emulate.gemm(cublas, a_parts, b_parts, "bf16x6"),
-        "x9-auto": lambda: emulate.gemm(auto, a_parts, b_parts, "bf16x9"),
-        "split": split_all,
-    }
-    ways = {name: ways[name] for name in args.ways.split(",")}
+    def pieces_through_cublas():
+        split = split_all()
+        order = emulate.terms("bf16x6")
+        return cublas.gemm([pa[i] for i, j in order for pa, pb in split],
+                           [pb[j] for i, j in order for pa, pb in split], out_dtype="float32")
+
+    def way(name):
+        if name.startswith(("x6-p", "x9-p")):
+            scheme, promote = "bf16x" + name[1], int(name.split("-p")[1])
+            return lambda: emulate.gemm(auto, a_parts, b_parts, scheme, promote=promote)
+        return {"sgemm": lambda: cublas.gemm(a_parts, b_parts), "matmul": matmul,
+                "x6-cublas": pieces_through_cublas, "split": split_all}[name]
+
+    ways = {name: way(name) for name in args.ways.split(",")}
     if "matmul" in ways:
         whole = (cp.concatenate(a_parts, 1), cp.concatenate(b_parts, 0))
     flops = 2.0 * args.m * args.n * args.k

@@ -126,6 +126,15 @@
 // box), so the parts accumulate in registers instead of through the output.
 #define MGEMM_K_PARTS 1
 #endif
+#ifndef MGEMM_PROMOTE
+// 0: the wgmmas accumulate a work unit's whole K range in their registers.  P > 0 (cooperative
+// consumers): they accumulate P k-iterations at a time into a second set of registers, which the
+// consumers then add to the unit's accumulators with ordinary float32 adds (rounded to nearest).
+// A tensor core's own float32 accumulation truncates, so its error grows with the number of k16
+// steps it adds up; windows of P k-iterations bound that growth, for float32 products emulated
+// with bfloat16 pieces (mgemm/emulate.py), at the cost of waiting for the wgmmas once per window.
+#define MGEMM_PROMOTE 0
+#endif
 #ifndef MGEMM_CLUSTER_M
 // 1: one CTA per tile; 2: clusters of two CTAs on vertically adjacent tiles that multicast B
 // (static or per_tile, cooperative consumers, TILE_N 128 or 256)
@@ -159,6 +168,7 @@ struct Config {
   static constexpr int kProducerRegs = MGEMM_PRODUCER_REGS, kConsumerRegs = MGEMM_CONSUMER_REGS;
   static constexpr int kClusterM = MGEMM_CLUSTER_M;  // CTAs per cluster, on tiles adjacent along M
   static constexpr int kKParts = MGEMM_K_PARTS;      // K parts, one descriptor pair each
+  static constexpr int kPromote = MGEMM_PROMOTE;     // k-iterations per promoted window (0: none)
   static constexpr int kMnBox = 64;            // MN-major: elements of M or N per box (128 bytes)
   static constexpr int kMnBoxBytes = kMnBox * 128;  // one MN-major box: BK rows of 128 bytes
 
@@ -198,6 +208,8 @@ struct Config {
                     128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536,
                 "setmaxnreg: multiples of 8 in [24, 256] that fit the register file");
   static_assert(kStages >= 2, "the ring needs two stages at least");
+  static_assert(kPromote >= 0 && (kPromote == 0 || (!kPingpong && kTileN <= 128)),
+                "PROMOTE: cooperative consumers and TILE_N <= 128 (two accumulator sets per thread)");
   static_assert((kAKMajor && kBKMajor) || sizeof(In) == 2, "MN-major operands need 16-bit inputs (no tf32 transpose)");
   static_assert(sizeof(In) != 2 || kMnBoxBytes == kTileK * 128, "an MN-major box is BK rows of 128 bytes");
   static_assert(kSmemBytes <= 232448, "more than the 227 KB of shared memory a block may have");
@@ -457,6 +469,53 @@ __device__ __forceinline__ unsigned long long operand_desc(unsigned base, int kk
   return KMajor ? sw128_desc(base + 32 * kk) : sw128_mn_desc(base + 2048 * kk, Config::kMnBoxBytes);
 }
 
+// mainloop with MGEMM_PROMOTE P: the wgmmas of each window of P k-iterations accumulate into
+// `part` (the window's first k16 step overwrites it: scale_d 0); at the window's end the consumers
+// wait for them and add `part` to `acc`.  Inside a window a stage is freed once the next
+// k-iteration's group is issued (as in mainloop); at its end both pending stages are.
+__device__ __forceinline__ void promoted_mainloop(float (&acc)[kAcc], unsigned char* ring, Shared& sh,
+                                                  int nk, int wg, RingPos& pos, bool releaser) {
+  constexpr int kWindow = Config::kPromote > 0 ? Config::kPromote : 1;  // (compiled, unused, at 0)
+  float part[kAcc];
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) part[i] = 0.f;
+  int prev = -1;  // the stage of an issued group not yet known to be done
+  for (int i = 0; i < nk; ++i) {
+    mbar_wait(&sh.full[pos.stage], pos.phase);
+    const unsigned a = smem_addr(ring + pos.stage * Config::kStageBytes) + wg * 64 * 128;
+    const unsigned b = smem_addr(ring + pos.stage * Config::kStageBytes + Config::kABytes);
+    const int keep = i % kWindow != 0;  // 0: this k-iteration starts a window
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < Config::kTileK / Config::kInstK; ++kk) {
+      const unsigned long long da = operand_desc<Config::kAKMajor>(a, kk);
+      const unsigned long long db = operand_desc<Config::kBKMajor>(b, kk);
+      wgmma_ss<Config::kAKMajor ? 0 : 1, Config::kBKMajor ? 0 : 1>(part, da, db, kk > 0 || keep,
+                                                                   Tag<In>());
+    }
+    wgmma_commit();
+    if ((i + 1) % kWindow == 0 || i + 1 == nk) {  // the window ends: promote it
+      wgmma_wait<0>();
+      fence_regs(part);
+#pragma unroll
+      for (int j = 0; j < kAcc; ++j) acc[j] += part[j];
+      if (releaser) {
+        if (prev >= 0) release_stage(&sh.empty[prev]);
+        release_stage(&sh.empty[pos.stage]);
+      }
+      prev = -1;
+    } else {
+      if (prev >= 0) {  // the group before this one is done: its stage may be refilled
+        wgmma_wait<1>();
+        if (releaser) release_stage(&sh.empty[prev]);
+      }
+      prev = pos.stage;
+    }
+    pos.advance();
+  }
+  fence_regs(acc);
+}
+
 // acc = the rows [64 wg, 64 wg + 64) of A_tile @ B_tile over `nk` k-iterations of the ring.
 __device__ __forceinline__ void mainloop(float (&acc)[kAcc], unsigned char* ring, Shared& sh, int nk, int wg,
                                          RingPos& pos) {
@@ -464,6 +523,10 @@ __device__ __forceinline__ void mainloop(float (&acc)[kAcc], unsigned char* ring
   for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
   if (nk <= 0) return;
   const bool releaser = (threadIdx.x & 31) == 0;  // one arrival per consumer warp frees a stage
+  if constexpr (Config::kPromote > 0) {
+    promoted_mainloop(acc, ring, sh, nk, wg, pos, releaser);
+    return;
+  }
   int prev = 0;
   for (int i = 0; i < nk; ++i) {
     mbar_wait(&sh.full[pos.stage], pos.phase);

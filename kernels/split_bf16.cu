@@ -2,12 +2,14 @@
 // computed on bfloat16 tensor cores (mgemm/emulate.py: the bf16x6 and bf16x9 schemes).
 //
 // p0 is x rounded to bfloat16 (to nearest, ties to even), p1 the remainder x - p0 rounded the same
-// way, p2 the remainder x - p0 - p1.  Each remainder is exact in float32, and each rounding keeps
-// the top 8 significant bits of what is left, so for a finite x in bfloat16's normal range the
-// three pieces hold all 24 bits of x and p2 is exact.  A value for which that fails (Inf, NaN,
-// a p0 that rounds to infinity, a remainder left after p2, or a nonzero piece below bfloat16's
-// smallest normal, 2^-126, where a tensor core may flush it to zero) sets *flag; the caller then
-// computes the product in exact float32 instead.  Zero splits into three zeros.
+// way, p2 the remainder x - p0 - p1.  Each rounding keeps the top 8 significant bits of what is
+// left, so the three pieces hold all 24 bits of x.  For |x| >= 2^-103 every remainder and piece is
+// at least x's last bit, 2^-126 or more: all arithmetic stays on normal numbers (a flush of
+// subnormals to zero cannot change it) and every piece is a normal bfloat16 (a tensor core may
+// flush subnormal ones).  A value outside that range sets *flag, and the caller computes the
+// product in exact float32 instead: Inf, NaN, a p0 that rounds past bfloat16's largest value, or a
+// nonzero |x| below 2^-103 (about 1e-31).  So does a remainder left after p2, which the argument
+// above rules out.  Zero splits into three zeros.
 //
 // The pieces are written as raw bfloat16 bits (unsigned short); conversions are done on the bits,
 // so the kernel needs no CUDA header.  Elements are processed in order of their index, as a flat
@@ -29,10 +31,8 @@ __device__ __forceinline__ unsigned int bf16_round_bits(float x) {
 
 __device__ __forceinline__ float bf16_value(unsigned int bits) { return __uint_as_float(bits << 16); }
 
-// A nonzero piece below 2^-126 in magnitude (exponent field 0: a bfloat16 subnormal).
-__device__ __forceinline__ bool bf16_subnormal(unsigned int bits) {
-  return (bits & 0x7f80u) == 0 && (bits & 0x7fu) != 0;
-}
+// The smallest biased float32 exponent split exactly on normal numbers: 2^-103 (127 - 103).
+constexpr unsigned int kMinExponent = 24;
 
 }  // namespace mgemm
 
@@ -51,9 +51,10 @@ extern "C" __global__ void __launch_bounds__(mgemm::kSplitThreads)
     const float r2 = r1 - bf16_value(b1);  // exact
     const unsigned int b2 = bf16_round_bits(r2);
     const float rest = r2 - bf16_value(b2);
-    // not finite (or rounded up to Inf: exponent field all ones), bits left over, or a subnormal
-    bad |= (__float_as_uint(v) & 0x7f800000u) == 0x7f800000u || (b0 & 0x7f80u) == 0x7f80u ||
-           rest != 0.0f || bf16_subnormal(b0) || bf16_subnormal(b1) || bf16_subnormal(b2);
+    const unsigned int u = __float_as_uint(v), e = (u >> 23) & 0xffu;
+    // not finite, p0 rounded up to Inf, too small (nonzero), or bits left over
+    bad |= e == 0xffu || (b0 & 0x7f80u) == 0x7f80u || (e < kMinExponent && (u & 0x7fffffffu) != 0) ||
+           rest != 0.0f;
     p0[i] = (unsigned short)b0;
     p1[i] = (unsigned short)b1;
     p2[i] = (unsigned short)b2;

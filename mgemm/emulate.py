@@ -14,15 +14,23 @@ float32 accumulators like SGEMM's:
 
 The terms are summed smallest first (all K parts of a term, then the next larger term).  The
 pieces of a block's operands are split on the worker, in the block task, and multiplied by the
-task's engine as bfloat16 K parts with a float32 output (``mgemm.engines``: the Hopper kernel
-adds up to 8 parts in one launch, cuBLAS one ``cublasGemmEx`` per part).
+Hopper kernel as bfloat16 K parts into a float32 output, up to 8 parts per launch (each later
+launch adds to the output).
 
-The split is exact for finite values in bfloat16's normal range (2^-126 ≤ |x|, with every piece
-too: |x| ≳ 2^-110).  A block whose inputs hold Inf, NaN, a value that rounds past bfloat16's
-largest, or one whose pieces would be subnormal (a tensor core may flush those) is computed in
-exact float32 instead, so such values propagate as NumPy's matmul propagates them.  The option
-applies to float32 inputs with a float32 result on CuPy chunks; NumPy chunks and other dtypes
-compute as they do without it.
+The split is exact, on normal numbers only, for finite |x| ≥ 2^-103 (about 1e-31) and zero.  A
+block whose inputs hold Inf, NaN, a value that rounds past bfloat16's largest, or a nonzero value
+below 2^-103 is computed in exact float32 instead, so such values propagate as NumPy's matmul
+propagates them.
+
+Where it runs: float32 inputs with a float32 result on CuPy chunks, with the ``persistent`` or
+``auto`` engine on a GPU the Hopper kernel runs on (sm_90).  A tensor core's float32 accumulation
+truncates, so its error grows with the number of k16 steps it adds; the Hopper kernel therefore
+runs with promoted accumulation (``HopperConfig.promote``): its wgmmas add ``PROMOTE``
+k-iterations at a time, and the consumers add those windows with ordinary float32 adds.  On an
+H200, bfloat16 products through cuBLAS (whole 8192-long K parts in the tensor cores) gave 5× the
+error of SGEMM, the Hopper kernel without promotion 20× (benchmarks/RESULTS.md, fifteenth
+session).  So everywhere else (NumPy chunks, the ``cublas`` engine, other GPUs, other dtypes) the
+product is computed as it is without the option.
 
 The NumPy functions here (``split_numpy``, ``product_numpy``) are the GPU path's reference:
 the tests check the kernel's pieces against them bit for bit.
@@ -49,7 +57,14 @@ SCHEMES: dict[str, tuple[tuple[int, int], ...]] = {
     for name, top in (("bf16x6", 2), ("bf16x9", 4))
 }
 
+#: k-iterations (64 of K each) per promoted window of the Hopper kernel (``HopperConfig.promote``)
+PROMOTE = 1
+#: the Hopper kernel's tile width under emulation: 128 (256 holds too many accumulators for two sets)
+HOPPER_TILE_N = 128
+
 SPLIT_SOURCE = "split_bf16.cu"
+#: kMinExponent: the smallest biased float32 exponent the split takes (|x| >= 2^-103)
+MIN_EXPONENT = 24
 SPLIT_KERNEL = "mgemm_split_bf16x3"
 SPLIT_THREADS = 256  # kSplitThreads
 
@@ -96,10 +111,10 @@ def split_numpy(x: Any) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], bool
         r2 = r1 - _bf16_value(b1)
         b2 = _bf16_bits(r2) & 0xFFFF
         rest = r2 - _bf16_value(b2)
-    exp_all_ones = (x.view(np.uint32) & 0x7F800000) == 0x7F800000
-    subnormal = [((b & 0x7F80) == 0) & ((b & 0x7F) != 0) for b in (b0, b1, b2)]
-    bad = exp_all_ones | ((b0 & 0x7F80) == 0x7F80) | (rest != 0) | subnormal[0] | subnormal[1] \
-        | subnormal[2]
+    u = x.view(np.uint32)
+    e = (u >> 23) & 0xFF
+    tiny = (e < MIN_EXPONENT) & ((u & 0x7FFFFFFF) != 0)
+    bad = (e == 0xFF) | ((b0 & 0x7F80) == 0x7F80) | tiny | (rest != 0)
     pieces = tuple(b.astype(np.uint16) for b in (b0, b1, b2))
     return pieces, not bool(bad.any())
 
@@ -181,16 +196,42 @@ def split_cupy(x: Any, flag: Any) -> tuple[Any, Any, Any]:
     return pieces
 
 
+def runs_emulated(engine: Any) -> bool:
+    """Whether ``engine`` multiplies emulated float32 here: the ``persistent`` and ``auto-gpu``
+    engines on a GPU the Hopper kernel runs on (sm_90), whose promoted accumulation
+    (``HopperConfig.promote``) keeps float32's accuracy.  Elsewhere the product stays exact."""
+    if getattr(engine, "name", "") not in ("persistent", "auto-gpu"):
+        return False
+    from mgemm import hopper
+    return hopper.supported()
+
+
+def hopper_config(m: int, n: int, k: int, promote: int | None = None) -> Any:
+    """The Hopper kernel's configuration for one launch of bfloat16 pieces: the heuristic's policy
+    for 128-wide tiles (two accumulator sets per thread fit), ``promote`` (default ``PROMOTE``)
+    k-iterations per promoted window."""
+    from mgemm import hopper
+    from mgemm.kernels import device_sms
+    base = hopper.choose_config(m, n, k, "bfloat16", device_sms(), tile_n=HOPPER_TILE_N)
+    return base.replace(promote=PROMOTE if promote is None else promote)
+
+
 def gemm(engine: Any, a_parts: Sequence[Any], b_parts: Sequence[Any], scheme: str, *,
-         alpha: float = 1.0, beta: float = 0.0, c: Any = None, out_dtype: Any = None) -> Any:
+         alpha: float = 1.0, beta: float = 0.0, c: Any = None, out_dtype: Any = None,
+         promote: int | None = None, out: Any = None) -> Any:
     """``alpha · sum_k a_parts[k] @ b_parts[k] + beta · c`` with ``engine``, emulated under
-    ``scheme`` where ``applies`` (else, and for a block with values outside the split's range,
-    the engine's exact float32 product)."""
+    ``scheme`` where ``applies`` and ``runs_emulated`` (else, and for a block with values outside
+    the split's range, the engine's exact float32 product).  ``promote``: the Hopper kernel's
+    window (default ``PROMOTE``; 0 accumulates whole K ranges in the tensor cores); ``out``: a
+    float32 (M, N) array to write the emulated product into (else a new one)."""
     order = terms(scheme)
     exact = dict(alpha=alpha, beta=beta, c=c, out_dtype=out_dtype)
-    if not applies(a_parts, b_parts, out_dtype):
+    if not (applies(a_parts, b_parts, out_dtype) and runs_emulated(engine)):
         return engine.gemm(a_parts, b_parts, **exact)
     import cupy
+
+    from mgemm import hopper
+    from mgemm.engines import wait_for_queued_work
 
     parts = [(a, b) for a, b in zip(a_parts, b_parts) if a.shape[1]]
     if not parts:
@@ -201,4 +242,17 @@ def gemm(engine: Any, a_parts: Sequence[Any], b_parts: Sequence[Any], scheme: st
         return engine.gemm(a_parts, b_parts, **exact)
     a_pieces = [pa[i] for i, j in order for pa, pb in split]
     b_pieces = [pb[j] for i, j in order for pa, pb in split]
-    return engine.gemm(a_pieces, b_pieces, alpha=alpha, beta=beta, c=c, out_dtype=np.float32)
+    m, n = a_parts[0].shape[0], b_parts[0].shape[1]
+    if out is None:
+        out = cupy.empty((m, n), dtype=cupy.float32)
+    if c is not None and beta != 0:
+        c = c.astype(cupy.float32, copy=False)
+    step = hopper.MAX_K_PARTS  # parts per launch; each later launch adds to the output
+    for idx in range(0, len(a_pieces), step):
+        group_a, group_b = a_pieces[idx:idx + step], b_pieces[idx:idx + step]
+        config = hopper_config(m, n, sum(x.shape[1] for x in group_a), promote)
+        first = idx == 0
+        hopper.gemm_parts(group_a, group_b, c=c if first else out, alpha=alpha,
+                          beta=beta if first else 1.0, out=out, config=config)
+    wait_for_queued_work(cupy)
+    return out

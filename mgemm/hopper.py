@@ -219,6 +219,11 @@ class HopperConfig(RenderedConfig):
     # launch's sk_tiles; the kernel is the same).  1: every CTA gets one to two tiles' worth of K;
     # 0: whole tiles first, then every CTA a sliver of the few left over (``schedule.streamk_tiles``)
     sk_waves: int = 1
+    # 0: the wgmmas accumulate a unit's whole K range.  P > 0: windows of P k-iterations, each added
+    # to the unit's accumulators with float32 adds (rounded to nearest; a tensor core's own float32
+    # accumulation truncates): float32 emulated with bfloat16 pieces (``mgemm.emulate``).
+    # Cooperative consumers, tile_n <= 128 (two accumulator sets per thread).
+    promote: int = 0
 
     def __post_init__(self):
         if self.input not in INPUTS:
@@ -268,6 +273,12 @@ class HopperConfig(RenderedConfig):
             raise ValueError("tf32 operands must be K-major (wgmma has no transpose for tf32)")
         if self.sk_waves not in (0, 1):
             raise ValueError(f"sk_waves must be 0 or 1, got {self.sk_waves}")
+        if not isinstance(self.promote, int) or self.promote < 0:
+            raise ValueError(f"promote must be a non-negative integer, got {self.promote!r}")
+        if self.promote and (self.pingpong or self.tile_n > 128):
+            raise ValueError(f"promote={self.promote} needs cooperative consumers and tile_n <= 128 "
+                             f"(two accumulator sets per thread), got pingpong={self.pingpong}, "
+                             f"tile_n={self.tile_n}")
         if not 1 <= self.k_parts <= MAX_K_PARTS:
             raise ValueError(f"k_parts must be in [1, {MAX_K_PARTS}], got {self.k_parts!r}")
         if self.cluster_m not in CLUSTER_MS:
@@ -336,6 +347,7 @@ class HopperConfig(RenderedConfig):
             "MGEMM_SK_REDUCE": "MGEMM_SK_REDUCE_" + self.sk_reduce.upper(),
             "MGEMM_K_PARTS": str(self.k_parts),
             "MGEMM_TIMELINE": str(int(self.timeline)),
+            "MGEMM_PROMOTE": str(self.promote),
             "MGEMM_SMEM_BYTES": str(self.smem_bytes),  # the kernel static_asserts it equals its own
         }
 
@@ -351,6 +363,7 @@ class HopperConfig(RenderedConfig):
                 + ("" if self.sk_reduce == "owner" else f" sk={self.sk_reduce}")
                 + ("" if self.k_parts == 1 else f" parts={self.k_parts}")
                 + ("" if self.sk_waves == 1 else f" skw{self.sk_waves}")
+                + ("" if not self.promote else f" promote{self.promote}")
                 + (" record" if self.record else "") + (" timeline" if self.timeline else ""))
 
 

@@ -51,8 +51,8 @@ def test_split_is_exact_and_pieces_are_bfloat16(rng):
     assert np.array_equal(pieces[0], x.astype(ml_dtypes.bfloat16).view(np.uint16))
 
 
-@pytest.mark.parametrize("value", [np.inf, -np.inf, np.nan, 3.4e38, 1e-36, 1e-40],
-                         ids=["inf", "-inf", "nan", "rounds_to_inf", "pieces_subnormal",
+@pytest.mark.parametrize("value", [np.inf, -np.inf, np.nan, 3.4e38, 1e-32, 1e-36, 1e-40],
+                         ids=["inf", "-inf", "nan", "rounds_to_inf", "below_2^-103", "tiny",
                               "subnormal"])
 def test_split_flags_values_outside_its_range(rng, value):
     x = random(rng, (50,), "float32")
@@ -61,6 +61,13 @@ def test_split_flags_values_outside_its_range(rng, value):
     x[17] = value
     _, ok = emulate.split_numpy(x)
     assert not ok
+
+
+def test_split_range_edges():
+    edge = np.float32(2.0 ** -103)
+    for value, ok in ((edge, True), (-edge, True), (np.nextafter(edge, np.float32(0)), False),
+                      (np.float32(1e-30), True), (np.float32(3.38e38), True), (0.0, True)):
+        assert emulate.split_numpy(np.array([value], np.float32))[1] == ok, value
 
 
 @pytest.mark.parametrize("k", [64, 4096])
@@ -151,7 +158,7 @@ def test_split_kernel_matches_the_reference(cp, rng, order):
         assert got.flags.f_contiguous == (order == "F")
         bits = cp.asnumpy(got).view(np.uint16).ravel(order="K")
         assert np.array_equal(bits, want)
-    for value in (np.inf, np.nan, 1e-36, 1e-40):
+    for value in (np.inf, np.nan, 3.4e38, 1e-32, 1e-36, 1e-40):
         bad = x.copy()
         bad[123, 45] = value
         flag = cp.zeros((), dtype=cp.int32)
@@ -159,34 +166,70 @@ def test_split_kernel_matches_the_reference(cp, rng, order):
         assert int(flag.get()) == 1, value
 
 
+def _block(rng, cp, ks=(300, 1000, 17, 700), m=333, n=250):
+    parts_a = [random(rng, (m, k), "float32") for k in ks]
+    parts_b = [random(rng, (k, n), "float32") for k in ks]
+    c = random(rng, (m, n), "float32")
+    a_dev = [cp.asarray(x) for x in parts_a]
+    a_dev[1] = cp.asarray(parts_a[1].T).T  # a column-major view
+    ref = 0.5 * sum(x.astype(np.float64) @ y.astype(np.float64)
+                    for x, y in zip(parts_a, parts_b)) + 2.0 * c
+    return a_dev, [cp.asarray(x) for x in parts_b], cp.asarray(c), ref
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("scheme", ["bf16x6", "bf16x9"])
 @pytest.mark.parametrize("engine", ["cublas", "persistent", "auto-gpu"])
 def test_emulated_block_against_float64(cp, rng, engine, scheme):
     """Four K parts (one A part column-major), alpha, beta and C, shapes off every tile size:
-    within float32's bound, and no worse than twice cuBLAS's exact float32 on the same inputs."""
+    within float32's bound and no worse than twice cuBLAS's exact float32 on the same inputs.
+    Emulated with the persistent and auto engines on sm_90; exact (bit for bit) elsewhere."""
     from mgemm.engines import get
 
-    ks = (300, 1000, 17, 700)
-    parts_a = [random(rng, (333, k), "float32") for k in ks]
-    parts_b = [random(rng, (k, 250), "float32") for k in ks]
-    c = random(rng, (333, 250), "float32")
-    a_dev = [cp.asarray(x) for x in parts_a]
-    a_dev[1] = cp.asarray(parts_a[1].T).T
-    b_dev = [cp.asarray(x) for x in parts_b]
-    out = emulate.gemm(get(engine), a_dev, b_dev, scheme, alpha=0.5, beta=2.0, c=cp.asarray(c),
+    a_dev, b_dev, c, ref = _block(rng, cp)
+    out = emulate.gemm(get(engine), a_dev, b_dev, scheme, alpha=0.5, beta=2.0, c=c,
                        out_dtype="float32")
-    ref = 0.5 * sum(x.astype(np.float64) @ y.astype(np.float64)
-                    for x, y in zip(parts_a, parts_b)) + 2.0 * c
-    assert out.dtype == np.float32 and out.shape == (333, 250)
+    assert out.dtype == np.float32 and out.shape == ref.shape
     got = cp.asnumpy(out)
     assert_close(got, ref, "float32")
-    exact = get("cublas").gemm(a_dev, b_dev, alpha=0.5, beta=2.0, c=cp.asarray(c))
-    assert rel_error(got, ref) <= 2 * rel_error(cp.asnumpy(exact), ref) + 1e-9
-    # it did not take the exact path: the results differ somewhere
-    assert not np.array_equal(got, cp.asnumpy(exact))
+    exact = get("cublas").gemm(a_dev, b_dev, alpha=0.5, beta=2.0, c=c, out_dtype="float32")
+    assert rel_error(got, ref) <= 2 * rel_error(cp.asnumpy(exact), ref)
+    if emulate.runs_emulated(get(engine)):
+        assert not np.array_equal(got, cp.asnumpy(exact))  # it did not take the exact path
+    else:
+        same = get(engine).gemm(a_dev, b_dev, alpha=0.5, beta=2.0, c=c, out_dtype="float32")
+        assert np.array_equal(got, cp.asnumpy(same))
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("policy,reduce", [("static", "owner"), ("streamk", "owner"),
+                                           ("streamk", "spread"), ("dynamic", "owner")])
+@pytest.mark.parametrize("promote", [1, 2, 3])
+def test_promoted_windows_against_float64(cp, rng, promote, policy, reduce):
+    """The Hopper kernel's promoted accumulation under every policy (stream-K units end mid-window;
+    K parts of 17 and 300 end in zero-filled boxes), output poisoned first: float32's bound."""
+    from mgemm import hopper
+    if not hopper.supported():
+        pytest.skip("needs an sm_90 GPU")
+    a_dev, b_dev, c, ref = _block(rng, cp, ks=(300, 1000, 17, 2000), m=520, n=390)
+    base = emulate.hopper_config
+
+    def forced(m, n, k, p=None):
+        return base(m, n, k, promote).replace(policy=policy, sk_reduce=reduce)
+
+    emulate.hopper_config = forced
+    poisoned = cp.full(ref.shape, cp.nan, dtype=cp.float32)
+    try:
+        out = emulate.gemm(_Persistent(), a_dev, b_dev, "bf16x6", alpha=0.5, beta=2.0, c=c,
+                           out_dtype="float32", out=poisoned)
+    finally:
+        emulate.hopper_config = base
+    assert out is poisoned
+    assert_close(cp.asnumpy(out), ref, "float32")
+
+
+class _Persistent:
+    name = "persistent"
 @pytest.mark.gpu
 @pytest.mark.parametrize("value", [np.inf, np.nan, 1e-40])
 def test_values_outside_the_split_take_exact_float32(cp, rng, value):
@@ -212,3 +255,17 @@ def test_matmul_with_cupy_chunks_emulated(cp, rng):
     got = out.compute(scheduler="sync")
     assert type(got).__module__.startswith("cupy") and got.dtype == np.float32
     assert_close(cp.asnumpy(got), a.astype(np.float64) @ b, "float32")
+
+
+def test_promote_config_is_checked():
+    from mgemm.hopper import HopperConfig
+
+    cfg = HopperConfig(input="bfloat16", output="float32", tile_n=128, promote=2)
+    assert cfg.defines()["MGEMM_PROMOTE"] == "2" and "promote2" in str(cfg)
+    assert HopperConfig().defines()["MGEMM_PROMOTE"] == "0"
+    with pytest.raises(ValueError, match="tile_n <= 128"):
+        HopperConfig(tile_n=256, promote=1)
+    with pytest.raises(ValueError, match="cooperative"):
+        HopperConfig(tile_n=64, tile_m=64, pingpong=True, promote=1)
+    with pytest.raises(ValueError, match="non-negative"):
+        HopperConfig(promote=-1)
