@@ -103,7 +103,7 @@ echo "compile-kernels: ${#variants[@]} variants x 2 archs OK"
 # tiles (mgemm/hopper.py: TILE_CHOICES), the narrowest, the MN-major operand layouts (16-bit:
 # A column-major and/or B row-major) at each tile width, pingpong consumers, a register split, 2-CTA
 # clusters (B multicast), the staged and TMA-store epilogues (cooperative and pingpong), the spread stream-K fix-up, K in parts and the timeline.  Same report; fails on errors, spills and
-# any ptxas warning (C7508: setmaxnreg ignored; wgmma serialized).
+# any ptxas warning or performance note (C7508: setmaxnreg ignored; C75xx: wgmma serialized).
 hopper_compile() {  # input output tile_n stages policy [a_k_major b_k_major [extra -D...]]
   local ak=${6:-1} bk=${7:-1}
   local name="hopper_${1#MGEMM_}_n$3_s$4_$5_a${ak}b${bk}${8:+_$(echo "${*:8}" | tr -c 'A-Za-z0-9\n' _)}" log
@@ -115,8 +115,8 @@ hopper_compile() {  # input output tile_n stages policy [a_k_major b_k_major [ex
     echo "FAILED: $name"; cat "$log"; return 1
   fi
   awk -v n="$name" '/spill/ {sp=$0} /Used/ {sub(/.*Used /,""); print n, "sm_90a", $0, "|", sp}' "$log"
-  if grep -E '[1-9][0-9]* bytes (spill stores|spill loads|stack frame)|C7508|warning' "$log" >/dev/null; then
-    echo "SPILLS, local memory or ignored setmaxnreg in $name"; cat "$log"; return 1
+  if grep -E '[1-9][0-9]* bytes (spill stores|spill loads|stack frame)|C7508|C75[0-9][0-9]|Potential Performance Loss|warning' "$log" >/dev/null; then
+    echo "SPILLS, local memory, ignored setmaxnreg or serialized wgmma in $name"; cat "$log"; return 1
   fi
 }
 hvariants=()

@@ -469,49 +469,46 @@ __device__ __forceinline__ unsigned long long operand_desc(unsigned base, int kk
   return KMajor ? sw128_desc(base + 32 * kk) : sw128_mn_desc(base + 2048 * kk, Config::kMnBoxBytes);
 }
 
-// mainloop with MGEMM_PROMOTE P: the wgmmas of each window of P k-iterations accumulate into
-// `part` (the window's first k16 step overwrites it: scale_d 0); at the window's end the consumers
-// wait for them and add `part` to `acc`.  Inside a window a stage is freed once the next
-// k-iteration's group is issued (as in mainloop); at its end both pending stages are.
+// mainloop with MGEMM_PROMOTE P: the wgmmas of each window of P k-iterations (the last one
+// shorter) accumulate into `part` (the window's first k16 step overwrites it: scale_d 0); at the
+// window's end the consumers wait for them and add `part` to `acc`.  Inside a window a stage is
+// freed once the next k-iteration's group is issued (as in mainloop); at its end the last one is.
+// The windows are the outer loop, so the adds sit on a path every thread takes: under a branch,
+// ptxas serialized the wgmmas (C7518).
 __device__ __forceinline__ void promoted_mainloop(float (&acc)[kAcc], unsigned char* ring, Shared& sh,
                                                   int nk, int wg, RingPos& pos, bool releaser) {
   constexpr int kWindow = Config::kPromote > 0 ? Config::kPromote : 1;  // (compiled, unused, at 0)
   float part[kAcc];
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) part[i] = 0.f;
-  int prev = -1;  // the stage of an issued group not yet known to be done
-  for (int i = 0; i < nk; ++i) {
-    mbar_wait(&sh.full[pos.stage], pos.phase);
-    const unsigned a = smem_addr(ring + pos.stage * Config::kStageBytes) + wg * 64 * 128;
-    const unsigned b = smem_addr(ring + pos.stage * Config::kStageBytes + Config::kABytes);
-    const int keep = i % kWindow != 0;  // 0: this k-iteration starts a window
-    wgmma_fence();
+  for (int w0 = 0; w0 < nk; w0 += kWindow) {
+    const int len = min(kWindow, nk - w0);
+    int prev = 0;
+    for (int i = 0; i < len; ++i) {
+      mbar_wait(&sh.full[pos.stage], pos.phase);
+      const unsigned a = smem_addr(ring + pos.stage * Config::kStageBytes) + wg * 64 * 128;
+      const unsigned b = smem_addr(ring + pos.stage * Config::kStageBytes + Config::kABytes);
+      wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < Config::kTileK / Config::kInstK; ++kk) {
-      const unsigned long long da = operand_desc<Config::kAKMajor>(a, kk);
-      const unsigned long long db = operand_desc<Config::kBKMajor>(b, kk);
-      wgmma_ss<Config::kAKMajor ? 0 : 1, Config::kBKMajor ? 0 : 1>(part, da, db, kk > 0 || keep,
-                                                                   Tag<In>());
-    }
-    wgmma_commit();
-    if ((i + 1) % kWindow == 0 || i + 1 == nk) {  // the window ends: promote it
-      wgmma_wait<0>();
-      fence_regs(part);
-#pragma unroll
-      for (int j = 0; j < kAcc; ++j) acc[j] += part[j];
-      if (releaser) {
-        if (prev >= 0) release_stage(&sh.empty[prev]);
-        release_stage(&sh.empty[pos.stage]);
+      for (int kk = 0; kk < Config::kTileK / Config::kInstK; ++kk) {
+        const unsigned long long da = operand_desc<Config::kAKMajor>(a, kk);
+        const unsigned long long db = operand_desc<Config::kBKMajor>(b, kk);
+        wgmma_ss<Config::kAKMajor ? 0 : 1, Config::kBKMajor ? 0 : 1>(part, da, db, kk > 0 || i > 0,
+                                                                     Tag<In>());
       }
-      prev = -1;
-    } else {
-      if (prev >= 0) {  // the group before this one is done: its stage may be refilled
+      wgmma_commit();
+      if (i > 0) {  // the group before this one is done: its stage may be refilled
         wgmma_wait<1>();
         if (releaser) release_stage(&sh.empty[prev]);
       }
       prev = pos.stage;
+      pos.advance();
     }
-    pos.advance();
+    wgmma_wait<0>();  // the window is done: promote it
+    fence_regs(part);
+#pragma unroll
+    for (int j = 0; j < kAcc; ++j) acc[j] += part[j];
+    if (releaser) release_stage(&sh.empty[prev]);
   }
   fence_regs(acc);
 }
