@@ -212,30 +212,23 @@ for bf16 in 0 1; do
 done
 echo "compile-kernels: mma_peak (4 variants x 2 archs) OK"
 
-# The transpose copy (kernels/transpose.cu, mgemm/hopper.py: transpose_copy): 2-, 4- and 8-byte
-# elements, for both archs; the same report, and it fails on errors, spills and stack frames.
-for arch in "${ARCHS[@]}"; do
-  log="$out/transpose.log"
-  if ! "$NVCC" -std=c++17 -cubin "$arch" -Xptxas -v -o "$out/transpose.cubin" transpose.cu >"$log" 2>&1; then
-    echo "FAILED: transpose ($arch)"; cat "$log"; exit 1
-  fi
-  awk '/Compiling entry/ {f=$(NF-2); a=$NF} /spill/ {sp=$0} /Used/ {sub(/.*Used /,""); print f, a, $0, "|", sp}' "$log" | tr -d "'"
-  if grep -E '[1-9][0-9]* bytes (spill stores|spill loads|stack frame)' "$log" >/dev/null; then
-    echo "SPILLS in transpose ($arch)"; cat "$log"; exit 1
-  fi
-done
-echo "compile-kernels: transpose (3 element sizes x 2 archs) OK"
-
-# The float32 split into bfloat16 pieces (kernels/split_bf16.cu, mgemm/emulate.py), both archs;
+# Kernel files compiled as they are (mgemm.kernels.PlainSource), for both archs: the transpose copy
+# (kernels/transpose.cu, mgemm/hopper.py: transpose_copy; 2-, 4- and 8-byte elements) and the
+# float32 split into bfloat16 pieces (kernels/split_bf16.cu, mgemm/emulate.py).  The same report;
 # fails on errors, spills and stack frames.
-for arch in "${ARCHS[@]}"; do
-  log="$out/split.log"
-  if ! "$NVCC" -std=c++17 -cubin "$arch" -Xptxas -v -o "$out/split.cubin" split_bf16.cu >"$log" 2>&1; then
-    echo "FAILED: split_bf16 ($arch)"; cat "$log"; exit 1
-  fi
-  awk '/Compiling entry/ {f=$(NF-2); a=$NF} /spill/ {sp=$0} /Used/ {sub(/.*Used /,""); print f, a, $0, "|", sp}' "$log" | tr -d "'"
-  if grep -E '[1-9][0-9]* bytes (spill stores|spill loads|stack frame)' "$log" >/dev/null; then
-    echo "SPILLS in split_bf16 ($arch)"; cat "$log"; exit 1
-  fi
-done
-echo "compile-kernels: split_bf16 (2 archs) OK"
+plain_compile() {  # file.cu
+  local name=${1%.cu} arch log
+  for arch in "${ARCHS[@]}"; do
+    log="$out/$name.log"
+    if ! "$NVCC" -std=c++17 -cubin "$arch" -Xptxas -v -o "$out/$name.cubin" "$1" >"$log" 2>&1; then
+      echo "FAILED: $name ($arch)"; cat "$log"; exit 1
+    fi
+    awk '/Compiling entry/ {f=$(NF-2); a=$NF} /spill/ {sp=$0} /Used/ {sub(/.*Used /,""); print f, a, $0, "|", sp}' "$log" | tr -d "'"
+    if grep -E '[1-9][0-9]* bytes (spill stores|spill loads|stack frame)' "$log" >/dev/null; then
+      echo "SPILLS in $name ($arch)"; cat "$log"; exit 1
+    fi
+  done
+  echo "compile-kernels: $name (2 archs) OK"
+}
+plain_compile transpose.cu
+plain_compile split_bf16.cu

@@ -469,6 +469,24 @@ __device__ __forceinline__ unsigned long long operand_desc(unsigned base, int kk
   return KMajor ? sw128_desc(base + 32 * kk) : sw128_mn_desc(base + 2048 * kk, Config::kMnBoxBytes);
 }
 
+// Waits for the ring's current stage and issues this warpgroup's wgmmas over it into `d` (the first
+// k16 step ignores d's old value unless `keep`), as one committed group.
+__device__ __forceinline__ void issue_k_iteration(float (&d)[kAcc], unsigned char* ring, Shared& sh, int wg,
+                                                  const RingPos& pos, int keep) {
+  mbar_wait(&sh.full[pos.stage], pos.phase);
+  // This warpgroup's 64 rows of A: 64 K-major rows of 128 bytes, or (MN-major) box `wg`; both 8 KB in.
+  const unsigned a = smem_addr(ring + pos.stage * Config::kStageBytes) + wg * 64 * 128;
+  const unsigned b = smem_addr(ring + pos.stage * Config::kStageBytes + Config::kABytes);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < Config::kTileK / Config::kInstK; ++kk) {
+    const unsigned long long da = operand_desc<Config::kAKMajor>(a, kk);
+    const unsigned long long db = operand_desc<Config::kBKMajor>(b, kk);
+    wgmma_ss<Config::kAKMajor ? 0 : 1, Config::kBKMajor ? 0 : 1>(d, da, db, kk > 0 || keep, Tag<In>());
+  }
+  wgmma_commit();
+}
+
 // mainloop with MGEMM_PROMOTE P: the wgmmas of each window of P k-iterations (the last one
 // shorter) accumulate into `part` (the window's first k16 step overwrites it: scale_d 0); at the
 // window's end the consumers wait for them and add `part` to `acc`.  Inside a window a stage is
@@ -485,18 +503,7 @@ __device__ __forceinline__ void promoted_mainloop(float (&acc)[kAcc], unsigned c
     const int len = min(kWindow, nk - w0);
     int prev = 0;
     for (int i = 0; i < len; ++i) {
-      mbar_wait(&sh.full[pos.stage], pos.phase);
-      const unsigned a = smem_addr(ring + pos.stage * Config::kStageBytes) + wg * 64 * 128;
-      const unsigned b = smem_addr(ring + pos.stage * Config::kStageBytes + Config::kABytes);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < Config::kTileK / Config::kInstK; ++kk) {
-        const unsigned long long da = operand_desc<Config::kAKMajor>(a, kk);
-        const unsigned long long db = operand_desc<Config::kBKMajor>(b, kk);
-        wgmma_ss<Config::kAKMajor ? 0 : 1, Config::kBKMajor ? 0 : 1>(part, da, db, kk > 0 || i > 0,
-                                                                     Tag<In>());
-      }
-      wgmma_commit();
+      issue_k_iteration(part, ring, sh, wg, pos, i > 0);
       if (i > 0) {  // the group before this one is done: its stage may be refilled
         wgmma_wait<1>();
         if (releaser) release_stage(&sh.empty[prev]);
@@ -526,18 +533,7 @@ __device__ __forceinline__ void mainloop(float (&acc)[kAcc], unsigned char* ring
   }
   int prev = 0;
   for (int i = 0; i < nk; ++i) {
-    mbar_wait(&sh.full[pos.stage], pos.phase);
-    // This warpgroup's 64 rows of A: 64 K-major rows of 128 bytes, or (MN-major) box `wg`; both 8 KB in.
-    const unsigned a = smem_addr(ring + pos.stage * Config::kStageBytes) + wg * 64 * 128;
-    const unsigned b = smem_addr(ring + pos.stage * Config::kStageBytes + Config::kABytes);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < Config::kTileK / Config::kInstK; ++kk) {
-      const unsigned long long da = operand_desc<Config::kAKMajor>(a, kk);
-      const unsigned long long db = operand_desc<Config::kBKMajor>(b, kk);
-      wgmma_ss<Config::kAKMajor ? 0 : 1, Config::kBKMajor ? 0 : 1>(acc, da, db, 1, Tag<In>());
-    }
-    wgmma_commit();
+    issue_k_iteration(acc, ring, sh, wg, pos, 1);
     if (i > 0) {  // the group before this one is done: its stage may be refilled
       wgmma_wait<1>();
       if (releaser) release_stage(&sh.empty[prev]);

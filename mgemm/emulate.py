@@ -44,9 +44,7 @@ the tests check the kernel's pieces against them bit for bit.
 
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass
-from typing import Any, ClassVar, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -150,30 +148,10 @@ def applies(a_parts: Sequence[Any], b_parts: Sequence[Any], out_dtype: Any) -> b
     return out_dtype is None or np.dtype(out_dtype) == np.float32
 
 
-@functools.lru_cache(maxsize=None)
-def _split_source():
-    from mgemm.kernels import RenderedConfig
-
-    @dataclass(frozen=True)
-    class SplitSource(RenderedConfig):
-        """kernels/split_bf16.cu as a compile unit: no #defines, no dynamic shared memory."""
-
-        KERNEL_SOURCE: ClassVar[str] = SPLIT_SOURCE
-        smem_bytes: ClassVar[int] = 0
-
-        def defines(self) -> dict[str, str]:
-            return {}
-
-    return SplitSource()
-
-
 def split_kernel(device: int | None = None):
-    """The split kernel for ``device``, compiled by NVRTC on first use and memoized
-    (``mgemm.kernels.compile_kernel``)."""
-    from mgemm.kernels import KERNEL_DIR, compile_kernel, compute_capability, device_id
-    dev = device_id(device)
-    options = ("-std=c++17", f"-arch=sm_{compute_capability(dev)}", f"-I{KERNEL_DIR}")
-    return compile_kernel(_split_source(), options, SPLIT_KERNEL, dev)
+    """The split kernel for ``device`` (``mgemm.kernels.compile_plain``)."""
+    from mgemm.kernels import compile_plain
+    return compile_plain(SPLIT_SOURCE, SPLIT_KERNEL, device)
 
 
 def split_cupy(x: Any, flag: Any) -> tuple[Any, Any, Any]:

@@ -135,8 +135,8 @@ import numpy as np
 from mgemm import schedule
 from mgemm.kernels import ITEMSIZE as ELEMENT_BYTES  # noqa: N811 (output types' sizes too)
 from mgemm.kernels import (KERNEL_DIR, LaunchPlan, RenderedConfig, _f64, _i32, _i64, compile_kernel,
-                           compute_capability, device_id, device_sms, epoch_sync, launch_scratch,
-                           occupancy, prepare_call, specialize, split_tail)
+                           compile_plain, compute_capability, device_id, device_sms, epoch_sync,
+                           launch_scratch, occupancy, prepare_call, specialize, split_tail)
 
 KERNEL_SOURCE = "gemm_hopper.cu"
 KERNEL_NAME = "mgemm_gemm_hopper"
@@ -698,23 +698,9 @@ TRANSPOSE_BLOCK = (32, 8)  # kTransposeThreadsX, kTransposeThreadsY
 _GRID_Y = 65535  # the kernel loops over tile rows beyond this many
 
 
-@dataclass(frozen=True)
-class _TransposeSource(RenderedConfig):
-    """kernels/transpose.cu as a compile unit: no #defines, no dynamic shared memory."""
-
-    KERNEL_SOURCE: ClassVar[str] = TRANSPOSE_SOURCE
-    smem_bytes: ClassVar[int] = 0
-
-    def defines(self) -> dict[str, str]:
-        return {}
-
-
 def transpose_kernel(item: int, device: int | None = None):
-    """The transpose kernel for ``item``-byte elements on ``device``, compiled by NVRTC for that
-    device's architecture on first use and memoized like the GEMM kernels (``compile_kernel``)."""
-    dev = device_id(device)
-    options = ("-std=c++17", f"-arch=sm_{compute_capability(dev)}", f"-I{KERNEL_DIR}")
-    return compile_kernel(_TransposeSource(), options, TRANSPOSE_KERNELS[item], dev)
+    """The transpose kernel for ``item``-byte elements on ``device`` (``compile_plain``)."""
+    return compile_plain(TRANSPOSE_SOURCE, TRANSPOSE_KERNELS[item], device)
 
 
 def transpose_copy(x, buf) -> None:

@@ -459,6 +459,30 @@ def compile_kernel(config: RenderedConfig, options: tuple[str, ...], name: str,
     return kernel
 
 
+@dataclass(frozen=True)
+class PlainSource(RenderedConfig):
+    """A kernel file compiled as it is: no #defines, no dynamic shared memory (the transpose copy,
+    the float32 split)."""
+
+    file: str
+    smem_bytes: ClassVar[int] = 0
+
+    @property
+    def KERNEL_SOURCE(self) -> str:  # noqa: N802 (RenderedConfig's name)
+        return self.file
+
+    def defines(self) -> dict[str, str]:
+        return {}
+
+
+def compile_plain(file: str, name: str, device: int | None = None):
+    """Entry point ``name`` of kernels/``file`` (a ``PlainSource``), compiled by NVRTC for
+    ``device``'s architecture on first use and memoized like the GEMM kernels."""
+    dev = device_id(device)
+    options = ("-std=c++17", f"-arch=sm_{compute_capability(dev)}", f"-I{KERNEL_DIR}")
+    return compile_kernel(PlainSource(file), options, name, dev)
+
+
 def occupancy(kernel, config: RenderedConfig) -> int:
     """Resident CTAs per SM (cudaOccupancyMaxActiveBlocksPerMultiprocessor)."""
     key = (kernel.kernel.ptr, config.threads, config.smem_bytes)

@@ -13,7 +13,7 @@ import pytest
 
 from mgemm import hopper, schedule
 from mgemm.hopper import HopperConfig
-from mgemm.kernels import KERNEL_DIR
+from mgemm.kernels import KERNEL_DIR, PlainSource
 
 from gpu_operands import as_float64, poisoned, rand_operand
 
@@ -446,7 +446,7 @@ def test_transpose_kernel_compiles_without_spills(tmp_path):
     """kernels/transpose.cu, as the launcher hands it to the compiler, builds for sm_90a with its
     three entry points and no local memory."""
     src = tmp_path / "transpose_unit.cu"
-    src.write_text(hopper._TransposeSource().source())
+    src.write_text(PlainSource(hopper.TRANSPOSE_SOURCE).source())
     proc = subprocess.run(["nvcc", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-cubin",
                            f"-I{KERNEL_DIR}", "-Xptxas", "-v", "-o", str(tmp_path / "t.cubin"), str(src)],
                           capture_output=True, text=True, timeout=120)
