@@ -1,8 +1,8 @@
 """The ``mgemm`` command: ``demo``, ``bench``, ``plan`` and ``info``.
 
 Every mgemm option is a flag with the same name as its keyword (``--engine``, ``--block-size``,
-``--allow-tf32``, ``--emulate-fp32``, ``--split``, ``--client``); unset flags fall back to ``dask.config`` and the
-``MGEMM_*`` environment (see ``mgemm.config``).
+``--allow-tf32``, ``--emulate-fp32``, ``--split``, ``--client``); unset flags fall back to
+``dask.config`` and the ``MGEMM_*`` environment (see ``mgemm.config``).
 """
 
 from __future__ import annotations

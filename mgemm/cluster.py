@@ -27,6 +27,9 @@ from .plan import Worker
 H200_FLOPS = {"float64": 59e12, "float32": 51e12, "tf32": 395e12, "float16": 715e12,
               "bfloat16": 743e12, "complex64": 51e12 / 4, "complex128": 59e12 / 4}
 H200_SMS = 132
+#: float32 products under ``emulate_fp32`` (mgemm.emulate), per scheme: one block task's GEMM on an
+#: H200 (benchmarks/RESULTS.md, fifteenth session: 83.2 and 57.1 TFLOP/s)
+H200_EMULATED_FLOPS = {"bf16x6": 83e12, "bf16x9": 57e12}
 #: Per CPU thread, float64 (float32 twice that); a rough figure for modern x86 cores.
 CPU_FLOPS_PER_THREAD = 3e10
 #: Bytes/s a worker fetches a remote chunk at, by protocol (UCX assumes NVLink within a host).
@@ -35,15 +38,14 @@ LINK_BANDWIDTH = {"ucx": 150e9, "ucxx": 150e9, "tcp": 1.5e9, "tls": 1.0e9, "inpr
 
 def gpu_flops(device: dict, dtype: Any, allow_tf32: bool = False,
               emulate: str = "off") -> float:
-    """Estimated FLOP/s of one GPU for ``dtype``, from the H200 table scaled by SM count
-    (float32 under ``emulate``: the bfloat16 rate over the scheme's products per product)."""
+    """Estimated FLOP/s of one GPU for ``dtype``, from the H200 tables scaled by SM count
+    (float32 under ``emulate``: the scheme's measured rate)."""
     name = np.dtype(dtype).name if str(dtype) != "bfloat16" else "bfloat16"
     if name == "float32" and allow_tf32:
         name = "tf32"
     rate = H200_FLOPS.get(name, H200_FLOPS["float32"] / 8)  # integers run off cuBLAS's fast path
-    if name == "float32" and emulate != "off":  # bfloat16 products, several per float32 one
-        from .emulate import rate_divisor
-        rate = H200_FLOPS["bfloat16"] / rate_divisor(emulate)
+    if name == "float32" and emulate != "off":
+        rate = H200_EMULATED_FLOPS[emulate]
     return rate * device.get("sms", H200_SMS) / H200_SMS
 
 

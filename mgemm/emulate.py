@@ -83,12 +83,6 @@ def terms(scheme: str) -> tuple[tuple[int, int], ...]:
                          f"{', '.join(SCHEMES)}") from None
 
 
-def rate_divisor(scheme: str) -> int:
-    """How many bfloat16 products one float32 product costs under ``scheme`` (the planner's
-    throughput estimate divides the bfloat16 rate by it)."""
-    return len(terms(scheme))
-
-
 # --- the NumPy reference -----------------------------------------------------------------------
 
 def _bf16_bits(x: np.ndarray) -> np.ndarray:

@@ -101,14 +101,20 @@ parts; with one part it picks cuBLAS, ahead or level on every shape measured.
 Timeline (``gemm(..., timeline=True)``, debug; ``mgemm.timeline``; ``benchmarks/timeline_probe.py``):
 a variant of the config whose consumer warpgroups stamp each unit with the GPU's ns timer (taken,
 mainloop done, done) and their CTA's start and their exit, so a launch's time can be split into
-setup, mainloops, fix-up and epilogue, waits and tail.  Cooperative consumers only.  Written in
-the thirteenth session, compiled in CI; its GPU test (``test_timeline_covers_the_units_and_adds_up``)
-has not run yet.
+setup, mainloops, fix-up and epilogue, waits and tail.  Cooperative consumers only; its GPU test
+(``test_timeline_covers_the_units_and_adds_up``) passed in the fourteenth session.
+
+Promoted accumulation (``promote=P``, cooperative consumers, ``tile_n`` ≤ 128): the wgmmas add P
+k-iterations at a time into a second set of accumulators, which the consumers add to the unit's
+with float32 adds (rounded to nearest).  A tensor core's float32 sum truncates, and its error grows
+with the k16 steps it adds; ``mgemm.emulate`` (float32 as bfloat16 pieces) runs with P = 8, which
+brought its error on an 8192² block with K = 32768 from 3.7e-5 to 4.2e-7 at 5 % of the speed (H200,
+fifteenth session).
 
 Not yet done: clusters along N (multicast of A) or larger than 2; 256-row tiles; a split-K with
 a separate reduction for few tiles and long K (one 128x128 tile split 132 ways, 128x128x131072:
-0.60, is fixed cost, not bandwidth); 1024x2112x8192 (0.76–0.81: 136 tiles on 132 SMs, all split
-two ways); a shorter host path.
+0.77–0.79 after the fourteenth session's fix-up rewrite, 7–10 µs of it after the last mainloop);
+1024x2112x8192 (0.76–0.82: 136 tiles on 132 SMs, all split two ways); a shorter host path.
 
 On the H200, from the repository root, with wheels of mgemm's Python dependencies in .whl::
 

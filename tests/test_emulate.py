@@ -34,7 +34,6 @@ def test_terms_are_the_schemes_products_smallest_first():
     for order in (six, nine):
         sizes = [i + j for i, j in order]  # piece i is below 2^-8i of the value
         assert sizes == sorted(sizes, reverse=True)
-    assert emulate.rate_divisor("bf16x6") == 6
     with pytest.raises(ValueError, match="bf16x6"):
         emulate.terms("tf32x3")
 
@@ -105,9 +104,11 @@ def test_cli_plan_rates_emulated_float32():
     from click.testing import CliRunner
 
     from mgemm.cli import main
-    from mgemm.cluster import H200_FLOPS, gpu_flops
+    from mgemm.cluster import H200_EMULATED_FLOPS, H200_FLOPS, gpu_flops
 
-    assert gpu_flops({}, "float32", emulate="bf16x6") == H200_FLOPS["bfloat16"] / 6
+    assert set(H200_EMULATED_FLOPS) == set(emulate.SCHEMES)
+    assert gpu_flops({}, "float32", emulate="bf16x6") == H200_EMULATED_FLOPS["bf16x6"]
+    assert gpu_flops({"sms": 66}, "float32", emulate="bf16x9") == H200_EMULATED_FLOPS["bf16x9"] / 2
     assert gpu_flops({}, "float64", emulate="bf16x6") == H200_FLOPS["float64"]  # float32 only
     args = ["plan", "--m", "8192", "--n", "8192", "--k", "8192", "--dtype", "float32", "--json"]
     exact = CliRunner().invoke(main, args)
