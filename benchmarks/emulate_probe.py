@@ -9,7 +9,8 @@ rounds):
     sgemm        mgemm's cublas engine on the K parts: exact float32 (cuBLAS SGEMM, beta = 1)
     matmul       cupy.matmul on the whole panels (the one-GPU anchor's call)
     x6-pP        emulate.gemm, bf16x6, on the Hopper kernel (8 K parts per launch) with promoted
-                 windows of P k-iterations (``HopperConfig.promote``; p0: none)
+                 windows of P k-iterations (``HopperConfig.promote``; p0: none); suffixes -nN,
+                 -sS and an epilogue name (-pair) set the tile width, stages and epilogue
     x9-pP        the same, bf16x9
     x6-cublas    the bf16x6 pieces through cuBLAS (one cublasGemmEx per part into a float32
                  accumulator: the cublas engine on them, which emulation does not use)
@@ -88,9 +89,16 @@ def main(argv=None) -> int:
                            [pb[j] for i, j in order for pa, pb in split], out_dtype="float32")
 
     def way(name):
-        if name.startswith(("x6-p", "x9-p")):
-            scheme, promote = "bf16x" + name[1], int(name.split("-p")[1])
-            return lambda: emulate.gemm(auto, a_parts, b_parts, scheme, promote=promote)
+        if name.startswith(("x6-p", "x9-p")):  # x6-p8[-n192][-s4][-pair|-staged|-tma]
+            scheme, promote, *rest = name.split("-")
+            changes = {}
+            for token in rest:
+                if token[0] in "ns" and token[1:].isdigit():
+                    changes["tile_n" if token[0] == "n" else "stages"] = int(token[1:])
+                else:
+                    changes["epilogue"] = token
+            return lambda: emulate.gemm(auto, a_parts, b_parts, "bf16x" + scheme[1],
+                                        promote=int(promote[1:]), **changes)
         return {"sgemm": lambda: cublas.gemm(a_parts, b_parts), "matmul": matmul,
                 "x6-cublas": pieces_through_cublas, "split": split_all}[name]
 

@@ -54,7 +54,7 @@
 #define MGEMM_OUTPUT MGEMM_BF16  // what C and D hold
 #endif
 #ifndef MGEMM_TILE_N
-#define MGEMM_TILE_N 128  // 64, 128 or 256 (the wgmma N); the tile is 128 x TILE_N x (128 bytes of K)
+#define MGEMM_TILE_N 128  // 64, 128, 192 (cooperative) or 256 (the wgmma N); the tile is 128 x TILE_N x (128 bytes of K)
 #endif
 #ifndef MGEMM_STAGES
 #define MGEMM_STAGES 4
@@ -128,7 +128,7 @@
 #endif
 #ifndef MGEMM_PROMOTE
 // 0: the wgmmas accumulate a work unit's whole K range in their registers.  P > 0 (cooperative
-// consumers): they accumulate P k-iterations at a time into a second set of registers, which the
+// consumers, TILE_N <= 192): they accumulate P k-iterations at a time into a second set of registers, which the
 // consumers then add to the unit's accumulators with ordinary float32 adds (rounded to nearest).
 // A tensor core's own float32 accumulation truncates, so its error grows with the number of k16
 // steps it adds up; windows of P k-iterations bound that growth, for float32 products emulated
@@ -200,7 +200,8 @@ struct Config {
   // + 1024: the dynamic shared base is aligned up to 1024 bytes inside the kernel.
   static constexpr int kSmemBytes = 1024 + kOutStageOffset + kOutStageBytes;
 
-  static_assert(kTileN == 64 || kTileN == 128 || kTileN == 256, "TILE_N: 64, 128 or 256");
+  static_assert(kTileN == 64 || kTileN == 128 || kTileN == 192 || kTileN == 256, "TILE_N: 64, 128, 192 or 256");
+  static_assert(kTileN != 192 || (!kPingpong && kClusterM == 1), "TILE_N 192: cooperative consumers, one CTA per tile");
   static_assert(kPingpong ? (kTileM == 64 || kTileM == 128) : kTileM == 128,
                 "TILE_M: 128 (cooperative), 64 or 128 (pingpong)");
   static_assert(kMBlocks * kAcc <= 128, "a pingpong warpgroup holds at most 128 accumulators per thread");
@@ -208,8 +209,8 @@ struct Config {
                     128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536,
                 "setmaxnreg: multiples of 8 in [24, 256] that fit the register file");
   static_assert(kStages >= 2, "the ring needs two stages at least");
-  static_assert(kPromote >= 0 && (kPromote == 0 || (!kPingpong && kTileN <= 128)),
-                "PROMOTE: cooperative consumers and TILE_N <= 128 (two accumulator sets per thread)");
+  static_assert(kPromote >= 0 && (kPromote == 0 || (!kPingpong && kTileN <= 192)),
+                "PROMOTE: cooperative consumers and TILE_N <= 192 (two accumulator sets per thread)");
   static_assert((kAKMajor && kBKMajor) || sizeof(In) == 2, "MN-major operands need 16-bit inputs (no tf32 transpose)");
   static_assert(sizeof(In) != 2 || kMnBoxBytes == kTileK * 128, "an MN-major box is BK rows of 128 bytes");
   static_assert(kSmemBytes <= 232448, "more than the 227 KB of shared memory a block may have");
@@ -217,6 +218,7 @@ struct Config {
   static_assert(kKParts >= 1 && kKParts <= 8, "K_PARTS: 1 to 8 (two descriptors each in the kernel parameters)");
   static_assert(!kSpreadFixUp || !kPingpong, "SK_REDUCE SPREAD: cooperative consumers (other policies split no tile)");
   static_assert(!kStagedEpilogue || kOutPitch % 128 == 0, "staged rows: whole 16-byte pieces, 8 at least");
+  static_assert(!kStagedEpilogue || kTileN % kOutCols == 0, "staged rows: a whole number of chunks per tile row");
   static_assert(!kTmaStore || (kStageBytes % 1024 == 0 && kSharedBytes <= 1024), "TMA store boxes: 1024-byte aligned");
   static_assert(!kTimeline || (!kPingpong && !kRecord && MGEMM_CLUSTER_M == 1),
                 "TIMELINE: cooperative consumers, one CTA per tile, not with RECORD");

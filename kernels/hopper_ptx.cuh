@@ -228,6 +228,9 @@ __device__ __forceinline__ void fence_regs(float (&d)[R]) {
 #define MGEMM_ACC_REGS_64 MGEMM_ACC_REGS_32 \
   ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
   "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define MGEMM_ACC_REGS_96 MGEMM_ACC_REGS_64 \
+  ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
 #define MGEMM_ACC_REGS_128 MGEMM_ACC_REGS_64 \
   ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
   "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
@@ -239,11 +242,14 @@ __device__ __forceinline__ void fence_regs(float (&d)[R]) {
 #define MGEMM_ACC_OUT_32 MGEMM_ACC_F8(0), MGEMM_ACC_F8(8), MGEMM_ACC_F8(16), MGEMM_ACC_F8(24)
 #define MGEMM_ACC_OUT_64 \
   MGEMM_ACC_OUT_32, MGEMM_ACC_F8(32), MGEMM_ACC_F8(40), MGEMM_ACC_F8(48), MGEMM_ACC_F8(56)
+#define MGEMM_ACC_OUT_96 \
+  MGEMM_ACC_OUT_64, MGEMM_ACC_F8(64), MGEMM_ACC_F8(72), MGEMM_ACC_F8(80), MGEMM_ACC_F8(88)
 #define MGEMM_ACC_OUT_128                                                                          \
   MGEMM_ACC_OUT_64, MGEMM_ACC_F8(64), MGEMM_ACC_F8(72), MGEMM_ACC_F8(80), MGEMM_ACC_F8(88),       \
       MGEMM_ACC_F8(96), MGEMM_ACC_F8(104), MGEMM_ACC_F8(112), MGEMM_ACC_F8(120)
 #define MGEMM_ACC_REST_32 "%32, %33", "%34", ", %35, %36"
 #define MGEMM_ACC_REST_64 "%64, %65", "%66", ", %67, %68"
+#define MGEMM_ACC_REST_96 "%96, %97", "%98", ", %99, %100"
 #define MGEMM_ACC_REST_128 "%128, %129", "%130", ", %131, %132"
 
 // The asm text of one wgmma.  REST is an MGEMM_ACC_REST_R (expanded before MGEMM_WGMMA_ASM_ splits
@@ -282,6 +288,9 @@ MGEMM_WGMMA_SS_TF32(32, 64)
 MGEMM_WGMMA_SS_16(64, 128, f16_t, "f16")
 MGEMM_WGMMA_SS_16(64, 128, bf16_t, "bf16")
 MGEMM_WGMMA_SS_TF32(64, 128)
+MGEMM_WGMMA_SS_16(96, 192, f16_t, "f16")
+MGEMM_WGMMA_SS_16(96, 192, bf16_t, "bf16")
+MGEMM_WGMMA_SS_TF32(96, 192)
 MGEMM_WGMMA_SS_16(128, 256, f16_t, "f16")
 MGEMM_WGMMA_SS_16(128, 256, bf16_t, "bf16")
 MGEMM_WGMMA_SS_TF32(128, 256)
@@ -293,13 +302,16 @@ MGEMM_WGMMA_SS_TF32(128, 256)
 #undef MGEMM_WGMMA_ASM
 #undef MGEMM_ACC_REGS_32
 #undef MGEMM_ACC_REGS_64
+#undef MGEMM_ACC_REGS_96
 #undef MGEMM_ACC_REGS_128
 #undef MGEMM_ACC_F8
 #undef MGEMM_ACC_OUT_32
 #undef MGEMM_ACC_OUT_64
+#undef MGEMM_ACC_OUT_96
 #undef MGEMM_ACC_OUT_128
 #undef MGEMM_ACC_REST_32
 #undef MGEMM_ACC_REST_64
+#undef MGEMM_ACC_REST_96
 #undef MGEMM_ACC_REST_128
 
 }  // namespace hopper

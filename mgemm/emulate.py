@@ -60,8 +60,9 @@ SCHEMES: dict[str, tuple[tuple[int, int], ...]] = {
 #: windows of 1 / 2 / 4 / 8 k-iterations ran at 52 / 76 / 76 / 84 TFLOP/s with errors 4.1 / 3.1 /
 #: 2.8 / 4.2e-7 against float64, no promotion at 88 TFLOP/s with 3.7e-5, SGEMM at 50 with 1.6e-6.
 PROMOTE = 8
-#: the Hopper kernel's tile width under emulation: 128 (256 holds too many accumulators for two sets)
-HOPPER_TILE_N = 128
+#: (tile_n, stages) for the Hopper kernel under emulation instead of the heuristic's 128-wide tile
+#: (a 256-wide one holds too many accumulators for two sets); None: the heuristic's
+HOPPER_TILE: tuple[int, int] | None = None
 
 SPLIT_SOURCE = "split_bf16.cu"
 #: kMinExponent: the smallest biased float32 exponent the split takes (|x| >= 2^-103)
@@ -181,24 +182,29 @@ def runs_emulated(engine: Any) -> bool:
     return hopper.supported()
 
 
-def hopper_config(m: int, n: int, k: int, promote: int | None = None) -> Any:
-    """The Hopper kernel's configuration for one launch of bfloat16 pieces: the heuristic's policy
-    for 128-wide tiles (two accumulator sets per thread fit), ``promote`` (default ``PROMOTE``)
-    k-iterations per promoted window."""
+def hopper_config(m: int, n: int, k: int, promote: int | None = None, **changes: Any) -> Any:
+    """The Hopper kernel's configuration for one launch of bfloat16 pieces: the heuristic's for
+    128-wide tiles (or ``HOPPER_TILE``), ``promote`` (default ``PROMOTE``) k-iterations per
+    promoted window, and any other ``HopperConfig`` field in ``changes`` (the benchmarks'
+    variants)."""
     from mgemm import hopper
     from mgemm.kernels import device_sms
-    base = hopper.choose_config(m, n, k, "bfloat16", device_sms(), tile_n=HOPPER_TILE_N)
-    return base.replace(promote=PROMOTE if promote is None else promote)
+    base = hopper.choose_config(m, n, k, "bfloat16", device_sms(), tile_n=128)
+    fields = {"promote": PROMOTE if promote is None else promote}
+    if HOPPER_TILE is not None:
+        fields.update(tile_n=HOPPER_TILE[0], stages=HOPPER_TILE[1])
+    return base.replace(**{**fields, **changes})
 
 
 def gemm(engine: Any, a_parts: Sequence[Any], b_parts: Sequence[Any], scheme: str, *,
          alpha: float = 1.0, beta: float = 0.0, c: Any = None, out_dtype: Any = None,
-         promote: int | None = None, out: Any = None) -> Any:
+         promote: int | None = None, out: Any = None, **config_changes: Any) -> Any:
     """``alpha · sum_k a_parts[k] @ b_parts[k] + beta · c`` with ``engine``, emulated under
     ``scheme`` where ``applies`` and ``runs_emulated`` (else, and for a block with values outside
     the split's range, the engine's exact float32 product).  ``promote``: the Hopper kernel's
     window (default ``PROMOTE``; 0 accumulates whole K ranges in the tensor cores); ``out``: a
-    float32 (M, N) array to write the emulated product into (else a new one)."""
+    float32 (M, N) array to write the emulated product into (else a new one); ``config_changes``:
+    ``HopperConfig`` fields for every launch (``hopper_config``)."""
     order = terms(scheme)
     exact = dict(alpha=alpha, beta=beta, c=c, out_dtype=out_dtype)
     if not (applies(a_parts, b_parts, out_dtype) and runs_emulated(engine)):
@@ -225,7 +231,7 @@ def gemm(engine: Any, a_parts: Sequence[Any], b_parts: Sequence[Any], scheme: st
     step = hopper.MAX_K_PARTS  # parts per launch; each later launch adds to the output
     for idx in range(0, len(a_pieces), step):
         group_a, group_b = a_pieces[idx:idx + step], b_pieces[idx:idx + step]
-        config = hopper_config(m, n, sum(x.shape[1] for x in group_a), promote)
+        config = hopper_config(m, n, sum(x.shape[1] for x in group_a), promote, **config_changes)
         first = idx == 0
         hopper.gemm_parts(group_a, group_b, c=c if first else out, alpha=alpha,
                           beta=beta if first else 1.0, out=out, config=config)

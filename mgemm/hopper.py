@@ -157,7 +157,7 @@ PINGPONG_TILE_MS = (64, 128)  # pingpong: one consumer warpgroup per tile, m64 w
 THREADS = 384  # producer warpgroup + two consumer warpgroups
 CONSUMER_THREADS = 256
 SMEM_LIMIT = 232448  # 227 KB: the most shared memory one block may have on sm_90
-TILE_NS = (64, 128, 256)
+TILE_NS = (64, 128, 192, 256)  # 192: cooperative consumers, one CTA per tile
 EPILOGUES = ("pair", "direct", "staged", "tma")
 SK_REDUCES = ("owner", "spread")  # how a split tile's stream-K partials are added (see HopperConfig)
 REGS = (40, 232)  # setmaxnreg of (producer, consumers): the defaults
@@ -228,7 +228,7 @@ class HopperConfig(RenderedConfig):
     # 0: the wgmmas accumulate a unit's whole K range.  P > 0: windows of P k-iterations, each added
     # to the unit's accumulators with float32 adds (rounded to nearest; a tensor core's own float32
     # accumulation truncates): float32 emulated with bfloat16 pieces (``mgemm.emulate``).
-    # Cooperative consumers, tile_n <= 128 (two accumulator sets per thread).
+    # Cooperative consumers, tile_n <= 192 (two accumulator sets per thread).
     promote: int = 0
 
     def __post_init__(self):
@@ -246,6 +246,12 @@ class HopperConfig(RenderedConfig):
             raise ValueError(f"tile_m must be {TILE_M} without pingpong, got {self.tile_m}")
         if self.pingpong and self.tile_m not in PINGPONG_TILE_MS:
             raise ValueError(f"pingpong tile_m must be one of {PINGPONG_TILE_MS}, got {self.tile_m}")
+        if self.tile_n == 192 and (self.pingpong or self.cluster_m > 1):
+            raise ValueError("tile_n=192 needs cooperative consumers and one CTA per tile")
+        out_row = self.tile_n * ELEMENT_BYTES[self.output]
+        if self.epilogue in ("staged", "tma") and out_row > 256 and out_row % 256:
+            raise ValueError(f"the {self.epilogue} epilogue stages rows in 256-byte chunks: "
+                             f"tile_n={self.tile_n} of {self.output} is {out_row} bytes")
         if self.pingpong and self.tile_m * self.tile_n // 128 > 128:
             raise ValueError(f"a pingpong tile of {self.tile_m}x{self.tile_n} needs "
                              f"{self.tile_m * self.tile_n // 128} accumulators per thread, more than 128 "
@@ -281,8 +287,8 @@ class HopperConfig(RenderedConfig):
             raise ValueError(f"sk_waves must be 0 or 1, got {self.sk_waves}")
         if not isinstance(self.promote, int) or self.promote < 0:
             raise ValueError(f"promote must be a non-negative integer, got {self.promote!r}")
-        if self.promote and (self.pingpong or self.tile_n > 128):
-            raise ValueError(f"promote={self.promote} needs cooperative consumers and tile_n <= 128 "
+        if self.promote and (self.pingpong or self.tile_n > 192):
+            raise ValueError(f"promote={self.promote} needs cooperative consumers and tile_n <= 192 "
                              f"(two accumulator sets per thread), got pingpong={self.pingpong}, "
                              f"tile_n={self.tile_n}")
         if not 1 <= self.k_parts <= MAX_K_PARTS:

@@ -207,8 +207,9 @@ def test_emulated_block_against_float64(cp, rng, engine, scheme):
 @pytest.mark.gpu
 @pytest.mark.parametrize("policy,reduce", [("static", "owner"), ("streamk", "owner"),
                                            ("streamk", "spread"), ("dynamic", "owner")])
-@pytest.mark.parametrize("promote", [1, 2, 3])
-def test_promoted_windows_against_float64(cp, rng, promote, policy, reduce):
+@pytest.mark.parametrize("promote,tile", [(1, (128, 6)), (2, (128, 6)), (3, (128, 6)),
+                                          (3, (192, 4)), (8, (192, 5))])
+def test_promoted_windows_against_float64(cp, rng, promote, tile, policy, reduce):
     """The Hopper kernel's promoted accumulation under every policy (stream-K units end mid-window;
     K parts of 17 and 300 end in zero-filled boxes), output poisoned first: float32's bound."""
     from mgemm import hopper
@@ -218,7 +219,9 @@ def test_promoted_windows_against_float64(cp, rng, promote, policy, reduce):
     base = emulate.hopper_config
 
     def forced(m, n, k, p=None):
-        return base(m, n, k, promote).replace(policy=policy, sk_reduce=reduce)
+        epilogue = "pair" if tile[1] > 4 and tile[0] == 192 else "staged"  # 5 stages: no room
+        return base(m, n, k, promote, tile_n=tile[0], stages=tile[1], epilogue=epilogue).replace(
+            policy=policy, sk_reduce=reduce)
 
     emulate.hopper_config = forced
     poisoned = cp.full(ref.shape, cp.nan, dtype=cp.float32)
@@ -266,8 +269,14 @@ def test_promote_config_is_checked():
     cfg = HopperConfig(input="bfloat16", output="float32", tile_n=128, promote=2)
     assert cfg.defines()["MGEMM_PROMOTE"] == "2" and "promote2" in str(cfg)
     assert HopperConfig().defines()["MGEMM_PROMOTE"] == "0"
-    with pytest.raises(ValueError, match="tile_n <= 128"):
+    with pytest.raises(ValueError, match="tile_n <= 192"):
         HopperConfig(tile_n=256, promote=1)
+    assert HopperConfig(input="bfloat16", output="float32", tile_n=192, stages=4,
+                        promote=8).defines()["MGEMM_TILE_N"] == "192"
+    with pytest.raises(ValueError, match="256-byte chunks"):
+        HopperConfig(input="bfloat16", tile_n=192, stages=4, epilogue="staged")
+    with pytest.raises(ValueError, match="one CTA per tile"):
+        HopperConfig(input="bfloat16", output="float32", tile_n=192, stages=4, cluster_m=2)
     with pytest.raises(ValueError, match="cooperative"):
         HopperConfig(tile_n=64, tile_m=64, pingpong=True, promote=1)
     with pytest.raises(ValueError, match="non-negative"):

@@ -187,7 +187,7 @@ def test_plan_launch_cluster_grid_is_whole_clusters_over_row_pairs(policy, m, n,
         assert lp.grid == 2 * max(1, min(slots // 2, pairs))
 
 
-@pytest.mark.parametrize("tile_n,stages", hopper.TILE_CHOICES + [(64, 4), (128, 4)])
+@pytest.mark.parametrize("tile_n,stages", hopper.TILE_CHOICES + [(64, 4), (128, 4), (192, 5)])
 def test_shapes_fit_and_accumulators_cover_the_tile(tile_n, stages):
     cfg = HopperConfig(tile_n=tile_n, stages=stages)
     assert cfg.smem_bytes <= hopper.SMEM_LIMIT
@@ -618,6 +618,21 @@ def test_gemm_matches_float64_reference(kind, tile_n, stages, policy):
     cfg = HopperConfig(input=kind, tile_n=tile_n, stages=stages, policy=policy)
     for i, (m, n, k) in enumerate(SHAPES):
         _check(m, n, k, kind, cfg, seed=i, beta=0.5 if i % 2 else 0.0, alpha=1.0 if i % 3 else 0.75)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("policy", schedule.POLICIES)
+@pytest.mark.parametrize("kind", KINDS)
+def test_192_wide_tiles_match_float64_reference(kind, policy):
+    """tile_n 192 (wgmma n192; B in three 64-wide boxes when MN-major): 16-bit inputs with the
+    pair epilogue and 5 stages, tf32 with the staged one and 4; transposed operands too."""
+    epilogue, stages = ("pair", 5) if kind != "tf32" else ("staged", 4)
+    cfg = HopperConfig(input=kind, tile_n=192, stages=stages, policy=policy, epilogue=epilogue)
+    for i, (m, n, k) in enumerate(SHAPES):
+        _check(m, n, k, kind, cfg, seed=40 + i, beta=0.5 if i % 2 else 0.0)
+    if kind != "tf32":
+        _check(300, 500, 520, kind, cfg, trans_a=True, trans_b=True, seed=47, beta=0.25)
 
 
 @pytest.mark.gpu
