@@ -190,7 +190,7 @@ def hopper_config(m: int, n: int, k: int, promote: int | None = None, **changes:
     from mgemm import hopper
     from mgemm.kernels import device_sms
     base = hopper.choose_config(m, n, k, "bfloat16", device_sms(), tile_n=128)
-    fields = {"promote": PROMOTE if promote is None else promote}
+    fields = {"output": "float32", "promote": PROMOTE if promote is None else promote}
     if HOPPER_TILE is not None:
         fields.update(tile_n=HOPPER_TILE[0], stages=HOPPER_TILE[1])
     return base.replace(**{**fields, **changes})
