@@ -28,8 +28,9 @@ H200_FLOPS = {"float64": 59e12, "float32": 51e12, "tf32": 395e12, "float16": 715
               "bfloat16": 743e12, "complex64": 51e12 / 4, "complex128": 59e12 / 4}
 H200_SMS = 132
 #: float32 products under ``emulate_fp32`` (mgemm.emulate), per scheme: one block task's GEMM on an
-#: H200 (benchmarks/RESULTS.md, fifteenth session: 83.2 and 57.1 TFLOP/s)
-H200_EMULATED_FLOPS = {"bf16x6": 83e12, "bf16x9": 57e12}
+#: H200 (benchmarks/RESULTS.md, fifteenth session: bf16x6 96.5 TFLOP/s on 192-wide tiles; bf16x9
+#: 57.1 on 128-wide ones, two thirds of bf16x6's rate as its 9 products against 6 predict)
+H200_EMULATED_FLOPS = {"bf16x6": 96e12, "bf16x9": 64e12}
 #: Per CPU thread, float64 (float32 twice that); a rough figure for modern x86 cores.
 CPU_FLOPS_PER_THREAD = 3e10
 #: Bytes/s a worker fetches a remote chunk at, by protocol (UCX assumes NVLink within a host).

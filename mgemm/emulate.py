@@ -55,14 +55,15 @@ SCHEMES: dict[str, tuple[tuple[int, int], ...]] = {
     for name, top in (("bf16x6", 2), ("bf16x9", 4))
 }
 
-#: k-iterations (64 of K each) per promoted window of the Hopper kernel (``HopperConfig.promote``).
-#: On an H200, an 8192² block with K = 32768 in 4 parts, bf16x6 (RESULTS.md, fifteenth session):
-#: windows of 1 / 2 / 4 / 8 k-iterations ran at 52 / 76 / 76 / 84 TFLOP/s with errors 4.1 / 3.1 /
-#: 2.8 / 4.2e-7 against float64, no promotion at 88 TFLOP/s with 3.7e-5, SGEMM at 50 with 1.6e-6.
-PROMOTE = 8
-#: (tile_n, stages) for the Hopper kernel under emulation instead of the heuristic's 128-wide tile
-#: (a 256-wide one holds too many accumulators for two sets); None: the heuristic's
-HOPPER_TILE: tuple[int, int] | None = None
+#: k-iterations (64 of K each) per promoted window of the Hopper kernel (``HopperConfig.promote``),
+#: and its (tile_n, stages) instead of the heuristic's 128-wide tile (a 256-wide one holds too many
+#: accumulators for two sets; None: the heuristic's).  On an H200, an 8192² block with K = 32768 in
+#: 4 parts, bf16x6 (RESULTS.md, fifteenth session), TFLOP/s and error against float64:
+#: 128-wide tiles, windows of 1 / 2 / 4 / 8: 52 / 76 / 76 / 84, errors 4.1 / 3.1 / 2.8 / 4.2e-7;
+#: 192-wide, 4 stages, windows of 4 / 8 / 16: 96.5 / 93.9 / 94.2, errors 2.8 / 4.2 / 8.6e-7; no
+#: promotion 100.6 with 3.7e-5; SGEMM 50 with 1.6e-6.
+PROMOTE = 4
+HOPPER_TILE: tuple[int, int] | None = (192, 4)
 
 SPLIT_SOURCE = "split_bf16.cu"
 #: kMinExponent: the smallest biased float32 exponent the split takes (|x| >= 2^-103)

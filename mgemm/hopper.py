@@ -104,11 +104,12 @@ mainloop done, done) and their CTA's start and their exit, so a launch's time ca
 setup, mainloops, fix-up and epilogue, waits and tail.  Cooperative consumers only; its GPU test
 (``test_timeline_covers_the_units_and_adds_up``) passed in the fourteenth session.
 
-Promoted accumulation (``promote=P``, cooperative consumers, ``tile_n`` ≤ 128): the wgmmas add P
+Promoted accumulation (``promote=P``, cooperative consumers, ``tile_n`` ≤ 192): the wgmmas add P
 k-iterations at a time into a second set of accumulators, which the consumers add to the unit's
 with float32 adds (rounded to nearest).  A tensor core's float32 sum truncates, and its error grows
-with the k16 steps it adds; ``mgemm.emulate`` (float32 as bfloat16 pieces) runs with P = 8, which
-brought its error on an 8192² block with K = 32768 from 3.7e-5 to 4.2e-7 at 5 % of the speed (H200,
+with the k16 steps it adds; ``mgemm.emulate`` (float32 as bfloat16 pieces) runs with P = 4 on
+128 × 192 tiles (``tile_n=192``: wgmma n192, cooperative consumers, one CTA per tile), which
+brought its error on an 8192² block with K = 32768 from 3.7e-5 to 2.8e-7 at 4 % of the speed (H200,
 fifteenth session).
 
 Not yet done: clusters along N (multicast of A) or larger than 2; 256-row tiles; a split-K with
