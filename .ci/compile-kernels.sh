@@ -29,7 +29,7 @@ for input in MGEMM_F16 MGEMM_BF16 MGEMM_TF32 MGEMM_F64 MGEMM_F32; do
     variants+=("$input STREAMK $layout")
   done
 done
-# The opt-in tensor-core knobs (mgemm/kernels.py: swizzle, fast_copy, frag_carry, copy_slot, min_blocks; the
+# The opt-in tensor-core knobs (mgemm/kernels.py: swizzle, fast_copy, frag_carry, min_blocks; the
 # GPU tests' KNOB_VARIANTS), in every operand layout.  Fields: input policy a b tile(m_n_k_s_wm_wn|-)
 # then -D flags.
 for layout in "1 0" "0 1" "0 0" "1 1"; do
@@ -41,8 +41,6 @@ for layout in "1 0" "0 1" "0 0" "1 1"; do
              "MGEMM_F16 STATIC $layout - -DMGEMM_SWIZZLE=1 -DMGEMM_FAST_COPY=1 -DMGEMM_FRAG_CARRY=1"
              "MGEMM_BF16 STREAMK $layout 128_128_64_4_2_2 -DMGEMM_SWIZZLE=1 -DMGEMM_FAST_COPY=1 -DMGEMM_FRAG_CARRY=1"
              "MGEMM_F16 STATIC $layout 128_128_32_4_2_4 -DMGEMM_MIN_BLOCKS=2"
-             "MGEMM_F16 STREAMK $layout 256_128_32_4_4_2 -DMGEMM_SWIZZLE=1 -DMGEMM_FAST_COPY=1 -DMGEMM_FRAG_CARRY=1 -DMGEMM_COPY_SLOT=1"
-             "MGEMM_BF16 STATIC $layout 256_128_32_4_4_2 -DMGEMM_SWIZZLE=1 -DMGEMM_FAST_COPY=1 -DMGEMM_FRAG_CARRY=1 -DMGEMM_COPY_SLOT=2"
              "MGEMM_F64 STREAMK $layout - -DMGEMM_FAST_COPY=1"
              "MGEMM_TF32 STATIC $layout - -DMGEMM_FAST_COPY=1")
 done

@@ -341,15 +341,7 @@ LADDER = {
                 ("knobs 256x128x32 s4 w4x2 raster n", dict(KNOBS, tile_m=256, warps_m=4, raster="n")),
                 ("knobs 256x128x32 s4 w4x4 (16 warps of 64x32)", dict(KNOBS, tile_m=256, warps_m=4, warps_n=4)),
                 ("knobs 256x128x64 s4 w4x2", dict(KNOBS, tile_m=256, warps_m=4, tile_k=64)),
-                ("knobs 128x256x32 s4 w2x4", dict(KNOBS, tile_n=256, warps_n=4)),
-                # where the carry loop issues its copies (copy_slot): after the next k-step's
-                # ldmatrix, or after the first k-step's mma
-                ("knobs 256x128x32 s4 w4x2 copies after ldmatrix",
-                 dict(KNOBS, tile_m=256, warps_m=4, copy_slot=1)),
-                ("knobs 256x128x32 s4 w4x2 copies after mma",
-                 dict(KNOBS, tile_m=256, warps_m=4, copy_slot=2)),
-                ("knobs 256x128x32 s5 w4x2 copies after mma",
-                 dict(KNOBS, tile_m=256, warps_m=4, stages=5, copy_slot=2))],
+                ("knobs 128x256x32 s4 w2x4", dict(KNOBS, tile_n=256, warps_n=4))],
     "float32": [("default 64x128x8 s3 w2x2", {}),
                 ("4-byte copies only", dict(simt_vec=False)),
                 ("128x128x8 s3 w4x2 (the default before)", dict(tile_m=128, warps_m=4, warps_n=2)),

@@ -60,12 +60,6 @@
 #ifndef MGEMM_FRAG_CARRY
 #define MGEMM_FRAG_CARRY 0  // tensor cores: next k-tile's barrier and first fragments before the last mma
 #endif
-#ifndef MGEMM_COPY_SLOT
-// with FRAG_CARRY: where a k-tile's copies into the free stage are issued.  0: first; 1: after the
-// next k-step's fragment loads; 2: after the first k-step's mma (the ldmatrix and mma of the
-// k-tile ahead of the copies in the memory and issue queues)
-#define MGEMM_COPY_SLOT 0
-#endif
 #ifndef MGEMM_MIN_BLOCKS
 #define MGEMM_MIN_BLOCKS 1  // __launch_bounds__ minimum CTAs per SM (> 1 caps registers per thread)
 #endif
@@ -91,7 +85,6 @@ struct Config {
   static constexpr int kDmmaK = MGEMM_DMMA_K;
   static constexpr bool kFragDb = MGEMM_FRAG_DB, kSimtVec = MGEMM_SIMT_VEC;
   static constexpr bool kSwizzle = MGEMM_SWIZZLE, kFastCopy = MGEMM_FAST_COPY, kFragCarry = MGEMM_FRAG_CARRY;
-  static constexpr int kCopySlot = MGEMM_COPY_SLOT;
 };
 
 #if MGEMM_INPUT == MGEMM_F32

@@ -59,7 +59,6 @@ struct MmaMainloop {
   static constexpr bool kSwz = Cfg::kSwizzle && kHalf;
   static constexpr bool kFast = Cfg::kFastCopy;
   static constexpr bool kCarry = Cfg::kFragCarry && kFragDb;  // (mgemm/kernels.py allows it for f16/bf16)
-  static constexpr int kCopySlot = kCarry ? Cfg::kCopySlot : 0;  // where the carry loop issues its copies
 
   static constexpr int EB = sizeof(In), CH = 16 / EB;  // bytes per element, elements per chunk
   static constexpr int PAD_A = kSwz ? 0 : (kHalf ? 8 : (kF64 ? 4 : (AK_MAJOR ? 4 : 8)));
@@ -451,17 +450,9 @@ struct MmaMainloop {
       __syncthreads();
       if (nk > 0) load_frag(f[0], 0, stage_addr(s_a, s_b, lane));
       auto body = [&](auto full) {
-        if constexpr (kCopySlot == 0) {
-          if (decltype(full)::value || it + kStages - 1 < nk)
-            load_tile(ca, cb, s_a + write * (A_STAGE * EB), s_b + write * (B_STAGE * EB), decltype(full)::value);
-          cp_async_commit();
-        }
-        const int to = write;
-        auto copy = [&]() {  // kCopySlot 1, 2: this k-tile's copies into the free stage, one commit group
-          if (decltype(full)::value || it + kStages - 1 < nk)
-            load_tile(ca, cb, s_a + to * (A_STAGE * EB), s_b + to * (B_STAGE * EB), decltype(full)::value);
-          cp_async_commit();
-        };
+        if (decltype(full)::value || it + kStages - 1 < nk)
+          load_tile(ca, cb, s_a + write * (A_STAGE * EB), s_b + write * (B_STAGE * EB), decltype(full)::value);
+        cp_async_commit();
         const StageAddr cur = stage_addr(s_a + read * (A_STAGE * EB), s_b + read * (B_STAGE * EB), lane);
         read = read + 1 == kStages ? 0 : read + 1;
         write = write + 1 == kStages ? 0 : write + 1;
@@ -469,7 +460,6 @@ struct MmaMainloop {
         for (int s = 0; s < STEPS; ++s) {
           if (s + 1 < STEPS) {
             load_frag(f[(s + 1) & 1], (s + 1) * AK, cur);
-            if constexpr (kCopySlot == 1) if (s == 0) copy();
           } else {
             cp_async_wait<kStages - 2>();
             __syncthreads();  // k-tile it+1 landed for everyone; k-tile it's fragments are loaded
@@ -477,7 +467,6 @@ struct MmaMainloop {
               load_frag(f[0], 0, stage_addr(s_a + read * (A_STAGE * EB), s_b + read * (B_STAGE * EB), lane));
           }
           mma_frag(acc, f[s & 1]);
-          if constexpr (kCopySlot == 2) if (s == 0) copy();
         }
       };
       if constexpr (kFast)

@@ -135,7 +135,7 @@ class KernelConfig(RenderedConfig):
     # Mainloop variant knobs at their defaults: str() names only those that differ.
     VARIANT_DEFAULTS: ClassVar[dict] = {"dmma_k": 4, "frag_db": True, "simt_vec": True,
                                         "swizzle": False, "fast_copy": False, "frag_carry": False,
-                                        "copy_slot": 0, "min_blocks": 1}
+                                        "min_blocks": 1}
 
     input: str = "float16"
     output: str | None = None  # None: the storage type of the input
@@ -164,9 +164,6 @@ class KernelConfig(RenderedConfig):
     # float16/bfloat16 with frag_db: the next k-tile's barrier and first fragments come before the
     # last k-step's mma (needs an even number of k-steps per tile)
     frag_carry: bool = False
-    # with frag_carry: where a k-tile's copies are issued (0 first; 1 after the next k-step's
-    # fragment loads; 2 after the first k-step's mma)
-    copy_slot: int = 0
     min_blocks: int = 1  # __launch_bounds__ minimum CTAs per SM (> 1 caps the registers per thread)
 
     def __post_init__(self):
@@ -199,9 +196,6 @@ class KernelConfig(RenderedConfig):
                 raise ValueError("frag_carry needs frag_db and a float16 or bfloat16 input")
             if (self.tile_k // self.atom_k) % 2:
                 raise ValueError(f"frag_carry needs an even number of k-steps, got tile_k={self.tile_k}")
-        if self.copy_slot not in (0, 1, 2) or (self.copy_slot and not self.frag_carry):
-            raise ValueError(f"copy_slot must be 0, 1 or 2, and nonzero only with frag_carry; got "
-                             f"{self.copy_slot!r}")
         if self.min_blocks not in (1, 2, 3, 4) or self.threads * self.min_blocks > 2048:
             raise ValueError(f"min_blocks must be 1..4 with threads*min_blocks <= 2048, got {self.min_blocks}")
 
@@ -285,7 +279,6 @@ class KernelConfig(RenderedConfig):
             "MGEMM_SWIZZLE": str(int(self.swizzle)),
             "MGEMM_FAST_COPY": str(int(self.fast_copy)),
             "MGEMM_FRAG_CARRY": str(int(self.frag_carry)),
-            "MGEMM_COPY_SLOT": str(self.copy_slot),
             "MGEMM_MIN_BLOCKS": str(self.min_blocks),
         }
 
