@@ -30,7 +30,10 @@ for c in scaling_cases(gpus):
 PY
 # One device call may run 600 s at most: CASES="name ..." runs some cases only (split the suite
 # over calls; `python3 -c "from mgemm.bench import scaling_cases as s; print([c.name for c in s(8)])"`).
+# EMULATE=on (or bf16x9): mgemm's float32 cases on bfloat16 tensor cores (emulate_fp32; the rows
+# record it, and their efficiency is still against N x one-GPU SGEMM).
 cases=(); for c in ${CASES:-}; do cases+=(--case "$c"); done
+[ -n "${EMULATE:-}" ] && cases+=(--emulate-fp32 "$EMULATE")
 timeout ${BENCH_TIMEOUT:-420} python3 -m mgemm.cli bench --suite scaling --protocol ucx --repeat "$repeat" \
   "${cases[@]}" --json "$out/rows.jsonl" --trace "$out/trace.jsonl" 2>"$out/ucx.err" | tee "$out/ucx.txt"
 grep -v "UCX  WARN" "$out/ucx.err" | tail -n 5
