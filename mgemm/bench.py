@@ -525,6 +525,19 @@ def persister(layout: str) -> Callable[[Any, Callable[[], da.Array]], da.Array]:
     return persist_cyclic if layout == "cyclic" else (lambda client, make: make().persist())
 
 
+def emulated_scheme(client: Any, dtype: str, options: dict, gpu: bool) -> str:
+    """The ``emulate_fp32`` scheme mgemm's blocks run under here ("off" where the option does not
+    apply: not float32, NumPy chunks, another engine or a GPU other than sm_90)."""
+    from .cluster import worker_devices
+    from .emulate import runs_on
+
+    scheme = options.get("emulate_fp32", "off")
+    if scheme == "off" or dtype != "float32" or not gpu:
+        return "off"
+    devices = list(worker_devices(client).values())
+    return scheme if runs_on(devices, options.get("engine", "auto")) else "off"
+
+
 def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, options: dict,
              gpu: bool, progress: Callable[[str], None] = lambda msg: None,
              trace: Callable[[dict], None] | None = None, layout: str = "dask") -> list[Row]:
@@ -545,7 +558,7 @@ def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, option
     wait([a, b])
     env = {**environment(client), "layout": layout,
            "allow_tf32": bool(options.get("allow_tf32", False)),
-           "emulate_fp32": options.get("emulate_fp32", "off")}
+           "emulate_fp32": emulated_scheme(client, case.dtype, options, gpu)}
     workers = client.scheduler_info(n_workers=-1)["workers"]
     proto = protocol(next(iter(workers))) if workers else "inproc"
     rows = []

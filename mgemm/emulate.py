@@ -183,6 +183,14 @@ def runs_emulated(engine: Any) -> bool:
     return hopper.supported()
 
 
+def runs_on(devices: Sequence[dict | None], engine: str = "auto") -> bool:
+    """Whether float32 blocks are emulated on workers with these GPUs (``mgemm.cluster.device_info``
+    of each) under ``engine``: the ``auto`` or ``persistent`` engine, every worker an sm_90 GPU
+    (the host-side view of ``runs_emulated``, for reports)."""
+    return (engine in ("auto", "auto-gpu", "persistent") and bool(devices)
+            and all(d is not None and d.get("cc") == "9.0" for d in devices))
+
+
 def hopper_config(m: int, n: int, k: int, promote: int | None = None, **changes: Any) -> Any:
     """The Hopper kernel's configuration for one launch of bfloat16 pieces: the heuristic's for
     128-wide tiles (or ``HOPPER_TILE``), ``promote`` (default ``PROMOTE``) k-iterations per

@@ -131,6 +131,23 @@ def test_graph_carries_the_scheme_to_every_block_task(rng):
     assert np.array_equal(got, same)
 
 
+def test_runs_on_hopper_workers_with_the_kernel_engines_only():
+    h200 = {"model": "NVIDIA H200", "cc": "9.0"}
+    a100 = {"model": "NVIDIA A100", "cc": "8.0"}
+    assert emulate.runs_on([h200, h200]) and emulate.runs_on([h200], "persistent")
+    assert not emulate.runs_on([h200, a100]) and not emulate.runs_on([h200, None])
+    assert not emulate.runs_on([]) and not emulate.runs_on([h200], "cublas")
+
+
+def test_bench_records_no_scheme_on_cpu_workers(client):
+    from mgemm.bench import emulated_scheme
+
+    on = {"emulate_fp32": "bf16x6", "engine": "auto"}
+    assert emulated_scheme(client, "float32", on, gpu=False) == "off"
+    assert emulated_scheme(client, "float32", on, gpu=True) == "off"  # no GPU on these workers
+    assert emulated_scheme(client, "float64", on, gpu=True) == "off"
+
+
 def test_bench_table_names_the_scheme():
     from mgemm.bench import Row, table
 
