@@ -8,7 +8,6 @@ with emulate_fp32="on" (float32 on bfloat16 tensor cores, on sm_90 GPUs; exact e
 
 import os
 import statistics
-import time
 
 import cupy
 import dask
