@@ -341,7 +341,10 @@ LADDER = {
                 ("knobs 256x128x32 s4 w4x2 raster n", dict(KNOBS, tile_m=256, warps_m=4, raster="n")),
                 ("knobs 256x128x32 s4 w4x4 (16 warps of 64x32)", dict(KNOBS, tile_m=256, warps_m=4, warps_n=4)),
                 ("knobs 256x128x64 s4 w4x2", dict(KNOBS, tile_m=256, warps_m=4, tile_k=64)),
-                ("knobs 128x256x32 s4 w2x4", dict(KNOBS, tile_n=256, warps_n=4))],
+                ("knobs 128x256x32 s4 w2x4", dict(KNOBS, tile_n=256, warps_n=4)),
+                # stream-K over the partial last wave only, after the whole tiles (sk_waves=0)
+                ("knobs 256x128x32 s4 w4x2 stream-K last wave",
+                 dict(KNOBS, tile_m=256, warps_m=4, policy="streamk", sk_waves=0))],
     "float32": [("default 64x128x8 s3 w2x2", {}),
                 ("4-byte copies only", dict(simt_vec=False)),
                 ("128x128x8 s3 w4x2 (the default before)", dict(tile_m=128, warps_m=4, warps_n=2)),
@@ -445,7 +448,7 @@ def main(argv=None):
             impls = {"cuBLAS": None}
             for label, fields in LADDER[dtype]:
                 if any(part in label for part in args.ladder_match.split("|")):
-                    impls[label] = KernelConfig.default(dtype, policy="static", **fields)
+                    impls[label] = KernelConfig.default(dtype, **{"policy": "static", **fields})
             rows += measure(c, dtype, impls, rng, args.reps)
         for case in cases:
             if dtype in ("float32", "float64") and case.m * case.n * case.k > 8192 ** 3:

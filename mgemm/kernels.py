@@ -165,6 +165,10 @@ class KernelConfig(RenderedConfig):
     # last k-step's mma (needs an even number of k-steps per tile)
     frag_carry: bool = False
     min_blocks: int = 1  # __launch_bounds__ minimum CTAs per SM (> 1 caps the registers per thread)
+    # Stream-K: whole waves before the partial last one split with it (host only: the launch's
+    # sk_tiles, same kernel; as HopperConfig.sk_waves).  0: whole tiles first, then every CTA a
+    # sliver of the few left over
+    sk_waves: int = 1
 
     def __post_init__(self):
         if self.input not in INPUTS:
@@ -196,6 +200,8 @@ class KernelConfig(RenderedConfig):
                 raise ValueError("frag_carry needs frag_db and a float16 or bfloat16 input")
             if (self.tile_k // self.atom_k) % 2:
                 raise ValueError(f"frag_carry needs an even number of k-steps, got tile_k={self.tile_k}")
+        if self.sk_waves not in (0, 1):
+            raise ValueError(f"sk_waves must be 0 or 1, got {self.sk_waves}")
         if self.min_blocks not in (1, 2, 3, 4) or self.threads * self.min_blocks > 2048:
             raise ValueError(f"min_blocks must be 1..4 with threads*min_blocks <= 2048, got {self.min_blocks}")
 
@@ -288,7 +294,8 @@ class KernelConfig(RenderedConfig):
                 f"raster={self.raster} A:{'k' if self.a_k_major else 'm'}-major "
                 f"B:{'k' if self.b_k_major else 'n'}-major" + (" record" if self.record else "")
                 + "".join(f" {name}={getattr(self, name)}" for name, default in self.VARIANT_DEFAULTS.items()
-                          if getattr(self, name) != default))
+                          if getattr(self, name) != default)
+                + ("" if self.sk_waves == 1 else f" skw{self.sk_waves}"))
 
 
 # --- heuristic -------------------------------------------------------------------------------------
@@ -388,7 +395,8 @@ def plan_launch(config: KernelConfig, m: int, n: int, k: int, slots: int) -> Lau
     """Grid and stream-K split for ``slots`` resident CTAs (SMs × occupancy)."""
     rows, cols, k_iters = schedule.tile_grid(m, n, k, config.tile_m, config.tile_n, config.tile_k)
     tiles = rows * cols
-    sk = schedule.streamk_tiles(tiles, slots, k_iters) if config.policy == "streamk" else 0
+    sk = (schedule.streamk_tiles(tiles, slots, k_iters, config.sk_waves)
+          if config.policy == "streamk" else 0)
     return LaunchPlan(rows, cols, k_iters, schedule.launch_grid(config.policy, tiles, slots, sk), sk)
 
 

@@ -242,6 +242,12 @@ def test_plan_launch_matches_mirror():
                                                                  cfg.tile_n, cfg.tile_k)
     assert lp.sk_tiles == schedule.streamk_tiles(lp.tiles, 132, lp.k_iters)
     assert lp.grid == 132
+    # sk_waves=0: the partial last wave alone; the launch's split, not the kernel's (same source)
+    dp = cfg.replace(sk_waves=0)
+    assert kernels.plan_launch(dp, 1000, 3000, 4000, 132).sk_tiles == lp.tiles % 132
+    assert dp.key() == cfg.key() and str(dp).endswith("skw0")
+    with pytest.raises(ValueError, match="sk_waves"):
+        cfg.replace(sk_waves=3)
 
 
 
@@ -498,13 +504,16 @@ def test_streamk_is_bitwise_reproducible_and_in_place_works():
 
 @pytest.mark.gpu
 @needs_gpu
-@pytest.mark.parametrize("policy", ["per_tile", "static", "streamk"])
+@pytest.mark.parametrize("policy", ["per_tile", "static", "streamk", "streamk-dp"])
 @pytest.mark.parametrize("m,n,k,sms", [(1000, 1500, 700, None), (300, 2000, 4096, 20), (64, 64, 64, 7)])
 def test_kernel_record_equals_mirror(policy, m, n, k, sms):
+    """"streamk-dp": stream-K over the partial last wave only (sk_waves=0)."""
     rng = np.random.default_rng(1)
     a, _ = rand_operand((m, k), "float16", rng)
     b, _ = rand_operand((k, n), "float16", rng)
-    cfg = KernelConfig.default("float16", policy=policy)
+    waves = 0 if policy == "streamk-dp" else 1
+    policy = policy.partition("-")[0]
+    cfg = KernelConfig.default("float16", policy=policy, sk_waves=waves)
     _, record = kernels.gemm(a, b, config=cfg, sms=sms, debug=True)
     lp = kernels.launch_info(a.shape, b.shape, cfg.replace(record=True), sms=sms)
     expect = schedule.assignment(policy, lp.rows, lp.cols, lp.k_iters, lp.grid, sk_tiles=lp.sk_tiles)
