@@ -143,8 +143,9 @@ OPTIONS = {
         Option("allow_tf32", False, _parse_bool,
                "let float32 products use TF32 tensor cores (faster, about 1e-3 relative error)"),
         Option("emulate_fp32", "off", _parse_emulate,
-               "float32 products on bfloat16 tensor cores, each value split into three pieces: "
-               "off, on (bf16x6), bf16x6 or bf16x9 (GPU chunks; error of float32's order)"),
+               "float32 products on bfloat16 tensor cores, each value split into three pieces "
+               "(error of float32's order): off, on (bf16x6), bf16x6 or bf16x9; on sm_90 GPUs "
+               "with engine auto or persistent, exact float32 elsewhere"),
         Option("split", "auto", _parse_split,
                "split K ranges: auto (tail blocks across workers when it pays, and each worker's "
                "first block with remote inputs into pieces that overlap its fetches), on (always "
