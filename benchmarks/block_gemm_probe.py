@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import cupy as cp  # noqa: E402
 
-from benchmarks.mma_peak import events_ms  # noqa: E402
+from benchmarks.mma_peak import seconds_in_turns  # noqa: E402
 from mgemm import hopper  # noqa: E402
 from mgemm.engines.cublas import CublasEngine  # noqa: E402
 from mgemm.engines.persistent import PersistentEngine  # noqa: E402
@@ -75,10 +75,7 @@ def main(argv=None) -> int:
                      "hopper-one": lambda: hopper.gemm(a_whole, b_whole, out=out)})
     print(f"{args.dtype} block {args.m}×{args.n}, K {args.k} in {args.parts} parts "
           f"(parts vs whole: max rel diff {err:.1e})")
-    times: dict = {name: [] for name in ways}
-    for _ in range(args.rounds):  # the ways in turns, so clock drift reaches every one alike
-        for name, fn in ways.items():
-            times[name].append(events_ms(fn, args.repeat) / 1e3)
+    times = seconds_in_turns(ways, args.rounds, args.repeat)
     for name, ts in times.items():
         s = statistics.median(ts)
         print(f"  {name:<11} {s * 1e3:7.3f} ms  {flops / s / 1e12:7.1f} TFLOP/s  "

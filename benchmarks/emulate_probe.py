@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import cupy as cp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from benchmarks.mma_peak import events_ms  # noqa: E402
+from benchmarks.mma_peak import seconds_in_turns  # noqa: E402
 from mgemm import emulate  # noqa: E402
 from mgemm.engines import get  # noqa: E402
 
@@ -118,10 +118,7 @@ def main(argv=None) -> int:
         cp.cuda.Device().synchronize()
         errors[name] = sampled_error(out, a_parts, b_parts, rows, cols)
         del out
-    times: dict = {name: [] for name in ways}
-    for _ in range(args.rounds):  # the ways in turns, so clock drift reaches every one alike
-        for name, fn in ways.items():
-            times[name].append(events_ms(fn, args.repeat) / 1e3)
+    times = seconds_in_turns(ways, args.rounds, args.repeat)
     for name, ts in times.items():
         s = statistics.median(ts)
         err = errors.get(name)

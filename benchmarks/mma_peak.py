@@ -43,6 +43,16 @@ def events_ms(fn, reps: int) -> float:
     return statistics.median(times)
 
 
+def seconds_in_turns(ways: dict, rounds: int, reps: int) -> dict:
+    """way name -> its ``rounds`` times in seconds (``events_ms``, median of ``reps`` each), the
+    ways timed in turns, round after round, so clock drift reaches every one alike."""
+    times: dict = {name: [] for name in ways}
+    for _ in range(rounds):
+        for name, fn in ways.items():
+            times[name].append(events_ms(fn, reps) / 1e3)
+    return times
+
+
 def peak_kernel(bf16: bool, ldmatrix: bool):
     dev = cp.cuda.Device()
     options = kernels.compile_options(dev.compute_capability) + (

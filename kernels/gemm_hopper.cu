@@ -54,7 +54,9 @@
 #define MGEMM_OUTPUT MGEMM_BF16  // what C and D hold
 #endif
 #ifndef MGEMM_TILE_N
-#define MGEMM_TILE_N 128  // 64, 128, 192 (cooperative) or 256 (the wgmma N); the tile is 128 x TILE_N x (128 bytes of K)
+// 64, 128, 192 (cooperative, one CTA per tile) or 256 (the wgmma N); the tile is 128 x TILE_N x
+// (128 bytes of K)
+#define MGEMM_TILE_N 128
 #endif
 #ifndef MGEMM_STAGES
 #define MGEMM_STAGES 4
@@ -128,8 +130,9 @@
 #endif
 #ifndef MGEMM_PROMOTE
 // 0: the wgmmas accumulate a work unit's whole K range in their registers.  P > 0 (cooperative
-// consumers, TILE_N <= 192): they accumulate P k-iterations at a time into a second set of registers, which the
-// consumers then add to the unit's accumulators with ordinary float32 adds (rounded to nearest).
+// consumers, TILE_N <= 192): they accumulate P k-iterations at a time into a second set of
+// registers, which the consumers then add to the unit's accumulators with ordinary float32 adds
+// (rounded to nearest).
 // A tensor core's own float32 accumulation truncates, so its error grows with the number of k16
 // steps it adds up; windows of P k-iterations bound that growth, for float32 products emulated
 // with bfloat16 pieces (mgemm/emulate.py), at the cost of waiting for the wgmmas once per window.

@@ -32,7 +32,7 @@ import dask
 
 ENGINES = ("auto", "numpy", "cublas", "persistent")
 SPLITS = ("auto", "on", "off")
-#: ``emulate_fp32`` values besides the schemes of ``mgemm.emulate`` (kept in step with it there)
+#: ``emulate_fp32``'s schemes besides "off": those of ``mgemm.emulate`` (a test keeps them in step)
 EMULATE_SCHEMES = ("bf16x6", "bf16x9")
 EMULATE_DEFAULT = "bf16x6"  # what True / "on" means
 

@@ -173,11 +173,16 @@ def split_cupy(x: Any, flag: Any) -> tuple[Any, Any, Any]:
     return pieces
 
 
+#: the engines whose blocks run emulated (on sm_90): ``auto`` (``auto-gpu`` on the worker) and
+#: ``persistent``; ``cublas`` keeps float32 exact
+ENGINES = ("auto", "auto-gpu", "persistent")
+
+
 def runs_emulated(engine: Any) -> bool:
     """Whether ``engine`` multiplies emulated float32 here: the ``persistent`` and ``auto-gpu``
     engines on a GPU the Hopper kernel runs on (sm_90), whose promoted accumulation
     (``HopperConfig.promote``) keeps float32's accuracy.  Elsewhere the product stays exact."""
-    if getattr(engine, "name", "") not in ("persistent", "auto-gpu"):
+    if getattr(engine, "name", "") not in ENGINES:
         return False
     from mgemm import hopper
     return hopper.supported()
@@ -187,7 +192,7 @@ def runs_on(devices: Sequence[dict | None], engine: str = "auto") -> bool:
     """Whether float32 blocks are emulated on workers with these GPUs (``mgemm.cluster.device_info``
     of each) under ``engine``: the ``auto`` or ``persistent`` engine, every worker an sm_90 GPU
     (the host-side view of ``runs_emulated``, for reports)."""
-    return (engine in ("auto", "auto-gpu", "persistent") and bool(devices)
+    return (engine in ENGINES and bool(devices)
             and all(d is not None and d.get("cc") == "9.0" for d in devices))
 
 
@@ -221,7 +226,7 @@ def gemm(engine: Any, a_parts: Sequence[Any], b_parts: Sequence[Any], scheme: st
     import cupy
 
     from mgemm import hopper
-    from mgemm.engines import wait_for_queued_work
+    from mgemm.engines import launch_groups, wait_for_queued_work
 
     parts = [(a, b) for a, b in zip(a_parts, b_parts) if a.shape[1]]
     if not parts:
@@ -237,12 +242,15 @@ def gemm(engine: Any, a_parts: Sequence[Any], b_parts: Sequence[Any], scheme: st
         out = cupy.empty((m, n), dtype=cupy.float32)
     if c is not None and beta != 0:
         c = c.astype(cupy.float32, copy=False)
-    step = hopper.MAX_K_PARTS  # parts per launch; each later launch adds to the output
-    for idx in range(0, len(a_pieces), step):
-        group_a, group_b = a_pieces[idx:idx + step], b_pieces[idx:idx + step]
-        config = hopper_config(m, n, sum(x.shape[1] for x in group_a), promote, **config_changes)
-        first = idx == 0
-        hopper.gemm_parts(group_a, group_b, c=c if first else out, alpha=alpha,
-                          beta=beta if first else 1.0, out=out, config=config)
+    pieces = list(zip(a_pieces, b_pieces))
+    step = hopper.MAX_K_PARTS  # parts per launch
+    groups = [pieces[i:i + step] for i in range(0, len(pieces), step)]
+
+    def launch(group: list, **kw: Any) -> None:
+        k = sum(a.shape[1] for a, _ in group)
+        hopper.gemm_parts(*zip(*group), config=hopper_config(m, n, k, promote, **config_changes),
+                          **kw)
+
+    launch_groups(launch, groups, c=c, alpha=alpha, beta=beta, out=out)
     wait_for_queued_work(cupy)
     return out

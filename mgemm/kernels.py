@@ -487,8 +487,7 @@ def compile_plain(file: str, name: str, device: int | None = None):
     """Entry point ``name`` of kernels/``file`` (a ``PlainSource``), compiled by NVRTC for
     ``device``'s architecture on first use and memoized like the GEMM kernels."""
     dev = device_id(device)
-    options = ("-std=c++17", f"-arch=sm_{compute_capability(dev)}", f"-I{KERNEL_DIR}")
-    return compile_kernel(PlainSource(file), options, name, dev)
+    return compile_kernel(PlainSource(file), compile_options(compute_capability(dev)), name, dev)
 
 
 def occupancy(kernel, config: RenderedConfig) -> int:

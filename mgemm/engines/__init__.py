@@ -97,6 +97,24 @@ def scale_and_add(acc: Any, alpha: float, beta: float, c: Any, xp: Any) -> Any:
     return acc
 
 
+def launch_groups(launch: Any, groups: Sequence[Any], *, c: Any, alpha: float, beta: float,
+                  out: Any, **extra: Any) -> None:
+    """``launch(group, c=..., alpha=..., beta=..., out=out, **extra)`` for each group of K parts,
+    all into ``out``: the first with the caller's ``beta`` and ``c``, every later one with beta = 1
+    on ``out`` itself, which adds its group to what the earlier ones wrote.
+
+    >>> calls = []
+    >>> launch_groups(lambda g, **kw: calls.append((g, kw["c"], kw["beta"])), ["p", "q"], c="C",
+    ...               alpha=2.0, beta=0.5, out="O")
+    >>> calls
+    [('p', 'C', 0.5), ('q', 'O', 1.0)]
+    """
+    for idx, group in enumerate(groups):
+        first = idx == 0
+        launch(group, c=c if first else out, alpha=alpha, beta=beta if first else 1.0, out=out,
+               **extra)
+
+
 _streams = threading.local()
 _shared_lock = threading.Lock()
 #: device id → (the stream every task thread of this process queues on, the lock a task holds

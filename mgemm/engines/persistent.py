@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from . import cuda_device_count, is_bfloat16, wait_for_queued_work
+from . import cuda_device_count, is_bfloat16, launch_groups, wait_for_queued_work
 
 
 class PersistentEngine:
@@ -54,10 +54,7 @@ class PersistentEngine:
         else:
             groups = [[p] for p in parts]
             launch = lambda group, **kw: kernels.gemm(*group[0], **kw)  # noqa: E731
-        for idx, group in enumerate(groups):
-            first = idx == 0
-            launch(group, c=c if first else out, alpha=alpha, beta=beta if first else 1.0,
-                   out=out, allow_tf32=allow_tf32)
+        launch_groups(launch, groups, c=c, alpha=alpha, beta=beta, out=out, allow_tf32=allow_tf32)
         wait_for_queued_work(cupy)
         return out
 
