@@ -18,6 +18,8 @@
 # "hopper-sms66" / "hopper-sms99" (its config on that many CTAs) and "hopper-memset" (a memset of
 # the flags' size before each launch, as when the flags were zeroed per launch); at the squares "hopper-regs24" (setmaxnreg
 # 24/240); then
+# "hopper-n192" / "hopper-n192-s5" (128x192 tiles, 4 / 5 stages, the heuristic's epilogue, policy
+# and fix-up fitted);
 # "hopper-direct" (element-wise epilogue), the other policy (static <-> streamk), and at the squares
 # "hopper-g16" and "hopper-s3"; everywhere "hopper-n128" / "hopper-n256" (the other cooperative tile width, with
 # the policy and fix-up the heuristic picks for it); then tf32 at 8192³ beside torch.matmul
@@ -199,6 +201,11 @@ for dtype in os.environ.get("DTYPES", "bfloat16,float16").split(","):
             ideas.update({"hopper-n64": fit(staged.replace(pingpong=False, tile_m=128, tile_n=64, stages=8)),
                           "hopper-pp64x128": fit(staged.replace(**pp, tile_m=64, tile_n=128, stages=8)),
                           "hopper-pp64x64": fit(staged.replace(**pp, tile_m=64, tile_n=64, stages=12))})
+        # 192-wide cooperative tiles (wgmma n192): 1.5x the columns of a 128-wide tile, so other
+        # tile counts per wave (1024x2112: 88 instead of 136), the heuristic's epilogue
+        for st in (4, 5):
+            ideas[f"hopper-n192{'-s5' if st == 5 else ''}"] = fit(staged.replace(pingpong=False, tile_m=128,
+                                                                                 tile_n=192, stages=st))
         if case.name in SQUARES:  # the other ideas, each alone
             cl_policy = cfg.policy if cfg.policy in hopper.CLUSTER_POLICIES else "static"
             ideas = {"hopper-cluster2": cfg.replace(cluster_m=2, policy=cl_policy), **ideas,

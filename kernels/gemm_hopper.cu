@@ -190,9 +190,11 @@ struct Config {
   static constexpr int kStageBytes = kABytes + kBBytes;
   static constexpr int kBPartBytes = kBBytes / kClusterM;  // the part of B one CTA loads and multicasts
   static constexpr int kSharedBytes = 512;           // barriers and unit slots, after the ring
-  // STAGED epilogue: per consumer warpgroup 64 rows of kOutCols output columns (256 bytes, or the
-  // whole tile row when narrower), after the barrier area; the tile's columns go through in kOutChunks.
-  static constexpr int kOutCols = kTileN * (int)sizeof(Out) < 256 ? kTileN : 256 / (int)sizeof(Out);
+  // STAGED epilogue: per consumer warpgroup 64 rows of kOutCols output columns (256 bytes; the whole
+  // tile row when narrower; 128 bytes when the row is not a whole number of 256-byte chunks, as 192
+  // 16-bit columns are), after the barrier area; the tile's columns go through in kOutChunks.
+  static constexpr int kRowBytes = kTileN * (int)sizeof(Out);
+  static constexpr int kOutCols = (kRowBytes <= 256 ? kRowBytes : kRowBytes % 256 ? 128 : 256) / (int)sizeof(Out);
   static constexpr int kOutPitch = kOutCols * (int)sizeof(Out);  // bytes per staged row
   static constexpr int kOutChunks = kTileN / kOutCols;
   static constexpr int kOutStageBytes = kStagedEpilogue ? kConsumers * 64 * kOutPitch : 0;

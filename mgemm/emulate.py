@@ -198,16 +198,19 @@ def runs_on(devices: Sequence[dict | None], engine: str = "auto") -> bool:
 
 def hopper_config(m: int, n: int, k: int, promote: int | None = None, **changes: Any) -> Any:
     """The Hopper kernel's configuration for one launch of bfloat16 pieces: the heuristic's for
-    128-wide tiles (or ``HOPPER_TILE``), ``promote`` (default ``PROMOTE``) k-iterations per
-    promoted window, and any other ``HopperConfig`` field in ``changes`` (the benchmarks'
-    variants)."""
+    128-wide tiles, on ``HOPPER_TILE`` where set, with the policy and stream-K fix-up the
+    heuristic fits to that tile (``hopper.fit_policy``); ``promote`` (default ``PROMOTE``)
+    k-iterations per promoted window; any other ``HopperConfig`` field in ``changes`` (the
+    benchmarks' variants) last."""
     from mgemm import hopper
     from mgemm.kernels import device_sms
-    base = hopper.choose_config(m, n, k, "bfloat16", device_sms(), tile_n=128)
+    sms = device_sms()
+    base = hopper.choose_config(m, n, k, "bfloat16", sms, tile_n=128)
     fields = {"output": "float32", "promote": PROMOTE if promote is None else promote}
     if HOPPER_TILE is not None:
         fields.update(tile_n=HOPPER_TILE[0], stages=HOPPER_TILE[1])
-    return base.replace(**{**fields, **changes})
+    config = base.replace(**{**fields, **changes})
+    return hopper.fit_policy(config, m, n, k, sms).replace(**changes)
 
 
 def gemm(engine: Any, a_parts: Sequence[Any], b_parts: Sequence[Any], scheme: str, *,

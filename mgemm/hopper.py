@@ -23,8 +23,8 @@ misaligned 16-bit operand contiguous along M or N).  A K-major copy of an operan
 M or N (tf32 with B row-major) is a transpose and goes through the tiled shared-memory transpose of ``kernels/transpose.cu``
 (``transpose_copy``), other strides through CuPy's element-wise copy.  Epilogue ``staged`` (the
 heuristic's for K > 2048): with beta = 0 and an output whose rows start 16-byte aligned, each consumer
-warpgroup writes its rows, 64 at a time, into its own 16 KB shared-memory buffer, 256 bytes of
-each row at a time, and stores them as 16-byte pieces of whole rows (elsewhere it falls back to
+warpgroup writes its rows, 64 at a time, into its own shared-memory buffer, 256 bytes of each
+row at a time (128 where a tile row is not a whole number of 256-byte pieces), and stores them as 16-byte pieces of whole rows (elsewhere it falls back to
 ``pair``).  ``pair`` (the config's
 default): the two adjacent columns a thread holds go out as one 4- or 8-byte store (and C as one
 load) where the output is row-major with an even leading dimension and aligned; ``direct`` is the
@@ -249,10 +249,6 @@ class HopperConfig(RenderedConfig):
             raise ValueError(f"pingpong tile_m must be one of {PINGPONG_TILE_MS}, got {self.tile_m}")
         if self.tile_n == 192 and (self.pingpong or self.cluster_m > 1):
             raise ValueError("tile_n=192 needs cooperative consumers and one CTA per tile")
-        out_row = self.tile_n * ELEMENT_BYTES[self.output]
-        if self.epilogue in ("staged", "tma") and out_row > 256 and out_row % 256:
-            raise ValueError(f"the {self.epilogue} epilogue stages rows in 256-byte chunks: "
-                             f"tile_n={self.tile_n} of {self.output} is {out_row} bytes")
         if self.pingpong and self.tile_m * self.tile_n // 128 > 128:
             raise ValueError(f"a pingpong tile of {self.tile_m}x{self.tile_n} needs "
                              f"{self.tile_m * self.tile_n // 128} accumulators per thread, more than 128 "
@@ -330,13 +326,20 @@ class HopperConfig(RenderedConfig):
         return self.tile_m * self.tile_n // (128 if self.pingpong else CONSUMER_THREADS)
 
     @property
+    def out_chunk_bytes(self) -> int:
+        """Bytes of a tile row the staged / TMA epilogue stages at a time: 256, the whole row when
+        narrower, 128 when the row is not a whole number of 256-byte chunks (192 16-bit columns)."""
+        row = self.tile_n * ELEMENT_BYTES[self.output]
+        return row if row <= 256 else 128 if row % 256 else 256
+
+    @property
     def smem_bytes(self) -> int:
         """Alignment slack (1024) + the stage ring + the barrier area (512; 1024 with the TMA
         store, whose boxes are 1024-byte aligned) + the staged epilogue's buffers (two warpgroups
-        x 64 rows x 256 bytes of output, or whole tile rows when narrower), as Config::kSmemBytes."""
+        x 64 rows x ``out_chunk_bytes``), as Config::kSmemBytes."""
         out = 0
         if self.epilogue in ("staged", "tma"):
-            out = 2 * 64 * min(self.tile_n * ELEMENT_BYTES[self.output], 256)
+            out = 2 * 64 * self.out_chunk_bytes
         barriers = 1024 if self.epilogue == "tma" else 512
         return 1024 + self.stages * (self.tile_m + self.tile_n) * 128 + barriers + out
 

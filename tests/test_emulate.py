@@ -290,8 +290,10 @@ def test_promote_config_is_checked():
         HopperConfig(tile_n=256, promote=1)
     assert HopperConfig(input="bfloat16", output="float32", tile_n=192, stages=4,
                         promote=8).defines()["MGEMM_TILE_N"] == "192"
-    with pytest.raises(ValueError, match="256-byte chunks"):
-        HopperConfig(input="bfloat16", tile_n=192, stages=4, epilogue="staged")
+    # 192 16-bit columns (384 bytes) go through the staged and TMA epilogues 128 bytes at a time
+    assert HopperConfig(input="bfloat16", tile_n=192, stages=4, epilogue="staged").out_chunk_bytes == 128
+    assert HopperConfig(input="bfloat16", output="float32", tile_n=192, stages=4,
+                        epilogue="tma").out_chunk_bytes == 256
     with pytest.raises(ValueError, match="one CTA per tile"):
         HopperConfig(input="bfloat16", output="float32", tile_n=192, stages=4, cluster_m=2)
     with pytest.raises(ValueError, match="cooperative"):
@@ -301,6 +303,25 @@ def test_promote_config_is_checked():
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+@pytest.mark.parametrize("m,n,k", [(8192, 8192, 32768), (2048, 2048, 8192), (1000, 3000, 5000),
+                                   (256, 256, 65536)])
+def test_hopper_config_fits_the_policy_to_its_tile(monkeypatch, m, n, k):
+    """The emulated launch's policy and fix-up are the heuristic's for the tile it runs (192 wide),
+    not for the 128-wide tile its base config was chosen for; explicit changes still win."""
+    from mgemm import hopper, kernels
+
+    monkeypatch.setattr(kernels, "device_sms", lambda *a, **kw: 132)
+    cfg = emulate.hopper_config(m, n, k)
+    assert (cfg.tile_n, cfg.stages) == emulate.HOPPER_TILE and cfg.output == "float32"
+    assert cfg == hopper.fit_policy(cfg, m, n, k, 132)
+    assert emulate.hopper_config(m, n, k, policy="dynamic").policy == "dynamic"
+    # 1000 x 3000: 8 x 16 tiles of 128x192 fill one wave (static); 2048²: 1.3 waves (stream-K)
+    if (m, n) == (1000, 3000):
+        assert cfg.policy == "static"
+    if (m, n) == (2048, 2048):
+        assert cfg.policy == "streamk"
+
+
 def test_split_kernel_compiles_without_spills(tmp_path):
     """kernels/split_bf16.cu, as the launcher hands it to the compiler, builds for sm_90a."""
     from mgemm.kernels import KERNEL_DIR, PlainSource

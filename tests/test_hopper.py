@@ -612,7 +612,7 @@ def test_thin_products_on_the_heuristic_config(kind, m, n, k, trans_a, trans_b, 
 @pytest.mark.gpu
 @needs_sm90
 @pytest.mark.parametrize("policy", schedule.POLICIES)
-@pytest.mark.parametrize("tile_n,stages", [(128, 4), (256, 4), (64, 2)])
+@pytest.mark.parametrize("tile_n,stages", [(128, 4), (256, 4), (64, 2), (192, 4)])
 @pytest.mark.parametrize("kind", KINDS)
 def test_gemm_matches_float64_reference(kind, tile_n, stages, policy):
     cfg = HopperConfig(input=kind, tile_n=tile_n, stages=stages, policy=policy)
@@ -977,7 +977,9 @@ def test_pair_epilogue_equals_direct_and_falls_back(kind, out_dtype):
                                                                     ("bfloat16", None, 256, "streamk", 0),
                                                                     ("bfloat16", None, 256, "static", 64),
                                                                     ("float16", "float32", 128, "streamk", 128),
-                                                                    ("float16", None, 64, "dynamic", 64)])
+                                                                    ("float16", None, 64, "dynamic", 64),
+                                                                    ("bfloat16", None, 192, "streamk", 0),
+                                                                    ("float16", None, 192, "static", 0)])
 @pytest.mark.parametrize("epi", ["staged", "tma"])
 def test_staged_epilogue_equals_direct_and_falls_back(kind, out_dtype, tile_n, policy, pp_tile_m, epi):
     """The staged epilogue (16-byte stores through shared memory) and the TMA-store one (the same
