@@ -34,6 +34,7 @@
 #   SKEWED_ONLY=1 ...                             # only the six skewed shapes (no squares, no tf32)
 #   DTYPES=float16 ...                            # only these 16-bit dtypes (default both)
 #   SHAPES=8192x64x8192,32x8192x8192 ...          # more cases (MxNxK), after the others
+#   SHAPES_ONLY=1 ...                             # only the SHAPES cases (no squares, no tf32)
 #   EXTRA="s4:stages=4;owner:sk_reduce=owner" ... # "hopper-s4", ...: the heuristic's config, changed
 #                                                 # (sms=N: launched on N SMs' worth of CTAs)
 #   REPS=20 ...                                   # timed reps per implementation (default 10)
@@ -116,6 +117,8 @@ out_dir = Path(sys.argv[1])
 CASES = [h.Case("square4096", 4096, 4096, 4096), h.Case("square8192", 8192, 8192, 8192)] + h.SKEWED
 if os.environ.get("SKEWED_ONLY"):  # the six skewed shapes alone, no tf32
     CASES = h.SKEWED
+if os.environ.get("SHAPES_ONLY"):  # only the SHAPES below, no tf32
+    CASES = []
 for shape in filter(None, os.environ.get("SHAPES", "").split(",")):  # more shapes, e.g. 8192x64x8192
     CASES.append(h.Case(shape, *map(int, shape.split("x"))))
 REPS = int(os.environ.get("REPS", "10"))
@@ -266,8 +269,8 @@ for dtype in os.environ.get("DTYPES", "bfloat16,float16").split(","):
 # tf32 at 8192³: float32 operands, beside cuBLAS with TF32 allowed (torch.matmul; CuPy reads its
 # CUPY_TF32 switch only at import).
 try:
-    if os.environ.get("SKEWED_ONLY"):
-        raise RuntimeError("skipped (SKEWED_ONLY)")
+    if os.environ.get("SKEWED_ONLY") or os.environ.get("SHAPES_ONLY"):
+        raise RuntimeError("skipped (SKEWED_ONLY / SHAPES_ONLY)")
     import torch
     torch.backends.cuda.matmul.allow_tf32 = True
     case = h.Case("square8192", 8192, 8192, 8192)
