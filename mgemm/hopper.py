@@ -178,6 +178,10 @@ TMA_STORE_K = 32  # the TMA-store epilogue for K of at most this many 64-wide st
 # partial: stream-K over that wave only, whole tiles first (sk_waves=0; fit_policy)
 MANY_WAVES = (8, 96)
 FEW_STAGES_K = (4, 4)  # K of at most 4 64-wide steps: the cooperative tiles on 4 stages (choose_config)
+# 16-bit products whose 128-wide stream-K tiles run from MID_WAVES[0] to MID_WAVES[1] waves take
+# 128 x MID_TILE[0] tiles on MID_TILE[1] stages where those pad no more columns (choose_config)
+MID_TILE = (192, 4)
+MID_WAVES = (1.03, 3.0)
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
 
@@ -448,6 +452,7 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     (64, 64, True, 'static')
     """
     kind = input_kind(dtype, allow_tf32)
+    explicit = tile_n is not None
     if tile_n is not None and tile_n not in dict(TILE_CHOICES):
         raise ValueError(f"tile_n must be one of {[t for t, _ in TILE_CHOICES]}, got {tile_n}")
     steps = -(-k // 64)  # K in 64-wide steps
@@ -475,8 +480,31 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     if steps <= FEW_STAGES_K[0]:
         stages = min(stages, FEW_STAGES_K[1])
     # the staged epilogue: 0.96 of cuBLAS at 4096³ against 0.88 for the paired stores (H200)
-    cfg = HopperConfig(input=kind, tile_n=tile_n, stages=stages, epilogue=epilogue)
-    return fit_policy(cfg, m, n, k, sms, shared=shared)
+    cfg = fit_policy(HopperConfig(input=kind, tile_n=tile_n, stages=stages, epilogue=epilogue),
+                     m, n, k, sms, shared=shared)
+    if not explicit and kind in ("float16", "bfloat16") and _mid_tile_pays(cfg, m, n, k, sms):
+        width, stages = MID_TILE
+        cfg = fit_policy(cfg.replace(tile_n=width, stages=stages), m, n, k, sms, shared=shared)
+    return cfg
+
+
+def _mid_tile_pays(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> bool:
+    """Whether ``MID_TILE`` (128x192) replaces the heuristic's 128-wide stream-K tile: where those
+    tiles run over ``MID_WAVES`` waves of ``sms`` and the 192-wide ones pad no more columns.  On
+    the H200 (RESULTS.md, sixteenth session, fp16 and bf16 × cuBLAS, 128 -> 192 wide): 1024x2112x8192
+    0.76-0.79 -> 0.88-0.90, 1280x2112x8192 0.77-0.80 -> 0.99, 2048x2112x8192 0.89-0.90 -> 0.99,
+    1024x2304x8192, 2048x1152x8192 and 1536x1536 (K 8192 and 16384) 0.84-0.95 -> 0.89-0.97,
+    768x3072x8192 0.91 -> 0.88 (the one loss measured where the rule takes 192); 128 wide stayed
+    ahead where it fills a wave within 2 % (1152x1920x8192, 896x2432x8192), where 192 pads more
+    (2304x1024x8192) and where one wave is whole (1408x1536x16384, 1024x2048x8192).  The
+    timelines put the 128-wide tiles' loss in slower mainloops on the partly filled tiles and
+    their CTAs' later exits (1088x2048x8192: 21 % of the warpgroups' time idle, against 6 %)."""
+    if cfg.tile_n != 128 or cfg.policy != "streamk" or cfg.pingpong or -(-k // 64) <= SHORT_K:
+        return False
+    tiles = -(-m // cfg.tile_m) * -(-n // 128)
+    if not MID_WAVES[0] * sms <= tiles <= MID_WAVES[1] * sms:
+        return False
+    return -(-n // MID_TILE[0]) * MID_TILE[0] <= -(-n // 128) * 128
 
 
 def fit_policy(config: HopperConfig, m: int, n: int, k: int, sms: int, *,

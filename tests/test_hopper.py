@@ -241,19 +241,42 @@ def test_heuristic_streamk_only_when_last_wave_is_poor(m, n, k):
     wide = -(-wide_tiles // 132)
     narrow = -(-(-(-m // 128) * -(-n // 128)) // 132)
     narrow_wins = wide_tiles < 132 or -(-k // 64) <= hopper.SHORT_K or narrow * 128 / 0.9 < wide * 256
-    assert cfg.tile_n == (128 if narrow_wins else 256)
+    width = 128 if narrow_wins else 256
+    # 128-wide stream-K tiles over 1.03 to 3 waves: 192 wide where that pads no more columns
+    tiles128 = -(-m // 128) * -(-n // 128)
+    if (width == 128 and -(-k // 64) > hopper.SHORT_K and 1.03 * 132 <= tiles128 <= 3 * 132
+            and hopper.choose_config(m, n, k, "bfloat16", 132, tile_n=128).policy == "streamk"
+            and -(-n // 192) * 192 <= -(-n // 128) * 128):
+        width = 192
+    assert cfg.tile_n == width
 
 
 def test_heuristic_tile_on_the_measured_shapes():
     """The tile widths measured faster on the H200 (benchmarks/RESULTS.md, fifth session)."""
-    for shape in [(896, 2432, 8192), (1024, 2112, 8192), (8192, 8192, 256), (1408, 1536, 16384),
-                  (256, 256, 65536)]:
+    for shape in [(896, 2432, 8192), (8192, 8192, 256), (1408, 1536, 16384), (256, 256, 65536)]:
         assert hopper.choose_config(*shape, "float16", 132).tile_n == 128, shape
     for shape in [(4096, 4096, 4096), (8192, 8192, 8192)]:
         assert hopper.choose_config(*shape, "bfloat16", 132).tile_n == 256, shape
     assert hopper.choose_config(896, 2432, 8192, "float16", 132, tile_n=256).tile_n == 256
     with pytest.raises(ValueError):
         hopper.choose_config(896, 2432, 8192, "float16", 132, tile_n=64)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_heuristic_mid_tile_on_the_measured_shapes(dtype):
+    """128x192 tiles where they were measured ahead of the 128-wide stream-K ones (RESULTS.md,
+    sixteenth session), 128 wide where those stayed ahead; never for tf32 or a fixed tile_n."""
+    for shape in [(1024, 2112, 8192), (1024, 2112, 16384), (1280, 2112, 8192), (2048, 2112, 8192),
+                  (1536, 1536, 8192), (1024, 2304, 8192), (2048, 1152, 8192)]:
+        cfg = hopper.choose_config(*shape, dtype, 132)
+        assert (cfg.tile_n, cfg.stages) == hopper.MID_TILE, shape
+        assert cfg == hopper.fit_policy(cfg, *shape, 132)
+    for shape in [(1152, 1920, 8192), (896, 2432, 8192), (2304, 1024, 8192), (1408, 1536, 16384),
+                  (1024, 2048, 8192)]:
+        assert hopper.choose_config(*shape, dtype, 132).tile_n == 128, shape
+    assert hopper.choose_config(1024, 2112, 8192, dtype, 132, tile_n=128).tile_n == 128
+    assert hopper.choose_config(1024, 2112, 8192, "float32", 132, allow_tf32=True).tile_n == 128
+    assert hopper.choose_config(1024, 2112, 8192, dtype, 132, shared=True).tile_n == 128
 
 
 def test_heuristic_epilogue_follows_k():
