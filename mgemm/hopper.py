@@ -494,7 +494,10 @@ def _mid_tile_pays(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> bool:
     the H200 (RESULTS.md, sixteenth session, fp16 and bf16 × cuBLAS, 128 -> 192 wide): 1024x2112x8192
     0.76-0.79 -> 0.88-0.90, 1280x2112x8192 0.77-0.80 -> 0.99, 2048x2112x8192 0.89-0.90 -> 0.99,
     1024x2304x8192, 2048x1152x8192 and 1536x1536 (K 8192 and 16384) 0.84-0.95 -> 0.89-0.97,
-    768x3072x8192 0.91 -> 0.88 (the one loss measured where the rule takes 192); 128 wide stayed
+    768x3072x8192 0.91 -> 0.88 (the one loss measured where the rule takes 192); on seven shapes
+    measured after the rule was written, 128 -> 192: 2048x1536x4096 0.78-0.79 -> 0.95-0.96,
+    1152x2304x8192 0.89-0.90 -> 0.98, 640x4224x8192, 896x2688x8192, 1664x1536x8192 and
+    2176x2112x8192 0.75-0.83 -> 0.83-0.87, 1280x1920x16384 0.89 -> 0.90.  128 wide stayed
     ahead where it fills a wave within 2 % (1152x1920x8192, 896x2432x8192), where 192 pads more
     (2304x1024x8192) and where one wave is whole (1408x1536x16384, 1024x2048x8192).  The
     timelines put the 128-wide tiles' loss in slower mainloops on the partly filled tiles and
