@@ -355,6 +355,10 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
         if gpu:
             from dask_cuda import LocalCUDACluster
 
+            # ucxx sets UCX_MEMTYPE_CACHE when imported, a variable the UCX it ships (1.21) does not
+            # read, and UCX then warns about it on stdout in every process; set before UCX loads
+            # (has_ucx imports it) and inherited by the workers.  A user's own setting wins.
+            os.environ.setdefault("UCX_WARN_UNUSED_ENV_VARS", "n")
             proto = protocol or ("ucx" if has_ucx() else "tcp")
             ucx = proto.startswith("ucx")
             kwargs: dict[str, Any] = {"protocol": proto, "host": "127.0.0.1",
