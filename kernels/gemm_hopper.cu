@@ -353,6 +353,10 @@ struct RingPos {
 // unit, in ns of the global timer; the last entry of each warpgroup has tile -1 and holds (.., t_start
 // of the CTA, t_end of units, t_exit).  Written by each consumer warpgroup's first thread.
 struct Timeline {
+  // per entry (mgemm.timeline.FIELDS): CTA, warpgroup, tile, k_begin, k_end, then ns stamps: taken,
+  // mainloop done, done, partial stored (split units), every partial of the tile visible (units
+  // this warpgroup reduced with the spread fix-up)
+  static constexpr int kFields = 10;
   int* counter;
   long long* cur = nullptr;
   __device__ __forceinline__ static long long now() {
@@ -361,9 +365,13 @@ struct Timeline {
     return (long long)t;
   }
   __device__ __forceinline__ bool on() const { return Config::kTimeline && (threadIdx.x & 127) == 0; }
+  // where a callee stamps field f of `entry` (the warpgroup's first thread of a timeline launch), else null
+  __device__ __forceinline__ long long* stamp(long long* entry, int f) const {
+    return on() && entry ? entry + f : nullptr;
+  }
   __device__ __forceinline__ void open(int wg, int tile, int k_begin, int k_end, long long t) {
     const int slot = atomicAdd(counter, 1);
-    cur = reinterpret_cast<long long*>(counter + 2) + 8 * slot;
+    cur = reinterpret_cast<long long*>(counter + 2) + kFields * slot;
     cur[0] = blockIdx.x;
     cur[1] = wg;
     cur[2] = tile;
@@ -372,6 +380,8 @@ struct Timeline {
     cur[5] = t;
     cur[6] = 0;
     cur[7] = 0;
+    cur[8] = 0;
+    cur[9] = 0;
   }
 };
 
@@ -863,7 +873,7 @@ template <class S>
 __device__ __forceinline__ void spread_reduce(const S& sched, const WorkUnit& w, const float* ws, const SkFlags& flags,
                                               const Out* C, Out* D, int M, int N, long long ldc_m,
                                               long long ldc_n, long long ldd_m, long long ldd_n, double alpha,
-                                              double beta) {
+                                              double beta, long long* t_ready = nullptr) {
   constexpr int T = Config::kConsumerThreads;
   constexpr int kElems = kAcc * T;
   const int t = threadIdx.x - 128;
@@ -872,6 +882,7 @@ __device__ __forceinline__ void spread_reduce(const S& sched, const WorkUnit& w,
     while (flag_acquire(flags.p + s.slot_of(r)) != flags.epoch) {
     }
   consumer_sync<T>();
+  if (t_ready) *t_ready = Timeline::now();  // timeline: every contributor's partial is visible
   // The share: the 16-byte chunks [c0, c1) of the tile's kElems partial elements.  P lanes (a power
   // of two near count / 4, at most 32: the lanes of a warp) add each chunk, each lane every P-th
   // contributor in contributor order; a butterfly of shuffles adds the P sums in a fixed order, so
@@ -959,6 +970,7 @@ __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const T
   WorkUnit pending;  // SK_REDUCE SPREAD: a split unit whose tile is reduced once the range is stored
   bool has_pending = false;
   Timeline tl{record};
+  long long* pending_entry = nullptr;  // timeline: the pending unit's entry
   for (int u = 0;; ++u) {
     if constexpr (Config::kTimeline)
       if (tl.on() && tl.cur) tl.cur[7] = Timeline::now();  // the previous unit is done
@@ -968,7 +980,8 @@ __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const T
       if constexpr (Config::kTimeline) t_units = Timeline::now();
       if constexpr (Scheduler::kSplitsK && Config::kSpreadFixUp) {  // the range's last unit was a whole tile
         if (has_pending)
-          spread_reduce(sched, pending, workspace, flags, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta);
+          spread_reduce(sched, pending, workspace, flags, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta,
+                        tl.stamp(pending_entry, 9));
       }
       drain_stores();
       if constexpr (Config::kTimeline)
@@ -990,20 +1003,27 @@ __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const T
         if (w.k_begin > 0 || w.k_end < g.k_iters) {  // a split tile: every contributor adds a share
           const SpreadSlots slots(sched, w);
           store_partial(acc, workspace, flags, slots.mine);
+          if constexpr (Config::kTimeline)
+            if (tl.on()) tl.cur[8] = Timeline::now();
           if (!slots.ends_range) {  // reduce once the whole range is stored
             pending = w;
+            pending_entry = tl.cur;
             has_pending = true;
             continue;
           }
           if (has_pending)
-            spread_reduce(sched, pending, workspace, flags, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta);
+            spread_reduce(sched, pending, workspace, flags, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta,
+                        tl.stamp(pending_entry, 9));
           has_pending = false;
-          spread_reduce(sched, w, workspace, flags, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta);
+          spread_reduce(sched, w, workspace, flags, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta,
+                        tl.stamp(tl.cur, 9));
           continue;
         }
       } else {
         if (w.k_end < g.k_iters) {  // a contributor: hand the partial to the tile's owner
           store_partial(acc, workspace, flags);
+          if constexpr (Config::kTimeline)
+            if (tl.on()) tl.cur[8] = Timeline::now();
           continue;
         }
         if (w.k_begin > 0) fix_up(sched, w, acc, workspace, flags);

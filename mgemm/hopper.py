@@ -143,6 +143,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from mgemm import schedule
+from mgemm.timeline import FIELDS as TIMELINE_FIELDS
 from mgemm.kernels import ITEMSIZE as ELEMENT_BYTES  # noqa: N811 (output types' sizes too)
 from mgemm.kernels import (KERNEL_DIR, LaunchPlan, RenderedConfig, _f64, _i32, _i64, compile_kernel,
                            compile_plain, compute_capability, device_id, device_sms, epoch_sync,
@@ -789,7 +790,7 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
     heuristic (its dtypes and operand layouts are set from the operands: for float16 and bfloat16,
     A row- or column-major and B row- or column-major all go in without a copy);
     ``debug=True`` returns ``(out, record)``; ``timeline=True`` returns ``(out, entries)``, an
-    (n, 8) int64 array of ``mgemm.timeline.FIELDS`` (a variant of the config that stamps each
+    (n, 10) int64 array of ``mgemm.timeline.FIELDS`` (a variant of the config that stamps each
     unit with the GPU's ns timer: cooperative consumers only; ``mgemm.timeline.summarize``).
     """
     return gemm_parts([a], [b], c, alpha=alpha, beta=beta, out=out, config=config,
@@ -882,7 +883,7 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
         cp, dev, 0, False, partials * config.tile_m * config.tile_n if lp.sk_tiles else 1, cp.float32,
         1 + 4 * (lp.tiles + 2 * lp.grid + 8) if debug else
         # per unit an entry from each consumer warpgroup, and one more each as it leaves
-        2 + 16 * (2 * (lp.tiles + 2 * lp.grid + 8) + 2 * lp.grid) if timeline else 0)
+        2 + 2 * len(TIMELINE_FIELDS) * (2 * (lp.tiles + 2 * lp.grid + 8) + 2 * lp.grid) if timeline else 0)
     # the dynamic counter and the stream-K flags, which hold this launch's epoch when complete
     sync, epoch = epoch_sync(cp, dev, 1 + partials, config.policy == "dynamic")
     c_arr = c if (c is not None and beta != 0) else out
@@ -902,7 +903,8 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
     count = int(record[0].get())
     if debug:
         return out, record[1:1 + 4 * count].reshape(count, 4).get()
-    return out, record[2:2 + 16 * count].view(cp.int64).reshape(count, 8).get()
+    width = len(TIMELINE_FIELDS)
+    return out, record[2:2 + 2 * width * count].view(cp.int64).reshape(count, width).get()
 
 
 #: TMA element kinds of the outputs (float32 is the FLOAT32 kind tf32 inputs use)

@@ -20,8 +20,12 @@ from __future__ import annotations
 import numpy as np
 
 #: One entry: CTA, consumer warpgroup, tile (-1: the warpgroup's exit entry), k-iterations
-#: [k_begin, k_end), and three times in ns (exit entries: CTA start, end of units, exit).
-FIELDS = ("cta", "wg", "tile", "k_begin", "k_end", "t_take", "t_mainloop", "t_done")
+#: [k_begin, k_end), and times in ns (exit entries: CTA start, end of units, exit): taken,
+#: mainloop done, done; for a split unit, when its partial was stored and released (else 0), and
+#: for a unit whose tile this warpgroup reduced with the spread fix-up, when every contributor's
+#: partial was visible to it (else 0).
+FIELDS = ("cta", "wg", "tile", "k_begin", "k_end", "t_take", "t_mainloop", "t_done", "t_stored",
+          "t_ready")
 
 PHASES = ("setup", "mainloop", "after mainloop", "between units", "tail", "idle")
 
@@ -44,12 +48,20 @@ def units(entries, wg: int = 0) -> dict[int, list[tuple[int, int, int]]]:
 
 def check(entries) -> list[str]:
     """What is inconsistent in a timeline (empty when nothing is): a unit whose stamps go back in
-    time, a warpgroup without its exit entry or with two, units outside its CTA's start and exit."""
+    time (its partial stored outside its mainloop's end and done, the tile's partials visible
+    before its mainloop ended), a warpgroup without its exit entry or with two, units outside its
+    CTA's start and exit."""
     work, exits = _split(entries)
     problems = []
     bad = (work[:, 5] > work[:, 6]) | (work[:, 6] > work[:, 7])
     for row in work[bad]:
         problems.append(f"unit {row.tolist()}: take <= mainloop end <= done does not hold")
+    stored, ready = work[:, 8] != 0, work[:, 9] != 0
+    bad = stored & ((work[:, 8] < work[:, 6]) | (work[:, 8] > work[:, 7]))
+    for row in work[bad]:
+        problems.append(f"unit {row.tolist()}: mainloop end <= partial stored <= done does not hold")
+    for row in work[ready & (work[:, 9] < work[:, 6])]:
+        problems.append(f"unit {row.tolist()}: partials visible before its own mainloop ended")
     seen: dict[tuple[int, int], np.ndarray] = {}
     for row in exits:
         key = (int(row[0]), int(row[1]))

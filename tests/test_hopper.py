@@ -60,6 +60,21 @@ def test_render_is_by_name_and_complete():
             assert f"#ifndef {name}" in src, f"{name} has no default in the kernel source"
 
 
+def test_timeline_entry_width_matches_the_kernel():
+    from mgemm import timeline
+    src = (hopper.KERNEL_DIR / "gemm_hopper.cu").read_text()
+    assert f"static constexpr int kFields = {len(timeline.FIELDS)};" in src
+
+
+def test_timeline_check_flags_stamps_out_of_order():
+    from mgemm import timeline
+    unit = [0, 0, 3, 0, 4, 100, 200, 300, 250, 260]
+    exit_ = [0, 0, -1, 0, 0, 50, 400, 450, 0, 0]
+    assert timeline.check([unit, exit_]) == []
+    assert "partial stored" in timeline.check([unit[:8] + [350, 0], exit_])[0]
+    assert "visible before" in timeline.check([unit[:8] + [250, 150], exit_])[0]
+
+
 def test_timeline_config_renders_and_is_checked():
     cfg = HopperConfig(input="float16", policy="streamk", sk_reduce="spread", timeline=True)
     assert "#define MGEMM_TIMELINE 1\n" in cfg.render() and str(cfg).endswith(" timeline")
@@ -933,6 +948,12 @@ def test_timeline_covers_the_units_and_adds_up(policy, sk_reduce, m, n, k, sms):
     else:
         expect = schedule.assignment(policy, lp.rows, lp.cols, lp.k_iters, lp.grid, sk_tiles=lp.sk_tiles)
         assert [got.get(c, []) for c in range(lp.grid)] == [[tuple(u) for u in us] for us in expect]
+    work = entries[entries[:, 2] >= 0]
+    split = (work[:, 3] > 0) | (work[:, 4] < lp.k_iters)
+    # a partial stored: every split unit with the spread fix-up; the owner's contributors otherwise
+    stores = split if sk_reduce == "spread" else work[:, 4] < lp.k_iters
+    assert ((work[:, 8] > 0) == stores).all()
+    assert ((work[:, 9] > 0) == (split if sk_reduce == "spread" else False)).all()  # spread: reduced
     s = timeline.summarize(entries)
     assert s["mainloop"] > 0 and sum(s[p] for p in timeline.PHASES) == pytest.approx(
         s["warpgroups"] * s["span"], rel=1e-9)
