@@ -505,13 +505,21 @@ def _mid_tile_pays(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> bool:
     ahead where it fills a wave within 2 % (1152x1920x8192, 896x2432x8192), where 192 pads more
     (2304x1024x8192) and where one wave is whole (1408x1536x16384, 1024x2048x8192).  The
     timelines put the 128-wide tiles' loss in slower mainloops on the partly filled tiles and
-    their CTAs' later exits (1088x2048x8192: 21 % of the warpgroups' time idle, against 6 %)."""
+    their CTAs' later exits (1088x2048x8192: 21 % of the warpgroups' time idle, against 6 %).
+    So where the last row of 128-row tiles is at most half filled, 192 is taken even when it pads
+    up to n / 16 more columns: fp16, 128 -> 192, 1088x2048x8192 0.73-0.74 -> 0.84-0.86,
+    1344x2048x8192 0.81 -> 0.96, 960x2560x8192 0.73 -> 0.84, 1216x2048x4096 0.73 -> 0.85, and
+    not on 2112x1024x8192 (12.5 % more columns: 0.81 -> 0.64).  That part of the rule was fitted
+    to these five shapes and not yet measured on others."""
     if cfg.tile_n != 128 or cfg.policy != "streamk" or cfg.pingpong or -(-k // 64) <= SHORT_K:
         return False
     tiles = -(-m // cfg.tile_m) * -(-n // 128)
     if not MID_WAVES[0] * sms <= tiles <= MID_WAVES[1] * sms:
         return False
-    return -(-n // MID_TILE[0]) * MID_TILE[0] <= -(-n // 128) * 128
+    pad_mid, pad_128 = -(-n // MID_TILE[0]) * MID_TILE[0] - n, -(-n // 128) * 128 - n
+    # a last row of tiles at most half filled slows the 128-wide tiles most: there 192 pays even
+    # with up to n / 16 more padded columns
+    return pad_mid <= pad_128 or (0 < m % cfg.tile_m <= cfg.tile_m // 2 and pad_mid - pad_128 <= n // 16)
 
 
 def fit_policy(config: HopperConfig, m: int, n: int, k: int, sms: int, *,
