@@ -60,21 +60,6 @@ def test_render_is_by_name_and_complete():
             assert f"#ifndef {name}" in src, f"{name} has no default in the kernel source"
 
 
-def test_timeline_entry_width_matches_the_kernel():
-    from mgemm import timeline
-    src = (hopper.KERNEL_DIR / "gemm_hopper.cu").read_text()
-    assert f"static constexpr int kFields = {len(timeline.FIELDS)};" in src
-
-
-def test_timeline_check_flags_stamps_out_of_order():
-    from mgemm import timeline
-    unit = [0, 0, 3, 0, 4, 100, 200, 300, 250, 260]
-    exit_ = [0, 0, -1, 0, 0, 50, 400, 450, 0, 0]
-    assert timeline.check([unit, exit_]) == []
-    assert "partial stored" in timeline.check([unit[:8] + [350, 0], exit_])[0]
-    assert "visible before" in timeline.check([unit[:8] + [250, 150], exit_])[0]
-
-
 def test_timeline_config_renders_and_is_checked():
     cfg = HopperConfig(input="float16", policy="streamk", sk_reduce="spread", timeline=True)
     assert "#define MGEMM_TIMELINE 1\n" in cfg.render() and str(cfg).endswith(" timeline")

@@ -9,12 +9,21 @@ from mgemm import timeline
 
 def entries():
     # CTA 0 (both warpgroups): start 0, units of tile 0 [0, 4) and tile 2 [0, 4), exit at 100.
-    # CTA 1: starts at 10, one unit of tile 1 [0, 4), leaves at 60.
+    # CTA 1: starts at 10, one unit of tile 1 [0, 4), leaves at 60.  The last two fields (partial
+    # stored, partials visible) are 0 but on tile 0's unit, as if it were split and reduced.
     rows = []
     for wg in (0, 1):
-        rows += [[0, wg, 0, 0, 4, 5, 25, 30], [0, wg, 2, 0, 4, 35, 55, 60], [0, wg, -1, 0, 0, 0, 62, 100],
-                 [1, wg, 1, 0, 4, 12, 32, 40], [1, wg, -1, 0, 0, 10, 45, 60]]
+        rows += [[0, wg, 0, 0, 4, 5, 25, 30, 27, 28], [0, wg, 2, 0, 4, 35, 55, 60, 0, 0],
+                 [0, wg, -1, 0, 0, 0, 62, 100, 0, 0], [1, wg, 1, 0, 4, 12, 32, 40, 0, 0],
+                 [1, wg, -1, 0, 0, 10, 45, 60, 0, 0]]
     return np.array(rows, dtype=np.int64)
+
+
+def test_entries_are_as_wide_as_the_kernels():
+    from mgemm.kernels import KERNEL_DIR
+    assert entries().shape[1] == len(timeline.FIELDS)
+    src = (KERNEL_DIR / "gemm_hopper.cu").read_text()
+    assert f"static constexpr int kFields = {len(timeline.FIELDS)};" in src
 
 
 def test_units_in_the_order_taken():
@@ -56,6 +65,12 @@ def test_check_finds_what_is_inconsistent():
     assert any("outside" in p for p in timeline.check(e))
     e = np.vstack([entries(), entries()[2]])
     assert any("two exit entries" in p for p in timeline.check(e))
+    e = entries()
+    e[0, 8] = 35  # partial stored after the unit was done
+    assert any("partial stored" in p for p in timeline.check(e))
+    e = entries()
+    e[0, 9] = 20  # the tile's partials visible before this unit's own mainloop ended
+    assert any("visible before" in p for p in timeline.check(e))
 
 
 def test_summary_needs_exit_entries():
