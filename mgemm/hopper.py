@@ -24,8 +24,8 @@ M or N (tf32 with B row-major) is a transpose and goes through the tiled shared-
 (``transpose_copy``), other strides through CuPy's element-wise copy.  Epilogue ``staged`` (the
 heuristic's for K > 2048): with beta = 0 and an output whose rows start 16-byte aligned, each consumer
 warpgroup writes its rows, 64 at a time, into its own shared-memory buffer, 256 bytes of each
-row at a time (128 where a tile row is not a whole number of 256-byte pieces), and stores them as 16-byte pieces of whole rows (elsewhere it falls back to
-``pair``).  ``pair`` (the config's
+row at a time (128 where a tile row is not a whole number of 256-byte pieces), and stores them
+as 16-byte pieces of whole rows (elsewhere it falls back to ``pair``).  ``pair`` (the config's
 default): the two adjacent columns a thread holds go out as one 4- or 8-byte store (and C as one
 load) where the output is row-major with an even leading dimension and aligned; ``direct`` is the
 element-wise one.  ``tma`` (the heuristic's for K <= 2048, where writing the output is a large
@@ -183,7 +183,8 @@ TMA_STORE_K = 32  # the TMA-store epilogue for K of at most this many 64-wide st
 MANY_WAVES = (8, 96)
 FEW_STAGES_K = (4, 4)  # K of at most 4 64-wide steps: the cooperative tiles on 4 stages (choose_config)
 # 16-bit products whose 128-wide stream-K tiles run from MID_WAVES[0] to MID_WAVES[1] waves take
-# 128 x MID_TILE[0] tiles on MID_TILE[1] stages where those pad no more columns (choose_config)
+# 128 x MID_TILE[0] tiles on MID_TILE[1] stages where those pad no more columns, or a few more
+# where the last row of tiles is at most half filled (choose_config, _mid_tile_pays)
 MID_TILE = (192, 4)
 MID_WAVES = (1.03, 3.0)
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
@@ -429,6 +430,10 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     session) the narrow tile was 1.0-1.3x the wide one on 896x2432x8192, 1024x2112x8192 and
     8192x8192x256 (two runs); the wide one wins at 4096³ and 8192³.  ``tile_n`` fixes the tile
     width (one of ``TILE_CHOICES``); the policy and fix-up are then chosen for it.
+
+    Just past a wave of 128-wide stream-K tiles, float16 and bfloat16 take 128 x 192 tiles
+    (``MID_TILE``) where ``_mid_tile_pays`` says so: 1024x2112x8192 0.88-0.90 of cuBLAS against
+    0.73-0.82 (RESULTS.md, sixteenth session).
 
     At most 64 rows or 64 columns (``min(m, n) <= 64``), unless ``tile_n`` is given:
     ``THIN_TILE``, pingpong consumers on 64 x 64 tiles, where a 128 x 128 tile would load and
