@@ -357,6 +357,7 @@ struct Timeline {
   // mainloop done, done, partial stored (split units), every partial of the tile visible (units
   // this warpgroup reduced with the spread fix-up)
   static constexpr int kFields = 10;
+  static constexpr int kStored = 8, kReady = 9;  // the fields callees stamp (Timeline::stamp)
   int* counter;
   long long* cur = nullptr;
   __device__ __forceinline__ static long long now() {
@@ -780,7 +781,7 @@ struct SkFlags {
 // Stream-K fix-up, as in gemm_persistent.cu but among the consumer threads only (the producer
 // never waits for it).  Slot `cta` holds [acc index][consumer thread]; flags[cta] says it is full.
 __device__ __forceinline__ void store_partial(const float (&acc)[kAcc], float* ws, const SkFlags& flags,
-                                              int slot_id = blockIdx.x) {
+                                              int slot_id = blockIdx.x, long long* t_stored = nullptr) {
   constexpr int T = Config::kConsumerThreads;
   const int t = threadIdx.x - 128;
   float* slot = ws + (long long)slot_id * kAcc * T;
@@ -789,6 +790,7 @@ __device__ __forceinline__ void store_partial(const float (&acc)[kAcc], float* w
   __threadfence();
   consumer_sync<T>();
   if (t == 0) flag_release(flags.p + slot_id, flags.epoch);
+  if (t_stored) *t_stored = Timeline::now();  // timeline: the partial is stored and released
 }
 
 __device__ __forceinline__ void add_partial(float (&acc)[kAcc], const float* ws, const SkFlags& flags, int cta) {
@@ -981,7 +983,7 @@ __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const T
       if constexpr (Scheduler::kSplitsK && Config::kSpreadFixUp) {  // the range's last unit was a whole tile
         if (has_pending)
           spread_reduce(sched, pending, workspace, flags, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta,
-                        tl.stamp(pending_entry, 9));
+                        tl.stamp(pending_entry, Timeline::kReady));
       }
       drain_stores();
       if constexpr (Config::kTimeline)
@@ -1002,9 +1004,7 @@ __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const T
       if constexpr (Config::kSpreadFixUp) {
         if (w.k_begin > 0 || w.k_end < g.k_iters) {  // a split tile: every contributor adds a share
           const SpreadSlots slots(sched, w);
-          store_partial(acc, workspace, flags, slots.mine);
-          if constexpr (Config::kTimeline)
-            if (tl.on()) tl.cur[8] = Timeline::now();
+          store_partial(acc, workspace, flags, slots.mine, tl.stamp(tl.cur, Timeline::kStored));
           if (!slots.ends_range) {  // reduce once the whole range is stored
             pending = w;
             pending_entry = tl.cur;
@@ -1013,17 +1013,15 @@ __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const T
           }
           if (has_pending)
             spread_reduce(sched, pending, workspace, flags, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta,
-                        tl.stamp(pending_entry, 9));
+                        tl.stamp(pending_entry, Timeline::kReady));
           has_pending = false;
           spread_reduce(sched, w, workspace, flags, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta,
-                        tl.stamp(tl.cur, 9));
+                        tl.stamp(tl.cur, Timeline::kReady));
           continue;
         }
       } else {
         if (w.k_end < g.k_iters) {  // a contributor: hand the partial to the tile's owner
-          store_partial(acc, workspace, flags);
-          if constexpr (Config::kTimeline)
-            if (tl.on()) tl.cur[8] = Timeline::now();
+          store_partial(acc, workspace, flags, blockIdx.x, tl.stamp(tl.cur, Timeline::kStored));
           continue;
         }
         if (w.k_begin > 0) fix_up(sched, w, acc, workspace, flags);
