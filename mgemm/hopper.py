@@ -499,7 +499,8 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
 
 def _mid_tile_pays(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> bool:
     """Whether ``MID_TILE`` (128x192) replaces the heuristic's 128-wide stream-K tile: where those
-    tiles run over ``MID_WAVES`` waves of ``sms`` and the 192-wide ones pad no more columns.  On
+    tiles run over ``MID_WAVES`` waves of ``sms`` and the 192-wide ones pad no more columns (or,
+    where the last row of tiles is at most half filled, at most n / 16 more; see below).  On
     the H200 (RESULTS.md, sixteenth session, fp16 and bf16 × cuBLAS, 128 -> 192 wide): 1024x2112x8192
     0.76-0.79 -> 0.88-0.90, 1280x2112x8192 0.77-0.80 -> 0.99, 2048x2112x8192 0.89-0.90 -> 0.99,
     1024x2304x8192, 2048x1152x8192 and 1536x1536 (K 8192 and 16384) 0.84-0.95 -> 0.89-0.97,
