@@ -780,6 +780,14 @@ struct SkFlags {
 
 // Stream-K fix-up, as in gemm_persistent.cu but among the consumer threads only (the producer
 // never waits for it).  Slot `cta` holds [acc index][consumer thread]; flags[cta] says it is full.
+// The partial in slot `slot_id` is complete: publish it (fence, every consumer thread done, flag).
+__device__ __forceinline__ void release_partial(const SkFlags& flags, int slot_id, long long* t_stored) {
+  __threadfence();
+  consumer_sync<Config::kConsumerThreads>();
+  if (threadIdx.x == 128) flag_release(flags.p + slot_id, flags.epoch);
+  if (t_stored) *t_stored = Timeline::now();  // timeline: the partial is stored and released
+}
+
 __device__ __forceinline__ void store_partial(const float (&acc)[kAcc], float* ws, const SkFlags& flags,
                                               int slot_id = blockIdx.x, long long* t_stored = nullptr) {
   constexpr int T = Config::kConsumerThreads;
@@ -787,10 +795,23 @@ __device__ __forceinline__ void store_partial(const float (&acc)[kAcc], float* w
   float* slot = ws + (long long)slot_id * kAcc * T;
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) slot[i * T + t] = acc[i];
-  __threadfence();
-  consumer_sync<T>();
-  if (t == 0) flag_release(flags.p + slot_id, flags.epoch);
-  if (t_stored) *t_stored = Timeline::now();  // timeline: the partial is stored and released
+  release_partial(flags, slot_id, t_stored);
+}
+
+// SK_REDUCE SPREAD: the partial as the tile itself, row-major kTileM x kTileN floats (accumulators
+// i, i + 1 are adjacent columns: one 8-byte store), so that a 16-byte chunk of the slot is four
+// adjacent columns of one row, which spread_reduce stores as they come.
+__device__ __forceinline__ void store_partial_tile(const float (&acc)[kAcc], float* ws, const SkFlags& flags,
+                                                   int slot_id, long long* t_stored) {
+  const int t = threadIdx.x - 128;
+  float* slot = ws + (long long)slot_id * kAcc * Config::kConsumerThreads;
+#pragma unroll
+  for (int i = 0; i < kAcc; i += 2) {
+    int r, c;
+    coord_of(i, t >> 7, t & 127, r, c);
+    *reinterpret_cast<float2*>(slot + r * Config::kTileN + c) = make_float2(acc[i], acc[i + 1]);
+  }
+  release_partial(flags, slot_id, t_stored);
 }
 
 __device__ __forceinline__ void add_partial(float (&acc)[kAcc], const float* ws, const SkFlags& flags, int cta) {
@@ -819,11 +840,11 @@ __device__ __forceinline__ void fix_up(const S& sched, const WorkUnit& w, float 
   }
 }
 
-// SK_REDUCE SPREAD: every split unit's partial goes to a workspace slot; once a CTA has stored the
-// partials of its whole stream-K range, it reduces each of its split tiles: it waits for every
-// contributor of the tile, adds its share of the tile's kAcc x 256 accumulator elements over all
-// their partials (in an order fixed by the tile's contributor count: the same bits on every run) and stores that share,
-// element by element.  Storing the whole range before any wait matters: a CTA's second unit is the
+// SK_REDUCE SPREAD: every split unit's partial goes to a workspace slot, as the tile row-major
+// (store_partial_tile); once a CTA has stored the partials of its whole stream-K range, it reduces
+// each of its split tiles: it waits for every contributor of the tile, adds its share of the tile's
+// elements over all their partials (in an order fixed by the tile's contributor count: the same
+// bits on every run) and stores that share, four adjacent columns at a time.  Storing the whole range before any wait matters: a CTA's second unit is the
 // lower tile's tail, which the tile's other contributors wait for; had the CTA waited on its first
 // tile before computing the second, each CTA would wait for the next one's second unit, and the
 // waits would chain through the grid (one unit after another: 14 TFLOP/s on 896x2432x8192).
@@ -870,6 +891,26 @@ struct SpreadSlots {
     return one_each ? lo + r : (r + 1 < count ? 2 * (lo + r) : last_slot);
   }
 };
+
+// D[gr, gc .. gc + 3] = a * x (+ b * C where read_c), the columns inside N: two pair stores where
+// D is row-major, all four columns are inside N and the first pair is aligned; else element by
+// element (a loop, not unrolled: see spread_reduce).
+__device__ __forceinline__ void store_four(const float4& x, int gr, int gc, const Out* C, Out* D, int N,
+                                           long long ldc_m, long long ldc_n, long long ldd_m, long long ldd_n,
+                                           float a, float b, bool read_c) {
+  Out* d = D + gr * ldd_m + gc * ldd_n;
+  if (!read_c && ldd_n == 1 && gc + 4 <= N && reinterpret_cast<unsigned long long>(d) % (2 * sizeof(Out)) == 0) {
+    store_pair(d, a * x.x, a * x.y);
+    store_pair(d + 2, a * x.z, a * x.w);
+    return;
+  }
+#pragma unroll 1
+  for (int q = 0; q < 4 && gc + q < N; ++q) {
+    float o = a * (q == 0 ? x.x : q == 1 ? x.y : q == 2 ? x.z : x.w);
+    if (read_c) o += b * to_acc(C[gr * ldc_m + (gc + q) * ldc_n]);
+    D[gr * ldd_m + (gc + q) * ldd_n] = Store<Out>::from(o);
+  }
+}
 
 template <class S>
 __device__ __forceinline__ void spread_reduce(const S& sched, const WorkUnit& w, const float* ws, const SkFlags& flags,
@@ -939,23 +980,19 @@ __device__ __forceinline__ void spread_reduce(const S& sched, const WorkUnit& w,
         v[j].w += __shfl_xor_sync(0xffffffffu, v[j].w, off);
       }
     if (p != 0) continue;
-#pragma unroll
+    // Chunk f: columns 4f % kTileN .. + 3 of tile row 4f / kTileN.  Not unrolled, and every
+    // store through one store_four: this code runs once per launch on cold instruction caches,
+    // where each new line of code costs a fetch (RESULTS.md, seventeenth session).
+#pragma unroll 1
     for (int j = 0; j < kBatch; ++j) {
-      if (mine + j * G >= c1) break;
-      const float e[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
+      const int f = mine + j * G;
+      if (f >= c1) break;
+      float4 x = v[0];
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int f = 4 * (mine + j * G) + q;
-        const int i = f / T, th = f % T;  // accumulator i of consumer thread th
-        int r, c;
-        coord_of(i, th >> 7, th & 127, r, c);
-        const int gr = m0 + r, gc = n0 + c;
-        if (gr < M && gc < N) {
-          float o = a * e[q];
-          if (beta != 0.0) o += b * to_acc(C[gr * ldc_m + gc * ldc_n]);
-          D[gr * ldd_m + gc * ldd_n] = Store<Out>::from(o);
-        }
-      }
+      for (int q = 1; q < kBatch; ++q)
+        if (j == q) x = v[q];
+      const int gr = m0 + 4 * f / Config::kTileN, gc = n0 + 4 * f % Config::kTileN;
+      if (gr < M) store_four(x, gr, gc, C, D, N, ldc_m, ldc_n, ldd_m, ldd_n, a, b, beta != 0.0);
     }
   }
 }
@@ -977,58 +1014,67 @@ __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const T
     if constexpr (Config::kTimeline)
       if (tl.on() && tl.cur) tl.cur[7] = Timeline::now();  // the previous unit is done
     const WorkUnit w = take_unit(sh, u);
-    if (w.tile < 0) {
-      long long t_units = 0;
+    const bool end = w.tile < 0;
+    long long t_units = 0;  // timeline: when the units ran out
+    bool reduce_w = false;  // SK_REDUCE SPREAD: w is a split unit that ends the CTA's stream-K range
+    if (end) {
       if constexpr (Config::kTimeline) t_units = Timeline::now();
-      if constexpr (Scheduler::kSplitsK && Config::kSpreadFixUp) {  // the range's last unit was a whole tile
-        if (has_pending)
-          spread_reduce(sched, pending, workspace, flags, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta,
-                        tl.stamp(pending_entry, Timeline::kReady));
-      }
-      drain_stores();
+    } else {
       if constexpr (Config::kTimeline)
-        if (tl.on()) {
-          tl.open(wg, -1, 0, 0, t_start);
-          tl.cur[6] = t_units;
-          tl.cur[7] = Timeline::now();
-        }
-      return;
-    }
-    if constexpr (Config::kTimeline)
-      if (tl.on()) tl.open(wg, w.tile, w.k_begin, w.k_end, Timeline::now());
-    float acc[kAcc];
-    mainloop(acc, ring, sh, w.k_end - w.k_begin, wg, pos);
-    if constexpr (Config::kTimeline)
-      if (tl.on()) tl.cur[6] = Timeline::now();
-    if constexpr (Scheduler::kSplitsK) {
-      if constexpr (Config::kSpreadFixUp) {
-        if (w.k_begin > 0 || w.k_end < g.k_iters) {  // a split tile: every contributor adds a share
-          const SpreadSlots slots(sched, w);
-          store_partial(acc, workspace, flags, slots.mine, tl.stamp(tl.cur, Timeline::kStored));
-          if (!slots.ends_range) {  // reduce once the whole range is stored
-            pending = w;
-            pending_entry = tl.cur;
-            has_pending = true;
+        if (tl.on()) tl.open(wg, w.tile, w.k_begin, w.k_end, Timeline::now());
+      float acc[kAcc];
+      mainloop(acc, ring, sh, w.k_end - w.k_begin, wg, pos);
+      if constexpr (Config::kTimeline)
+        if (tl.on()) tl.cur[6] = Timeline::now();
+      if constexpr (Scheduler::kSplitsK) {
+        if constexpr (Config::kSpreadFixUp) {
+          if (w.k_begin > 0 || w.k_end < g.k_iters) {  // a split tile: every contributor adds a share
+            const SpreadSlots slots(sched, w);
+            store_partial_tile(acc, workspace, flags, slots.mine, tl.stamp(tl.cur, Timeline::kStored));
+            if (!slots.ends_range) {  // reduce once the whole range is stored
+              pending = w;
+              pending_entry = tl.cur;
+              has_pending = true;
+              continue;
+            }
+            reduce_w = true;
+          }
+        } else {
+          if (w.k_end < g.k_iters) {  // a contributor: hand the partial to the tile's owner
+            store_partial(acc, workspace, flags, blockIdx.x, tl.stamp(tl.cur, Timeline::kStored));
             continue;
           }
-          if (has_pending)
-            spread_reduce(sched, pending, workspace, flags, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta,
-                        tl.stamp(pending_entry, Timeline::kReady));
-          has_pending = false;
-          spread_reduce(sched, w, workspace, flags, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta,
-                        tl.stamp(tl.cur, Timeline::kReady));
-          continue;
+          if (w.k_begin > 0) fix_up(sched, w, acc, workspace, flags);
         }
-      } else {
-        if (w.k_end < g.k_iters) {  // a contributor: hand the partial to the tile's owner
-          store_partial(acc, workspace, flags, blockIdx.x, tl.stamp(tl.cur, Timeline::kStored));
-          continue;
-        }
-        if (w.k_begin > 0) fix_up(sched, w, acc, workspace, flags);
+      }
+      if (!reduce_w) {
+        epilogue(acc, wg, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, w.row * Config::kTileM,
+                 w.col * Config::kTileN, alpha, beta, out_stage, -1, d_desc);
+        continue;
       }
     }
-    epilogue(acc, wg, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, w.row * Config::kTileM, w.col * Config::kTileN,
-             alpha, beta, out_stage, -1, d_desc);
+    // The units ran out, or w ended the stream-K range: reduce the pending split tile (the range's
+    // first unit), then w's.  One call site, so that the fix-up's code is there once.
+    if constexpr (Scheduler::kSplitsK && Config::kSpreadFixUp) {
+      const int n_red = (has_pending ? 1 : 0) + (reduce_w ? 1 : 0);
+#pragma unroll 1
+      for (int q = 0; q < n_red; ++q) {
+        const bool first_pending = q == 0 && has_pending;
+        const WorkUnit r = first_pending ? pending : w;  // (a copy: no address taken)
+        spread_reduce(sched, r, workspace, flags, C, D, M, N, ldc_m, ldc_n, ldd_m,
+                      ldd_n, alpha, beta, tl.stamp(first_pending ? pending_entry : tl.cur, Timeline::kReady));
+      }
+      has_pending = false;
+    }
+    if (!end) continue;
+    drain_stores();
+    if constexpr (Config::kTimeline)
+      if (tl.on()) {
+        tl.open(wg, -1, 0, 0, t_start);
+        tl.cur[6] = t_units;
+        tl.cur[7] = Timeline::now();
+      }
+    return;
   }
 }
 
