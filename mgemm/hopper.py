@@ -184,7 +184,8 @@ MANY_WAVES = (8, 96)
 FEW_STAGES_K = (4, 4)  # K of at most 4 64-wide steps: the cooperative tiles on 4 stages (choose_config)
 # 16-bit products whose 128-wide stream-K tiles run from MID_WAVES[0] to MID_WAVES[1] waves take
 # 128 x MID_TILE[0] tiles on MID_TILE[1] stages where those pad no more columns, or a few more
-# where the last row of tiles is at most half filled (choose_config, _mid_tile_pays)
+# where the last row of tiles is at most half filled or they fit in one wave (choose_config,
+# _mid_tile_pays)
 MID_TILE = (192, 4)
 MID_WAVES = (1.03, 3.0)
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
@@ -500,7 +501,8 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
 def _mid_tile_pays(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> bool:
     """Whether ``MID_TILE`` (128x192) replaces the heuristic's 128-wide stream-K tile: where those
     tiles run over ``MID_WAVES`` waves of ``sms`` and the 192-wide ones pad no more columns (or,
-    where the last row of tiles is at most half filled, at most n / 16 more; see below).  On
+    where the last row of tiles is at most half filled, at most n / 16 more, or where the 192-wide
+    tiles fit in one wave and pad at most n / 9 columns; see below).  On
     the H200 (RESULTS.md, sixteenth session, fp16 and bf16 × cuBLAS, 128 -> 192 wide): 1024x2112x8192
     0.76-0.79 -> 0.88-0.90, 1280x2112x8192 0.77-0.80 -> 0.99, 2048x2112x8192 0.89-0.90 -> 0.99,
     1024x2304x8192, 2048x1152x8192 and 1536x1536 (K 8192 and 16384) 0.84-0.95 -> 0.89-0.97,
@@ -516,7 +518,14 @@ def _mid_tile_pays(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> bool:
     up to n / 16 more columns: fp16, 128 -> 192, 1088x2048x8192 0.73-0.74 -> 0.84-0.86,
     1344x2048x8192 0.81 -> 0.96, 960x2560x8192 0.73 -> 0.84, 1216x2048x4096 0.73 -> 0.85, and
     not on 2112x1024x8192 (12.5 % more columns: 0.81 -> 0.64).  That part of the rule was fitted
-    to these five shapes and not yet measured on others."""
+    to these five shapes.  On twenty shapes drawn at random afterwards (seventeenth session, fp16,
+    each width launched after cuBLAS) the rule so far took 192 on ten: ahead by 0.02-0.24 on six,
+    behind by 0.01-0.03 on four; of the ten it kept on 128, 128 was ahead on five (0.03-0.10),
+    level on one, and behind on the four whose 192-wide tiles fit in one wave, even where those
+    pad more columns: 2176x1216x2048 0.80 -> 0.98, 1664x1632x16384 0.87 -> 1.00, 1152x2144x8192
+    0.88 -> 0.96, 1904x1408x8192 0.77 -> 0.83 (192 pads 5.9-10.5 % of n there); so 192 is also
+    taken where its tiles fit one wave and pad at most n / 9 columns, which keeps 2304x1024x8192
+    and 2112x1024x8192 (12.5 %: 0.88 -> 0.82 and 0.81 -> 0.64) on 128."""
     if cfg.tile_n != 128 or cfg.policy != "streamk" or cfg.pingpong or -(-k // 64) <= SHORT_K:
         return False
     tiles = -(-m // cfg.tile_m) * -(-n // 128)
@@ -524,8 +533,11 @@ def _mid_tile_pays(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> bool:
         return False
     pad_mid, pad_128 = -(-n // MID_TILE[0]) * MID_TILE[0] - n, -(-n // 128) * 128 - n
     # a last row of tiles at most half filled slows the 128-wide tiles most: there 192 pays even
-    # with up to n / 16 more padded columns
-    return pad_mid <= pad_128 or (0 < m % cfg.tile_m <= cfg.tile_m // 2 and pad_mid - pad_128 <= n // 16)
+    # with up to n / 16 more padded columns; and one wave of 192-wide tiles beats stream-K over
+    # more than one of 128-wide tiles unless 192 pads more than n / 9 columns
+    one_wave = -(-m // cfg.tile_m) * -(-n // MID_TILE[0]) <= sms
+    return (pad_mid <= pad_128 or (0 < m % cfg.tile_m <= cfg.tile_m // 2 and pad_mid - pad_128 <= n // 16)
+            or (one_wave and pad_mid <= n // 9))
 
 
 def fit_policy(config: HopperConfig, m: int, n: int, k: int, sms: int, *,
