@@ -778,8 +778,6 @@ struct SkFlags {
   int epoch;
 };
 
-// Stream-K fix-up, as in gemm_persistent.cu but among the consumer threads only (the producer
-// never waits for it).  Slot `cta` holds [acc index][consumer thread]; flags[cta] says it is full.
 // The partial in slot `slot_id` is complete: publish it (fence, every consumer thread done, flag).
 __device__ __forceinline__ void release_partial(const SkFlags& flags, int slot_id, long long* t_stored) {
   __threadfence();
@@ -788,6 +786,8 @@ __device__ __forceinline__ void release_partial(const SkFlags& flags, int slot_i
   if (t_stored) *t_stored = Timeline::now();  // timeline: the partial is stored and released
 }
 
+// Stream-K fix-up, as in gemm_persistent.cu but among the consumer threads only (the producer
+// never waits for it).  Slot `cta` holds [acc index][consumer thread]; flags[cta] says it is full.
 __device__ __forceinline__ void store_partial(const float (&acc)[kAcc], float* ws, const SkFlags& flags,
                                               int slot_id = blockIdx.x, long long* t_stored = nullptr) {
   constexpr int T = Config::kConsumerThreads;
