@@ -188,6 +188,7 @@ FEW_STAGES_K = (4, 4)  # K of at most 4 64-wide steps: the cooperative tiles on 
 # _mid_tile_pays)
 MID_TILE = (192, 4)
 MID_WAVES = (1.03, 3.0)
+ONE_WAVE_FROM = 1.15  # 128-wide waves from which one wave of 192-wide tiles pays (_mid_tile_pays)
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
 
@@ -502,7 +503,7 @@ def _mid_tile_pays(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> bool:
     """Whether ``MID_TILE`` (128x192) replaces the heuristic's 128-wide stream-K tile: where those
     tiles run over ``MID_WAVES`` waves of ``sms`` and the 192-wide ones pad no more columns (or,
     where the last row of tiles is at most half filled, at most n / 16 more, or where the 192-wide
-    tiles fit in one wave and pad at most n / 9 columns; see below).  On
+    tiles fit in one wave and the 128-wide ones run ``ONE_WAVE_FROM`` waves or more; see below).  On
     the H200 (RESULTS.md, sixteenth session, fp16 and bf16 × cuBLAS, 128 -> 192 wide): 1024x2112x8192
     0.76-0.79 -> 0.88-0.90, 1280x2112x8192 0.77-0.80 -> 0.99, 2048x2112x8192 0.89-0.90 -> 0.99,
     1024x2304x8192, 2048x1152x8192 and 1536x1536 (K 8192 and 16384) 0.84-0.95 -> 0.89-0.97,
@@ -523,9 +524,12 @@ def _mid_tile_pays(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> bool:
     behind by 0.01-0.03 on four; of the ten it kept on 128, 128 was ahead on five (0.03-0.10),
     level on one, and behind on the four whose 192-wide tiles fit in one wave, even where those
     pad more columns: 2176x1216x2048 0.80 -> 0.98, 1664x1632x16384 0.87 -> 1.00, 1152x2144x8192
-    0.88 -> 0.96, 1904x1408x8192 0.77 -> 0.83 (192 pads 5.9-10.5 % of n there); so 192 is also
-    taken where its tiles fit one wave and pad at most n / 9 columns, which keeps 2304x1024x8192
-    and 2112x1024x8192 (12.5 %: 0.88 -> 0.82 and 0.81 -> 0.64) on 128."""
+    0.88 -> 0.96, 1904x1408x8192 0.77 -> 0.83.  Beside them, one wave of 192-wide tiles lost where
+    the 128-wide tiles ran at most 1.09 waves (2112x1024x8192 0.81 -> 0.64, 2304x1024x8192 0.88 ->
+    0.82, 1648x1376x8192 0.80 -> 0.72, 1760x1248x8192 0.82 -> 0.78) and won from 1.16 waves on,
+    2000x1184x4096 (0.70 -> 0.85) even with 13.5 % of its columns padded: so 192 is also taken
+    where its tiles fit in one wave and the 128-wide ones run ``ONE_WAVE_FROM`` (1.15) waves or
+    more, up to n / 6 padded columns (more was never measured)."""
     if cfg.tile_n != 128 or cfg.policy != "streamk" or cfg.pingpong or -(-k // 64) <= SHORT_K:
         return False
     tiles = -(-m // cfg.tile_m) * -(-n // 128)
@@ -534,10 +538,10 @@ def _mid_tile_pays(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> bool:
     pad_mid, pad_128 = -(-n // MID_TILE[0]) * MID_TILE[0] - n, -(-n // 128) * 128 - n
     # a last row of tiles at most half filled slows the 128-wide tiles most: there 192 pays even
     # with up to n / 16 more padded columns; and one wave of 192-wide tiles beats stream-K over
-    # more than one of 128-wide tiles unless 192 pads more than n / 9 columns
+    # ONE_WAVE_FROM waves or more of 128-wide tiles (192 padding at most n / 6 columns)
     one_wave = -(-m // cfg.tile_m) * -(-n // MID_TILE[0]) <= sms
     return (pad_mid <= pad_128 or (0 < m % cfg.tile_m <= cfg.tile_m // 2 and pad_mid - pad_128 <= n // 16)
-            or (one_wave and pad_mid <= n // 9))
+            or (one_wave and tiles >= ONE_WAVE_FROM * sms and pad_mid <= n // 6))
 
 
 def fit_policy(config: HopperConfig, m: int, n: int, k: int, sms: int, *,
