@@ -89,7 +89,11 @@ contributors' partials at a time over a whole number of CTAs per tile (512x512x3
 against 0.58; 256x256x65536: 0.76–0.77 against 0.68).  In the sixteenth session 128x192 tiles
 (``MID_TILE``) where the 128-wide stream-K tiles run just past a wave took the skewed geomean to
 0.92 / 0.92 (1024x2112x8192: 0.88–0.90 against 0.73–0.82), and the whole GPU suite passed (420
-tests, pytest-xdist on one H200).  Stream-K
+tests, pytest-xdist on one H200).  In the seventeenth session the spread fix-up's code shrank
+from 4613 to 720 SASS instructions (it runs once per launch, on instruction caches the L2 flush and
+the previous kernel left cold): 256x256x65536 0.79-0.81 against 0.77, the skewed geomean 0.92 /
+0.93; and one wave of 128x192 tiles replaced stream-K over 1.15 or more waves of 128-wide ones
+(``ONE_WAVE_FROM``; +0.05-0.29 on seven shapes drawn after the rule).  Stream-K
 flags hold the launch's epoch when complete (``kernels.epoch_sync``), so no memset runs between launches.
 The persistent engine uses this kernel for float16 (and float32 with ``allow_tf32``) on sm_90.
 
