@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import cupy as cp  # noqa: E402
 
+from benchmarks.kernels import add_block_args  # noqa: E402
 from benchmarks.mma_peak import seconds_in_turns  # noqa: E402
 from mgemm import hopper  # noqa: E402
 from mgemm.engines.cublas import CublasEngine  # noqa: E402
@@ -34,10 +35,7 @@ from mgemm.engines.persistent import PersistentEngine  # noqa: E402
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--m", type=int, default=8192)
-    ap.add_argument("--n", type=int, default=8192)
-    ap.add_argument("--k", type=int, default=32768)
-    ap.add_argument("--parts", type=int, default=4)
+    add_block_args(ap)
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3, help="the ways timed in turns, this many times")

@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import cupy as cp  # noqa: E402
 import numpy as np  # noqa: E402
 
+from benchmarks.kernels import add_block_args  # noqa: E402
 from benchmarks.mma_peak import seconds_in_turns  # noqa: E402
 from mgemm import emulate  # noqa: E402
 from mgemm.engines import get  # noqa: E402
@@ -54,10 +55,7 @@ def sampled_error(out, a_parts, b_parts, rows, cols) -> float:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--m", type=int, default=8192)
-    ap.add_argument("--n", type=int, default=8192)
-    ap.add_argument("--k", type=int, default=32768)
-    ap.add_argument("--parts", type=int, default=4)
+    add_block_args(ap)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--sample", type=int, default=64)

@@ -155,6 +155,15 @@ def timed_interleaved(fns: dict[str, Callable[[], object]], reps: int, warmup: i
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+def add_block_args(ap) -> None:
+    """The block probes' shape flags (``block_gemm_probe.py``, ``emulate_probe.py``): one block
+    task's product, ``--m`` x ``--n`` with K = ``--k`` held as ``--parts`` chunks."""
+    ap.add_argument("--m", type=int, default=8192)
+    ap.add_argument("--n", type=int, default=8192)
+    ap.add_argument("--k", type=int, default=32768)
+    ap.add_argument("--parts", type=int, default=4)
+
+
 def operands(case: Case, dtype: str, rng):
     """(a, b, a_torch, b_torch) random operands; bfloat16 as uint16 bits (torch views them)."""
     a = cp.asarray(rng.standard_normal((case.m, case.k), dtype=np.float32))

@@ -295,8 +295,7 @@ class HopperConfig(RenderedConfig):
                              "record (debug)")
         if ITEMSIZE[self.input] != 2 and not (self.a_k_major and self.b_k_major):
             raise ValueError("tf32 operands must be K-major (wgmma has no transpose for tf32)")
-        if self.sk_waves not in (0, 1):
-            raise ValueError(f"sk_waves must be 0 or 1, got {self.sk_waves}")
+        schedule.check_sk_waves(self.sk_waves)
         if not isinstance(self.promote, int) or self.promote < 0:
             raise ValueError(f"promote must be a non-negative integer, got {self.promote!r}")
         if self.promote and (self.pingpong or self.tile_n > 192):

@@ -200,8 +200,7 @@ class KernelConfig(RenderedConfig):
                 raise ValueError("frag_carry needs frag_db and a float16 or bfloat16 input")
             if (self.tile_k // self.atom_k) % 2:
                 raise ValueError(f"frag_carry needs an even number of k-steps, got tile_k={self.tile_k}")
-        if self.sk_waves not in (0, 1):
-            raise ValueError(f"sk_waves must be 0 or 1, got {self.sk_waves}")
+        schedule.check_sk_waves(self.sk_waves)
         if self.min_blocks not in (1, 2, 3, 4) or self.threads * self.min_blocks > 2048:
             raise ValueError(f"min_blocks must be 1..4 with threads*min_blocks <= 2048, got {self.min_blocks}")
 

@@ -96,6 +96,13 @@ def streamk_tiles(tiles: int, grid: int, k_iters: int, waves: int = 1) -> int:
     return min(tiles, tiles % grid + waves * grid)
 
 
+def check_sk_waves(sk_waves: int) -> None:
+    """The ``sk_waves`` values both kernels' configs take (``streamk_tiles``'s ``waves``): 1, the
+    partial last wave and one full wave before it split; 0, the partial wave alone."""
+    if sk_waves not in (0, 1):
+        raise ValueError(f"sk_waves must be 0 or 1, got {sk_waves}")
+
+
 def launch_grid(policy: str, tiles: int, slots: int, sk_tiles: int = 0) -> int:
     """CTAs launched: ``tiles`` for per_tile; else the resident slots (SMs × occupancy), capped by
     the tile count unless a stream-K tail spreads work over every slot."""
