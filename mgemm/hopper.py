@@ -185,6 +185,9 @@ TMA_STORE_K = 32  # the TMA-store epilogue for K of at most this many 64-wide st
 # 256-wide tiles over at least 8 waves of the SMs, K of at least 96 64-wide steps, the last wave
 # partial: stream-K over that wave only, whole tiles first (sk_waves=0; fit_policy)
 MANY_WAVES = (8, 96)
+# One partial wave (half the SMs or more hold a tile, none two): static, not stream-K, for 128-wide
+# tiles and for 192-wide ones up to this many 64-wide K steps (fit_policy)
+PARTIAL_WAVE_STATIC_K = 64
 FEW_STAGES_K = (4, 4)  # K of at most 4 64-wide steps: the cooperative tiles on 4 stages (choose_config)
 # 16-bit products whose 128-wide stream-K tiles run from MID_WAVES[0] to MID_WAVES[1] waves take
 # 128 x MID_TILE[0] tiles on MID_TILE[1] stages where those pad no more columns, or a few more
@@ -558,6 +561,21 @@ def fit_policy(config: HopperConfig, m: int, n: int, k: int, sms: int, *,
     >>> fit_policy(HopperConfig(tile_n=64, pingpong=True, tile_m=64), 64, 8192, 8192, 132).policy
     'static'
 
+    One partial wave at least half full (``sms / 2 <= tiles < sms``) runs static, one tile per
+    CTA, where ``choose_policy`` would split it: on the H200 (RESULTS.md, seventeenth session,
+    sixteen shapes drawn at random, fp16 / bf16 × cuBLAS, stream-K -> static) every 128-wide case
+    gained (1920x800x8192 0.61 -> 0.86, 1408x1072x16384 0.74 -> 0.89, 2112x432x4096 1.02 -> 1.17,
+    eight of eight, +0.02 to +0.25), and 128x192 tiles gained up to K = 4096 (960x2368x2048 0.68
+    -> 0.83, 1072x1952x4096 0.85 -> 0.92, five of five), tied at K = 8192 (two) and lost at
+    K = 16384 (1280x1856x16384 0.90 -> 0.86): so 192-wide tiles keep stream-K from
+    ``PARTIAL_WAVE_STATIC_K`` 64-wide steps on.  Stream-K's CTAs start their K loops at different
+    offsets, which costs each one's mainloop 8-25 % (README, "In step or apart").
+
+    >>> fit_policy(HopperConfig(tile_n=128), 1920, 800, 8192, 132).policy  # 105 tiles
+    'static'
+    >>> fit_policy(HopperConfig(tile_n=192), 1280, 1856, 16384, 132).policy  # 100 tiles, long K
+    'streamk'
+
     Many waves of 256-wide tiles with a partial last one (``MANY_WAVES``) take stream-K over the
     partial wave alone, after the whole ones (``sk_waves=0``): on the H200 (RESULTS.md, fourteenth
     session, fp16 × cuBLAS) 6144³ 0.98 against 0.97 static, 8192³ 0.98-1.00 against 0.96-0.98
@@ -571,6 +589,9 @@ def fit_policy(config: HopperConfig, m: int, n: int, k: int, sms: int, *,
     rows, cols, k_iters = schedule.tile_grid(m, n, k, config.tile_m, config.tile_n, config.tile_k)
     tiles = rows * cols
     policy = choose_policy(tiles, sms, k_iters, shared)
+    if (policy == "streamk" and not config.pingpong and sms <= 2 * tiles < 2 * sms
+            and (config.tile_n == 128 or (config.tile_n == MID_TILE[0] and k_iters <= PARTIAL_WAVE_STATIC_K))):
+        policy = "static"  # one partial wave, at least half full: see the docstring
     if (policy == "static" and not shared and not config.pingpong and config.tile_n == 256
             and tiles >= MANY_WAVES[0] * sms and tiles % sms and k_iters >= MANY_WAVES[1]):
         policy = "streamk"
