@@ -177,6 +177,9 @@ LAUNCH_REGS = 168  # what ptxas gives each of the 384 threads under __launch_bou
 # Tiles the heuristic chooses among, (tile_n, stages), largest first; all run one CTA per SM.
 # The CI compile script (.ci/compile-kernels.sh) builds these.
 TILE_CHOICES = [(256, 4), (128, 6)]
+# The 256-wide tile competes only where its tiles fill at least this share of one wave (below
+# that, 128; one wave of 256-wide tiles filled 0.90-0.98 ran static ahead of 128; choose_config)
+WIDE_WAVE_FILL = 0.9
 # Products of at most 64 rows or columns: pingpong consumers on 64 x 64 tiles, 12 stages (no rows of
 # A or columns of B loaded and multiplied as zeros, and more tiles to share out; see choose_config).
 THIN_TILE = (64, 64, 12)  # (tile_m, tile_n, stages)
@@ -429,9 +432,11 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
                   shared: bool = False, tile_n: int | None = None) -> HopperConfig:
     """Tile width and policy for an ``m × n × k`` product on ``sms`` SMs.  Pure and deterministic.
 
-    The tile: 128 wide when the 256-wide tiles would not fill one wave of ``sms`` (stream-K would
-    then split every tile and pay a fix-up for each, where the narrow tiles fill the SMs whole)
-    or when K is short (at most ``SHORT_K`` 64-wide steps: a tile's fixed costs, loads in flight
+    The tile: 128 wide when the 256-wide tiles would fill less than ``WIDE_WAVE_FILL`` of one wave
+    of ``sms`` (stream-K would then split every tile and pay a fix-up for each, where the narrow
+    tiles fill the SMs whole; from 0.9 of a wave on, the one wave of 256-wide tiles, static, was
+    ahead of 128-wide ones on all nine shapes measured, RESULTS.md seventeenth session:
+    1600x2352x4096 0.98 against 0.83, 2112x1600x16384 0.98 against 0.89) or when K is short (at most ``SHORT_K`` 64-wide steps: a tile's fixed costs, loads in flight
     and the epilogue, dominate, and narrow tiles halve them per CTA).  Otherwise the candidate
     with the fewest estimated SM-time units: whole waves times the tile area, the narrower tile
     charged 10 % for its lower reuse per loaded byte.  On the H200 (benchmarks/RESULTS.md, fifth
@@ -482,7 +487,7 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
             return thin
     if tile_n is None:
         wide_tiles = -(-m // TILE_M) * -(-n // TILE_CHOICES[0][0])
-        if wide_tiles < sms or steps <= SHORT_K:
+        if wide_tiles < WIDE_WAVE_FILL * sms or steps <= SHORT_K:
             tile_n = TILE_CHOICES[1][0]
     best = None
     for rank, (width, stages) in enumerate(TILE_CHOICES):

@@ -289,6 +289,26 @@ def test_heuristic_mid_tile_on_the_measured_shapes(dtype):
     assert hopper.choose_config(1024, 2112, 8192, dtype, 132, shared=True).tile_n == 128
 
 
+def test_heuristic_one_wave_of_wide_tiles():
+    """256-wide tiles, static, where they fill at least WIDE_WAVE_FILL of one wave (measured ahead
+    of 128-wide ones on nine shapes, RESULTS.md seventeenth session); 128 wide below that."""
+    for shape in [(1792, 2240, 8192), (2112, 1600, 16384), (1600, 2352, 4096), (1504, 2400, 8192)]:
+        cfg = hopper.choose_config(*shape, "float16", 132)
+        assert (cfg.tile_n, cfg.policy) == (256, "static"), shape
+    assert hopper.choose_config(896, 2432, 8192, "float16", 132).tile_n == 128  # 70 wide tiles
+    assert hopper.choose_config(1600, 2352, 256, "float16", 132).tile_n == 128  # short K
+
+
+def test_heuristic_partial_wave_runs_static():
+    """One partial wave at least half full runs static on 128-wide tiles and on 192-wide ones up
+    to PARTIAL_WAVE_STATIC_K k-steps; stream-K below half a wave and for 192 on longer K."""
+    for shape in [(1920, 800, 8192), (2112, 432, 4096), (1408, 1072, 16384), (1072, 1952, 4096)]:
+        assert hopper.choose_config(*shape, "float16", 132).policy == "static", shape
+    assert hopper.choose_config(1280, 1856, 16384, "float16", 132).policy == "streamk"
+    assert hopper.choose_config(1024, 2112, 8192, "float16", 132).policy == "streamk"
+    assert hopper.choose_config(512, 512, 32768, "float16", 132).policy == "streamk"  # 16 tiles
+
+
 def test_heuristic_epilogue_follows_k():
     """TMA stores where K has at most TMA_STORE_K 64-wide steps (measured ahead up to K = 2048 on
     the H200, RESULTS.md thirteenth session), the staged thread stores for longer K; on every
