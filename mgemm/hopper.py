@@ -92,8 +92,11 @@ against 0.58; 256x256x65536: 0.76–0.77 against 0.68).  In the sixteenth sessio
 tests, pytest-xdist on one H200).  In the seventeenth session the spread fix-up's code shrank
 from 4613 to 720 SASS instructions (it runs once per launch, on instruction caches the L2 flush and
 the previous kernel left cold): 256x256x65536 0.79-0.81 against 0.77, the skewed geomean 0.92 /
-0.93; and one wave of 128x192 tiles replaced stream-K over 1.15 or more waves of 128-wide ones
-(``ONE_WAVE_FROM``; +0.05-0.29 on seven shapes drawn after the rule).  Stream-K
+0.93; one wave of 128x192 tiles replaced stream-K over 1.15 or more waves of 128-wide ones
+(``ONE_WAVE_FROM``; +0.05-0.29 on seven shapes drawn after the rule); a partial wave at least
+half full runs static instead of stream-K (``fit_policy``; +0.05-0.23 on eleven of twelve new
+shapes); and one wave of 256-wide tiles filled 0.9 or more replaced two of 128-wide ones
+(``WIDE_WAVE_FILL``; ahead on all eight new shapes).  Stream-K
 flags hold the launch's epoch when complete (``kernels.epoch_sync``), so no memset runs between launches.
 The persistent engine uses this kernel for float16 (and float32 with ``allow_tf32``) on sm_90.
 
