@@ -844,7 +844,8 @@ __device__ __forceinline__ void fix_up(const S& sched, const WorkUnit& w, float 
 // (store_partial_tile); once a CTA has stored the partials of its whole stream-K range, it reduces
 // each of its split tiles: it waits for every contributor of the tile, adds its share of the tile's
 // elements over all their partials (in an order fixed by the tile's contributor count: the same
-// bits on every run) and stores that share, four adjacent columns at a time.  Storing the whole range before any wait matters: a CTA's second unit is the
+// bits on every run) and stores that share, four adjacent columns at a time.  Storing the whole
+// range before any wait matters: a CTA's second unit is the
 // lower tile's tail, which the tile's other contributors wait for; had the CTA waited on its first
 // tile before computing the second, each CTA would wait for the next one's second unit, and the
 // waits would chain through the grid (one unit after another: 14 TFLOP/s on 896x2432x8192).
