@@ -329,7 +329,6 @@ using Scheduler = StreamKScheduler<Config::kGroup, Config::kRasterN>;
 using In = Config::In;
 using Out = Config::Out;
 constexpr int kAcc = Config::kAcc;
-static_assert(kAcc % 4 == 0, "stream-K partials move four accumulators at a time");
 
 // Position in the ring, advanced once per k-iteration by producer and consumers alike: both walk
 // the same units in the same order, so their (stage, phase) agree without talking.
@@ -788,17 +787,14 @@ __device__ __forceinline__ void release_partial(const SkFlags& flags, int slot_i
 }
 
 // Stream-K fix-up, as in gemm_persistent.cu but among the consumer threads only (the producer
-// never waits for it).  Slot `cta` holds [acc index / 4][consumer thread][4]: a thread's four
-// accumulators 4j .. 4j + 3 as one 16-byte store (and load), a warp's 512 contiguous bytes;
-// flags[cta] says it is full.
+// never waits for it).  Slot `cta` holds [acc index][consumer thread]; flags[cta] says it is full.
 __device__ __forceinline__ void store_partial(const float (&acc)[kAcc], float* ws, const SkFlags& flags,
                                               int slot_id = blockIdx.x, long long* t_stored = nullptr) {
   constexpr int T = Config::kConsumerThreads;
   const int t = threadIdx.x - 128;
   float* slot = ws + (long long)slot_id * kAcc * T;
 #pragma unroll
-  for (int j = 0; j < kAcc / 4; ++j)
-    reinterpret_cast<float4*>(slot)[j * T + t] = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+  for (int i = 0; i < kAcc; ++i) slot[i * T + t] = acc[i];
   release_partial(flags, slot_id, t_stored);
 }
 
@@ -827,13 +823,7 @@ __device__ __forceinline__ void add_partial(float (&acc)[kAcc], const float* ws,
   consumer_sync<T>();
   const float* slot = ws + (long long)cta * kAcc * T;
 #pragma unroll
-  for (int j = 0; j < kAcc / 4; ++j) {
-    const float4 v = __ldcg(reinterpret_cast<const float4*>(slot) + j * T + t);
-    acc[4 * j] += v.x;
-    acc[4 * j + 1] += v.y;
-    acc[4 * j + 2] += v.z;
-    acc[4 * j + 3] += v.w;
-  }
+  for (int i = 0; i < kAcc; ++i) acc[i] += __ldcg(slot + i * T + t);
 }
 
 // The owner adds the partials of the lower CTAs that share its tile, nearest first (fixed order:
@@ -1148,8 +1138,7 @@ __device__ __forceinline__ void mainloop_pingpong(float (&acc)[MB][kAcc], unsign
   if (releaser) mbar_arrive(&sh.empty[prev]);
 }
 
-// Stream-K partials of one warpgroup: slot `cta` holds [m block][acc index / 4][thread of 128][4]
-// (16-byte stores and loads, as store_partial's).
+// Stream-K partials of one warpgroup: slot `cta` holds [m block][acc index][thread of 128].
 template <int MB>
 __device__ __forceinline__ void store_partial_wg(const float (&acc)[MB][kAcc], float* ws, const SkFlags& flags, int wg) {
   constexpr int T = 128;
@@ -1158,9 +1147,7 @@ __device__ __forceinline__ void store_partial_wg(const float (&acc)[MB][kAcc], f
 #pragma unroll
   for (int j = 0; j < MB; ++j)
 #pragma unroll
-    for (int i = 0; i < kAcc / 4; ++i)
-      reinterpret_cast<float4*>(slot)[(j * kAcc / 4 + i) * T + t] =
-          make_float4(acc[j][4 * i], acc[j][4 * i + 1], acc[j][4 * i + 2], acc[j][4 * i + 3]);
+    for (int i = 0; i < kAcc; ++i) slot[(j * kAcc + i) * T + t] = acc[j][i];
   __threadfence();
   named_sync<T>(Config::kWgBar + wg);
   if (t == 0) flag_release(flags.p + blockIdx.x, flags.epoch);
@@ -1179,13 +1166,7 @@ __device__ __forceinline__ void add_partial_wg(float (&acc)[MB][kAcc], const flo
 #pragma unroll
   for (int j = 0; j < MB; ++j)
 #pragma unroll
-    for (int i = 0; i < kAcc / 4; ++i) {
-      const float4 v = __ldcg(reinterpret_cast<const float4*>(slot) + (j * kAcc / 4 + i) * T + t);
-      acc[j][4 * i] += v.x;
-      acc[j][4 * i + 1] += v.y;
-      acc[j][4 * i + 2] += v.z;
-      acc[j][4 * i + 3] += v.w;
-    }
+    for (int i = 0; i < kAcc; ++i) acc[j][i] += __ldcg(slot + (j * kAcc + i) * T + t);
 }
 
 template <class S, int MB>
