@@ -31,13 +31,6 @@ CASES = ["128x128x64", "256x256x65536", "64x8192x8192", "8192x8192x256", "1024x2
          "1728x1312x2048", "2176x1216x2048", "4096x4096x4096"]
 
 
-def to_f64(x, as_dtype):
-    """Host values as float64 (bfloat16 arrives as its uint16 bits)."""
-    if as_dtype:
-        return (x.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-    return x.astype(np.float64)
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("cases", nargs="*", default=CASES)
@@ -45,36 +38,32 @@ def main(argv=None):
     p.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
     args = p.parse_args(argv)
     rng = np.random.default_rng(0)
-    sms = hopper.device_sms()
-    as_dtype = "bfloat16" if args.dtype == "bfloat16" else None
-    storage = cp.uint16 if args.dtype == "bfloat16" else cp.float16
-    print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {sms} SMs, {args.dtype}; "
-          f"GPU time, median of {args.reps}, in turns", flush=True)
+    print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {hopper.device_sms()} SMs, "
+          f"{args.dtype}; GPU time, median of {args.reps}, in turns", flush=True)
     for spec in args.cases:
-        m, n, k = map(int, spec.split("x"))
-        case = h.Case(spec, m, n, k)
-        a, b = h.operands(case, args.dtype, rng)[:2]
-        cfg = hopper.choose_config(m, n, k, args.dtype, sms)
+        pc = h.probe_case(f"{spec}:{args.dtype}", rng)
+        m, n, k = pc.case.m, pc.case.n, pc.case.k
+        cfg = pc.config
         p24 = cfg.replace(producer_regs=24)
         names = ["cuBLAS", "cuBLAS-again", "hopper", "hopper-again", "hopper-p24", "hopper-p24-again"]
-        outs = {name: cp.full((m, n), 0x7FC0 if as_dtype else np.nan, dtype=storage) for name in names}
+        outs = {name: cp.full((m, n), 0x7FC0 if pc.as_dtype else np.nan, dtype=pc.storage) for name in names}
         fns = {}
         for name in names:
             out = outs[name]
             if name.startswith("cuBLAS"):
-                fns[name] = h.cublas_fn(a, b, args.dtype, out)
+                fns[name] = h.cublas_fn(pc.a, pc.b, args.dtype, out)
             else:
                 c = p24 if "p24" in name else cfg
-                fns[name] = lambda c=c, out=out: hopper.gemm(a, b, out=out, config=c, as_dtype=as_dtype)
+                fns[name] = (lambda c=c, out=out:
+                             hopper.gemm(pc.a, pc.b, out=out, config=c, as_dtype=pc.as_dtype))
         for fn in fns.values():
             fn()
         cp.cuda.Device().synchronize()
-        rows = np.arange(0, m, max(1, m // 64))  # sampled rows against float64
-        av, bv = to_f64(cp.asnumpy(a[rows]), as_dtype), to_f64(cp.asnumpy(b), as_dtype)
-        ref = av @ bv
+        rows = cp.arange(0, m, max(1, m // 64))  # sampled rows against float64
+        ref = h.as_f64(pc.a[rows], args.dtype) @ h.as_f64(pc.b, args.dtype)
         for name, out in outs.items():
-            got = to_f64(cp.asnumpy(out[rows]), as_dtype)
-            err = float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
+            got = h.as_f64(out[rows], args.dtype)
+            err = float(cp.abs(got - ref).max() / max(float(cp.abs(ref).max()), 1e-30))
             if not err <= 1e-2:
                 print(f"  CHECK FAILED {spec} {name}: {err:.2e}", flush=True)
         ms = h.timed_interleaved(fns, args.reps)
