@@ -1,0 +1,111 @@
+"""Which kernel does cuBLAS run on each shape, and how does mgemm's Hopper kernel compare there?
+
+For each case: the kernels cuBLAS launches for one product (``cupy.matmul`` for float16, torch for
+bfloat16: the benchmarks' anchors), read from a torch profiler trace (CUPTI sees every kernel of the
+process): name, grid, block, dynamic shared memory, registers, duration; then the heuristic's config
+and its launch (tiles, CTAs); then both timed in turns (L2 flush, GPU time, median), with the output
+checked against float64 on sampled rows.  The names tell the tile, cluster and split cuBLAS took
+(e.g. ``nvjet_hsh_128x64_64x8_2x1_v_bz_splitK_TNT``), which says what mgemm's heuristic could copy.
+
+    python3 benchmarks/cublas_census.py [--reps 10] [--dtype float16] [--random N --seed S] [MxNxK ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import h  # noqa: E402  (benchmarks/kernels.py; puts the repository on sys.path)
+
+import cupy as cp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from mgemm import hopper  # noqa: E402
+
+CASES = ["896x2432x8192", "1024x2112x8192", "1408x1536x16384", "256x256x65536", "64x8192x8192",
+         "8192x8192x256", "4096x4096x4096", "1728x1312x2048", "2176x1216x2048", "1824x1584x4096",
+         "3040x1024x4096", "2352x1712x4096", "1216x2528x8192", "448x2432x4096", "2224x496x16384"]
+
+
+def random_cases(count: int, seed: int) -> list[str]:
+    """Shapes of 1-3 waves of 128x128 tiles on 132 SMs, multiples of 16, K in 2048..16384."""
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < count:
+        m, n = (int(x) * 16 for x in rng.integers(24, 200, size=2))
+        tiles = -(-m // 128) * -(-n // 128)
+        if 132 <= tiles <= 3 * 132:
+            out.append(f"{m}x{n}x{int(2 ** rng.integers(11, 15))}")
+    return out
+
+
+def cublas_kernels(fn, calls: int = 3) -> list[dict]:
+    """The kernels of one call of ``fn`` (the last of ``calls``), from a torch profiler trace."""
+    import torch  # noqa: PLC0415
+    from torch.profiler import ProfilerActivity, profile  # noqa: PLC0415
+
+    cp.cuda.Device().synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+            cp.cuda.Device().synchronize()
+        torch.cuda.synchronize()
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        events = json.load(open(f.name))["traceEvents"]
+    kernels = sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["ts"])
+    per_call = len(kernels) // calls if calls else 0
+    return kernels[-per_call:] if per_call else kernels
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("cases", nargs="*")
+    p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
+    p.add_argument("--random", type=int, default=0, help="add N random shapes of 1-3 waves")
+    p.add_argument("--seed", type=int, default=20261201)
+    args = p.parse_args(argv)
+    cases = (args.cases or CASES) + random_cases(args.random, args.seed)
+    rng = np.random.default_rng(0)
+    sms = hopper.device_sms()
+    print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {sms} SMs, {args.dtype}; "
+          f"GPU time, median of {args.reps}, in turns", flush=True)
+    for spec in cases:
+        pc = h.probe_case(f"{spec}:{args.dtype}", rng)
+        m, n, k = pc.case.m, pc.case.n, pc.case.k
+        outs = {name: cp.full((m, n), 0x7FC0 if pc.as_dtype else np.nan, dtype=pc.storage)
+                for name in ("cuBLAS", "hopper")}
+        fns = {"cuBLAS": h.cublas_fn(pc.a, pc.b, args.dtype, outs["cuBLAS"]),
+               "hopper": lambda: hopper.gemm(pc.a, pc.b, out=outs["hopper"], config=pc.config,
+                                             as_dtype=pc.as_dtype)}
+        for fn in fns.values():
+            fn()
+        cp.cuda.Device().synchronize()
+        rows = cp.arange(0, m, max(1, m // 64))
+        ref = h.as_f64(pc.a[rows], args.dtype) @ h.as_f64(pc.b, args.dtype)
+        for name, out in outs.items():
+            err = float(cp.abs(h.as_f64(out[rows], args.dtype) - ref).max()
+                        / max(float(cp.abs(ref).max()), 1e-30))
+            if not err <= 1e-2:
+                print(f"  CHECK FAILED {spec} {name}: {err:.2e}", flush=True)
+        for kern in cublas_kernels(fns["cuBLAS"]):
+            a = kern.get("args", {})
+            print(f"  {spec:>16} cuBLAS-kernel {kern['name'][:90]} grid={a.get('grid')} "
+                  f"block={a.get('block')} smem={a.get('shared memory')} "
+                  f"regs={a.get('registers per thread')} {kern['dur']:.1f} us", flush=True)
+        plan = hopper.launch_info(pc.a.shape, pc.b.shape, pc.config)
+        ms = h.timed_interleaved(fns, args.reps)
+        flops = 2.0 * m * n * k
+        print(f"  {spec:>16} ours {pc.config} | {plan}", flush=True)
+        print(f"  {spec:>16} cuBLAS {1e3 * ms['cuBLAS']:8.2f} us {flops / ms['cuBLAS'] / 1e9:6.1f} TFLOP/s"
+              f" | hopper {1e3 * ms['hopper']:8.2f} us {flops / ms['hopper'] / 1e9:6.1f} TFLOP/s"
+              f" | x cuBLAS {ms['cuBLAS'] / ms['hopper']:.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
