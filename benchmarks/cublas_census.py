@@ -7,7 +7,11 @@ and its launch (tiles, CTAs); then both timed in turns (L2 flush, GPU time, medi
 checked against float64 on sampled rows.  The names tell the tile, cluster and split cuBLAS took
 (e.g. ``nvjet_hsh_128x64_64x8_2x1_v_bz_splitK_TNT``), which says what mgemm's heuristic could copy.
 
-    python3 benchmarks/cublas_census.py [--reps 10] [--dtype float16] [--random N --seed S] [MxNxK ...]
+``--variant label:field=value,...`` (changes to the heuristic's config, as run_hopper_gpu.sh's
+EXTRA) adds more Hopper configs to the turns; ``--no-census`` skips the profiler.
+
+    python3 benchmarks/cublas_census.py [--reps 10] [--dtype float16] [--random N --seed S]
+        [--variant LABEL:FIELDS ...] [--no-census] [MxNxK ...]
 """
 
 from __future__ import annotations
@@ -69,6 +73,8 @@ def main(argv=None):
     p.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
     p.add_argument("--random", type=int, default=0, help="add N random shapes of 1-3 waves")
     p.add_argument("--seed", type=int, default=20261201)
+    p.add_argument("--variant", action="append", default=[], help="label:field=value,... (repeatable)")
+    p.add_argument("--no-census", action="store_true", help="time only; no profiler trace")
     args = p.parse_args(argv)
     cases = (args.cases or CASES) + random_cases(args.random, args.seed)
     rng = np.random.default_rng(0)
@@ -78,11 +84,16 @@ def main(argv=None):
     for spec in cases:
         pc = h.probe_case(f"{spec}:{args.dtype}", rng)
         m, n, k = pc.case.m, pc.case.n, pc.case.k
+        configs = {"hopper": (pc.config, None)}
+        for v in args.variant:
+            label, cfg, sms_cap = h.parse_variant(v, pc.config)
+            configs[label] = (cfg, sms_cap)
         outs = {name: cp.full((m, n), 0x7FC0 if pc.as_dtype else np.nan, dtype=pc.storage)
-                for name in ("cuBLAS", "hopper")}
-        fns = {"cuBLAS": h.cublas_fn(pc.a, pc.b, args.dtype, outs["cuBLAS"]),
-               "hopper": lambda: hopper.gemm(pc.a, pc.b, out=outs["hopper"], config=pc.config,
-                                             as_dtype=pc.as_dtype)}
+                for name in ("cuBLAS", *configs)}
+        fns = {"cuBLAS": h.cublas_fn(pc.a, pc.b, args.dtype, outs["cuBLAS"])}
+        for name, (cfg, sms_cap) in configs.items():
+            fns[name] = (lambda cfg=cfg, sms_cap=sms_cap, out=outs[name]:
+                         hopper.gemm(pc.a, pc.b, out=out, config=cfg, sms=sms_cap, as_dtype=pc.as_dtype))
         for fn in fns.values():
             fn()
         cp.cuda.Device().synchronize()
@@ -93,18 +104,20 @@ def main(argv=None):
                         / max(float(cp.abs(ref).max()), 1e-30))
             if not err <= 1e-2:
                 print(f"  CHECK FAILED {spec} {name}: {err:.2e}", flush=True)
-        for kern in cublas_kernels(fns["cuBLAS"]):
+        for kern in [] if args.no_census else cublas_kernels(fns["cuBLAS"]):
             a = kern.get("args", {})
             print(f"  {spec:>16} cuBLAS-kernel {kern['name'][:90]} grid={a.get('grid')} "
                   f"block={a.get('block')} smem={a.get('shared memory')} "
                   f"regs={a.get('registers per thread')} {kern['dur']:.1f} us", flush=True)
-        plan = hopper.launch_info(pc.a.shape, pc.b.shape, pc.config)
         ms = h.timed_interleaved(fns, args.reps)
         flops = 2.0 * m * n * k
-        print(f"  {spec:>16} ours {pc.config} | {plan}", flush=True)
-        print(f"  {spec:>16} cuBLAS {1e3 * ms['cuBLAS']:8.2f} us {flops / ms['cuBLAS'] / 1e9:6.1f} TFLOP/s"
-              f" | hopper {1e3 * ms['hopper']:8.2f} us {flops / ms['hopper'] / 1e9:6.1f} TFLOP/s"
-              f" | x cuBLAS {ms['cuBLAS'] / ms['hopper']:.2f}", flush=True)
+        print(f"  {spec:>16} cuBLAS {1e3 * ms['cuBLAS']:8.2f} us {flops / ms['cuBLAS'] / 1e9:6.1f} TFLOP/s",
+              flush=True)
+        for name, (cfg, sms_cap) in configs.items():
+            plan = hopper.launch_info(pc.a.shape, pc.b.shape, cfg, sms=sms_cap)
+            print(f"  {spec:>16} {name:>10} {1e3 * ms[name]:8.2f} us {flops / ms[name] / 1e9:6.1f} TFLOP/s"
+                  f" x cuBLAS {ms['cuBLAS'] / ms[name]:.2f} | {cfg} | tiles {plan.tiles} grid {plan.grid}",
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -186,16 +186,27 @@ struct Config {
   // math turn of warpgroup w is kTurnBar + w (256 threads: w waits, the other arrives); its own
   // 128-thread barrier (stream-K fix-up) is kWgBar + w, which the STAGED epilogue uses too.
   static constexpr int kTurnBar = 2, kWgBar = 4;
-  static constexpr int kABytes = kTileM * 128, kBBytes = kTileN * 128;
+  // B's part of a stage holds whole 64-wide MN-major boxes: a tile width that is an odd multiple of
+  // 32 (96, 160, 224) loads one box more than half used (its other columns belong to the next tile
+  // or lie past N, zero-filled, and no wgmma reads them).  K-major B loads exactly kTileN rows.
+  static constexpr int kBRows = (kTileN + kMnBox - 1) / kMnBox * kMnBox;
+  static constexpr int kABytes = kTileM * 128, kBBytes = kBRows * 128;
   static constexpr int kStageBytes = kABytes + kBBytes;
+  // the bytes the TMA loads of one stage write (its "full" barrier's transaction count)
+  static constexpr int kStageLoadBytes = kABytes + (kBKMajor ? kTileN : kBRows) * 128;
   static constexpr int kBPartBytes = kBBytes / kClusterM;  // the part of B one CTA loads and multicasts
   static constexpr int kSharedBytes = 512;           // barriers and unit slots, after the ring
   // STAGED epilogue: per consumer warpgroup 64 rows of kOutCols output columns (256 bytes; the whole
   // tile row when narrower; 128 bytes when the row is not a whole number of 256-byte chunks, as 192
-  // 16-bit columns are), after the barrier area; the tile's columns go through in kOutChunks.
+  // 16-bit columns are; half the row when it is not a whole number of 128-byte chunks either, as
+  // 160 or 224 16-bit columns are), after the barrier area; the tile's columns go through in
+  // kOutChunks.  Rows of a whole number of 128 bytes permute their 16-byte pieces by XOR with the
+  // row (the TMA's 128-byte swizzle), others rotate them by the row (kOutRotate).
   static constexpr int kRowBytes = kTileN * (int)sizeof(Out);
-  static constexpr int kOutCols = (kRowBytes <= 256 ? kRowBytes : kRowBytes % 256 ? 128 : 256) / (int)sizeof(Out);
+  static constexpr int kOutCols = (kRowBytes <= 256 ? kRowBytes : kRowBytes % 256 == 0 ? 256 : kRowBytes % 128 == 0 ? 128
+                                   : kRowBytes / 2) / (int)sizeof(Out);
   static constexpr int kOutPitch = kOutCols * (int)sizeof(Out);  // bytes per staged row
+  static constexpr bool kOutRotate = kOutPitch % 128 != 0;
   static constexpr int kOutChunks = kTileN / kOutCols;
   static constexpr int kOutStageBytes = kStagedEpilogue ? kConsumers * 64 * kOutPitch : 0;
   // TMA: a box is 64 rows of 128 bytes (kOutBoxCols columns), 1024-byte aligned for the swizzle,
@@ -205,8 +216,9 @@ struct Config {
   // + 1024: the dynamic shared base is aligned up to 1024 bytes inside the kernel.
   static constexpr int kSmemBytes = 1024 + kOutStageOffset + kOutStageBytes;
 
-  static_assert(kTileN == 64 || kTileN == 128 || kTileN == 192 || kTileN == 256, "TILE_N: 64, 128, 192 or 256");
-  static_assert(kTileN != 192 || (!kPingpong && kClusterM == 1), "TILE_N 192: cooperative consumers, one CTA per tile");
+  static_assert(kTileN % 32 == 0 && kTileN >= 64 && kTileN <= 256, "TILE_N: a multiple of 32 from 64 to 256");
+  static_assert(kTileN % 128 == 0 || kTileN == 64 || (!kPingpong && kClusterM == 1),
+                "TILE_N 96, 160, 192, 224: cooperative consumers, one CTA per tile");
   static_assert(kPingpong ? (kTileM == 64 || kTileM == 128) : kTileM == 128,
                 "TILE_M: 128 (cooperative), 64 or 128 (pingpong)");
   static_assert(kMBlocks * kAcc <= 128, "a pingpong warpgroup holds at most 128 accumulators per thread");
@@ -222,7 +234,9 @@ struct Config {
   static_assert(kClusterM == 1 || kClusterM == 2, "CLUSTER_M: 1 or 2");
   static_assert(kKParts >= 1 && kKParts <= 8, "K_PARTS: 1 to 8 (two descriptors each in the kernel parameters)");
   static_assert(!kSpreadFixUp || !kPingpong, "SK_REDUCE SPREAD: cooperative consumers (other policies split no tile)");
-  static_assert(!kStagedEpilogue || kOutPitch % 128 == 0, "staged rows: whole 16-byte pieces, 8 at least");
+  static_assert(!kStagedEpilogue || (kOutPitch % 32 == 0 && kOutPitch >= 128),
+                "staged rows: an even number of 16-byte pieces, 8 at least");
+  static_assert(!kTmaStore || !kOutRotate, "TMA store: staged rows of whole 128-byte boxes");
   static_assert(!kStagedEpilogue || kTileN % kOutCols == 0, "staged rows: a whole number of chunks per tile row");
   static_assert(!kTmaStore || (kStageBytes % 1024 == 0 && kSharedBytes <= 1024), "TMA store boxes: 1024-byte aligned");
   static_assert(!kTimeline || (!kPingpong && !kRecord && MGEMM_CLUSTER_M == 1),
@@ -420,7 +434,7 @@ __device__ __forceinline__ void produce(const TmaParts& tas, const TmaParts& tbs
       else
         mbar_wait(&sh.empty[pos.stage], pos.phase ^ 1);
       unsigned char* a = ring + pos.stage * Config::kStageBytes;
-      mbar_arrive_expect_tx(&sh.full[pos.stage], Config::kStageBytes);
+      mbar_arrive_expect_tx(&sh.full[pos.stage], Config::kStageLoadBytes);
       int k0;
       const int part = part_of(ends, kt, k0);
       const TmaDesc* ta = &tas.d[part];
@@ -447,7 +461,7 @@ __device__ __forceinline__ void produce(const TmaParts& tas, const TmaParts& tbs
         tma_load_2d(a + Config::kABytes, tb, k0, n0, &sh.full[pos.stage]);  // B^T as (N, K): box BK x BN
       } else {
 #pragma unroll
-        for (int j = 0; j < Config::kTileN / Config::kMnBox; ++j)  // B as (K, N): boxes 64 x BK
+        for (int j = 0; j < Config::kBRows / Config::kMnBox; ++j)  // B as (K, N): boxes 64 x BK
           tma_load_2d(a + Config::kABytes + j * Config::kMnBoxBytes, tb, n0 + j * Config::kMnBox, k0,
                       &sh.full[pos.stage]);
       }
@@ -645,6 +659,18 @@ __device__ __forceinline__ void epilogue_pairs(const float (&acc)[kAcc], int wg,
   }
 }
 
+// Where the STAGED epilogue keeps 16-byte piece q of staged row r: XOR-permuted by r & 7 (rows of a
+// whole number of 128 bytes), else rotated by r.  Either way the 8 rows that one store instruction
+// of the fragments touches land on distinct banks: with rows of 160, 192 or 224 bytes, row r's
+// piece q starts 44 r, 52 r or 60 r words (mod 32) after row 0's, eight distinct multiples of 4.
+__device__ __forceinline__ int piece_at(int q, int r) {
+  constexpr int kPieces = Config::kOutPitch / 16;
+  if constexpr (Config::kOutRotate)
+    return (q + r) % kPieces;
+  else
+    return q ^ (r & 7);
+}
+
 // One element (index j of the 16 bytes v) written alone: the ragged right edge of a staged row.
 __device__ __forceinline__ void store_piece_elem(Out* dst, const uint4& v, int j) {
   const unsigned w = (j * (int)sizeof(Out)) / 4 == 0 ? v.x : (j * (int)sizeof(Out)) / 4 == 1 ? v.y
@@ -688,7 +714,7 @@ __device__ __forceinline__ void epilogue_staged(const float (&acc)[kAcc], int rb
     if constexpr (Config::kTmaStore)
       p = buf + (byte >> 7) * Config::kOutBoxBytes + r * 128 + ((((byte & 127) >> 4) ^ (r & 7)) << 4) + (byte & 15);
     else
-      p = buf + r * Config::kOutPitch + (((byte >> 4) ^ (r & 7)) << 4) + (byte & 15);
+      p = buf + r * Config::kOutPitch + (piece_at(byte >> 4, r) << 4) + (byte & 15);
     store_pair(reinterpret_cast<Out*>(p), a * acc[i], a * acc[i + 1]);
   }
   if constexpr (Config::kTmaStore) {
@@ -709,7 +735,7 @@ __device__ __forceinline__ void epilogue_staged(const float (&acc)[kAcc], int rb
       const int r = piece / kPieces, q = piece % kPieces;
       const int gr = m0 + rb * 64 + r, gc = n0 + CH * Config::kOutCols + q * kPer16;
       if (gr >= M || gc >= N) continue;
-      const uint4 v = *reinterpret_cast<const uint4*>(buf + r * Config::kOutPitch + ((q ^ (r & 7)) << 4));
+      const uint4 v = *reinterpret_cast<const uint4*>(buf + r * Config::kOutPitch + (piece_at(q, r) << 4));
       Out* dst = D + gr * ldd_m + gc;
       if (gc + kPer16 <= N) {
         *reinterpret_cast<uint4*>(dst) = v;

@@ -220,36 +220,34 @@ __device__ __forceinline__ void fence_regs(float (&d)[R]) {
 // accumulators per thread are asm operands %0..%(R-1), then the A and B descriptors, scale_d and
 // (16-bit inputs) the two transpose immediates.
 
-// Per accumulator count R (32, 64, 128): the register list, the "+f" operands, and the operand
-// numbers of what follows them (descriptors; scale_d; transpose immediates).
+// Per accumulator count R (a multiple of 16 from 32 to 128: wgmma N = 2R from 64 to 256 in steps of
+// 32): the register list, the "+f" operands, and the operand numbers of what follows them
+// (descriptors; scale_d; transpose immediates).  Each list is the previous one and 16 more.
 #define MGEMM_ACC_REGS_32 \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-#define MGEMM_ACC_REGS_64 MGEMM_ACC_REGS_32 \
-  ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-#define MGEMM_ACC_REGS_96 MGEMM_ACC_REGS_64 \
-  ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
-  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
-#define MGEMM_ACC_REGS_128 MGEMM_ACC_REGS_64 \
-  ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
-  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
-  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
-  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define MGEMM_ACC_REGS_48 MGEMM_ACC_REGS_32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47"
+#define MGEMM_ACC_REGS_64 MGEMM_ACC_REGS_48 ", %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define MGEMM_ACC_REGS_80 MGEMM_ACC_REGS_64 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79"
+#define MGEMM_ACC_REGS_96 MGEMM_ACC_REGS_80 ", %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+#define MGEMM_ACC_REGS_112 MGEMM_ACC_REGS_96 ", %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111"
+#define MGEMM_ACC_REGS_128 MGEMM_ACC_REGS_112 ", %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
 #define MGEMM_ACC_F8(i) \
   "+f"(d[(i) + 0]), "+f"(d[(i) + 1]), "+f"(d[(i) + 2]), "+f"(d[(i) + 3]), \
   "+f"(d[(i) + 4]), "+f"(d[(i) + 5]), "+f"(d[(i) + 6]), "+f"(d[(i) + 7])
 #define MGEMM_ACC_OUT_32 MGEMM_ACC_F8(0), MGEMM_ACC_F8(8), MGEMM_ACC_F8(16), MGEMM_ACC_F8(24)
-#define MGEMM_ACC_OUT_64 \
-  MGEMM_ACC_OUT_32, MGEMM_ACC_F8(32), MGEMM_ACC_F8(40), MGEMM_ACC_F8(48), MGEMM_ACC_F8(56)
-#define MGEMM_ACC_OUT_96 \
-  MGEMM_ACC_OUT_64, MGEMM_ACC_F8(64), MGEMM_ACC_F8(72), MGEMM_ACC_F8(80), MGEMM_ACC_F8(88)
-#define MGEMM_ACC_OUT_128                                                                          \
-  MGEMM_ACC_OUT_64, MGEMM_ACC_F8(64), MGEMM_ACC_F8(72), MGEMM_ACC_F8(80), MGEMM_ACC_F8(88),       \
-      MGEMM_ACC_F8(96), MGEMM_ACC_F8(104), MGEMM_ACC_F8(112), MGEMM_ACC_F8(120)
+#define MGEMM_ACC_OUT_48 MGEMM_ACC_OUT_32, MGEMM_ACC_F8(32), MGEMM_ACC_F8(40)
+#define MGEMM_ACC_OUT_64 MGEMM_ACC_OUT_48, MGEMM_ACC_F8(48), MGEMM_ACC_F8(56)
+#define MGEMM_ACC_OUT_80 MGEMM_ACC_OUT_64, MGEMM_ACC_F8(64), MGEMM_ACC_F8(72)
+#define MGEMM_ACC_OUT_96 MGEMM_ACC_OUT_80, MGEMM_ACC_F8(80), MGEMM_ACC_F8(88)
+#define MGEMM_ACC_OUT_112 MGEMM_ACC_OUT_96, MGEMM_ACC_F8(96), MGEMM_ACC_F8(104)
+#define MGEMM_ACC_OUT_128 MGEMM_ACC_OUT_112, MGEMM_ACC_F8(112), MGEMM_ACC_F8(120)
 #define MGEMM_ACC_REST_32 "%32, %33", "%34", ", %35, %36"
+#define MGEMM_ACC_REST_48 "%48, %49", "%50", ", %51, %52"
 #define MGEMM_ACC_REST_64 "%64, %65", "%66", ", %67, %68"
+#define MGEMM_ACC_REST_80 "%80, %81", "%82", ", %83, %84"
 #define MGEMM_ACC_REST_96 "%96, %97", "%98", ", %99, %100"
+#define MGEMM_ACC_REST_112 "%112, %113", "%114", ", %115, %116"
 #define MGEMM_ACC_REST_128 "%128, %129", "%130", ", %131, %132"
 
 // The asm text of one wgmma.  REST is an MGEMM_ACC_REST_R (expanded before MGEMM_WGMMA_ASM_ splits
@@ -285,12 +283,21 @@ __device__ __forceinline__ void fence_regs(float (&d)[R]) {
 MGEMM_WGMMA_SS_16(32, 64, f16_t, "f16")
 MGEMM_WGMMA_SS_16(32, 64, bf16_t, "bf16")
 MGEMM_WGMMA_SS_TF32(32, 64)
+MGEMM_WGMMA_SS_16(48, 96, f16_t, "f16")
+MGEMM_WGMMA_SS_16(48, 96, bf16_t, "bf16")
+MGEMM_WGMMA_SS_TF32(48, 96)
 MGEMM_WGMMA_SS_16(64, 128, f16_t, "f16")
 MGEMM_WGMMA_SS_16(64, 128, bf16_t, "bf16")
 MGEMM_WGMMA_SS_TF32(64, 128)
+MGEMM_WGMMA_SS_16(80, 160, f16_t, "f16")
+MGEMM_WGMMA_SS_16(80, 160, bf16_t, "bf16")
+MGEMM_WGMMA_SS_TF32(80, 160)
 MGEMM_WGMMA_SS_16(96, 192, f16_t, "f16")
 MGEMM_WGMMA_SS_16(96, 192, bf16_t, "bf16")
 MGEMM_WGMMA_SS_TF32(96, 192)
+MGEMM_WGMMA_SS_16(112, 224, f16_t, "f16")
+MGEMM_WGMMA_SS_16(112, 224, bf16_t, "bf16")
+MGEMM_WGMMA_SS_TF32(112, 224)
 MGEMM_WGMMA_SS_16(128, 256, f16_t, "f16")
 MGEMM_WGMMA_SS_16(128, 256, bf16_t, "bf16")
 MGEMM_WGMMA_SS_TF32(128, 256)
@@ -301,17 +308,26 @@ MGEMM_WGMMA_SS_TF32(128, 256)
 #undef MGEMM_WGMMA_ASM_
 #undef MGEMM_WGMMA_ASM
 #undef MGEMM_ACC_REGS_32
+#undef MGEMM_ACC_REGS_48
 #undef MGEMM_ACC_REGS_64
+#undef MGEMM_ACC_REGS_80
 #undef MGEMM_ACC_REGS_96
+#undef MGEMM_ACC_REGS_112
 #undef MGEMM_ACC_REGS_128
 #undef MGEMM_ACC_F8
 #undef MGEMM_ACC_OUT_32
+#undef MGEMM_ACC_OUT_48
 #undef MGEMM_ACC_OUT_64
+#undef MGEMM_ACC_OUT_80
 #undef MGEMM_ACC_OUT_96
+#undef MGEMM_ACC_OUT_112
 #undef MGEMM_ACC_OUT_128
 #undef MGEMM_ACC_REST_32
+#undef MGEMM_ACC_REST_48
 #undef MGEMM_ACC_REST_64
+#undef MGEMM_ACC_REST_80
 #undef MGEMM_ACC_REST_96
+#undef MGEMM_ACC_REST_112
 #undef MGEMM_ACC_REST_128
 
 }  // namespace hopper

@@ -169,7 +169,10 @@ PINGPONG_TILE_MS = (64, 128)  # pingpong: one consumer warpgroup per tile, m64 w
 THREADS = 384  # producer warpgroup + two consumer warpgroups
 CONSUMER_THREADS = 256
 SMEM_LIMIT = 232448  # 227 KB: the most shared memory one block may have on sm_90
-TILE_NS = (64, 128, 192, 256)  # 192: cooperative consumers, one CTA per tile
+# 96, 160, 192, 224: cooperative consumers, one CTA per tile.  A width that is not a multiple of 64
+# still loads whole 64-wide boxes of a row-major (MN-major) B: its ring holds BN_rows of B per stage.
+TILE_NS = (64, 96, 128, 160, 192, 224, 256)
+MN_BOX = 64  # elements of M or N per MN-major TMA box (128 bytes of a 16-bit input)
 EPILOGUES = ("pair", "direct", "staged", "tma")
 SK_REDUCES = ("owner", "spread")  # how a split tile's stream-K partials are added (see HopperConfig)
 REGS = (40, 232)  # setmaxnreg of (producer, consumers): the defaults
@@ -271,8 +274,11 @@ class HopperConfig(RenderedConfig):
             raise ValueError(f"tile_m must be {TILE_M} without pingpong, got {self.tile_m}")
         if self.pingpong and self.tile_m not in PINGPONG_TILE_MS:
             raise ValueError(f"pingpong tile_m must be one of {PINGPONG_TILE_MS}, got {self.tile_m}")
-        if self.tile_n == 192 and (self.pingpong or self.cluster_m > 1):
-            raise ValueError("tile_n=192 needs cooperative consumers and one CTA per tile")
+        if self.tile_n % 128 and self.tile_n != 64 and (self.pingpong or self.cluster_m > 1):
+            raise ValueError(f"tile_n={self.tile_n} needs cooperative consumers and one CTA per tile")
+        if self.epilogue == "tma" and self.out_chunk_bytes % 128:
+            raise ValueError(f"epilogue='tma' stores whole 128-byte boxes: {self.tile_n} {self.output} "
+                             f"columns are staged {self.out_chunk_bytes} bytes at a time (use 'staged')")
         if self.pingpong and self.tile_m * self.tile_n // 128 > 128:
             raise ValueError(f"a pingpong tile of {self.tile_m}x{self.tile_n} needs "
                              f"{self.tile_m * self.tile_n // 128} accumulators per thread, more than 128 "
@@ -351,9 +357,16 @@ class HopperConfig(RenderedConfig):
     @property
     def out_chunk_bytes(self) -> int:
         """Bytes of a tile row the staged / TMA epilogue stages at a time: 256, the whole row when
-        narrower, 128 when the row is not a whole number of 256-byte chunks (192 16-bit columns)."""
+        narrower, 128 when the row is not a whole number of 256-byte chunks (192 16-bit columns),
+        half the row when it is not a whole number of 128-byte chunks either (160 or 224 16-bit
+        columns: the kernel then rotates the staged pieces instead of the TMA's XOR swizzle)."""
         row = self.tile_n * ELEMENT_BYTES[self.output]
-        return row if row <= 256 else 128 if row % 256 else 256
+        return row if row <= 256 else 256 if row % 256 == 0 else 128 if row % 128 == 0 else row // 2
+
+    @property
+    def b_rows(self) -> int:
+        """Rows of B a ring stage holds: ``tile_n`` rounded up to whole 64-wide MN-major boxes."""
+        return -(-self.tile_n // MN_BOX) * MN_BOX
 
     @property
     def smem_bytes(self) -> int:
@@ -364,7 +377,7 @@ class HopperConfig(RenderedConfig):
         if self.epilogue in ("staged", "tma"):
             out = 2 * 64 * self.out_chunk_bytes
         barriers = 1024 if self.epilogue == "tma" else 512
-        return 1024 + self.stages * (self.tile_m + self.tile_n) * 128 + barriers + out
+        return 1024 + self.stages * (self.tile_m + self.b_rows) * 128 + barriers + out
 
     @property
     def align(self) -> int:
@@ -715,14 +728,11 @@ def tma_desc(ptr: int, kind: str, inner: int, outer: int, ld: int, box_inner: in
     return words.view(np.dtype("V128"))[0]
 
 
-MN_BOX = 64  # MN-major operands: elements of M or N per TMA box (one 128-byte swizzle row)
-
-
 def _operand_desc(ptr: int, kind: str, k_major: bool, k: int, mn: int, ld: int, tile_k: int, rows: int):
     """The TMA descriptor of one operand (``rows`` = the rows of the tile one load brings: M, N, or
     with 2-CTA clusters N / 2 for B): K-major, boxes of ``rows × tile_k`` over the (MN, K) tensor;
-    MN-major, boxes of ``tile_k × 64`` over the (K, MN) tensor, ``rows / 64`` of them per stage
-    (kernels/gemm_hopper.cu loads them side by side)."""
+    MN-major, boxes of ``tile_k × 64`` over the (K, MN) tensor, ``rows / 64`` of them per stage,
+    rounded up (kernels/gemm_hopper.cu loads them side by side)."""
     if k_major:
         return tma_desc(ptr, kind, k, mn, ld, tile_k, rows)
     return tma_desc(ptr, kind, mn, k, ld, MN_BOX, tile_k)

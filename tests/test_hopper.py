@@ -99,7 +99,21 @@ def test_config_validates():
     with pytest.raises(ValueError):
         HopperConfig(input="float64")
     with pytest.raises(ValueError):
-        HopperConfig(tile_n=96)
+        HopperConfig(tile_n=80)  # not a multiple of 32
+    for width in (96, 160, 224):  # cooperative consumers, one CTA per tile, staged rows rotated
+        with pytest.raises(ValueError, match="cooperative consumers"):
+            HopperConfig(tile_n=width, pingpong=True, tile_m=64)
+        with pytest.raises(ValueError, match="cooperative consumers"):
+            HopperConfig(tile_n=width, cluster_m=2)
+        with pytest.raises(ValueError, match="whole 128-byte boxes"):
+            HopperConfig(input="float16", tile_n=width, epilogue="tma")
+        assert HopperConfig(input="tf32", tile_n=width, epilogue="tma").out_chunk_bytes == 128
+    # B's ring rows: whole 64-wide boxes (160 -> 192), the staged rows half a 160-wide row
+    cfg = HopperConfig(input="float16", tile_n=160, stages=4, epilogue="staged")
+    assert cfg.b_rows == 192 and cfg.out_chunk_bytes == 160
+    assert cfg.smem_bytes == 1024 + 4 * (128 + 192) * 128 + 512 + 2 * 64 * 160
+    assert HopperConfig(input="bfloat16", tile_n=224, epilogue="staged").out_chunk_bytes == 224
+    assert HopperConfig(input="float16", tile_n=96, epilogue="staged").out_chunk_bytes == 192
     with pytest.raises(ValueError):
         HopperConfig(policy="greedy")
     with pytest.raises(ValueError):
@@ -187,13 +201,15 @@ def test_plan_launch_cluster_grid_is_whole_clusters_over_row_pairs(policy, m, n,
         assert lp.grid == 2 * max(1, min(slots // 2, pairs))
 
 
-@pytest.mark.parametrize("tile_n,stages", hopper.TILE_CHOICES + [(64, 4), (128, 4), (192, 5)])
+@pytest.mark.parametrize("tile_n,stages", hopper.TILE_CHOICES + [(64, 4), (128, 4), (192, 5), (96, 6),
+                                                                  (160, 5), (224, 4)])
 def test_shapes_fit_and_accumulators_cover_the_tile(tile_n, stages):
     cfg = HopperConfig(tile_n=tile_n, stages=stages)
     assert cfg.smem_bytes <= hopper.SMEM_LIMIT
     assert cfg.acc_per_thread * hopper.CONSUMER_THREADS == cfg.tile_m * cfg.tile_n
     # Every stage starts 1024-byte aligned (the 128B swizzle atom), so A and B stages are multiples.
-    assert (cfg.tile_m * 128) % 1024 == 0 and (cfg.tile_n * 128) % 1024 == 0
+    assert (cfg.tile_m * 128) % 1024 == 0 and (cfg.b_rows * 128) % 1024 == 0
+    assert cfg.b_rows >= cfg.tile_n and cfg.b_rows % hopper.MN_BOX == 0
 
 
 def test_heuristic_is_deterministic_and_sensible():
@@ -566,6 +582,16 @@ def test_transpose_kernel_compiles_without_spills(tmp_path):
                                               policy="dynamic"),
                                  HopperConfig(input="float16", tile_n=64, stages=12, pingpong=True, tile_m=64,
                                               epilogue="tma", b_k_major=False, policy="streamk"),
+                                 # widths of odd multiples of 32: B in whole 64-wide boxes, the
+                                 # staged rows rotated, stream-K with both fix-ups, promoted
+                                 HopperConfig(input="float16", tile_n=160, stages=4, epilogue="staged",
+                                              b_k_major=False, policy="streamk", sk_reduce="spread"),
+                                 HopperConfig(input="bfloat16", tile_n=224, stages=4, epilogue="staged",
+                                              a_k_major=False, b_k_major=False),
+                                 HopperConfig(input="tf32", tile_n=96, stages=6, epilogue="tma",
+                                              policy="streamk"),
+                                 HopperConfig(input="bfloat16", tile_n=160, stages=4, epilogue="staged",
+                                              b_k_major=False, promote=4, policy="streamk"),
                                  # the timeline variant (debug: ns stamps per unit)
                                  HopperConfig(input="float16", tile_n=128, stages=6, epilogue="tma",
                                               policy="streamk", sk_reduce="spread", timeline=True)],
@@ -691,6 +717,25 @@ def test_192_wide_tiles_match_float64_reference(kind, policy):
 @pytest.mark.gpu
 @needs_sm90
 @pytest.mark.parametrize("policy", schedule.POLICIES)
+@pytest.mark.parametrize("tile_n", [96, 160, 224])
+@pytest.mark.parametrize("kind", KINDS)
+def test_odd_multiple_of_32_widths_match_float64_reference(kind, tile_n, policy):
+    """tile_n 96, 160, 224 (wgmma n96 / n160 / n224): a row-major B loads one 64-wide box more
+    than half used; the staged epilogue rotates its rows' pieces.  Every policy, the staged and
+    pair epilogues, edge tiles, alpha and beta; B row-major and A column-major (16-bit)."""
+    stages = {96: 6, 160: 4, 224: 4}[tile_n]
+    cfg = HopperConfig(input=kind, tile_n=tile_n, stages=stages, policy=policy, epilogue="staged")
+    for i, (m, n, k) in enumerate(SHAPES + [(700, 900, 1500)]):
+        _check(m, n, k, kind, cfg, seed=60 + i, beta=0.5 if i % 2 else 0.0, alpha=1.0 if i % 3 else 0.75)
+    _check(300, 500, 520, kind, cfg.replace(epilogue="pair"), seed=70, beta=0.25)
+    if kind != "tf32":
+        _check(300, 500, 520, kind, cfg, trans_a=True, trans_b=True, seed=71, beta=0.25)
+        _check(333, 611, 700, kind, cfg, trans_a=True, seed=72)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("policy", schedule.POLICIES)
 @pytest.mark.parametrize("kind", ["bfloat16", "tf32"])
 def test_many_tiles_per_cta_wrap_the_rings(kind, policy):
     """Few SMs, many tiles and k-iterations: every CTA goes round the stage ring and the unit
@@ -713,7 +758,7 @@ def test_gemm_transposed_operands(kind, trans_a, trans_b):
 @pytest.mark.gpu
 @needs_sm90
 @pytest.mark.parametrize("tile_n,policy", [(64, "static"), (128, "streamk"), (256, "static"),
-                                           (256, "streamk")])
+                                           (256, "streamk"), (160, "static"), (224, "streamk")])
 @pytest.mark.parametrize("trans_a,trans_b", [(False, False), (True, False), (False, True), (True, True)])
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
 def test_every_operand_layout_without_a_copy(kind, trans_a, trans_b, tile_n, policy):
@@ -728,7 +773,8 @@ def test_every_operand_layout_without_a_copy(kind, trans_a, trans_b, tile_n, pol
     arr, k_major, _ = hopper._operand(cp, b.T, 8, True)  # B^T (N, K): K-major when B was transposed
     assert arr.data.ptr == b.data.ptr and k_major == trans_b
     # the stages of test_gemm_matches_float64_reference, so the B row-major configs compile once
-    cfg = HopperConfig(input=kind, tile_n=tile_n, stages=2 if tile_n == 64 else 4, policy=policy)
+    cfg = HopperConfig(input=kind, tile_n=tile_n, stages=2 if tile_n == 64 else 4, policy=policy,
+                       epilogue="pair" if tile_n % 64 == 0 else "staged")
     for i, (m, n, k) in enumerate(SHAPES + [(384, 768, 1024), (136, 520, 72)]):
         _check(m, n, k, kind, cfg, trans_a=trans_a, trans_b=trans_b, seed=40 + i,
                beta=0.5 if i % 2 else 0.0, alpha=1.0 if i % 3 else 0.75)
@@ -888,7 +934,9 @@ def test_streamk_is_bitwise_reproducible_and_in_place_works():
     # sk_waves=0: whole tiles first, then the partial wave split over every CTA
     (1024, 2112, 8192, None, 128, "float16", 0),  # 132 whole, 4 x 128 k-iterations over 132 CTAs
     (896, 2432, 4096, None, 128, "bfloat16", 0),  # 132 whole, 1 x 64 k-iterations: one each
-    (333, 517, 4096, 4, 128, "float16", 0)])      # 12 whole on 4 CTAs, then 3 split over 4
+    (333, 517, 4096, 4, 128, "float16", 0),       # 12 whole on 4 CTAs, then 3 split over 4
+    (400, 500, 16384, None, 160, "float16", 1),   # 12 tiles of 128x160 over 132 CTAs: 11 each
+    (300, 700, 4096, 20, 224, "bfloat16", 1)])    # 12 tiles of 128x224 over 20 CTAs
 def test_spread_fix_up_matches_float64_and_repeats(m, n, k, sms, tile_n, kind, waves):
     """SK_REDUCE SPREAD (every contributor adds a share of its split tile): against the float64
     reference with alpha and beta, edge tiles and poisoned outputs; the same bits every run; and
@@ -1038,7 +1086,10 @@ def test_pair_epilogue_equals_direct_and_falls_back(kind, out_dtype):
                                                                     ("float16", "float32", 128, "streamk", 128),
                                                                     ("float16", None, 64, "dynamic", 64),
                                                                     ("bfloat16", None, 192, "streamk", 0),
-                                                                    ("float16", None, 192, "static", 0)])
+                                                                    ("float16", None, 192, "static", 0),
+                                                                    ("float16", None, 160, "streamk", 0),
+                                                                    ("bfloat16", None, 224, "static", 0),
+                                                                    ("float16", "float32", 96, "dynamic", 0)])
 @pytest.mark.parametrize("epi", ["staged", "tma"])
 def test_staged_epilogue_equals_direct_and_falls_back(kind, out_dtype, tile_n, policy, pp_tile_m, epi):
     """The staged epilogue (16-byte stores through shared memory) and the TMA-store one (the same
@@ -1051,6 +1102,11 @@ def test_staged_epilogue_equals_direct_and_falls_back(kind, out_dtype, tile_n, p
     elements end off a 16-byte boundary, where a bulk store would write past N and the launch
     takes "staged", so only 336 exercises the bulk stores.  ``pp_tile_m`` > 0: pingpong consumers
     with tiles of that many rows (each warpgroup stages its own tile's row blocks)."""
+    if epi == "tma" and HopperConfig(input=kind, output=out_dtype or hopper.STORAGE[kind],
+                                     tile_n=tile_n, epilogue="staged").out_chunk_bytes % 128:
+        with pytest.raises(ValueError, match="whole 128-byte boxes"):  # rotated rows: no bulk stores
+            HopperConfig(input=kind, output=out_dtype, tile_n=tile_n, epilogue=epi)
+        return
     rng = np.random.default_rng(11)
     a, _ = rand_operand((261, 300), kind, rng)
     as_dtype = "bfloat16" if kind == "bfloat16" else None
