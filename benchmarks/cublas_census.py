@@ -8,10 +8,12 @@ checked against float64 on sampled rows.  The names tell the tile, cluster and s
 (e.g. ``nvjet_hsh_128x64_64x8_2x1_v_bz_splitK_TNT``), which says what mgemm's heuristic could copy.
 
 ``--variant label:field=value,...`` (changes to the heuristic's config, as run_hopper_gpu.sh's
-EXTRA) adds more Hopper configs to the turns; ``--no-census`` skips the profiler.
+EXTRA) adds more Hopper configs to the turns; ``--prior`` adds the config the heuristic picks
+without its 160- and 224-wide tiles (``hopper.ODD_WIDTHS`` empty) where that differs;
+``--no-census`` skips the profiler.
 
     python3 benchmarks/cublas_census.py [--reps 10] [--dtype float16] [--random N --seed S]
-        [--variant LABEL:FIELDS ...] [--no-census] [MxNxK ...]
+        [--variant LABEL:FIELDS ...] [--prior] [--no-census] [MxNxK ...]
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=20261201)
     p.add_argument("--variant", action="append", default=[], help="label:field=value,... (repeatable)")
     p.add_argument("--no-census", action="store_true", help="time only; no profiler trace")
+    p.add_argument("--prior", action="store_true", help="also the heuristic's config without ODD_WIDTHS")
     args = p.parse_args(argv)
     cases = (args.cases or CASES) + random_cases(args.random, args.seed)
     rng = np.random.default_rng(0)
@@ -85,6 +88,12 @@ def main(argv=None):
         pc = h.probe_case(f"{spec}:{args.dtype}", rng)
         m, n, k = pc.case.m, pc.case.n, pc.case.k
         configs = {"hopper": (pc.config, None)}
+        if args.prior:
+            widths, hopper.ODD_WIDTHS = hopper.ODD_WIDTHS, ()
+            prior = hopper.choose_config(m, n, k, args.dtype, sms)
+            hopper.ODD_WIDTHS = widths
+            if prior != pc.config:
+                configs["prior"] = (prior, None)
         for v in args.variant:
             label, cfg, sms_cap = h.parse_variant(v, pc.config)
             configs[label] = (cfg, sms_cap)

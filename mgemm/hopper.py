@@ -205,6 +205,11 @@ FEW_STAGES_K = (4, 4)  # K of at most 4 64-wide steps: the cooperative tiles on 
 MID_TILE = (192, 4)
 MID_WAVES = (1.03, 3.0)
 ONE_WAVE_FROM = 1.15  # 128-wide waves from which one wave of 192-wide tiles pays (_mid_tile_pays)
+# 16-bit products with K of more than TMA_STORE_K 64-wide steps whose tiles fill the SMs poorly: one
+# or two static waves of these (tile_n, stages), filled to ODD_WAVE_FILL or more, replace the
+# heuristic's tile (_odd_width), the one that fills most first, the wider on a tie
+ODD_WIDTHS = ((224, 4), (160, 5))
+ODD_WAVE_FILL = 0.9
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
 
@@ -523,7 +528,53 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     if not explicit and kind in ("float16", "bfloat16") and _mid_tile_pays(cfg, m, n, k, sms):
         width, stages = MID_TILE
         cfg = fit_policy(cfg.replace(tile_n=width, stages=stages), m, n, k, sms, shared=shared)
+    if not explicit and not shared and kind in ("float16", "bfloat16"):
+        cfg = _odd_width(cfg, m, n, k, sms)
     return cfg
+
+
+def _wave_fill(tiles: int, sms: int) -> float:
+    """The share of the SMs' slots over the launch's whole waves that hold a tile."""
+    return tiles / (-(-tiles // sms) * sms)
+
+
+def _odd_width(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
+    """``cfg``, or a static config of one of ``ODD_WIDTHS`` (tiles 224 or 160 wide) where those
+    fill one or two whole waves to ``ODD_WAVE_FILL`` or more and ``cfg`` either splits tiles
+    (stream-K) or runs static waves filled less.  K of more than ``TMA_STORE_K`` 64-wide steps only
+    (the TMA-store epilogue, which short K wants, needs rows of whole 128-byte boxes); not for the
+    thin (pingpong) tile.
+
+    On the H200 (benchmarks/RESULTS.md, eighteenth session, fp16 × cuBLAS, the heuristic's tile ->
+    this one): 1824x1584x4096 0.78 (128x192 stream-K, 135 tiles) -> 0.88 (120 of 128x224),
+    3040x1024x4096 0.80 (128x128 stream-K) -> 0.88 (120 of 128x224), 1552x3184x8192 0.76 (128x128
+    static, 2.46 waves) -> 0.85 (two waves of 130 128x160 tiles), 1216x2528x8192 0.77 -> 0.77
+    (120 of 128x224).  Where these widths filled their waves less (0.70-0.85: 896x2432x8192,
+    1024x2112x8192, 1840x2288x8192, 2992x1440x8192, 2352x1712x4096) they were level with the
+    heuristic's tile or behind it by up to 0.13, and stream-K over them was behind everywhere.
+
+    >>> cfg = choose_config(1824, 1584, 4096, "float16", 132)
+    >>> cfg.tile_n, cfg.policy, cfg.epilogue
+    (224, 'static', 'staged')
+    >>> choose_config(1024, 2112, 8192, "float16", 132).tile_n  # 112 tiles of 160 fill 0.85
+    192
+    """
+    if cfg.pingpong or -(-k // 64) <= TMA_STORE_K:
+        return cfg
+    rows = -(-m // cfg.tile_m)
+    current = 0.0 if cfg.policy == "streamk" else _wave_fill(rows * -(-n // cfg.tile_n), sms)
+    if current >= ODD_WAVE_FILL:
+        return cfg
+    best = None
+    for width, stages in ODD_WIDTHS:
+        tiles = rows * -(-n // width)
+        fill = _wave_fill(tiles, sms)
+        if tiles <= 2 * sms and fill >= ODD_WAVE_FILL and (best is None or fill > best[0] + 1e-9):
+            best = (fill, width, stages)
+    if best is None or best[0] <= current:
+        return cfg
+    return cfg.replace(tile_n=best[1], stages=best[2], policy="static", sk_reduce="owner", sk_waves=1,
+                       epilogue="staged")
 
 
 def _mid_tile_pays(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> bool:
