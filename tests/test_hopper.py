@@ -325,6 +325,28 @@ def test_heuristic_partial_wave_runs_static():
     assert hopper.choose_config(512, 512, 32768, "float16", 132).policy == "streamk"  # 16 tiles
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_heuristic_128x224_where_it_fills_its_waves(dtype):
+    """One or two static waves of 128x224 tiles filled to ODD_WAVE_FILL (RESULTS.md, eighteenth
+    session: ahead on all twelve shapes measured after the rule, by 0.03-0.12), not where they
+    fill less, not for short K, thin products or a shared GPU, and not where the heuristic's own
+    static waves fill as well."""
+    for shape in [(1824, 1584, 4096), (3040, 1024, 4096), (1008, 3392, 16384), (1968, 1632, 4096),
+                  (3712, 2016, 8192), (2288, 2992, 16384), (2080, 3168, 4096), (2848, 2352, 16384),
+                  (1872, 3664, 8192), (2128, 2960, 4096)]:
+        cfg = hopper.choose_config(*shape, dtype, 132)
+        assert (cfg.tile_n, cfg.stages, cfg.policy, cfg.epilogue) == (224, 4, "static", "staged"), shape
+        assert hopper._wave_fill(hopper.plan_launch(cfg, *shape, 132).tiles, 132) >= hopper.ODD_WAVE_FILL
+    for shape in [(896, 2432, 8192), (1024, 2112, 8192), (1840, 2288, 8192), (8192, 8192, 8192),
+                  (4096, 4096, 4096), (1408, 1536, 16384), (256, 256, 65536), (64, 8192, 8192),
+                  (8192, 8192, 256), (2032, 1200, 8192), (1296, 1712, 16384), (2288, 1008, 4096),
+                  (1536, 1536, 8192)]:
+        assert hopper.choose_config(*shape, dtype, 132).tile_n != 224, shape
+    assert hopper.choose_config(1824, 1584, 2048, dtype, 132).tile_n != 224  # short K: TMA stores
+    assert hopper.choose_config(1824, 1584, 4096, dtype, 132, shared=True).policy == "dynamic"
+    assert hopper.choose_config(1824, 1584, 4096, "float32", 132, allow_tf32=True).tile_n != 224
+
+
 def test_heuristic_epilogue_follows_k():
     """TMA stores where K has at most TMA_STORE_K 64-wide steps (measured ahead up to K = 2048 on
     the H200, RESULTS.md thirteenth session), the staged thread stores for longer K; on every
