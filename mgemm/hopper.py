@@ -24,7 +24,8 @@ M or N (tf32 with B row-major) is a transpose and goes through the tiled shared-
 (``transpose_copy``), other strides through CuPy's element-wise copy.  Epilogue ``staged`` (the
 heuristic's for K > 2048): with beta = 0 and an output whose rows start 16-byte aligned, each consumer
 warpgroup writes its rows, 64 at a time, into its own shared-memory buffer, 256 bytes of each
-row at a time (128 where a tile row is not a whole number of 256-byte pieces), and stores them
+row at a time (128 where a tile row is not a whole number of 256-byte pieces, half the row where
+it is not a whole number of 128-byte pieces either: 160 or 224 16-bit columns), and stores them
 as 16-byte pieces of whole rows (elsewhere it falls back to ``pair``).  ``pair`` (the config's
 default): the two adjacent columns a thread holds go out as one 4- or 8-byte store (and C as one
 load) where the output is row-major with an even leading dimension and aligned; ``direct`` is the
@@ -96,7 +97,12 @@ the previous kernel left cold): 256x256x65536 0.79-0.81 against 0.77, the skewed
 (``ONE_WAVE_FROM``; +0.05-0.29 on seven shapes drawn after the rule); a partial wave at least
 half full runs static instead of stream-K (``fit_policy``; +0.05-0.23 on eleven of twelve new
 shapes); and one wave of 256-wide tiles filled 0.9 or more replaced two of 128-wide ones
-(``WIDE_WAVE_FILL``; ahead on all eight new shapes).  Stream-K
+(``WIDE_WAVE_FILL``; ahead on all eight new shapes).  In the eighteenth session tiles 96, 160
+and 224 wide joined (wgmma n96 / n160 / n224; a row-major B loads whole 64-wide boxes; the
+staged epilogue rotates rows that are not whole 128-byte boxes, so no TMA stores there; the whole
+GPU suite, 480 tests, passed), and one or two static waves of 128x224 tiles filled to 0.9 or
+more replace the heuristic's tile where that splits or fills its waves less (``ODD_WIDTHS``;
+ahead in all eighteen runs on nine shapes drawn after the rule, by 0.03-0.12).  Stream-K
 flags hold the launch's epoch when complete (``kernels.epoch_sync``), so no memset runs between launches.
 The persistent engine uses this kernel for float16 (and float32 with ``allow_tf32``) on sm_90.
 
