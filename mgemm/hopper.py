@@ -211,12 +211,13 @@ FEW_STAGES_K = (4, 4)  # K of at most 4 64-wide steps: the cooperative tiles on 
 MID_TILE = (192, 4)
 MID_WAVES = (1.03, 3.0)
 ONE_WAVE_FROM = 1.15  # 128-wide waves from which one wave of 192-wide tiles pays (_mid_tile_pays)
-# 16-bit products with K of more than TMA_STORE_K 64-wide steps whose tiles fill the SMs poorly: one
+# 16-bit products with K of ODD_MIN_K_STEPS 64-wide steps or more whose tiles fill the SMs poorly: one
 # or two static waves of these (tile_n, stages), filled to ODD_WAVE_FILL or more, replace the
 # heuristic's tile (_odd_width), the one that fills most first, the wider on a tie.  128x160 was
 # measured too and left out: level on average (RESULTS.md, eighteenth session)
 ODD_WIDTHS = ((224, 4),)
 ODD_WAVE_FILL = 0.9
+ODD_MIN_K_STEPS = 16  # K >= 1024: measured ahead there even without the TMA-store epilogue
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
 
@@ -548,9 +549,9 @@ def _wave_fill(tiles: int, sms: int) -> float:
 def _odd_width(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
     """``cfg``, or a static config of one of ``ODD_WIDTHS`` (128x224 tiles) where those fill one
     or two whole waves to ``ODD_WAVE_FILL`` or more and ``cfg`` either splits tiles (stream-K) or
-    runs static waves filled less.  K of more than ``TMA_STORE_K`` 64-wide steps only (the
-    TMA-store epilogue, which short K wants, needs rows of whole 128-byte boxes); not for the thin
-    (pingpong) tile.
+    runs static waves filled less.  K of ``ODD_MIN_K_STEPS`` 64-wide steps or more (the
+    TMA-store epilogue, which the shortest K wants most, needs rows of whole 128-byte boxes, so
+    these tiles take the staged one); not for the thin (pingpong) tile.
 
     On the H200 (benchmarks/RESULTS.md, eighteenth session, × cuBLAS, the heuristic's tile ->
     128x224): first 1824x1584x4096 0.78 (128x192 stream-K) -> 0.88, 3040x1024x4096 0.80 (128x128
@@ -559,7 +560,10 @@ def _odd_width(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperCon
     (1008x3392x16384 0.83 -> 0.95, 976x3472x4096 0.73-0.79 -> 0.95, 1968x1632x4096 0.78-0.80 ->
     0.90) and two waves against two less filled waves of 128x256 (3712x2016x8192 0.89 -> 0.97,
     2288x2992x16384 0.84-0.85 -> 0.92, 2512x2816x8192 0.87-0.88 -> 0.95-0.96, ...); behind by
-    0.03-0.04 on 3696x1824x16384 (261 tiles of 224 against 232 of 256).  Where 224 filled its waves
+    0.03-0.04 on 3696x1824x16384 (261 tiles of 224 against 232 of 256).  With K = 1024 and 2048,
+    where the heuristic's own tiles use TMA stores, 128x224 with the staged epilogue was ahead on
+    all eight shapes drawn, in both dtypes, by 0.07-0.20 (3120x1008x1024 0.67-0.68 -> 0.85-0.88,
+    2656x2528x1024 0.76-0.77 -> 0.92); K below 1024 was not measured.  Where 224 filled its waves
     less (0.58-0.70: 896x2432x8192, 1024x2112x8192, 1840x2288x8192) it was behind by up to 0.24.
     128x160 tiles under the same rule won on five shapes (1888x1216x16384 0.82-0.86 -> 0.93-0.94,
     1552x3184x8192 0.76 -> 0.85) and lost on four (2032x1200x8192 0.82-0.83 -> 0.69-0.70,
@@ -571,7 +575,7 @@ def _odd_width(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperCon
     >>> choose_config(1024, 2112, 8192, "float16", 132).tile_n  # 80 tiles of 224 fill 0.61
     192
     """
-    if cfg.pingpong or -(-k // 64) <= TMA_STORE_K:
+    if cfg.pingpong or -(-k // 64) < ODD_MIN_K_STEPS:
         return cfg
     rows = -(-m // cfg.tile_m)
     current = 0.0 if cfg.policy == "streamk" else _wave_fill(rows * -(-n // cfg.tile_n), sms)

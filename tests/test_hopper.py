@@ -343,7 +343,9 @@ def test_heuristic_128x224_where_it_fills_its_waves(dtype):
                   (8192, 8192, 256), (2032, 1200, 8192), (1296, 1712, 16384), (2288, 1008, 4096),
                   (1536, 1536, 8192)]:
         assert hopper.choose_config(*shape, dtype, 132).tile_n != 224, shape
-    assert hopper.choose_config(1824, 1584, 2048, dtype, 132).tile_n != 224  # short K: TMA stores
+    for shape in [(3120, 1008, 1024), (2752, 1248, 2048), (1680, 3680, 1024), (2656, 2528, 1024)]:
+        assert hopper.choose_config(*shape, dtype, 132).tile_n == 224, shape  # staged, not TMA
+    assert hopper.choose_config(3120, 1008, 512, dtype, 132).tile_n != 224  # K < 1024: TMA stores
     assert hopper.choose_config(1824, 1584, 4096, dtype, 132, shared=True).policy == "dynamic"
     assert hopper.choose_config(1824, 1584, 4096, "float32", 132, allow_tf32=True).tile_n != 224
 
