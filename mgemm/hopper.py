@@ -102,7 +102,7 @@ and 224 wide joined (wgmma n96 / n160 / n224; a row-major B loads whole 64-wide 
 staged epilogue rotates rows that are not whole 128-byte boxes, so no TMA stores there; the whole
 GPU suite, 480 tests, passed), and one or two static waves of 128x224 tiles filled to 0.9 or
 more replace the heuristic's tile where that splits or fills its waves less (``ODD_WIDTHS``;
-ahead in 36 of 38 runs on nineteen shapes drawn after the rule, by 0.01-0.22).  Stream-K
+ahead in 73 of 78 runs on shapes drawn after the rule, by up to 0.22; behind by up to 0.07).  Stream-K
 flags hold the launch's epoch when complete (``kernels.epoch_sync``), so no memset runs between launches.
 The persistent engine uses this kernel for float16 (and float32 with ``allow_tf32``) on sm_90.
 
@@ -563,7 +563,10 @@ def _odd_width(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperCon
     0.03-0.04 on 3696x1824x16384 (261 tiles of 224 against 232 of 256).  With K = 1024 and 2048,
     where the heuristic's own tiles use TMA stores, 128x224 with the staged epilogue was ahead on
     all eight shapes drawn, in both dtypes, by 0.07-0.20 (3120x1008x1024 0.67-0.68 -> 0.85-0.88,
-    2656x2528x1024 0.76-0.77 -> 0.92); K below 1024 was not measured.  Where 224 filled its waves
+    2656x2528x1024 0.76-0.77 -> 0.92); K below 1024 was not measured.  On twelve more shapes
+    drawn after that (K 1024-16384): ahead in 21 of 24 runs (1136x3104x4096 0.81-0.83 -> 0.95,
+    2688x2624x16384 0.95-0.96 -> 1.03), behind by 0.06-0.07 on 1680x1840x8192, whose 126 tiles
+    hold 86 % real work.  Over all: ahead in 73 of 78 runs.  Where 224 filled its waves
     less (0.58-0.70: 896x2432x8192, 1024x2112x8192, 1840x2288x8192) it was behind by up to 0.24.
     128x160 tiles under the same rule won on five shapes (1888x1216x16384 0.82-0.86 -> 0.93-0.94,
     1552x3184x8192 0.76 -> 0.85) and lost on four (2032x1200x8192 0.82-0.83 -> 0.69-0.70,
