@@ -9,7 +9,8 @@ checked against float64 on sampled rows.  The names tell the tile, cluster and s
 
 ``--variant label:field=value,...`` (changes to the heuristic's config, as run_hopper_gpu.sh's
 EXTRA) adds more Hopper configs to the turns; ``--prior`` adds the config the heuristic picks
-without its 160- and 224-wide tiles (``hopper.ODD_WIDTHS`` empty) where that differs;
+without its wave-filling widths (``hopper.FILL_WIDTHS`` empty, ``FILL_FROM_128`` None) where that
+differs;
 ``--no-census`` skips the profiler.
 
     python3 benchmarks/cublas_census.py [--reps 10] [--dtype float16] [--random N --seed S]
@@ -77,7 +78,7 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=20261201)
     p.add_argument("--variant", action="append", default=[], help="label:field=value,... (repeatable)")
     p.add_argument("--no-census", action="store_true", help="time only; no profiler trace")
-    p.add_argument("--prior", action="store_true", help="also the heuristic's config without ODD_WIDTHS")
+    p.add_argument("--prior", action="store_true", help="also the heuristic's config without FILL_WIDTHS")
     args = p.parse_args(argv)
     cases = (args.cases or CASES) + random_cases(args.random, args.seed)
     rng = np.random.default_rng(0)
@@ -89,9 +90,10 @@ def main(argv=None):
         m, n, k = pc.case.m, pc.case.n, pc.case.k
         configs = {"hopper": (pc.config, None)}
         if args.prior:
-            widths, hopper.ODD_WIDTHS = hopper.ODD_WIDTHS, ()
+            saved = hopper.FILL_WIDTHS, hopper.FILL_FROM_128
+            hopper.FILL_WIDTHS, hopper.FILL_FROM_128 = (), None
             prior = hopper.choose_config(m, n, k, args.dtype, sms)
-            hopper.ODD_WIDTHS = widths
+            hopper.FILL_WIDTHS, hopper.FILL_FROM_128 = saved
             if prior != pc.config:
                 configs["prior"] = (prior, None)
         for v in args.variant:

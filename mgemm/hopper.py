@@ -101,7 +101,7 @@ shapes); and one wave of 256-wide tiles filled 0.9 or more replaced two of 128-w
 and 224 wide joined (wgmma n96 / n160 / n224; a row-major B loads whole 64-wide boxes; the
 staged epilogue rotates rows that are not whole 128-byte boxes, so no TMA stores there; the whole
 GPU suite, 480 tests, passed), and one or two static waves of 128x224 tiles filled to 0.9 or
-more replace the heuristic's tile where that splits or fills its waves less (``ODD_WIDTHS``;
+more replace the heuristic's tile where that splits or fills its waves less (``FILL_WIDTHS``;
 ahead in 73 of 78 runs on shapes drawn after the rule, by up to 0.22; behind by up to 0.07).  Stream-K
 flags hold the launch's epoch when complete (``kernels.epoch_sync``), so no memset runs between launches.
 The persistent engine uses this kernel for float16 (and float32 with ``allow_tf32``) on sm_90.
@@ -211,13 +211,15 @@ FEW_STAGES_K = (4, 4)  # K of at most 4 64-wide steps: the cooperative tiles on 
 MID_TILE = (192, 4)
 MID_WAVES = (1.03, 3.0)
 ONE_WAVE_FROM = 1.15  # 128-wide waves from which one wave of 192-wide tiles pays (_mid_tile_pays)
-# 16-bit products with K of ODD_MIN_K_STEPS 64-wide steps or more whose tiles fill the SMs poorly: one
-# or two static waves of these (tile_n, stages), filled to ODD_WAVE_FILL or more, replace the
-# heuristic's tile (_odd_width), the one that fills most first, the wider on a tie.  128x160 was
-# measured too and left out: level on average (RESULTS.md, eighteenth session)
-ODD_WIDTHS = ((224, 4),)
-ODD_WAVE_FILL = 0.9
-ODD_MIN_K_STEPS = 16  # K >= 1024: measured ahead there even without the TMA-store epilogue
+# 16-bit products with K of FILL_MIN_K_STEPS 64-wide steps or more (_fill_waves): one or two static
+# waves of FILL_WIDTHS tiles (tile_n, stages), filled to FILL_MIN or more, replace the heuristic's
+# tile where that splits tiles or fills its static waves less; else FILL_FROM_128 (tile_n, stages)
+# replaces static waves of 128-wide tiles the same way.  128x160 was measured too and left out:
+# level on average (RESULTS.md, eighteenth session)
+FILL_WIDTHS = ((224, 4),)
+FILL_FROM_128: tuple[int, int] | None = (192, 4)
+FILL_MIN = 0.9
+FILL_MIN_K_STEPS = 16  # K >= 1024: measured ahead there even without the TMA-store epilogue
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
 
@@ -537,7 +539,7 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
         width, stages = MID_TILE
         cfg = fit_policy(cfg.replace(tile_n=width, stages=stages), m, n, k, sms, shared=shared)
     if not explicit and not shared and kind in ("float16", "bfloat16"):
-        cfg = _odd_width(cfg, m, n, k, sms)
+        cfg = _fill_waves(cfg, m, n, k, sms)
     return cfg
 
 
@@ -546,12 +548,14 @@ def _wave_fill(tiles: int, sms: int) -> float:
     return tiles / (-(-tiles // sms) * sms)
 
 
-def _odd_width(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
-    """``cfg``, or a static config of one of ``ODD_WIDTHS`` (128x224 tiles) where those fill one
-    or two whole waves to ``ODD_WAVE_FILL`` or more and ``cfg`` either splits tiles (stream-K) or
-    runs static waves filled less.  K of ``ODD_MIN_K_STEPS`` 64-wide steps or more (the
-    TMA-store epilogue, which the shortest K wants most, needs rows of whole 128-byte boxes, so
-    these tiles take the staged one); not for the thin (pingpong) tile.
+def _fill_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
+    """``cfg``, or a static config of one of ``FILL_WIDTHS`` (128x224 tiles) where those fill one
+    or two whole waves to ``FILL_MIN`` or more and ``cfg`` either splits tiles (stream-K) or
+    runs static waves filled less; else, where ``cfg`` runs static waves of 128-wide tiles,
+    ``FILL_FROM_128`` (128x192) where its one or two waves fill to ``FILL_MIN`` and more than
+    ``cfg``'s.  K of ``FILL_MIN_K_STEPS`` 64-wide steps or more; not for the thin (pingpong)
+    tile.  The 224-wide rows are not whole 128-byte boxes, so those tiles take the staged
+    epilogue where ``cfg`` had the TMA-store one; 192 keeps ``cfg``'s.
 
     On the H200 (benchmarks/RESULTS.md, eighteenth session, × cuBLAS, the heuristic's tile ->
     128x224): first 1824x1584x4096 0.78 (128x192 stream-K) -> 0.88, 3040x1024x4096 0.80 (128x128
@@ -566,7 +570,12 @@ def _odd_width(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperCon
     2656x2528x1024 0.76-0.77 -> 0.92); K below 1024 was not measured.  On twelve more shapes
     drawn after that (K 1024-16384): ahead in 21 of 24 runs (1136x3104x4096 0.81-0.83 -> 0.95,
     2688x2624x16384 0.95-0.96 -> 1.03), behind by 0.06-0.07 on 1680x1840x8192, whose 126 tiles
-    hold 86 % real work.  Over all: ahead in 73 of 78 runs.  Where 224 filled its waves
+    hold 86 % real work.  Over all: ahead in 73 of 78 runs.
+
+    Two waves of 128x192 tiles against about three static waves of 128x128 ones filled less
+    (K 1024-8192, ten shapes drawn at random, fp16 / bf16): ahead in 18 of 20 runs, level in two,
+    by up to 0.18 (3600x1584x8192 0.79-0.86 -> 0.96-0.97, 3632x1600x8192 0.95 -> 0.99,
+    2704x2000x1024 0.93-0.95 -> 0.94-1.00): the wider tile moves fewer bytes per FLOP.  Where 224 filled its waves
     less (0.58-0.70: 896x2432x8192, 1024x2112x8192, 1840x2288x8192) it was behind by up to 0.24.
     128x160 tiles under the same rule won on five shapes (1888x1216x16384 0.82-0.86 -> 0.93-0.94,
     1552x3184x8192 0.76 -> 0.85) and lost on four (2032x1200x8192 0.82-0.83 -> 0.69-0.70,
@@ -577,23 +586,33 @@ def _odd_width(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperCon
     (224, 'static', 'staged')
     >>> choose_config(1024, 2112, 8192, "float16", 132).tile_n  # 80 tiles of 224 fill 0.61
     192
+    >>> cfg = choose_config(3600, 1584, 8192, "float16", 132)  # 377 tiles of 128 -> 261 of 192
+    >>> cfg.tile_n, cfg.policy
+    (192, 'static')
     """
-    if cfg.pingpong or -(-k // 64) < ODD_MIN_K_STEPS:
+    if cfg.pingpong or -(-k // 64) < FILL_MIN_K_STEPS:
         return cfg
     rows = -(-m // cfg.tile_m)
     current = 0.0 if cfg.policy == "streamk" else _wave_fill(rows * -(-n // cfg.tile_n), sms)
-    if current >= ODD_WAVE_FILL:
-        return cfg
-    best = None
-    for width, stages in ODD_WIDTHS:
+
+    def fills(width: int) -> float:  # the fill of one or two static waves of this width, else 0
         tiles = rows * -(-n // width)
-        fill = _wave_fill(tiles, sms)
-        if tiles <= 2 * sms and fill >= ODD_WAVE_FILL and (best is None or fill > best[0] + 1e-9):
-            best = (fill, width, stages)
-    if best is None or best[0] <= current:
+        return _wave_fill(tiles, sms) if tiles <= 2 * sms else 0.0
+
+    choice = None
+    if current < FILL_MIN:
+        best = max(((fills(w), w, st) for w, st in FILL_WIDTHS), default=None)
+        if best is not None and best[0] >= FILL_MIN:
+            choice = best[1:]
+    if (choice is None and FILL_FROM_128 is not None and cfg.tile_n == 128 and cfg.policy == "static"
+            and fills(FILL_FROM_128[0]) >= max(FILL_MIN, current + 1e-9)):
+        choice = FILL_FROM_128
+    if choice is None:
         return cfg
-    return cfg.replace(tile_n=best[1], stages=best[2], policy="static", sk_reduce="owner", sk_waves=1,
+    width, stages = choice
+    wide = cfg.replace(tile_n=width, stages=stages, policy="static", sk_reduce="owner", sk_waves=1,
                        epilogue="staged")
+    return wide.replace(epilogue="tma") if cfg.epilogue == "tma" and wide.out_chunk_bytes % 128 == 0 else wide
 
 
 def _mid_tile_pays(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> bool:
