@@ -102,7 +102,9 @@ and 224 wide joined (wgmma n96 / n160 / n224; a row-major B loads whole 64-wide 
 staged epilogue rotates rows that are not whole 128-byte boxes, so no TMA stores there; the whole
 GPU suite, 480 tests, passed), and one or two static waves of 128x224 tiles filled to 0.9 or
 more replace the heuristic's tile where that splits or fills its waves less (``FILL_WIDTHS``;
-ahead in 73 of 78 runs on shapes drawn after the rule, by up to 0.22; behind by up to 0.07).  Stream-K
+ahead in 73 of 78 runs on shapes drawn after the rule, by up to 0.22; behind by up to 0.07), and
+two fuller waves of 128x192 replace about three of 128x128 (``FILL_FROM_128``; ahead in all 20
+runs on ten shapes drawn after the rule, by 0.01-0.16).  Stream-K
 flags hold the launch's epoch when complete (``kernels.epoch_sync``), so no memset runs between launches.
 The persistent engine uses this kernel for float16 (and float32 with ``allow_tf32``) on sm_90.
 
@@ -575,7 +577,9 @@ def _fill_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperCo
     Two waves of 128x192 tiles against about three static waves of 128x128 ones filled less
     (K 1024-8192, ten shapes drawn at random, fp16 / bf16): ahead in 18 of 20 runs, level in two,
     by up to 0.18 (3600x1584x8192 0.79-0.86 -> 0.96-0.97, 3632x1600x8192 0.95 -> 0.99,
-    2704x2000x1024 0.93-0.95 -> 0.94-1.00): the wider tile moves fewer bytes per FLOP.  Where 224 filled its waves
+    2704x2000x1024 0.93-0.95 -> 0.94-1.00): the wider tile moves fewer bytes per FLOP.  On ten
+    shapes drawn after the rule was written (K 1024-16384): ahead in all twenty runs, by
+    0.01-0.16 (3536x1552x4096 0.80-0.85 -> 0.96-0.98, 2448x2352x4096 0.83-0.87 -> 0.94-0.97).  Where 224 filled its waves
     less (0.58-0.70: 896x2432x8192, 1024x2112x8192, 1840x2288x8192) it was behind by up to 0.24.
     128x160 tiles under the same rule won on five shapes (1888x1216x16384 0.82-0.86 -> 0.93-0.94,
     1552x3184x8192 0.76 -> 0.85) and lost on four (2032x1200x8192 0.82-0.83 -> 0.69-0.70,
