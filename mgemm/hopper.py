@@ -215,12 +215,13 @@ MID_WAVES = (1.03, 3.0)
 ONE_WAVE_FROM = 1.15  # 128-wide waves from which one wave of 192-wide tiles pays (_mid_tile_pays)
 # 16-bit products with K of FILL_MIN_K_STEPS 64-wide steps or more (_fill_waves): one or two static
 # waves of FILL_WIDTHS tiles (tile_n, stages), filled to FILL_MIN or more, replace the heuristic's
-# tile where that splits tiles or fills its static waves less; else FILL_FROM_128 (tile_n, stages)
-# replaces static waves of 128-wide tiles the same way.  128x160 was measured too and left out:
+# tile where that splits tiles or fills its static waves less; else up to four waves of
+# FILL_FROM_128 (tile_n, stages) replace static waves of 128-wide tiles the same way.  128x160 was measured too and left out:
 # level on average (RESULTS.md, eighteenth session)
 FILL_WIDTHS = ((224, 4),)
 FILL_FROM_128: tuple[int, int] | None = (192, 4)
 FILL_MIN = 0.9
+FILL_WAVES = (2, 4)  # at most this many waves of FILL_WIDTHS tiles, and of FILL_FROM_128 tiles
 FILL_MIN_K_STEPS = 16  # K >= 1024: measured ahead there even without the TMA-store epilogue
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
@@ -554,8 +555,8 @@ def _fill_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperCo
     """``cfg``, or a static config of one of ``FILL_WIDTHS`` (128x224 tiles) where those fill one
     or two whole waves to ``FILL_MIN`` or more and ``cfg`` either splits tiles (stream-K) or
     runs static waves filled less; else, where ``cfg`` runs static waves of 128-wide tiles,
-    ``FILL_FROM_128`` (128x192) where its one or two waves fill to ``FILL_MIN`` and more than
-    ``cfg``'s.  K of ``FILL_MIN_K_STEPS`` 64-wide steps or more; not for the thin (pingpong)
+    ``FILL_FROM_128`` (128x192) where its waves (up to four: ``FILL_WAVES``) fill to ``FILL_MIN``
+    and more than ``cfg``'s.  K of ``FILL_MIN_K_STEPS`` 64-wide steps or more; not for the thin (pingpong)
     tile.  The 224-wide rows are not whole 128-byte boxes, so those tiles take the staged
     epilogue where ``cfg`` had the TMA-store one; 192 keeps ``cfg``'s.
 
@@ -579,7 +580,10 @@ def _fill_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperCo
     by up to 0.18 (3600x1584x8192 0.79-0.86 -> 0.96-0.97, 3632x1600x8192 0.95 -> 0.99,
     2704x2000x1024 0.93-0.95 -> 0.94-1.00): the wider tile moves fewer bytes per FLOP.  On ten
     shapes drawn after the rule was written (K 1024-16384): ahead in all twenty runs, by
-    0.01-0.16 (3536x1552x4096 0.80-0.85 -> 0.96-0.98, 2448x2352x4096 0.83-0.87 -> 0.94-0.97).  Where 224 filled its waves
+    0.01-0.16 (3536x1552x4096 0.80-0.85 -> 0.96-0.98, 2448x2352x4096 0.83-0.87 -> 0.94-0.97).
+    Three waves of 128x192 against four to six of 128x128 (ten more shapes): ahead in all twenty
+    runs, by 0.07-0.14 (3152x4016x4096 0.82 -> 0.96, 2880x3232x2048 0.82-0.83 -> 0.96), so the
+    rule takes up to four waves of 192.  Where 224 filled its waves
     less (0.58-0.70: 896x2432x8192, 1024x2112x8192, 1840x2288x8192) it was behind by up to 0.24.
     128x160 tiles under the same rule won on five shapes (1888x1216x16384 0.82-0.86 -> 0.93-0.94,
     1552x3184x8192 0.76 -> 0.85) and lost on four (2032x1200x8192 0.82-0.83 -> 0.69-0.70,
@@ -599,17 +603,17 @@ def _fill_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperCo
     rows = -(-m // cfg.tile_m)
     current = 0.0 if cfg.policy == "streamk" else _wave_fill(rows * -(-n // cfg.tile_n), sms)
 
-    def fills(width: int) -> float:  # the fill of one or two static waves of this width, else 0
+    def fills(width: int, waves: int) -> float:  # the fill of up to `waves` static waves, else 0
         tiles = rows * -(-n // width)
-        return _wave_fill(tiles, sms) if tiles <= 2 * sms else 0.0
+        return _wave_fill(tiles, sms) if tiles <= waves * sms else 0.0
 
     choice = None
     if current < FILL_MIN:
-        best = max(((fills(w), w, st) for w, st in FILL_WIDTHS), default=None)
+        best = max(((fills(w, FILL_WAVES[0]), w, st) for w, st in FILL_WIDTHS), default=None)
         if best is not None and best[0] >= FILL_MIN:
             choice = best[1:]
     if (choice is None and FILL_FROM_128 is not None and cfg.tile_n == 128 and cfg.policy == "static"
-            and fills(FILL_FROM_128[0]) >= max(FILL_MIN, current + 1e-9)):
+            and fills(FILL_FROM_128[0], FILL_WAVES[1]) >= max(FILL_MIN, current + 1e-9)):
         choice = FILL_FROM_128
     if choice is None:
         return cfg

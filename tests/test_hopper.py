@@ -361,6 +361,8 @@ def test_heuristic_two_waves_of_192_for_three_of_128(dtype):
         cfg = hopper.choose_config(*shape, dtype, 132)
         assert (before.tile_n, before.policy) == (128, "static"), shape
         assert (cfg.tile_n, cfg.stages, cfg.policy, cfg.epilogue) == (192, 4, "static", before.epilogue), shape
+    for shape in [(3152, 4016, 4096), (2880, 3232, 2048), (1648, 5472, 8192)]:  # three waves of 192
+        assert hopper.choose_config(*shape, dtype, 132).tile_n == 192, shape
     # one whole wave of 128-wide tiles stays (1408x1536x16384: 132 tiles)
     assert hopper.choose_config(1408, 1536, 16384, dtype, 132).tile_n == 128
 
