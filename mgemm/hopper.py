@@ -103,8 +103,8 @@ staged epilogue rotates rows that are not whole 128-byte boxes, so no TMA stores
 GPU suite, 480 tests, passed), and one or two static waves of 128x224 tiles filled to 0.9 or
 more replace the heuristic's tile where that splits or fills its waves less (``FILL_WIDTHS``;
 ahead in 73 of 78 runs on shapes drawn after the rule, by up to 0.22; behind by up to 0.07), and
-two fuller waves of 128x192 replace about three of 128x128 (``FILL_FROM_128``; ahead in all 20
-runs on ten shapes drawn after the rule, by 0.01-0.16).  Stream-K
+up to four fuller waves of 128x192 replace static waves of 128x128 (``FILL_FROM_128``; ahead
+in all 36 runs on eighteen shapes drawn after the rule, by 0.01-0.17).  Stream-K
 flags hold the launch's epoch when complete (``kernels.epoch_sync``), so no memset runs between launches.
 The persistent engine uses this kernel for float16 (and float32 with ``allow_tf32``) on sm_90.
 
@@ -583,7 +583,8 @@ def _fill_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperCo
     0.01-0.16 (3536x1552x4096 0.80-0.85 -> 0.96-0.98, 2448x2352x4096 0.83-0.87 -> 0.94-0.97).
     Three waves of 128x192 against four to six of 128x128 (ten more shapes): ahead in all twenty
     runs, by 0.07-0.14 (3152x4016x4096 0.82 -> 0.96, 2880x3232x2048 0.82-0.83 -> 0.96), so the
-    rule takes up to four waves of 192.  Where 224 filled its waves
+    rule takes up to four waves of 192; on eight shapes drawn after that, where it takes more
+    than two, ahead in all sixteen runs by 0.08-0.17 (5968x1440x8192 0.74-0.75 -> 0.91).  Where 224 filled its waves
     less (0.58-0.70: 896x2432x8192, 1024x2112x8192, 1840x2288x8192) it was behind by up to 0.24.
     128x160 tiles under the same rule won on five shapes (1888x1216x16384 0.82-0.86 -> 0.93-0.94,
     1552x3184x8192 0.76 -> 0.85) and lost on four (2032x1200x8192 0.82-0.83 -> 0.69-0.70,
