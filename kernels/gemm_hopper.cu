@@ -19,8 +19,8 @@
 // the barriers and the unit slots.  That is the K-major layout (A row-major, B column-major).
 // 16-bit inputs may also be MN-major (MGEMM_A_K_MAJOR 0: A column-major, M contiguous;
 // MGEMM_B_K_MAJOR 0: B row-major, N contiguous): the operand's part of the stage is then
-// (rows / 64) boxes of [BK rows of K x 128 B = 64 m or n], 8 KB each, one TMA load per box, read by
-// wgmma with the transpose bit and sw128_mn_desc.  tf32 is K-major only (mgemm/hopper.py copies).
+// (rows / 64, rounded up) boxes of [BK rows of K x 128 B = 64 m or n], 8 KB each, one TMA load per
+// box, read by wgmma with the transpose bit and sw128_mn_desc.  tf32 is K-major only (mgemm/hopper.py copies).
 //
 // 2-CTA clusters (MGEMM_CLUSTER_M 2, opt-in; static and per_tile, cooperative consumers): the two
 // CTAs of a cluster (__cluster_dims__(2, 1, 1), consecutive blockIdx.x) take the tiles (2r, c) and
@@ -54,8 +54,8 @@
 #define MGEMM_OUTPUT MGEMM_BF16  // what C and D hold
 #endif
 #ifndef MGEMM_TILE_N
-// 64, 128, 192 (cooperative, one CTA per tile) or 256 (the wgmma N); the tile is 128 x TILE_N x
-// (128 bytes of K)
+// 64, 128, 256, or 96, 160, 192, 224 (cooperative, one CTA per tile): the wgmma N; the tile is
+// 128 x TILE_N x (128 bytes of K)
 #define MGEMM_TILE_N 128
 #endif
 #ifndef MGEMM_STAGES
