@@ -546,11 +546,6 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     return cfg
 
 
-def _wave_fill(tiles: int, sms: int) -> float:
-    """The share of the SMs' slots over the launch's whole waves that hold a tile."""
-    return tiles / (-(-tiles // sms) * sms)
-
-
 def _fill_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
     """``cfg``, or a static config of one of ``FILL_WIDTHS`` (128x224 tiles) where those fill one
     or two whole waves to ``FILL_MIN`` or more and ``cfg`` either splits tiles (stream-K) or
@@ -602,11 +597,11 @@ def _fill_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperCo
     if cfg.pingpong or -(-k // 64) < FILL_MIN_K_STEPS:
         return cfg
     rows = -(-m // cfg.tile_m)
-    current = 0.0 if cfg.policy == "streamk" else _wave_fill(rows * -(-n // cfg.tile_n), sms)
+    current = 0.0 if cfg.policy == "streamk" else schedule.wave_fill(rows * -(-n // cfg.tile_n), sms)
 
     def fills(width: int, waves: int) -> float:  # the fill of up to `waves` static waves, else 0
         tiles = rows * -(-n // width)
-        return _wave_fill(tiles, sms) if tiles <= waves * sms else 0.0
+        return schedule.wave_fill(tiles, sms) if tiles <= waves * sms else 0.0
 
     choice = None
     if current < FILL_MIN:

@@ -366,8 +366,7 @@ def split_tail(tiles: int, slots: int, sms: int, k_iters: int) -> bool:
     """
     if k_iters < 4 or tiles % slots == 0:
         return False
-    balance = tiles / (sms * -(-tiles // sms))
-    return balance < 0.8 or 2 * tiles <= slots
+    return schedule.wave_fill(tiles, sms) < 0.8 or 2 * tiles <= slots
 
 
 @functools.lru_cache(maxsize=1024)

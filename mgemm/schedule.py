@@ -96,6 +96,16 @@ def streamk_tiles(tiles: int, grid: int, k_iters: int, waves: int = 1) -> int:
     return min(tiles, tiles % grid + waves * grid)
 
 
+def wave_fill(tiles: int, sms: int) -> float:
+    """The share of the SMs' slots over the launch's whole waves that hold a tile: ``tiles`` over
+    ``sms`` times the waves they take (1.0 when they fill whole waves).
+
+    >>> wave_fill(132, 132), round(wave_fill(133, 132), 3), round(wave_fill(120, 132), 3)
+    (1.0, 0.504, 0.909)
+    """
+    return tiles / (-(-tiles // sms) * sms)
+
+
 def check_sk_waves(sk_waves: int) -> None:
     """The ``sk_waves`` values both kernels' configs take (``streamk_tiles``'s ``waves``): 1, the
     partial last wave and one full wave before it split; 0, the partial wave alone."""

@@ -338,7 +338,7 @@ def test_heuristic_128x224_where_it_fills_its_waves(dtype):
                   (2688, 2624, 16384), (1296, 2448, 1024), (2640, 2576, 2048)]:
         cfg = hopper.choose_config(*shape, dtype, 132)
         assert (cfg.tile_n, cfg.stages, cfg.policy, cfg.epilogue) == (224, 4, "static", "staged"), shape
-        assert hopper._wave_fill(hopper.plan_launch(cfg, *shape, 132).tiles, 132) >= hopper.FILL_MIN
+        assert schedule.wave_fill(hopper.plan_launch(cfg, *shape, 132).tiles, 132) >= hopper.FILL_MIN
     for shape in [(896, 2432, 8192), (1024, 2112, 8192), (1840, 2288, 8192), (8192, 8192, 8192),
                   (4096, 4096, 4096), (1408, 1536, 16384), (256, 256, 65536), (64, 8192, 8192),
                   (8192, 8192, 256), (2032, 1200, 8192), (1296, 1712, 16384), (2288, 1008, 4096),
