@@ -188,6 +188,26 @@ class ProbeCase:
     as_dtype: str | None
     config: object
 
+    def poisoned(self):
+        """An output buffer of NaN bits (float16 NaN, or bfloat16 NaN as its uint16 bits), so an
+        element the launch does not write fails ``check_rows``."""
+        return cp.full((self.case.m, self.case.n), 0x7FC0 if self.as_dtype else np.nan, dtype=self.storage)
+
+    def check_rows(self, outs: dict, bound: float = 1e-2) -> list[str]:
+        """The names in ``outs`` whose every 64th row (about) is off the float64 product by more
+        than ``bound`` of its largest element (NaN fails), each printed as a CHECK FAILED line."""
+        m = self.case.m
+        rows = cp.arange(0, m, max(1, m // 64))
+        ref = as_f64(self.a[rows], self.dtype) @ as_f64(self.b, self.dtype)
+        failed = []
+        for name, out in outs.items():
+            got = as_f64(out[rows], self.dtype)
+            err = float(cp.abs(got - ref).max() / max(float(cp.abs(ref).max()), 1e-30))
+            if not err <= bound:
+                print(f"  CHECK FAILED {self.case.name} {name}: {err:.2e}", flush=True)
+                failed.append(name)
+        return failed
+
 
 def probe_case(spec: str, rng) -> ProbeCase:
     from mgemm import hopper  # noqa: PLC0415  (the portable harness does not need it)
