@@ -216,8 +216,8 @@ ONE_WAVE_FROM = 1.15  # 128-wide waves from which one wave of 192-wide tiles pay
 # 16-bit products with K of FILL_MIN_K_STEPS 64-wide steps or more (_fill_waves): one or two static
 # waves of FILL_WIDTHS tiles (tile_n, stages), filled to FILL_MIN or more, replace the heuristic's
 # tile where that splits tiles or fills its static waves less; else up to four waves of
-# FILL_FROM_128 (tile_n, stages) replace static waves of 128-wide tiles the same way.  128x160 was measured too and left out:
-# level on average (RESULTS.md, eighteenth session)
+# FILL_FROM_128 (tile_n, stages) replace static waves of 128-wide tiles the same way.  128x160 was
+# measured too and left out: level on average (RESULTS.md, eighteenth session)
 FILL_WIDTHS = ((224, 4),)
 FILL_FROM_128: tuple[int, int] | None = (192, 4)
 FILL_MIN = 0.9
@@ -470,8 +470,9 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     of ``sms`` (stream-K would then split every tile and pay a fix-up for each, where the narrow
     tiles fill the SMs whole; from 0.9 of a wave on, the one wave of 256-wide tiles, static, was
     ahead of 128-wide ones on all nine shapes measured, RESULTS.md seventeenth session:
-    1600x2352x4096 0.98 against 0.83, 2112x1600x16384 0.98 against 0.89) or when K is short (at most ``SHORT_K`` 64-wide steps: a tile's fixed costs, loads in flight
-    and the epilogue, dominate, and narrow tiles halve them per CTA).  Otherwise the candidate
+    1600x2352x4096 0.98 against 0.83, 2112x1600x16384 0.98 against 0.89) or when K is short (at
+    most ``SHORT_K`` 64-wide steps: a tile's fixed costs, loads in flight and the epilogue,
+    dominate, and narrow tiles halve them per CTA).  Otherwise the candidate
     with the fewest estimated SM-time units: whole waves times the tile area, the narrower tile
     charged 10 % for its lower reuse per loaded byte.  On the H200 (benchmarks/RESULTS.md, fifth
     session) the narrow tile was 1.0-1.3x the wide one on 896x2432x8192, 1024x2112x8192 and
@@ -480,7 +481,8 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
 
     Just past a wave of 128-wide stream-K tiles, float16 and bfloat16 take 128 x 192 tiles
     (``MID_TILE``) where ``_mid_tile_pays`` says so: 1024x2112x8192 0.88-0.90 of cuBLAS against
-    0.73-0.82 (RESULTS.md, sixteenth session).
+    0.73-0.82 (RESULTS.md, sixteenth session).  Last, where other widths fill whole waves better,
+    float16 and bfloat16 take 128 x 224 or 128 x 192 tiles (``_fill_waves``).
 
     At most 64 rows or 64 columns (``min(m, n) <= 64``), unless ``tile_n`` is given:
     ``THIN_TILE``, pingpong consumers on 64 x 64 tiles, where a 128 x 128 tile would load and
@@ -551,8 +553,8 @@ def _fill_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperCo
     or two whole waves to ``FILL_MIN`` or more and ``cfg`` either splits tiles (stream-K) or
     runs static waves filled less; else, where ``cfg`` runs static waves of 128-wide tiles,
     ``FILL_FROM_128`` (128x192) where its waves (up to four: ``FILL_WAVES``) fill to ``FILL_MIN``
-    and more than ``cfg``'s.  K of ``FILL_MIN_K_STEPS`` 64-wide steps or more; not for the thin (pingpong)
-    tile.  The 224-wide rows are not whole 128-byte boxes, so those tiles take the staged
+    and more than ``cfg``'s.  K of ``FILL_MIN_K_STEPS`` 64-wide steps or more; not for the thin
+    (pingpong) tile.  The 224-wide rows are not whole 128-byte boxes, so those tiles take the staged
     epilogue where ``cfg`` had the TMA-store one; 192 keeps ``cfg``'s.
 
     On the H200 (benchmarks/RESULTS.md, eighteenth session, × cuBLAS, the heuristic's tile ->
@@ -568,7 +570,11 @@ def _fill_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperCo
     2656x2528x1024 0.76-0.77 -> 0.92); K below 1024 was not measured.  On twelve more shapes
     drawn after that (K 1024-16384): ahead in 21 of 24 runs (1136x3104x4096 0.81-0.83 -> 0.95,
     2688x2624x16384 0.95-0.96 -> 1.03), behind by 0.06-0.07 on 1680x1840x8192, whose 126 tiles
-    hold 86 % real work.  Over all: ahead in 73 of 78 runs.
+    hold 86 % real work.  Over all: ahead in 73 of 78 runs.  Where 224 filled its waves less
+    (0.58-0.70: 896x2432x8192, 1024x2112x8192, 1840x2288x8192) it was behind by up to 0.24.
+    128x160 tiles under the same rule won on five shapes (1888x1216x16384 0.82-0.86 -> 0.93-0.94,
+    1552x3184x8192 0.76 -> 0.85) and lost on four (2032x1200x8192 0.82-0.83 -> 0.69-0.70,
+    1296x1712x16384 0.79 -> 0.71): level on average, so they stay out of ``FILL_WIDTHS``.
 
     Two waves of 128x192 tiles against about three static waves of 128x128 ones filled less
     (K 1024-8192, ten shapes drawn at random, fp16 / bf16): ahead in 18 of 20 runs, level in two,
@@ -579,11 +585,7 @@ def _fill_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperCo
     Three waves of 128x192 against four to six of 128x128 (ten more shapes): ahead in all twenty
     runs, by 0.07-0.14 (3152x4016x4096 0.82 -> 0.96, 2880x3232x2048 0.82-0.83 -> 0.96), so the
     rule takes up to four waves of 192; on eight shapes drawn after that, where it takes more
-    than two, ahead in all sixteen runs by 0.08-0.17 (5968x1440x8192 0.74-0.75 -> 0.91).  Where 224 filled its waves
-    less (0.58-0.70: 896x2432x8192, 1024x2112x8192, 1840x2288x8192) it was behind by up to 0.24.
-    128x160 tiles under the same rule won on five shapes (1888x1216x16384 0.82-0.86 -> 0.93-0.94,
-    1552x3184x8192 0.76 -> 0.85) and lost on four (2032x1200x8192 0.82-0.83 -> 0.69-0.70,
-    1296x1712x16384 0.79 -> 0.71): level on average, so they stay out of ``ODD_WIDTHS``.
+    than two, ahead in all sixteen runs by 0.08-0.17 (5968x1440x8192 0.74-0.75 -> 0.91).
 
     >>> cfg = choose_config(1824, 1584, 4096, "float16", 132)
     >>> cfg.tile_n, cfg.policy, cfg.epilogue
