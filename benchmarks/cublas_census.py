@@ -9,11 +9,11 @@ checked against float64 on sampled rows.  The names tell the tile, cluster and s
 
 ``--variant label:field=value,...`` (changes to the heuristic's config, as run_hopper_gpu.sh's
 EXTRA) adds more Hopper configs to the turns; ``--prior`` adds the config the heuristic picks
-without its wave-filling widths (``hopper.FILL_WIDTHS`` empty, ``FILL_FROM_128`` None) where that
-differs;
+without its last rule (``hopper.CHEAPEST_WIDTHS`` empty; ``--prior fill``: without its wave-filling
+widths too, ``hopper.FILL_WIDTHS`` empty and ``FILL_FROM_128`` None) where that differs;
 ``--no-census`` skips the profiler.
 
-    python3 benchmarks/cublas_census.py [--reps 10] [--dtype float16] [--random N --seed S]
+    python3 benchmarks/cublas_census.py [--reps 10] [--dtype float16] [--random N --seed S --waves 1,3 --k-log2 11,14]
         [--variant LABEL:FIELDS ...] [--prior] [--no-census] [MxNxK ...]
 """
 
@@ -38,15 +38,19 @@ CASES = ["896x2432x8192", "1024x2112x8192", "1408x1536x16384", "256x256x65536", 
          "3040x1024x4096", "2352x1712x4096", "1216x2528x8192", "448x2432x4096", "2224x496x16384"]
 
 
-def random_cases(count: int, seed: int) -> list[str]:
-    """Shapes of 1-3 waves of 128x128 tiles on 132 SMs, multiples of 16, K in 2048..16384."""
+def random_cases(count: int, seed: int, waves: tuple[float, float] = (1, 3),
+                 k_log2: tuple[int, int] = (11, 14)) -> list[str]:
+    """Shapes whose 128x128 tiles run ``waves`` (from, to) waves of 132 SMs, M and N multiples of
+    16 from 384, K a power of two from ``2**k_log2[0]`` to ``2**k_log2[1]``.  With the defaults, a seed
+    draws the shapes it drew before these options."""
     rng = np.random.default_rng(seed)
     out = []
+    top = 200 if waves[1] <= 3 else int((waves[1] * 132) ** 0.5 * 16)  # M, N up to `top` x 16
     while len(out) < count:
-        m, n = (int(x) * 16 for x in rng.integers(24, 200, size=2))
+        m, n = (int(x) * 16 for x in rng.integers(24, top, size=2))
         tiles = -(-m // 128) * -(-n // 128)
-        if 132 <= tiles <= 3 * 132:
-            out.append(f"{m}x{n}x{int(2 ** rng.integers(11, 15))}")
+        if waves[0] * 132 <= tiles <= waves[1] * 132:
+            out.append(f"{m}x{n}x{int(2 ** rng.integers(k_log2[0], k_log2[1] + 1))}")
     return out
 
 
@@ -74,13 +78,18 @@ def main(argv=None):
     p.add_argument("cases", nargs="*")
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
-    p.add_argument("--random", type=int, default=0, help="add N random shapes of 1-3 waves")
+    p.add_argument("--random", type=int, default=0, help="N random shapes (--waves, --k-log2), after the shapes given or in place of the default list")
     p.add_argument("--seed", type=int, default=20261201)
+    p.add_argument("--waves", default="1,3", help="the random shapes' 128x128 waves: FROM,TO")
+    p.add_argument("--k-log2", default="11,14", help="the random shapes' K: 2**FROM .. 2**TO")
     p.add_argument("--variant", action="append", default=[], help="label:field=value,... (repeatable)")
     p.add_argument("--no-census", action="store_true", help="time only; no profiler trace")
-    p.add_argument("--prior", action="store_true", help="also the heuristic's config without FILL_WIDTHS")
+    p.add_argument("--prior", nargs="?", const="cheapest", choices=["cheapest", "fill"],
+                   help="also the heuristic's config without CHEAPEST_WIDTHS (fill: nor FILL_WIDTHS)")
     args = p.parse_args(argv)
-    cases = (args.cases or CASES) + random_cases(args.random, args.seed)
+    waves = tuple(float(x) for x in args.waves.split(","))
+    k_log2 = tuple(int(x) for x in args.k_log2.split(","))
+    cases = (args.cases or ([] if args.random else CASES)) + random_cases(args.random, args.seed, waves, k_log2)
     rng = np.random.default_rng(0)
     sms = hopper.device_sms()
     print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {sms} SMs, {args.dtype}; "
@@ -90,10 +99,12 @@ def main(argv=None):
         m, n, k = pc.case.m, pc.case.n, pc.case.k
         configs = {"hopper": (pc.config, None)}
         if args.prior:
-            saved = hopper.FILL_WIDTHS, hopper.FILL_FROM_128
-            hopper.FILL_WIDTHS, hopper.FILL_FROM_128 = (), None
+            saved = hopper.CHEAPEST_WIDTHS, hopper.FILL_WIDTHS, hopper.FILL_FROM_128
+            hopper.CHEAPEST_WIDTHS = ()
+            if args.prior == "fill":
+                hopper.FILL_WIDTHS, hopper.FILL_FROM_128 = (), None
             prior = hopper.choose_config(m, n, k, args.dtype, sms)
-            hopper.FILL_WIDTHS, hopper.FILL_FROM_128 = saved
+            hopper.CHEAPEST_WIDTHS, hopper.FILL_WIDTHS, hopper.FILL_FROM_128 = saved
             if prior != pc.config:
                 configs["prior"] = (prior, None)
         for v in args.variant:

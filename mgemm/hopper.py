@@ -223,6 +223,15 @@ FILL_FROM_128: tuple[int, int] | None = (192, 4)
 FILL_MIN = 0.9
 FILL_WAVES = (2, 4)  # at most this many waves of FILL_WIDTHS tiles, and of FILL_FROM_128 tiles
 FILL_MIN_K_STEPS = 16  # K >= 1024: measured ahead there even without the TMA-store epilogue
+# The cheapest waves (_cheapest_waves), last: a static launch of 128 x w tiles costs its waves
+# times w times WAVE_COST[w] (an SM's time per column of a 128-row tile, relative to 128 wide,
+# fitted to 36 shapes drawn at random, K 1024-16384: RESULTS.md, nineteenth session); stream-K
+# over the chosen tile costs its tiles' columns shared evenly over the SMs times SK_OVERHEAD (K of
+# FILL_MIN_K_STEPS 64-wide steps or more, shorter K: the fix-ups and the CTAs' K loops out of step)
+CHEAPEST_WIDTHS = ((128, 6), (192, 4), (224, 4), (256, 4))  # (tile_n, stages)
+WAVE_COST = {128: 1.0, 192: 0.94, 224: 0.94, 256: 0.92}
+SK_OVERHEAD = (1.2, 1.6)
+STATIC_GAIN = 0.95  # one static width gives way to another only at this share of its cost or less
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
 
@@ -544,8 +553,69 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
         width, stages = MID_TILE
         cfg = fit_policy(cfg.replace(tile_n=width, stages=stages), m, n, k, sms, shared=shared)
     if not explicit and not shared and kind in ("float16", "bfloat16"):
-        cfg = _fill_waves(cfg, m, n, k, sms)
+        cfg = _cheapest_waves(_fill_waves(cfg, m, n, k, sms), m, n, k, sms)
     return cfg
+
+
+def _static_width(cfg: HopperConfig, width: int, stages: int, k: int) -> HopperConfig:
+    """``cfg`` as static 128 x ``width`` tiles on ``stages`` stages (at most ``FEW_STAGES_K[1]``
+    for K of at most ``FEW_STAGES_K[0]`` steps), keeping a TMA-store epilogue where the width's
+    rows are whole 128-byte boxes (else "staged")."""
+    if -(-k // 64) <= FEW_STAGES_K[0]:
+        stages = min(stages, FEW_STAGES_K[1])
+    wide = cfg.replace(tile_n=width, stages=stages, policy="static", sk_reduce="owner", sk_waves=1,
+                       epilogue="staged")
+    return wide.replace(epilogue="tma") if cfg.epilogue == "tma" and wide.out_chunk_bytes % 128 == 0 else wide
+
+
+def _cheapest_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
+    """``cfg``, or static waves of the ``CHEAPEST_WIDTHS`` tile that costs least where that is
+    cheaper: than stream-K over ``cfg``'s tile (its tiles' columns shared evenly over ``sms``,
+    times ``SK_OVERHEAD``), or, for K of ``FILL_MIN_K_STEPS`` steps or more, than ``cfg``'s own
+    static waves by ``STATIC_GAIN``.  A static launch of 128 x w tiles costs its waves times w
+    times ``WAVE_COST[w]``.  Up to ``FILL_WAVES[1]`` waves, cooperative tiles only, not stream-K
+    over the last wave alone (``sk_waves=0``, many waves of 256-wide tiles).
+
+    On the H200 (benchmarks/RESULTS.md, nineteenth session, float16 × cuBLAS): of 48 shapes
+    drawn at random, the heuristic ran stream-K on 19, where its CTAs took 1.15-1.24 (K 4096-16384;
+    1.40 and 1.64 on two) and 1.44-1.77 (K 256-512) times the time an even share of the tiles
+    predicts; the static waves this rule now takes there ran 0.63-0.74 -> 0.80-0.94 at K = 256 and
+    512 (1616x1776x512 0.63 -> 0.94, 1232x2528x256 0.63 -> 0.88) and 1648x1936x16384 0.59 -> 0.92,
+    while stream-K stayed ahead where an even share costs at most 0.81 of the cheapest static
+    waves (2288x2016x4096 0.82 against 0.73).  Static to static: 2112x2848x2048 0.89 -> 0.98
+    (128 -> 192 wide), 1520x2400x8192 0.88 -> 0.95 (256 -> 224).  Then, on 26 shapes drawn where
+    the rule fires and seven measured in earlier sessions, fp16 and bf16: ahead in 65 of 66 runs
+    (geomean 0.76 -> 0.89): stream-K -> static at K = 256 and 512 by 0.08-0.31 (928x3040x256
+    0.58-0.62 -> 0.87-0.93), at K 1024-16384 by up to 0.25 (864x3488x16384 0.68-0.71 -> 0.90-0.91;
+    832x3472x16384 0.95 -> 0.93 in fp16, the one loss), static -> static by 0.01-0.10 (one wave
+    of 224 against one of 256: 1536x2432x8192 0.96 -> 1.05; 3936x1424x2048 0.92-0.93 -> 1.02-1.03).
+
+    >>> cfg = choose_config(1616, 1776, 512, "float16", 132)  # 182 tiles of 128: 130 of 192
+    >>> cfg.tile_n, cfg.policy, cfg.epilogue
+    (192, 'static', 'tma')
+    >>> choose_config(1648, 1936, 16384, "float16", 132).tile_n  # 117 tiles of 224, one wave
+    224
+    >>> choose_config(2288, 2016, 4096, "float16", 132).policy  # 288 tiles: three waves static
+    'streamk'
+    """
+    if not CHEAPEST_WIDTHS or cfg.pingpong or cfg.tile_m != TILE_M or cfg.tile_n not in WAVE_COST:
+        return cfg
+    steps, rows = -(-k // 64), -(-m // TILE_M)
+
+    def waves(width: int) -> int:
+        return -(-rows * -(-n // width) // sms)
+
+    if cfg.policy == "streamk" and cfg.sk_waves == 1:
+        tiles = rows * -(-n // cfg.tile_n)
+        limit = tiles * cfg.tile_n * WAVE_COST[cfg.tile_n] / sms * SK_OVERHEAD[steps < FILL_MIN_K_STEPS]
+    elif cfg.policy == "static" and steps >= FILL_MIN_K_STEPS and waves(cfg.tile_n) <= FILL_WAVES[1]:
+        limit = STATIC_GAIN * waves(cfg.tile_n) * cfg.tile_n * WAVE_COST[cfg.tile_n]
+    else:
+        return cfg
+    cost, width, stages = min((waves(w) * w * WAVE_COST[w], w, st) for w, st in CHEAPEST_WIDTHS)
+    if cost > limit or waves(width) > FILL_WAVES[1] or (width == cfg.tile_n and cfg.policy == "static"):
+        return cfg
+    return _static_width(cfg, width, stages, k)
 
 
 def _fill_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
@@ -615,10 +685,7 @@ def _fill_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperCo
         choice = FILL_FROM_128
     if choice is None:
         return cfg
-    width, stages = choice
-    wide = cfg.replace(tile_n=width, stages=stages, policy="static", sk_reduce="owner", sk_waves=1,
-                       epilogue="staged")
-    return wide.replace(epilogue="tma") if cfg.epilogue == "tma" and wide.out_chunk_bytes % 128 == 0 else wide
+    return _static_width(cfg, *choice, k)
 
 
 def _mid_tile_pays(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> bool:

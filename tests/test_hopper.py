@@ -308,9 +308,11 @@ def test_heuristic_mid_tile_on_the_measured_shapes(dtype):
 def test_heuristic_one_wave_of_wide_tiles():
     """256-wide tiles, static, where they fill at least WIDE_WAVE_FILL of one wave (measured ahead
     of 128-wide ones on nine shapes, RESULTS.md seventeenth session); 128 wide below that."""
-    for shape in [(1792, 2240, 8192), (2112, 1600, 16384), (1600, 2352, 4096), (1504, 2400, 8192)]:
+    for shape in [(1792, 2240, 8192), (2112, 1600, 16384), (1600, 2352, 4096)]:
         cfg = hopper.choose_config(*shape, "float16", 132)
         assert (cfg.tile_n, cfg.policy) == (256, "static"), shape
+    # one wave of 224-wide tiles is cheaper still (_cheapest_waves; 0.86-0.87 -> 0.95 measured)
+    assert hopper.choose_config(1504, 2400, 8192, "float16", 132).tile_n == 224
     assert hopper.choose_config(896, 2432, 8192, "float16", 132).tile_n == 128  # 70 wide tiles
     assert hopper.choose_config(1600, 2352, 256, "float16", 132).tile_n == 128  # short K
 
@@ -346,7 +348,8 @@ def test_heuristic_128x224_where_it_fills_its_waves(dtype):
         assert hopper.choose_config(*shape, dtype, 132).tile_n != 224, shape
     for shape in [(3120, 1008, 1024), (2752, 1248, 2048), (1680, 3680, 1024), (2656, 2528, 1024)]:
         assert hopper.choose_config(*shape, dtype, 132).tile_n == 224, shape  # staged, not TMA
-    assert hopper.choose_config(3120, 1008, 512, dtype, 132).tile_n != 224  # K < 1024: TMA stores
+    cfg = hopper.choose_config(3120, 1008, 512, dtype, 132)  # K < 1024: _fill_waves keeps TMA stores
+    assert hopper._fill_waves(cfg, 3120, 1008, 512, 132) == cfg
     assert hopper.choose_config(1824, 1584, 4096, dtype, 132, shared=True).policy == "dynamic"
     assert hopper.choose_config(1824, 1584, 4096, "float32", 132, allow_tf32=True).tile_n != 224
 
@@ -380,6 +383,38 @@ def test_heuristic_epilogue_follows_k():
                 assert cfg.epilogue == epi, (m, n, k, dtype, cfg)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_heuristic_cheapest_waves(dtype, monkeypatch):
+    """Static waves of the cheapest CHEAPEST_WIDTHS tile replace stream-K where an even share of
+    its tiles, times SK_OVERHEAD, costs more, and replace static waves by STATIC_GAIN (RESULTS.md,
+    nineteenth session: on 33 shapes drawn where the rule fires, ahead in 65 of 66 runs); stream-K
+    stays where it shares out much more evenly, over many waves, for thin products, tf32, a shared
+    GPU or an explicit width."""
+    def choose(*shape, **kw):
+        return hopper.choose_config(*shape, dtype, 132, **kw)
+
+    measured = [((608, 3360, 512), 192), ((2848, 1152, 512), 256), ((928, 3040, 256), 192),
+                ((1440, 1856, 512), 192), ((2688, 2400, 1024), 224), ((1744, 1776, 8192), 224),
+                ((864, 3488, 16384), 224), ((3648, 784, 8192), 224), ((2208, 2880, 4096), 224),
+                ((3936, 1424, 2048), 192), ((2944, 1232, 1024), 256), ((1472, 2432, 2048), 224)]
+    chosen = {}
+    for shape, width in measured:
+        cfg = chosen[shape] = choose(*shape)
+        assert (cfg.tile_n, cfg.policy) == (width, "static"), shape
+        assert cfg.epilogue == ("tma" if shape[2] <= 64 * hopper.TMA_STORE_K and width != 224 else "staged")
+    for shape in [(2288, 2016, 4096), (896, 2432, 8192), (1024, 2112, 8192), (256, 256, 65536),
+                  (1024, 1024, 512), (8192, 8192, 8192)]:
+        assert choose(*shape).policy == "streamk", shape
+    assert choose(8192, 8192, 256).tile_n == 128  # 31 waves: beyond FILL_WAVES
+    assert choose(64, 8192, 512).pingpong
+    assert choose(608, 3360, 512, shared=True).policy == "dynamic"
+    assert choose(608, 3360, 512, tile_n=128).tile_n == 128
+    assert hopper.choose_config(608, 3360, 512, "float32", 132, allow_tf32=True).policy == "streamk"
+    monkeypatch.setattr(hopper, "CHEAPEST_WIDTHS", ())  # without the rule: other configs
+    for shape, _ in measured:
+        assert choose(*shape) != chosen[shape], shape
+
+
 def test_heuristic_few_stages_for_the_shortest_k():
     """The cooperative tiles on 4 stages where K has at most 4 64-wide steps (ahead of 6 at
     K = 256 on the H200, RESULTS.md thirteenth session); their usual stages from K = 257 on; the
@@ -389,7 +424,7 @@ def test_heuristic_few_stages_for_the_shortest_k():
         assert hopper.choose_config(m, n, 64 * steps, "float16", 132).stages == few
         assert hopper.choose_config(m, n, 1, "bfloat16", 132).stages == few
         cfg = hopper.choose_config(m, n, 64 * steps + 1, "float16", 132)
-        assert cfg.stages == dict(hopper.TILE_CHOICES)[cfg.tile_n] > few
+        assert cfg.stages == dict(hopper.CHEAPEST_WIDTHS)[cfg.tile_n]
     assert hopper.choose_config(64, 8192, 256, "float16", 132).stages == hopper.THIN_TILE[2]
 
 
