@@ -9,17 +9,19 @@ checked against float64 on sampled rows.  The names tell the tile, cluster and s
 
 ``--variant label:field=value,...`` (changes to the heuristic's config, as run_hopper_gpu.sh's
 EXTRA) adds more Hopper configs to the turns; ``--prior`` adds the config the heuristic picks
-without its last rule (``hopper.CHEAPEST_WIDTHS`` empty; ``--prior fill``: without its wave-filling
-widths too, ``hopper.FILL_WIDTHS`` empty and ``FILL_FROM_128`` None) where that differs;
+without its last rule (``hopper.CHEAPEST_WIDTHS`` empty) where that differs; ``--prior
+"NAME=LITERAL;..."`` sets those ``mgemm.hopper`` constants for it instead (e.g.
+``"FILL_WIDTHS=();FILL_FROM_128=None"``);
 ``--no-census`` skips the profiler.
 
     python3 benchmarks/cublas_census.py [--reps 10] [--dtype float16] [--random N --seed S --waves 1,3 --k-log2 11,14]
-        [--variant LABEL:FIELDS ...] [--prior] [--no-census] [MxNxK ...]
+        [--variant LABEL:FIELDS ...] [--prior [NAME=LITERAL;...]] [--no-census] [MxNxK ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import sys
 import tempfile
@@ -84,8 +86,8 @@ def main(argv=None):
     p.add_argument("--k-log2", default="11,14", help="the random shapes' K: 2**FROM .. 2**TO")
     p.add_argument("--variant", action="append", default=[], help="label:field=value,... (repeatable)")
     p.add_argument("--no-census", action="store_true", help="time only; no profiler trace")
-    p.add_argument("--prior", nargs="?", const="cheapest", choices=["cheapest", "fill"],
-                   help="also the heuristic's config without CHEAPEST_WIDTHS (fill: nor FILL_WIDTHS)")
+    p.add_argument("--prior", nargs="?", const="CHEAPEST_WIDTHS=()",
+                   help="also the heuristic's config with these hopper constants (NAME=LITERAL;...)")
     args = p.parse_args(argv)
     waves = tuple(float(x) for x in args.waves.split(","))
     k_log2 = tuple(int(x) for x in args.k_log2.split(","))
@@ -99,12 +101,13 @@ def main(argv=None):
         m, n, k = pc.case.m, pc.case.n, pc.case.k
         configs = {"hopper": (pc.config, None)}
         if args.prior:
-            saved = hopper.CHEAPEST_WIDTHS, hopper.FILL_WIDTHS, hopper.FILL_FROM_128
-            hopper.CHEAPEST_WIDTHS = ()
-            if args.prior == "fill":
-                hopper.FILL_WIDTHS, hopper.FILL_FROM_128 = (), None
+            changes = dict(kv.split("=", 1) for kv in args.prior.split(";") if kv)
+            saved = {name: getattr(hopper, name) for name in changes}
+            for name, value in changes.items():
+                setattr(hopper, name, ast.literal_eval(value))
             prior = hopper.choose_config(m, n, k, args.dtype, sms)
-            hopper.CHEAPEST_WIDTHS, hopper.FILL_WIDTHS, hopper.FILL_FROM_128 = saved
+            for name, value in saved.items():
+                setattr(hopper, name, value)
             if prior != pc.config:
                 configs["prior"] = (prior, None)
         for v in args.variant:
