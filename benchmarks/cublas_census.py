@@ -11,10 +11,11 @@ checked against float64 on sampled rows.  The names tell the tile, cluster and s
 EXTRA) adds more Hopper configs to the turns; ``--prior`` adds the config the heuristic picks
 without its last rule (``hopper.CHEAPEST_WIDTHS`` empty) where that differs; ``--prior
 "NAME=LITERAL;..."`` sets those ``mgemm.hopper`` constants for it instead (e.g.
-``"FILL_WIDTHS=();FILL_FROM_128=None"``);
-``--no-census`` skips the profiler.
+``"FILL_WIDTHS=();FILL_FROM_128=None"``; a bare ``--prior`` goes after the shapes or before another
+option); ``--no-census`` skips the profiler.
 
-    python3 benchmarks/cublas_census.py [--reps 10] [--dtype float16] [--random N --seed S --waves 1,3 --k-log2 11,14]
+    python3 benchmarks/cublas_census.py [--reps 10] [--dtype float16]
+        [--random N --seed S --waves 1,3 --k-log2 11,14]
         [--variant LABEL:FIELDS ...] [--prior [NAME=LITERAL;...]] [--no-census] [MxNxK ...]
 """
 
@@ -80,7 +81,8 @@ def main(argv=None):
     p.add_argument("cases", nargs="*")
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
-    p.add_argument("--random", type=int, default=0, help="N random shapes (--waves, --k-log2), after the shapes given or in place of the default list")
+    p.add_argument("--random", type=int, default=0,
+                   help="N random shapes (--waves, --k-log2): after the shapes given, or in place of the default list")
     p.add_argument("--seed", type=int, default=20261201)
     p.add_argument("--waves", default="1,3", help="the random shapes' 128x128 waves: FROM,TO")
     p.add_argument("--k-log2", default="11,14", help="the random shapes' K: 2**FROM .. 2**TO")
@@ -91,7 +93,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     waves = tuple(float(x) for x in args.waves.split(","))
     k_log2 = tuple(int(x) for x in args.k_log2.split(","))
-    cases = (args.cases or ([] if args.random else CASES)) + random_cases(args.random, args.seed, waves, k_log2)
+    cases = args.cases or ([] if args.random else CASES)
+    cases += random_cases(args.random, args.seed, waves, k_log2)
     rng = np.random.default_rng(0)
     sms = hopper.device_sms()
     print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {sms} SMs, {args.dtype}; "
