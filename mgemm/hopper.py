@@ -205,6 +205,10 @@ MANY_WAVES = (8, 96)
 # One partial wave (half the SMs or more hold a tile, none two): static, not stream-K, for 128-wide
 # tiles and for 192-wide ones up to this many 64-wide K steps (fit_policy)
 PARTIAL_WAVE_STATIC_K = 64
+# Fewer tiles than half the SMs: stream-K only where K, in 64-wide steps, exceeds
+# FEW_TILES_SK[0] times a CTA's even share of the tile-steps plus FEW_TILES_SK[1], or
+# FEW_TILES_SK[2] steps (fit_policy)
+FEW_TILES_SK = (2.0, 30, 64)
 FEW_STAGES_K = (4, 4)  # K of at most 4 64-wide steps: the cooperative tiles on 4 stages (choose_config)
 # 16-bit products whose 128-wide stream-K tiles run from MID_WAVES[0] to MID_WAVES[1] waves take
 # 128 x MID_TILE[0] tiles on MID_TILE[1] stages where those pad no more columns, or a few more
@@ -494,8 +498,10 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
 
     Just past a wave of 128-wide stream-K tiles, float16 and bfloat16 take 128 x 192 tiles
     (``MID_TILE``) where ``_mid_tile_pays`` says so: 1024x2112x8192 0.88-0.90 of cuBLAS against
-    0.73-0.82 (RESULTS.md, sixteenth session).  Last, where other widths fill whole waves better,
-    float16 and bfloat16 take 128 x 224 or 128 x 192 tiles (``_fill_waves``).
+    0.73-0.82 (RESULTS.md, sixteenth session).  Then, where other widths fill whole waves better,
+    float16 and bfloat16 take 128 x 224 or 128 x 192 tiles (``_fill_waves``); last, the static
+    waves of the width that costs least where they cost less than stream-K or than the chosen
+    static waves (``_cheapest_waves``).
 
     At most 64 rows or 64 columns (``min(m, n) <= 64``), unless ``tile_n`` is given:
     ``THIN_TILE``, pingpong consumers on 64 x 64 tiles, where a 128 x 128 tile would load and
@@ -760,6 +766,23 @@ def fit_policy(config: HopperConfig, m: int, n: int, k: int, sms: int, *,
 
     >>> fit_policy(HopperConfig(tile_n=128), 1920, 800, 8192, 132).policy  # 105 tiles
     'static'
+
+    Fewer tiles than half the SMs run static too unless K has more 64-wide steps than
+    ``FEW_TILES_SK[0]`` times a CTA's even share of the tile-steps plus ``FEW_TILES_SK[1]``, or
+    more than ``FEW_TILES_SK[2]``.  On the H200 (RESULTS.md, nineteenth session, fp16, twelve
+    shapes of 9-59 128x128 tiles) the split cost about 17 us + 0.6 us per step of a CTA's share,
+    one static wave 8 us + 0.3 us per step of K: stream-K -> static 112x7168x1024 0.56 -> 0.83,
+    128x5840x1024 0.51 -> 0.79, 304x2224x4096 0.63 -> 0.71 of cuBLAS, while stream-K stayed ahead
+    from K = 8192 (4208x80x8192 0.84 against 0.67, 3888x112x16384 0.94 against 0.61) and on few
+    tiles with long K (256x256x65536).  On nineteen shapes drawn after the rule, fp16 and bf16,
+    static was ahead in 34 of 38 runs (geomean 0.55 -> 0.77; 1184x640x256 0.56 -> 0.98,
+    1024x1024x512 0.50-0.59 -> 0.90-0.97) and behind on 1536x592x8192 (0.78 -> 0.70, 128 steps:
+    hence the cap) and 1024x1024x4096 (0.68-0.70 -> 0.66-0.68).
+
+    >>> fit_policy(HopperConfig(tile_n=128), 112, 7168, 1024, 132).policy  # 56 tiles, 16 steps
+    'static'
+    >>> fit_policy(HopperConfig(tile_n=128), 4208, 80, 8192, 132).policy  # 33 tiles, 128 steps
+    'streamk'
     >>> fit_policy(HopperConfig(tile_n=192), 1280, 1856, 16384, 132).policy  # 100 tiles, long K
     'streamk'
 
@@ -779,6 +802,9 @@ def fit_policy(config: HopperConfig, m: int, n: int, k: int, sms: int, *,
     if (policy == "streamk" and not config.pingpong and sms <= 2 * tiles < 2 * sms
             and (config.tile_n == 128 or (config.tile_n == MID_TILE[0] and k_iters <= PARTIAL_WAVE_STATIC_K))):
         policy = "static"  # one partial wave, at least half full: see the docstring
+    if (policy == "streamk" and not config.pingpong and 2 * tiles < sms and k_iters <= FEW_TILES_SK[2]
+            and k_iters <= FEW_TILES_SK[0] * tiles * k_iters / sms + FEW_TILES_SK[1]):
+        policy = "static"  # few tiles, K too short for the split to pay: see the docstring
     if (policy == "static" and not shared and not config.pingpong and config.tile_n == 256
             and tiles >= MANY_WAVES[0] * sms and tiles % sms and k_iters >= MANY_WAVES[1]):
         policy = "streamk"

@@ -403,7 +403,7 @@ def test_heuristic_cheapest_waves(dtype, monkeypatch):
         assert (cfg.tile_n, cfg.policy) == (width, "static"), shape
         assert cfg.epilogue == ("tma" if shape[2] <= 64 * hopper.TMA_STORE_K and width != 224 else "staged")
     for shape in [(2288, 2016, 4096), (896, 2432, 8192), (1024, 2112, 8192), (256, 256, 65536),
-                  (1024, 1024, 512), (8192, 8192, 8192)]:
+                  (512, 512, 32768), (8192, 8192, 8192)]:
         assert choose(*shape).policy == "streamk", shape
     assert choose(8192, 8192, 256).tile_n == 128  # 31 waves: beyond FILL_WAVES
     assert choose(64, 8192, 512).pingpong
@@ -413,6 +413,26 @@ def test_heuristic_cheapest_waves(dtype, monkeypatch):
     monkeypatch.setattr(hopper, "CHEAPEST_WIDTHS", ())  # without the rule: other configs
     for shape, _ in measured:
         assert choose(*shape) != chosen[shape], shape
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_heuristic_few_tiles_split_only_with_long_k(dtype, monkeypatch):
+    """Fewer tiles than half the SMs run static unless K is long against a CTA's share of the
+    tile-steps (FEW_TILES_SK; RESULTS.md nineteenth session: 34 of 38 runs ahead on shapes drawn
+    after the rule); stream-K stays for few tiles with long K."""
+    def policy(*shape):
+        return hopper.choose_config(*shape, dtype, 132).policy
+
+    flipped = [(2384, 304, 1024), (144, 1344, 512), (896, 864, 1024), (1184, 640, 256),
+               (1024, 1024, 512), (1664, 528, 2048), (128, 2192, 1024), (416, 1440, 4096)]
+    for shape in flipped:
+        assert policy(*shape) == "static", shape
+    for shape in [(1536, 592, 8192), (800, 1040, 32768), (1024, 720, 16384), (256, 1296, 16384),
+                  (480, 720, 32768), (4208, 80, 8192), (256, 256, 65536), (128, 128, 4096)]:
+        assert policy(*shape) == "streamk", shape
+    monkeypatch.setattr(hopper, "FEW_TILES_SK", (0.0, -1, 0))  # without the rule: split
+    for shape in flipped:
+        assert policy(*shape) == "streamk", shape
 
 
 def test_heuristic_few_stages_for_the_shortest_k():
