@@ -435,6 +435,28 @@ def test_heuristic_few_tiles_split_only_with_long_k(dtype, monkeypatch):
         assert policy(*shape) == "streamk", shape
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_heuristic_skinny_products_take_the_thin_tile(dtype, monkeypatch):
+    """At most SKINNY[0] rows or columns, 128x128 tiles filling at most SKINNY[1] of the SMs and
+    unsplit, K of at most SKINNY[2] steps: the thin pingpong tile with the same policy (RESULTS.md
+    nineteenth session: ahead in all 32 runs on shapes drawn after the rule); not where stream-K
+    stays (long K), not for tf32, an explicit width or more tiles."""
+    tm, tn, st = hopper.THIN_TILE
+    measured = [(128, 2224, 2048), (1296, 96, 256), (96, 4176, 512), (480, 96, 512), (80, 1104, 2048),
+                (3632, 112, 1024), (128, 1072, 256), (3488, 128, 512)]
+    for shape in measured:
+        cfg = hopper.choose_config(*shape, dtype, 132)
+        assert (cfg.tile_m, cfg.tile_n, cfg.stages, cfg.pingpong, cfg.policy) == (tm, tn, st, True, "static"), shape
+    assert hopper.choose_config(96, 4176, 512, dtype, 132, shared=True).policy == "dynamic"
+    for shape in [(128, 128, 4096), (1232, 80, 4096), (128, 5840, 8192), (128, 8192, 1024), (144, 1344, 512)]:
+        assert not hopper.choose_config(*shape, dtype, 132).pingpong, shape
+    assert not hopper.choose_config(96, 4176, 512, dtype, 132, tile_n=128).pingpong
+    assert not hopper.choose_config(96, 4176, 512, "float32", 132, allow_tf32=True).pingpong
+    monkeypatch.setattr(hopper, "SKINNY", (0, 0, 0))  # without the rule: the 128x128 tile
+    for shape in measured:
+        assert hopper.choose_config(*shape, dtype, 132).tile_m == hopper.TILE_M, shape
+
+
 def test_heuristic_few_stages_for_the_shortest_k():
     """The cooperative tiles on 4 stages where K has at most 4 64-wide steps (ahead of 6 at
     K = 256 on the H200, RESULTS.md thirteenth session); their usual stages from K = 257 on; the
