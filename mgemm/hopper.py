@@ -198,7 +198,8 @@ WIDE_WAVE_FILL = 0.9
 # A or columns of B loaded and multiplied as zeros, and more tiles to share out; see choose_config).
 THIN_TILE = (64, 64, 12)  # (tile_m, tile_n, stages)
 # 16-bit products of at most SKINNY[0] rows or columns whose 128x128 tiles fill at most SKINNY[1]
-# of the SMs, K of at most SKINNY[2] 64-wide steps: THIN_TILE too, static (see choose_config)
+# of the SMs unsplit, K of at most SKINNY[2] 64-wide steps: THIN_TILE too, with the same policy
+# (see choose_config)
 SKINNY = (128, 0.25, 64)
 SHORT_K = 8  # K of at most this many 64-wide steps is short (see choose_config)
 TMA_STORE_K = 32  # the TMA-store epilogue for K of at most this many 64-wide steps (choose_config)
@@ -241,8 +242,8 @@ SK_OVERHEAD = (1.2, 1.6)
 STATIC_GAIN = 0.95  # one static width gives way to another only at this share of its cost or less
 # 128x160 is left out: its fitted cost (1.03) made it the cheapest on 16 % of shapes drawn at
 # random, and where it was measured it ran -0.17..+0.17 of cuBLAS against the rule's pick (ahead
-# in 84 of 114 runs; 1312x1776x16384 0.87 -> 0.70-0.72, 2304x1024x8192 0.86 -> 0.72-0.76).  A row-major
-# B still loads 192 of its columns per tile, so its tiles move as many bytes as 192-wide ones.
+# in 84 of 114 runs; 1312x1776x16384 0.87 -> 0.70-0.72, 2304x1024x8192 0.86 -> 0.72-0.76).  A
+# row-major B still loads 192 of its columns per tile: its tiles move as many bytes as 192-wide ones.
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
 
@@ -780,6 +781,8 @@ def fit_policy(config: HopperConfig, m: int, n: int, k: int, sms: int, *,
 
     >>> fit_policy(HopperConfig(tile_n=128), 1920, 800, 8192, 132).policy  # 105 tiles
     'static'
+    >>> fit_policy(HopperConfig(tile_n=192), 1280, 1856, 16384, 132).policy  # 100 tiles, long K
+    'streamk'
 
     Fewer tiles than half the SMs run static too unless K has more 64-wide steps than
     ``FEW_TILES_SK[0]`` times a CTA's even share of the tile-steps plus ``FEW_TILES_SK[1]``, or
@@ -796,8 +799,6 @@ def fit_policy(config: HopperConfig, m: int, n: int, k: int, sms: int, *,
     >>> fit_policy(HopperConfig(tile_n=128), 112, 7168, 1024, 132).policy  # 56 tiles, 16 steps
     'static'
     >>> fit_policy(HopperConfig(tile_n=128), 4208, 80, 8192, 132).policy  # 33 tiles, 128 steps
-    'streamk'
-    >>> fit_policy(HopperConfig(tile_n=192), 1280, 1856, 16384, 132).policy  # 100 tiles, long K
     'streamk'
 
     Many waves of 256-wide tiles with a partial last one (``MANY_WAVES``) take stream-K over the

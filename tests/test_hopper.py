@@ -446,7 +446,8 @@ def test_heuristic_skinny_products_take_the_thin_tile(dtype, monkeypatch):
                 (3632, 112, 1024), (128, 1072, 256), (3488, 128, 512)]
     for shape in measured:
         cfg = hopper.choose_config(*shape, dtype, 132)
-        assert (cfg.tile_m, cfg.tile_n, cfg.stages, cfg.pingpong, cfg.policy) == (tm, tn, st, True, "static"), shape
+        got = (cfg.tile_m, cfg.tile_n, cfg.stages, cfg.pingpong, cfg.policy)
+        assert got == (tm, tn, st, True, "static"), shape
     assert hopper.choose_config(96, 4176, 512, dtype, 132, shared=True).policy == "dynamic"
     for shape in [(128, 128, 4096), (1232, 80, 4096), (128, 5840, 8192), (128, 8192, 1024), (144, 1344, 512)]:
         assert not hopper.choose_config(*shape, dtype, 132).pingpong, shape
