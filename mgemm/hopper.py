@@ -549,18 +549,16 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     if tile_n is None and min(m, n) <= tm:
         thin = fit_policy(HopperConfig(input=kind, tile_m=tm, tile_n=tn, stages=st, pingpong=True,
                                        epilogue=epilogue), m, n, k, sms, shared=shared)
-        if not (thin.policy == "streamk" and sms >= 8 * -(-m // tm) * -(-n // tn)):
+        if not (thin.policy == "streamk" and sms >= 8 * _tiles(m, n, tn, tm)):
             return thin
     if tile_n is None:
-        wide_tiles = -(-m // TILE_M) * -(-n // TILE_CHOICES[0][0])
-        if wide_tiles < WIDE_WAVE_FILL * sms or steps <= SHORT_K:
+        if _tiles(m, n, TILE_CHOICES[0][0]) < WIDE_WAVE_FILL * sms or steps <= SHORT_K:
             tile_n = TILE_CHOICES[1][0]
     best = None
     for rank, (width, stages) in enumerate(TILE_CHOICES):
         if tile_n is not None and width != tile_n:
             continue
-        tiles = -(-m // TILE_M) * -(-n // width)
-        waves = -(-tiles // sms)
+        waves = -(-_tiles(m, n, width) // sms)
         cost = waves * TILE_M * width / (1.0 - 0.1 * rank)
         if best is None or cost < best[0] - 1e-9:
             best = (cost, width, stages)
@@ -571,7 +569,7 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     cfg = fit_policy(HopperConfig(input=kind, tile_n=tile_n, stages=stages, epilogue=epilogue),
                      m, n, k, sms, shared=shared)
     if (not explicit and cfg.policy != "streamk" and kind in ("float16", "bfloat16") and min(m, n) <= SKINNY[0]
-            and steps <= SKINNY[2] and -(-m // TILE_M) * -(-n // 128) <= SKINNY[1] * sms):
+            and steps <= SKINNY[2] and _tiles(m, n, 128) <= SKINNY[1] * sms):
         return HopperConfig(input=kind, tile_m=tm, tile_n=tn, stages=st, pingpong=True, epilogue=epilogue,
                             policy=cfg.policy)
     if not explicit and kind in ("float16", "bfloat16") and _mid_tile_pays(cfg, m, n, k, sms):
@@ -580,6 +578,11 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     if not explicit and not shared and kind in ("float16", "bfloat16"):
         cfg = _cheapest_waves(_fill_waves(cfg, m, n, k, sms), m, n, k, sms)
     return cfg
+
+
+def _tiles(m: int, n: int, tile_n: int, tile_m: int = TILE_M) -> int:
+    """Output tiles of ``tile_m`` x ``tile_n`` over an ``m × n`` product (edges rounded up)."""
+    return -(-m // tile_m) * -(-n // tile_n)
 
 
 def _static_width(cfg: HopperConfig, width: int, stages: int, k: int) -> HopperConfig:
@@ -625,14 +628,14 @@ def _cheapest_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hopp
     """
     if not CHEAPEST_WIDTHS or cfg.pingpong or cfg.tile_m != TILE_M or cfg.tile_n not in WAVE_COST:
         return cfg
-    steps, rows = -(-k // 64), -(-m // TILE_M)
+    steps = -(-k // 64)
 
     def waves(width: int) -> int:
-        return -(-rows * -(-n // width) // sms)
+        return -(-_tiles(m, n, width) // sms)
 
     if cfg.policy == "streamk" and cfg.sk_waves == 1:
-        tiles = rows * -(-n // cfg.tile_n)
-        limit = tiles * cfg.tile_n * WAVE_COST[cfg.tile_n] / sms * SK_OVERHEAD[steps < FILL_MIN_K_STEPS]
+        even_share = _tiles(m, n, cfg.tile_n) * cfg.tile_n * WAVE_COST[cfg.tile_n] / sms
+        limit = even_share * SK_OVERHEAD[steps < FILL_MIN_K_STEPS]
     elif cfg.policy == "static" and steps >= FILL_MIN_K_STEPS and waves(cfg.tile_n) <= FILL_WAVES[1]:
         limit = STATIC_GAIN * waves(cfg.tile_n) * cfg.tile_n * WAVE_COST[cfg.tile_n]
     else:
@@ -693,11 +696,10 @@ def _fill_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperCo
     """
     if cfg.pingpong or -(-k // 64) < FILL_MIN_K_STEPS:
         return cfg
-    rows = -(-m // cfg.tile_m)
-    current = 0.0 if cfg.policy == "streamk" else schedule.wave_fill(rows * -(-n // cfg.tile_n), sms)
+    current = 0.0 if cfg.policy == "streamk" else schedule.wave_fill(_tiles(m, n, cfg.tile_n, cfg.tile_m), sms)
 
     def fills(width: int, waves: int) -> float:  # the fill of up to `waves` static waves, else 0
-        tiles = rows * -(-n // width)
+        tiles = _tiles(m, n, width, cfg.tile_m)
         return schedule.wave_fill(tiles, sms) if tiles <= waves * sms else 0.0
 
     choice = None
@@ -746,14 +748,14 @@ def _mid_tile_pays(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> bool:
     more, up to n / 6 padded columns (more was never measured)."""
     if cfg.tile_n != 128 or cfg.policy != "streamk" or cfg.pingpong or -(-k // 64) <= SHORT_K:
         return False
-    tiles = -(-m // cfg.tile_m) * -(-n // 128)
+    tiles = _tiles(m, n, 128, cfg.tile_m)
     if not MID_WAVES[0] * sms <= tiles <= MID_WAVES[1] * sms:
         return False
     pad_mid, pad_128 = -(-n // MID_TILE[0]) * MID_TILE[0] - n, -(-n // 128) * 128 - n
     # a last row of tiles at most half filled slows the 128-wide tiles most: there 192 pays even
     # with up to n / 16 more padded columns; and one wave of 192-wide tiles beats stream-K over
     # ONE_WAVE_FROM waves or more of 128-wide tiles (192 padding at most n / 6 columns)
-    one_wave = -(-m // cfg.tile_m) * -(-n // MID_TILE[0]) <= sms
+    one_wave = _tiles(m, n, MID_TILE[0], cfg.tile_m) <= sms
     return (pad_mid <= pad_128 or (0 < m % cfg.tile_m <= cfg.tile_m // 2 and pad_mid - pad_128 <= n // 16)
             or (one_wave and tiles >= ONE_WAVE_FROM * sms and pad_mid <= n // 6))
 
