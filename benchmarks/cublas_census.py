@@ -27,6 +27,7 @@ import json
 import sys
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import h  # noqa: E402  (benchmarks/kernels.py; puts the repository on sys.path)
@@ -95,6 +96,8 @@ def main(argv=None):
     k_log2 = tuple(int(x) for x in args.k_log2.split(","))
     cases = args.cases or ([] if args.random else CASES)
     cases += random_cases(args.random, args.seed, waves, k_log2)
+    prior = {name: ast.literal_eval(value)
+             for name, value in (kv.split("=", 1) for kv in (args.prior or "").split(";") if kv)}
     rng = np.random.default_rng(0)
     sms = hopper.device_sms()
     print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {sms} SMs, {args.dtype}; "
@@ -103,16 +106,11 @@ def main(argv=None):
         pc = h.probe_case(f"{spec}:{args.dtype}", rng)
         m, n, k = pc.case.m, pc.case.n, pc.case.k
         configs = {"hopper": (pc.config, None)}
-        if args.prior:
-            changes = dict(kv.split("=", 1) for kv in args.prior.split(";") if kv)
-            saved = {name: getattr(hopper, name) for name in changes}
-            for name, value in changes.items():
-                setattr(hopper, name, ast.literal_eval(value))
-            prior = hopper.choose_config(m, n, k, args.dtype, sms)
-            for name, value in saved.items():
-                setattr(hopper, name, value)
-            if prior != pc.config:
-                configs["prior"] = (prior, None)
+        if prior:
+            with mock.patch.multiple(hopper, **prior):
+                prior_cfg = hopper.choose_config(m, n, k, args.dtype, sms)
+            if prior_cfg != pc.config:
+                configs["prior"] = (prior_cfg, None)
         for v in args.variant:
             label, cfg, sms_cap = h.parse_variant(v, pc.config)
             configs[label] = (cfg, sms_cap)
