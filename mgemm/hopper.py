@@ -104,7 +104,13 @@ GPU suite, 480 tests, passed), and one or two static waves of 128x224 tiles fill
 more replace the heuristic's tile where that splits or fills its waves less (``FILL_WIDTHS``;
 ahead in 73 of 78 runs on shapes drawn after the rule, by up to 0.22; behind by up to 0.07), and
 up to four fuller waves of 128x192 replace static waves of 128x128 (``FILL_FROM_128``; ahead
-in all 36 runs on eighteen shapes drawn after the rule, by 0.01-0.17).  Stream-K
+in all 36 runs on eighteen shapes drawn after the rule, by 0.01-0.17).  In the nineteenth session
+the heuristic priced a wave (``WAVE_COST``) and stream-K (``SK_OVERHEAD``) from every static width
+timed on 48 random shapes: the cheapest static waves replace stream-K or dearer static waves
+(``_cheapest_waves``; ahead in 65 of 66 runs on shapes drawn after the rule), fewer tiles than half
+the SMs run unsplit unless K is long (``FEW_TILES_SK``; 32 of 34), and skinny products with few
+tiles take the thin tile (``SKINNY``; 32 of 32); 24 unfiltered random shapes went from 0.84 to
+0.88 of cuBLAS (geomean) and the whole GPU suite passed again.  Stream-K
 flags hold the launch's epoch when complete (``kernels.epoch_sync``), so no memset runs between launches.
 The persistent engine uses this kernel for float16 (and float32 with ``allow_tf32``) on sm_90.
 
