@@ -45,7 +45,7 @@ def test_placement_annotations_follow_the_plan(client, rng):
     annotations = out.__dask_graph__().layers[out.name].annotations
     assert annotations["allow_other_workers"] is True
     workers = {annotations["workers"]((out.name, i, j))[0] for i in range(4) for j in range(4)}
-    assert workers == set(client.scheduler_info()["workers"])
+    assert workers == set(client.nthreads())
     assert_close(client.compute(out).result(), a @ b, np.float64)
     # The blocks ran where the plan put them.
     placed = client.persist(out)
@@ -76,7 +76,7 @@ def test_the_plan_sees_where_persisted_chunks_live(client):
     b = da.random.default_rng(1).random((64, 64), chunks=16).persist()
     wait([a, b])
     ident, who = _snapshot(client, a, b)
-    assert set(ident["workers"]) == set(client.scheduler_info()["workers"])
+    assert set(ident["workers"]) == set(client.nthreads())
     where = _locations(a, b, who)
     assert where is not None and len(where) == 2 * 16
     held = client.who_has([a, b])
@@ -176,7 +176,7 @@ def test_bench_inputs_laid_out_block_cyclically(client):
     a = bench.persist_cyclic(client, lambda: bench.random_matrix((96, 64), 16, "float64",
                                                                  gpu=False, seed=7))
     wait(a)
-    workers = sorted(client.scheduler_info()["workers"])
+    workers = sorted(client.nthreads())
     held = client.who_has(a)
     assert len(held) == 6 * 4
     for key, where in held.items():
@@ -206,7 +206,7 @@ def test_bench_runs_start_from_the_persisted_layout(client):
     from mgemm import bench
 
     a, b, keep = _persisted_cyclic(client, seeds=(3, 4))
-    assert len(keep) == 32 and len(set(keep.values())) == len(client.scheduler_info()["workers"])
+    assert len(keep) == 32 and len(set(keep.values())) == len(client.nthreads())
     with bench.memory_manager_paused(client):
         for _ in range(2):
             _, c = bench.timed(client, lambda: mgemm.matmul(a, b), keep=keep)
@@ -288,7 +288,7 @@ def test_prefetch_through_the_scheduler_handler(client):
                                                                  gpu=False, seed=7))
     wait(a)
     keep = bench.chunk_homes(client, a)
-    workers = sorted(client.scheduler_info()["workers"])
+    workers = sorted(client.nthreads())
     want = {w: [k for k, home in keep.items() if home != w] for w in workers}
     requests = {w: [list(k) for k in keys] + [["no-such-key", 0, 0]] + [list(k) for k, h in keep.items() if h == w]
                 for w, keys in want.items()}
