@@ -55,7 +55,7 @@ def main():
     kwargs["threads_per_worker"] = mgemm.cluster.GPU_THREADS_PER_WORKER
     limit = {"distributed.worker.transfer.message-bytes-limit": mgemm.cluster.GPU_TRANSFER_LIMIT}
     with dask.config.set(limit), LocalCUDACluster(**kwargs) as cluster, Client(cluster) as client:
-        gpus = len(client.scheduler_info()["workers"])
+        gpus = len(client.nthreads())
         a = random_on_gpu((n, n), dtype, n // 4, seed=1)
         b = random_on_gpu((n, n), dtype, n // 4, seed=2)
         a, b = client.persist([a, b])

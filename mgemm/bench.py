@@ -107,7 +107,7 @@ def persist_cyclic(client: Any, make: Callable[[], da.Array]) -> da.Array:
     worker fetched 1.5–2.5 GiB per run on one cluster and 1 GiB on the next (benchmarks/RESULTS.md,
     eighth session).
     A fixed layout makes runs on different clusters comparable; both methods see the same one."""
-    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    workers = sorted(client.nthreads())
     if not workers:
         return make().persist()
     with dask.annotate(workers=_Cyclic(workers), allow_other_workers=False):
@@ -406,8 +406,7 @@ def environment(client: Any) -> dict:
     env = {"mgemm": __version__, "dask": dask.__version__, "distributed": distributed.__version__,
            "numpy": np.__version__, "python": platform.python_version(), "commit": commit,
            "gpu": devices[0]["model"] if devices else None, "gpus": len(devices)}
-    workers = client.scheduler_info(n_workers=-1).get("workers", {})
-    env["threads_per_worker"] = sorted({w.get("nthreads") for w in workers.values()})
+    env["threads_per_worker"] = sorted(set(client.nthreads().values()))
     try:
         import cupy
         env["cupy"] = cupy.__version__
@@ -559,7 +558,7 @@ def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, option
     env = {**environment(client), "layout": layout,
            "allow_tf32": bool(options.get("allow_tf32", False)),
            "emulate_fp32": emulated_scheme(client, case.dtype, options, gpu)}
-    workers = client.scheduler_info(n_workers=-1)["workers"]
+    workers = client.nthreads()
     proto = protocol(next(iter(workers))) if workers else "inproc"
     rows = []
     keep = chunk_homes(client, a, b)  # every run starts from it

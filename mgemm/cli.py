@@ -66,7 +66,7 @@ def demo(size: int | None, dtype: str, repeat: int, n_workers: int | None, **opt
         _say("starting the embedded default cluster ...")
     with session(given, n_workers=n_workers) as client:
         gpu = _cluster_has_gpus(client)
-        n_workers_now = len(client.scheduler_info(n_workers=-1)["workers"])
+        n_workers_now = len(client.nthreads())
         size = size or _demo_size(gpu, n_workers_now)
         chunk = max(256, size // 4)
         _say(f"cluster: {n_workers_now} {'GPU' if gpu else 'CPU'} worker(s) at "
@@ -145,7 +145,7 @@ def bench(suite: str, case_names: tuple, methods: tuple, repeat: int, protocol: 
         start["threads_per_worker"] = threads_per_worker
     with session(given, **start) as client:
         gpu = _cluster_has_gpus(client)
-        n = len(client.scheduler_info(n_workers=-1)["workers"])
+        n = len(client.nthreads())
         cases = SUITES[suite](n) if gpu else cpu_cases()
         if case_names:
             cases = [c for c in cases if c.name in case_names]
@@ -211,10 +211,10 @@ def plan_cmd(m: int, n: int, k: int, dtype: str, workers: int, kind: str, chunk:
 @click.option("--client", default=None, help="scheduler address (default: the embedded cluster)")
 def info(client: str | None) -> None:
     """Show the workers, their GPUs (model, SMs, memory) and the protocol."""
-    from .cluster import protocol, session, worker_devices
+    from .cluster import protocol, session, worker_devices, workers_info
 
     with session(client) as c:
-        workers = c.scheduler_info(n_workers=-1)["workers"]
+        workers = workers_info(c)
         devices = worker_devices(c)
         click.echo(f"scheduler {c.scheduler.address}  protocol {protocol(c.scheduler.address)}  "
                    f"workers {len(workers)}")

@@ -95,11 +95,21 @@ def rmm_pool_unused(dask_worker: Any = None) -> int:
     return max(0, size - held)
 
 
+def workers_info(client: Any) -> dict[str, dict]:
+    """Worker address → the scheduler's identity of that worker (``name``, ``nthreads``,
+    ``memory_limit``, ``resources``, ...), for every worker, asked of the scheduler directly.
+
+    Not ``client.scheduler_info(n_workers=-1)["workers"]``: that returns the client's cached
+    identity, which the client's periodic refresh (it asks for no workers) can replace between
+    the fetch and the read, so it sometimes lists none."""
+    return client.sync(client.scheduler.identity, n_workers=-1)["workers"]
+
+
 def worker_devices(client: Any, workers: Any = None) -> dict[str, dict | None]:
     """Worker address → ``device_info()`` there, cached per client and worker set
     (``workers``: the addresses, when the caller already has them from the scheduler)."""
     if workers is None:
-        workers = client.scheduler_info(n_workers=-1)["workers"]
+        workers = client.nthreads()
     return _cached_devices(client, tuple(sorted(workers)))
 
 
@@ -219,7 +229,7 @@ def describe_workers(client: Any, dtype: Any, *, gpu: bool, allow_tf32: bool = F
     """The planner's view of the cluster: one ``Worker`` per Dask worker, sorted by address
     (``info``: the scheduler's per-worker identity, when the caller already has it)."""
     if info is None:
-        info = client.scheduler_info(n_workers=-1)["workers"]
+        info = workers_info(client)
     if not info:
         raise RuntimeError("the Dask cluster has no workers")
     devices = worker_devices(client, info) if gpu else {}

@@ -55,7 +55,7 @@ def test_threads_per_worker_is_checked():
 def test_threads_per_worker_reaches_the_workers():
     client = cluster.start_default_cluster(n_workers=2, threads_per_worker=1)
     try:
-        workers = client.scheduler_info(n_workers=-1)["workers"]
+        workers = cluster.workers_info(client)
         assert len(workers) == 2 and {w["nthreads"] for w in workers.values()} == {1}
         ident, who = cluster.scheduler_snapshot(client)
         assert set(ident["workers"]) == set(workers) and who == {}
@@ -63,6 +63,26 @@ def test_threads_per_worker_reaches_the_workers():
         lc = client.cluster
         client.close()
         lc.close()
+
+
+def test_workers_info_lists_every_worker_from_the_scheduler(monkeypatch):
+    """Every worker, with the keys the callers read, asked of the scheduler itself: not the
+    client's cached identity, which its periodic refresh can replace with one listing none."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=2, processes=False, dashboard_address=None,
+                      memory_limit="1GiB") as lc, Client(lc) as client:
+        client.wait_for_workers(2, timeout=30)
+        # what a refresh that asked for no workers leaves in the client's cache
+        monkeypatch.setattr(client, "scheduler_info", lambda *a, **k: {"workers": {}})
+        info = cluster.workers_info(client)
+        assert set(info) == set(lc.scheduler.workers) and len(info) == 2
+        assert set(info) == set(client.nthreads())
+        for w in info.values():
+            assert {"name", "nthreads", "memory_limit", "resources"} <= set(w)
+            assert w["nthreads"] == 2 and w["memory_limit"] == 2**30
+        assert [w.name for w in cluster.describe_workers(client, "float64", gpu=False)] \
+            == sorted(info)
 
 
 def _raw_serializers():

@@ -115,7 +115,7 @@ def cluster(processes, tmp_path):
             client.wait_for_workers(2, timeout=START_TIMEOUT)
         except TimeoutError:
             raise RuntimeError(f"workers did not start:\n{_logs(processes.logs)}") from None
-        info = client.scheduler_info(n_workers=-1)["workers"]
+        info = mgemm.cluster.workers_info(client)
         by_address = {addr: processes.procs[w["name"]] for addr, w in info.items()}
         yield client, by_address
     finally:
@@ -170,12 +170,12 @@ def test_lost_worker_blocks_run_elsewhere(cluster, rng):
     workers[victim].kill()
     workers[victim].wait()
     deadline = time.monotonic() + START_TIMEOUT
-    while victim in client.scheduler_info(n_workers=-1)["workers"]:
+    while victim in client.nthreads():
         assert time.monotonic() < deadline, "the scheduler did not notice the lost worker"
         time.sleep(0.05)
 
     assert_close(client.compute(c).result(timeout=60), x @ y, np.float64)
-    (survivor,) = client.scheduler_info(n_workers=-1)["workers"]
+    (survivor,) = client.nthreads()
     assert survivor != victim
 
 
@@ -206,7 +206,7 @@ def test_cluster_scripts_over_tls(processes, tmp_path, rng):
         except TimeoutError:
             raise RuntimeError(f"workers did not start:\n{_logs(processes.logs)}") from None
         assert all(a.startswith("tls://127.0.0.1:")
-                   for a in client.scheduler_info(n_workers=-1)["workers"])
+                   for a in client.nthreads())
         x, y, a, b = _operands(rng)
         c = mgemm.matmul(a, b, block_size=300, client=client)
         assert_close(client.compute(c).result(), x @ y, np.float64)
