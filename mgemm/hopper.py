@@ -109,8 +109,9 @@ the heuristic priced a wave (``WAVE_COST``) and stream-K (``SK_OVERHEAD``) from 
 timed on 48 random shapes: the cheapest static waves replace stream-K or dearer static waves
 (``_cheapest_waves``; ahead in 65 of 66 runs on shapes drawn after the rule), fewer tiles than half
 the SMs run unsplit unless K is long (``FEW_TILES_SK``; 32 of 34), and skinny products with few
-tiles take the thin tile (``SKINNY``; 32 of 32); 24 unfiltered random shapes went from 0.84 to
-0.88 of cuBLAS (geomean) and the whole GPU suite passed again.  Stream-K
+tiles take the thin tile (32 of 32; in the twentieth session every product with few tiles and
+K up to 4096: ``FEW_TILES_THIN``); 24 unfiltered random shapes went from 0.84 to 0.88 of cuBLAS
+(geomean) and the whole GPU suite passed again.  Stream-K
 flags hold the launch's epoch when complete (``kernels.epoch_sync``), so no memset runs between launches.
 The persistent engine uses this kernel for float16 (and float32 with ``allow_tf32``) on sm_90.
 
@@ -203,10 +204,11 @@ WIDE_WAVE_FILL = 0.9
 # Products of at most 64 rows or columns: pingpong consumers on 64 x 64 tiles, 12 stages (no rows of
 # A or columns of B loaded and multiplied as zeros, and more tiles to share out; see choose_config).
 THIN_TILE = (64, 64, 12)  # (tile_m, tile_n, stages)
-# 16-bit products of at most SKINNY[0] rows or columns whose 128x128 tiles fill at most SKINNY[1]
-# of the SMs unsplit, K of at most SKINNY[2] 64-wide steps: THIN_TILE too, with the same policy
-# (see choose_config)
-SKINNY = (128, 0.25, 64)
+# 16-bit products whose 128x128 tiles fill at most FEW_TILES_THIN[0] of the SMs, K of at most
+# FEW_TILES_THIN[1] 64-wide steps: THIN_TILE too, with the same policy where that is unsplit; where
+# it splits (stream-K), with the thin tile's own policy if FEW_TILES_THIN[2] and the thin tiles are
+# too many for stream-K to split each eight or more ways (see choose_config)
+FEW_TILES_THIN = (0.25, 64, True)
 SHORT_K = 8  # K of at most this many 64-wide steps is short (see choose_config)
 TMA_STORE_K = 32  # the TMA-store epilogue for K of at most this many 64-wide steps (choose_config)
 # 256-wide tiles over at least 8 waves of the SMs, K of at least 96 64-wide steps, the last wave
@@ -522,13 +524,20 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     Not where stream-K would split each thin tile eight or more ways (few tiles, long K): the
     pingpong consumers have only the owner fix-up, and the cooperative tile's "spread" one is
     taken there (256x256x65536: 0.61-0.62 against 0.51-0.53 for 64 x 64 tiles split 8 ways).
-    Float16 and bfloat16 products of at most ``SKINNY[0]`` rows or columns whose 128 x 128 tiles
-    fill at most ``SKINNY[1]`` of the SMs and run unsplit (``fit_policy``), with K of at most
-    ``SKINNY[2]`` 64-wide steps, take the thin tile too, with the same policy: four times the
-    tiles to share out (RESULTS.md, nineteenth session, fp16: ahead of the static 128 x 128 tiles
-    on 12 of 13 such shapes, by up to 0.22 of cuBLAS: 80x1392x2048 0.54 -> 0.76, 112x1280x512
-    0.79 -> 0.95; behind by 0.01 on 3152x80x512; then on sixteen shapes drawn after the rule,
-    fp16 and bf16, ahead in all 32 runs by 0.10-0.27, geomean 0.70 -> 0.88-0.89).
+    Float16 and bfloat16 products whose 128 x 128 tiles fill at most ``FEW_TILES_THIN[0]`` of the
+    SMs, with K of at most ``FEW_TILES_THIN[1]`` 64-wide steps, take the thin tile too: four times
+    the tiles to share out.  Where the 128 x 128 tiles run unsplit (``fit_policy``), with the same
+    policy (RESULTS.md, nineteenth session, fp16, products of at most 128 rows or columns: ahead of
+    the static 128 x 128 tiles on 12 of 13 shapes, by up to 0.22 of cuBLAS: 80x1392x2048 0.54 ->
+    0.76, 112x1280x512 0.79 -> 0.95; behind by 0.01 on 3152x80x512; then on sixteen shapes drawn
+    after the rule, fp16 and bf16, ahead in all 32 runs by 0.10-0.27, geomean 0.70 -> 0.88-0.89;
+    twentieth session, wider products: 224x464x2048 0.56 -> 0.75, 976x304x2048 0.65 -> 0.81,
+    256x1024x2048 0.62 -> 0.80, 384x640x1024 0.72 -> 0.88, 512x1024x1024 0.71 -> 0.84,
+    640x768x512 0.78 -> 0.84).  Where they split (K of about 2600-4096), with the thin tile's own
+    policy, unless that would split each thin tile eight or more ways (twentieth session, fp16:
+    1232x80x4096 0.59 -> 0.72 split, 96x4000x4096 0.73 -> 0.93 static, 112x3000x4096 0.66 ->
+    0.72, 512x512x4096 0.58 -> 0.67; from K = 8192 the split 128 x 128 tiles stayed ahead,
+    e.g. 3000x112x16384 0.89 against 0.70).
 
     The epilogue: "tma" (bulk tensor stores, the warpgroup goes on to its next tile while they
     run) for K of at most ``TMA_STORE_K`` 64-wide steps, where writing the output is a large share
@@ -574,10 +583,13 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     # the staged epilogue: 0.96 of cuBLAS at 4096³ against 0.88 for the paired stores (H200)
     cfg = fit_policy(HopperConfig(input=kind, tile_n=tile_n, stages=stages, epilogue=epilogue),
                      m, n, k, sms, shared=shared)
-    if (not explicit and cfg.policy != "streamk" and kind in ("float16", "bfloat16") and min(m, n) <= SKINNY[0]
-            and steps <= SKINNY[2] and _tiles(m, n, 128) <= SKINNY[1] * sms):
-        return HopperConfig(input=kind, tile_m=tm, tile_n=tn, stages=st, pingpong=True, epilogue=epilogue,
-                            policy=cfg.policy)
+    if (not explicit and kind in ("float16", "bfloat16") and steps <= FEW_TILES_THIN[1]
+            and _tiles(m, n, 128) <= FEW_TILES_THIN[0] * sms):
+        thin = HopperConfig(input=kind, tile_m=tm, tile_n=tn, stages=st, pingpong=True, epilogue=epilogue)
+        if cfg.policy != "streamk":
+            return thin.replace(policy=cfg.policy)
+        if FEW_TILES_THIN[2] and 8 * _tiles(m, n, tn, tm) > sms:
+            return fit_policy(thin, m, n, k, sms, shared=shared)
     if not explicit and kind in ("float16", "bfloat16") and _mid_tile_pays(cfg, m, n, k, sms):
         width, stages = MID_TILE
         cfg = fit_policy(cfg.replace(tile_n=width, stages=stages), m, n, k, sms, shared=shared)

@@ -436,25 +436,39 @@ def test_heuristic_few_tiles_split_only_with_long_k(dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_heuristic_skinny_products_take_the_thin_tile(dtype, monkeypatch):
-    """At most SKINNY[0] rows or columns, 128x128 tiles filling at most SKINNY[1] of the SMs and
-    unsplit, K of at most SKINNY[2] steps: the thin pingpong tile with the same policy (RESULTS.md
-    nineteenth session: ahead in all 32 runs on shapes drawn after the rule); not where stream-K
-    stays (long K), not for tf32, an explicit width or more tiles."""
+def test_heuristic_few_tiles_take_the_thin_tile(dtype, monkeypatch):
+    """128x128 tiles filling at most FEW_TILES_THIN[0] of the SMs, K of at most FEW_TILES_THIN[1]
+    steps: the thin pingpong tile, with the same policy where the 128x128 tiles run unsplit and
+    with its own where they split (RESULTS.md nineteenth and twentieth sessions); not where that
+    would split each thin tile eight ways or more, not for longer K, tf32, an explicit width or
+    more tiles."""
     tm, tn, st = hopper.THIN_TILE
-    measured = [(128, 2224, 2048), (1296, 96, 256), (96, 4176, 512), (480, 96, 512), (80, 1104, 2048),
-                (3632, 112, 1024), (128, 1072, 256), (3488, 128, 512)]
-    for shape in measured:
-        cfg = hopper.choose_config(*shape, dtype, 132)
-        got = (cfg.tile_m, cfg.tile_n, cfg.stages, cfg.pingpong, cfg.policy)
-        assert got == (tm, tn, st, True, "static"), shape
-    assert hopper.choose_config(96, 4176, 512, dtype, 132, shared=True).policy == "dynamic"
-    for shape in [(128, 128, 4096), (1232, 80, 4096), (128, 5840, 8192), (128, 8192, 1024), (144, 1344, 512)]:
+
+    def thin(shape, **kw):
+        cfg = hopper.choose_config(*shape, dtype, 132, **kw)
+        return (cfg.tile_m, cfg.tile_n, cfg.stages, cfg.pingpong, cfg.policy)
+
+    unsplit = [(128, 2224, 2048), (1296, 96, 256), (96, 4176, 512), (480, 96, 512), (80, 1104, 2048),
+               (3632, 112, 1024), (128, 1072, 256), (3488, 128, 512), (224, 464, 2048), (976, 304, 2048),
+               (256, 1024, 2048), (384, 640, 1024), (512, 1024, 1024), (640, 768, 512), (144, 1344, 512)]
+    split = {(1232, 80, 4096): "streamk", (96, 4000, 4096): "static", (112, 3000, 4096): "streamk",
+             (512, 512, 4096): "streamk"}
+    for shape in unsplit:
+        assert thin(shape) == (tm, tn, st, True, "static"), shape
+    for shape, policy in split.items():
+        assert thin(shape) == (tm, tn, st, True, policy), shape
+    assert thin((96, 4176, 512), shared=True)[3:] == (True, "dynamic")
+    for shape in [(128, 128, 4096), (3000, 112, 16384), (2500, 128, 8192), (400, 900, 8192),
+                  (128, 5840, 8192), (128, 8192, 1024), (1024, 1024, 512)]:
         assert not hopper.choose_config(*shape, dtype, 132).pingpong, shape
     assert not hopper.choose_config(96, 4176, 512, dtype, 132, tile_n=128).pingpong
     assert not hopper.choose_config(96, 4176, 512, "float32", 132, allow_tf32=True).pingpong
-    monkeypatch.setattr(hopper, "SKINNY", (0, 0, 0))  # without the rule: the 128x128 tile
-    for shape in measured:
+    monkeypatch.setattr(hopper, "FEW_TILES_THIN", (0.25, 64, False))  # split tiles stay 128x128
+    for shape in split:
+        assert not hopper.choose_config(*shape, dtype, 132).pingpong, shape
+    assert thin(unsplit[0]) == (tm, tn, st, True, "static")
+    monkeypatch.setattr(hopper, "FEW_TILES_THIN", (0, 0, False))  # without the rule: 128x128
+    for shape in unsplit:
         assert hopper.choose_config(*shape, dtype, 132).tile_m == hopper.TILE_M, shape
 
 
