@@ -1011,12 +1011,16 @@ def _operand(cp, x, align: int, mn_ok: bool):
     is never used, so any will do.  K-major wins when both fit (the layout the kernel had first);
     a misaligned MN-contiguous operand gets an MN-major copy (no transpose), anything else a
     K-major one: through ``transpose_copy`` where ``x`` is contiguous along M or N (the transpose
-    of a matrix with contiguous rows, e.g. tf32 B row-major), else CuPy's element-wise copy.
+    of a matrix with contiguous rows, e.g. tf32 B row-major), else a pitched copy
+    (``_pitched_copy``) or CuPy's element-wise one.  A copy's rows start on 128-byte boundaries:
+    TMA reads rows that do not at a fraction of the speed (4096x4104x4096 float16, B row-major
+    read in place: 0.69 of cuBLAS, from rows padded to 4160: 0.95; RESULTS.md, twentieth session).
     """
     outer, k = x.shape
     item = x.itemsize
     s_o, s_k = x.strides
     aligned = x.data.ptr % 16 == 0
+    row = 128 // item  # elements per 128 bytes
     if s_k == item or k == 1:
         ld = s_o // item if outer > 1 else -(-k // align) * align
         if ld >= k and ld % align == 0 and s_o >= 0 and aligned:
@@ -1026,17 +1030,44 @@ def _operand(cp, x, align: int, mn_ok: bool):
         if ld >= outer and ld % align == 0 and s_k >= 0 and aligned:
             return x, False, ld
         if s_o == item and s_k != item:  # contiguous along M or N: a copy that keeps the layout
-            ld = -(-outer // align) * align
+            ld = -(-outer // row) * row
             buf = cp.empty((k, ld), dtype=x.dtype)
-            buf[:, :outer] = x.T
+            if not _pitched_copy(cp, x.T, buf):
+                buf[:, :outer] = x.T
             return buf, False, ld
-    ld = -(-k // align) * align
-    buf = cp.empty((outer, ld), dtype=x.dtype)
-    if s_o == item and s_k % item == 0 and item in TRANSPOSE_KERNELS:
+    return _k_major_copy(cp, x, row), True, -(-k // row) * row
+
+
+def _k_major_copy(cp, x, row: int):
+    """``x`` (outer × k) copied into rows of contiguous K, ``row``-element multiples apart."""
+    outer, k = x.shape
+    buf = cp.empty((outer, -(-k // row) * row), dtype=x.dtype)
+    s_o, s_k = x.strides
+    if _pitched_copy(cp, x, buf):
+        pass
+    elif s_o == x.itemsize and s_k % x.itemsize == 0 and x.itemsize in TRANSPOSE_KERNELS:
         transpose_copy(x, buf)  # x is the transpose of a matrix with contiguous rows
     else:
-        buf[:, :k] = x
-    return buf, True, ld
+        buf[:, :x.shape[1]] = x
+    return buf
+
+
+def _pitched_copy(cp, src, buf) -> bool:
+    """``buf[:, :cols] = src`` as one pitched copy (``cudaMemcpy2DAsync`` on the current stream)
+    where ``src`` (rows × cols) has contiguous rows a non-negative stride apart that does not
+    overlap them, and ``buf`` contiguous rows; False (nothing copied) otherwise.  A copy engine
+    moves the rows at close to the memory's bandwidth, where an element-wise kernel over a strided
+    view is several times slower."""
+    rows, cols = src.shape
+    item = src.itemsize
+    width = cols * item
+    pitch = src.strides[0] if rows > 1 else width
+    if rows == 0 or cols == 0 or (cols > 1 and src.strides[1] != item) or pitch < width:
+        return False
+    cp.cuda.runtime.memcpy2DAsync(buf.data.ptr, buf.strides[0], src.data.ptr, pitch, width, rows,
+                                  cp.cuda.runtime.memcpyDeviceToDevice,
+                                  cp.cuda.get_current_stream().ptr)
+    return True
 
 
 # --- the transpose copy (kernels/transpose.cu) ---------------------------------------------------

@@ -592,10 +592,25 @@ class _FakeArray:
         return _FakeArray(self.shape[::-1], self.strides[::-1], self.itemsize, self.data.ptr)
 
 
+_PITCHED: list[tuple] = []  # (dst ptr, dst pitch, src ptr, src pitch, width, height) per pitched copy
+
+
 class _FakeCupy:
     @staticmethod
     def empty(shape, dtype):
         return _CopyTarget(shape)
+
+    class cuda:
+        @staticmethod
+        def get_current_stream():
+            return _FakeMem(0)
+
+        class runtime:
+            memcpyDeviceToDevice = 3
+
+            @staticmethod
+            def memcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, stream):
+                _PITCHED.append((dst, dpitch, src, spitch, width, height))
 
 
 class _CopyTarget(_FakeArray):
@@ -618,7 +633,7 @@ def transposes(monkeypatch):
     ((300, 512), (1024, 2), True, (False, True, 512), False),  # K contiguous: K-major, in place
     ((300, 512), (2, 608), True, (False, False, 304), False),  # MN contiguous, ld 304: MN-major
     ((300, 512), (2, 608), False, (True, True, 512), True),    # tf32-like: K-major copy, transposed
-    ((300, 512), (2, 602), True, (True, False, 304), False),   # ld not 16-byte: MN-major copy
+    ((300, 512), (2, 602), True, (True, False, 320), False),   # ld not 16-byte: MN-major copy
     ((300, 512), (2, 602), False, (True, True, 512), True),    # the same, tf32-like: transposed
     ((300, 510), (1020, 2), True, (True, True, 512), False),   # K contiguous, ld 510: K-major copy
     ((300, 512), (2048, 4), True, (True, True, 512), False),   # neither contiguous: K-major copy
@@ -628,18 +643,27 @@ def transposes(monkeypatch):
 ])
 def test_operand_layout_choice(shape, strides, mn_ok, expect, transposed, transposes):
     x = _FakeArray(shape, strides)
+    _PITCHED.clear()
     arr, k_major, ld = hopper._operand(_FakeCupy, x, 8, mn_ok)
     assert (arr is not x, k_major, ld) == expect
-    if arr is not x:  # a copy is laid out as the kernel reads it
-        assert arr.shape == ((shape[0], ld) if k_major else (shape[1], ld))
+    if arr is not x:  # a copy is laid out as the kernel reads it, its rows on 128-byte boundaries
+        assert arr.shape == ((shape[0], ld) if k_major else (shape[1], ld)) and ld % 64 == 0
     # a K-major copy of an MN-contiguous operand goes through the transpose kernel, no other copy
     assert transposes == ([(x, arr)] if transposed else [])
+    # rows that are contiguous in x are copied as one pitched copy, the rest element-wise
+    contiguous_rows = (strides[1] == 2) if k_major else (strides[0] == 2)
+    pitched = arr is not x and not transposed and contiguous_rows
+    assert len(_PITCHED) == int(pitched)
+    if pitched:
+        rows, cols = (shape[0], shape[1]) if k_major else (shape[1], shape[0])
+        src_pitch = strides[0] if k_major else strides[1]
+        assert _PITCHED[0] == (arr.data.ptr, ld * 2, x.data.ptr, src_pitch, cols * 2, rows)
 
 
 def test_operand_misaligned_pointer_is_copied(transposes):
     x = _FakeArray((300, 512), (2, 608), ptr=0x10002)
     arr, k_major, ld = hopper._operand(_FakeCupy, x, 8, True)
-    assert arr is not x and not k_major and ld == 304
+    assert arr is not x and not k_major and ld == 320
     arr, k_major, ld = hopper._operand(_FakeCupy, x, 8, False)  # tf32-like: the transpose kernel
     assert arr is not x and k_major and ld == 512 and transposes == [(x, arr)]
 
@@ -995,7 +1019,8 @@ def _count_transposes(monkeypatch):
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_operand_copies_mn_contiguous_through_the_transpose(dtype, monkeypatch):
     """``_operand`` without MN-major reads (tf32) makes its K-major copy of an MN-contiguous
-    operand with ``transpose_copy``: equal to ``x``, ld padded to 16 bytes."""
+    operand with ``transpose_copy`` (a single column, K = 1, as one pitched copy): equal to ``x``,
+    its rows padded to 128 bytes."""
     calls = _count_transposes(monkeypatch)
     rng = np.random.default_rng(6)
     align = 16 // np.dtype(dtype).itemsize
@@ -1004,7 +1029,7 @@ def test_operand_copies_mn_contiguous_through_the_transpose(dtype, monkeypatch):
         for x in (base[:k, :outer].T, base[1:, 3:].T):
             calls.clear()
             arr, k_major, ld = hopper._operand(cp, x, align, False)
-            assert calls == [(outer, k)] and k_major and ld % align == 0 and ld >= k
+            assert calls == ([(outer, k)] if k > 1 else []) and k_major and ld % (8 * align) == 0 and ld >= k
             assert arr.shape == (outer, ld) and cp.array_equal(arr[:, :k], x)
 
 
