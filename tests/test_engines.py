@@ -175,3 +175,44 @@ def test_auto_on_gpu_chunks_picks_per_block(monkeypatch):
     monkeypatch.setattr(hopper, "supported", lambda device=None: True)
     assert [auto.choose(b16, h16, out) for out in (None, "bfloat16", "float32", "float16")] == [
         "persistent", "persistent", "persistent", "cublas"]
+
+
+@pytest.mark.parametrize("hopper_here", [True, False])
+def test_auto_sends_unaligned_single_blocks_to_the_hopper_kernel(monkeypatch, hopper_here):
+    """One K part goes to the persistent engine where cuBLAS would read an operand unaligned (N or
+    K not a multiple of 8 for 16-bit types, an operand starting off a 16-byte boundary, a strided
+    view) and the block has at least UNALIGNED_MIN_FLOPS; aligned blocks, small ones, float32 and
+    GPUs without the Hopper kernel stay on cuBLAS."""
+    from mgemm import hopper
+    from mgemm.engines import auto
+
+    monkeypatch.setattr(hopper, "supported", lambda device=None: hopper_here)
+    hit = "persistent" if hopper_here else "cublas"
+    big = np.empty((4096, 1028), np.float16), np.empty((1028, 4096), np.float16)  # 34.5 GFLOP
+    assert auto.choose([big[0]], [big[1]]) == hit
+    assert auto.choose([big[0][:, :1000]], [big[1][:1000]]) == "cublas"  # 33.6 GFLOP
+    monkeypatch.setattr(auto, "UNALIGNED_MIN_FLOPS", 2.0 * 1024**3)  # small arrays from here on
+    m = n = k = 1024
+    a, b = np.empty((m, k), np.float16), np.empty((k, n), np.float16)
+    assert auto.choose([a], [b]) == "cublas"  # aligned
+    assert auto.choose([np.empty((m + 3, k), np.float16)], [b]) == "cublas"  # M does not matter
+    assert auto.choose([np.empty((m, k + 2), np.float16)], [np.empty((k + 2, n), np.float16)]) == hit
+    assert auto.choose([a], [np.empty((k, n + 1), np.float16)]) == hit
+    assert auto.choose([a], [np.empty((k, n + 4), np.float16)], "float32") == hit  # B's rows
+    wide = np.empty((m, k + 8), np.float16)
+    assert auto.choose([wide[:, 8:]], [b]) == "cublas"  # a view 16 bytes in, rows of 16-byte multiples
+    assert auto.choose([wide[:, 1:k + 1]], [b]) == hit  # starts 2 bytes in
+    assert auto.choose([np.empty((k, m), np.float16).T], [b]) == "cublas"  # column-major, aligned
+    assert auto.choose([np.empty((k, m + 2), np.float16)[:, :m].T], [b]) == hit  # columns 2052 bytes apart
+    small = 64
+    assert auto.choose([np.empty((small, small + 2), np.float16)], [np.empty((small + 2, small), np.float16)]) == "cublas"
+    flops = 2.0 * m * n * (k + 2)
+    monkeypatch.setattr(auto, "UNALIGNED_MIN_FLOPS", flops + 1)
+    assert auto.choose([np.empty((m, k + 2), np.float16)], [np.empty((k + 2, n), np.float16)]) == "cublas"
+    monkeypatch.setattr(auto, "UNALIGNED_MIN_FLOPS", flops)
+    assert auto.choose([np.empty((m, k + 2), np.float16)], [np.empty((k + 2, n), np.float16)]) == hit
+    f32 = np.empty((m, k + 1), np.float32), np.empty((k + 1, n), np.float32)
+    assert auto.choose([f32[0]], [f32[1]]) == "cublas"
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    bf = ml_dtypes.bfloat16
+    assert auto.choose([np.empty((m, k), bf)], [np.empty((k, n + 2), bf)]) == hit

@@ -64,6 +64,27 @@ def test_persistent_engine_block(cp, rng, dtype):
     assert _use_hopper(np.dtype(dtype), np.dtype(dtype), False) == (
         dtype in ("float16", "bfloat16") and hopper.supported())
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_auto_engine_on_an_unaligned_block(cp, rng, dtype, monkeypatch):
+    """A block of one K part with N and K not multiples of 8, alpha, beta and C: auto-gpu sends it
+    to the persistent engine on an sm_90 GPU (cuBLAS elsewhere) and the result is right.  The
+    output is taken from a pool block left holding NaN, so an element not written fails."""
+    from mgemm import hopper
+    from mgemm.engines import auto, get
+
+    monkeypatch.setattr(auto, "UNALIGNED_MIN_FLOPS", 0.0)  # the rule, on a block the test can check
+    a, b = random(rng, (333, 517), dtype), random(rng, (517, 205), dtype)
+    c = random(rng, (333, 205), dtype)
+    a_dev, b_dev = cp.asarray(a), cp.asarray(b)
+    assert auto.choose([a_dev], [b_dev]) == ("persistent" if hopper.supported() else "cublas")
+    poison = cp.empty((333, 205), dtype=a_dev.dtype)
+    poison.view(cp.uint16).fill(0x7FC0 if dtype == "bfloat16" else 0x7E00)
+    del poison
+    out = get("auto-gpu").gemm([a_dev], [b_dev], alpha=0.5, beta=2.0, c=cp.asarray(c))
+    assert out.dtype == np.dtype(dtype)
+    assert_close(cp.asnumpy(out), 0.5 * (a.astype(np.float64) @ b.astype(np.float64)) + 2.0 * c, dtype)
+
+
 @pytest.mark.parametrize("engine", ["cublas", "persistent"])
 def test_engine_c_of_a_narrower_dtype(cp, rng, engine):
     """C in float16 beside float32 A and B (``mgemm.gemm`` promotes the result to float32): the

@@ -5,9 +5,12 @@ the faster of ``persistent`` and ``cublas`` as measured on the GPU.
 on an sm_90 GPU: it adds all the parts up in one launch, where cuBLAS writes and reads back a
 float32 block per part.  On an H200 an 8192² float16 block with K = 32768 in four parts took 6.71
 ms against 7.23 ms, and float16 32768³ through the orchestrator (8192² chunks, two H200s) 0.076 s
-against 0.083 s (benchmarks/RESULTS.md, tenth session).  Everything else goes to ``cublas``:
-with one part cuBLAS is ahead (the kernel reaches 0.96–0.98 of it), and other GPUs and dtypes
-have no measured win.
+against 0.083 s (benchmarks/RESULTS.md, tenth session).  It also takes large blocks of one part
+whose operands cuBLAS would read unaligned (N or K not a multiple of 8, as a ragged edge block's
+often are: ``UNALIGNED_MIN_FLOPS``), where cuBLAS falls back to slow kernels: 1.04-3.4x
+cuBLAS there (twentieth session).  Everything else goes to ``cublas``:
+with one aligned part cuBLAS is ahead (the kernel reaches 0.96–0.98 of it in GPU time, and its
+host path is the longer), and other GPUs and dtypes have no measured win.
 """
 
 from __future__ import annotations
@@ -31,15 +34,56 @@ class GpuAutoEngine:
         return get(choose(a_parts, b_parts, kwargs.get("out_dtype"))).gemm(a_parts, b_parts, **kwargs)
 
 
+#: One K part goes to ``persistent`` where cuBLAS's operands are not 16-byte aligned (its slow
+#: kernels) and the block has at least this many FLOPs (2·m·n·k, here 34 GFLOP), so the Hopper
+#: path's longer host time and its operand copies are paid back.  On an H200 (engine calls, host
+#: time counted, float16; benchmarks/RESULTS.md, twentieth session) the persistent engine was
+#: ahead on all 20 such blocks of 34-1300 GFLOP drawn, by 1.04-3.4x, and behind on 11 of 12
+#: blocks under 24 GFLOP.
+UNALIGNED_MIN_FLOPS = 2.0 * 2**34
+
+
 def choose(a_parts: Sequence[Any], b_parts: Sequence[Any], out_dtype: Any = None) -> str:
-    """``"persistent"`` for float16 or bfloat16 inputs (all parts one type) of two or more
-    non-empty K parts, written as that type or float32, on a GPU the Hopper kernel runs on (the
-    persistent engine's own test, ``_use_hopper``, without tf32); else ``"cublas"``."""
+    """``"persistent"`` for float16 or bfloat16 inputs (all parts one type), written as that type
+    or float32, on a GPU the Hopper kernel runs on (the persistent engine's own test,
+    ``_use_hopper``, without tf32), where the block has two or more non-empty K parts, or one whose
+    operands cuBLAS would read unaligned (``cublas_unaligned``) with at least
+    ``UNALIGNED_MIN_FLOPS``; else ``"cublas"``."""
     parts = [(a, b) for a, b in zip(a_parts, b_parts) if a.shape[1]]
-    if len(parts) < 2:
+    if not parts:
         return "cublas"
     first = parts[0][0].dtype
     if any(a.dtype != first or b.dtype != first for a, b in parts):
         return "cublas"
     out = first if out_dtype is None else np.dtype(out_dtype)  # as the persistent engine reads it
+    if len(parts) == 1:
+        (a, b), = parts
+        if not (cublas_unaligned(a, b, out) and 2.0 * a.shape[0] * a.shape[1] * b.shape[1] >= UNALIGNED_MIN_FLOPS):
+            return "cublas"
     return "persistent" if _use_hopper(first, out, allow_tf32=False) else "cublas"
+
+
+def cublas_unaligned(a: Any, b: Any, out_dtype: Any) -> bool:
+    """Whether cuBLAS would multiply ``a @ b`` into a fresh row-major output of ``out_dtype`` with
+    an operand that is not 16-byte aligned: a start address, or a row stride of ``a``, ``b`` or the
+    output (N elements), that is not a multiple of 16 bytes.  cuBLAS then runs kernels that load
+    element by element: on an H200, 110-260 TFLOP/s for float16 where aligned operands of the same
+    sizes run at 600-750 (benchmarks/RESULTS.md, twentieth session).
+
+    >>> a = np.empty((64, 40), np.float16)
+    >>> cublas_unaligned(a, np.empty((40, 64), np.float16), np.float16)
+    False
+    >>> cublas_unaligned(a, np.empty((40, 65), np.float16), np.float16)  # N = 65: rows of 130 bytes
+    True
+    >>> cublas_unaligned(a[:, 1:], np.empty((39, 64), np.float16), np.float16)  # starts 2 bytes in
+    True
+    """
+    if b.shape[1] * np.dtype(out_dtype).itemsize % 16:
+        return True
+    for x in (a, b):
+        face = getattr(x, "__cuda_array_interface__", None) or x.__array_interface__
+        if face["data"][0] % 16:
+            return True
+        if any(size > 1 and stride != x.itemsize and stride % 16 for size, stride in zip(x.shape, x.strides)):
+            return True
+    return False
