@@ -75,6 +75,29 @@ def poison_pool(m: int, n: int, dtype) -> None:
     del buf
 
 
+def profile(spec: str, dtype: str, rng, calls: int) -> None:
+    """cProfile of ``calls`` persistent-engine calls on ``spec`` (the top 25 by own time), and the
+    host µs per call with the GPU held busy by a spin, so no call waits for the GPU to finish."""
+    import cProfile
+    import pstats
+    import time
+
+    _, _, _, a_parts, b_parts, _ = block(spec, dtype, rng)
+    engine = get("persistent")
+    engine.gemm(a_parts, b_parts)
+    cp.cuda.Device().synchronize()
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.enable()
+    for _ in range(calls):
+        engine.gemm(a_parts, b_parts)
+    prof.disable()
+    per_call = (time.perf_counter() - t0) / calls
+    print(f"# profile of {calls} persistent-engine calls on {spec}: {per_call * 1e6:.0f} us a call "
+          f"(host and GPU, profiled)", flush=True)
+    pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("cases", nargs="*", help="MxNxK[/parts]")
@@ -84,16 +107,22 @@ def main(argv=None) -> int:
     ap.add_argument("--size", default="1000,9000", help="lo,hi of M, N and K drawn")
     ap.add_argument("--classes", default=",".join(CLASSES))
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--shield-us", type=float, default=0.0,
+                    help="a GPU spin between the L2 flush and the start event (harness.timed_interleaved): "
+                         "0 counts the host time the GPU waits for, as a task's time does")
+    ap.add_argument("--profile", type=int, default=0,
+                    help="then cProfile this many persistent-engine calls on the first shape")
     args = ap.parse_args(argv)
     lo, hi = map(int, args.size.split(","))
     draw_rng = np.random.default_rng(args.seed)
     cases = [(spec, "given") for spec in args.cases]
-    for cls in args.classes.split(","):
+    for cls in filter(None, args.classes.split(",")):
         cases += [(spec, cls) for spec in draw(cls, args.random, draw_rng, lo, hi)]
     rng = np.random.default_rng(0)
     engines = {name: get(name) for name in ("cublas", "persistent", "auto-gpu")}
-    print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {args.dtype}; engine calls "
-          f"(host time counted), median of {args.reps}, in turns", flush=True)
+    print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {args.dtype}; engine calls, "
+          f"{'GPU time' if args.shield_us else 'host time counted'}, median of {args.reps}, in turns",
+          flush=True)
     ratios: dict[str, list[float]] = {}
     for spec, cls in cases:
         m, n, k, a_parts, b_parts, host = block(spec, args.dtype, rng)
@@ -106,7 +135,7 @@ def main(argv=None) -> int:
                 print(f"  CHECK FAILED {spec} {name}: {err:.2e}", flush=True)
                 failed.append(name)
         fns = {name: (lambda e=engine: e.gemm(a_parts, b_parts)) for name, engine in engines.items()}
-        ms = h.timed_interleaved(fns, args.reps, shield_us=0)
+        ms = h.timed_interleaved(fns, args.reps, shield_us=args.shield_us)
         flops = 2.0 * m * n * k
         ratio = ms["cublas"] / ms["persistent"]
         ratios.setdefault(cls, []).append(ratio)
@@ -115,6 +144,8 @@ def main(argv=None) -> int:
               f"{flops / ms['persistent'] / 1e9:6.1f} auto({picks}) {flops / ms['auto-gpu'] / 1e9:6.1f} "
               f"TFLOP/s | persistent x cublas {ratio:.2f}{' FAILED ' + ','.join(failed) if failed else ''}",
               flush=True)
+    if args.profile and cases:
+        profile(cases[0][0], args.dtype, rng, args.profile)
     for cls, rs in ratios.items():
         geo = math.exp(sum(map(math.log, rs)) / len(rs))
         print(f"# {cls}: persistent x cublas geomean {geo:.2f} over {len(rs)}, from {min(rs):.2f} "

@@ -1,0 +1,69 @@
+"""Does the Hopper kernel slow down when an operand's rows do not start on 128-byte boundaries?
+
+For each ``MxNxK`` (float16 or bfloat16): cuBLAS and the heuristic's config on contiguous operands
+("in place"), then the same config on the same values held in buffers whose rows are padded to a
+multiple of 64 elements (128 bytes), as views the kernel reads in place: A's rows padded ("pad
+A"), A's and B's ("pad AB"); the padded copies are made before the timing.  A shape whose K (A's
+rows) or N (B's) is a multiple of 64 has nothing to pad there.  GPU time, in
+turns, L2 flushed, median of ``--reps``; every output is checked against float64 on sampled rows.
+
+    python3 benchmarks/stride_probe.py [--dtype float16] [--reps 10] MxNxK ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import h  # noqa: E402  (benchmarks/kernels.py; puts the repository on sys.path)
+
+import cupy as cp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from mgemm import hopper  # noqa: E402
+
+
+def padded(x, rows_to: int = 64):
+    """``x`` copied into a buffer whose rows hold a multiple of ``rows_to`` elements: a view."""
+    cols = -(-x.shape[1] // rows_to) * rows_to
+    buf = cp.empty((x.shape[0], cols), dtype=x.dtype)
+    view = buf[:, :x.shape[1]]
+    view[...] = x
+    return view
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("cases", nargs="+", help="MxNxK")
+    ap.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
+    ap.add_argument("--reps", type=int, default=10)
+    args = ap.parse_args(argv)
+    rng = np.random.default_rng(0)
+    print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {args.dtype}; GPU time, "
+          f"median of {args.reps}, in turns", flush=True)
+    for spec in args.cases:
+        pc = h.probe_case(f"{spec}:{args.dtype}", rng)
+        m, n, k = pc.case.m, pc.case.n, pc.case.k
+        a_pad, b_pad = padded(pc.a), padded(pc.b)
+        ops = {"in place": (pc.a, pc.b), "pad A": (a_pad, pc.b), "pad AB": (a_pad, b_pad)}
+        outs = {name: pc.poisoned() for name in ("cuBLAS", *ops)}
+        fns = {"cuBLAS": h.cublas_fn(pc.a, pc.b, args.dtype, outs["cuBLAS"])}
+        for name, (a, b) in ops.items():
+            fns[name] = (lambda a=a, b=b, out=outs[name]:
+                         hopper.gemm(a, b, out=out, config=pc.config, as_dtype=pc.as_dtype))
+        for fn in fns.values():
+            fn()
+        cp.cuda.Device().synchronize()
+        pc.check_rows(outs)
+        ms = h.timed_interleaved(fns, args.reps)
+        flops = 2.0 * m * n * k
+        cells = " ".join(f"{name} {flops / t / 1e9:6.1f}" for name, t in ms.items())
+        ratios = " ".join(f"{name} {ms['cuBLAS'] / ms[name]:.2f}" for name in ops)
+        print(f"  {spec:>16} TFLOP/s {cells} | x cuBLAS {ratios} | {pc.config}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
