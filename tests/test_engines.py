@@ -213,6 +213,25 @@ def test_auto_sends_unaligned_single_blocks_to_the_hopper_kernel(monkeypatch, ho
     assert auto.choose([np.empty((m, k + 2), np.float16)], [np.empty((k + 2, n), np.float16)]) == hit
     f32 = np.empty((m, k + 1), np.float32), np.empty((k + 1, n), np.float32)
     assert auto.choose([f32[0]], [f32[1]]) == "cublas"
+    # K parts: rows on 128-byte boundaries, or unaligned for cuBLAS (copied by the kernel's path):
+    # persistent; rows 16- but not 128-byte aligned: cuBLAS
+    on128 = [_aligned((64, 256)), _aligned((64, 256))], [_aligned((256, 128)), _aligned((256, 128))]
+    assert auto.choose(*on128) == hit
+    assert auto.choose(on128[0], [_aligned((256, 136)), _aligned((256, 136))]) == "cublas"  # N = 136
+    assert auto.choose([x[:, :200] for x in on128[0]], [x[:200] for x in on128[1]]) == hit  # A 512 B apart
+    assert auto.choose([x[:, :248] for x in on128[0]], [x[:248] for x in on128[1]]) == hit
+    assert auto.choose([_aligned((64, 264))[:, :256]] * 2, on128[1]) == "cublas"  # A rows 528 B apart
+    assert auto.choose([_aligned((64, 260))[:, :250]] * 2, [x[:250] for x in on128[1]]) == hit  # 520 B
+    assert auto.choose([_aligned((64, 264))[:, 8:]] * 2, on128[1]) == "cublas"  # 16 bytes in
+    assert auto.choose([_aligned((64, 264))[:, 1:257]] * 2, on128[1]) == hit  # 2 bytes in
+
+
+def _aligned(shape, dtype=np.float16, boundary=128):
+    """An empty array starting on a ``boundary``-byte boundary."""
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    raw = np.empty(nbytes + boundary, np.uint8)
+    skip = -raw.ctypes.data % boundary
+    return raw[skip:skip + nbytes].view(dtype).reshape(shape)
     ml_dtypes = pytest.importorskip("ml_dtypes")
     bf = ml_dtypes.bfloat16
     assert auto.choose([np.empty((m, k), bf)], [np.empty((k, n + 2), bf)]) == hit

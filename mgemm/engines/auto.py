@@ -2,8 +2,8 @@
 the faster of ``persistent`` and ``cublas`` as measured on the GPU.
 
 ``persistent`` (mgemm's Hopper kernel) takes float16 and bfloat16 blocks of two or more K parts
-on an sm_90 GPU: it adds all the parts up in one launch, where cuBLAS writes and reads back a
-float32 block per part.  On an H200 an 8192² float16 block with K = 32768 in four parts took 6.71
+whose rows start on 128-byte boundaries on an sm_90 GPU: it adds all the parts up in one launch,
+where cuBLAS writes and reads back a float32 block per part.  On an H200 an 8192² float16 block with K = 32768 in four parts took 6.71
 ms against 7.23 ms, and float16 32768³ through the orchestrator (8192² chunks, two H200s) 0.076 s
 against 0.083 s (benchmarks/RESULTS.md, tenth session).  It also takes large blocks of one part
 whose operands cuBLAS would read unaligned (N or K not a multiple of 8, as a ragged edge block's
@@ -46,9 +46,13 @@ UNALIGNED_MIN_FLOPS = 2.0 * 2**34
 def choose(a_parts: Sequence[Any], b_parts: Sequence[Any], out_dtype: Any = None) -> str:
     """``"persistent"`` for float16 or bfloat16 inputs (all parts one type), written as that type
     or float32, on a GPU the Hopper kernel runs on (the persistent engine's own test,
-    ``_use_hopper``, without tf32), where the block has two or more non-empty K parts, or one whose
-    operands cuBLAS would read unaligned (``cublas_unaligned``) with at least
-    ``UNALIGNED_MIN_FLOPS``; else ``"cublas"``."""
+    ``_use_hopper``, without tf32), where cuBLAS would read a part unaligned (``cublas_unaligned``;
+    one part: from ``UNALIGNED_MIN_FLOPS`` on), or where the block has two or more non-empty K
+    parts whose rows all start on 128-byte boundaries (``rows_on``: the Hopper kernel's TMA loads
+    read rows off them at a fraction of the speed, and the parts are not copied); else
+    ``"cublas"``.  On an H200 (engine calls, float16, benchmarks/RESULTS.md, twentieth session)
+    blocks of two to four such parts ran 1.07-1.11x cuBLAS, and with rows off 128 bytes (K or N
+    of 4104, 5000, 3000, 8200) 0.73-0.91x, bar one (6000: 1.07x)."""
     parts = [(a, b) for a, b in zip(a_parts, b_parts) if a.shape[1]]
     if not parts:
         return "cublas"
@@ -56,11 +60,25 @@ def choose(a_parts: Sequence[Any], b_parts: Sequence[Any], out_dtype: Any = None
     if any(a.dtype != first or b.dtype != first for a, b in parts):
         return "cublas"
     out = first if out_dtype is None else np.dtype(out_dtype)  # as the persistent engine reads it
-    if len(parts) == 1:
-        (a, b), = parts
-        if not (cublas_unaligned(a, b, out) and 2.0 * a.shape[0] * a.shape[1] * b.shape[1] >= UNALIGNED_MIN_FLOPS):
-            return "cublas"
-    return "persistent" if _use_hopper(first, out, allow_tf32=False) else "cublas"
+    if any(cublas_unaligned(a, b, out) for a, b in parts):
+        m, n = parts[0][0].shape[0], parts[0][1].shape[1]
+        k = sum(a.shape[1] for a, _ in parts)
+        pays = len(parts) > 1 or 2.0 * m * n * k >= UNALIGNED_MIN_FLOPS
+    else:
+        pays = len(parts) > 1 and all(rows_on(x, 128) for part in parts for x in part)
+    return "persistent" if pays and _use_hopper(first, out, allow_tf32=False) else "cublas"
+
+
+def rows_on(x: Any, boundary: int) -> bool:
+    """Whether ``x`` (a NumPy or CuPy array) starts on a ``boundary``-byte boundary and each of its
+    rows (or columns, whichever are apart by more than one element) does too.
+
+    >>> rows_on(np.empty((4, 60), np.float16), 128)  # rows 120 bytes apart
+    False
+    """
+    face = getattr(x, "__cuda_array_interface__", None) or x.__array_interface__
+    return face["data"][0] % boundary == 0 and not any(
+        size > 1 and stride != x.itemsize and stride % boundary for size, stride in zip(x.shape, x.strides))
 
 
 def cublas_unaligned(a: Any, b: Any, out_dtype: Any) -> bool:
@@ -78,12 +96,4 @@ def cublas_unaligned(a: Any, b: Any, out_dtype: Any) -> bool:
     >>> cublas_unaligned(a[:, 1:], np.empty((39, 64), np.float16), np.float16)  # starts 2 bytes in
     True
     """
-    if b.shape[1] * np.dtype(out_dtype).itemsize % 16:
-        return True
-    for x in (a, b):
-        face = getattr(x, "__cuda_array_interface__", None) or x.__array_interface__
-        if face["data"][0] % 16:
-            return True
-        if any(size > 1 and stride != x.itemsize and stride % 16 for size, stride in zip(x.shape, x.strides)):
-            return True
-    return False
+    return b.shape[1] * np.dtype(out_dtype).itemsize % 16 != 0 or not (rows_on(a, 16) and rows_on(b, 16))
