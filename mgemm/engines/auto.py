@@ -7,7 +7,7 @@ where cuBLAS writes and reads back a float32 block per part.  On an H200 an 8192
 ms against 7.23 ms, and float16 32768³ through the orchestrator (8192² chunks, two H200s) 0.076 s
 against 0.083 s (benchmarks/RESULTS.md, tenth session).  It also takes large blocks of one part
 whose operands cuBLAS would read unaligned (N or K not a multiple of 8, as a ragged edge block's
-often are: ``UNALIGNED_MIN_FLOPS``), where cuBLAS falls back to slow kernels: 1.04-3.4x
+often are: ``UNALIGNED_MIN_FLOPS``), where cuBLAS falls back to slow kernels: 1.04-4.4x
 cuBLAS there (twentieth session).  Everything else goes to ``cublas``:
 with one aligned part cuBLAS is ahead (the kernel reaches 0.96–0.98 of it in GPU time, and its
 host path is the longer), and other GPUs and dtypes have no measured win.
@@ -37,9 +37,9 @@ class GpuAutoEngine:
 #: One K part goes to ``persistent`` where cuBLAS's operands are not 16-byte aligned (its slow
 #: kernels) and the block has at least this many FLOPs (2·m·n·k, here 34 GFLOP), so the Hopper
 #: path's longer host time and its operand copies are paid back.  On an H200 (engine calls, host
-#: time counted, float16; benchmarks/RESULTS.md, twentieth session) the persistent engine was
-#: ahead on all 20 such blocks of 34-1300 GFLOP drawn, by 1.04-3.4x, and behind on 11 of 12
-#: blocks under 24 GFLOP.
+#: time counted, float16 and bfloat16; benchmarks/RESULTS.md, twentieth session) the persistent
+#: engine was ahead on all 36 such blocks of 34-1300 GFLOP measured, by 1.04-4.4x, and behind on
+#: 17 of the 19 smaller ones.
 UNALIGNED_MIN_FLOPS = 2.0 * 2**34
 
 
