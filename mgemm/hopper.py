@@ -224,6 +224,10 @@ PARTIAL_WAVE_STATIC_K = 64
 # FEW_TILES_SK[0] times a CTA's even share of the tile-steps plus FEW_TILES_SK[1], or
 # FEW_TILES_SK[2] steps (fit_policy)
 FEW_TILES_SK = (2.0, 30, 64)
+# 16-bit products whose row-major B is read in place with rows off 32-byte sectors (b_rows_off):
+# static 128x128 tiles over at least two waves take 128 x OFF_ROWS_WIDTH tiles instead, which
+# read fewer bytes of B per FLOP through the L2 that such rows overload (choose_config); None: never
+OFF_ROWS_WIDTH: int | None = 192
 FEW_STAGES_K = (4, 4)  # K of at most 4 64-wide steps: the cooperative tiles on 4 stages (choose_config)
 # 16-bit products whose 128-wide stream-K tiles run from MID_WAVES[0] to MID_WAVES[1] waves take
 # 128 x MID_TILE[0] tiles on MID_TILE[1] stages where those pad no more columns, or a few more
@@ -495,7 +499,7 @@ def choose_policy(tiles: int, slots: int, k_iters: int, shared: bool = False) ->
 
 
 def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: bool = False,
-                  shared: bool = False, tile_n: int | None = None) -> HopperConfig:
+                  shared: bool = False, tile_n: int | None = None, b_rows_off: bool = False) -> HopperConfig:
     """Tile width and policy for an ``m × n × k`` product on ``sms`` SMs.  Pure and deterministic.
 
     The tile: 128 wide when the 256-wide tiles would fill less than ``WIDE_WAVE_FILL`` of one wave
@@ -551,8 +555,23 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     cooperative tile takes ``FEW_STAGES_K[1]`` stages: 2.5-7 % ahead of 6 at K = 256 (16384²,
     8192², 4096² outputs, same session), level at K = 512 and 1024.
 
+    ``b_rows_off``: B is row-major and read in place with rows that do not start on 32-byte
+    sectors (``b_rows_off``, the function): TMA's boxes then straddle 128-byte lines and sectors,
+    and the L2 does 1.6-2.5x the work (RESULTS.md, twentieth session).  Float16 and bfloat16
+    static 128 x 128 tiles over two waves or more take 128 x ``OFF_ROWS_WIDTH`` tiles then, which
+    read fewer bytes of B per FLOP (fp16: 4096x4104x4096 0.70 -> 0.74 of cuBLAS, 8192x4104x4096
+    0.67 -> 0.77, 2048x4104x4096 0.70 -> 0.75; then ten shapes drawn with N an odd multiple of 8,
+    fp16 and bf16: ahead in 18 of 20 runs, by up to 0.09, level in one, behind by 0.01 in one).
+    With rows on sectors but off 128 bytes (N a multiple of 16) the same change was ahead on
+    3664x3824x7664 (0.70 -> 0.86) but level on average over six shapes drawn (1776x5648x1024 0.92
+    -> 0.83), so those keep their tile.
+
     >>> choose_config(8192, 8192, 8192, "bfloat16", 132).tile_n
     256
+    >>> choose_config(4096, 4104, 4096, "float16", 132).tile_n
+    128
+    >>> choose_config(4096, 4104, 4096, "float16", 132, b_rows_off=True).tile_n
+    192
     >>> cfg = choose_config(64, 8192, 8192, "float16", 132)
     >>> (cfg.tile_m, cfg.tile_n, cfg.pingpong, cfg.policy)
     (64, 64, True, 'static')
@@ -598,7 +617,28 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
         cfg = fit_policy(cfg.replace(tile_n=width, stages=stages), m, n, k, sms, shared=shared)
     if not explicit and not shared and kind in ("float16", "bfloat16"):
         cfg = _cheapest_waves(_fill_waves(cfg, m, n, k, sms), m, n, k, sms)
+    if (b_rows_off and OFF_ROWS_WIDTH and not explicit and not shared and kind in ("float16", "bfloat16")
+            and not cfg.pingpong and cfg.tile_n == 128 and cfg.policy == "static"
+            and _tiles(m, n, 128) >= 2 * sms):
+        cfg = _static_width(cfg, OFF_ROWS_WIDTH, dict(CHEAPEST_WIDTHS)[OFF_ROWS_WIDTH], k)
     return cfg
+
+
+def b_rows_off(b_parts) -> bool:
+    """Whether the Hopper kernel would read a 16-bit B (K_p × N parts) row-major in place with rows
+    that do not all start on 32-byte sector boundaries (a row stride or start off 32 bytes, but on
+    16: off 16 it is copied into padded rows, see ``_operand``), e.g. a contiguous B whose N is an
+    odd multiple of 8.  Shapes and strides only."""
+    for b in b_parts:
+        item = b.itemsize
+        if item != 2 or b.shape[0] < 1 or b.shape[1] < 2 or b.strides[1] != item:
+            return False
+        ptr, ld = b.data.ptr, b.strides[0]
+        if ptr % 16 or ld % 16 or ld < 0:
+            return False  # copied
+        if ptr % 32 or (b.shape[0] > 1 and ld % 32):
+            return True
+    return False
 
 
 def _tiles(m: int, n: int, tile_n: int, tile_m: int = TILE_M) -> int:
@@ -921,8 +961,9 @@ def get_kernel(config: HopperConfig, device: int | None = None):
 
 
 @functools.lru_cache(maxsize=1024)
-def _choose_cached(m: int, n: int, k: int, dtype: str, sms: int, allow_tf32: bool) -> HopperConfig:
-    return choose_config(m, n, k, dtype, sms, allow_tf32=allow_tf32)
+def _choose_cached(m: int, n: int, k: int, dtype: str, sms: int, allow_tf32: bool,
+                   b_off: bool = False) -> HopperConfig:
+    return choose_config(m, n, k, dtype, sms, allow_tf32=allow_tf32, b_rows_off=b_off)
 
 
 # --- TMA descriptors (cuda.bindings, lazily) -------------------------------------------------------
@@ -1164,7 +1205,8 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
     cp = _cupy()
     call = prepare_call(cp, a_parts[0], b_parts[0], c, out, beta=beta, config=config,
                         allow_tf32=allow_tf32, sms=sms, as_dtype=as_dtype, out_dtype=out_dtype,
-                        input_kind=input_kind, choose=_choose_cached, outputs=OUTPUTS,
+                        input_kind=input_kind, outputs=OUTPUTS,
+                        choose=functools.partial(_choose_cached, b_off=config is None and b_rows_off(b_parts)),
                         writer="the Hopper kernel", k=k)
     kind, dev, sms, config, res_dtype, out = (call.kind, call.dev, call.sms, call.config,
                                               call.res_dtype, call.out)

@@ -472,6 +472,42 @@ def test_heuristic_few_tiles_take_the_thin_tile(dtype, monkeypatch):
         assert hopper.choose_config(*shape, dtype, 132).tile_m == hopper.TILE_M, shape
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_heuristic_b_rows_off_128_bytes_take_wider_tiles(dtype, monkeypatch):
+    """B read in place with rows off 32-byte sectors: static 128x128 tiles over two waves or more
+    become 128 x OFF_ROWS_WIDTH (RESULTS.md, twentieth session); nothing else changes."""
+    measured = [(4096, 4104, 4096), (8192, 4104, 4096), (2048, 4104, 4096), (3248, 4472, 16384),
+                (4672, 2664, 1024), (7952, 3640, 4096), (3392, 2472, 2048)]
+    for shape in measured:
+        plain = hopper.choose_config(*shape, dtype, 132)
+        off = hopper.choose_config(*shape, dtype, 132, b_rows_off=True)
+        assert (plain.tile_n, plain.policy) == (128, "static"), shape
+        assert (off.tile_n, off.policy, off.stages) == (192, "static", 4), shape
+    for shape in [(4096, 4096, 4096), (5000, 5000, 5000), (1024, 3000, 8192), (896, 2432, 8192),
+                  (64, 8192, 8192), (640, 608, 2048)]:  # other tiles, one wave, pingpong
+        assert hopper.choose_config(*shape, dtype, 132, b_rows_off=True) == hopper.choose_config(*shape, dtype, 132)
+    assert hopper.choose_config(4096, 4104, 4096, dtype, 132, b_rows_off=True, tile_n=128).tile_n == 128
+    assert hopper.choose_config(4096, 4104, 4096, dtype, 132, b_rows_off=True, shared=True).tile_n == 128
+    monkeypatch.setattr(hopper, "OFF_ROWS_WIDTH", None)
+    assert hopper.choose_config(4096, 4104, 4096, dtype, 132, b_rows_off=True).tile_n == 128
+
+
+@pytest.mark.parametrize("shape,strides,ptr,off", [
+    ((4096, 4104), (8208, 2), 0x10000, True),   # row-major, rows 8208 bytes apart
+    ((4096, 4160), (8320, 2), 0x10000, False),  # rows 8320 bytes apart: on 128
+    ((3664, 3824), (7648, 2), 0x10000, False),  # rows 7648 bytes apart: on 32, off 128
+    ((4096, 4160), (8320, 2), 0x10010, True),   # ... starting 16 bytes in
+    ((4096, 4103), (8206, 2), 0x10000, False),  # rows off 16 bytes: copied into padded rows
+    ((4096, 4160), (8320, 2), 0x10002, False),  # start off 16 bytes: copied
+    ((4104, 4096), (2, 8208), 0x10000, False),  # column-major B: not this rule's case
+    ((1, 4104), (8208, 2), 0x10000, False),     # one row: its stride is never used
+    ((1, 4104), (8208, 2), 0x10040, False),
+    ((1, 4104), (8208, 2), 0x10030, True),
+])
+def test_b_rows_off(shape, strides, ptr, off):
+    assert hopper.b_rows_off([_FakeArray(shape, strides, ptr=ptr)]) is off
+
+
 def test_heuristic_few_stages_for_the_shortest_k():
     """The cooperative tiles on 4 stages where K has at most 4 64-wide steps (ahead of 6 at
     K = 256 on the H200, RESULTS.md thirteenth session); their usual stages from K = 257 on; the
