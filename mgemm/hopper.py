@@ -114,7 +114,9 @@ tiles take the thin tile (32 of 32); 24 unfiltered random shapes went from 0.84 
 tiles and K up to 4096 took the thin tile (``FEW_TILES_THIN``; ahead in 52 of 52 runs on shapes
 drawn after the rule, geomean 0.64 -> 0.79), and the operand copies got rows on 128-byte
 boundaries: TMA reads rows off them slowly (0.63-0.70 of cuBLAS where padded rows reach
-0.88-0.99; operands read in place still pay this, see ``_operand``).  Stream-K
+0.88-0.99; operands read in place still pay this, see ``_operand``), and where B's rows are off
+32-byte sectors static 128x128 tiles give way to 128x192 (``OFF_ROWS_WIDTH``; 26 of 28 runs
+ahead).  Stream-K
 flags hold the launch's epoch when complete (``kernels.epoch_sync``), so no memset runs between launches.
 The persistent engine uses this kernel for float16 (and float32 with ``allow_tf32``) on sm_90.
 
