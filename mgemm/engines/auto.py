@@ -3,9 +3,10 @@ the faster of ``persistent`` and ``cublas`` as measured on the GPU.
 
 ``persistent`` (mgemm's Hopper kernel) takes float16 and bfloat16 blocks of two or more K parts
 whose rows start on 128-byte boundaries on an sm_90 GPU: it adds all the parts up in one launch,
-where cuBLAS writes and reads back a float32 block per part.  On an H200 an 8192² float16 block with K = 32768 in four parts took 6.71
-ms against 7.23 ms, and float16 32768³ through the orchestrator (8192² chunks, two H200s) 0.076 s
-against 0.083 s (benchmarks/RESULTS.md, tenth session).  It also takes large blocks of one part
+where cuBLAS writes and reads back a float32 block per part.  On an H200 an 8192² float16 block
+with K = 32768 in four parts took 6.71 ms against 7.23 ms, and float16 32768³ through the
+orchestrator (8192² chunks, two H200s) 0.076 s against 0.083 s (benchmarks/RESULTS.md, tenth
+session).  It also takes large blocks of one part
 whose operands cuBLAS would read unaligned (N or K not a multiple of 8, as a ragged edge block's
 often are: ``UNALIGNED_MIN_FLOPS``), where cuBLAS falls back to slow kernels: 1.04-4.4x
 cuBLAS there (twentieth session).  Everything else goes to ``cublas``:
