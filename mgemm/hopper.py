@@ -1076,25 +1076,25 @@ def _operand(cp, x, align: int, mn_ok: bool):
         if ld >= outer and ld % align == 0 and s_k >= 0 and aligned:
             return x, False, ld
         if s_o == item and s_k != item:  # contiguous along M or N: a copy that keeps the layout
-            ld = -(-outer // row) * row
-            buf = cp.empty((k, ld), dtype=x.dtype)
-            if not _pitched_copy(cp, x.T, buf):
-                buf[:, :outer] = x.T
-            return buf, False, ld
-    return _k_major_copy(cp, x, row), True, -(-k // row) * row
+            buf = _padded_copy(cp, x.T, row)
+            return buf, False, buf.shape[1]
+    buf = _padded_copy(cp, x, row)
+    return buf, True, buf.shape[1]
 
 
-def _k_major_copy(cp, x, row: int):
-    """``x`` (outer × k) copied into rows of contiguous K, ``row``-element multiples apart."""
-    outer, k = x.shape
-    buf = cp.empty((outer, -(-k // row) * row), dtype=x.dtype)
-    s_o, s_k = x.strides
-    if _pitched_copy(cp, x, buf):
+def _padded_copy(cp, src, row: int):
+    """``src`` (rows × cols) copied into a buffer of contiguous rows ``row``-element multiples
+    apart: one pitched copy where ``src``'s rows are contiguous, else ``transpose_copy`` where its
+    columns are (``src`` the transpose of a matrix with contiguous rows), else element-wise."""
+    rows, cols = src.shape
+    item = src.itemsize
+    buf = cp.empty((rows, -(-cols // row) * row), dtype=src.dtype)
+    if _pitched_copy(cp, src, buf):
         pass
-    elif s_o == x.itemsize and s_k % x.itemsize == 0 and x.itemsize in TRANSPOSE_KERNELS:
-        transpose_copy(x, buf)  # x is the transpose of a matrix with contiguous rows
+    elif src.strides[0] == item and src.strides[1] % item == 0 and item in TRANSPOSE_KERNELS:
+        transpose_copy(src, buf)
     else:
-        buf[:, :x.shape[1]] = x
+        buf[:, :cols] = src
     return buf
 
 
