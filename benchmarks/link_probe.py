@@ -24,7 +24,7 @@ def _size(x) -> int:
 
 def main(protocol: str) -> None:
     client = start_default_cluster(protocol=protocol)
-    w0, w1 = sorted(client.scheduler_info()["workers"])
+    w0, w1 = sorted(client.nthreads())
     for gib in (0.25, 1, 2):
         src = client.submit(_make, int(gib * 2**30), workers=[w0], pure=False)
         wait(src)

@@ -89,7 +89,7 @@ def main() -> None:
     default_prefetch = mcluster.PREFETCH_BLOCKS
     default_switch = sys.getswitchinterval()
     default_stream = next(iter(client.run(_one_stream_setting).values()))
-    gpus = len(client.scheduler_info()["workers"])
+    gpus = len(client.nthreads())
     flops = 2.0 * args.n ** 3
     rows = []
     layouts_held = contextlib.ExitStack()  # runs start from the persisted layout (bench.timed)
