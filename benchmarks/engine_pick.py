@@ -76,8 +76,8 @@ def poison_pool(m: int, n: int, dtype) -> None:
 
 
 def profile(spec: str, dtype: str, rng, calls: int) -> None:
-    """cProfile of ``calls`` persistent-engine calls on ``spec`` (the top 25 by own time), and the
-    host µs per call with the GPU held busy by a spin, so no call waits for the GPU to finish."""
+    """cProfile of ``calls`` persistent-engine calls on ``spec`` (the top 25 by own time, then by
+    cumulative time), and the µs per call under the profiler (each call waits for its GPU work)."""
     import cProfile
     import pstats
     import time
@@ -95,7 +95,9 @@ def profile(spec: str, dtype: str, rng, calls: int) -> None:
     per_call = (time.perf_counter() - t0) / calls
     print(f"# profile of {calls} persistent-engine calls on {spec}: {per_call * 1e6:.0f} us a call "
           f"(host and GPU, profiled)", flush=True)
-    pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+    stats = pstats.Stats(prof)
+    stats.sort_stats("tottime").print_stats(25)
+    stats.sort_stats("cumulative").print_stats(25)
 
 
 def main(argv=None) -> int:

@@ -41,7 +41,7 @@ DEFAULT_CASES = ["8192x8192x256:float16", "32x8192x8192:float16", "32x8192x8192:
 
 #: mgemm.hopper's module-level helpers that gemm_parts calls, timed one by one.
 STAGES = ("prepare_call", "_operand", "specialize", "get_kernel", "_operand_desc", "_slots",
-          "plan_launch", "launch_scratch", "epoch_sync", "_pack")
+          "plan_launch", "_launch_setup", "launch_scratch", "epoch_sync", "_pack", "_output_desc")
 
 
 class _TimedLaunch:
@@ -82,8 +82,8 @@ def launch_baseline(calls: int = 500) -> dict[str, float]:
 def stage_breakdown(fn, calls: int) -> dict[str, float]:
     """Host µs per call spent in each of STAGES while ``fn`` runs ``calls`` times (the GPU held by
     a spin, so no launch waits), and the whole call's."""
-    spent = {name: 0.0 for name in STAGES}
-    originals = {name: getattr(hopper, name) for name in STAGES}
+    spent = {name: 0.0 for name in STAGES if hasattr(hopper, name)}
+    originals = {name: getattr(hopper, name) for name in STAGES if hasattr(hopper, name)}
 
     def timer(name, f):
         @functools.wraps(f)
@@ -98,11 +98,19 @@ def stage_breakdown(fn, calls: int) -> dict[str, float]:
     for name, f in originals.items():
         setattr(hopper, name, timer(name, f))
     spent["launch"] = 0.0
-    timed_get_kernel = hopper.get_kernel
+    if "_launch_setup" in originals:  # the kernel comes from a memo: time the launch of the one it holds
+        timed_setup = hopper._launch_setup
 
-    def get_kernel(*args, **kwargs):  # the kernel's launch (CuPy's RawKernel call) timed too
-        return _TimedLaunch(timed_get_kernel(*args, **kwargs), spent)
-    hopper.get_kernel = get_kernel
+        def launch_setup(*args, **kwargs):
+            setup = timed_setup(*args, **kwargs)
+            return setup._replace(kernel=_TimedLaunch(setup.kernel, spent))
+        hopper._launch_setup = launch_setup
+    else:
+        timed_get_kernel = hopper.get_kernel
+
+        def get_kernel(*args, **kwargs):  # the kernel's launch (CuPy's RawKernel call) timed too
+            return _TimedLaunch(timed_get_kernel(*args, **kwargs), spent)
+        hopper.get_kernel = get_kernel
     try:
         h.gpu_spin(20000)
         t0 = time.perf_counter()

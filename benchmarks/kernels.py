@@ -372,6 +372,18 @@ LADDER = {
                 ("knobs 256x128x32 s4 w4x4 (16 warps of 64x32)", dict(KNOBS, tile_m=256, warps_m=4, warps_n=4)),
                 ("knobs 256x128x64 s4 w4x2", dict(KNOBS, tile_m=256, warps_m=4, tile_k=64)),
                 ("knobs 128x256x32 s4 w2x4", dict(KNOBS, tile_n=256, warps_n=4)),
+                # warps of 96x64: 17 % fewer shared-memory bytes per mma than 64x64 (ldmatrix reads
+                # and cp.async writes); the registers leave no room for fragment double-buffering
+                ("96x64 warps 384x128x32 s4 w4x2", dict(KNOBS, frag_carry=False, frag_db=False,
+                                                        tile_m=384, warps_m=4)),
+                ("96x64 warps 384x128x32 s3 w4x2", dict(KNOBS, frag_carry=False, frag_db=False,
+                                                        tile_m=384, warps_m=4, stages=3)),
+                ("96x64 warps 192x256x32 s4 w2x4", dict(KNOBS, frag_carry=False, frag_db=False,
+                                                        tile_m=192, tile_n=256, warps_n=4)),
+                ("96x64 warps 192x128x32 s4 w2x2 min_blocks=2", dict(KNOBS, frag_carry=False, frag_db=False,
+                                                                     tile_m=192, min_blocks=2)),
+                ("64x64 warps, no frag_db: knobs 256x128x32 s4 w4x2",
+                 dict(KNOBS, frag_carry=False, frag_db=False, tile_m=256, warps_m=4)),
                 # stream-K over the partial last wave only, after the whole tiles (sk_waves=0)
                 ("knobs 256x128x32 s4 w4x2 stream-K last wave",
                  dict(KNOBS, tile_m=256, warps_m=4, policy="streamk", sk_waves=0))],

@@ -164,8 +164,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -174,7 +175,7 @@ from mgemm.timeline import FIELDS as TIMELINE_FIELDS
 from mgemm.kernels import ITEMSIZE as ELEMENT_BYTES  # noqa: N811 (output types' sizes too)
 from mgemm.kernels import (KERNEL_DIR, LaunchPlan, RenderedConfig, _f64, _i32, _i64, compile_kernel,
                            compile_plain, compute_capability, device_id, device_sms, epoch_sync,
-                           launch_scratch, occupancy, prepare_call, specialize, split_tail)
+                           launch_scratch, occupancy, prepare_call, split_tail)
 
 KERNEL_SOURCE = "gemm_hopper.cu"
 KERNEL_NAME = "mgemm_gemm_hopper"
@@ -974,7 +975,6 @@ _TMA_DTYPE = {"float16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16", "bfloat16": "CU_TENS
               "tf32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32"}
 
 
-@functools.lru_cache(maxsize=64)  # a launch encodes two; repeated calls reuse them
 def tma_desc(ptr: int, kind: str, inner: int, outer: int, ld: int, box_inner: int, box_outer: int):
     """A 2-D TMA descriptor as a 128-byte ``numpy.void`` (dtype V128) kernel argument.
 
@@ -982,33 +982,81 @@ def tma_desc(ptr: int, kind: str, inner: int, outer: int, ld: int, box_inner: in
     elements after row ``r - 1``; boxes of ``box_outer × box_inner`` land in shared memory in the
     128-byte swizzle; elements outside the tensor read as zero.
     """
+    return _void(_encode(ptr, kind, inner, outer, ld, box_inner, box_outer))
+
+
+@functools.lru_cache(maxsize=64)  # a launch encodes two or three; repeated calls reuse them
+def _encode(ptr: int, kind: str, inner: int, outer: int, ld: int, box_inner: int, box_outer: int) -> bytes:
+    """``tma_desc``'s 128 bytes, from ``cuTensorMapEncodeTiled``.  A block task brings operands
+    at new addresses, so every launch encodes its descriptors: through ctypes on the driver
+    library where it loads (4.6 µs a descriptor on the H200 host), else through cuda.bindings'
+    wrapper (12.7 µs; RESULTS.md, twenty-first session), which also gives the enum values."""
+    enc = _encoder()
+    item = ITEMSIZE[kind]
+    if enc is not None:
+        fn, out, dims, strides, box, types = enc
+        dims[0], dims[1], strides[0], box[0], box[1] = inner, outer, ld * item, box_inner, box_outer
+        err = fn(out, types[kind], 2, ptr, dims, strides, box, types["ones"], *types["modes"])
+        if err:
+            raise RuntimeError(f"cuTensorMapEncodeTiled failed (CUresult {err}): {kind} {outer}x{inner} "
+                               f"ld={ld} box={box_outer}x{box_inner} ptr={ptr:#x}")
+        return bytes(out)
     from cuda.bindings import driver as cu  # noqa: PLC0415
 
-    item = ITEMSIZE[kind]
     err, tmap = cu.cuTensorMapEncodeTiled(
         getattr(cu.CUtensorMapDataType, _TMA_DTYPE[kind]), 2, ptr,
         [cu.cuuint64_t(inner), cu.cuuint64_t(outer)], [cu.cuuint64_t(ld * item)],
         [cu.cuuint32_t(box_inner), cu.cuuint32_t(box_outer)], [cu.cuuint32_t(1), cu.cuuint32_t(1)],
-        cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-        cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
-        cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-        cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+        *_tma_modes(cu))
     if err != cu.CUresult.CUDA_SUCCESS:
         raise RuntimeError(f"cuTensorMapEncodeTiled failed ({err}): {kind} {outer}x{inner} ld={ld} "
                            f"box={box_outer}x{box_inner} ptr={ptr:#x}")
-    words = np.array([int(w) for w in tmap.opaque], dtype=np.uint64)
-    assert words.nbytes == 128
-    return words.view(np.dtype("V128"))[0]
+    return np.array([int(w) for w in tmap.opaque], dtype=np.uint64).tobytes()
+
+
+def _tma_modes(cu) -> tuple:
+    """Interleave, swizzle, L2 promotion and out-of-bounds fill of every mgemm descriptor."""
+    return (cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+            cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+            cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+
+
+_ENCODER: list = []  # [(function, output, dims, strides, box, enum values)] or [None], once loaded
+
+
+def _encoder():
+    """``cuTensorMapEncodeTiled`` of the driver library through ctypes, with its argument buffers
+    and the enum values cuda.bindings gives; None where either cannot be loaded."""
+    if not _ENCODER:
+        try:
+            import ctypes  # noqa: PLC0415
+
+            from cuda.bindings import driver as cu  # noqa: PLC0415
+
+            fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
+            u32, u64 = ctypes.c_uint32, ctypes.c_uint64
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_int, u32, ctypes.c_void_p, ctypes.POINTER(u64),
+                           ctypes.POINTER(u64), ctypes.POINTER(u32), ctypes.POINTER(u32),
+                           ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+            fn.restype = ctypes.c_int
+            types = {kind: int(getattr(cu.CUtensorMapDataType, name)) for kind, name in _TMA_DTYPE.items()}
+            types["ones"] = (u32 * 2)(1, 1)
+            types["modes"] = tuple(int(mode) for mode in _tma_modes(cu))
+            _ENCODER.append((fn, (u64 * 16)(), (u64 * 2)(), (u64 * 1)(), (u32 * 2)(), types))
+        except Exception:  # no libcuda.so.1 by that name, or no cuda.bindings: the wrapper's path
+            _ENCODER.append(None)
+    return _ENCODER[0]
 
 
 def _operand_desc(ptr: int, kind: str, k_major: bool, k: int, mn: int, ld: int, tile_k: int, rows: int):
-    """The TMA descriptor of one operand (``rows`` = the rows of the tile one load brings: M, N, or
+    """The TMA descriptor (its bytes) of one operand (``rows`` = the rows of the tile one load brings: M, N, or
     with 2-CTA clusters N / 2 for B): K-major, boxes of ``rows × tile_k`` over the (MN, K) tensor;
     MN-major, boxes of ``tile_k × 64`` over the (K, MN) tensor, ``rows / 64`` of them per stage,
     rounded up (kernels/gemm_hopper.cu loads them side by side)."""
     if k_major:
-        return tma_desc(ptr, kind, k, mn, ld, tile_k, rows)
-    return tma_desc(ptr, kind, mn, k, ld, MN_BOX, tile_k)
+        return _encode(ptr, kind, k, mn, ld, tile_k, rows)
+    return _encode(ptr, kind, mn, k, ld, MN_BOX, tile_k)
 
 
 def max_active_clusters(kernel, config: HopperConfig) -> int | None:
@@ -1229,21 +1277,20 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
                for (oa, ob), (a_p, b_p) in zip(ops, parts)]
     if ops:
         a_k, b_k = ops[0][0][1], ops[0][1][1]
-        ends = np.cumsum([-(-a_p.shape[1] // config.tile_k) for a_p, _ in parts]).tolist()
+        ends = tuple(itertools.accumulate(-(-a_p.shape[1] // config.tile_k) for a_p, _ in parts))
         dims = [(a_p.shape[1], m, n) for a_p, _ in parts]  # (K_p, M, N)
     else:
         dummy = cp.zeros((1, config.align), dtype=a_parts[0].dtype)
         ops = [((dummy, True, config.align), (dummy, True, config.align))]
         a_k = b_k = True
-        ends, dims = [0], [(1, 1, 1)]
+        ends, dims = (0,), [(1, 1, 1)]
     d_desc = None
     if config.epilogue == "tma":
         d_desc = _output_desc(out, res_dtype, beta)
         if d_desc is None:  # rows TMA cannot address, which the thread stores can
             config = config.replace(epilogue="staged")
-    config = specialize(config, output=res_dtype, record=debug, a_k_major=a_k, b_k_major=b_k,
-                        k_parts=len(ops), timeline=timeline)
-    kernel = get_kernel(config, dev)
+    setup = _launch_setup(config, dev, sms, m, n, ends[-1], res_dtype, debug, a_k, b_k, len(ops), timeline)
+    config, kernel, lp = setup.config, setup.kernel, setup.plan
     descs_a, descs_b = [], []
     for ((a_arr, _, lda), (b_arr, _, ldb)), (k_p, rows_a, rows_b) in zip(ops, dims):
         descs_a.append(_operand_desc(a_arr.data.ptr, kind, a_k, k_p, rows_a, lda, config.tile_k,
@@ -1252,10 +1299,7 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
         descs_b.append(_operand_desc(b_arr.data.ptr, kind, b_k, k_p, rows_b, ldb, config.tile_k,
                                      config.tile_n // config.cluster_m))
 
-    slots = _slots(kernel, config, sms)
-    # the mirror walks ceil(K / BK) k-iterations: here each part's own, summed
-    lp = plan_launch(config, m, n, ends[-1] * config.tile_k, slots)
-    partials = lp.grid * (2 if config.sk_reduce == "spread" else 1)  # stream-K partial slots
+    partials = setup.partials
     _, workspace, record = launch_scratch(  # the stream-K workspace: a tile per slot
         cp, dev, 0, False, partials * config.tile_m * config.tile_n if lp.sk_tiles else 1, cp.float32,
         1 + 4 * (lp.tiles + 2 * lp.grid + 8) if debug else
@@ -1269,10 +1313,10 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
             _i64(c_arr.strides[0] // ci), _i64(c_arr.strides[1] // ci),
             _i64(out.strides[0] // oi), _i64(out.strides[1] // oi),
             _f64(alpha), _f64(beta), sync, workspace, _i32(lp.sk_tiles), record,
-            _pack([np.int32(e) for e in ends]), _i32(epoch))
+            _part_ends(ends), _i32(epoch))
     if d_desc is not None:
-        args += (d_desc,)
-    kernel((lp.grid,), (config.threads,), args, shared_mem=config.smem_bytes)
+        args += (_void(d_desc),)
+    kernel((lp.grid,), (setup.threads,), args, shared_mem=setup.smem)
     # Operand copies (if any) may be freed once the launch is queued: CuPy's pool hands their
     # memory only to later work on the same stream, which runs after this kernel.
     if not (debug or timeline):
@@ -1284,17 +1328,45 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
     return out, record[2:2 + 2 * width * count].view(cp.int64).reshape(count, width).get()
 
 
+class _Setup(NamedTuple):
+    """What a launch derives from its config and problem (``_launch_setup``)."""
+
+    config: HopperConfig  # specialized to the operands
+    kernel: Any
+    plan: LaunchPlan
+    partials: int  # stream-K partial slots (two per CTA with the spread fix-up)
+    threads: int
+    smem: int
+
+
+@functools.lru_cache(maxsize=256)
+def _launch_setup(config: HopperConfig, dev: int, sms: int, m: int, n: int, k_iters: int,
+                  res_dtype: str, debug: bool, a_k: bool, b_k: bool, k_parts: int,
+                  timeline: bool) -> _Setup:
+    """The config specialized to the operands (output type, layouts, K parts, logs), its kernel on
+    ``dev``, the resident CTAs on ``sms`` SMs and the launch plan over ``k_iters`` k-iterations (each
+    K part's own, summed, as the mirror walks them): once per distinct launch, which a block task
+    repeats for every block of its shape (the steps one by one cost about 10 µs of host time a
+    call on the H200 host; RESULTS.md, twenty-first session)."""
+    config = config.replace(output=res_dtype, record=debug, a_k_major=a_k, b_k_major=b_k,
+                            k_parts=k_parts, timeline=timeline)
+    kernel = get_kernel(config, dev)
+    lp = plan_launch(config, m, n, k_iters * config.tile_k, _slots(kernel, config, sms))
+    partials = lp.grid * (2 if config.sk_reduce == "spread" else 1)
+    return _Setup(config, kernel, lp, partials, config.threads, config.smem_bytes)
+
+
 #: TMA element kinds of the outputs (float32 is the FLOAT32 kind tf32 inputs use)
 _OUT_TMA_KIND = {"float16": "float16", "bfloat16": "bfloat16", "float32": "tf32"}
-_NO_DESC = np.zeros(16, dtype=np.uint64).view(np.dtype("V128"))[0]
+_NO_DESC = bytes(128)
 
 
-def _output_desc(out, res_dtype: str, beta: float) -> np.void | None:
+def _output_desc(out, res_dtype: str, beta: float) -> bytes | None:
     """The ``tma`` epilogue's descriptor of ``out``: an (N, M) tensor, boxes of 128 bytes x 64 rows,
     128-byte swizzle.  The kernel takes the TMA path under the staged epilogue's own condition
     (beta == 0, unit column stride, 16-byte aligned base and row stride) and then reads this
-    descriptor; elsewhere it falls back to the paired stores and never reads it: a zero descriptor
-    goes in its place.  None where the kernel would take the path but TMA cannot write the
+    descriptor (its bytes); elsewhere it falls back to the paired stores and never reads it: a
+    zero descriptor goes in its place.  None where the kernel would take the path but TMA cannot write the
     output exactly, and the caller launches "staged" instead: rows that overlap or run in reverse,
     and rows whose N elements do not end on a 16-byte boundary (a bulk tensor store clips at the
     tensor's edge only to 16-byte granules, so it would overwrite the elements after the row's
@@ -1307,14 +1379,29 @@ def _output_desc(out, res_dtype: str, beta: float) -> np.void | None:
     ld = s_m // item if m > 1 else n  # one row: any stride will do
     if ld < n or (n * item) % 16:
         return None
-    return tma_desc(out.data.ptr, _OUT_TMA_KIND[res_dtype], n, m, ld, 128 // item, 64)
+    return _encode(out.data.ptr, _OUT_TMA_KIND[res_dtype], n, m, ld, 128 // item, 64)
 
 
-def _pack(values) -> np.void:
-    """Kernel arguments laid side by side as one by-value struct argument (``TmaParts``,
-    ``PartEnds``): a ``numpy.void`` of their bytes."""
-    raw = b"".join(np.asarray(v).tobytes() for v in values)
-    return np.frombuffer(raw, dtype=np.dtype(f"V{len(raw)}"))[0]
+def _pack(descs) -> np.void:
+    """Descriptors (bytes) laid side by side as one by-value struct argument (``TmaParts``)."""
+    return _void(b"".join(descs))
+
+
+@functools.lru_cache(maxsize=256)
+def _part_ends(ends: tuple[int, ...]) -> np.void:
+    """The ``PartEnds`` argument: each K part's end, in k-iterations, as int32s."""
+    return _void(np.array(ends, dtype=np.int32).tobytes())
+
+
+def _void(raw: bytes) -> np.void:
+    """``raw`` as one by-value kernel argument of its size (a ``numpy.void``)."""
+    dtype = _VOID.get(len(raw))
+    if dtype is None:
+        dtype = _VOID[len(raw)] = np.dtype(f"V{len(raw)}")
+    return np.frombuffer(raw, dtype=dtype)[0]
+
+
+_VOID: dict[int, np.dtype] = {}
 
 
 def launch_info(a_shape, b_shape, config: HopperConfig, sms: int | None = None) -> LaunchPlan:

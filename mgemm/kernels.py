@@ -189,10 +189,13 @@ class KernelConfig(RenderedConfig):
         if self.swizzle:
             if not half:
                 raise ValueError("swizzle is for float16/bfloat16 inputs")
-            for inner in (self.tile_k, self.tile_m, self.tile_n):  # rows of 16-byte chunks: a power of two
+            # each operand's shared rows (K for a K-major tile, else M or N) hold a power of two
+            # of 16-byte chunks
+            for name in ("tile_k" if self.a_k_major else "tile_m", "tile_k" if self.b_k_major else "tile_n"):
+                inner = getattr(self, name)
                 chunks = inner // 8
                 if inner % 8 or chunks & (chunks - 1):
-                    raise ValueError(f"swizzle needs tile_m, tile_n, tile_k / 8 powers of two, got {inner}")
+                    raise ValueError(f"swizzle needs {name} / 8 a power of two in this layout, got {inner}")
         if self.fast_copy and self.simt:
             raise ValueError("fast_copy is for the tensor-core mainloop (not float32 SIMT)")
         if self.frag_carry:

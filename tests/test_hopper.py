@@ -553,7 +553,7 @@ def test_output_desc_follows_the_kernels_staged_condition(monkeypatch):
     (launch "staged") where the kernel would take the path but TMA cannot address the rows or
     would write past a row's N elements (which do not end on a 16-byte boundary)."""
     from types import SimpleNamespace
-    monkeypatch.setattr(hopper, "tma_desc", lambda *args: args)
+    monkeypatch.setattr(hopper, "_encode", lambda *args: args)
 
     def out(shape, strides, ptr=1 << 20, item=2):
         return SimpleNamespace(shape=shape, strides=strides, itemsize=item, data=SimpleNamespace(ptr=ptr))

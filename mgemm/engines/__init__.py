@@ -199,14 +199,21 @@ def wait_for_queued_work(cupy: Any) -> None:
     ``task_stream`` on a shared stream: nothing (the task waits once its work is all queued)."""
     if getattr(_streams, "deferred", False):
         return
-    done = cupy.cuda.Event(disable_timing=True)
+    events = getattr(_streams, "done", None)
+    if events is None:
+        events = _streams.done = {}
+    dev = cupy.cuda.runtime.getDevice()
+    done = events.get(dev)
+    if done is None:  # one per thread and device, recorded again by each call
+        done = events[dev] = cupy.cuda.Event(disable_timing=True)
     done.record()
     done.synchronize()
 
 
 def is_bfloat16(dtype: Any) -> bool:
-    """Whether ``dtype`` is ml_dtypes' bfloat16 (NumPy kind "V"), which CuPy 14 holds arrays of."""
-    return dtype.name == "bfloat16"
+    """Whether ``dtype`` is ml_dtypes' bfloat16 (NumPy kind "V"), which CuPy 14 holds arrays of
+    (the kind first: a NumPy dtype's ``name`` is computed in Python, microseconds a call)."""
+    return dtype.kind == "V" and dtype.name == "bfloat16"
 
 
 def is_cupy_module(xp: Any) -> bool:

@@ -30,11 +30,13 @@ class PersistentEngine:
         from mgemm import kernels
 
         m, n = a_parts[0].shape[0], b_parts[0].shape[1]
-        try:
-            in_dtype = cupy.result_type(*a_parts, *b_parts)
-        except TypeError:  # bfloat16 with float16: no common 16-bit type; both embed in float32
-            in_dtype = cupy.dtype(cupy.float32)
-        if not (is_bfloat16(in_dtype) or (in_dtype.kind == "f" and in_dtype.itemsize in (2, 4, 8))):
+        in_dtype = a_parts[0].dtype
+        if any(x.dtype != in_dtype for x in (*a_parts, *b_parts)):
+            try:
+                in_dtype = cupy.result_type(*a_parts, *b_parts)
+            except TypeError:  # bfloat16 with float16: no common 16-bit type; both embed in float32
+                in_dtype = cupy.dtype(cupy.float32)
+        if not ((in_dtype.kind == "f" and in_dtype.itemsize in (2, 4, 8)) or is_bfloat16(in_dtype)):
             raise TypeError(f"engine 'persistent' multiplies float16/32/64 and bfloat16, not {in_dtype}")
         dtype = cupy.dtype(out_dtype) if out_dtype is not None else in_dtype
         out = cupy.empty((m, n), dtype=dtype)
@@ -44,7 +46,8 @@ class PersistentEngine:
         if not parts:  # K = 0: alpha * 0 + beta * c
             kernels.gemm(cupy.empty((m, 0), in_dtype), cupy.empty((0, n), in_dtype), c,
                          alpha=alpha, beta=beta, out=out)
-        parts = [(a.astype(in_dtype, copy=False), b.astype(in_dtype, copy=False)) for a, b in parts]
+        parts = [(a if a.dtype == in_dtype else a.astype(in_dtype),
+                  b if b.dtype == in_dtype else b.astype(in_dtype)) for a, b in parts]
         if _use_hopper(in_dtype, dtype, allow_tf32):
             from mgemm import hopper
             # up to MAX_K_PARTS parts per launch, added up in the kernel's accumulators
