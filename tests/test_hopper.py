@@ -577,6 +577,35 @@ def test_output_desc_follows_the_kernels_staged_condition(monkeypatch):
     assert bytes(no) == bytes(128)
 
 
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("kind", KINDS)
+def test_descriptors_through_the_driver_match_cuda_bindings(kind):
+    """The descriptors a launch encodes through ctypes on the driver library are byte for byte
+    those of cuda.bindings' wrapper (the path taken where libcuda cannot be loaded), for K- and
+    MN-major boxes, a padded leading dimension and an output box."""
+    assert hopper._encoder() is not None, "the driver library did not load through ctypes"
+    item = hopper.ITEMSIZE[kind]
+    buf = cp.empty(1 << 22, dtype=cp.uint8)
+    cases = [(buf.data.ptr, kind, 4096, 300, 4160, 128 // item, 128),
+             (buf.data.ptr + 128, kind, 77, 1024, 80, 64, 128 // item),
+             (buf.data.ptr + 1024, kind, 336, 261, 344, 128 // item, 64)]
+    saved = list(hopper._ENCODER)
+    try:
+        for case in cases:
+            hopper._encode.cache_clear()
+            driver = hopper._encode(*case)
+            hopper._ENCODER[:] = [None]
+            hopper._encode.cache_clear()
+            bindings = hopper._encode(*case)
+            hopper._ENCODER[:] = saved
+            assert len(driver) == 128 and driver == bindings, case
+            assert driver != bytes(128)
+    finally:
+        hopper._ENCODER[:] = saved
+        hopper._encode.cache_clear()
+
+
 def test_plan_launch_pingpong_uses_its_tile_rows():
     cfg = HopperConfig(tile_n=256, policy="streamk", pingpong=True, tile_m=64)
     lp = hopper.plan_launch(cfg, 1000, 3000, 4000, 132)
