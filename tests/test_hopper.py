@@ -582,13 +582,14 @@ def test_output_desc_follows_the_kernels_staged_condition(monkeypatch):
 @pytest.mark.parametrize("kind", KINDS)
 def test_descriptors_through_the_driver_match_cuda_bindings(kind):
     """The descriptors a launch encodes through ctypes on the driver library are byte for byte
-    those of cuda.bindings' wrapper (the path taken where libcuda cannot be loaded), for K- and
-    MN-major boxes, a padded leading dimension and an output box."""
+    those of cuda.bindings' wrapper (the path taken where libcuda cannot be loaded): boxes of
+    128 bytes of rows over rows of many, few and not a multiple of 16 bytes of elements, padded
+    leading dimensions, bases off 256 bytes."""
     assert hopper._encoder() is not None, "the driver library did not load through ctypes"
     item = hopper.ITEMSIZE[kind]
     buf = cp.empty(1 << 22, dtype=cp.uint8)
     cases = [(buf.data.ptr, kind, 4096, 300, 4160, 128 // item, 128),
-             (buf.data.ptr + 128, kind, 77, 1024, 80, 64, 128 // item),
+             (buf.data.ptr + 128, kind, 77, 1024, 80, 128 // item, 64),
              (buf.data.ptr + 1024, kind, 336, 261, 344, 128 // item, 64)]
     saved = list(hopper._ENCODER)
     try:
@@ -1602,6 +1603,24 @@ PARTS_KS = [[100, 64, 1, 300], [512, 512, 512], [7, 0, 129], [2000]]
 def test_gemm_parts_matches_float64_reference(kind, ks):
     cfg = HopperConfig(input=kind, tile_n=128, stages=6, policy="static")
     _parts_check(kind, ks, 300, 257, cfg, beta=0.5, alpha=0.75)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("epilogue,policy", [("tma", "streamk"), ("staged", "dynamic"), ("pair", "static")])
+def test_cupy_launch_path_matches_the_driver_launch(epilogue, policy, monkeypatch):
+    """Where the driver library does not load through ctypes, CuPy launches the kernel with the
+    same parameters: both paths write the same bits (three K parts, alpha and beta, each
+    epilogue's parameter list), and each matches the float64 reference."""
+    cfg = HopperConfig(input="bfloat16", tile_n=128, stages=4, policy=policy, epilogue=epilogue)
+    args = ("bfloat16", [100, 64, 700], 300, 264, cfg)
+    beta = 0.0 if epilogue == "tma" else 0.5  # the TMA store where it runs, C read elsewhere
+    _, _, driver = _parts_check(*args, beta=beta, alpha=0.75, seed=3)
+    hopper.gemm_parts([cp.zeros((8, 8), cp.uint16)], [cp.zeros((8, 8), cp.uint16)], as_dtype="bfloat16")
+    assert hopper._DRIVER_LAUNCH[0] is not None, "cuLaunchKernel did not load through ctypes"
+    monkeypatch.setattr(hopper, "_DRIVER_LAUNCH", [None])
+    _, _, via_cupy = _parts_check(*args, beta=beta, alpha=0.75, seed=3)
+    assert bool((driver == via_cupy).all())
 
 
 @pytest.mark.gpu
