@@ -188,9 +188,14 @@ def test_auto_sends_unaligned_single_blocks_to_the_hopper_kernel(monkeypatch, ho
 
     monkeypatch.setattr(hopper, "supported", lambda device=None: hopper_here)
     hit = "persistent" if hopper_here else "cublas"
-    big = np.empty((4096, 1028), np.float16), np.empty((1028, 4096), np.float16)  # 34.5 GFLOP
+    # 4096 x 4096 blocks of K just above and just below the line, neither a multiple of 8
+    k_hi = int(auto.UNALIGNED_MIN_FLOPS // (2.0 * 4096 * 4096)) + 1
+    k_hi += k_hi % 8 == 0
+    k_lo = k_hi - 2 - ((k_hi - 2) % 8 == 0)
+    big = np.empty((4096, k_hi), np.float16), np.empty((k_hi, 4096), np.float16)
+    assert 2.0 * 4096 * 4096 * k_lo < auto.UNALIGNED_MIN_FLOPS <= 2.0 * 4096 * 4096 * k_hi
     assert auto.choose([big[0]], [big[1]]) == hit
-    assert auto.choose([big[0][:, :1000]], [big[1][:1000]]) == "cublas"  # 33.6 GFLOP
+    assert auto.choose([big[0][:, :k_lo]], [big[1][:k_lo]]) == "cublas"
     monkeypatch.setattr(auto, "UNALIGNED_MIN_FLOPS", 2.0 * 1024**3)  # small arrays from here on
     m = n = k = 1024
     a, b = np.empty((m, k), np.float16), np.empty((k, n), np.float16)

@@ -9,7 +9,7 @@ orchestrator (8192² chunks, two H200s) 0.076 s against 0.083 s (benchmarks/RESU
 session).  It also takes large blocks of one part
 whose operands cuBLAS would read unaligned (N or K not a multiple of 8, as a ragged edge block's
 often are: ``UNALIGNED_MIN_FLOPS``), where cuBLAS falls back to slow kernels: 1.04-4.4x
-cuBLAS there (twentieth session).  Everything else goes to ``cublas``:
+cuBLAS there (twentieth and twenty-first sessions).  Everything else goes to ``cublas``:
 with one aligned part cuBLAS is ahead (the kernel reaches 0.96–0.98 of it in GPU time, and its
 host path is the longer), and other GPUs and dtypes have no measured win.
 """
@@ -36,12 +36,13 @@ class GpuAutoEngine:
 
 
 #: One K part goes to ``persistent`` where cuBLAS's operands are not 16-byte aligned (its slow
-#: kernels) and the block has at least this many FLOPs (2·m·n·k, here 34 GFLOP), so the Hopper
-#: path's longer host time and its operand copies are paid back.  On an H200 (engine calls, host
-#: time counted, float16 and bfloat16; benchmarks/RESULTS.md, twentieth session) the persistent
-#: engine was ahead on all 36 such blocks of 34-1300 GFLOP measured, by 1.04-4.4x, and behind on
-#: 17 of the 19 smaller ones.
-UNALIGNED_MIN_FLOPS = 2.0 * 2**34
+#: kernels) and the block has at least this many FLOPs (2·m·n·k), so the Hopper path's longer
+#: host time and its operand copies are paid back.  On an H200 (engine calls, host time counted,
+#: float16; benchmarks/RESULTS.md): ahead on all 36 such blocks of 34-1300 GFLOP (1.04-4.4x,
+#: twentieth session); once the host path was cut by 35-95 µs a call (twenty-first session),
+#: ahead on 14 of the 15 blocks of 16-49 GFLOP drawn (0.98-2.26x) and behind on the two of 6.7
+#: and 12.7 GFLOP (0.86, 0.87).
+UNALIGNED_MIN_FLOPS = 14e9
 
 
 def choose(a_parts: Sequence[Any], b_parts: Sequence[Any], out_dtype: Any = None) -> str:
