@@ -81,8 +81,10 @@ rows or columns), where the heuristic takes pingpong 64 × 64 tiles (``THIN_TILE
 cuBLAS against 0.74–0.75), and the six skewed shapes' geomean 0.85 / 0.86 (bf16 / fp16) with it
 (eleventh session).  The same config on the same shape read up to 2x apart between runs
 (cuBLAS did not): the events counted the GPU waiting for this module's host path (75–180 µs a
-call on the H200 host, against 30–90 µs for ``cupy.matmul``; the launch itself 13 µs), which
-outlasts the benchmark's L2 flush.  Timed as GPU time (thirteenth session) the ratios are
+call on the H200 host then, against 30–90 µs for ``cupy.matmul``; the launch itself 13 µs), which
+outlasts the benchmark's L2 flush.  (Since the twenty-first session descriptors are encoded and the
+kernel launched through ctypes on the driver library, and a launch's setup is memoized: 50–80 µs
+with operands at new addresses every call.)  Timed as GPU time (thirteenth session) the ratios are
 steady: bf16 / fp16 0.97 / 0.97 at 8192³, 0.97 / 0.96 at 4096³, the skewed geomean 0.90 / 0.90,
 with the TMA-store epilogue for K <= 2048 and 4 stages for K <= 256 (8192x8192x256: 0.97–0.98
 against 0.84–0.85 with the staged epilogue on 6 stages) and a spread fix-up that loads eight
@@ -971,7 +973,7 @@ def _choose_cached(m: int, n: int, k: int, dtype: str, sms: int, allow_tf32: boo
     return choose_config(m, n, k, dtype, sms, allow_tf32=allow_tf32, b_rows_off=b_off)
 
 
-# --- TMA descriptors (cuda.bindings, lazily) -------------------------------------------------------
+# --- TMA descriptors (the driver's cuTensorMapEncodeTiled, lazily) ---------------------------------
 
 _TMA_DTYPE = {"float16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16", "bfloat16": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16",
               "tf32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32"}
