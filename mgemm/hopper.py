@@ -998,7 +998,13 @@ def _encode(ptr: int, kind: str, inner: int, outer: int, ld: int, box_inner: int
     enc = _encoder()
     item = ITEMSIZE[kind]
     if enc is not None:
-        fn, out, dims, strides, box, types = enc
+        fn, types = enc
+        bufs = getattr(_per_thread, "encode", None)
+        if bufs is None:  # this thread's: the call releases the GIL, and other threads encode too
+            import ctypes  # noqa: PLC0415
+            u32, u64 = ctypes.c_uint32, ctypes.c_uint64
+            bufs = _per_thread.encode = ((u64 * 16)(), (u64 * 2)(), (u64 * 1)(), (u32 * 2)())
+        out, dims, strides, box = bufs
         dims[0], dims[1], strides[0], box[0], box[1] = inner, outer, ld * item, box_inner, box_outer
         err = fn(out, types[kind], 2, ptr, dims, strides, box, types["ones"], *types["modes"])
         if err:
@@ -1033,13 +1039,22 @@ def _libcuda():
     return ctypes.CDLL("libcuda.so.1")
 
 
-_ENCODER: list = []  # [(function, output, dims, strides, box, enum values)] or [None], once loaded
+_ENCODER: list = []  # [(function, enum values)] or [None], once loaded
+_DRIVER_LAUNCH: list = []  # [cuLaunchKernel through ctypes] or [None], once loaded
+_driver_lock = threading.Lock()
+# Per thread: the encoder's argument buffers ("encode") and the launch's parameter buffers by
+# layout ("by_layout"), since ctypes releases the GIL during the driver's call.
+_per_thread = threading.local()
 
 
 def _encoder():
-    """``cuTensorMapEncodeTiled`` of the driver library through ctypes, with its argument buffers
-    and the enum values cuda.bindings gives; None where either cannot be loaded."""
-    if not _ENCODER:
+    """``cuTensorMapEncodeTiled`` of the driver library through ctypes, and the enum values
+    cuda.bindings gives; None where either cannot be loaded."""
+    if _ENCODER:
+        return _ENCODER[0]
+    with _driver_lock:
+        if _ENCODER:
+            return _ENCODER[0]
         try:
             import ctypes  # noqa: PLC0415
 
@@ -1054,7 +1069,7 @@ def _encoder():
             types = {kind: int(getattr(cu.CUtensorMapDataType, name)) for kind, name in _TMA_DTYPE.items()}
             types["ones"] = (u32 * 2)(1, 1)
             types["modes"] = tuple(int(mode) for mode in _tma_modes(cu))
-            _ENCODER.append((fn, (u64 * 16)(), (u64 * 2)(), (u64 * 1)(), (u32 * 2)(), types))
+            _ENCODER.append((fn, types))
         except Exception:  # no libcuda.so.1 by that name, or no cuda.bindings: the wrapper's path
             _ENCODER.append(None)
     return _ENCODER[0]
@@ -1429,8 +1444,21 @@ def param_layout(config: HopperConfig) -> tuple[str, tuple[int, ...]]:
     return fmt, tuple(offsets)
 
 
-_DRIVER_LAUNCH: list = []  # [cuLaunchKernel through ctypes] or [None], once loaded
-_params = threading.local()  # per thread: layout -> (parameter buffer, pointers to each parameter)
+
+def _driver_launch():
+    """``cuLaunchKernel`` of the driver library through ctypes; None where it cannot be loaded."""
+    with _driver_lock:
+        if not _DRIVER_LAUNCH:
+            try:
+                import ctypes  # noqa: PLC0415
+                fn = _libcuda().cuLaunchKernel
+                u32, vp = ctypes.c_uint, ctypes.c_void_p
+                fn.argtypes = [vp, u32, u32, u32, u32, u32, u32, u32, vp, vp, vp]
+                fn.restype = ctypes.c_int
+                _DRIVER_LAUNCH.append(fn)
+            except Exception:
+                _DRIVER_LAUNCH.append(None)
+        return _DRIVER_LAUNCH[0]
 
 
 def _launch(kernel, grid: int, setup: "_Setup", stream: int, values: tuple) -> None:
@@ -1440,25 +1468,15 @@ def _launch(kernel, grid: int, setup: "_Setup", stream: int, values: tuple) -> N
     arguments on the H200 host (RESULTS.md, twenty-first session).  Through CuPy where the driver
     library does not load."""
     fmt, offsets = setup.params
-    if not _DRIVER_LAUNCH:
-        try:
-            import ctypes  # noqa: PLC0415
-            fn = _libcuda().cuLaunchKernel
-            u32, vp = ctypes.c_uint, ctypes.c_void_p
-            fn.argtypes = [vp, u32, u32, u32, u32, u32, u32, u32, vp, vp, vp]
-            fn.restype = ctypes.c_int
-            _DRIVER_LAUNCH.append(fn)
-        except Exception:
-            _DRIVER_LAUNCH.append(None)
-    fn = _DRIVER_LAUNCH[0]
+    fn = _DRIVER_LAUNCH[0] if _DRIVER_LAUNCH else _driver_launch()
     if fn is None:
         args = tuple(_void(v) if isinstance(v, bytes) else _SCALARS[kind][1](v)
                      for kind, v in zip(PARAMS + ("desc",), values))
         kernel((grid,), (setup.threads,), args, shared_mem=setup.smem)
         return
-    bufs = getattr(_params, "by_layout", None)
+    bufs = getattr(_per_thread, "by_layout", None)
     if bufs is None:
-        bufs = _params.by_layout = {}
+        bufs = _per_thread.by_layout = {}
     entry = bufs.get(setup.params)
     if entry is None:
         import ctypes  # noqa: PLC0415

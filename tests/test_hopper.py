@@ -607,6 +607,43 @@ def test_descriptors_through_the_driver_match_cuda_bindings(kind):
         hopper._encode.cache_clear()
 
 
+@pytest.mark.gpu
+@needs_sm90
+def test_launches_from_many_threads_at_once():
+    """Block tasks launch from several threads at once, each on its own stream: every thread's
+    descriptors and kernel parameters are its own (ctypes lets go of the GIL during the driver's
+    calls, so shared buffers would mix threads' launches), and every product is right."""
+    import threading
+
+    shapes = [(200 + 37 * i, 264 + 56 * i, 128 + 64 * (i % 5)) for i in range(8)]
+    failures = []
+
+    def work(t):
+        try:
+            rng = np.random.default_rng(t)
+            with cp.cuda.Stream(non_blocking=True) as stream:
+                for rep in range(6):
+                    m, n, k = shapes[(t + rep) % len(shapes)]
+                    a, a64 = rand_operand((m, k), "float16", rng)
+                    b, b64 = rand_operand((k, n), "float16", rng)
+                    out = poisoned((m, n), "float16")
+                    hopper.gemm(a, b, out=out)
+                    stream.synchronize()
+                    ref = a64 @ b64
+                    err = float(cp.linalg.norm(as_float64(out) - ref)) / float(cp.linalg.norm(ref))
+                    if not err <= BOUNDS["float16"]:
+                        failures.append((t, m, n, k, err))
+        except Exception as exc:  # reported below, with the thread
+            failures.append((t, repr(exc)))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures
+
+
 def test_plan_launch_pingpong_uses_its_tile_rows():
     cfg = HopperConfig(tile_n=256, policy="streamk", pingpong=True, tile_m=64)
     lp = hopper.plan_launch(cfg, 1000, 3000, 4000, 132)
