@@ -1465,9 +1465,9 @@ def _launch(kernel, grid: int, setup: "_Setup", stream: int, values: tuple) -> N
     """One launch of ``kernel`` with the parameters ``values`` (in ``PARAMS`` order).  Through
     ``cuLaunchKernel`` on the driver library (ctypes), the parameters packed by ``struct`` into a
     buffer of this thread's.  CuPy's launch of the same 19 arguments took 12–20 µs of host time on
-    the H200 host, against 6–10 µs for a kernel of two; with the other steps of this session the
-    whole call dropped by 30–95 µs (RESULTS.md, twenty-first session).  Through CuPy where the
-    driver library does not load."""
+    the H200 host, against 6–10 µs for a kernel of two; with the other steps of this session a
+    call with operands at new addresses took 28–96 µs less (RESULTS.md, twenty-first session).
+    Through CuPy where the driver library does not load."""
     fmt, offsets = setup.params
     fn = _DRIVER_LAUNCH[0] if _DRIVER_LAUNCH else _driver_launch()
     if fn is None:

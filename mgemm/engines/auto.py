@@ -39,7 +39,7 @@ class GpuAutoEngine:
 #: kernels) and the block has at least this many FLOPs (2·m·n·k), so the Hopper path's longer
 #: host time and its operand copies are paid back.  On an H200 (engine calls, host time counted,
 #: float16; benchmarks/RESULTS.md): ahead on all 36 such blocks of 34-1300 GFLOP (1.04-4.4x,
-#: twentieth session); once the host path was cut by 35-95 µs a call (twenty-first session),
+#: twentieth session); once the host path was cut by 28-96 µs a call (twenty-first session),
 #: ahead on 14 of the 15 blocks of 16-49 GFLOP drawn (0.98-2.26x) and behind on the two of 6.7
 #: and 12.7 GFLOP (0.86, 0.87).
 UNALIGNED_MIN_FLOPS = 14e9
