@@ -41,7 +41,8 @@ DEFAULT_CASES = ["8192x8192x256:float16", "32x8192x8192:float16", "32x8192x8192:
 
 #: mgemm.hopper's module-level helpers that gemm_parts calls, timed one by one.
 STAGES = ("prepare_call", "_operand", "specialize", "get_kernel", "_operand_desc", "_slots",
-          "plan_launch", "_launch_setup", "launch_scratch", "epoch_sync", "_pack", "_output_desc")
+          "plan_launch", "_launch_setup", "launch_scratch", "epoch_sync", "_pack", "_output_desc",
+          "_launch")
 
 
 class _TimedLaunch:
@@ -97,18 +98,11 @@ def stage_breakdown(fn, calls: int) -> dict[str, float]:
 
     for name, f in originals.items():
         setattr(hopper, name, timer(name, f))
-    spent["launch"] = 0.0
-    if "_launch_setup" in originals:  # the kernel comes from a memo: time the launch of the one it holds
-        timed_setup = hopper._launch_setup
-
-        def launch_setup(*args, **kwargs):
-            setup = timed_setup(*args, **kwargs)
-            return setup._replace(kernel=_TimedLaunch(setup.kernel, spent))
-        hopper._launch_setup = launch_setup
-    else:
+    if "_launch" not in originals:  # an older tree: the kernel's launch (CuPy's RawKernel call)
+        spent["launch"] = 0.0
         timed_get_kernel = hopper.get_kernel
 
-        def get_kernel(*args, **kwargs):  # the kernel's launch (CuPy's RawKernel call) timed too
+        def get_kernel(*args, **kwargs):
             return _TimedLaunch(timed_get_kernel(*args, **kwargs), spent)
         hopper.get_kernel = get_kernel
     try:
