@@ -607,6 +607,47 @@ def test_descriptors_through_the_driver_match_cuda_bindings(kind):
         hopper._encode.cache_clear()
 
 
+def test_launch_parameters_follow_the_kernels_signature():
+    """``hopper.PARAMS`` (what the driver launch packs) lists the kernel's parameters in the order
+    and of the kinds kernels/gemm_hopper.cu declares them, the TMA-store epilogue's descriptor
+    last; ``param_layout`` puts descriptors on 64-byte boundaries, every scalar on a multiple of
+    its size, and sizes the K-part structs by ``k_parts``."""
+    import struct
+
+    src = (KERNEL_DIR / hopper.KERNEL_SOURCE).read_text()
+    sig = src[src.index("mgemm_gemm_hopper("):]
+    sig = sig[sig.index("(") + 1:sig.index(") {")]
+    kinds = []
+    for param in re.sub(r"//[^\n]*", "", sig).replace("#if MGEMM_EPILOGUE == MGEMM_EPILOGUE_TMA", "")\
+            .replace("#endif", "").split(","):
+        words = param.split()
+        if not words:
+            continue
+        if "TmaParts" in words or "TmaDesc" in words:
+            kinds.append("desc")
+        elif "PartEnds" in words:
+            kinds.append("bytes")
+        elif "*" in param:
+            kinds.append("ptr")
+        else:
+            kinds.append({"int": "i32", "long": "i64", "double": "f64"}[words[0]])
+    assert tuple(kinds) == hopper.PARAMS + ("desc",)
+    for k_parts in (1, 3, 8):
+        for epilogue in ("pair", "tma"):
+            cfg = HopperConfig(input="float16", k_parts=k_parts, epilogue=epilogue)
+            fmt, offsets = hopper.param_layout(cfg)
+            kinds_here = hopper.PARAMS + (("desc",) if epilogue == "tma" else ())
+            assert len(offsets) == len(kinds_here)
+            sizes = {"desc": 128, "bytes": 4, "ptr": 8, "i32": 4, "i64": 8, "f64": 8}
+            ends = []
+            for i, (kind, off) in enumerate(zip(kinds_here, offsets)):
+                size = sizes[kind] * (k_parts if kind == "bytes" or (kind == "desc" and i < 2) else 1)
+                assert off % (64 if kind == "desc" else min(size, 8)) == 0, (kind, off)
+                assert not ends or off >= ends[-1]
+                ends.append(off + size)
+            assert struct.calcsize(fmt) == ends[-1]
+
+
 @pytest.mark.gpu
 @needs_sm90
 def test_launches_from_many_threads_at_once():
