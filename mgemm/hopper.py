@@ -83,7 +83,7 @@ cuBLAS against 0.74–0.75), and the six skewed shapes' geomean 0.85 / 0.86 (bf1
 (cuBLAS did not): the events counted the GPU waiting for this module's host path (75–180 µs a
 call on the H200 host then, against 30–90 µs for ``cupy.matmul``; the launch itself 13 µs), which
 outlasts the benchmark's L2 flush.  (Since the twenty-first session descriptors are encoded and the
-kernel launched through ctypes on the driver library, and a launch's setup is memoized: 50–80 µs
+kernel launched through ctypes on the driver library, and a launch's setup is memoized: 50–85 µs
 with operands at new addresses every call.)  Timed as GPU time (thirteenth session) the ratios are
 steady: bf16 / fp16 0.97 / 0.97 at 8192³, 0.97 / 0.96 at 4096³, the skewed geomean 0.90 / 0.90,
 with the TMA-store epilogue for K <= 2048 and 4 stages for K <= 256 (8192x8192x256: 0.97–0.98
