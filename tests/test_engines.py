@@ -89,6 +89,38 @@ def test_task_stream_waits_for_the_legacy_stream_then_for_its_own_work(monkeypat
     assert made == (["event", "event"] if shared else ["stream", "event", "event"])
 
 
+def test_wait_for_queued_work_reuses_one_event_per_thread_and_device(monkeypatch):
+    """Outside a shared-stream task each call records an event on the current stream and waits
+    for it: one event per thread and device, made once and recorded again by every call."""
+    monkeypatch.setattr(engines, "_streams", threading.local())
+    log, device = [], [0]
+    cp = _fake_cupy(log)
+    cp.cuda.Event.record = lambda self, stream=None: log.append(("record", id(self)))
+    cp.cuda.Event.synchronize = lambda self: log.append(("event-synchronize", id(self)))
+    cp.cuda.runtime = types.SimpleNamespace(getDevice=lambda: device[0])
+    for _ in range(3):
+        engines.wait_for_queued_work(cp)
+    made = [entry for entry in log if entry[0] == "event"]
+    assert made == [("event", {"disable_timing": True})]
+    recorded = {ident for op, ident in log if op == "record"}
+    assert len(recorded) == 1 and [op for op, *_ in log].count("event-synchronize") == 3
+    device[0] = 1  # another device: an event of its own
+    engines.wait_for_queued_work(cp)
+    assert len({ident for op, ident in log if op == "record"}) == 2
+    log.clear()
+    thread = threading.Thread(target=engines.wait_for_queued_work, args=(cp,))
+    thread.start()
+    thread.join()
+    assert [op for op, *_ in log] == ["event", "record", "event-synchronize"]
+
+
+def test_is_bfloat16_tells_the_bfloat16_dtype_apart():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    assert engines.is_bfloat16(np.dtype(ml_dtypes.bfloat16))
+    for other in (np.float16, np.float32, np.uint16, np.dtype("V2"), np.dtype([("x", np.int16)])):
+        assert not engines.is_bfloat16(np.dtype(other))
+
+
 def test_task_stream_is_a_no_op_for_numpy():
     import numpy as np
     with engines.task_stream(np):
@@ -229,6 +261,11 @@ def test_auto_sends_unaligned_single_blocks_to_the_hopper_kernel(monkeypatch, ho
     assert auto.choose([_aligned((64, 260))[:, :250]] * 2, [x[:250] for x in on128[1]]) == hit  # 520 B
     assert auto.choose([_aligned((64, 264))[:, 8:]] * 2, on128[1]) == "cublas"  # 16 bytes in
     assert auto.choose([_aligned((64, 264))[:, 1:257]] * 2, on128[1]) == hit  # 2 bytes in
+    # bfloat16 (ml_dtypes' type, as CuPy 14 holds it) goes the same way as float16
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    bf = ml_dtypes.bfloat16
+    assert auto.choose([np.empty((m, k), bf)], [np.empty((k, n + 2), bf)]) == hit
+    assert auto.choose([np.empty((m, k), bf)], [np.empty((k, n), bf)]) == "cublas"
 
 
 def _aligned(shape, dtype=np.float16, boundary=128):
@@ -237,6 +274,3 @@ def _aligned(shape, dtype=np.float16, boundary=128):
     raw = np.empty(nbytes + boundary, np.uint8)
     skip = -raw.ctypes.data % boundary
     return raw[skip:skip + nbytes].view(dtype).reshape(shape)
-    ml_dtypes = pytest.importorskip("ml_dtypes")
-    bf = ml_dtypes.bfloat16
-    assert auto.choose([np.empty((m, k), bf)], [np.empty((k, n + 2), bf)]) == hit
