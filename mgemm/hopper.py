@@ -1325,7 +1325,7 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
         descs_b.append(_operand_desc(b_arr.data.ptr, kind, b_k, k_p, rows_b, ldb, config.tile_k,
                                      config.tile_n // config.cluster_m))
 
-    partials = setup.partials
+    partials = lp.grid * (2 if config.sk_reduce == "spread" else 1)  # stream-K partial slots
     _, workspace, record = launch_scratch(  # the stream-K workspace: a tile per slot
         cp, dev, 0, False, partials * config.tile_m * config.tile_n if lp.sk_tiles else 1, cp.float32,
         1 + 4 * (lp.tiles + 2 * lp.grid + 8) if debug else
@@ -1357,7 +1357,6 @@ class _Setup(NamedTuple):
     config: HopperConfig  # specialized to the operands
     kernel: Any
     plan: LaunchPlan
-    partials: int  # stream-K partial slots (two per CTA with the spread fix-up)
     threads: int
     smem: int
     params: tuple[str, tuple[int, ...]]  # param_layout(config)
@@ -1376,8 +1375,7 @@ def _launch_setup(config: HopperConfig, dev: int, sms: int, m: int, n: int, k_it
                             k_parts=k_parts, timeline=timeline)
     kernel = get_kernel(config, dev)
     lp = plan_launch(config, m, n, k_iters * config.tile_k, _slots(kernel, config, sms))
-    partials = lp.grid * (2 if config.sk_reduce == "spread" else 1)
-    return _Setup(config, kernel, lp, partials, config.threads, config.smem_bytes, param_layout(config))
+    return _Setup(config, kernel, lp, config.threads, config.smem_bytes, param_layout(config))
 
 
 #: TMA element kinds of the outputs (float32 is the FLOAT32 kind tf32 inputs use)
