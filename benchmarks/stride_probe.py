@@ -25,9 +25,10 @@ import numpy as np  # noqa: E402
 from mgemm import hopper  # noqa: E402
 
 
-def padded(x, rows_to: int = 64):
-    """``x`` copied into a buffer whose rows hold a multiple of ``rows_to`` elements: a view."""
-    cols = -(-x.shape[1] // rows_to) * rows_to
+def padded(x, rows_to: int = 64, extra: int = 0):
+    """``x`` copied into a buffer whose rows hold a multiple of ``rows_to`` elements, plus
+    ``extra``: a view."""
+    cols = -(-x.shape[1] // rows_to) * rows_to + extra
     buf = cp.empty((x.shape[0], cols), dtype=x.dtype)
     view = buf[:, :x.shape[1]]
     view[...] = x
@@ -39,6 +40,7 @@ def main(argv=None) -> int:
     ap.add_argument("cases", nargs="+", help="MxNxK")
     ap.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--extra", type=int, default=0, help="elements added to every padded row")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {args.dtype}; GPU time, "
@@ -46,10 +48,13 @@ def main(argv=None) -> int:
     for spec in args.cases:
         pc = h.probe_case(f"{spec}:{args.dtype}", rng)
         m, n, k = pc.case.m, pc.case.n, pc.case.k
-        a_pad, b_pad = padded(pc.a), padded(pc.b)
+        a_pad, b_pad = padded(pc.a, extra=args.extra), padded(pc.b, extra=args.extra)
         ops = {"in place": (pc.a, pc.b), "pad A": (a_pad, pc.b), "pad AB": (a_pad, b_pad)}
-        outs = {name: pc.poisoned() for name in ("cuBLAS", *ops)}
+        anchors = ("cuBLAS", "cuBLAS AB") if args.extra else ("cuBLAS",)
+        outs = {name: pc.poisoned() for name in (*anchors, *ops)}
         fns = {"cuBLAS": h.cublas_fn(pc.a, pc.b, args.dtype, outs["cuBLAS"])}
+        if args.extra:
+            fns["cuBLAS AB"] = h.cublas_fn(a_pad, b_pad, args.dtype, outs["cuBLAS AB"])
         for name, (a, b) in ops.items():
             fns[name] = (lambda a=a, b=b, out=outs[name]:
                          hopper.gemm(a, b, out=out, config=pc.config, as_dtype=pc.as_dtype))
@@ -60,7 +65,7 @@ def main(argv=None) -> int:
         ms = h.timed_interleaved(fns, args.reps)
         flops = 2.0 * m * n * k
         cells = " ".join(f"{name} {flops / t / 1e9:6.1f}" for name, t in ms.items())
-        ratios = " ".join(f"{name} {ms['cuBLAS'] / ms[name]:.2f}" for name in ops)
+        ratios = " ".join(f"{name} {ms['cuBLAS'] / ms[name]:.2f}" for name in (*anchors[1:], *ops))
         print(f"  {spec:>16} TFLOP/s {cells} | x cuBLAS {ratios} | {pc.config}", flush=True)
     return 0
 
