@@ -138,11 +138,6 @@
 // with bfloat16 pieces (mgemm/emulate.py), at the cost of waiting for the wgmmas once per window.
 #define MGEMM_PROMOTE 0
 #endif
-#ifndef MGEMM_LOAD_BATCH
-// The producer waits until this many stages are free, then issues their loads back to back (1: each
-// stage as soon as it is free).
-#define MGEMM_LOAD_BATCH 1
-#endif
 #ifndef MGEMM_CLUSTER_M
 // 1: one CTA per tile; 2: clusters of two CTAs on vertically adjacent tiles that multicast B
 // (static or per_tile, cooperative consumers, TILE_N 128 or 256)
@@ -160,7 +155,6 @@ struct Config {
   static constexpr int kTileK = 128 / (int)sizeof(In);  // one 128-byte swizzle row of K
   static constexpr int kInstK = 32 / (int)sizeof(In);   // K of one wgmma: 16 (f16/bf16), 8 (tf32)
   static constexpr int kStages = MGEMM_STAGES, kGroup = MGEMM_GROUP;
-  static constexpr int kLoadBatch = MGEMM_LOAD_BATCH;
   static constexpr bool kRasterN = MGEMM_RASTER == MGEMM_RASTER_N;
   static constexpr bool kRecord = MGEMM_RECORD;
   static constexpr bool kTimeline = MGEMM_TIMELINE;
@@ -417,14 +411,6 @@ __device__ __forceinline__ void record_unit(int* record, const WorkUnit& w) {
 
 // --- producer -------------------------------------------------------------------------------------
 
-// Waits until the consumers (of both CTAs, in a cluster) have released stage `p`.
-__device__ __forceinline__ void wait_free(Shared& sh, const RingPos& p) {
-  if constexpr (Config::kClusterM == 2)
-    mbar_wait_cluster(&sh.empty[p.stage], p.phase ^ 1);  // released in both CTAs
-  else
-    mbar_wait(&sh.empty[p.stage], p.phase ^ 1);
-}
-
 __device__ __forceinline__ void produce(const TmaParts& tas, const TmaParts& tbs, const PartEnds& ends,
                                         unsigned char* ring, Shared& sh, const TileGrid& g,
                                         const SchedArgs& args, int* record) {
@@ -443,15 +429,10 @@ __device__ __forceinline__ void produce(const TmaParts& tas, const TmaParts& tbs
     if (Config::kRecord) record_unit(record, w);
     const int m0 = w.row * Config::kTileM, n0 = w.col * Config::kTileN;
     for (int kt = w.k_begin; kt < w.k_end; ++kt) {
-      if constexpr (Config::kLoadBatch > 1) {
-        if ((kt - w.k_begin) % Config::kLoadBatch == 0) {  // a batch's first stage: wait for all of them
-          RingPos p = pos;
-          const int n = min(Config::kLoadBatch, w.k_end - kt);
-          for (int i = 0; i < n; ++i, p.advance()) wait_free(sh, p);
-        }
-      } else {
-        wait_free(sh, pos);
-      }
+      if constexpr (Config::kClusterM == 2)
+        mbar_wait_cluster(&sh.empty[pos.stage], pos.phase ^ 1);  // released in both CTAs
+      else
+        mbar_wait(&sh.empty[pos.stage], pos.phase ^ 1);
       unsigned char* a = ring + pos.stage * Config::kStageBytes;
       mbar_arrive_expect_tx(&sh.full[pos.stage], Config::kStageLoadBytes);
       int k0;

@@ -319,9 +319,6 @@ class HopperConfig(RenderedConfig):
     # accumulation truncates): float32 emulated with bfloat16 pieces (``mgemm.emulate``).
     # Cooperative consumers, tile_n <= 192 (two accumulator sets per thread).
     promote: int = 0
-    # The producer waits until this many stages are free, then issues their loads together (1: each
-    # stage as it frees).  Adjacent K boxes of an operand row then reach the memory system at once.
-    load_batch: int = 1
 
     def __post_init__(self):
         if self.input not in INPUTS:
@@ -381,8 +378,6 @@ class HopperConfig(RenderedConfig):
             raise ValueError(f"promote={self.promote} needs cooperative consumers and tile_n <= 192 "
                              f"(two accumulator sets per thread), got pingpong={self.pingpong}, "
                              f"tile_n={self.tile_n}")
-        if self.load_batch not in (1, 2, 3, 4) or self.load_batch > self.stages:
-            raise ValueError(f"load_batch must be 1-4 and at most stages={self.stages}, got {self.load_batch!r}")
         if not 1 <= self.k_parts <= MAX_K_PARTS:
             raise ValueError(f"k_parts must be in [1, {MAX_K_PARTS}], got {self.k_parts!r}")
         if self.cluster_m not in CLUSTER_MS:
@@ -466,7 +461,6 @@ class HopperConfig(RenderedConfig):
             "MGEMM_K_PARTS": str(self.k_parts),
             "MGEMM_TIMELINE": str(int(self.timeline)),
             "MGEMM_PROMOTE": str(self.promote),
-            "MGEMM_LOAD_BATCH": str(self.load_batch),
             "MGEMM_SMEM_BYTES": str(self.smem_bytes),  # the kernel static_asserts it equals its own
         }
 
@@ -483,7 +477,6 @@ class HopperConfig(RenderedConfig):
                 + ("" if self.k_parts == 1 else f" parts={self.k_parts}")
                 + ("" if self.sk_waves == 1 else f" skw{self.sk_waves}")
                 + ("" if not self.promote else f" promote{self.promote}")
-                + ("" if self.load_batch == 1 else f" batch{self.load_batch}")
                 + (" record" if self.record else "") + (" timeline" if self.timeline else ""))
 
 
