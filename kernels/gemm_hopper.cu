@@ -29,7 +29,7 @@
 // multicasts that half to both CTAs, into the same stage offset and onto the same "full" barrier
 // offset, so every CTA's full barrier still counts the whole stage's bytes.  A stage is refilled
 // only when the consumers of both CTAs have released it: every releasing warp arrives on the
-// "empty" barrier of its own CTA and of the peer (mapa + a cluster-scope arrive), twice the count.
+// "empty" barrier of its own CTA and of the peer (mapa + a remote arrive, CTA-scope release), twice the count.
 // With an odd number of tile rows the second CTA of the last pair has no rows of A: its A box is
 // wholly out of bounds (TMA writes zeros and still counts the box's bytes, as for every edge box
 // here), it multiplies zeros and its epilogue masks every row.  Barrier setup ends with a cluster
@@ -429,10 +429,7 @@ __device__ __forceinline__ void produce(const TmaParts& tas, const TmaParts& tbs
     if (Config::kRecord) record_unit(record, w);
     const int m0 = w.row * Config::kTileM, n0 = w.col * Config::kTileN;
     for (int kt = w.k_begin; kt < w.k_end; ++kt) {
-      if constexpr (Config::kClusterM == 2)
-        mbar_wait_cluster(&sh.empty[pos.stage], pos.phase ^ 1);  // released in both CTAs
-      else
-        mbar_wait(&sh.empty[pos.stage], pos.phase ^ 1);
+      mbar_wait(&sh.empty[pos.stage], pos.phase ^ 1);  // released in both CTAs of a cluster
       unsigned char* a = ring + pos.stage * Config::kStageBytes;
       mbar_arrive_expect_tx(&sh.full[pos.stage], Config::kStageLoadBytes);
       int k0;
@@ -485,12 +482,8 @@ __device__ __forceinline__ WorkUnit take_unit(Shared& sh, int u) {
 // Frees a stage for the producer(s): one arrival per consumer warp on its "empty" barrier, and with
 // CLUSTER_M 2 on the peer's too (the peer's producer multicasts into this CTA's stage).
 __device__ __forceinline__ void release_stage(unsigned long long* empty) {
-  if constexpr (Config::kClusterM == 2) {
-    mbar_arrive_cluster(empty, 0);
-    mbar_arrive_cluster(empty, 1);
-  } else {
-    mbar_arrive(empty);
-  }
+  mbar_arrive(empty);
+  if constexpr (Config::kClusterM == 2) mbar_arrive_remote(empty, cluster_ctarank() ^ 1);
 }
 
 // The wgmma descriptor of an operand's k16 (tf32: k8) step `kk` in a stage at shared address `base`:

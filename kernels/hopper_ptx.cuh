@@ -72,25 +72,17 @@ __device__ __forceinline__ int cluster_count_x() {
   return (int)r;
 }
 // One arrival on the mbarrier at the same shared-memory offset as `bar` in the CTA of rank `cta` of
-// this cluster (mapa gives its shared::cluster address), with release semantics at cluster scope:
-// this thread's earlier accesses (and the wgmma reads it waited for) happen before the phase flips.
-__device__ __forceinline__ void mbar_arrive_cluster(unsigned long long* bar, int cta) {
+// this cluster (mapa gives its shared::cluster address), with the default semantics: release at CTA
+// scope.  That is all a stage's release needs: the wgmma reads it follows have completed (the
+// consumer waited for them), and the peer's producer only issues copies after the phase flips.
+// Release at cluster scope instead compiles to a MEMBAR.ALL.GPU before every arrival (and an
+// acquire at cluster scope on the producer's wait to an L1 invalidation, CCTL.IVALL, per stage).
+__device__ __forceinline__ void mbar_arrive_remote(unsigned long long* bar, int cta) {
   asm volatile(
       "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(smem_addr(bar)),
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(smem_addr(bar)),
       "r"(cta)
       : "memory");
-}
-// mbar_wait with acquire semantics at cluster scope: for a barrier that the peer CTA arrives on.
-__device__ __forceinline__ void mbar_wait_cluster(unsigned long long* bar, int parity) {
-  const unsigned addr = smem_addr(bar);
-  unsigned done;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done) : "r"(addr), "r"(parity) : "memory");
-  } while (!done);
 }
 // Cluster-wide barrier of every thread of both CTAs: arrive (release) then wait (acquire).  The
 // .aligned form where all threads of each warp execute it together (after the barrier setup);
