@@ -53,8 +53,10 @@ of a cluster on the tiles (2r, c) and (2r + 1, c) of one pair of tile rows, whic
 Each producer loads its own A and half of B (K-major: a box of ``tile_n / 2`` rows; MN-major: half
 of the 64-wide boxes) and multicasts that half to both CTAs (``cp.async.bulk.tensor``
 ``.multicast::cluster``), so each CTA's full barrier still counts the whole stage; consumer warps
-release a stage on the "empty" barriers of both CTAs (``mapa`` + a cluster-scope arrive; counts
-doubled), so neither producer refills it before both CTAs have read it; a cluster barrier after
+release a stage on the "empty" barriers of both CTAs (the peer's through ``mapa`` and a remote
+arrive with CTA-scope release: at cluster scope it compiled to a ``MEMBAR.ALL.GPU`` per arrival,
+which made clusters 0.18-0.60 of cuBLAS until the twenty-second session; counts doubled), so
+neither producer refills it before both CTAs have read it; a cluster barrier after
 the barrier setup and another before exit.  With an odd number of tile rows the second CTA of the
 last pair reads a wholly out-of-bounds A box (zeros, counted in full) and writes nothing.  Only
 ``static`` and ``per_tile`` (both CTAs walk the same pairs, grouped over the pair grid: ``group``
@@ -74,7 +76,9 @@ heuristic changes were measured and GPU-tested: the spread stream-K fix-up for t
 more ways (256x256x65536: 0.49–0.66 against 0.35–0.44 with the owner adding its ~33 partials
 alone) and the 128-wide tile where the 256-wide tiles do not fill a wave or K is short (ahead of
 the wide tile on all six, geomean 0.69 / 0.74 against 0.64 / 0.67 in one run); tf32 0.99 with B
-column-major, 0.86 with B row-major (copied every call).  2-CTA clusters (0.48–0.58) and 24 / 240 are correct but slower than
+column-major, 0.86 with B row-major (copied every call).  2-CTA clusters are level with one CTA
+per tile where B's rows lie on 128-byte lines and well ahead where they do not (the heuristic
+takes them there: ``OFF_ROWS_CLUSTERS``); 24 / 240 is correct but slower than
 the cooperative default here; so are pingpong consumers, except on thin products (at most 64
 rows or columns), where the heuristic takes pingpong 64 × 64 tiles (``THIN_TILE``): ahead of the
 128 × 128 tile on all seven thin shapes measured, in both dtypes (64x8192x8192: 0.93–0.99 of
@@ -144,7 +148,7 @@ with the k16 steps it adds; ``mgemm.emulate`` (float32 as bfloat16 pieces) runs 
 brought its error on an 8192² block with K = 32768 from 3.7e-5 to 2.8e-7 at 4 % of the speed (H200,
 fifteenth session).
 
-Not yet done: clusters along N (multicast of A) or larger than 2; 256-row tiles; a split-K with
+Not yet done: clusters along N (multicast of A), larger than 2, or under stream-K; 256-row tiles; a split-K with
 a separate reduction for few tiles and long K (one 128x128 tile split 132 ways, 128x128x131072:
 0.77–0.79 after the fourteenth session's fix-up rewrite, 7–10 µs of it after the last mainloop);
 1024x2112x8192 (0.76–0.82: 136 tiles on 132 SMs, all split two ways); a shorter host path.
@@ -266,6 +270,12 @@ STATIC_GAIN = 0.95  # one static width gives way to another only at this share o
 # random, and where it was measured it ran -0.17..+0.17 of cuBLAS against the rule's pick (ahead
 # in 84 of 114 runs; 1312x1776x16384 0.87 -> 0.70-0.72, 2304x1024x8192 0.86 -> 0.72-0.76).  A
 # row-major B still loads 192 of its columns per tile: its tiles move as many bytes as 192-wide ones.
+# 16-bit products whose row-major B is read in place with rows off 128-byte lines (b_rows_off(...,
+# 128)): 2-CTA clusters multicasting B (half of B's reads through the L2 that such rows overload),
+# static, of the width whose cluster waves cost least, where that costs no more than the heuristic's
+# config: (tile_n, stages, cost of an SM's column of a 128-row tile relative to 128 wide), fitted to
+# 21 shapes (RESULTS.md, twenty-second session); () turns the rule off (choose_config)
+OFF_ROWS_CLUSTERS = ((128, 6, 1.0), (256, 4, 0.8))
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
 
@@ -506,7 +516,8 @@ def choose_policy(tiles: int, slots: int, k_iters: int, shared: bool = False) ->
 
 
 def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: bool = False,
-                  shared: bool = False, tile_n: int | None = None, b_rows_off: bool = False) -> HopperConfig:
+                  shared: bool = False, tile_n: int | None = None, b_rows_off: bool = False,
+                  b_rows_off_128: bool = False) -> HopperConfig:
     """Tile width and policy for an ``m × n × k`` product on ``sms`` SMs.  Pure and deterministic.
 
     The tile: 128 wide when the 256-wide tiles would fill less than ``WIDE_WAVE_FILL`` of one wave
@@ -571,14 +582,27 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     fp16 and bf16: ahead in 18 of 20 runs, by up to 0.09, level in one, behind by 0.01 in one).
     With rows on sectors but off 128 bytes (N a multiple of 16) the same change was ahead on
     3664x3824x7664 (0.70 -> 0.86) but level on average over six shapes drawn (1776x5648x1024 0.92
-    -> 0.83), so those keep their tile.
+    -> 0.83), so those keep their tile.  (Where they cost no more, the clusters below then
+    replace both.)
+
+    ``b_rows_off_128``: B is row-major and read in place with rows that do not start on 128-byte
+    lines (``b_rows_off(b_parts, 128)``; implied by ``b_rows_off``).  Last, float16 and bfloat16
+    cooperative configs become 2-CTA clusters that multicast B, static, 128 or 256 wide, where
+    their cluster waves cost no more than the config chosen so far (``OFF_ROWS_CLUSTERS``,
+    ``_off_rows_clusters``): the L2 those rows overload reads half of B.  On the H200 (RESULTS.md,
+    twenty-second session, fp16, 21 shapes with N off 64 elements, the rule fitted to them) it
+    switched 16 of them, ahead on 14 (4096x4104x4096 0.72 -> 0.90 of cuBLAS, 1328x7192x8440 0.63
+    -> 0.95, 4720x4296x1176 0.72 -> 0.96, 5000³ 0.64 -> 0.82) and behind on two (6192x1696x10592
+    0.94 -> 0.86, 5056x1360x2224 0.96 -> 0.95); geomean over the 21 1.19x the heuristic before.
+    Not yet timed on shapes drawn after the fit, nor in bfloat16.
 
     >>> choose_config(8192, 8192, 8192, "bfloat16", 132).tile_n
     256
     >>> choose_config(4096, 4104, 4096, "float16", 132).tile_n
     128
-    >>> choose_config(4096, 4104, 4096, "float16", 132, b_rows_off=True).tile_n
-    192
+    >>> cfg = choose_config(4096, 4104, 4096, "float16", 132, b_rows_off=True)
+    >>> cfg.tile_n, cfg.cluster_m  # 128 x 192 first, then clusters of 128 x 128 cost no more
+    (128, 2)
     >>> cfg = choose_config(64, 8192, 8192, "float16", 132)
     >>> (cfg.tile_m, cfg.tile_n, cfg.pingpong, cfg.policy)
     (64, 64, True, 'static')
@@ -628,14 +652,18 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
             and not cfg.pingpong and cfg.tile_n == 128 and cfg.policy == "static"
             and _tiles(m, n, 128) >= 2 * sms):
         cfg = _static_width(cfg, OFF_ROWS_WIDTH, dict(CHEAPEST_WIDTHS)[OFF_ROWS_WIDTH], k)
+    if ((b_rows_off or b_rows_off_128) and not explicit and not shared
+            and kind in ("float16", "bfloat16")):
+        cfg = _off_rows_clusters(cfg, m, n, k, sms)
     return cfg
 
 
-def b_rows_off(b_parts) -> bool:
+def b_rows_off(b_parts, boundary: int = 32) -> bool:
     """Whether the Hopper kernel would read a 16-bit B (K_p × N parts) row-major in place with rows
-    that do not all start on 32-byte sector boundaries (a row stride or start off 32 bytes, but on
-    16: off 16 it is copied into padded rows, see ``_operand``), e.g. a contiguous B whose N is an
-    odd multiple of 8.  Shapes and strides only."""
+    that do not all start on ``boundary``-byte boundaries (32: sectors; 128: lines): a row stride
+    or start off ``boundary`` bytes, but on 16 (off 16 it is copied into padded rows, see
+    ``_operand``), e.g. a contiguous B whose N is an odd multiple of 8 (both) or 16 (128 only).
+    Shapes and strides only."""
     for b in b_parts:
         item = b.itemsize
         if item != 2 or b.shape[0] < 1 or b.shape[1] < 2 or b.strides[1] != item:
@@ -643,9 +671,47 @@ def b_rows_off(b_parts) -> bool:
         ptr, ld = b.data.ptr, b.strides[0]
         if ptr % 16 or ld % 16 or ld < 0:
             return False  # copied
-        if ptr % 32 or (b.shape[0] > 1 and ld % 32):
+        if ptr % boundary or (b.shape[0] > 1 and ld % boundary):
             return True
     return False
+
+
+def _config_cost(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> float:
+    """The wave-cost model's estimate for a cooperative config (``_cheapest_waves``' units): static
+    (and every policy that does not split tiles) its waves times ``tile_n`` times ``WAVE_COST``;
+    stream-K its tiles' columns shared evenly over ``sms``, times ``SK_OVERHEAD``."""
+    tiles = _tiles(m, n, cfg.tile_n)
+    per_column = cfg.tile_n * WAVE_COST.get(cfg.tile_n, 1.0)
+    if cfg.policy == "streamk":
+        return tiles * per_column / sms * SK_OVERHEAD[-(-k // 64) < FILL_MIN_K_STEPS]
+    return -(-tiles // sms) * per_column
+
+
+def _off_rows_clusters(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
+    """``cfg``, or static 2-CTA clusters (``cluster_m=2``, B multicast) of the ``OFF_ROWS_CLUSTERS``
+    width whose waves of ``sms // 2`` clusters cost least, where that cost is at most
+    ``_config_cost(cfg)``.  Cooperative 128-row configs only (thin pingpong tiles keep theirs).
+
+    >>> cfg = choose_config(4096, 4104, 4096, "float16", 132, b_rows_off=True)
+    >>> cfg.cluster_m, cfg.tile_n, cfg.policy
+    (2, 128, 'static')
+    >>> choose_config(4096, 4104, 4096, "float16", 132).cluster_m  # B's rows on 128 bytes
+    1
+    >>> choose_config(1328, 7192, 8440, "float16", 132, b_rows_off_128=True).tile_n
+    256
+    """
+    if not OFF_ROWS_CLUSTERS or cfg.pingpong or cfg.tile_m != TILE_M or sms < 2:
+        return cfg
+    slots = sms // 2
+    pairs = -(-(-(-m // TILE_M)) // 2)
+
+    def cost(width: int, per_column: float) -> float:
+        return -(-(pairs * -(-n // width)) // slots) * width * per_column
+
+    best, width, stages = min((cost(w, c), w, st) for w, st, c in OFF_ROWS_CLUSTERS)
+    if best > _config_cost(cfg, m, n, k, sms):
+        return cfg
+    return _static_width(cfg, width, stages, k).replace(cluster_m=2)
 
 
 def _tiles(m: int, n: int, tile_n: int, tile_m: int = TILE_M) -> int:
@@ -969,8 +1035,9 @@ def get_kernel(config: HopperConfig, device: int | None = None):
 
 @functools.lru_cache(maxsize=1024)
 def _choose_cached(m: int, n: int, k: int, dtype: str, sms: int, allow_tf32: bool,
-                   b_off: bool = False) -> HopperConfig:
-    return choose_config(m, n, k, dtype, sms, allow_tf32=allow_tf32, b_rows_off=b_off)
+                   b_off: bool = False, b_off_128: bool = False) -> HopperConfig:
+    return choose_config(m, n, k, dtype, sms, allow_tf32=allow_tf32, b_rows_off=b_off,
+                         b_rows_off_128=b_off_128)
 
 
 # --- TMA descriptors (the driver's cuTensorMapEncodeTiled, lazily) ---------------------------------
@@ -1282,7 +1349,9 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
     call = prepare_call(cp, a_parts[0], b_parts[0], c, out, beta=beta, config=config,
                         allow_tf32=allow_tf32, sms=sms, as_dtype=as_dtype, out_dtype=out_dtype,
                         input_kind=input_kind, outputs=OUTPUTS,
-                        choose=functools.partial(_choose_cached, b_off=config is None and b_rows_off(b_parts)),
+                        choose=(functools.partial(_choose_cached, b_off=b_rows_off(b_parts),
+                                                  b_off_128=b_rows_off(b_parts, 128))
+                                if config is None else _choose_cached),
                         writer="the Hopper kernel", k=k)
     kind, dev, sms, config, res_dtype, out = (call.kind, call.dev, call.sms, call.config,
                                               call.res_dtype, call.out)

@@ -475,7 +475,9 @@ def test_heuristic_few_tiles_take_the_thin_tile(dtype, monkeypatch):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_heuristic_b_rows_off_128_bytes_take_wider_tiles(dtype, monkeypatch):
     """B read in place with rows off 32-byte sectors: static 128x128 tiles over two waves or more
-    become 128 x OFF_ROWS_WIDTH (RESULTS.md, twentieth session); nothing else changes."""
+    become 128 x OFF_ROWS_WIDTH (RESULTS.md, twentieth session); nothing else changes.  (The
+    clusters that follow it, tested below, are turned off here.)"""
+    monkeypatch.setattr(hopper, "OFF_ROWS_CLUSTERS", ())
     measured = [(4096, 4104, 4096), (8192, 4104, 4096), (2048, 4104, 4096), (3248, 4472, 16384),
                 (4672, 2664, 1024), (7952, 3640, 4096), (3392, 2472, 2048)]
     for shape in measured:
@@ -492,6 +494,59 @@ def test_heuristic_b_rows_off_128_bytes_take_wider_tiles(dtype, monkeypatch):
     assert hopper.choose_config(4096, 4104, 4096, dtype, 132, b_rows_off=True).tile_n == 128
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_heuristic_b_rows_off_128_take_clusters(dtype, monkeypatch):
+    """B read in place with rows off 128-byte lines: cooperative configs become static 2-CTA
+    clusters of the OFF_ROWS_CLUSTERS width whose waves cost least, where that costs no more than
+    the config before (RESULTS.md, twenty-second session: the shapes it switched and kept)."""
+    stages = {w: st for w, st, _ in hopper.OFF_ROWS_CLUSTERS}
+
+    def pick(shape, **kw):
+        return hopper.choose_config(*shape, dtype, 132, b_rows_off=(shape[1] * 2) % 32 != 0,
+                                    b_rows_off_128=True, **kw)
+
+    switched = {(4096, 4104, 4096): 128, (7136, 1128, 10944): 128, (1328, 7192, 8440): 256,
+                (4720, 4296, 1176): 256, (5000, 5000, 5000): 256, (6272, 1264, 12472): 256,
+                (2736, 5304, 1376): 256, (8192, 4104, 4096): 256}
+    for shape, width in switched.items():
+        cfg = pick(shape)
+        assert (cfg.cluster_m, cfg.tile_n, cfg.policy, cfg.pingpong) == (2, width, "static", False), shape
+        assert cfg.stages == stages[width], shape
+    assert pick((2736, 5304, 1376)).epilogue == "tma"  # short K keeps its TMA stores
+    kept = [(3216, 1440, 13480), (1072, 2528, 6280), (4464, 1232, 12240), (3000, 3000, 3000),
+            (1024, 3000, 8192)]
+    for shape in kept:
+        assert pick(shape).cluster_m == 1, shape
+    # never with rows on 128 bytes, an explicit width, a shared GPU, the thin tile or tf32
+    for shape in [(8192, 8192, 8192), (4096, 4096, 4096), (1408, 1536, 16384), (8192, 8192, 256),
+                  (4096, 4104, 4096)]:
+        assert hopper.choose_config(*shape, dtype, 132).cluster_m == 1, shape
+    assert pick((4096, 4104, 4096), tile_n=128).cluster_m == 1
+    assert pick((4096, 4104, 4096), shared=True).cluster_m == 1
+    assert pick((64, 8200, 8192)).pingpong and pick((64, 8200, 8192)).cluster_m == 1
+    assert hopper.choose_config(4096, 4104, 4096, "float32", 132, allow_tf32=True,
+                                b_rows_off_128=True).cluster_m == 1
+    # wherever it fires: cluster waves no dearer than the config without the rule
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        m, n = (int(x) for x in rng.integers(128, 9000, 2))
+        k = int(rng.integers(64, 20000))
+        cfg = pick((m, n, k))
+        monkeypatch.setattr(hopper, "OFF_ROWS_CLUSTERS", ())
+        before = pick((m, n, k))
+        monkeypatch.undo()
+        if cfg.cluster_m == 2:
+            assert not before.pingpong and cfg.policy == "static" and cfg.tile_n in stages
+            pairs = -(-(-(-m // 128)) // 2)
+            waves = -(-(pairs * -(-n // cfg.tile_n)) // 66)
+            per_column = {w: c for w, _, c in hopper.OFF_ROWS_CLUSTERS}[cfg.tile_n]
+            assert waves * cfg.tile_n * per_column <= hopper._config_cost(before, m, n, k, 132) + 1e-9
+        else:
+            assert cfg == before
+    monkeypatch.setattr(hopper, "OFF_ROWS_CLUSTERS", ())
+    assert pick((4096, 4104, 4096)).cluster_m == 1
+
+
 @pytest.mark.parametrize("shape,strides,ptr,off", [
     ((4096, 4104), (8208, 2), 0x10000, True),   # row-major, rows 8208 bytes apart
     ((4096, 4160), (8320, 2), 0x10000, False),  # rows 8320 bytes apart: on 128
@@ -506,6 +561,19 @@ def test_heuristic_b_rows_off_128_bytes_take_wider_tiles(dtype, monkeypatch):
 ])
 def test_b_rows_off(shape, strides, ptr, off):
     assert hopper.b_rows_off([_FakeArray(shape, strides, ptr=ptr)]) is off
+
+
+@pytest.mark.parametrize("shape,strides,ptr,off", [
+    ((3664, 3824), (7648, 2), 0x10000, True),   # rows on 32 bytes, off 128
+    ((4096, 4104), (8208, 2), 0x10000, True),   # off 32 too
+    ((4096, 4160), (8320, 2), 0x10000, False),  # on 128
+    ((4096, 4160), (8320, 2), 0x10040, True),   # starting 64 bytes in
+    ((4096, 4103), (8206, 2), 0x10000, False),  # copied into padded rows
+    ((4104, 4096), (2, 8208), 0x10000, False),  # column-major B
+    ((1, 4104), (8208, 2), 0x10080, False),     # one row, on 128
+])
+def test_b_rows_off_128_byte_lines(shape, strides, ptr, off):
+    assert hopper.b_rows_off([_FakeArray(shape, strides, ptr=ptr)], 128) is off
 
 
 def test_heuristic_few_stages_for_the_shortest_k():
@@ -918,7 +986,10 @@ def test_rendered_source_compiles_for_sm90a(cfg, tmp_path):
     cluster = cfg.cluster_m == 2
     assert (".reqnctapercluster 2, 1, 1" in ptx) == cluster
     assert ("multicast::cluster" in ptx) == cluster
-    assert ("mbarrier.arrive.release.cluster.shared::cluster" in ptx) == cluster
+    # a peer's stage release: a remote arrive with the default (CTA-scope) release; cluster scope
+    # on it or on the producer's wait compiles to a MEMBAR.ALL.GPU or an L1 invalidation per stage
+    assert ("mbarrier.arrive.shared::cluster.b64" in ptx) == cluster
+    assert "mbarrier.arrive.release.cluster" not in ptx and "try_wait.parity.acquire.cluster" not in ptx
     assert ("barrier.cluster.arrive" in ptx) == cluster
     # the staged epilogue: 16-byte shared reads and global stores
     assert ("ld.shared.v4" in ptx and "st.global.v4" in ptx) == (cfg.epilogue == "staged")
@@ -988,6 +1059,27 @@ def test_thin_products_on_the_heuristic_config(kind, m, n, k, trans_a, trans_b, 
                                allow_tf32=kind == "tf32")
     assert cfg.pingpong and cfg.tile_m == 64
     _check(m, n, k, kind, None, trans_a=trans_a, trans_b=trans_b, beta=beta, alpha=0.5, seed=m + n)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("m,n,k,trans_a,beta", [(1024, 1032, 1024, False, 0.0),
+                                                (3000, 1000, 3000, True, 0.5),
+                                                (2560, 1544, 1536, False, 0.0),
+                                                (1800, 1800, 700, True, 0.0)])
+def test_b_rows_off_128_on_the_heuristic_config(kind, m, n, k, trans_a, beta):
+    """A row-major B whose rows are off 128-byte lines, read in place: the heuristic's 2-CTA
+    cluster config (OFF_ROWS_CLUSTERS; static, B multicast, 128 or 256 wide, staged or TMA
+    stores), both A layouts."""
+    b = cp.empty((k, n), dtype=cp.float16)
+    off = dict(b_rows_off=hopper.b_rows_off([b]), b_rows_off_128=hopper.b_rows_off([b], 128))
+    assert off["b_rows_off_128"]
+    cfg = hopper.choose_config(m, n, k, kind, hopper.device_sms(), **off)
+    if cfg.cluster_m != 2:  # sized for 132 SMs (H200, H100 SXM)
+        pytest.skip(f"the heuristic picks no cluster here on {hopper.device_sms()} SMs: {cfg}")
+    assert cfg.policy == "static"
+    _check(m, n, k, kind, None, trans_a=trans_a, beta=beta, alpha=0.5, seed=m + n + k)
 
 
 @pytest.mark.gpu
