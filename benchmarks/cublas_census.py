@@ -108,7 +108,7 @@ def main(argv=None):
         configs = {"hopper": (pc.config, None)}
         if prior:
             with mock.patch.multiple(hopper, **prior):
-                prior_cfg = hopper.choose_config(m, n, k, args.dtype, sms, b_rows_off=hopper.b_rows_off([pc.b]))
+                prior_cfg = hopper.choose_config(m, n, k, args.dtype, sms, **hopper.b_rows_flags([pc.b]))
             if prior_cfg != pc.config:
                 configs["prior"] = (prior_cfg, None)
         for v in args.variant:

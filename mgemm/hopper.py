@@ -676,6 +676,12 @@ def b_rows_off(b_parts, boundary: int = 32) -> bool:
     return False
 
 
+def b_rows_flags(b_parts) -> dict[str, bool]:
+    """``choose_config``'s ``b_rows_off`` and ``b_rows_off_128`` for these B parts, as ``gemm_parts``
+    passes them when it picks the config."""
+    return {"b_rows_off": b_rows_off(b_parts), "b_rows_off_128": b_rows_off(b_parts, 128)}
+
+
 def _config_cost(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> float:
     """The wave-cost model's estimate for a cooperative config (``_cheapest_waves``' units): static
     (and every policy that does not split tiles) its waves times ``tile_n`` times ``WAVE_COST``;
@@ -1035,9 +1041,9 @@ def get_kernel(config: HopperConfig, device: int | None = None):
 
 @functools.lru_cache(maxsize=1024)
 def _choose_cached(m: int, n: int, k: int, dtype: str, sms: int, allow_tf32: bool,
-                   b_off: bool = False, b_off_128: bool = False) -> HopperConfig:
-    return choose_config(m, n, k, dtype, sms, allow_tf32=allow_tf32, b_rows_off=b_off,
-                         b_rows_off_128=b_off_128)
+                   b_rows_off: bool = False, b_rows_off_128: bool = False) -> HopperConfig:
+    return choose_config(m, n, k, dtype, sms, allow_tf32=allow_tf32, b_rows_off=b_rows_off,
+                         b_rows_off_128=b_rows_off_128)
 
 
 # --- TMA descriptors (the driver's cuTensorMapEncodeTiled, lazily) ---------------------------------
@@ -1349,8 +1355,7 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
     call = prepare_call(cp, a_parts[0], b_parts[0], c, out, beta=beta, config=config,
                         allow_tf32=allow_tf32, sms=sms, as_dtype=as_dtype, out_dtype=out_dtype,
                         input_kind=input_kind, outputs=OUTPUTS,
-                        choose=(functools.partial(_choose_cached, b_off=b_rows_off(b_parts),
-                                                  b_off_128=b_rows_off(b_parts, 128))
+                        choose=(functools.partial(_choose_cached, **b_rows_flags(b_parts))
                                 if config is None else _choose_cached),
                         writer="the Hopper kernel", k=k)
     kind, dev, sms, config, res_dtype, out = (call.kind, call.dev, call.sms, call.config,

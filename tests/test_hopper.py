@@ -576,6 +576,31 @@ def test_b_rows_off_128_byte_lines(shape, strides, ptr, off):
     assert hopper.b_rows_off([_FakeArray(shape, strides, ptr=ptr)], 128) is off
 
 
+@pytest.mark.parametrize("n,clusters", [(4104, True), (4112, True), (4160, False)])
+def test_gemm_parts_chooses_with_both_row_flags(n, clusters, monkeypatch):
+    """gemm_parts picks the config with B's row flags (off 32-byte sectors, off 128-byte lines):
+    the heuristic's choice for a contiguous 4096 x n B, through the chooser it hands prepare_call."""
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_prepare(cp, a, b, c, out, *, choose, **kw):
+        seen["config"] = choose(4096, n, 4096, "float16", 132, False)
+        raise Stop
+
+    monkeypatch.setattr(hopper, "prepare_call", fake_prepare)
+    monkeypatch.setattr(hopper, "_cupy", lambda: None)
+    a = _FakeArray((4096, 4096), (8192, 2))
+    b = _FakeArray((4096, n), (2 * n, 2))
+    a.ndim = b.ndim = 2
+    with pytest.raises(Stop):
+        hopper.gemm_parts([a], [b])
+    assert hopper.b_rows_flags([b]) == {"b_rows_off": n % 16 != 0, "b_rows_off_128": n % 64 != 0}
+    assert seen["config"] == hopper.choose_config(4096, n, 4096, "float16", 132, **hopper.b_rows_flags([b]))
+    assert (seen["config"].cluster_m == 2) is clusters
+
+
 def test_heuristic_few_stages_for_the_shortest_k():
     """The cooperative tiles on 4 stages where K has at most 4 64-wide steps (ahead of 6 at
     K = 256 on the H200, RESULTS.md thirteenth session); their usual stages from K = 257 on; the
