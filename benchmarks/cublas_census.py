@@ -15,7 +15,7 @@ without its last rule (``hopper.CHEAPEST_WIDTHS`` empty) where that differs; ``-
 option); ``--no-census`` skips the profiler.
 
     python3 benchmarks/cublas_census.py [--reps 10] [--dtype float16]
-        [--random N --seed S --waves 1,3 --k-log2 11,14]
+        [--random N --seed S --waves 1,3 --k-log2 11,14 [--off-rows]]
         [--variant LABEL:FIELDS ...] [--prior [NAME=LITERAL;...]] [--no-census] [MxNxK ...]
 """
 
@@ -43,18 +43,24 @@ CASES = ["896x2432x8192", "1024x2112x8192", "1408x1536x16384", "256x256x65536", 
 
 
 def random_cases(count: int, seed: int, waves: tuple[float, float] = (1, 3),
-                 k_log2: tuple[int, int] = (11, 14)) -> list[str]:
+                 k_log2: tuple[int, int] = (11, 14), off_rows: bool = False) -> list[str]:
     """Shapes whose 128x128 tiles run ``waves`` (from, to) waves of 132 SMs, M and N multiples of
     16 from 384, K a power of two from ``2**k_log2[0]`` to ``2**k_log2[1]``.  With the defaults, a seed
-    draws the shapes it drew before these options."""
+    draws the shapes it drew before these options.  ``off_rows``: N then lies 8 to 56 past a
+    multiple of 64 (a contiguous B's rows off 128-byte lines; half of them off 32-byte sectors too)
+    and K is any multiple of 8 in the same range."""
     rng = np.random.default_rng(seed)
     out = []
     top = 200 if waves[1] <= 3 else int((waves[1] * 132) ** 0.5 * 16)  # M, N up to `top` x 16
     while len(out) < count:
         m, n = (int(x) * 16 for x in rng.integers(24, top, size=2))
+        if off_rows:
+            n = n - n % 64 + 8 * int(rng.integers(1, 8))
         tiles = -(-m // 128) * -(-n // 128)
         if waves[0] * 132 <= tiles <= waves[1] * 132:
-            out.append(f"{m}x{n}x{int(2 ** rng.integers(k_log2[0], k_log2[1] + 1))}")
+            k = (int(rng.integers(2 ** k_log2[0] // 8, 2 ** k_log2[1] // 8 + 1)) * 8 if off_rows
+                 else int(2 ** rng.integers(k_log2[0], k_log2[1] + 1)))
+            out.append(f"{m}x{n}x{k}")
     return out
 
 
@@ -87,6 +93,8 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=20261201)
     p.add_argument("--waves", default="1,3", help="the random shapes' 128x128 waves: FROM,TO")
     p.add_argument("--k-log2", default="11,14", help="the random shapes' K: 2**FROM .. 2**TO")
+    p.add_argument("--off-rows", action="store_true",
+                   help="random shapes whose B rows are off 128 bytes (N = 64 j + 8..56, K any multiple of 8)")
     p.add_argument("--variant", action="append", default=[], help="label:field=value,... (repeatable)")
     p.add_argument("--no-census", action="store_true", help="time only; no profiler trace")
     p.add_argument("--prior", nargs="?", const="CHEAPEST_WIDTHS=()",
@@ -95,7 +103,7 @@ def main(argv=None):
     waves = tuple(float(x) for x in args.waves.split(","))
     k_log2 = tuple(int(x) for x in args.k_log2.split(","))
     cases = args.cases or ([] if args.random else CASES)
-    cases += random_cases(args.random, args.seed, waves, k_log2)
+    cases += random_cases(args.random, args.seed, waves, k_log2, args.off_rows)
     prior = {name: ast.literal_eval(value)
              for name, value in (kv.split("=", 1) for kv in (args.prior or "").split(";") if kv)}
     rng = np.random.default_rng(0)
