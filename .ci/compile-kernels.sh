@@ -207,6 +207,31 @@ cat "$out"/*.hreport
 if (( hstatus )); then echo "compile-kernels (hopper): FAILED"; exit 1; fi
 echo "compile-kernels: ${#hvariants[@]} Hopper variants (sm_90a) OK"
 
+# Their SASS, where nvdisasm is at hand (NVDISASM, or on PATH; .ci/run fetches the
+# nvidia-cuda-nvdisasm wheel): every Hopper kernel multiplies with HGMMA, and a 2-CTA cluster
+# kernel has GPU-scope memory barriers (MEMBAR.ALL.GPU) at its two cluster barriers only, setup and
+# exit, and L1 invalidations (CCTL.IVALL) there and at most once more (the TMA-store epilogue's
+# last wait): a stage release at cluster scope put a MEMBAR.ALL.GPU in front of every arrive, and
+# the producer's wait at cluster scope two more CCTL.IVALL.
+NVDISASM=${NVDISASM:-$(command -v nvdisasm || true)}
+if [[ -n $NVDISASM && -x $NVDISASM ]]; then
+  sass_bad=0 sass_n=0
+  for cubin in "$out"/hopper_*.cubin; do
+    sass=$("$NVDISASM" -c "$cubin") || { echo "nvdisasm failed on $cubin"; sass_bad=1; continue; }
+    name=$(basename "$cubin" .cubin) sass_n=$((sass_n + 1))
+    grep -q HGMMA <<<"$sass" || { echo "no HGMMA in $name"; sass_bad=1; }
+    if [[ $name == *CLUSTER_M_2* ]]; then
+      membar=$(grep -c "MEMBAR.ALL.GPU" <<<"$sass" || true) ivall=$(grep -c "CCTL.IVALL" <<<"$sass" || true)
+      echo "$name: MEMBAR.ALL.GPU x$membar, CCTL.IVALL x$ivall"
+      (( membar <= 2 && ivall <= 3 )) || { echo "memory barriers beyond the cluster barriers in $name"; sass_bad=1; }
+    fi
+  done
+  if (( sass_bad )); then echo "compile-kernels (hopper SASS): FAILED"; exit 1; fi
+  echo "compile-kernels: SASS of $sass_n Hopper variants: HGMMA in each; no memory barrier per stage in the cluster ones"
+else
+  echo "compile-kernels: nvdisasm not found: Hopper SASS check skipped"
+fi
+
 # The mma.sync ceiling microbenchmark (kernels/mma_peak.cu, benchmarks/mma_peak.py): float16 and
 # bfloat16, fragments in registers or through ldmatrix, for both archs; no spills.
 for bf16 in 0 1; do
