@@ -276,6 +276,9 @@ STATIC_GAIN = 0.95  # one static width gives way to another only at this share o
 # config: (tile_n, stages, cost of an SM's column of a 128-row tile relative to 128 wide), fitted to
 # 21 shapes (RESULTS.md, twenty-second session); () turns the rule off (choose_config)
 OFF_ROWS_CLUSTERS = ((128, 6, 1.0), (256, 4, 0.8))
+# ... where their waves cost at most this share of the config's: (rows also off 32-byte sectors,
+# rows on sectors); the former overload the L2 more (RESULTS.md, twentieth and twenty-second sessions)
+OFF_ROWS_CLUSTER_MARGIN = (1.2, 1.0)
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
 
@@ -655,7 +658,7 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
         cfg = _static_width(cfg, OFF_ROWS_WIDTH, dict(CHEAPEST_WIDTHS)[OFF_ROWS_WIDTH], k)
     if ((b_rows_off or b_rows_off_128) and not explicit and not shared
             and kind in ("float16", "bfloat16")):
-        cfg = _off_rows_clusters(cfg, m, n, k, sms)
+        cfg = _off_rows_clusters(cfg, m, n, k, sms, OFF_ROWS_CLUSTER_MARGIN[0 if b_rows_off else 1])
     return cfg
 
 
@@ -694,10 +697,11 @@ def _config_cost(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> float:
     return -(-tiles // sms) * per_column
 
 
-def _off_rows_clusters(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
+def _off_rows_clusters(cfg: HopperConfig, m: int, n: int, k: int, sms: int,
+                       margin: float = 1.0) -> HopperConfig:
     """``cfg``, or static 2-CTA clusters (``cluster_m=2``, B multicast) of the ``OFF_ROWS_CLUSTERS``
-    width whose waves of ``sms // 2`` clusters cost least, where that cost is at most
-    ``_config_cost(cfg)``.  Cooperative 128-row configs only (thin pingpong tiles keep theirs).
+    width whose waves of ``sms // 2`` clusters cost least, where that cost is at most ``margin``
+    times ``_config_cost(cfg)``.  Cooperative 128-row configs only (thin pingpong tiles keep theirs).
 
     >>> cfg = choose_config(4096, 4104, 4096, "float16", 132, b_rows_off=True)
     >>> cfg.cluster_m, cfg.tile_n, cfg.policy
@@ -716,7 +720,7 @@ def _off_rows_clusters(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> H
         return -(-(pairs * -(-n // width)) // slots) * width * per_column
 
     best, width, stages = min((cost(w, c), w, st) for w, st, c in OFF_ROWS_CLUSTERS)
-    if best > _config_cost(cfg, m, n, k, sms):
+    if best > margin * _config_cost(cfg, m, n, k, sms):
         return cfg
     return _static_width(cfg, width, stages, k).replace(cluster_m=2)
 
