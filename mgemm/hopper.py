@@ -599,6 +599,11 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     0.94 -> 0.86, 5056x1360x2224 0.96 -> 0.95); geomean over the 21 1.19x the heuristic before.
     Then on 16 shapes drawn after it, fp16 and bf16: it switched 8, ahead in 14 of 16 runs by
     0.11-0.29 (2784x6056x11536 0.72-0.75 -> 0.98-0.99), behind by 0.01 in two (2864x1200x9472).
+    Where B's rows are off 32-byte sectors too (``b_rows_off``), the clusters may cost up to
+    ``OFF_ROWS_CLUSTER_MARGIN[0]`` (1.2) times the config: such rows cost one CTA per tile more
+    (2640x2296x12344: 192 static 0.59, clusters 0.63-0.80); on 14 shapes drawn where only that
+    margin makes the difference, fp16 and bf16: ahead in 28 of 28 runs, geomean 0.61-0.62 ->
+    0.73-0.74 (5584x424x5208 0.62-0.63 -> 0.89, 1616x3640x9416 0.72-0.73 -> 0.91-0.95).
 
     >>> choose_config(8192, 8192, 8192, "bfloat16", 132).tile_n
     256

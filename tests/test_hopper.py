@@ -498,7 +498,8 @@ def test_heuristic_b_rows_off_128_bytes_take_wider_tiles(dtype, monkeypatch):
 def test_heuristic_b_rows_off_128_take_clusters(dtype, monkeypatch):
     """B read in place with rows off 128-byte lines: cooperative configs become static 2-CTA
     clusters of the OFF_ROWS_CLUSTERS width whose waves cost least, where that costs no more than
-    the config before (RESULTS.md, twenty-second session: the shapes it switched and kept)."""
+    OFF_ROWS_CLUSTER_MARGIN times the config before (RESULTS.md, twenty-second session: the shapes
+    it switched and kept)."""
     stages = {w: st for w, st, _ in hopper.OFF_ROWS_CLUSTERS}
 
     def pick(shape, **kw):
@@ -513,10 +514,19 @@ def test_heuristic_b_rows_off_128_take_clusters(dtype, monkeypatch):
         assert (cfg.cluster_m, cfg.tile_n, cfg.policy, cfg.pingpong) == (2, width, "static", False), shape
         assert cfg.stages == stages[width], shape
     assert pick((2736, 5304, 1376)).epilogue == "tma"  # short K keeps its TMA stores
-    kept = [(3216, 1440, 13480), (1072, 2528, 6280), (4464, 1232, 12240), (3000, 3000, 3000),
-            (1024, 3000, 8192)]
+    # rows on 32-byte sectors: clusters only where their waves cost no more than the config's
+    kept = [(3216, 1440, 13480), (1072, 2528, 6280), (4464, 1232, 12240), (5536, 944, 5304),
+            (1584, 7248, 4128)]
     for shape in kept:
         assert pick(shape).cluster_m == 1, shape
+    # rows off sectors too: up to OFF_ROWS_CLUSTER_MARGIN[0] times its cost
+    for shape, width in {(3000, 3000, 3000): 256, (1024, 3000, 8192): 256, (2640, 2296, 12344): 128,
+                         (3600, 1416, 8960): 128, (6656, 856, 12480): 128, (1552, 5208, 5496): 256}.items():
+        cfg = pick(shape)
+        assert (cfg.cluster_m, cfg.tile_n) == (2, width), shape
+        monkeypatch.setattr(hopper, "OFF_ROWS_CLUSTER_MARGIN", (1.0, 1.0))
+        assert pick(shape).cluster_m == 1, shape
+        monkeypatch.undo()
     # never with rows on 128 bytes, an explicit width, a shared GPU, the thin tile or tf32
     for shape in [(8192, 8192, 8192), (4096, 4096, 4096), (1408, 1536, 16384), (8192, 8192, 256),
                   (4096, 4104, 4096)]:
@@ -540,7 +550,8 @@ def test_heuristic_b_rows_off_128_take_clusters(dtype, monkeypatch):
             pairs = -(-(-(-m // 128)) // 2)
             waves = -(-(pairs * -(-n // cfg.tile_n)) // 66)
             per_column = {w: c for w, _, c in hopper.OFF_ROWS_CLUSTERS}[cfg.tile_n]
-            assert waves * cfg.tile_n * per_column <= hopper._config_cost(before, m, n, k, 132) + 1e-9
+            margin = hopper.OFF_ROWS_CLUSTER_MARGIN[0 if (n * 2) % 32 else 1]
+            assert waves * cfg.tile_n * per_column <= margin * hopper._config_cost(before, m, n, k, 132) + 1e-9
         else:
             assert cfg == before
     monkeypatch.setattr(hopper, "OFF_ROWS_CLUSTERS", ())
