@@ -274,7 +274,8 @@ STATIC_GAIN = 0.95  # one static width gives way to another only at this share o
 # 128)): 2-CTA clusters multicasting B (half of B's reads through the L2 that such rows overload),
 # static, of the width whose cluster waves cost least, where that costs no more than the heuristic's
 # config: (tile_n, stages, cost of an SM's column of a 128-row tile relative to 128 wide), fitted to
-# 21 shapes (RESULTS.md, twenty-second session); () turns the rule off (choose_config)
+# 21 shapes and checked on 16 drawn after (RESULTS.md, twenty-second session); () turns the rule
+# off (choose_config)
 OFF_ROWS_CLUSTERS = ((128, 6, 1.0), (256, 4, 0.8))
 # ... where their waves cost at most this share of the config's: (rows also off 32-byte sectors,
 # rows on sectors); the former overload the L2 more (RESULTS.md, twentieth and twenty-second sessions)
