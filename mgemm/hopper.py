@@ -785,10 +785,9 @@ def _cheapest_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hopp
         return -(-_tiles(m, n, width) // sms)
 
     if cfg.policy == "streamk" and cfg.sk_waves == 1:
-        even_share = _tiles(m, n, cfg.tile_n) * cfg.tile_n * WAVE_COST[cfg.tile_n] / sms
-        limit = even_share * SK_OVERHEAD[steps < FILL_MIN_K_STEPS]
+        limit = _config_cost(cfg, m, n, k, sms)
     elif cfg.policy == "static" and steps >= FILL_MIN_K_STEPS and waves(cfg.tile_n) <= FILL_WAVES[1]:
-        limit = STATIC_GAIN * waves(cfg.tile_n) * cfg.tile_n * WAVE_COST[cfg.tile_n]
+        limit = STATIC_GAIN * _config_cost(cfg, m, n, k, sms)
     else:
         return cfg
     cost, width, stages = min((waves(w) * w * WAVE_COST[w], w, st) for w, st in CHEAPEST_WIDTHS)
