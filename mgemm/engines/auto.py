@@ -54,7 +54,8 @@ def choose(a_parts: Sequence[Any], b_parts: Sequence[Any], out_dtype: Any = None
     read rows off them at a fraction of the speed, and the parts are not copied); else
     ``"cublas"``.  On an H200 (engine calls, float16, benchmarks/RESULTS.md, twentieth session)
     blocks of two to four such parts ran 1.07-1.11x cuBLAS, and with rows off 128 bytes (K or N
-    of 4104, 5000, 3000, 8200) 0.73-0.91x, bar one (6000: 1.07x)."""
+    of 4104, 5000, 3000, 8200) 0.73-0.91x, bar one (6000: 1.07x); with the Hopper kernel's 2-CTA
+    clusters on such rows (twenty-second session) 0.78-1.07x, still mixed."""
     parts = [(a, b) for a, b in zip(a_parts, b_parts) if a.shape[1]]
     if not parts:
         return "cublas"
