@@ -41,10 +41,16 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--extra", type=int, default=0, help="elements added to every padded row")
+    ap.add_argument("--b-col", action="store_true",
+                    help="B column-major (K-major, its rows of K off 128 bytes where K is off 64 "
+                         "elements): the heuristic's config beside static 2-CTA clusters 128 and "
+                         "256 wide, all read in place")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {args.dtype}; GPU time, "
           f"median of {args.reps}, in turns", flush=True)
+    if args.b_col:
+        return b_col_clusters(args, rng)
     for spec in args.cases:
         pc = h.probe_case(f"{spec}:{args.dtype}", rng)
         m, n, k = pc.case.m, pc.case.n, pc.case.k
@@ -67,6 +73,35 @@ def main(argv=None) -> int:
         cells = " ".join(f"{name} {flops / t / 1e9:6.1f}" for name, t in ms.items())
         ratios = " ".join(f"{name} {ms['cuBLAS'] / ms[name]:.2f}" for name in (*anchors[1:], *ops))
         print(f"  {spec:>16} TFLOP/s {cells} | x cuBLAS {ratios} | {pc.config}", flush=True)
+    return 0
+
+
+def b_col_clusters(args, rng) -> int:
+    """``--b-col``: B held column-major, read in place by the heuristic's config (which takes no
+    clusters for a K-major B) and by static 2-CTA clusters of 128 and 256 columns."""
+    sms = hopper.device_sms()
+    for spec in args.cases:
+        pc = h.probe_case(f"{spec}:{args.dtype}", rng)
+        m, n, k = pc.case.m, pc.case.n, pc.case.k
+        b = cp.ascontiguousarray(pc.b.T).T  # the same values, K contiguous
+        heur = hopper.choose_config(m, n, k, args.dtype, sms, **hopper.b_rows_flags([b]))
+        cfgs = {"heuristic": heur}
+        for width, stages in ((128, 6), (256, 4)):
+            base = hopper.HopperConfig(input=heur.input, output=heur.output, epilogue=heur.epilogue)
+            cfgs[f"c{width}"] = hopper._static_width(base, width, stages, k).replace(cluster_m=2)
+        outs = {name: pc.poisoned() for name in ("cuBLAS", *cfgs)}
+        fns = {"cuBLAS": h.cublas_fn(pc.a, b, args.dtype, outs["cuBLAS"])}
+        for name, cfg in cfgs.items():
+            fns[name] = (lambda cfg=cfg, out=outs[name]:
+                         hopper.gemm(pc.a, b, out=out, config=cfg, as_dtype=pc.as_dtype))
+        for fn in fns.values():
+            fn()
+        cp.cuda.Device().synchronize()
+        pc.check_rows(outs)
+        ms = h.timed_interleaved(fns, args.reps)
+        ratios = " ".join(f"{name} {ms['cuBLAS'] / ms[name]:.2f}" for name in cfgs)
+        print(f"  {spec:>16} B col-major: cuBLAS {2.0 * m * n * k / ms['cuBLAS'] / 1e9:6.1f} TFLOP/s | "
+              f"x cuBLAS {ratios} | {heur}", flush=True)
     return 0
 
 
