@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import h  # noqa: E402  (benchmarks/kernels.py; puts the repository on sys.path)
@@ -43,8 +44,8 @@ def main(argv=None) -> int:
     ap.add_argument("--extra", type=int, default=0, help="elements added to every padded row")
     ap.add_argument("--b-col", action="store_true",
                     help="B column-major (K-major, its rows of K off 128 bytes where K is off 64 "
-                         "elements): the heuristic's config beside static 2-CTA clusters 128 and "
-                         "256 wide, all read in place")
+                         "elements): the heuristic's config, the same without clusters, and static "
+                         "2-CTA clusters 128 and 256 wide, all read in place")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {args.dtype}; GPU time, "
@@ -77,15 +78,18 @@ def main(argv=None) -> int:
 
 
 def b_col_clusters(args, rng) -> int:
-    """``--b-col``: B held column-major, read in place by the heuristic's config (which takes no
-    clusters for a K-major B) and by static 2-CTA clusters of 128 and 256 columns."""
+    """``--b-col``: B held column-major, read in place by the heuristic's config, by the
+    heuristic's config without its clusters (``OFF_ROWS_CLUSTERS`` empty) and by static 2-CTA
+    clusters of 128 and 256 columns."""
     sms = hopper.device_sms()
     for spec in args.cases:
         pc = h.probe_case(f"{spec}:{args.dtype}", rng)
         m, n, k = pc.case.m, pc.case.n, pc.case.k
         b = cp.ascontiguousarray(pc.b.T).T  # the same values, K contiguous
         heur = hopper.choose_config(m, n, k, args.dtype, sms, **hopper.b_rows_flags([b]))
-        cfgs = {"heuristic": heur}
+        with mock.patch.object(hopper, "OFF_ROWS_CLUSTERS", ()):
+            prior = hopper.choose_config(m, n, k, args.dtype, sms, **hopper.b_rows_flags([b]))
+        cfgs = {"heuristic": heur, "no clusters": prior}
         for width, stages in ((128, 6), (256, 4)):
             base = hopper.HopperConfig(input=heur.input, output=heur.output, epilogue=heur.epilogue)
             cfgs[f"c{width}"] = hopper._static_width(base, width, stages, k).replace(cluster_m=2)

@@ -669,21 +669,38 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
 
 
 def b_rows_off(b_parts, boundary: int = 32) -> bool:
-    """Whether the Hopper kernel would read a 16-bit B (K_p × N parts) row-major in place with rows
-    that do not all start on ``boundary``-byte boundaries (32: sectors; 128: lines): a row stride
-    or start off ``boundary`` bytes, but on 16 (off 16 it is copied into padded rows, see
-    ``_operand``), e.g. a contiguous B whose N is an odd multiple of 8 (both) or 16 (128 only).
-    Shapes and strides only."""
+    """Whether the Hopper kernel would read a 16-bit B (K_p × N parts) in place with rows that do
+    not all start on ``boundary``-byte boundaries (32: sectors; 128: lines): the rows of N of a
+    row-major B (MN-major) or the rows of K of a column-major one (K-major B^T), as ``_operand``
+    lays them out; a row stride or start off ``boundary`` bytes, but on 16 (off 16 the operand is
+    copied into padded rows), e.g. a contiguous row-major B whose N is an odd multiple of 8 (both
+    boundaries) or 16 (128 only), or a column-major one whose K is.  Shapes and strides only."""
     for b in b_parts:
         item = b.itemsize
-        if item != 2 or b.shape[0] < 1 or b.shape[1] < 2 or b.strides[1] != item:
+        if item != 2 or b.shape[0] < 1 or b.shape[1] < 1:
             return False
-        ptr, ld = b.data.ptr, b.strides[0]
-        if ptr % 16 or ld % 16 or ld < 0:
+        read = _in_place_rows(b.shape[1], b.shape[0], b.strides[1], b.strides[0], b.data.ptr, item)
+        if read is None:
             return False  # copied
-        if ptr % boundary or (b.shape[0] > 1 and ld % boundary):
+        ld, rows = read
+        if b.data.ptr % boundary or (rows > 1 and ld % boundary):
             return True
     return False
+
+
+def _in_place_rows(outer: int, k: int, s_o: int, s_k: int, ptr: int, item: int) -> tuple[int, int] | None:
+    """``(row stride in bytes, rows)`` of the layout ``_operand`` reads an operand in place with
+    (``outer`` × ``k`` = (M or N) × K, strides in bytes, start ``ptr``), or None where it copies
+    it: K-major first, then MN-major."""
+    if ptr % 16:
+        return None
+    if s_k == item or k == 1:
+        if outer == 1 or (s_o >= k * item and s_o % 16 == 0):
+            return s_o, outer
+    if s_o == item or outer == 1:
+        if k == 1 or (s_k >= outer * item and s_k % 16 == 0):
+            return s_k, k
+    return None
 
 
 def b_rows_flags(b_parts) -> dict[str, bool]:

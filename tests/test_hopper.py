@@ -565,7 +565,10 @@ def test_heuristic_b_rows_off_128_take_clusters(dtype, monkeypatch):
     ((4096, 4160), (8320, 2), 0x10010, True),   # ... starting 16 bytes in
     ((4096, 4103), (8206, 2), 0x10000, False),  # rows off 16 bytes: copied into padded rows
     ((4096, 4160), (8320, 2), 0x10002, False),  # start off 16 bytes: copied
-    ((4104, 4096), (2, 8208), 0x10000, False),  # column-major B: not this rule's case
+    ((4104, 4096), (2, 8208), 0x10000, True),   # column-major B: its rows of K 8208 bytes apart
+    ((4096, 4096), (2, 8192), 0x10000, False),  # ... 8192 apart
+    ((4104, 4096), (2, 8206), 0x10000, False),  # ... off 16 bytes: copied
+    ((4104, 4096), (16, 65664), 0x10000, False),  # neither layout contiguous: copied
     ((1, 4104), (8208, 2), 0x10000, False),     # one row: its stride is never used
     ((1, 4104), (8208, 2), 0x10040, False),
     ((1, 4104), (8208, 2), 0x10030, True),
@@ -580,7 +583,8 @@ def test_b_rows_off(shape, strides, ptr, off):
     ((4096, 4160), (8320, 2), 0x10000, False),  # on 128
     ((4096, 4160), (8320, 2), 0x10040, True),   # starting 64 bytes in
     ((4096, 4103), (8206, 2), 0x10000, False),  # copied into padded rows
-    ((4104, 4096), (2, 8208), 0x10000, False),  # column-major B
+    ((4104, 4096), (2, 8208), 0x10000, True),   # column-major B, rows of K off 128
+    ((4136, 4096), (2, 8320), 0x10000, False),  # column-major B, rows of K on 128
     ((1, 4104), (8208, 2), 0x10080, False),     # one row, on 128
 ])
 def test_b_rows_off_128_byte_lines(shape, strides, ptr, off):
@@ -906,6 +910,27 @@ def test_operand_layout_choice(shape, strides, mn_ok, expect, transposed, transp
         rows, cols = (shape[0], shape[1]) if k_major else (shape[1], shape[0])
         src_pitch = strides[0] if k_major else strides[1]
         assert _PITCHED[0] == (arr.data.ptr, ld * 2, x.data.ptr, src_pitch, cols * 2, rows)
+
+
+def test_in_place_rows_follow_operand(transposes):
+    """b_rows_off's view of a layout (``_in_place_rows``) is ``_operand``'s: the same operands
+    read in place, with the same row stride, over strides and starts drawn at random."""
+    rng = np.random.default_rng(3)
+    for _ in range(2000):
+        outer, k = (int(v) for v in rng.choice([1, 2, 7, 64, 300], 2))
+        s_o, s_k = (int(v) for v in rng.choice([2, 4, 16, 602, 608, 1020, 1024, 8208, 8320], 2))
+        ptr = 0x10000 + int(rng.choice([0, 2, 16, 32, 64]))
+        x = _FakeArray((outer, k), (s_o, s_k), ptr=ptr)
+        _PITCHED.clear()
+        arr, k_major, ld = hopper._operand(_FakeCupy, x, 8, True)
+        got = hopper._in_place_rows(outer, k, s_o, s_k, ptr, 2)
+        if arr is not x:
+            assert got is None, (x.shape, x.strides, ptr)
+        else:
+            rows = outer if k_major else k
+            assert got is not None and got[1] == rows, (x.shape, x.strides, ptr)
+            if rows > 1:
+                assert got[0] == 2 * ld, (x.shape, x.strides, ptr)
 
 
 def test_operand_misaligned_pointer_is_copied(transposes):
