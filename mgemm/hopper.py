@@ -577,8 +577,8 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     cooperative tile takes ``FEW_STAGES_K[1]`` stages: 2.5-7 % ahead of 6 at K = 256 (16384²,
     8192², 4096² outputs, same session), level at K = 512 and 1024.
 
-    ``b_rows_off``: B is row-major and read in place with rows that do not start on 32-byte
-    sectors (``b_rows_off``, the function): TMA's boxes then straddle 128-byte lines and sectors,
+    ``b_rows_off``: B is read in place with rows that do not start on 32-byte sectors
+    (``b_rows_off``, the function; measured with B row-major): TMA's boxes then straddle 128-byte lines and sectors,
     and the L2 does 1.6-2.5x the work (RESULTS.md, twentieth session).  Float16 and bfloat16
     static 128 x 128 tiles over two waves or more take 128 x ``OFF_ROWS_WIDTH`` tiles then, which
     read fewer bytes of B per FLOP (fp16: 4096x4104x4096 0.70 -> 0.74 of cuBLAS, 8192x4104x4096
@@ -589,8 +589,9 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     -> 0.83), so those keep their tile.  (Where they cost no more, the clusters below then
     replace both.)
 
-    ``b_rows_off_128``: B is row-major and read in place with rows that do not start on 128-byte
-    lines (``b_rows_off(b_parts, 128)``; implied by ``b_rows_off``).  Last, float16 and bfloat16
+    ``b_rows_off_128``: B is read in place with rows that do not start on 128-byte lines (the
+    rows of N of a row-major B, or of K of a column-major one: ``b_rows_off(b_parts, 128)``;
+    implied by ``b_rows_off``).  Last, float16 and bfloat16
     cooperative configs become 2-CTA clusters that multicast B, static, 128 or 256 wide, where
     their cluster waves cost no more than the config chosen so far (``OFF_ROWS_CLUSTERS``,
     ``_off_rows_clusters``): the L2 those rows overload reads half of B.  On the H200 (RESULTS.md,
@@ -604,7 +605,9 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     ``OFF_ROWS_CLUSTER_MARGIN[0]`` (1.2) times the config: such rows cost one CTA per tile more
     (2640x2296x12344: 192 static 0.59, clusters 0.63-0.80); on 14 shapes drawn where only that
     margin makes the difference, fp16 and bf16: ahead in 28 of 28 runs, geomean 0.61-0.62 ->
-    0.73-0.74 (5584x424x5208 0.62-0.63 -> 0.89, 1616x3640x9416 0.72-0.73 -> 0.91-0.95).
+    0.73-0.74 (5584x424x5208 0.62-0.63 -> 0.89, 1616x3640x9416 0.72-0.73 -> 0.91-0.95).  A
+    column-major B whose K is off 64 elements is read the same way: on ten shapes drawn, fp16, the
+    rule switched nine, ahead on all nine, geomean 0.67 -> 0.86 (5952x2768x7896 0.67 -> 0.97).
 
     >>> choose_config(8192, 8192, 8192, "bfloat16", 132).tile_n
     256
