@@ -678,17 +678,33 @@ def b_rows_off(b_parts, boundary: int = 32) -> bool:
     lays them out; a row stride or start off ``boundary`` bytes, but on 16 (off 16 the operand is
     copied into padded rows), e.g. a contiguous row-major B whose N is an odd multiple of 8 (both
     boundaries) or 16 (128 only), or a column-major one whose K is.  Shapes and strides only."""
+    return _rows_off(b_parts, (boundary,))[0]
+
+
+def b_rows_flags(b_parts) -> dict[str, bool]:
+    """``choose_config``'s ``b_rows_off`` and ``b_rows_off_128`` for these B parts, as ``gemm_parts``
+    passes them when it picks the config (one pass over the parts)."""
+    off_32, off_128 = _rows_off(b_parts, (32, 128))
+    return {"b_rows_off": off_32, "b_rows_off_128": off_128}
+
+
+def _rows_off(b_parts, boundaries: tuple[int, ...]) -> list[bool]:
+    """``b_rows_off(b_parts, b)`` for each ``b`` of ``boundaries``: each True from the first part
+    read in place with rows off it, unless a part before that one is not 16-bit or is copied."""
+    off = [False] * len(boundaries)
     for b in b_parts:
         item = b.itemsize
         if item != 2 or b.shape[0] < 1 or b.shape[1] < 1:
-            return False
+            return off
         read = _in_place_rows(b.shape[1], b.shape[0], b.strides[1], b.strides[0], b.data.ptr, item)
         if read is None:
-            return False  # copied
+            return off  # copied
         ld, rows = read
-        if b.data.ptr % boundary or (rows > 1 and ld % boundary):
-            return True
-    return False
+        for i, boundary in enumerate(boundaries):
+            off[i] = off[i] or bool(b.data.ptr % boundary or (rows > 1 and ld % boundary))
+        if all(off):
+            break
+    return off
 
 
 def _in_place_rows(outer: int, k: int, s_o: int, s_k: int, ptr: int, item: int) -> tuple[int, int] | None:
@@ -704,12 +720,6 @@ def _in_place_rows(outer: int, k: int, s_o: int, s_k: int, ptr: int, item: int) 
         if k == 1 or (s_k >= outer * item and s_k % 16 == 0):
             return s_k, k
     return None
-
-
-def b_rows_flags(b_parts) -> dict[str, bool]:
-    """``choose_config``'s ``b_rows_off`` and ``b_rows_off_128`` for these B parts, as ``gemm_parts``
-    passes them when it picks the config."""
-    return {"b_rows_off": b_rows_off(b_parts), "b_rows_off_128": b_rows_off(b_parts, 128)}
 
 
 def _config_cost(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> float:
