@@ -699,7 +699,7 @@ def _rows_off(b_parts, boundaries: tuple[int, ...]) -> list[bool]:
         read = _in_place_rows(b.shape[1], b.shape[0], b.strides[1], b.strides[0], b.data.ptr, item)
         if read is None:
             return off  # copied
-        ld, rows = read
+        _, ld, rows = read
         for i, boundary in enumerate(boundaries):
             off[i] = off[i] or bool(b.data.ptr % boundary or (rows > 1 and ld % boundary))
         if all(off):
@@ -707,18 +707,20 @@ def _rows_off(b_parts, boundaries: tuple[int, ...]) -> list[bool]:
     return off
 
 
-def _in_place_rows(outer: int, k: int, s_o: int, s_k: int, ptr: int, item: int) -> tuple[int, int] | None:
-    """``(row stride in bytes, rows)`` of the layout ``_operand`` reads an operand in place with
-    (``outer`` × ``k`` = (M or N) × K, strides in bytes, start ``ptr``), or None where it copies
-    it: K-major first, then MN-major."""
-    if ptr % 16:
+def _in_place_rows(outer: int, k: int, s_o: int, s_k: int, ptr: int, item: int, granule: int = 16,
+                   mn_ok: bool = True) -> tuple[bool, int, int] | None:
+    """``(k_major, row stride in bytes, rows)`` of the layout the kernel reads an operand in place
+    with (``outer`` × ``k`` = (M or N) × K, strides in bytes, start ``ptr``), or None where it has
+    to be copied: K-major (rows of contiguous K) first, then, where ``mn_ok``, MN-major (rows of
+    contiguous M or N, one per k).  Both need a ``granule``-aligned start and row stride, rows that
+    do not overlap and a non-negative stride; a single row's stride is never used."""
+    if ptr % granule:
         return None
-    if s_k == item or k == 1:
-        if outer == 1 or (s_o >= k * item and s_o % 16 == 0):
-            return s_o, outer
-    if s_o == item or outer == 1:
-        if k == 1 or (s_k >= outer * item and s_k % 16 == 0):
-            return s_k, k
+    if (s_k == item or k == 1) and s_o >= 0 and (outer == 1 or (s_o >= k * item and s_o % granule == 0)):
+        return True, s_o, outer
+    if (mn_ok and (s_o == item or outer == 1) and s_k >= 0
+            and (k == 1 or (s_k >= outer * item and s_k % granule == 0))):
+        return False, s_k, k
     return None
 
 
@@ -1252,19 +1254,15 @@ def _operand(cp, x, align: int, mn_ok: bool):
     outer, k = x.shape
     item = x.itemsize
     s_o, s_k = x.strides
-    aligned = x.data.ptr % 16 == 0
+    read = _in_place_rows(outer, k, s_o, s_k, x.data.ptr, item, align * item, mn_ok)
+    if read is not None:
+        k_major, stride, rows = read
+        width = k if k_major else outer  # a single row's ld: the width rounded up
+        return x, k_major, stride // item if rows > 1 else -(-width // align) * align
     row = 128 // item  # elements per 128 bytes
-    if s_k == item or k == 1:
-        ld = s_o // item if outer > 1 else -(-k // align) * align
-        if ld >= k and ld % align == 0 and s_o >= 0 and aligned:
-            return x, True, ld
-    if mn_ok and (s_o == item or outer == 1):
-        ld = s_k // item if k > 1 else -(-outer // align) * align
-        if ld >= outer and ld % align == 0 and s_k >= 0 and aligned:
-            return x, False, ld
-        if s_o == item and s_k != item:  # contiguous along M or N: a copy that keeps the layout
-            buf = _padded_copy(cp, x.T, row)
-            return buf, False, buf.shape[1]
+    if mn_ok and s_o == item and s_k != item:  # contiguous along M or N: a copy that keeps the layout
+        buf = _padded_copy(cp, x.T, row)
+        return buf, False, buf.shape[1]
     buf = _padded_copy(cp, x, row)
     return buf, True, buf.shape[1]
 

@@ -918,7 +918,7 @@ def test_in_place_rows_follow_operand(transposes):
     rng = np.random.default_rng(3)
     for _ in range(2000):
         outer, k = (int(v) for v in rng.choice([1, 2, 7, 64, 300], 2))
-        s_o, s_k = (int(v) for v in rng.choice([2, 4, 16, 602, 608, 1020, 1024, 8208, 8320], 2))
+        s_o, s_k = (int(v) for v in rng.choice([-2, 2, 4, 16, 602, 608, 1020, 1024, 8208, 8320], 2))
         ptr = 0x10000 + int(rng.choice([0, 2, 16, 32, 64]))
         x = _FakeArray((outer, k), (s_o, s_k), ptr=ptr)
         _PITCHED.clear()
@@ -928,9 +928,9 @@ def test_in_place_rows_follow_operand(transposes):
             assert got is None, (x.shape, x.strides, ptr)
         else:
             rows = outer if k_major else k
-            assert got is not None and got[1] == rows, (x.shape, x.strides, ptr)
+            assert got is not None and got[0] == k_major and got[2] == rows, (x.shape, x.strides, ptr)
             if rows > 1:
-                assert got[0] == 2 * ld, (x.shape, x.strides, ptr)
+                assert got[1] == 2 * ld, (x.shape, x.strides, ptr)
 
 
 def test_operand_misaligned_pointer_is_copied(transposes):
