@@ -752,7 +752,7 @@ def _off_rows_clusters(cfg: HopperConfig, m: int, n: int, k: int, sms: int,
     if not OFF_ROWS_CLUSTERS or cfg.pingpong or cfg.tile_m != TILE_M or sms < 2:
         return cfg
     slots = sms // 2
-    pairs = -(-(-(-m // TILE_M)) // 2)
+    pairs = -(-_tiles(m, 1, 1) // 2)  # pairs of tile rows, one cluster per pair and column
 
     def cost(width: int, per_column: float) -> float:
         return -(-(pairs * -(-n // width)) // slots) * width * per_column
@@ -1552,7 +1552,6 @@ def param_layout(config: HopperConfig) -> tuple[str, tuple[int, ...]]:
         offsets.append(pos + pad)
         pos += pad + size
     return fmt, tuple(offsets)
-
 
 
 def _driver_launch():
