@@ -127,10 +127,7 @@ def main(argv=None):
         for name, (cfg, sms_cap) in configs.items():
             fns[name] = (lambda cfg=cfg, sms_cap=sms_cap, out=outs[name]:
                          hopper.gemm(pc.a, pc.b, out=out, config=cfg, sms=sms_cap, as_dtype=pc.as_dtype))
-        for fn in fns.values():
-            fn()
-        cp.cuda.Device().synchronize()
-        pc.check_rows(outs)
+        pc.run_checked(fns, outs)
         for kern in [] if args.no_census else cublas_kernels(fns["cuBLAS"]):
             a = kern.get("args", {})
             print(f"  {spec:>16} cuBLAS-kernel {kern['name'][:90]} grid={a.get('grid')} "

@@ -209,6 +209,13 @@ class ProbeCase:
                 failed.append(name)
         return failed
 
+    def run_checked(self, fns: dict, outs: dict) -> list[str]:
+        """Each of ``fns`` run once (each writes its ``outs`` buffer), then ``check_rows``."""
+        for fn in fns.values():
+            fn()
+        cp.cuda.Device().synchronize()
+        return self.check_rows(outs)
+
 
 def probe_case(spec: str, rng) -> ProbeCase:
     from mgemm import hopper  # noqa: PLC0415  (the portable harness does not need it)

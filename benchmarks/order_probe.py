@@ -56,10 +56,7 @@ def main(argv=None):
                 c = p24 if "p24" in name else cfg
                 fns[name] = (lambda c=c, out=out:
                              hopper.gemm(pc.a, pc.b, out=out, config=c, as_dtype=pc.as_dtype))
-        for fn in fns.values():
-            fn()
-        cp.cuda.Device().synchronize()
-        pc.check_rows(outs)  # sampled rows against float64
+        pc.run_checked(fns, outs)  # sampled rows against float64
         ms = h.timed_interleaved(fns, args.reps)
         flops = 2.0 * m * n * k
         for name, t in ms.items():

@@ -65,10 +65,7 @@ def main(argv=None) -> int:
         for name, (a, b) in ops.items():
             fns[name] = (lambda a=a, b=b, out=outs[name]:
                          hopper.gemm(a, b, out=out, config=pc.config, as_dtype=pc.as_dtype))
-        for fn in fns.values():
-            fn()
-        cp.cuda.Device().synchronize()
-        pc.check_rows(outs)
+        pc.run_checked(fns, outs)
         ms = h.timed_interleaved(fns, args.reps)
         flops = 2.0 * m * n * k
         cells = " ".join(f"{name} {flops / t / 1e9:6.1f}" for name, t in ms.items())
@@ -98,10 +95,7 @@ def b_col_clusters(args, rng) -> int:
         for name, cfg in cfgs.items():
             fns[name] = (lambda cfg=cfg, out=outs[name]:
                          hopper.gemm(pc.a, b, out=out, config=cfg, as_dtype=pc.as_dtype))
-        for fn in fns.values():
-            fn()
-        cp.cuda.Device().synchronize()
-        pc.check_rows(outs)
+        pc.run_checked(fns, outs)
         ms = h.timed_interleaved(fns, args.reps)
         ratios = " ".join(f"{name} {ms['cuBLAS'] / ms[name]:.2f}" for name in cfgs)
         print(f"  {spec:>16} B col-major: cuBLAS {2.0 * m * n * k / ms['cuBLAS'] / 1e9:6.1f} TFLOP/s | "
