@@ -138,15 +138,6 @@
 // with bfloat16 pieces (mgemm/emulate.py), at the cost of waiting for the wgmmas once per window.
 #define MGEMM_PROMOTE 0
 #endif
-#ifndef MGEMM_B_LDGSTS
-// 0: B's stage comes in TMA boxes.  1 (16-bit B, MN-major, one CTA per tile, not dynamic): every
-// producer thread copies 16-byte pieces of B's rows with cp.async (LDGSTS) into the same swizzled
-// layout, and the stage's "full" barrier counts their arrivals (cp.async.mbarrier.arrive.noinc).
-// A row of N whose start is off 128 bytes makes every 128-byte TMA box row straddle two lines;
-// a warp's pieces cover 512 contiguous bytes of one row (256-wide tiles) and touch one line more.
-// Ignored with a K-major B.
-#define MGEMM_B_LDGSTS 0
-#endif
 #ifndef MGEMM_CLUSTER_M
 // 1: one CTA per tile; 2: clusters of two CTAs on vertically adjacent tiles that multicast B
 // (static or per_tile, cooperative consumers, TILE_N 128 or 256)
@@ -168,7 +159,6 @@ struct Config {
   static constexpr bool kRecord = MGEMM_RECORD;
   static constexpr bool kTimeline = MGEMM_TIMELINE;
   static constexpr bool kAKMajor = MGEMM_A_K_MAJOR, kBKMajor = MGEMM_B_K_MAJOR;
-  static constexpr bool kBLdgsts = MGEMM_B_LDGSTS && !kBKMajor;  // B's rows through cp.async
   static constexpr bool kPairEpilogue = MGEMM_EPILOGUE != MGEMM_EPILOGUE_DIRECT;  // STAGED falls back to it
   // STAGED and TMA both stage the output through shared memory; TMA stores it with bulk stores
   static constexpr bool kTmaStore = MGEMM_EPILOGUE == MGEMM_EPILOGUE_TMA;
@@ -203,10 +193,7 @@ struct Config {
   static constexpr int kABytes = kTileM * 128, kBBytes = kBRows * 128;
   static constexpr int kStageBytes = kABytes + kBBytes;
   // the bytes the TMA loads of one stage write (its "full" barrier's transaction count)
-  // (with B_LDGSTS only A's: B's pieces arrive through the producer threads' cp.async arrivals)
-  static constexpr int kStageLoadBytes = kABytes + (kBLdgsts ? 0 : (kBKMajor ? kTileN : kBRows) * 128);
-  // arrivals that fill a stage: the producer's, and with B_LDGSTS every producer thread's cp.async
-  static constexpr int kFullArrivals = 1 + (kBLdgsts ? 128 : 0);
+  static constexpr int kStageLoadBytes = kABytes + (kBKMajor ? kTileN : kBRows) * 128;
   static constexpr int kBPartBytes = kBBytes / kClusterM;  // the part of B one CTA loads and multicasts
   static constexpr int kSharedBytes = 512;           // barriers and unit slots, after the ring
   // STAGED epilogue: per consumer warpgroup 64 rows of kOutCols output columns (256 bytes; the whole
@@ -245,8 +232,6 @@ struct Config {
   static_assert(sizeof(In) != 2 || kMnBoxBytes == kTileK * 128, "an MN-major box is BK rows of 128 bytes");
   static_assert(kSmemBytes <= 232448, "more than the 227 KB of shared memory a block may have");
   static_assert(kClusterM == 1 || kClusterM == 2, "CLUSTER_M: 1 or 2");
-  static_assert(!kBLdgsts || (sizeof(In) == 2 && kClusterM == 1 && MGEMM_POLICY != MGEMM_POLICY_DYNAMIC),
-                "B_LDGSTS: 16-bit inputs, one CTA per tile, a policy every producer thread walks alike");
   static_assert(kKParts >= 1 && kKParts <= 8, "K_PARTS: 1 to 8 (two descriptors each in the kernel parameters)");
   static_assert(!kSpreadFixUp || !kPingpong, "SK_REDUCE SPREAD: cooperative consumers (other policies split no tile)");
   static_assert(!kStagedEpilogue || (kOutPitch % 32 == 0 && kOutPitch >= 128),
@@ -273,14 +258,6 @@ struct TmaParts {
 };
 struct PartEnds {
   int end[Config::kKParts];
-};
-// B_LDGSTS: each K part's B as the cp.async copies address it: the element (k, n) of part p lies at
-// ptr[p] + k * ld[p] + 2 n (ld in bytes), k < k[p], n < n.
-struct BRows {
-  const unsigned char* ptr[Config::kKParts];
-  long long ld[Config::kKParts];
-  int k[Config::kKParts];
-  int n;
 };
 
 // The part holding k-iteration kt and the K coordinate of kt within it.
@@ -434,85 +411,29 @@ __device__ __forceinline__ void record_unit(int* record, const WorkUnit& w) {
 
 // --- producer -------------------------------------------------------------------------------------
 
-// B_LDGSTS: this producer thread's share of B's stage: rows k0 .. k0 + BK of part `part`, columns
-// n0 .. n0 + kBRows, as 16-byte pieces in the TMA's layout (box j = columns 64 j .. 64 j + 63, row r
-// of a box at r x 128 bytes, piece c of a row at (c ^ (r % 8)) x 16: the 128-byte swizzle).  Piece
-// i of the stage is row i / (kBRows / 8), so consecutive threads read consecutive 16 bytes of a
-// row.  Rows past the part's K and columns past N are zero-filled (a piece that N cuts copies its
-// first bytes only).  Then one arrival on `full` once this thread's copies have landed.
-__device__ __forceinline__ void load_b_rows(unsigned char* b, const BRows& br, int part, int k0, int n0,
-                                            unsigned long long* full) {
-  constexpr int kPerRow = Config::kBRows / 8, kPieces = Config::kTileK * kPerRow;
-  static_assert(kPieces % 128 == 0, "B_LDGSTS: whole rounds of the producer warpgroup");
-  const unsigned char* base = br.ptr[part];
-  const long long ld = br.ld[part];
-  const int rows = br.k[part] - k0, n = br.n;
-  const unsigned sb = smem_addr(b);
-  if constexpr (128 % kPerRow == 0) {
-    // A thread keeps its piece of the row (q) and steps kStep rows a round: the column, its bytes
-    // and the source's stride are fixed, and the unrolled rounds are independent copies.
-    constexpr int kStep = 128 / kPerRow;
-    const int q = threadIdx.x % kPerRow, r0 = threadIdx.x / kPerRow;
-    const int col = n0 + 8 * q, left = n - col;
-    const int piece = left >= 8 ? 16 : left > 0 ? 2 * left : 0;
-    // (a copy of 0 bytes reads nothing: its source may lie past the part)
-    const unsigned char* src = base + (long long)(k0 + r0) * ld + 2LL * col;
-    const long long stride = kStep * ld;
-    const unsigned dst = sb + (q >> 3) * Config::kMnBoxBytes + r0 * 128;
-#pragma unroll 4
-    for (int it = 0; it < Config::kTileK / kStep; ++it, src += stride) {
-      const int r = r0 + it * kStep;
-      cp_async16_s(dst + it * kStep * 128 + (((q & 7) ^ (r & 7)) << 4), src, r < rows ? piece : 0);
-    }
-  } else {
-#pragma unroll 1
-    for (int i = threadIdx.x; i < kPieces; i += 128) {
-      const int r = i / kPerRow, q = i % kPerRow;
-      const int col = n0 + 8 * q, left = n - col;
-      const int bytes = r < rows && left > 0 ? (left >= 8 ? 16 : 2 * left) : 0;
-      const unsigned char* src = bytes ? base + (long long)(k0 + r) * ld + 2LL * col : base;
-      cp_async16_s(sb + (q >> 3) * Config::kMnBoxBytes + r * 128 + (((q & 7) ^ (r & 7)) << 4), src, bytes);
-    }
-  }
-  cp_async_mbar_arrive_noinc(full);
-}
-
-// The producer: thread 0 alone, or with B_LDGSTS the whole warpgroup, every thread walking the same
-// units (the schedulers allowed there are deterministic); thread 0 hands the units over, records
-// them and issues the TMA loads.
 __device__ __forceinline__ void produce(const TmaParts& tas, const TmaParts& tbs, const PartEnds& ends,
                                         unsigned char* ring, Shared& sh, const TileGrid& g,
-                                        const SchedArgs& args, int* record, const BRows* br) {
+                                        const SchedArgs& args, int* record) {
   Scheduler sched(g, args);
   RingPos pos;
   const int rank = Config::kClusterM == 2 ? cluster_ctarank() : 0;
-  const bool leader = threadIdx.x == 0;
   for (int u = 0;; ++u) {
     WorkUnit w;
     const bool more = sched.next(w);
-    if (leader) {
-      const int slot = u % Config::kUnits;
-      mbar_wait(&sh.unit_empty[slot], ((u / Config::kUnits) & 1) ^ 1);
-      if (!more) w.tile = -1;  // the end: consumers stop at it
-      sh.units[slot] = w;
-      mbar_arrive(&sh.unit_full[slot]);
-      if (Config::kRecord && more) record_unit(record, w);
-    }
+    const int slot = u % Config::kUnits;
+    mbar_wait(&sh.unit_empty[slot], ((u / Config::kUnits) & 1) ^ 1);
+    if (!more) w.tile = -1;  // the end: consumers stop at it
+    sh.units[slot] = w;
+    mbar_arrive(&sh.unit_full[slot]);
     if (!more) return;
+    if (Config::kRecord) record_unit(record, w);
     const int m0 = w.row * Config::kTileM, n0 = w.col * Config::kTileN;
     for (int kt = w.k_begin; kt < w.k_end; ++kt) {
       mbar_wait(&sh.empty[pos.stage], pos.phase ^ 1);  // released in both CTAs of a cluster
       unsigned char* a = ring + pos.stage * Config::kStageBytes;
+      mbar_arrive_expect_tx(&sh.full[pos.stage], Config::kStageLoadBytes);
       int k0;
       const int part = part_of(ends, kt, k0);
-      if constexpr (Config::kBLdgsts) {
-        load_b_rows(a + Config::kABytes, *br, part, k0, n0, &sh.full[pos.stage]);
-        if (!leader) {
-          pos.advance();
-          continue;
-        }
-      }
-      mbar_arrive_expect_tx(&sh.full[pos.stage], Config::kStageLoadBytes);
       const TmaDesc* ta = &tas.d[part];
       const TmaDesc* tb = &tbs.d[part];
       if constexpr (Config::kAKMajor) {
@@ -533,8 +454,6 @@ __device__ __forceinline__ void produce(const TmaParts& tas, const TmaParts& tbs
             tma_load_2d_multicast(b + j * Config::kMnBoxBytes, tb, n0 + rank * (Config::kTileN / 2) + j * Config::kMnBox,
                                   k0, &sh.full[pos.stage], 0x3);
         }
-      } else if constexpr (Config::kBLdgsts) {
-        // B came in through load_b_rows above
       } else if constexpr (Config::kBKMajor) {
         tma_load_2d(a + Config::kABytes, tb, k0, n0, &sh.full[pos.stage]);  // B^T as (N, K): box BK x BN
       } else {
@@ -567,13 +486,6 @@ __device__ __forceinline__ void release_stage(unsigned long long* empty) {
   if constexpr (Config::kClusterM == 2) mbar_arrive_remote(empty, cluster_ctarank() ^ 1);
 }
 
-// Waits until the ring's current stage is full.  With B_LDGSTS part of it came through the generic
-// proxy (the producer threads' cp.async), which the wgmmas' async-proxy reads must be ordered after.
-__device__ __forceinline__ void wait_full(Shared& sh, const RingPos& pos) {
-  mbar_wait(&sh.full[pos.stage], pos.phase);
-  if constexpr (Config::kBLdgsts) fence_proxy_async_shared();
-}
-
 // The wgmma descriptor of an operand's k16 (tf32: k8) step `kk` in a stage at shared address `base`:
 // K-major, the next step is 32 bytes further along each swizzled row; MN-major, 16 rows (two
 // 1024-byte atoms) further down each box.
@@ -586,7 +498,7 @@ __device__ __forceinline__ unsigned long long operand_desc(unsigned base, int kk
 // k16 step ignores d's old value unless `keep`), as one committed group.
 __device__ __forceinline__ void issue_k_iteration(float (&d)[kAcc], unsigned char* ring, Shared& sh, int wg,
                                                   const RingPos& pos, int keep) {
-  wait_full(sh, pos);
+  mbar_wait(&sh.full[pos.stage], pos.phase);
   // This warpgroup's 64 rows of A: 64 K-major rows of 128 bytes, or (MN-major) box `wg`; both 8 KB in.
   const unsigned a = smem_addr(ring + pos.stage * Config::kStageBytes) + wg * 64 * 128;
   const unsigned b = smem_addr(ring + pos.stage * Config::kStageBytes + Config::kABytes);
@@ -1217,7 +1129,7 @@ __device__ __forceinline__ void mainloop_pingpong(float (&acc)[MB][kAcc], unsign
   const bool releaser = (threadIdx.x & 31) == 0;  // one arrival per warp of this warpgroup
   int prev = 0;
   for (int i = 0; i < nk; ++i) {
-    wait_full(sh, pos);
+    mbar_wait(&sh.full[pos.stage], pos.phase);
     const unsigned a = smem_addr(ring + pos.stage * Config::kStageBytes);
     const unsigned b = smem_addr(ring + pos.stage * Config::kStageBytes + Config::kABytes);
     wgmma_fence();
@@ -1354,9 +1266,6 @@ extern "C" __global__ void __launch_bounds__(Config::kThreads, 1) MGEMM_CLUSTER_
 #if MGEMM_EPILOGUE == MGEMM_EPILOGUE_TMA
     , const __grid_constant__ TmaDesc tma_d  // D as an (N, M) tensor, box (128 bytes, 64), 128-byte swizzle
 #endif
-#if MGEMM_B_LDGSTS
-    , const __grid_constant__ BRows b_rows  // B's parts as the producer threads' cp.async read them
-#endif
     ) {
   const long long t_start = Config::kTimeline ? Timeline::now() : 0;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -1364,7 +1273,7 @@ extern "C" __global__ void __launch_bounds__(Config::kThreads, 1) MGEMM_CLUSTER_
   Shared& sh = *reinterpret_cast<Shared*>(ring + Config::kStages * Config::kStageBytes);
   if (threadIdx.x == 0) {
     for (int s = 0; s < Config::kStages; ++s) {
-      mbar_init(&sh.full[s], Config::kFullArrivals);
+      mbar_init(&sh.full[s], 1);
       mbar_init(&sh.empty[s], Config::kEmptyArrivals);
     }
     for (int u = 0; u < Config::kUnits; ++u) {
@@ -1392,19 +1301,14 @@ extern "C" __global__ void __launch_bounds__(Config::kThreads, 1) MGEMM_CLUSTER_
 
   if (threadIdx.x < 128) {  // producer warpgroup
     setmaxnreg_dec<Config::kProducerRegs>();
-#if MGEMM_B_LDGSTS
-    const BRows* br = &b_rows;
-#else
-    const BRows* br = nullptr;
-#endif
     if (threadIdx.x == 0) {
 #pragma unroll
       for (int p = 0; p < Config::kKParts; ++p) {
         tma_prefetch(&tma_a.d[p]);
-        if constexpr (!Config::kBLdgsts) tma_prefetch(&tma_b.d[p]);
+        tma_prefetch(&tma_b.d[p]);
       }
+      produce(tma_a, tma_b, part_ends, ring, sh, grid, args, record);
     }
-    if (Config::kBLdgsts || threadIdx.x == 0) produce(tma_a, tma_b, part_ends, ring, sh, grid, args, record, br);
   } else {  // consumer warpgroups
     setmaxnreg_inc<Config::kConsumerRegs>();
 #if MGEMM_EPILOGUE == MGEMM_EPILOGUE_TMA

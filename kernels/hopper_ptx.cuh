@@ -40,11 +40,6 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(unsigned long long* bar, u
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
                : "memory");
 }
-// One arrival on `bar` once every cp.async this thread issued before it has landed; it counts
-// toward the barrier's expected arrivals (.noinc), so the barrier's count includes this thread.
-__device__ __forceinline__ void cp_async_mbar_arrive_noinc(unsigned long long* bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
-}
 // Waits until the phase of parity `parity` has completed.  A fresh barrier is in phase 0, so
 // waiting for parity 1 returns at once: producers start their "empty" waits at parity 1.
 __device__ __forceinline__ void mbar_wait(unsigned long long* bar, int parity) {

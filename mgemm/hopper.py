@@ -333,11 +333,6 @@ class HopperConfig(RenderedConfig):
     # accumulation truncates): float32 emulated with bfloat16 pieces (``mgemm.emulate``).
     # Cooperative consumers, tile_n <= 192 (two accumulator sets per thread).
     promote: int = 0
-    # True: B's rows (row-major B; 16-bit inputs, one CTA per tile, any policy but dynamic) come in
-    # through every producer thread's cp.async instead of TMA boxes, in the same swizzled layout:
-    # a 128-byte TMA box row of a B whose rows start off 128 bytes straddles two L2 lines.  The
-    # kernel ignores it where B is K-major (column-major B), and so does the launch.
-    b_ldgsts: bool = False
 
     def __post_init__(self):
         if self.input not in INPUTS:
@@ -399,10 +394,6 @@ class HopperConfig(RenderedConfig):
                              f"tile_n={self.tile_n}")
         if not 1 <= self.k_parts <= MAX_K_PARTS:
             raise ValueError(f"k_parts must be in [1, {MAX_K_PARTS}], got {self.k_parts!r}")
-        if self.b_ldgsts and (ITEMSIZE[self.input] != 2 or self.cluster_m > 1 or self.policy == "dynamic"):
-            raise ValueError(f"b_ldgsts=True needs 16-bit inputs, one CTA per tile and a policy other "
-                             f"than dynamic, got {self.input}, cluster_m={self.cluster_m}, "
-                             f"policy={self.policy!r}")
         if self.cluster_m not in CLUSTER_MS:
             raise ValueError(f"cluster_m must be one of {CLUSTER_MS}, got {self.cluster_m!r}")
         if self.cluster_m > 1:
@@ -484,7 +475,6 @@ class HopperConfig(RenderedConfig):
             "MGEMM_K_PARTS": str(self.k_parts),
             "MGEMM_TIMELINE": str(int(self.timeline)),
             "MGEMM_PROMOTE": str(self.promote),
-            "MGEMM_B_LDGSTS": str(int(self.b_ldgsts)),
             "MGEMM_SMEM_BYTES": str(self.smem_bytes),  # the kernel static_asserts it equals its own
         }
 
@@ -501,7 +491,6 @@ class HopperConfig(RenderedConfig):
                 + ("" if self.k_parts == 1 else f" parts={self.k_parts}")
                 + ("" if self.sk_waves == 1 else f" skw{self.sk_waves}")
                 + ("" if not self.promote else f" promote{self.promote}")
-                + (" b=ldgsts" if self.b_ldgsts else "")
                 + (" record" if self.record else "") + (" timeline" if self.timeline else ""))
 
 
@@ -1462,8 +1451,6 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
               c_arr.strides[0] // ci, c_arr.strides[1] // ci, out.strides[0] // oi, out.strides[1] // oi,
               float(alpha), float(beta), sync.data.ptr, workspace.data.ptr, lp.sk_tiles, record.data.ptr,
               _part_ends(ends), epoch) + ((d_desc,) if d_desc is not None else ())
-    if config.b_ldgsts:
-        values += (_b_rows(ops, dims, n, ITEMSIZE[kind]),)
     _launch(kernel, lp.grid, setup, cp.cuda.get_current_stream().ptr, values)
     # Operand copies (if any) may be freed once the launch is queued: CuPy's pool hands their
     # memory only to later work on the same stream, which runs after this kernel.
@@ -1497,7 +1484,7 @@ def _launch_setup(config: HopperConfig, dev: int, sms: int, m: int, n: int, k_it
     repeats for every block of its shape (the steps one by one cost about 10 µs of host time a
     call on the H200 host; RESULTS.md, twenty-first session)."""
     config = config.replace(output=res_dtype, record=debug, a_k_major=a_k, b_k_major=b_k,
-                            k_parts=k_parts, timeline=timeline, b_ldgsts=config.b_ldgsts and not b_k)
+                            k_parts=k_parts, timeline=timeline)
     kernel = get_kernel(config, dev)
     lp = plan_launch(config, m, n, k_iters * config.tile_k, _slots(kernel, config, sms))
     return _Setup(config, kernel, lp, config.threads, config.smem_bytes, param_layout(config))
@@ -1529,15 +1516,6 @@ def _output_desc(out, res_dtype: str, beta: float) -> bytes | None:
     return _encode(out.data.ptr, _OUT_TMA_KIND[res_dtype], n, m, ld, 128 // item, 64)
 
 
-def _b_rows(ops, dims, n: int, item: int) -> bytes:
-    """The ``BRows`` argument (``b_ldgsts``): each K part's B pointer, row stride in bytes and K,
-    then N; padded to 8 bytes."""
-    raw = struct.pack(f"<{len(ops)}Q{len(ops)}q{len(ops)}ii",
-                      *(ob[0].data.ptr for _, ob in ops), *(ob[2] * item for _, ob in ops),
-                      *(k_p for k_p, _, _ in dims), n)
-    return raw + bytes(-len(raw) % 8)
-
-
 @functools.lru_cache(maxsize=256)
 def _part_ends(ends: tuple[int, ...]) -> bytes:
     """The ``PartEnds`` argument: each K part's end, in k-iterations, as int32s."""
@@ -1552,29 +1530,19 @@ PARAMS = ("desc", "desc", "ptr", "ptr", "i32", "i32", "i64", "i64", "i64", "i64"
 _SCALARS = {"ptr": ("Q", np.uint64), "i32": ("i", np.int32), "i64": ("q", np.int64), "f64": ("d", np.float64)}
 
 
-def param_kinds(config: HopperConfig) -> tuple[str, ...]:
-    """``PARAMS``, then the TMA-store epilogue's output descriptor and ``b_ldgsts``'s ``BRows``
-    where the config has them."""
-    return (PARAMS + (("desc",) if config.epilogue == "tma" else ())
-            + (("brows",) if config.b_ldgsts else ()))
-
-
 def param_layout(config: HopperConfig) -> tuple[str, tuple[int, ...]]:
     """The kernel's parameters packed into one buffer: a ``struct`` format (little-endian, explicit
     padding) and each parameter's offset; descriptors 64-byte aligned (a ``CUtensorMap``'s
     alignment), every other parameter at a multiple of its size."""
+    kinds = PARAMS + (("desc",) if config.epilogue == "tma" else ())
     fmt, offsets, pos = "<", [], 0
-    for i, kind in enumerate(param_kinds(config)):
+    for i, kind in enumerate(kinds):
         if kind == "desc":
             size = 128 * (config.k_parts if i < 2 else 1)
             align, code = 64, f"{size}s"
         elif kind == "bytes":
             size = align = 4
             size *= config.k_parts
-            code = f"{size}s"
-        elif kind == "brows":  # k_parts pointers and row strides (8 bytes), K's (4), N (4)
-            raw = 20 * config.k_parts + 4
-            size, align = raw + -raw % 8, 8
             code = f"{size}s"
         else:
             code = _SCALARS[kind][0]
@@ -1613,7 +1581,7 @@ def _launch(kernel, grid: int, setup: "_Setup", stream: int, values: tuple) -> N
     fn = _DRIVER_LAUNCH[0] if _DRIVER_LAUNCH else _driver_launch()
     if fn is None:
         args = tuple(_void(v) if isinstance(v, bytes) else _SCALARS[kind][1](v)
-                     for kind, v in zip(param_kinds(setup.config), values))
+                     for kind, v in zip(PARAMS + ("desc",), values))
         kernel((grid,), (setup.threads,), args, shared_mem=setup.smem)
         return
     bufs = getattr(_per_thread, "by_layout", None)

@@ -727,7 +727,7 @@ def test_launch_parameters_follow_the_kernels_signature():
     sig = sig[sig.index("(") + 1:sig.index(") {")]
     kinds = []
     for param in re.sub(r"//[^\n]*", "", sig).replace("#if MGEMM_EPILOGUE == MGEMM_EPILOGUE_TMA", "")\
-            .replace("#if MGEMM_B_LDGSTS", "").replace("#endif", "").split(","):
+            .replace("#endif", "").split(","):
         words = param.split()
         if not words:
             continue
@@ -735,23 +735,18 @@ def test_launch_parameters_follow_the_kernels_signature():
             kinds.append("desc")
         elif "PartEnds" in words:
             kinds.append("bytes")
-        elif "BRows" in words:
-            kinds.append("brows")
         elif "*" in param:
             kinds.append("ptr")
         else:
             kinds.append({"int": "i32", "long": "i64", "double": "f64"}[words[0]])
-    assert tuple(kinds) == hopper.PARAMS + ("desc", "brows")
+    assert tuple(kinds) == hopper.PARAMS + ("desc",)
     for k_parts in (1, 3, 8):
-        for epilogue, ldgsts in (("pair", False), ("tma", False), ("pair", True), ("tma", True)):
-            cfg = HopperConfig(input="float16", k_parts=k_parts, epilogue=epilogue, b_ldgsts=ldgsts)
+        for epilogue in ("pair", "tma"):
+            cfg = HopperConfig(input="float16", k_parts=k_parts, epilogue=epilogue)
             fmt, offsets = hopper.param_layout(cfg)
-            kinds_here = (hopper.PARAMS + (("desc",) if epilogue == "tma" else ())
-                          + (("brows",) if ldgsts else ()))
-            assert hopper.param_kinds(cfg) == kinds_here and len(offsets) == len(kinds_here)
-            # BRows: k_parts pointers and strides, k_parts K's and N, to a multiple of 8 bytes
-            sizes = {"desc": 128, "bytes": 4, "ptr": 8, "i32": 4, "i64": 8, "f64": 8,
-                     "brows": 20 * k_parts + 4 + (20 * k_parts + 4) % 8}
+            kinds_here = hopper.PARAMS + (("desc",) if epilogue == "tma" else ())
+            assert len(offsets) == len(kinds_here)
+            sizes = {"desc": 128, "bytes": 4, "ptr": 8, "i32": 4, "i64": 8, "f64": 8}
             ends = []
             for i, (kind, off) in enumerate(zip(kinds_here, offsets)):
                 size = sizes[kind] * (k_parts if kind == "bytes" or (kind == "desc" and i < 2) else 1)
@@ -1146,72 +1141,6 @@ def test_b_rows_off_128_on_the_heuristic_config(kind, m, n, k, trans_a, beta):
         pytest.skip(f"the heuristic picks no cluster here on {hopper.device_sms()} SMs: {cfg}")
     assert cfg.policy == "static"
     _check(m, n, k, kind, None, trans_a=trans_a, beta=beta, alpha=0.5, seed=m + n + k)
-
-
-# B's rows off 128 bytes (1032, 1000), off 16 bytes (copied with padded rows: 263, 1, 300),
-# edges in every dimension, K below one k-iteration, long K
-LDGSTS_SHAPES = [(1000, 1032, 1000), (257, 263, 129), (1, 300, 77), (300, 1, 45), (130, 260, 1000),
-                 (640, 520, 2050), (3000, 1000, 700)]
-
-
-@pytest.mark.gpu
-@needs_sm90
-@pytest.mark.parametrize("policy", ["static", "per_tile", "streamk"])
-@pytest.mark.parametrize("tile_n,stages,epilogue", [(128, 6, "tma"), (256, 4, "staged"), (192, 4, "staged"),
-                                                    (224, 4, "staged")])
-@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
-def test_b_ldgsts_matches_float64_reference(kind, tile_n, stages, epilogue, policy):
-    """b_ldgsts (B's rows through the producer threads' cp.async) on row-major B: every tile width
-    it can take (whole boxes; 192 and 224 load a box more than half used), the policies it allows,
-    both A layouts, beta, few SMs (the ring and the unit slots wrap many times)."""
-    cfg = HopperConfig(input=kind, tile_n=tile_n, stages=stages, policy=policy, epilogue=epilogue,
-                       b_ldgsts=True)
-    for i, (m, n, k) in enumerate(LDGSTS_SHAPES):
-        _check(m, n, k, kind, cfg, trans_a=bool(i % 2), beta=0.5 if i % 3 == 1 else 0.0, alpha=0.75,
-               seed=100 + i, sms=5 if i == 4 else None)
-
-
-@pytest.mark.gpu
-@needs_sm90
-@pytest.mark.parametrize("tile_n,policy", [(128, "static"), (256, "streamk"), (192, "per_tile")])
-@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
-def test_b_ldgsts_writes_the_bits_of_the_tma_loads(kind, tile_n, policy):
-    """The same stage contents in the same layout: b_ldgsts gives the TMA loads' output bit for
-    bit, on B rows off 128 bytes, on a column slice of B whose N ends inside a 16-byte piece (the
-    copy of a cut piece), and on B in three K parts."""
-    rng = np.random.default_rng(7)
-    cfg = HopperConfig(input=kind, tile_n=tile_n, stages=4, policy=policy, epilogue="staged")
-    as_dtype = "bfloat16" if kind == "bfloat16" else None
-    for m, n, k, width in ((700, 1032, 900, 1032), (500, 1001, 650, 1032), (129, 77, 70, 88)):
-        a, _ = rand_operand((m, k), kind, rng)
-        b_full, _ = rand_operand((k, width), kind, rng)
-        b = b_full[:, :n]
-        outs = []
-        for c in (cfg, cfg.replace(b_ldgsts=True)):
-            out = poisoned((m, n), kind)
-            hopper.gemm(a, b, out=out, config=c, as_dtype=as_dtype)
-            outs.append(out)
-        assert not bool(cp.isnan(as_float64(outs[1])).any())
-        assert cp.array_equal(outs[0].view(cp.uint16), outs[1].view(cp.uint16)), (m, n, k, width)
-    ks = [100, 64, 333]
-    a_parts = [rand_operand((300, kp), kind, rng)[0] for kp in ks]
-    b_parts = [rand_operand((kp, 1032), kind, rng)[0] for kp in ks]
-    outs = []
-    for c in (cfg, cfg.replace(b_ldgsts=True)):
-        out = poisoned((300, 1032), kind)
-        hopper.gemm_parts(a_parts, b_parts, out=out, config=c, as_dtype=as_dtype)
-        outs.append(out)
-    assert cp.array_equal(outs[0].view(cp.uint16), outs[1].view(cp.uint16))
-
-
-@pytest.mark.gpu
-@needs_sm90
-@pytest.mark.parametrize("ks", [[100, 64, 1, 300], [512, 512, 512], [7, 0, 129]])
-def test_b_ldgsts_k_parts_match_float64_reference(ks):
-    """K in parts (each part's own pointer, stride and K in BRows), B rows off 128 bytes."""
-    cfg = HopperConfig(input="float16", tile_n=256, stages=4, policy="streamk", epilogue="staged",
-                       b_ldgsts=True)
-    _parts_check("float16", ks, 500, 1032, cfg, beta=0.5, alpha=0.5, seed=sum(ks))
 
 
 @pytest.mark.gpu
@@ -1839,41 +1768,6 @@ def test_cluster2_k_zero_and_launch_plan():
 
 
 # --- K in parts (gemm_parts: a block task's K chunks in one launch) --------------------------------
-
-def test_b_ldgsts_config_renders_and_is_checked():
-    """b_ldgsts: B's rows through the producer threads' cp.async; 16-bit inputs, one CTA per
-    tile, any policy but dynamic; its own kernel (key), named in str()."""
-    cfg = HopperConfig(input="float16", tile_n=256, b_ldgsts=True)
-    assert "#define MGEMM_B_LDGSTS 1\n" in cfg.render()
-    assert "#define MGEMM_B_LDGSTS 0\n" in HopperConfig().render()
-    assert cfg.key() != cfg.replace(b_ldgsts=False).key()
-    assert str(cfg).endswith(" b=ldgsts") and "ldgsts" not in str(HopperConfig())
-    assert cfg.smem_bytes == cfg.replace(b_ldgsts=False).smem_bytes  # the same ring and layout
-    for policy in ("static", "per_tile", "streamk"):
-        HopperConfig(input="bfloat16", policy=policy, b_ldgsts=True)
-    with pytest.raises(ValueError, match="b_ldgsts=True needs 16-bit inputs"):
-        HopperConfig(input="tf32", b_ldgsts=True)
-    with pytest.raises(ValueError, match="policy='dynamic'"):
-        HopperConfig(input="float16", policy="dynamic", b_ldgsts=True)
-    with pytest.raises(ValueError, match="cluster_m=2"):
-        HopperConfig(input="float16", cluster_m=2, b_ldgsts=True)
-
-
-def test_b_rows_argument_packs_as_the_kernel_reads_it():
-    """``_b_rows`` lays out BRows as kernels/gemm_hopper.cu declares it: k_parts pointers, then
-    the row strides in bytes, then each part's K, then N, padded to 8 bytes."""
-    import struct
-
-    class Arr:
-        def __init__(self, ptr):
-            self.data = type("D", (), {"ptr": ptr})()
-
-    ops = [(None, (Arr(4096), False, 1032)), (None, (Arr(8192), False, 1040))]
-    raw = hopper._b_rows(ops, [(300, 7, 1001), (77, 7, 1001)], 1001, 2)
-    fmt, offsets = hopper.param_layout(HopperConfig(input="float16", k_parts=2, b_ldgsts=True))
-    assert len(raw) == 48 == struct.calcsize(fmt) - offsets[-1]  # BRows is the last parameter
-    assert struct.unpack("<2Q2q2ii4x", raw) == (4096, 8192, 2064, 2080, 300, 77, 1001)
-
 
 def test_k_parts_config_renders_and_is_checked():
     cfg = HopperConfig(input="float16", k_parts=4)
