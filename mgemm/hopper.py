@@ -280,6 +280,11 @@ OFF_ROWS_CLUSTERS = ((128, 6, 1.0), (256, 4, 0.8))
 # ... where their waves cost at most this share of the config's: (rows also off 32-byte sectors,
 # rows on sectors); the former overload the L2 more (RESULTS.md, twentieth and twenty-second sessions)
 OFF_ROWS_CLUSTER_MARGIN = (1.2, 1.0)
+# A static 2-CTA cluster launch whose last wave is short runs as two, on two bands of rows
+# (``tail_split``), where the wave-cost model puts both at most this share of the one (None:
+# never; RESULTS.md, twenty-third session: measured on cluster launches only)
+TAIL_SPLIT = 0.9
+TAIL_SPLIT_MIN_K_STEPS = 32  # ... and K of at least this many 64-wide steps (measured from 2176 on)
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
 
@@ -761,6 +766,65 @@ def _off_rows_clusters(cfg: HopperConfig, m: int, n: int, k: int, sms: int,
     if best > margin * _config_cost(cfg, m, n, k, sms):
         return cfg
     return _static_width(cfg, width, stages, k).replace(cluster_m=2)
+
+
+def _launch_cost(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> float:
+    """``_config_cost``, with a 2-CTA cluster config's waves of ``sms // 2`` clusters over the pairs
+    of tile rows, each column at its ``OFF_ROWS_CLUSTERS`` cost."""
+    if cfg.cluster_m == 1:
+        return _config_cost(cfg, m, n, k, sms)
+    per_column = {w: c for w, _, c in OFF_ROWS_CLUSTERS}.get(cfg.tile_n, 1.0)
+    pairs = -(-_tiles(m, 1, 1) // 2)
+    return -(-(pairs * -(-n // cfg.tile_n)) // (sms // 2)) * cfg.tile_n * per_column
+
+
+def tail_split(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, *,
+               b_rows_off: bool = False, b_rows_off_128: bool = False):
+    """Where a static cooperative launch of ``cfg`` runs two waves or more and its last wave is
+    short, and K has ``TAIL_SPLIT_MIN_K_STEPS`` steps or more (a second launch's fixed costs): the rows ``m1`` that fill all waves but the last (whole tile rows, whole pairs of them
+    with clusters), the config ``choose_config`` picks for the other ``m - m1`` rows, and the
+    wave-cost model's estimate of both launches over that of the one (``_launch_cost``).  None
+    where there is no such split, or where the rest would run the thin pingpong tile (which the
+    model does not price).  Pure.  ``gemm_parts`` runs the two launches where ``cfg`` is a 2-CTA
+    cluster config (the only ones measured) and the ratio is at most ``TAIL_SPLIT``.
+
+    On the H200 (RESULTS.md, twenty-third session, float16): of 21 shapes timed both ways, the four
+    with a ratio of at most 0.875 were 0.05-0.11 of cuBLAS faster split (4992x1784x6440 0.77 ->
+    0.88, 3000³ 0.74 -> 0.80); from 0.92 on the split was -0.09..+0.04 (the second launch's own
+    fill and fixed costs, which the model does not see), -0.28 where the model puts it above 1.
+    On 14 cluster shapes drawn after that where the ratio is at most 0.9, the split was ahead on
+    13 (geomean 0.78 -> 0.84; 1760x5384x8800 0.82 -> 0.93) and behind on one by 0.06.
+
+    >>> off = dict(b_rows_off=True, b_rows_off_128=True)  # N = 1784: rows of 3568 bytes
+    >>> cfg = choose_config(4992, 1784, 6440, "float16", 132, **off)
+    >>> cfg.cluster_m, cfg.tile_n  # 20 pairs of tile rows x 7 columns: 140 clusters on 66
+    (2, 256)
+    >>> m1, rest, ratio = tail_split(cfg, 4992, 1784, 6440, "float16", 132, **off)
+    >>> m1, rest.policy, round(ratio, 3)  # two waves' rows, then the rest split along K
+    (4608, 'streamk', 0.746)
+    """
+    if (cfg.policy != "static" or cfg.pingpong or cfg.tile_m != TILE_M
+            or -(-k // 64) < TAIL_SPLIT_MIN_K_STEPS):
+        return None
+    slots = sms // cfg.cluster_m
+    rows = cfg.tile_m * cfg.cluster_m
+    cols = -(-n // cfg.tile_n)
+    waves = -(-(-(-m // rows) * cols) // slots)
+    m1 = (waves - 1) * slots // cols * rows
+    if waves < 2 or not 0 < m1 < m:
+        return None
+    rest = choose_config(m - m1, n, k, dtype, sms, b_rows_off=b_rows_off, b_rows_off_128=b_rows_off_128)
+    if rest.pingpong:
+        return None
+    ratio = ((_launch_cost(cfg, m1, n, k, sms) + _launch_cost(rest, m - m1, n, k, sms))
+             / _launch_cost(cfg, m, n, k, sms))
+    return m1, rest, ratio
+
+
+@functools.lru_cache(maxsize=1024)
+def _tail_split_cached(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, *,
+                       b_rows_off: bool = False, b_rows_off_128: bool = False):
+    return tail_split(cfg, m, n, k, dtype, sms, b_rows_off=b_rows_off, b_rows_off_128=b_rows_off_128)
 
 
 def _tiles(m: int, n: int, tile_n: int, tile_m: int = TILE_M) -> int:
@@ -1390,11 +1454,12 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
                             f"besides {a_parts[0].dtype}")
     k = sum(a_p.shape[1] for a_p in a_parts)
     cp = _cupy()
+    flags = b_rows_flags(b_parts) if config is None else None  # None: the caller's config
     call = prepare_call(cp, a_parts[0], b_parts[0], c, out, beta=beta, config=config,
                         allow_tf32=allow_tf32, sms=sms, as_dtype=as_dtype, out_dtype=out_dtype,
                         input_kind=input_kind, outputs=OUTPUTS,
-                        choose=(functools.partial(_choose_cached, **b_rows_flags(b_parts))
-                                if config is None else _choose_cached),
+                        choose=(functools.partial(_choose_cached, **flags)
+                                if flags is not None else _choose_cached),
                         writer="the Hopper kernel", k=k)
     kind, dev, sms, config, res_dtype, out = (call.kind, call.dev, call.sms, call.config,
                                               call.res_dtype, call.out)
@@ -1402,6 +1467,17 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
         if timeline:
             return out, np.zeros((0, 8), np.int64)
         return (out, np.zeros((0, 4), np.int32)) if debug else out
+    if (flags is not None and TAIL_SPLIT and not (debug or timeline) and kind in ("float16", "bfloat16")
+            and config.cluster_m > 1):  # measured with clusters only (RESULTS.md, twenty-third session)
+        split = _tail_split_cached(config, m, n, k, kind, sms, **flags)
+        if split is not None and split[2] <= TAIL_SPLIT:  # two launches, on two bands of rows
+            m1, rest, _ = split
+            for rows, cfg in ((slice(0, m1), config), (slice(m1, m), rest)):
+                gemm_parts([a_p[rows] for a_p in a_parts], b_parts,
+                           c[rows] if c is not None and beta != 0 else None, alpha=alpha, beta=beta,
+                           out=out[rows], config=cfg, allow_tf32=allow_tf32, sms=sms,
+                           as_dtype=as_dtype, out_dtype=out_dtype)
+            return out
 
     # A as (M, K), B as B^T (N, K), each K-major (rows of K) or MN-major (rows of M or N, one per
     # k).  With K = 0 nothing is loaded, but the descriptors still need a valid tensor: a dummy.

@@ -7,6 +7,7 @@ import doctest
 import re
 import shutil
 import subprocess
+import types
 
 import numpy as np
 import pytest
@@ -844,6 +845,112 @@ class _FakeArray:
         return _FakeArray(self.shape[::-1], self.strides[::-1], self.itemsize, self.data.ptr)
 
 
+class _RowsArray(_FakeArray):
+    """A fake 2-D operand whose row slices are fake arrays that remember their rows."""
+
+    def __init__(self, shape, strides, rows=None):
+        super().__init__(shape, strides)
+        self.ndim, self.rows = 2, rows if rows is not None else slice(0, shape[0])
+
+    def __getitem__(self, rows):
+        start, stop, _ = rows.indices(self.shape[0])
+        return _RowsArray((stop - start, self.shape[1]), self.strides, slice(start, stop))
+
+
+def _tail_split_calls(real, m, n, k, monkeypatch, c=None, beta=0.0):
+    """What gemm_parts launches for an m x n x k float16 product (row-major operands) when the
+    heuristic chooses: (rows of A, rows of out, config, rows of C) per launch, through fakes of
+    prepare_call and of the launches (``real``: the module's own gemm_parts)."""
+    launches = []
+    a, b = _RowsArray((m, k), (2 * k, 2)), _RowsArray((k, n), (2 * n, 2))
+    out = _RowsArray((m, n), (2 * n, 2))
+
+    def fake_prepare(cp, a0, b0, c0, out0, *, config, choose, sms, **kw):
+        cfg = config if config is not None else choose(a0.shape[0], n, k, "float16", 132, False)
+        return types.SimpleNamespace(kind="float16", dev=0, sms=132, config=cfg, res_dtype="float16",
+                                     out=out0 if out0 is not None else out)
+
+    def fake_parts(a_parts, b_parts, c0=None, *, out=None, config=None, **kw):
+        assert b_parts == [b] and config is not None and kw["sms"] == 132
+        launches.append((a_parts[0].rows, out.rows, config, None if c0 is None else c0.rows))
+        return out
+
+    monkeypatch.setattr(hopper, "prepare_call", fake_prepare)
+    monkeypatch.setattr(hopper, "_cupy", lambda: None)
+    monkeypatch.setattr(hopper, "gemm_parts", fake_parts)
+    result = real([a], [b], c, beta=beta)
+    return launches, result, out
+
+
+def test_tail_split_runs_two_bands_of_rows(monkeypatch):
+    """Where the heuristic runs 2-CTA clusters and the wave-cost model puts two launches at most
+    TAIL_SPLIT of one (a short last wave), gemm_parts runs the heuristic's config on the rows of
+    the full waves and choose_config's on the rest, each into its band of the output (and of C,
+    where beta != 0); elsewhere one launch."""
+    m, n, k = 4992, 1784, 6440
+    off = hopper.b_rows_flags([_FakeArray((k, n), (2 * n, 2))])
+    cfg = hopper.choose_config(m, n, k, "float16", 132, **off)
+    m1, rest, ratio = hopper.tail_split(cfg, m, n, k, "float16", 132, **off)
+    assert ratio <= hopper.TAIL_SPLIT
+    c = _RowsArray((m, n), (2 * n, 2))
+    real = hopper.gemm_parts
+    launches, result, out = _tail_split_calls(real, m, n, k, monkeypatch, c=c, beta=0.5)
+    assert launches == [(slice(0, m1), slice(0, m1), cfg, slice(0, m1)),
+                        (slice(m1, m), slice(m1, m), rest, slice(m1, m))]
+    assert result is out
+    launches, _, _ = _tail_split_calls(real, m, n, k, monkeypatch)  # beta == 0: C is not passed on
+    assert [x[3] for x in launches] == [None, None]
+
+    class OneLaunch(Exception):
+        pass
+
+    def one_launch(*args, **kw):  # the first step of the one launch's path
+        raise OneLaunch
+
+    monkeypatch.setattr(hopper, "_operand", one_launch)
+    # no short last wave; a split the model likes but without clusters (not measured); splits off
+    for shape in ((4096, 4096, 4096), (3352, 1440, 2080), (m, n, k)):
+        if shape == (3352, 1440, 2080):
+            rows_off = dict(b_rows_off=False, b_rows_off_128=True)  # N = 1440: on sectors, off lines
+            one = hopper.choose_config(*shape, "float16", 132, **rows_off)
+            assert one.cluster_m == 1 and hopper.tail_split(one, *shape, "float16", 132, **rows_off)[2] <= 0.9
+        monkeypatch.setattr(hopper, "TAIL_SPLIT", None if shape == (m, n, k) else 0.9)
+        with pytest.raises(OneLaunch):
+            _tail_split_calls(real, *shape, monkeypatch)
+
+
+def test_tail_split_rule():
+    """tail_split: static cooperative configs of two waves or more only; the first band is whole
+    tile rows (pairs of them with clusters) filling all waves but the last; the ratio is the
+    wave-cost model's; 4096³ (two full waves of 256-wide tiles) gains nothing; K below
+    TAIL_SPLIT_MIN_K_STEPS steps is never split."""
+    cfg = hopper.choose_config(4096, 4096, 4096, "float16", 132)
+    assert hopper.tail_split(cfg, 4096, 4096, 4096, "float16", 132)[2] == 1.0
+    assert hopper.tail_split(cfg.replace(policy="streamk"), 4096, 4096, 4096, "float16", 132) is None
+    assert hopper.tail_split(cfg, 4096, 4096, 64 * hopper.TAIL_SPLIT_MIN_K_STEPS - 64, "float16", 132) is None
+    rng = np.random.default_rng(5)
+    seen = 0
+    for _ in range(400):
+        m, n = (int(x) * 8 for x in rng.integers(32, 2000, size=2))
+        k = int(rng.integers(8, 2000)) * 8
+        off = dict(b_rows_off=bool(n % 16), b_rows_off_128=bool(n % 64))
+        cfg = hopper.choose_config(m, n, k, "float16", 132, **off)
+        split = hopper.tail_split(cfg, m, n, k, "float16", 132, **off)
+        if split is None:
+            continue
+        seen += 1
+        m1, rest, ratio = split
+        rows, slots = 128 * cfg.cluster_m, 132 // cfg.cluster_m
+        cols = -(-n // cfg.tile_n)
+        waves = -(-(-(-m // rows) * cols) // slots)
+        assert cfg.policy == "static" and waves >= 2 and 0 < m1 < m and m1 % rows == 0
+        assert -(-k // 64) >= hopper.TAIL_SPLIT_MIN_K_STEPS
+        assert m1 // rows * cols <= (waves - 1) * slots < (m1 // rows + 1) * cols
+        assert rest == hopper.choose_config(m - m1, n, k, "float16", 132, **off) and not rest.pingpong
+        assert ratio > 0
+    assert seen > 50
+
+
 _PITCHED: list[tuple] = []  # (dst ptr, dst pitch, src ptr, src pitch, width, height) per pitched copy
 
 
@@ -1141,6 +1248,48 @@ def test_b_rows_off_128_on_the_heuristic_config(kind, m, n, k, trans_a, beta):
         pytest.skip(f"the heuristic picks no cluster here on {hopper.device_sms()} SMs: {cfg}")
     assert cfg.policy == "static"
     _check(m, n, k, kind, None, trans_a=trans_a, beta=beta, alpha=0.5, seed=m + n + k)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("m,n,k,trans_a,beta", [(4992, 1784, 6440, False, 0.5),  # then stream-K
+                                                (1256, 7400, 2928, True, 0.0),   # then clusters again
+                                                (5040, 856, 7504, False, 0.5)])  # then the spread fix-up
+def test_tail_split_matches_float64_reference(kind, m, n, k, trans_a, beta):
+    """The heuristic's two launches on two bands of rows (a 2-CTA cluster config whose last wave is
+    short: hopper.tail_split under TAIL_SPLIT), both A layouts, beta (C read band by band),
+    against the float64 reference."""
+    b = cp.empty((k, n), dtype=cp.float16)
+    off = hopper.b_rows_flags([b])
+    cfg = hopper.choose_config(m, n, k, kind, hopper.device_sms(), **off)
+    split = hopper.tail_split(cfg, m, n, k, kind, hopper.device_sms(), **off)
+    if cfg.cluster_m == 1 or split is None or split[2] > hopper.TAIL_SPLIT:  # sized for 132 SMs
+        pytest.skip(f"no split on {hopper.device_sms()} SMs: {cfg}")
+    _check(m, n, k, kind, None, trans_a=trans_a, beta=beta, alpha=0.5, seed=m + k)
+
+
+@pytest.mark.gpu
+@needs_sm90
+def test_tail_split_k_parts_and_in_place():
+    """gemm_parts with K in two parts through the split, out = C (in place, beta != 0)."""
+    m, n, ks = 1256, 7400, [1456, 1472]
+    rng = np.random.default_rng(11)
+    a_parts, b_parts, a64, b64 = [], [], [], []
+    for kp in ks:
+        a, a_ref = rand_operand((m, kp), "float16", rng)
+        b, b_ref = rand_operand((kp, n), "float16", rng)
+        a_parts.append(a), b_parts.append(b), a64.append(a_ref), b64.append(b_ref)
+    cfg = hopper.choose_config(m, n, sum(ks), "float16", hopper.device_sms(), **hopper.b_rows_flags(b_parts))
+    split = hopper.tail_split(cfg, m, n, sum(ks), "float16", hopper.device_sms(), **hopper.b_rows_flags(b_parts))
+    if cfg.cluster_m == 1 or split is None or split[2] > hopper.TAIL_SPLIT:
+        pytest.skip(f"no split on {hopper.device_sms()} SMs")
+    c, c64 = rand_operand((m, n), "float16", rng)
+    out = hopper.gemm_parts(a_parts, b_parts, c, alpha=0.5, beta=0.25, out=c)
+    assert out is c
+    ref = 0.5 * (cp.concatenate(a64, 1) @ cp.concatenate(b64, 0)) + 0.25 * c64
+    err = float(cp.linalg.norm(as_float64(out) - ref)) / float(cp.linalg.norm(ref))
+    assert err <= BOUNDS["float16"], err
 
 
 @pytest.mark.gpu
