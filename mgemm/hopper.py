@@ -1432,7 +1432,9 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
     at most ``MAX_K_PARTS``.  Each part gets its own pair of TMA descriptors and the kernel walks
     them as one K range, so the parts add up in the fp32 accumulators: no output written and read
     back per part, one rounding.  Otherwise as ``gemm``; parts of K = 0 are skipped.  Operands whose
-    layouts (K- or MN-major) differ between parts are all copied K-major.
+    layouts (K- or MN-major) differ between parts are all copied K-major.  Where the heuristic
+    picks a 2-CTA cluster launch whose last wave is short (``tail_split``, ``TAIL_SPLIT``), the rows
+    of its full waves and the rest go as two such launches, each into its band of rows.
     """
     a_parts, b_parts = list(a_parts), list(b_parts)
     if debug and timeline:
