@@ -781,8 +781,9 @@ def _launch_cost(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> float:
 def tail_split(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, *,
                b_rows_off: bool = False, b_rows_off_128: bool = False):
     """Where a static cooperative launch of ``cfg`` runs two waves or more and its last wave is
-    short, and K has ``TAIL_SPLIT_MIN_K_STEPS`` steps or more (a second launch's fixed costs): the rows ``m1`` that fill all waves but the last (whole tile rows, whole pairs of them
-    with clusters), the config ``choose_config`` picks for the other ``m - m1`` rows, and the
+    short, and K has ``TAIL_SPLIT_MIN_K_STEPS`` steps or more (a second launch's fixed costs): the
+    rows ``m1`` that fill all waves but the last (whole tile rows, whole pairs of them with
+    clusters), the config ``choose_config`` picks for the other ``m - m1`` rows, and the
     wave-cost model's estimate of both launches over that of the one (``_launch_cost``).  None
     where there is no such split, or where the rest would run the thin pingpong tile (which the
     model does not price).  Pure.  ``gemm_parts`` runs the two launches where ``cfg`` is a 2-CTA
