@@ -756,26 +756,27 @@ def _off_rows_clusters(cfg: HopperConfig, m: int, n: int, k: int, sms: int,
     """
     if not OFF_ROWS_CLUSTERS or cfg.pingpong or cfg.tile_m != TILE_M or sms < 2:
         return cfg
-    slots = sms // 2
-    pairs = -(-_tiles(m, 1, 1) // 2)  # pairs of tile rows, one cluster per pair and column
-
-    def cost(width: int, per_column: float) -> float:
-        return -(-(pairs * -(-n // width)) // slots) * width * per_column
-
-    best, width, stages = min((cost(w, c), w, st) for w, st, c in OFF_ROWS_CLUSTERS)
+    best, width, stages = min((_cluster_cost(m, n, w, c, sms), w, st) for w, st, c in OFF_ROWS_CLUSTERS)
     if best > margin * _config_cost(cfg, m, n, k, sms):
         return cfg
     return _static_width(cfg, width, stages, k).replace(cluster_m=2)
 
 
+def _cluster_cost(m: int, n: int, width: int, per_column: float, sms: int) -> float:
+    """The wave-cost model's estimate for static 2-CTA clusters of 128 x ``width`` tiles: waves of
+    ``sms // 2`` clusters over the pairs of tile rows (one cluster per pair and column) times
+    ``width`` times ``per_column``."""
+    pairs = -(-_tiles(m, 1, 1) // 2)
+    return -(-(pairs * -(-n // width)) // (sms // 2)) * width * per_column
+
+
 def _launch_cost(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> float:
-    """``_config_cost``, with a 2-CTA cluster config's waves of ``sms // 2`` clusters over the pairs
-    of tile rows, each column at its ``OFF_ROWS_CLUSTERS`` cost."""
+    """``_config_cost``, or for a 2-CTA cluster config ``_cluster_cost`` at its width's
+    ``OFF_ROWS_CLUSTERS`` cost."""
     if cfg.cluster_m == 1:
         return _config_cost(cfg, m, n, k, sms)
     per_column = {w: c for w, _, c in OFF_ROWS_CLUSTERS}.get(cfg.tile_n, 1.0)
-    pairs = -(-_tiles(m, 1, 1) // 2)
-    return -(-(pairs * -(-n // cfg.tile_n)) // (sms // 2)) * cfg.tile_n * per_column
+    return _cluster_cost(m, n, cfg.tile_n, per_column, sms)
 
 
 def tail_split(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, *,
