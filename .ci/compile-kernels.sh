@@ -101,8 +101,10 @@ echo "compile-kernels: ${#variants[@]} variants x 2 archs OK"
 
 # Hopper GEMM (gemm_hopper.cu), sm_90a only: each input x policy at 128x128 s4, plus the heuristic's
 # tiles (mgemm/hopper.py: TILE_CHOICES), the narrowest, the MN-major operand layouts (16-bit:
-# A column-major and/or B row-major) at each tile width, pingpong consumers, a register split, 2-CTA
-# clusters (B multicast), the staged and TMA-store epilogues (cooperative and pingpong), the spread stream-K fix-up, K in parts and the timeline.  Same report; fails on errors, spills and
+# A column-major and/or B row-major) at each tile width, pingpong consumers, a register split,
+# clusters (2 or 4 CTAs along M: B multicast; 2 along N: A multicast), the staged and TMA-store
+# epilogues (cooperative and pingpong), the spread stream-K fix-up, K in parts and the timeline.
+# Same report; fails on errors, spills and
 # any ptxas warning or performance note (C7508: setmaxnreg ignored; C75xx: wgmma serialized).
 hopper_compile() {  # input output tile_n stages policy [a_k_major b_k_major [extra -D...]]
   local ak=${6:-1} bk=${7:-1}
@@ -140,6 +142,13 @@ hvariants+=("MGEMM_BF16 MGEMM_BF16 256 4 STREAMK" "MGEMM_F16 MGEMM_F16 128 6 STA
             "MGEMM_F16 MGEMM_F16 128 6 PER_TILE 0 0 -DMGEMM_CLUSTER_M=2"
             "MGEMM_TF32 MGEMM_F32 128 4 STATIC 1 1 -DMGEMM_CLUSTER_M=2"
             "MGEMM_BF16 MGEMM_F32 256 4 PER_TILE 1 1 -DMGEMM_CLUSTER_M=2"
+            # clusters of 4 (B in quarters) and along N (A multicast too), each operand layout
+            "MGEMM_F16 MGEMM_F16 256 4 STATIC 1 0 -DMGEMM_CLUSTER_M=4"
+            "MGEMM_BF16 MGEMM_BF16 128 6 STATIC 1 1 -DMGEMM_CLUSTER_M=4"
+            "MGEMM_F16 MGEMM_F16 128 6 STATIC 1 0 -DMGEMM_CLUSTER_M=2 -DMGEMM_CLUSTER_N=2"
+            "MGEMM_F16 MGEMM_F16 256 4 PER_TILE 0 0 -DMGEMM_CLUSTER_M=2 -DMGEMM_CLUSTER_N=2"
+            "MGEMM_TF32 MGEMM_F32 128 4 STATIC 1 1 -DMGEMM_CLUSTER_N=2"
+            "MGEMM_F16 MGEMM_F16 256 4 STATIC 1 0 -DMGEMM_CLUSTER_M=2 -DMGEMM_CLUSTER_N=2 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_TMA"
             # the staged epilogue (16-byte stores through shared memory), at each tile width
             "MGEMM_BF16 MGEMM_BF16 256 4 STATIC 1 0 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_STAGED"
             "MGEMM_F16 MGEMM_F16 128 6 STREAMK 1 1 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_STAGED"

@@ -22,19 +22,21 @@
 // (rows / 64, rounded up) boxes of [BK rows of K x 128 B = 64 m or n], 8 KB each, one TMA load per
 // box, read by wgmma with the transpose bit and sw128_mn_desc.  tf32 is K-major only (mgemm/hopper.py copies).
 //
-// 2-CTA clusters (MGEMM_CLUSTER_M 2, opt-in; static and per_tile, cooperative consumers): the two
-// CTAs of a cluster (__cluster_dims__(2, 1, 1), consecutive blockIdx.x) take the tiles (2r, c) and
-// (2r + 1, c) of one pair of the grid of row pairs, which share their B tile.  Each producer loads
-// its own A and half of B (K-major: BN / 2 rows; MN-major: BN / 128 of the 64-wide boxes) and
-// multicasts that half to both CTAs, into the same stage offset and onto the same "full" barrier
-// offset, so every CTA's full barrier still counts the whole stage's bytes.  A stage is refilled
-// only when the consumers of both CTAs have released it: every releasing warp arrives on the
-// "empty" barrier of its own CTA and of the peer (mapa + a remote arrive, CTA-scope release), twice the count.
-// With an odd number of tile rows the second CTA of the last pair has no rows of A: its A box is
-// wholly out of bounds (TMA writes zeros and still counts the box's bytes, as for every edge box
-// here), it multiplies zeros and its epilogue masks every row.  Barrier setup ends with a cluster
-// barrier (the peer arrives on and multicasts to this CTA's barriers), and so does the kernel: no
-// CTA leaves while its peer may still arrive on its barriers.
+// Clusters (MGEMM_CLUSTER_M 2 or 4, MGEMM_CLUSTER_N 1 or 2, at most 4 CTAs; opt-in; static and
+// per_tile, cooperative consumers): the CTAs of a cluster (__cluster_dims__(size, 1, 1),
+// consecutive blockIdx.x) take a block of CLUSTER_M x CLUSTER_N adjacent tiles.  The CTAs of one
+// tile column share their B tile, those of one tile row their A tile: each producer loads its own
+// part of B (1 / CLUSTER_M; K-major: BN / CLUSTER_M rows; MN-major: that share of the 64-wide
+// boxes) and of A (1 / CLUSTER_N) and multicasts each to the CTAs that share it, into the same
+// stage offset and onto the same "full" barrier offset, so every CTA's full barrier still counts
+// the whole stage's bytes.  A stage is refilled only when the consumers of every CTA of the
+// cluster have released it: every releasing warp arrives on the "empty" barrier of its own CTA and
+// of each peer (mapa + a remote arrive, CTA-scope release), size times the count.  Where the tile
+// rows (columns) are not a multiple of CLUSTER_M (CLUSTER_N), the CTAs past the last one load
+// boxes wholly out of bounds (TMA writes zeros and still counts the box's bytes, as for every edge
+// box here), multiply zeros and mask every element in the epilogue.  Barrier setup ends with a
+// cluster barrier (peers arrive on and multicast to this CTA's barriers), and so does the kernel:
+// no CTA leaves while a peer may still arrive on its barriers.
 #include "hopper_ptx.cuh"
 #include "knobs.cuh"
 #include "tile_scheduler.cuh"
@@ -139,9 +141,14 @@
 #define MGEMM_PROMOTE 0
 #endif
 #ifndef MGEMM_CLUSTER_M
-// 1: one CTA per tile; 2: clusters of two CTAs on vertically adjacent tiles that multicast B
-// (static or per_tile, cooperative consumers, TILE_N 128 or 256)
+// 1: one CTA per tile; 2 or 4: clusters of CTAs on vertically adjacent tiles that multicast B
+// (static or per_tile, cooperative consumers, TILE_N 128 or 256; 4 with an MN-major B: 256)
 #define MGEMM_CLUSTER_M 1
+#endif
+#ifndef MGEMM_CLUSTER_N
+// 1, or 2: clusters also span two horizontally adjacent tiles, which multicast A (the same
+// conditions; CLUSTER_M x CLUSTER_N at most 4)
+#define MGEMM_CLUSTER_N 1
 #endif
 
 namespace mgemm {
@@ -169,7 +176,9 @@ struct Config {
   // tile), kTileM / 64 (pingpong: the whole tile).
   static constexpr int kMBlocks = kPingpong ? kTileM / 64 : 1;
   static constexpr int kProducerRegs = MGEMM_PRODUCER_REGS, kConsumerRegs = MGEMM_CONSUMER_REGS;
-  static constexpr int kClusterM = MGEMM_CLUSTER_M;  // CTAs per cluster, on tiles adjacent along M
+  static constexpr int kClusterM = MGEMM_CLUSTER_M;  // a cluster's CTAs along M (on one column of tiles)
+  static constexpr int kClusterN = MGEMM_CLUSTER_N;  // ... and along N (on one row of tiles)
+  static constexpr int kClusterSize = kClusterM * kClusterN;
   static constexpr int kKParts = MGEMM_K_PARTS;      // K parts, one descriptor pair each
   static constexpr int kPromote = MGEMM_PROMOTE;     // k-iterations per promoted window (0: none)
   static constexpr int kMnBox = 64;            // MN-major: elements of M or N per box (128 bytes)
@@ -180,8 +189,8 @@ struct Config {
   static constexpr int kUnits = 4;                   // unit slots between producer and consumers
   static constexpr int kAcc = kTileN / 2;            // fp32 accumulators per thread per m64 block
   // Arrivals that free a stage: one per warp of the warpgroups that read it (both, or its owner),
-  // in every CTA of the cluster (each stage holds B that the peer's producer multicast).
-  static constexpr int kEmptyArrivals = (kPingpong ? 128 : kConsumerThreads) / 32 * kClusterM;
+  // in every CTA of the cluster (a stage holds parts of A and B that peers' producers multicast).
+  static constexpr int kEmptyArrivals = (kPingpong ? 128 : kConsumerThreads) / 32 * kClusterSize;
   // Named barriers (0 is __syncthreads; 1 is consumer_sync, all 256 consumer threads): pingpong's
   // math turn of warpgroup w is kTurnBar + w (256 threads: w waits, the other arrives); its own
   // 128-thread barrier (stream-K fix-up) is kWgBar + w, which the STAGED epilogue uses too.
@@ -195,6 +204,7 @@ struct Config {
   // the bytes the TMA loads of one stage write (its "full" barrier's transaction count)
   static constexpr int kStageLoadBytes = kABytes + (kBKMajor ? kTileN : kBRows) * 128;
   static constexpr int kBPartBytes = kBBytes / kClusterM;  // the part of B one CTA loads and multicasts
+  static constexpr int kAPartBytes = kABytes / kClusterN;  // ... and of A
   static constexpr int kSharedBytes = 512;           // barriers and unit slots, after the ring
   // STAGED epilogue: per consumer warpgroup 64 rows of kOutCols output columns (256 bytes; the whole
   // tile row when narrower; 128 bytes when the row is not a whole number of 256-byte chunks, as 192
@@ -217,7 +227,7 @@ struct Config {
   static constexpr int kSmemBytes = 1024 + kOutStageOffset + kOutStageBytes;
 
   static_assert(kTileN % 32 == 0 && kTileN >= 64 && kTileN <= 256, "TILE_N: a multiple of 32 from 64 to 256");
-  static_assert(kTileN % 128 == 0 || kTileN == 64 || (!kPingpong && kClusterM == 1),
+  static_assert(kTileN % 128 == 0 || kTileN == 64 || (!kPingpong && kClusterSize == 1),
                 "TILE_N 96, 160, 192, 224: cooperative consumers, one CTA per tile");
   static_assert(kPingpong ? (kTileM == 64 || kTileM == 128) : kTileM == 128,
                 "TILE_M: 128 (cooperative), 64 or 128 (pingpong)");
@@ -231,7 +241,14 @@ struct Config {
   static_assert((kAKMajor && kBKMajor) || sizeof(In) == 2, "MN-major operands need 16-bit inputs (no tf32 transpose)");
   static_assert(sizeof(In) != 2 || kMnBoxBytes == kTileK * 128, "an MN-major box is BK rows of 128 bytes");
   static_assert(kSmemBytes <= 232448, "more than the 227 KB of shared memory a block may have");
-  static_assert(kClusterM == 1 || kClusterM == 2, "CLUSTER_M: 1 or 2");
+  static_assert((kClusterM == 1 || kClusterM == 2 || kClusterM == 4) && (kClusterN == 1 || kClusterN == 2) &&
+                    kClusterSize <= 4,
+                "CLUSTER_M: 1, 2 or 4; CLUSTER_N: 1 or 2; at most 4 CTAs a cluster");
+  // each CTA's part of B (of A): whole MN-major boxes, or K-major rows in whole 8-row swizzle atoms
+  static_assert(kBKMajor ? kTileN % (8 * kClusterM) == 0 : (kBRows / kMnBox) % kClusterM == 0,
+                "CLUSTER_M: B's part per CTA in whole boxes (MN-major B and CLUSTER_M 4: TILE_N 256)");
+  static_assert(kAKMajor ? kTileM % (8 * kClusterN) == 0 : (kTileM / kMnBox) % kClusterN == 0,
+                "CLUSTER_N: A's part per CTA in whole boxes");
   static_assert(kKParts >= 1 && kKParts <= 8, "K_PARTS: 1 to 8 (two descriptors each in the kernel parameters)");
   static_assert(!kSpreadFixUp || !kPingpong, "SK_REDUCE SPREAD: cooperative consumers (other policies split no tile)");
   static_assert(!kStagedEpilogue || (kOutPitch % 32 == 0 && kOutPitch >= 128),
@@ -239,11 +256,11 @@ struct Config {
   static_assert(!kTmaStore || !kOutRotate, "TMA store: staged rows of whole 128-byte boxes");
   static_assert(!kStagedEpilogue || kTileN % kOutCols == 0, "staged rows: a whole number of chunks per tile row");
   static_assert(!kTmaStore || (kStageBytes % 1024 == 0 && kSharedBytes <= 1024), "TMA store boxes: 1024-byte aligned");
-  static_assert(!kTimeline || (!kPingpong && !kRecord && MGEMM_CLUSTER_M == 1),
+  static_assert(!kTimeline || (!kPingpong && !kRecord && kClusterSize == 1),
                 "TIMELINE: cooperative consumers, one CTA per tile, not with RECORD");
-  static_assert(kClusterM == 1 || (!kPingpong && !kRecord && kTileN >= 128 &&
-                                   (MGEMM_POLICY == MGEMM_POLICY_STATIC || MGEMM_POLICY == MGEMM_POLICY_PER_TILE)),
-                "CLUSTER_M 2: cooperative consumers, static or per_tile, no record, TILE_N 128 or 256");
+  static_assert(kClusterSize == 1 || (!kPingpong && !kRecord && kTileN >= 128 &&
+                                      (MGEMM_POLICY == MGEMM_POLICY_STATIC || MGEMM_POLICY == MGEMM_POLICY_PER_TILE)),
+                "clusters: cooperative consumers, static or per_tile, no record, TILE_N 128 or 256");
 };
 
 #ifdef MGEMM_SMEM_BYTES  // the launcher's size must be the kernel's (mgemm/hopper.py smem_bytes)
@@ -300,36 +317,40 @@ struct ProducerDynamicScheduler {
   }
 };
 
-// CLUSTER_M 2: both CTAs of a cluster walk the same pairs of the grid of row pairs (rows / 2 rounded
-// up, in the grouped order over that grid: Group counts pairs of rows), cluster-stride (static, the
-// grid holds whole clusters) or one pair per cluster (per_tile); rank r takes tile row 2 p.row + r.
-// w.tile = 2 x pair + rank names the unit (no record or stream-K reads it here).
+// Clusters: every CTA of a cluster walks the same blocks of the grid of cluster blocks (CLUSTER_M
+// tile rows x CLUSTER_N tile columns each; rows and columns rounded up, in the grouped order over
+// that grid: Group counts rows of blocks), cluster-stride (static, the grid holds whole clusters)
+// or one block per cluster (per_tile).  Rank r = rm + CLUSTER_M rn takes tile row CLUSTER_M b.row
+// + rm and column CLUSTER_N b.col + rn (a tile past the grid's last row or column: its boxes lie
+// wholly out of bounds, zero-filled, and its epilogue masks every element).  w.tile = size x
+// block + rank names the unit (no record or stream-K reads it here).
 template <int Group, bool RasterN, bool Persistent>
-struct ClusterPairScheduler {
+struct ClusterScheduler {
   static constexpr bool kSplitsK = false;
-  TileGrid pairs;
+  TileGrid blocks;
   int t, rank;
   bool taken;
-  __device__ ClusterPairScheduler(const TileGrid& g, const SchedArgs&) : t(cluster_id_x()), rank(cluster_ctarank()),
-                                                                        taken(false) {
-    pairs.rows = (g.rows + 1) / 2;
-    pairs.cols = g.cols;
-    pairs.tiles = pairs.rows * pairs.cols;
-    pairs.k_iters = g.k_iters;
+  __device__ ClusterScheduler(const TileGrid& g, const SchedArgs&) : t(cluster_id_x()), rank(cluster_ctarank()),
+                                                                    taken(false) {
+    blocks.rows = (g.rows + Config::kClusterM - 1) / Config::kClusterM;
+    blocks.cols = (g.cols + Config::kClusterN - 1) / Config::kClusterN;
+    blocks.tiles = blocks.rows * blocks.cols;
+    blocks.k_iters = g.k_iters;
   }
   __device__ bool next(WorkUnit& w) {
-    if (t >= pairs.tiles || (!Persistent && taken)) return false;
-    w = make_unit<Group, RasterN>(pairs, t, 0, pairs.k_iters);
-    w.tile = 2 * t + rank;
-    w.row = 2 * w.row + rank;
+    if (t >= blocks.tiles || (!Persistent && taken)) return false;
+    w = make_unit<Group, RasterN>(blocks, t, 0, blocks.k_iters);
+    w.tile = Config::kClusterSize * t + rank;
+    w.row = Config::kClusterM * w.row + rank % Config::kClusterM;
+    w.col = Config::kClusterN * w.col + rank / Config::kClusterM;
     taken = true;
     t += cluster_count_x();
     return true;
   }
 };
 
-#if MGEMM_CLUSTER_M == 2
-using Scheduler = ClusterPairScheduler<Config::kGroup, Config::kRasterN, MGEMM_POLICY == MGEMM_POLICY_STATIC>;
+#if MGEMM_CLUSTER_M * MGEMM_CLUSTER_N > 1
+using Scheduler = ClusterScheduler<Config::kGroup, Config::kRasterN, MGEMM_POLICY == MGEMM_POLICY_STATIC>;
 #elif MGEMM_POLICY == MGEMM_POLICY_PER_TILE
 using Scheduler = PerTileScheduler<Config::kGroup, Config::kRasterN>;
 #elif MGEMM_POLICY == MGEMM_POLICY_STATIC
@@ -416,7 +437,15 @@ __device__ __forceinline__ void produce(const TmaParts& tas, const TmaParts& tbs
                                         const SchedArgs& args, int* record) {
   Scheduler sched(g, args);
   RingPos pos;
-  const int rank = Config::kClusterM == 2 ? cluster_ctarank() : 0;
+  // Clusters: this CTA loads part rm of B (of CLUSTER_M) and multicasts it to the CTAs of its
+  // tile column (ranks rn CLUSTER_M + i), and part rn of A (of CLUSTER_N) to those of its tile
+  // row (ranks rm + CLUSTER_M j).
+  const int rank = Config::kClusterSize > 1 ? cluster_ctarank() : 0;
+  const int rm = rank % Config::kClusterM, rn = rank / Config::kClusterM;
+  const unsigned short b_mask = (unsigned short)(((1u << Config::kClusterM) - 1) << (rn * Config::kClusterM));
+  unsigned short a_mask = 0;
+#pragma unroll
+  for (int j = 0; j < Config::kClusterN; ++j) a_mask |= (unsigned short)(1u << (rm + Config::kClusterM * j));
   for (int u = 0;; ++u) {
     WorkUnit w;
     const bool more = sched.next(w);
@@ -436,23 +465,36 @@ __device__ __forceinline__ void produce(const TmaParts& tas, const TmaParts& tbs
       const int part = part_of(ends, kt, k0);
       const TmaDesc* ta = &tas.d[part];
       const TmaDesc* tb = &tbs.d[part];
-      if constexpr (Config::kAKMajor) {
+      if constexpr (Config::kClusterN > 1) {
+        // This CTA's part of A, multicast to the CTAs of its tile row.
+        constexpr int kRows = Config::kTileM / Config::kClusterN;
+        unsigned char* ap = a + rn * Config::kAPartBytes;
+        if constexpr (Config::kAKMajor) {
+          tma_load_2d_multicast(ap, ta, k0, m0 + rn * kRows, &sh.full[pos.stage], a_mask);  // box BK x 128/CN
+        } else {
+#pragma unroll
+          for (int j = 0; j < kRows / Config::kMnBox; ++j)  // boxes 64 x BK, this CTA's share of them
+            tma_load_2d_multicast(ap + j * Config::kMnBoxBytes, ta, m0 + rn * kRows + j * Config::kMnBox, k0,
+                                  &sh.full[pos.stage], a_mask);
+        }
+      } else if constexpr (Config::kAKMajor) {
         tma_load_2d(a, ta, k0, m0, &sh.full[pos.stage]);  // A as (M, K): box BK x 128
       } else {
 #pragma unroll
         for (int j = 0; j < Config::kTileM / Config::kMnBox; ++j)  // A as (K, M): boxes 64 x BK
           tma_load_2d(a + j * Config::kMnBoxBytes, ta, m0 + j * Config::kMnBox, k0, &sh.full[pos.stage]);
       }
-      if constexpr (Config::kClusterM == 2) {
-        // This CTA's half of B, multicast to both CTAs of the cluster (ranks 0 and 1: mask 0b11).
-        unsigned char* b = a + Config::kABytes + rank * Config::kBPartBytes;
+      if constexpr (Config::kClusterM > 1) {
+        // This CTA's part of B, multicast to the CTAs of its tile column.
+        constexpr int kCols = Config::kTileN / Config::kClusterM;
+        unsigned char* b = a + Config::kABytes + rm * Config::kBPartBytes;
         if constexpr (Config::kBKMajor) {
-          tma_load_2d_multicast(b, tb, k0, n0 + rank * (Config::kTileN / 2), &sh.full[pos.stage], 0x3);  // box BK x BN/2
+          tma_load_2d_multicast(b, tb, k0, n0 + rm * kCols, &sh.full[pos.stage], b_mask);  // box BK x BN/CM
         } else {
 #pragma unroll
-          for (int j = 0; j < Config::kTileN / Config::kMnBox / 2; ++j)  // boxes 64 x BK, half of them
-            tma_load_2d_multicast(b + j * Config::kMnBoxBytes, tb, n0 + rank * (Config::kTileN / 2) + j * Config::kMnBox,
-                                  k0, &sh.full[pos.stage], 0x3);
+          for (int j = 0; j < kCols / Config::kMnBox; ++j)  // boxes 64 x BK, this CTA's share of them
+            tma_load_2d_multicast(b + j * Config::kMnBoxBytes, tb, n0 + rm * kCols + j * Config::kMnBox, k0,
+                                  &sh.full[pos.stage], b_mask);
         }
       } else if constexpr (Config::kBKMajor) {
         tma_load_2d(a + Config::kABytes, tb, k0, n0, &sh.full[pos.stage]);  // B^T as (N, K): box BK x BN
@@ -479,11 +521,16 @@ __device__ __forceinline__ WorkUnit take_unit(Shared& sh, int u) {
   return w;
 }
 
-// Frees a stage for the producer(s): one arrival per consumer warp on its "empty" barrier, and with
-// CLUSTER_M 2 on the peer's too (the peer's producer multicasts into this CTA's stage).
+// Frees a stage for the producer(s): one arrival per consumer warp on its "empty" barrier, and in a
+// cluster on every peer's too (peers' producers multicast into this CTA's stage; the CTA on the
+// other diagonal of a 2 x 2 cluster does not, and waits for this one all the same).
 __device__ __forceinline__ void release_stage(unsigned long long* empty) {
   mbar_arrive(empty);
-  if constexpr (Config::kClusterM == 2) mbar_arrive_remote(empty, cluster_ctarank() ^ 1);
+  if constexpr (Config::kClusterSize > 1) {
+    const int me = cluster_ctarank();
+#pragma unroll
+    for (int r = 1; r < Config::kClusterSize; ++r) mbar_arrive_remote(empty, me ^ r);
+  }
 }
 
 // The wgmma descriptor of an operand's k16 (tf32: k8) step `kk` in a stage at shared address `base`:
@@ -1253,8 +1300,8 @@ using namespace mgemm::hopper;
 // flags, each below sk_epoch at launch (a partial is complete when its flag holds sk_epoch > 0).
 // workspace: grid x 128 x TILE_N floats when stream-K splits tiles (SK_REDUCE SPREAD: 2 x grid of
 // each; sync then holds 1 + 2 x grid ints).
-#if MGEMM_CLUSTER_M == 2
-#define MGEMM_CLUSTER_DIMS __cluster_dims__(2, 1, 1)  // the launcher's grid is a multiple of 2
+#if MGEMM_CLUSTER_M * MGEMM_CLUSTER_N > 1  // the launcher's grid is a multiple of the cluster size
+#define MGEMM_CLUSTER_DIMS __cluster_dims__(MGEMM_CLUSTER_M * MGEMM_CLUSTER_N, 1, 1)
 #else
 #define MGEMM_CLUSTER_DIMS
 #endif
@@ -1282,9 +1329,9 @@ extern "C" __global__ void __launch_bounds__(Config::kThreads, 1) MGEMM_CLUSTER_
     }
     mbar_init_fence();
   }
-  // The last block-wide barrier: from here on the roles never meet in one.  CLUSTER_M 2: the
-  // cluster's, so that the peer arrives on and multicasts to initialized barriers only.
-  if constexpr (Config::kClusterM == 2)
+  // The last block-wide barrier: from here on the roles never meet in one.  Clusters: the
+  // cluster's, so that peers arrive on and multicast to initialized barriers only.
+  if constexpr (Config::kClusterSize > 1)
     cluster_sync_aligned();
   else
     __syncthreads();
@@ -1324,8 +1371,8 @@ extern "C" __global__ void __launch_bounds__(Config::kThreads, 1) MGEMM_CLUSTER_
       consume(ring, sh, grid, args, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta, flags, workspace, d_desc,
               record, t_start);
   }
-  // CLUSTER_M 2: every thread of both CTAs, so that neither leaves (its shared memory with it) while
-  // the peer's consumers may still arrive on its "empty" barriers.  The peer's multicasts into this
+  // Clusters: every thread of every CTA, so that none leaves (its shared memory with it) while a
+  // peer's consumers may still arrive on its "empty" barriers.  The peers' multicasts into this
   // CTA are all awaited by its own consumers, which walk the same units.
-  if constexpr (Config::kClusterM == 2) cluster_sync();
+  if constexpr (Config::kClusterSize > 1) cluster_sync();
 }

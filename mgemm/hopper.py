@@ -48,21 +48,24 @@ mainloop.  Every policy works with it (stream-K partials per warpgroup, fix-up b
 and 5).  ``producer_regs`` / ``consumer_regs``: the setmaxnreg split (default 40 / 232; 24 / 240
 fits too, but the producer's stream-K and dynamic bookkeeping spill at 24).
 
-2-CTA clusters (``cluster_m=2``, opt-in; default 1): ``__cluster_dims__(2, 1, 1)``, the two CTAs
-of a cluster on the tiles (2r, c) and (2r + 1, c) of one pair of tile rows, which share the B tile.
-Each producer loads its own A and half of B (K-major: a box of ``tile_n / 2`` rows; MN-major: half
-of the 64-wide boxes) and multicasts that half to both CTAs (``cp.async.bulk.tensor``
-``.multicast::cluster``), so each CTA's full barrier still counts the whole stage; consumer warps
-release a stage on the "empty" barriers of both CTAs (the peer's through ``mapa`` and a remote
-arrive with CTA-scope release: at cluster scope it compiled to a ``MEMBAR.ALL.GPU`` per arrival,
-which made clusters 0.18-0.60 of cuBLAS until the twenty-second session; counts doubled), so
-neither producer refills it before both CTAs have read it; a cluster barrier after
-the barrier setup and another before exit.  With an odd number of tile rows the second CTA of the
-last pair reads a wholly out-of-bounds A box (zeros, counted in full) and writes nothing.  Only
-``static`` and ``per_tile`` (both CTAs walk the same pairs, grouped over the pair grid: ``group``
-counts pairs of rows), cooperative consumers, ``tile_n`` 128 or 256, no debug record; the grid is
-whole clusters, at most ``cuOccupancyMaxActiveClusters`` (SMs rounded down to even where
-cuda.bindings cannot say), at least one cluster whatever ``sms`` says.
+Clusters (``cluster_m`` 2 or 4, ``cluster_n`` 2, at most 4 CTAs; opt-in; default 1 x 1):
+``__cluster_dims__(size, 1, 1)``, the CTAs of a cluster on a block of ``cluster_m`` x
+``cluster_n`` adjacent tiles.  The CTAs of one tile column share the B tile, those of one tile row
+the A tile: each producer loads its part of B (1 / ``cluster_m``; K-major: a box of ``tile_n /
+cluster_m`` rows; MN-major: that share of the 64-wide boxes) and of A (1 / ``cluster_n``) and
+multicasts each to the CTAs that share it (``cp.async.bulk.tensor`` ``.multicast::cluster``), so
+each CTA's full barrier still counts the whole stage; consumer warps release a stage on the "empty"
+barriers of every CTA of the cluster (peers' through ``mapa`` and a remote arrive with CTA-scope
+release: at cluster scope it compiled to a ``MEMBAR.ALL.GPU`` per arrival, which made clusters
+0.18-0.60 of cuBLAS until the twenty-second session; counts times the size), so no producer
+refills it before every CTA has read it; a cluster barrier after the barrier setup and another
+before exit.  Where the tile rows (columns) are not a multiple of ``cluster_m`` (``cluster_n``),
+the CTAs past the last read wholly out-of-bounds boxes (zeros, counted in full) and write
+nothing.  Only ``static`` and ``per_tile`` (every CTA walks the same blocks, grouped over the grid
+of blocks: ``group`` counts rows of blocks), cooperative consumers, ``tile_n`` 128 or 256 (256
+with an MN-major B and ``cluster_m`` 4), no debug record; the grid is whole clusters, at most
+``cuOccupancyMaxActiveClusters`` (SMs rounded down to a multiple of the size where cuda.bindings
+cannot say), at least one cluster whatever ``sms`` says.
 
 Status (H200, 2026-11-30; numbers in benchmarks/RESULTS.md).  Verified on the GPU: every GPU test
 in tests/test_hopper.py (108 in the third session, incl. every operand layout without a copy, the
@@ -148,7 +151,7 @@ with the k16 steps it adds; ``mgemm.emulate`` (float32 as bfloat16 pieces) runs 
 brought its error on an 8192² block with K = 32768 from 3.7e-5 to 2.8e-7 at 4 % of the speed (H200,
 fifteenth session).
 
-Not yet done: clusters along N (multicast of A), larger than 2, or under stream-K; 256-row tiles; a split-K with
+Not yet done: clusters under stream-K or larger than 4; 256-row tiles; a split-K with
 a separate reduction for few tiles and long K (one 128x128 tile split 132 ways, 128x128x131072:
 0.77–0.79 after the fourteenth session's fix-up rewrite, 7–10 µs of it after the last mainloop);
 1024x2112x8192 (0.76–0.82: 136 tiles on 132 SMs, all split two ways); a shorter host path.
@@ -205,8 +208,10 @@ MN_BOX = 64  # elements of M or N per MN-major TMA box (128 bytes of a 16-bit in
 EPILOGUES = ("pair", "direct", "staged", "tma")
 SK_REDUCES = ("owner", "spread")  # how a split tile's stream-K partials are added (see HopperConfig)
 REGS = (40, 232)  # setmaxnreg of (producer, consumers): the defaults
-CLUSTER_MS = (1, 2)  # CTAs per thread-block cluster, on tiles adjacent along M (2: B multicast)
-CLUSTER_POLICIES = ("static", "per_tile")  # the policies whose schedule a 2-CTA cluster walks
+CLUSTER_MS = (1, 2, 4)  # a thread-block cluster's CTAs on tiles adjacent along M (B multicast)
+CLUSTER_NS = (1, 2)  # ... and along N (A multicast)
+CLUSTER_MAX = 4  # CTAs per cluster at most
+CLUSTER_POLICIES = ("static", "per_tile")  # the policies whose schedule a cluster walks
 LAUNCH_REGS = 168  # what ptxas gives each of the 384 threads under __launch_bounds__(384, 1)
 
 # Tiles the heuristic chooses among, (tile_n, stages), largest first; all run one CTA per SM.
@@ -319,9 +324,11 @@ class HopperConfig(RenderedConfig):
     tile_m: int = TILE_M  # 128; pingpong also 64 (at most 128 accumulators per thread)
     producer_regs: int = REGS[0]  # setmaxnreg of the producer warpgroup
     consumer_regs: int = REGS[1]  # setmaxnreg of the consumer warpgroups
-    # 2: clusters of two CTAs on the tiles (2r, c), (2r + 1, c), each loading its A and half of the
-    # shared B tile and multicasting that half to both (static / per_tile, cooperative, tile_n >= 128)
+    # Clusters of cluster_m x cluster_n CTAs on adjacent tiles: those of a tile column share B, those
+    # of a tile row A; each loads its part of both and multicasts it to the CTAs that share it
+    # (static / per_tile, cooperative, tile_n >= 128; at most CLUSTER_MAX CTAs)
     cluster_m: int = 1
+    cluster_n: int = 1
     # Stream-K fix-up: "owner" (the CTA that ends a split tile adds the others' partials, one after
     # another) or "spread" (cooperative consumers: every contributor waits for all partials and adds
     # its share of the tile's elements; for tiles split many ways).  Other policies split no tile.
@@ -354,7 +361,7 @@ class HopperConfig(RenderedConfig):
             raise ValueError(f"tile_m must be {TILE_M} without pingpong, got {self.tile_m}")
         if self.pingpong and self.tile_m not in PINGPONG_TILE_MS:
             raise ValueError(f"pingpong tile_m must be one of {PINGPONG_TILE_MS}, got {self.tile_m}")
-        if self.tile_n % 128 and self.tile_n != 64 and (self.pingpong or self.cluster_m > 1):
+        if self.tile_n % 128 and self.tile_n != 64 and (self.pingpong or self.cluster_size > 1):
             raise ValueError(f"tile_n={self.tile_n} needs cooperative consumers and one CTA per tile")
         if self.epilogue == "tma" and self.out_chunk_bytes % 128:
             raise ValueError(f"epilogue='tma' stores whole 128-byte boxes: {self.tile_n} {self.output} "
@@ -385,7 +392,7 @@ class HopperConfig(RenderedConfig):
             raise ValueError(f"sk_reduce must be one of {SK_REDUCES}, got {self.sk_reduce!r}")
         if self.sk_reduce == "spread" and self.pingpong:
             raise ValueError("sk_reduce='spread' is for cooperative consumers, not pingpong")
-        if self.timeline and (self.pingpong or self.record or self.cluster_m > 1):
+        if self.timeline and (self.pingpong or self.record or self.cluster_size > 1):
             raise ValueError("timeline=True needs cooperative consumers, one CTA per tile and no "
                              "record (debug)")
         if ITEMSIZE[self.input] != 2 and not (self.a_k_major and self.b_k_major):
@@ -401,24 +408,39 @@ class HopperConfig(RenderedConfig):
             raise ValueError(f"k_parts must be in [1, {MAX_K_PARTS}], got {self.k_parts!r}")
         if self.cluster_m not in CLUSTER_MS:
             raise ValueError(f"cluster_m must be one of {CLUSTER_MS}, got {self.cluster_m!r}")
-        if self.cluster_m > 1:
-            what = f"cluster_m={self.cluster_m}"
+        if self.cluster_n not in CLUSTER_NS:
+            raise ValueError(f"cluster_n must be one of {CLUSTER_NS}, got {self.cluster_n!r}")
+        if self.cluster_size > CLUSTER_MAX:
+            raise ValueError(f"cluster_m={self.cluster_m} x cluster_n={self.cluster_n} is more than "
+                             f"{CLUSTER_MAX} CTAs a cluster")
+        if self.cluster_size > 1:
+            what = (f"cluster_m={self.cluster_m}" if self.cluster_n == 1
+                    else f"cluster_m={self.cluster_m}, cluster_n={self.cluster_n}")
             if self.policy not in CLUSTER_POLICIES:
-                raise ValueError(f"{what} with policy={self.policy!r} is not supported: both CTAs of a "
-                                 f"cluster must walk the same tile pairs (policy one of {CLUSTER_POLICIES})")
+                raise ValueError(f"{what} with policy={self.policy!r} is not supported: every CTA of a "
+                                 f"cluster must walk the same tile blocks (policy one of {CLUSTER_POLICIES})")
             if self.pingpong:
                 raise ValueError(f"{what} with pingpong=True is not supported (cooperative consumers only)")
             if self.record:
                 raise ValueError(f"{what} with record=True (debug=True) is not supported: the record "
-                                 f"mirror knows no tile pairs")
+                                 f"mirror knows no tile blocks")
             if self.tile_n < 128:
                 raise ValueError(f"{what} with tile_n={self.tile_n} is not supported: each CTA multicasts "
-                                 f"half of B, at least one 64-wide MN-major box (tile_n 128 or 256)")
+                                 f"its part of B, whole 64-wide MN-major boxes (tile_n 128 or 256)")
+            if not self.b_k_major and (self.b_rows // MN_BOX) % self.cluster_m:
+                raise ValueError(f"{what} with a row-major B (b_k_major=False) and tile_n={self.tile_n} "
+                                 f"is not supported: each CTA multicasts whole 64-wide boxes of B "
+                                 f"(tile_n 256)")
 
     def replace(self, **changes: Any) -> "HopperConfig":
         return dataclasses.replace(self, **changes)
 
     # --- what the C++ derives from the constants (kept in step with kernels/gemm_hopper.cu) ---
+    @property
+    def cluster_size(self) -> int:
+        """CTAs per thread-block cluster: ``cluster_m * cluster_n``."""
+        return self.cluster_m * self.cluster_n
+
     @property
     def tile_k(self) -> int:
         """One 128-byte swizzle row of K: 64 for 16-bit inputs, 32 for tf32."""
@@ -476,6 +498,7 @@ class HopperConfig(RenderedConfig):
             "MGEMM_PRODUCER_REGS": str(self.producer_regs),
             "MGEMM_CONSUMER_REGS": str(self.consumer_regs),
             "MGEMM_CLUSTER_M": str(self.cluster_m),
+            "MGEMM_CLUSTER_N": str(self.cluster_n),
             "MGEMM_SK_REDUCE": "MGEMM_SK_REDUCE_" + self.sk_reduce.upper(),
             "MGEMM_K_PARTS": str(self.k_parts),
             "MGEMM_TIMELINE": str(int(self.timeline)),
@@ -491,7 +514,8 @@ class HopperConfig(RenderedConfig):
                 + (" pingpong" if self.pingpong else "")
                 + ("" if (self.producer_regs, self.consumer_regs) == REGS
                    else f" regs={self.producer_regs}/{self.consumer_regs}")
-                + ("" if self.cluster_m == 1 else f" cluster{self.cluster_m}")
+                + ("" if self.cluster_size == 1 else f" cluster{self.cluster_m}"
+                   + ("" if self.cluster_n == 1 else f"x{self.cluster_n}"))
                 + ("" if self.sk_reduce == "owner" else f" sk={self.sk_reduce}")
                 + ("" if self.k_parts == 1 else f" parts={self.k_parts}")
                 + ("" if self.sk_waves == 1 else f" skw{self.sk_waves}")
@@ -1086,14 +1110,17 @@ def fit_policy(config: HopperConfig, m: int, n: int, k: int, sms: int, *,
 def plan_launch(config: HopperConfig, m: int, n: int, k: int, slots: int) -> LaunchPlan:
     """Grid and stream-K split for ``slots`` resident CTAs (SMs × occupancy, occupancy 1 here).
 
-    With ``cluster_m`` 2 the grid is whole clusters over the pairs of tile rows: one per pair
-    (per_tile), or ``slots // 2`` but at least one and at most one per pair (static).
+    With clusters the grid is whole clusters over the blocks of ``cluster_m`` x ``cluster_n``
+    tiles: one per block (per_tile), or ``slots // size`` but at least one and at most one per
+    block (static).
 
     >>> cfg = HopperConfig(tile_n=256, cluster_m=2)
     >>> plan_launch(cfg, 8192, 8192, 8192, 132).grid, plan_launch(cfg, 300, 256, 64, 132).grid
     (132, 4)
     >>> plan_launch(cfg.replace(policy="per_tile"), 300, 512, 64, 132).grid  # 3 rows: 2 pairs x 2 cols
     8
+    >>> plan_launch(cfg.replace(policy="per_tile", cluster_n=2), 300, 768, 64, 132).grid  # 2 x 2 blocks
+    16
 
     Stream-K with the spread fix-up where every tile is split four or more ways launches a whole
     number of CTAs per tile: 16 tiles on 132 slots, 8 each.
@@ -1102,10 +1129,10 @@ def plan_launch(config: HopperConfig, m: int, n: int, k: int, slots: int) -> Lau
     128
     """
     rows, cols, k_iters = schedule.tile_grid(m, n, k, config.tile_m, config.tile_n, config.tile_k)
-    if config.cluster_m > 1:
-        c = config.cluster_m
-        pairs = -(-rows // c) * cols
-        clusters = pairs if config.policy == "per_tile" else max(1, min(slots // c, pairs))
+    if config.cluster_size > 1:
+        c = config.cluster_size
+        blocks = -(-rows // config.cluster_m) * -(-cols // config.cluster_n)
+        clusters = blocks if config.policy == "per_tile" else max(1, min(slots // c, blocks))
         return LaunchPlan(rows, cols, k_iters, c * clusters, 0)
     tiles = rows * cols
     sk = schedule.streamk_tiles(tiles, slots, k_iters, config.sk_waves) if config.policy == "streamk" else 0
@@ -1257,8 +1284,9 @@ def _encoder():
 
 
 def _operand_desc(ptr: int, kind: str, k_major: bool, k: int, mn: int, ld: int, tile_k: int, rows: int):
-    """The TMA descriptor (its bytes) of one operand (``rows`` = the rows of the tile one load brings: M, N, or
-    with 2-CTA clusters N / 2 for B): K-major, boxes of ``rows × tile_k`` over the (MN, K) tensor;
+    """The TMA descriptor (its bytes) of one operand (``rows`` = the rows of the tile one load
+    brings: M, N, or with clusters M / ``cluster_n`` and N / ``cluster_m``): K-major, boxes of
+    ``rows × tile_k`` over the (MN, K) tensor;
     MN-major, boxes of ``tile_k × 64`` over the (K, MN) tensor, ``rows / 64`` of them per stage,
     rounded up (kernels/gemm_hopper.cu loads them side by side)."""
     if k_major:
@@ -1267,14 +1295,14 @@ def _operand_desc(ptr: int, kind: str, k_major: bool, k: int, mn: int, ld: int, 
 
 
 def max_active_clusters(kernel, config: HopperConfig) -> int | None:
-    """cuOccupancyMaxActiveClusters for a ``cluster_m``-CTA cluster kernel (its cluster size is
-    compile-time: ``__cluster_dims__``), or None where cuda.bindings cannot say."""
-    key = (kernel.kernel.ptr, config.threads, config.smem_bytes, config.cluster_m)
+    """cuOccupancyMaxActiveClusters for a cluster kernel (its cluster size is compile-time:
+    ``__cluster_dims__``), or None where cuda.bindings cannot say."""
+    key = (kernel.kernel.ptr, config.threads, config.smem_bytes, config.cluster_size)
     if key not in _clusters:
         try:
             from cuda.bindings import driver as cu  # noqa: PLC0415
             launch = cu.CUlaunchConfig()
-            launch.gridDimX, launch.gridDimY, launch.gridDimZ = config.cluster_m, 1, 1
+            launch.gridDimX, launch.gridDimY, launch.gridDimZ = config.cluster_size, 1, 1
             launch.blockDimX, launch.blockDimY, launch.blockDimZ = config.threads, 1, 1
             launch.sharedMemBytes = config.smem_bytes
             launch.numAttrs = 0
@@ -1290,14 +1318,14 @@ _clusters: dict[tuple, int | None] = {}
 
 def _slots(kernel, config: HopperConfig, sms: int) -> int:
     """Resident CTAs for ``sms`` SMs: SMs × occupancy; with clusters, whole clusters only (SMs
-    rounded down to a multiple of ``cluster_m``, at most what the driver can co-schedule)."""
-    if config.cluster_m == 1:
+    rounded down to a multiple of the cluster size, at most what the driver can co-schedule)."""
+    if config.cluster_size == 1:
         return sms * max(1, occupancy(kernel, config))
-    clusters = sms // config.cluster_m
+    clusters = sms // config.cluster_size
     most = max_active_clusters(kernel, config)
     if most is not None:
         clusters = min(clusters, most)
-    return config.cluster_m * max(1, clusters)
+    return config.cluster_size * max(1, clusters)
 
 
 # --- launch ----------------------------------------------------------------------------------------
@@ -1472,7 +1500,7 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
             return out, np.zeros((0, 8), np.int64)
         return (out, np.zeros((0, 4), np.int32)) if debug else out
     if (flags is not None and TAIL_SPLIT and not (debug or timeline) and kind in ("float16", "bfloat16")
-            and config.cluster_m > 1):  # measured with clusters only (RESULTS.md, twenty-third session)
+            and (config.cluster_m, config.cluster_n) == (2, 1)):  # measured there only (RESULTS.md, 23rd session)
         split = _tail_split_cached(config, m, n, k, kind, sms, **flags)
         if split is not None and split[2] <= TAIL_SPLIT:  # two launches, on two bands of rows
             m1, rest, _ = split
@@ -1511,9 +1539,10 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
     config, kernel, lp = setup.config, setup.kernel, setup.plan
     descs_a, descs_b = [], []
     for ((a_arr, _, lda), (b_arr, _, ldb)), (k_p, rows_a, rows_b) in zip(ops, dims):
+        # Clusters: each CTA loads (and multicasts) its part of A's rows and of B's, K-major as one
+        # box of them
         descs_a.append(_operand_desc(a_arr.data.ptr, kind, a_k, k_p, rows_a, lda, config.tile_k,
-                                     config.tile_m))
-        # 2-CTA clusters: each CTA loads (and multicasts) half of B's rows, K-major as one box of them
+                                     config.tile_m // config.cluster_n))
         descs_b.append(_operand_desc(b_arr.data.ptr, kind, b_k, k_p, rows_b, ldb, config.tile_k,
                                      config.tile_n // config.cluster_m))
 

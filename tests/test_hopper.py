@@ -163,8 +163,9 @@ def test_config_validates():
 
 
 def test_cluster_config_validates_renders_and_keys():
-    """cluster_m: 1 (default) or 2; 2 only with static / per_tile, cooperative consumers, no record
-    and tile_n >= 128, each refusal naming the combination."""
+    """cluster_m: 1 (default), 2 or 4; cluster_n 1 or 2; at most 4 CTAs; clusters only with static /
+    per_tile, cooperative consumers, no record and tile_n >= 128 (256 with a row-major B in
+    quarters), each refusal naming the combination."""
     a = HopperConfig(tile_n=256)
     c2 = a.replace(cluster_m=2)
     assert "#define MGEMM_CLUSTER_M 1\n" in a.render() and "#define MGEMM_CLUSTER_M 2\n" in c2.render()
@@ -173,9 +174,27 @@ def test_cluster_config_validates_renders_and_keys():
     assert c2.smem_bytes == a.smem_bytes  # the same ring: each CTA still holds the whole B tile
     HopperConfig(tile_n=128, policy="per_tile", cluster_m=2, input="tf32")
     with pytest.raises(ValueError, match="cluster_m must be one of"):
-        HopperConfig(cluster_m=4)
+        HopperConfig(cluster_m=3)
     with pytest.raises(ValueError, match="cluster_m must be one of"):
         HopperConfig(cluster_m=0)
+    with pytest.raises(ValueError, match="cluster_n must be one of"):
+        HopperConfig(cluster_n=4)
+    with pytest.raises(ValueError, match="more than 4 CTAs"):
+        HopperConfig(tile_n=256, cluster_m=4, cluster_n=2)
+    c4, c22, c12 = a.replace(cluster_m=4), a.replace(cluster_m=2, cluster_n=2), a.replace(cluster_n=2)
+    assert (c4.cluster_size, c22.cluster_size, c12.cluster_size) == (4, 4, 2)
+    assert str(c4).endswith(" cluster4") and str(c22).endswith(" cluster2x2") and str(c12).endswith(" cluster1x2")
+    assert "#define MGEMM_CLUSTER_N 2\n" in c22.render() and "#define MGEMM_CLUSTER_N 1\n" in c4.render()
+    assert len({x.key() for x in (a, c2, c4, c22, c12)}) == 5
+    HopperConfig(tile_n=128, cluster_m=4)  # a K-major B: quarters of 32 rows
+    HopperConfig(tile_n=256, cluster_m=4, b_k_major=False)  # one 64-wide box each
+    HopperConfig(tile_n=128, cluster_m=2, cluster_n=2, a_k_major=False, b_k_major=False)
+    with pytest.raises(ValueError, match="row-major B .* tile_n=128"):
+        HopperConfig(tile_n=128, cluster_m=4, b_k_major=False)
+    with pytest.raises(ValueError, match="cluster_m=1, cluster_n=2 with policy='streamk'"):
+        HopperConfig(cluster_n=2, policy="streamk")
+    with pytest.raises(ValueError, match="cluster_m=2, cluster_n=2 with tile_n=64"):
+        HopperConfig(cluster_m=2, cluster_n=2, tile_n=64)
     for policy in ("dynamic", "streamk"):
         with pytest.raises(ValueError, match=f"cluster_m=2 with policy='{policy}'"):
             HopperConfig(cluster_m=2, policy=policy)
@@ -188,18 +207,20 @@ def test_cluster_config_validates_renders_and_keys():
 
 
 @pytest.mark.parametrize("policy", hopper.CLUSTER_POLICIES)
+@pytest.mark.parametrize("cm,cn", [(2, 1), (4, 1), (2, 2), (1, 2)])
 @pytest.mark.parametrize("m,n,k,slots", [(8192, 8192, 8192, 132), (300, 256, 64, 132), (300, 1000, 500, 7),
                                          (1, 1, 1, 132), (4096, 4096, 4096, 1), (1000, 1500, 700, 20)])
-def test_plan_launch_cluster_grid_is_whole_clusters_over_row_pairs(policy, m, n, k, slots):
-    cfg = HopperConfig(tile_n=256, policy=policy, cluster_m=2)
+def test_plan_launch_cluster_grid_is_whole_clusters_over_tile_blocks(policy, cm, cn, m, n, k, slots):
+    cfg = HopperConfig(tile_n=256, policy=policy, cluster_m=cm, cluster_n=cn)
     lp = hopper.plan_launch(cfg, m, n, k, slots)
     assert (lp.rows, lp.cols, lp.k_iters) == schedule.tile_grid(m, n, k, 128, 256, 64)
-    pairs = -(-lp.rows // 2) * lp.cols
-    assert lp.grid % 2 == 0 and lp.sk_tiles == 0
+    size = cm * cn
+    blocks = -(-lp.rows // cm) * -(-lp.cols // cn)
+    assert lp.grid % size == 0 and lp.sk_tiles == 0
     if policy == "per_tile":
-        assert lp.grid == 2 * pairs
+        assert lp.grid == size * blocks
     else:
-        assert lp.grid == 2 * max(1, min(slots // 2, pairs))
+        assert lp.grid == size * max(1, min(slots // size, blocks))
 
 
 @pytest.mark.parametrize("tile_n,stages", hopper.TILE_CHOICES + [(64, 4), (128, 4), (192, 5), (96, 6),
@@ -1080,6 +1101,13 @@ def test_transpose_kernel_compiles_without_spills(tmp_path):
                                               b_k_major=False),
                                  HopperConfig(input="tf32", tile_n=128, stages=4, cluster_m=2,
                                               policy="per_tile"),
+                                 # clusters of 4 (B in quarters) and along N (A multicast too)
+                                 HopperConfig(input="float16", tile_n=256, stages=4, cluster_m=4,
+                                              b_k_major=False, epilogue="tma"),
+                                 HopperConfig(input="bfloat16", tile_n=128, stages=6, cluster_m=2,
+                                              cluster_n=2, a_k_major=False, b_k_major=False),
+                                 HopperConfig(input="tf32", tile_n=128, stages=4, cluster_n=2,
+                                              policy="per_tile"),
                                  HopperConfig(input="bfloat16", tile_n=256, stages=4, epilogue="staged",
                                               b_k_major=False),
                                  HopperConfig(input="float16", tile_n=128, stages=6, epilogue="staged",
@@ -1150,9 +1178,9 @@ def test_rendered_source_compiles_for_sm90a(cfg, tmp_path):
     assert f"setmaxnreg.inc.sync.aligned.u32 {cfg.consumer_regs};" in ptx
     assert f"setmaxnreg.dec.sync.aligned.u32 {cfg.producer_regs};" in ptx
     assert ("bar.arrive" in ptx) == cfg.pingpong  # the math turn of the pingpong warpgroups
-    # 2-CTA clusters: the compile-time cluster shape, B multicast, peer arrivals, cluster barriers
-    cluster = cfg.cluster_m == 2
-    assert (".reqnctapercluster 2, 1, 1" in ptx) == cluster
+    # clusters: the compile-time cluster shape, multicast, peer arrivals, cluster barriers
+    cluster = cfg.cluster_size > 1
+    assert (f".reqnctapercluster {cfg.cluster_size}, 1, 1" in ptx) == cluster
     assert ("multicast::cluster" in ptx) == cluster
     # a peer's stage release: a remote arrive with the default (CTA-scope) release; cluster scope
     # on it or on the producer's wait compiles to a MEMBAR.ALL.GPU or an L1 invalidation per stage
@@ -1899,6 +1927,59 @@ def test_cluster2_bitwise_equals_one_cta_and_repeats(policy, trans_b):
         got = hopper.gemm(a, b, config=one.replace(cluster_m=2), as_dtype="bfloat16", out_dtype="float32",
                           sms=sms)
         assert bool((got == want).all()), (policy, trans_b, sms, int((got != want).sum()))
+
+
+# --- clusters of 4, and along N with A multicast (GPU) ----------------------------------------------
+
+# (kind, tile_n, stages, cluster_m, cluster_n): B in quarters (K-major rows, MN-major boxes), 2 x 2
+# blocks and pairs along N (A halves: K-major rows, MN-major boxes)
+CLUSTER_BLOCKS = [("float16", 256, 4, 4, 1), ("bfloat16", 128, 6, 4, 1), ("float16", 128, 6, 2, 2),
+                  ("bfloat16", 256, 4, 2, 2), ("float16", 256, 4, 1, 2), ("tf32", 128, 4, 2, 2)]
+# Tile rows and columns that are no multiple of the block (1, 3, 5 rows; 1, 3, 5, 6 columns of
+# 256 and 128), tiles wholly past M and N, a block of one CTA's work, and few clusters.
+BLOCK_SHAPES = [(300, 700, 500), (385, 1300, 190), (129, 257, 64), (1000, 1500, 700), (600, 650, 1111)]
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("policy", hopper.CLUSTER_POLICIES)
+@pytest.mark.parametrize("kind,tile_n,stages,cm,cn", CLUSTER_BLOCKS,
+                         ids=[f"{k}-{t}-{cm}x{cn}" for k, t, _, cm, cn in CLUSTER_BLOCKS])
+def test_cluster_blocks_match_float64_reference(kind, tile_n, stages, cm, cn, policy):
+    """cluster_m x cluster_n CTAs on a block of tiles, each multicasting its part of A along the
+    tile row and of B down the tile column: edge shapes in every operand layout the config takes,
+    then SM budgets of 1 to 3 clusters.  A hang is a barrier-count or teardown bug; NaNs are
+    unwritten outputs."""
+    base = HopperConfig(input=kind, tile_n=tile_n, stages=stages, policy=policy, cluster_m=cm, cluster_n=cn)
+    layouts = [(False, False)] if kind == "tf32" else [(False, False), (True, False), (False, True), (True, True)]
+    for i, (m, n, k) in enumerate(SHAPES[1:] + BLOCK_SHAPES):
+        trans_a, trans_b = layouts[i % len(layouts)]
+        if cm == 4 and tile_n == 128 and not trans_b:  # a row-major B in quarters needs 256-wide tiles
+            trans_b = True
+        _check(m, n, k, kind, base, trans_a=trans_a, trans_b=trans_b, seed=200 + i,
+               beta=0.5 if i % 2 else 0.0, alpha=1.0 if i % 3 else 0.75)
+    for j, (m, n, k, sms) in enumerate(CLUSTER_BUDGETS):
+        _check(m, n, k, kind, base, trans_b=cm == 4 and tile_n == 128, sms=4 * sms if sms else None,
+               seed=220 + j, beta=0.5 if j % 2 else 0.0)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("cm,cn", [(4, 1), (2, 2), (1, 2)])
+def test_cluster_blocks_bitwise_equal_one_cta(cm, cn):
+    """The same wgmmas over the same k order as one CTA per tile: bit for bit, on several runs and
+    SM budgets, both B layouts where the config takes them."""
+    rng = np.random.default_rng(12)
+    a, _ = rand_operand((1411, 1000), "bfloat16", rng)
+    b, _ = rand_operand((1000, 1700), "bfloat16", rng)
+    bt = cp.ascontiguousarray(b.T).T
+    one = HopperConfig(input="bfloat16", tile_n=256)
+    want = hopper.gemm(a, b, config=one, as_dtype="bfloat16", out_dtype="float32")
+    for operand in (b, bt):
+        for sms in (None, 12, 4, None):
+            got = hopper.gemm(a, operand, config=one.replace(cluster_m=cm, cluster_n=cn), as_dtype="bfloat16",
+                              out_dtype="float32", sms=sms)
+            assert bool((got == want).all()), (cm, cn, sms, int((got != want).sum()))
 
 
 @pytest.mark.gpu
