@@ -119,13 +119,13 @@ def main(argv=None):
         configs = {"hopper": (pc.config, None)}
         if prior:
             with mock.patch.multiple(hopper, **prior):
-                prior_cfg = hopper.choose_config(m, n, k, args.dtype, sms, **hopper.b_rows_flags([pc.b]))
+                prior_cfg = hopper.choose_config(m, n, k, args.dtype, sms, **hopper.rows_flags([pc.a], [pc.b]))
             if prior_cfg != pc.config:
                 configs["prior"] = (prior_cfg, None)
         for v in args.variant:
             label, cfg, sms_cap = h.parse_variant(v, pc.config)
             configs[label] = (cfg, sms_cap)
-        split = (hopper.tail_split(pc.config, m, n, k, args.dtype, sms, **hopper.b_rows_flags([pc.b]))
+        split = (hopper.tail_split(pc.config, m, n, k, args.dtype, sms, **hopper.rows_flags([pc.a], [pc.b]))
                  if args.split else None)
         outs = {name: pc.poisoned() for name in ("cuBLAS", *configs, *(["split"] if split else []))}
         fns = {"cuBLAS": h.cublas_fn(pc.a, pc.b, args.dtype, outs["cuBLAS"])}

@@ -180,7 +180,7 @@ def operands(case: Case, dtype: str, rng):
 class ProbeCase:
     """One ``MxNxK:dtype`` argument of the Hopper probes: the case, fresh operands, the output's
     storage dtype, ``as_dtype`` for ``hopper.gemm`` and the config ``hopper.gemm`` picks for them on
-    this GPU (``b_rows_flags`` included)."""
+    this GPU (``rows_flags`` included)."""
     case: Case
     dtype: str
     a: object
@@ -226,7 +226,7 @@ def probe_case(spec: str, rng) -> ProbeCase:
     a, b = operands(case, dtype, rng)
     bf16 = dtype == "bfloat16"
     return ProbeCase(case, dtype, a, b, cp.uint16 if bf16 else cp.float16, "bfloat16" if bf16 else None,
-                     hopper.choose_config(m, n, k, dtype, hopper.device_sms(), **hopper.b_rows_flags([b])))
+                     hopper.choose_config(m, n, k, dtype, hopper.device_sms(), **hopper.rows_flags([a], [b])))
 
 
 def parse_variant(spec: str, base):

@@ -83,9 +83,9 @@ def b_col_clusters(args, rng) -> int:
         pc = h.probe_case(f"{spec}:{args.dtype}", rng)
         m, n, k = pc.case.m, pc.case.n, pc.case.k
         b = cp.ascontiguousarray(pc.b.T).T  # the same values, K contiguous
-        heur = hopper.choose_config(m, n, k, args.dtype, sms, **hopper.b_rows_flags([b]))
+        heur = hopper.choose_config(m, n, k, args.dtype, sms, **hopper.rows_flags([pc.a], [b]))
         with mock.patch.object(hopper, "OFF_ROWS_CLUSTERS", ()):
-            prior = hopper.choose_config(m, n, k, args.dtype, sms, **hopper.b_rows_flags([b]))
+            prior = hopper.choose_config(m, n, k, args.dtype, sms, **hopper.rows_flags([pc.a], [b]))
         cfgs = {"heuristic": heur, "no clusters": prior}
         for width, stages in ((128, 6), (256, 4)):
             base = hopper.HopperConfig(input=heur.input, output=heur.output, epilogue=heur.epilogue)

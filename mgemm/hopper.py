@@ -285,6 +285,12 @@ OFF_ROWS_CLUSTERS = ((128, 6, 1.0), (256, 4, 0.8))
 # ... where their waves cost at most this share of the config's: (rows also off 32-byte sectors,
 # rows on sectors); the former overload the L2 more (RESULTS.md, twentieth and twenty-second sessions)
 OFF_ROWS_CLUSTER_MARGIN = (1.2, 1.0)
+# ... and where A's rows are off 128-byte lines too (a_rows_off_128), 2 x 2 clusters of the same
+# width (cluster_n=2: A multicast as well) where their waves are no more; QUAD_CLUSTERS[sms]: the
+# 4-CTA clusters one wave holds (cuOccupancyMaxActiveClusters; sms // 4 where not listed)
+# (RESULTS.md, twenty-fourth session); False turns it off
+OFF_ROWS_BLOCKS = True
+QUAD_CLUSTERS: dict[int, int] = {}
 # A static 2-CTA cluster launch whose last wave is short runs as two, on two bands of rows
 # (``tail_split``), where the wave-cost model puts both at most this share of the one (None:
 # never; RESULTS.md, twenty-third session: measured on cluster launches only)
@@ -550,7 +556,7 @@ def choose_policy(tiles: int, slots: int, k_iters: int, shared: bool = False) ->
 
 def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: bool = False,
                   shared: bool = False, tile_n: int | None = None, b_rows_off: bool = False,
-                  b_rows_off_128: bool = False) -> HopperConfig:
+                  b_rows_off_128: bool = False, a_rows_off_128: bool = False) -> HopperConfig:
     """Tile width and policy for an ``m × n × k`` product on ``sms`` SMs.  Pure and deterministic.
 
     The tile: 128 wide when the 256-wide tiles would fill less than ``WIDE_WAVE_FILL`` of one wave
@@ -638,6 +644,11 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     column-major B whose K is off 64 elements is read the same way: on ten shapes drawn, fp16, the
     rule switched nine, ahead on all nine, geomean 0.67 -> 0.86 (5952x2768x7896 0.67 -> 0.97).
 
+    ``a_rows_off_128``: A is read in place with rows off 128-byte lines too (the rows of K of a
+    row-major A, or of M of a column-major one).  Where the rule above took 2-CTA clusters, they
+    become 2 x 2 clusters of the same width (``_off_rows_blocks``), which multicast A along the
+    tile row as well, where the blocks need no more waves (RESULTS.md, twenty-fourth session).
+
     >>> choose_config(8192, 8192, 8192, "bfloat16", 132).tile_n
     256
     >>> choose_config(4096, 4104, 4096, "float16", 132).tile_n
@@ -697,6 +708,8 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     if ((b_rows_off or b_rows_off_128) and not explicit and not shared
             and kind in ("float16", "bfloat16")):
         cfg = _off_rows_clusters(cfg, m, n, k, sms, OFF_ROWS_CLUSTER_MARGIN[0 if b_rows_off else 1])
+        if a_rows_off_128:
+            cfg = _off_rows_blocks(cfg, m, n, sms)
     return cfg
 
 
@@ -711,15 +724,23 @@ def b_rows_off(b_parts, boundary: int = 32) -> bool:
 
 
 def b_rows_flags(b_parts) -> dict[str, bool]:
-    """``choose_config``'s ``b_rows_off`` and ``b_rows_off_128`` for these B parts, as ``gemm_parts``
-    passes them when it picks the config (one pass over the parts)."""
+    """``choose_config``'s ``b_rows_off`` and ``b_rows_off_128`` for these B parts (one pass over
+    the parts)."""
     off_32, off_128 = _rows_off(b_parts, (32, 128))
     return {"b_rows_off": off_32, "b_rows_off_128": off_128}
 
 
+def rows_flags(a_parts, b_parts) -> dict[str, bool]:
+    """``choose_config``'s row flags for these A and B parts, as ``gemm_parts`` passes them when it
+    picks the config: ``b_rows_flags`` and ``a_rows_off_128`` (A's rows, as ``_operand`` lays them
+    out, off 128-byte lines: ``_rows_off`` over the parts as (K_p × M) transposes)."""
+    return {**b_rows_flags(b_parts), "a_rows_off_128": _rows_off([a.T for a in a_parts], (128,))[0]}
+
+
 def _rows_off(b_parts, boundaries: tuple[int, ...]) -> list[bool]:
     """``b_rows_off(b_parts, b)`` for each ``b`` of ``boundaries``: each True from the first part
-    read in place with rows off it, unless a part before that one is not 16-bit or is copied."""
+    read in place with rows off it, unless a part before that one is not 16-bit or is copied.
+    (A's parts go in as their (K_p × M) transposes.)"""
     off = [False] * len(boundaries)
     for b in b_parts:
         item = b.itemsize
@@ -786,33 +807,62 @@ def _off_rows_clusters(cfg: HopperConfig, m: int, n: int, k: int, sms: int,
     return _static_width(cfg, width, stages, k).replace(cluster_m=2)
 
 
-def _cluster_cost(m: int, n: int, width: int, per_column: float, sms: int) -> float:
-    """The wave-cost model's estimate for static 2-CTA clusters of 128 x ``width`` tiles: waves of
-    ``sms // 2`` clusters over the pairs of tile rows (one cluster per pair and column) times
-    ``width`` times ``per_column``."""
-    pairs = -(-_tiles(m, 1, 1) // 2)
-    return -(-(pairs * -(-n // width)) // (sms // 2)) * width * per_column
+def _cluster_cost(m: int, n: int, width: int, per_column: float, sms: int, cluster_n: int = 1) -> float:
+    """The wave-cost model's estimate for static clusters of 2 x ``cluster_n`` tiles of 128 x
+    ``width`` (``_cluster_waves``) times ``width`` times ``per_column``."""
+    return _cluster_waves(m, n, width, cluster_n, sms)[0] * width * per_column
+
+
+def _cluster_waves(m: int, n: int, width: int, cluster_n: int, sms: int) -> tuple[int, int, int]:
+    """(waves, clusters a wave holds, columns of blocks) of static clusters of 2 x ``cluster_n``
+    tiles of 128 x ``width``: one cluster per block of two tile rows and ``cluster_n`` tile
+    columns, ``sms // 2`` pairs or ``quad_clusters(sms)`` 2 x 2 blocks a wave."""
+    slots = sms // 2 if cluster_n == 1 else quad_clusters(sms)
+    cols = -(-(-(-n // width)) // cluster_n)
+    return -(-(-(-_tiles(m, 1, 1) // 2) * cols) // max(1, slots)), slots, cols
+
+
+def quad_clusters(sms: int) -> int:
+    """4-CTA clusters that one wave of ``sms`` SMs holds: ``QUAD_CLUSTERS[sms]`` (measured), else
+    ``sms // 4``."""
+    return QUAD_CLUSTERS.get(sms, sms // 4)
+
+
+def _off_rows_blocks(cfg: HopperConfig, m: int, n: int, sms: int) -> HopperConfig:
+    """A static 2-CTA cluster config (``cluster_m=2``) as 2 x 2 clusters (``cluster_n=2``: A
+    multicast along the tile row too) where the blocks of 2 x 2 tiles run in no more waves of
+    ``quad_clusters(sms)`` than the pairs in waves of ``sms // 2``; else ``cfg``.
+
+    >>> cfg = choose_config(3000, 3000, 3000, "float16", 132, b_rows_off=True, a_rows_off_128=True)
+    >>> cfg.cluster_m, cfg.cluster_n, cfg.tile_n
+    (2, 2, 256)
+    """
+    if (not OFF_ROWS_BLOCKS or (cfg.cluster_m, cfg.cluster_n, cfg.policy) != (2, 1, "static")
+            or cfg.tile_m != TILE_M or sms < 4):
+        return cfg
+    fewer = _cluster_waves(m, n, cfg.tile_n, 2, sms)[0] <= _cluster_waves(m, n, cfg.tile_n, 1, sms)[0]
+    return cfg.replace(cluster_n=2) if fewer else cfg
 
 
 def _launch_cost(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> float:
-    """``_config_cost``, or for a 2-CTA cluster config ``_cluster_cost`` at its width's
-    ``OFF_ROWS_CLUSTERS`` cost."""
-    if cfg.cluster_m == 1:
+    """``_config_cost``, or for a cluster config of 2 x ``cluster_n`` CTAs ``_cluster_cost`` at its
+    width's ``OFF_ROWS_CLUSTERS`` cost."""
+    if cfg.cluster_size == 1:
         return _config_cost(cfg, m, n, k, sms)
     per_column = {w: c for w, _, c in OFF_ROWS_CLUSTERS}.get(cfg.tile_n, 1.0)
-    return _cluster_cost(m, n, cfg.tile_n, per_column, sms)
+    return _cluster_cost(m, n, cfg.tile_n, per_column, sms, cfg.cluster_n)
 
 
 def tail_split(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, *,
-               b_rows_off: bool = False, b_rows_off_128: bool = False):
+               b_rows_off: bool = False, b_rows_off_128: bool = False, a_rows_off_128: bool = False):
     """Where a static cooperative launch of ``cfg`` runs two waves or more and its last wave is
     short, and K has ``TAIL_SPLIT_MIN_K_STEPS`` steps or more (a second launch's fixed costs): the
     rows ``m1`` that fill all waves but the last (whole tile rows, whole pairs of them with
-    clusters), the config ``choose_config`` picks for the other ``m - m1`` rows, and the
+    clusters of 2 x 1 or 2 x 2 CTAs), the config ``choose_config`` picks for the other ``m - m1`` rows, and the
     wave-cost model's estimate of both launches over that of the one (``_launch_cost``).  None
     where there is no such split, or where the rest would run the thin pingpong tile (which the
-    model does not price).  Pure.  ``gemm_parts`` runs the two launches where ``cfg`` is a 2-CTA
-    cluster config (the only ones measured) and the ratio is at most ``TAIL_SPLIT``.
+    model does not price).  Pure.  ``gemm_parts`` runs the two launches where ``cfg`` is a cluster
+    config (the only ones measured) and the ratio is at most ``TAIL_SPLIT``.
 
     On the H200 (RESULTS.md, twenty-third session, float16): of 21 shapes timed both ways, the four
     with a ratio of at most 0.875 were 0.05-0.11 of cuBLAS faster split (4992x1784x6440 0.77 ->
@@ -829,17 +879,20 @@ def tail_split(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, 
     >>> m1, rest.policy, round(ratio, 3)  # two waves' rows, then the rest split along K
     (4608, 'streamk', 0.746)
     """
-    if (cfg.policy != "static" or cfg.pingpong or cfg.tile_m != TILE_M
+    if (cfg.policy != "static" or cfg.pingpong or cfg.tile_m != TILE_M or cfg.cluster_m > 2
             or -(-k // 64) < TAIL_SPLIT_MIN_K_STEPS):
         return None
-    slots = sms // cfg.cluster_m
     rows = cfg.tile_m * cfg.cluster_m
-    cols = -(-n // cfg.tile_n)
-    waves = -(-(-(-m // rows) * cols) // slots)
+    if cfg.cluster_m == 1:
+        slots, cols = sms, -(-n // cfg.tile_n)
+        waves = -(-(-(-m // rows) * cols) // slots)
+    else:
+        waves, slots, cols = _cluster_waves(m, n, cfg.tile_n, cfg.cluster_n, sms)
     m1 = (waves - 1) * slots // cols * rows
     if waves < 2 or not 0 < m1 < m:
         return None
-    rest = choose_config(m - m1, n, k, dtype, sms, b_rows_off=b_rows_off, b_rows_off_128=b_rows_off_128)
+    rest = choose_config(m - m1, n, k, dtype, sms, b_rows_off=b_rows_off, b_rows_off_128=b_rows_off_128,
+                         a_rows_off_128=a_rows_off_128)
     if rest.pingpong:
         return None
     ratio = ((_launch_cost(cfg, m1, n, k, sms) + _launch_cost(rest, m - m1, n, k, sms))
@@ -849,8 +902,9 @@ def tail_split(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, 
 
 @functools.lru_cache(maxsize=1024)
 def _tail_split_cached(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, *,
-                       b_rows_off: bool = False, b_rows_off_128: bool = False):
-    return tail_split(cfg, m, n, k, dtype, sms, b_rows_off=b_rows_off, b_rows_off_128=b_rows_off_128)
+                       b_rows_off: bool = False, b_rows_off_128: bool = False, a_rows_off_128: bool = False):
+    return tail_split(cfg, m, n, k, dtype, sms, b_rows_off=b_rows_off, b_rows_off_128=b_rows_off_128,
+                      a_rows_off_128=a_rows_off_128)
 
 
 def _tiles(m: int, n: int, tile_n: int, tile_m: int = TILE_M) -> int:
@@ -1176,9 +1230,10 @@ def get_kernel(config: HopperConfig, device: int | None = None):
 
 @functools.lru_cache(maxsize=1024)
 def _choose_cached(m: int, n: int, k: int, dtype: str, sms: int, allow_tf32: bool,
-                   b_rows_off: bool = False, b_rows_off_128: bool = False) -> HopperConfig:
+                   b_rows_off: bool = False, b_rows_off_128: bool = False,
+                   a_rows_off_128: bool = False) -> HopperConfig:
     return choose_config(m, n, k, dtype, sms, allow_tf32=allow_tf32, b_rows_off=b_rows_off,
-                         b_rows_off_128=b_rows_off_128)
+                         b_rows_off_128=b_rows_off_128, a_rows_off_128=a_rows_off_128)
 
 
 # --- TMA descriptors (the driver's cuTensorMapEncodeTiled, lazily) ---------------------------------
@@ -1486,7 +1541,7 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
                             f"besides {a_parts[0].dtype}")
     k = sum(a_p.shape[1] for a_p in a_parts)
     cp = _cupy()
-    flags = b_rows_flags(b_parts) if config is None else None  # None: the caller's config
+    flags = rows_flags(a_parts, b_parts) if config is None else None  # None: the caller's config
     call = prepare_call(cp, a_parts[0], b_parts[0], c, out, beta=beta, config=config,
                         allow_tf32=allow_tf32, sms=sms, as_dtype=as_dtype, out_dtype=out_dtype,
                         input_kind=input_kind, outputs=OUTPUTS,
@@ -1500,7 +1555,7 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
             return out, np.zeros((0, 8), np.int64)
         return (out, np.zeros((0, 4), np.int32)) if debug else out
     if (flags is not None and TAIL_SPLIT and not (debug or timeline) and kind in ("float16", "bfloat16")
-            and (config.cluster_m, config.cluster_n) == (2, 1)):  # measured there only (RESULTS.md, 23rd session)
+            and config.cluster_m == 2):  # measured with clusters only (RESULTS.md, 23rd and 24th sessions)
         split = _tail_split_cached(config, m, n, k, kind, sms, **flags)
         if split is not None and split[2] <= TAIL_SPLIT:  # two launches, on two bands of rows
             m1, rest, _ = split

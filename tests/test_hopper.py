@@ -634,8 +634,49 @@ def test_gemm_parts_chooses_with_both_row_flags(n, clusters, monkeypatch):
     with pytest.raises(Stop):
         hopper.gemm_parts([a], [b])
     assert hopper.b_rows_flags([b]) == {"b_rows_off": n % 16 != 0, "b_rows_off_128": n % 64 != 0}
-    assert seen["config"] == hopper.choose_config(4096, n, 4096, "float16", 132, **hopper.b_rows_flags([b]))
+    flags = hopper.rows_flags([a], [b])
+    assert flags == {**hopper.b_rows_flags([b]), "a_rows_off_128": False}  # K = 4096: A's rows on 128
+    assert seen["config"] == hopper.choose_config(4096, n, 4096, "float16", 132, **flags)
     assert (seen["config"].cluster_m == 2) is clusters
+
+
+@pytest.mark.parametrize("shape,strides,ptr,off", [
+    ((3000, 3000), (6000, 2), 0x10000, True),   # row-major A, rows of K off 128
+    ((3000, 3008), (6016, 2), 0x10000, False),  # on 128
+    ((3000, 3008), (6016, 2), 0x10020, True),   # starting 32 bytes in
+    ((3000, 3008), (2, 6000), 0x10000, True),   # column-major A, rows of M off 128
+    ((3008, 3000), (2, 6016), 0x10000, False),  # column-major A, rows of M on 128
+    ((3000, 3001), (6002, 2), 0x10000, False),  # copied into padded rows
+])
+def test_a_rows_off_128_byte_lines(shape, strides, ptr, off):
+    """rows_flags' a_rows_off_128: A (M x K) read in place with rows (of K, or of M where A is
+    column-major) off 128-byte lines; float32 (tf32 copies) never."""
+    a = _FakeArray(shape, strides, ptr=ptr)
+    b = _FakeArray((shape[1], 4160), (8320, 2))
+    assert hopper.rows_flags([a], [b]) == {"b_rows_off": False, "b_rows_off_128": False, "a_rows_off_128": off}
+    a32 = _FakeArray(shape, tuple(2 * x for x in strides), itemsize=4, ptr=ptr)
+    assert not hopper.rows_flags([a32], [b])["a_rows_off_128"]
+
+
+def test_heuristic_a_rows_off_128_takes_2x2_clusters(monkeypatch):
+    """Where the heuristic takes static 2-CTA clusters (B's rows off 128 bytes) and A's rows are off
+    128 bytes too, 2 x 2 clusters of the same width where their blocks run in no more waves of
+    quad_clusters(sms) than the pairs in waves of sms // 2; never elsewhere."""
+    off = dict(b_rows_off=True, b_rows_off_128=True)
+    slots = hopper.quad_clusters(132)
+    for shape in ((3000, 3000, 3000), (1240, 1368, 3416), (5000, 5000, 5000), (11248, 856, 1144),
+                  (4096, 4104, 4104), (2760, 2832, 3160), (624, 10992, 11928), (12408, 12144, 6008)):
+        pair = hopper.choose_config(*shape, "float16", 132, **off)
+        got = hopper.choose_config(*shape, "float16", 132, a_rows_off_128=True, **off)
+        assert pair.cluster_m == 2 and pair.cluster_n == 1, shape
+        rows, cols = -(-shape[0] // 128), -(-shape[1] // pair.tile_n)
+        fewer = -(-(-(-rows // 2) * -(-cols // 2)) // slots) <= -(-(-(-rows // 2) * cols) // 66)
+        assert got == (pair.replace(cluster_n=2) if fewer else pair), shape
+    # no clusters to begin with (B's rows on 128 bytes), or the rule off: A's flag changes nothing
+    for shape in ((3000, 3008, 3000), (1000, 1024, 1000)):
+        assert hopper.choose_config(*shape, "float16", 132, a_rows_off_128=True).cluster_size == 1
+    monkeypatch.setattr(hopper, "OFF_ROWS_BLOCKS", False)
+    assert hopper.choose_config(3000, 3000, 3000, "float16", 132, a_rows_off_128=True, **off).cluster_n == 1
 
 
 def test_heuristic_few_stages_for_the_shortest_k():
@@ -909,7 +950,7 @@ def test_tail_split_runs_two_bands_of_rows(monkeypatch):
     the full waves and choose_config's on the rest, each into its band of the output (and of C,
     where beta != 0); elsewhere one launch."""
     m, n, k = 4992, 1784, 6440
-    off = hopper.b_rows_flags([_FakeArray((k, n), (2 * n, 2))])
+    off = hopper.rows_flags([_FakeArray((m, k), (2 * k, 2))], [_FakeArray((k, n), (2 * n, 2))])
     cfg = hopper.choose_config(m, n, k, "float16", 132, **off)
     m1, rest, ratio = hopper.tail_split(cfg, m, n, k, "float16", 132, **off)
     assert ratio <= hopper.TAIL_SPLIT
