@@ -100,8 +100,9 @@ def main(argv=None):
     p.add_argument("--prior", nargs="?", const="CHEAPEST_WIDTHS=()",
                    help="also the heuristic's config with these hopper constants (NAME=LITERAL;...)")
     p.add_argument("--split", action="store_true",
-                   help="also the heuristic's config on the rows that fill all its waves but the last, "
-                        "then the rest in a second launch (hopper.tail_split), where it splits")
+                   help="also the heuristic's config (and the prior's, as 'prior-split') on the rows that "
+                        "fill all its waves but the last, then the rest in a second launch "
+                        "(hopper.tail_split), where it splits")
     args = p.parse_args(argv)
     waves = tuple(float(x) for x in args.waves.split(","))
     k_log2 = tuple(int(x) for x in args.k_log2.split(","))
@@ -125,20 +126,23 @@ def main(argv=None):
         for v in args.variant:
             label, cfg, sms_cap = h.parse_variant(v, pc.config)
             configs[label] = (cfg, sms_cap)
-        split = (hopper.tail_split(pc.config, m, n, k, args.dtype, sms, **hopper.rows_flags([pc.a], [pc.b]))
-                 if args.split else None)
-        outs = {name: pc.poisoned() for name in ("cuBLAS", *configs, *(["split"] if split else []))}
+        splits = {}  # "split" / "prior-split": (config of the first band, tail_split's result)
+        for name, label in (("hopper", "split"), ("prior", "prior-split")):
+            if args.split and name in configs:
+                cut = hopper.tail_split(configs[name][0], m, n, k, args.dtype, sms,
+                                        **hopper.rows_flags([pc.a], [pc.b]))
+                if cut:
+                    splits[label] = (configs[name][0], cut)
+        outs = {name: pc.poisoned() for name in ("cuBLAS", *configs, *splits)}
         fns = {"cuBLAS": h.cublas_fn(pc.a, pc.b, args.dtype, outs["cuBLAS"])}
         for name, (cfg, sms_cap) in configs.items():
             fns[name] = (lambda cfg=cfg, sms_cap=sms_cap, out=outs[name]:
                          hopper.gemm(pc.a, pc.b, out=out, config=cfg, sms=sms_cap, as_dtype=pc.as_dtype))
-        if split:
-            m1, rest, _ = split
-
-            def split_fn(out=outs["split"], m1=m1, rest=rest):
-                hopper.gemm(pc.a[:m1], pc.b, out=out[:m1], config=pc.config, as_dtype=pc.as_dtype)
+        for label, (first, (m1, rest, _)) in splits.items():
+            def split_fn(out=outs[label], m1=m1, first=first, rest=rest):
+                hopper.gemm(pc.a[:m1], pc.b, out=out[:m1], config=first, as_dtype=pc.as_dtype)
                 hopper.gemm(pc.a[m1:], pc.b, out=out[m1:], config=rest, as_dtype=pc.as_dtype)
-            fns["split"] = split_fn
+            fns[label] = split_fn
         pc.run_checked(fns, outs)
         for kern in [] if args.no_census else cublas_kernels(fns["cuBLAS"]):
             a = kern.get("args", {})
@@ -149,11 +153,11 @@ def main(argv=None):
         flops = 2.0 * m * n * k
         print(f"  {spec:>16} cuBLAS {1e3 * ms['cuBLAS']:8.2f} us {flops / ms['cuBLAS'] / 1e9:6.1f} TFLOP/s",
               flush=True)
-        if split:
-            m1, rest, ratio = split
-            print(f"  {spec:>16} {'split':>10} {1e3 * ms['split']:8.2f} us "
-                  f"{flops / ms['split'] / 1e9:6.1f} TFLOP/s x cuBLAS {ms['cuBLAS'] / ms['split']:.2f} | "
-                  f"rows {m1} on the heuristic's, {m - m1} on {rest} | model {ratio:.3f}", flush=True)
+        for label, (_, (m1, rest, ratio)) in splits.items():
+            whose = "the heuristic's" if label == "split" else "the prior's"
+            print(f"  {spec:>16} {label:>11} {1e3 * ms[label]:8.2f} us "
+                  f"{flops / ms[label] / 1e9:6.1f} TFLOP/s x cuBLAS {ms['cuBLAS'] / ms[label]:.2f} | "
+                  f"rows {m1} on {whose}, {m - m1} on {rest} | model {ratio:.3f}", flush=True)
         for name, (cfg, sms_cap) in configs.items():
             plan = hopper.launch_info(pc.a.shape, pc.b.shape, cfg, sms=sms_cap)
             print(f"  {spec:>16} {name:>10} {1e3 * ms[name]:8.2f} us {flops / ms[name] / 1e9:6.1f} TFLOP/s"

@@ -286,11 +286,13 @@ OFF_ROWS_CLUSTERS = ((128, 6, 1.0), (256, 4, 0.8))
 # rows on sectors); the former overload the L2 more (RESULTS.md, twentieth and twenty-second sessions)
 OFF_ROWS_CLUSTER_MARGIN = (1.2, 1.0)
 # ... and where A's rows are off 128-byte lines too (a_rows_off_128), 2 x 2 clusters of the same
-# width (cluster_n=2: A multicast as well) where their waves are no more; QUAD_CLUSTERS[sms]: the
-# 4-CTA clusters one wave holds (cuOccupancyMaxActiveClusters; sms // 4 where not listed)
-# (RESULTS.md, twenty-fourth session); False turns it off
+# width (cluster_n=2: A multicast as well) where their waves are no more (RESULTS.md,
+# twenty-fourth session); False turns it off
 OFF_ROWS_BLOCKS = True
-QUAD_CLUSTERS: dict[int, int] = {}
+# 4-CTA clusters that one wave holds, by SM count (cuOccupancyMaxActiveClusters for the 128-row
+# configs, 2 x 2 and 4 x 1 alike: 30 on the H200's 132 SMs, so a wave leaves 12 SMs idle, against
+# 66 2-CTA clusters); sms // 4 where not listed
+QUAD_CLUSTERS: dict[int, int] = {132: 30}
 # A static 2-CTA cluster launch whose last wave is short runs as two, on two bands of rows
 # (``tail_split``), where the wave-cost model puts both at most this share of the one (None:
 # never; RESULTS.md, twenty-third session: measured on cluster launches only)
