@@ -286,9 +286,11 @@ OFF_ROWS_CLUSTERS = ((128, 6, 1.0), (256, 4, 0.8))
 # rows on sectors); the former overload the L2 more (RESULTS.md, twentieth and twenty-second sessions)
 OFF_ROWS_CLUSTER_MARGIN = (1.2, 1.0)
 # ... and where A's rows are off 128-byte lines too (a_rows_off_128), 2 x 2 clusters of the same
-# width (cluster_n=2: A multicast as well) where their waves are no more (RESULTS.md,
-# twenty-fourth session); False turns it off
+# width (cluster_n=2: A multicast as well) where their waves are no more, at most BLOCK_PAD of
+# their CTAs sit on a tile column past N (an odd number of tile columns), and the 2-CTA config
+# would not run as two launches (tail_split) (RESULTS.md, twenty-fourth session); False: never
 OFF_ROWS_BLOCKS = True
+BLOCK_PAD = 0.1
 # 4-CTA clusters that one wave holds, by SM count (cuOccupancyMaxActiveClusters for the 128-row
 # configs, 2 x 2 and 4 x 1 alike: 30 on the H200's 132 SMs, so a wave leaves 12 SMs idle, against
 # 66 2-CTA clusters); sms // 4 where not listed
@@ -711,7 +713,7 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
             and kind in ("float16", "bfloat16")):
         cfg = _off_rows_clusters(cfg, m, n, k, sms, OFF_ROWS_CLUSTER_MARGIN[0 if b_rows_off else 1])
         if a_rows_off_128:
-            cfg = _off_rows_blocks(cfg, m, n, sms)
+            cfg = _off_rows_blocks(cfg, m, n, k, kind, sms, b_rows_off=b_rows_off, b_rows_off_128=b_rows_off_128)
     return cfg
 
 
@@ -830,20 +832,36 @@ def quad_clusters(sms: int) -> int:
     return QUAD_CLUSTERS.get(sms, sms // 4)
 
 
-def _off_rows_blocks(cfg: HopperConfig, m: int, n: int, sms: int) -> HopperConfig:
+def _off_rows_blocks(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, *,
+                     b_rows_off: bool = False, b_rows_off_128: bool = False) -> HopperConfig:
     """A static 2-CTA cluster config (``cluster_m=2``) as 2 x 2 clusters (``cluster_n=2``: A
     multicast along the tile row too) where the blocks of 2 x 2 tiles run in no more waves of
-    ``quad_clusters(sms)`` than the pairs in waves of ``sms // 2``; else ``cfg``.
+    ``quad_clusters(sms)`` than the pairs in waves of ``sms // 2``, at most ``BLOCK_PAD`` of the
+    blocks' CTAs sit on a tile column past N, and ``gemm_parts`` would not run the 2-CTA config as
+    two launches (``tail_split``: ahead of the 2 x 2 clusters on all five shapes measured); else
+    ``cfg``.
 
-    >>> cfg = choose_config(3000, 3000, 3000, "float16", 132, b_rows_off=True, a_rows_off_128=True)
+    >>> off = dict(b_rows_off=True, a_rows_off_128=True)
+    >>> cfg = choose_config(11248, 856, 1144, "float16", 132, **off)  # 88 x 4 tiles
     >>> cfg.cluster_m, cfg.cluster_n, cfg.tile_n
     (2, 2, 256)
+    >>> choose_config(3424, 744, 2008, "float16", 132, **off).cluster_n  # 3 columns: 1 of 4 past N
+    1
     """
     if (not OFF_ROWS_BLOCKS or (cfg.cluster_m, cfg.cluster_n, cfg.policy) != (2, 1, "static")
             or cfg.tile_m != TILE_M or sms < 4):
         return cfg
-    fewer = _cluster_waves(m, n, cfg.tile_n, 2, sms)[0] <= _cluster_waves(m, n, cfg.tile_n, 1, sms)[0]
-    return cfg.replace(cluster_n=2) if fewer else cfg
+    cols = -(-n // cfg.tile_n)
+    if cols % 2 and 1 / (cols + 1) > BLOCK_PAD:
+        return cfg
+    if _cluster_waves(m, n, cfg.tile_n, 2, sms)[0] > _cluster_waves(m, n, cfg.tile_n, 1, sms)[0]:
+        return cfg
+    if TAIL_SPLIT:
+        split = tail_split(cfg, m, n, k, dtype, sms, b_rows_off=b_rows_off, b_rows_off_128=b_rows_off_128,
+                           a_rows_off_128=True)
+        if split is not None and split[2] <= TAIL_SPLIT:
+            return cfg
+    return cfg.replace(cluster_n=2)
 
 
 def _launch_cost(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> float:
@@ -1557,7 +1575,7 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
             return out, np.zeros((0, 8), np.int64)
         return (out, np.zeros((0, 4), np.int32)) if debug else out
     if (flags is not None and TAIL_SPLIT and not (debug or timeline) and kind in ("float16", "bfloat16")
-            and config.cluster_m == 2):  # measured with clusters only (RESULTS.md, 23rd and 24th sessions)
+            and (config.cluster_m, config.cluster_n) == (2, 1)):  # measured there (RESULTS.md, 23rd, 24th sessions)
         split = _tail_split_cached(config, m, n, k, kind, sms, **flags)
         if split is not None and split[2] <= TAIL_SPLIT:  # two launches, on two bands of rows
             m1, rest, _ = split
