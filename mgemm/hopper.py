@@ -65,7 +65,11 @@ nothing.  Only ``static`` and ``per_tile`` (every CTA walks the same blocks, gro
 of blocks: ``group`` counts rows of blocks), cooperative consumers, ``tile_n`` 128 or 256 (256
 with an MN-major B and ``cluster_m`` 4), no debug record; the grid is whole clusters, at most
 ``cuOccupancyMaxActiveClusters`` (SMs rounded down to a multiple of the size where cuda.bindings
-cannot say), at least one cluster whatever ``sms`` says.
+cannot say), at least one cluster whatever ``sms`` says: on the H200 66 2-CTA clusters, but only
+30 4-CTA ones (120 of the 132 SMs; ``QUAD_CLUSTERS``).  The heuristic takes 2 x 1 clusters where
+B's rows are off 128 bytes and 2 x 2 where A's are too (``choose_config``); 4 x 1 and 1 x 2 are
+there to measure (4 x 1 was ahead of the best 2 x 1 or 2 x 2 config on none of 14 shapes, level
+on one; RESULTS.md, twenty-fourth session).
 
 Status (H200, 2026-11-30; numbers in benchmarks/RESULTS.md).  Verified on the GPU: every GPU test
 in tests/test_hopper.py (108 in the third session, incl. every operand layout without a copy, the
@@ -651,7 +655,10 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     ``a_rows_off_128``: A is read in place with rows off 128-byte lines too (the rows of K of a
     row-major A, or of M of a column-major one).  Where the rule above took 2-CTA clusters, they
     become 2 x 2 clusters of the same width (``_off_rows_blocks``), which multicast A along the
-    tile row as well, where the blocks need no more waves (RESULTS.md, twenty-fourth session).
+    tile row as well, where the blocks need no more waves.  On the H200 (RESULTS.md, twenty-fourth
+    session): on 14 shapes drawn after the rule, fp16 0.81 -> 0.86 and bf16 0.82 -> 0.88 of
+    cuBLAS (3520x424x11560 0.61 -> 0.85, 488x3488x3560 0.73 -> 0.92), ahead in 23 of 28 runs,
+    behind by 0.01-0.03 in three (5480x2352x352 0.86 -> 0.83).
 
     >>> choose_config(8192, 8192, 8192, "bfloat16", 132).tile_n
     256
