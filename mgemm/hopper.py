@@ -655,7 +655,9 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     ``a_rows_off_128``: A is read in place with rows off 128-byte lines too (the rows of K of a
     row-major A, or of M of a column-major one).  Where the rule above took 2-CTA clusters, they
     become 2 x 2 clusters of the same width (``_off_rows_blocks``), which multicast A along the
-    tile row as well, where the blocks need no more waves.  On the H200 (RESULTS.md, twenty-fourth
+    tile row as well, where the blocks need no more waves (30 4-CTA clusters fit on an H200), at
+    most ``BLOCK_PAD`` of their CTAs sit past N, and the 2-CTA launch would not be split in two
+    (``tail_split``, which was ahead of one 2 x 2 launch on all five shapes timed).  On the H200 (RESULTS.md, twenty-fourth
     session): on 14 shapes drawn after the rule, fp16 0.81 -> 0.86 and bf16 0.82 -> 0.88 of
     cuBLAS (3520x424x11560 0.61 -> 0.85, 488x3488x3560 0.73 -> 0.92), ahead in 23 of 28 runs,
     behind by 0.01-0.03 in three (5480x2352x352 0.86 -> 0.83).
@@ -720,7 +722,8 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
             and kind in ("float16", "bfloat16")):
         cfg = _off_rows_clusters(cfg, m, n, k, sms, OFF_ROWS_CLUSTER_MARGIN[0 if b_rows_off else 1])
         if a_rows_off_128:
-            cfg = _off_rows_blocks(cfg, m, n, k, kind, sms, b_rows_off=b_rows_off, b_rows_off_128=b_rows_off_128)
+            cfg = _off_rows_blocks(cfg, m, n, k, kind, sms, b_rows_off=b_rows_off,
+                                   b_rows_off_128=b_rows_off_128)
     return cfg
 
 
@@ -885,11 +888,12 @@ def tail_split(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, 
     """Where a static cooperative launch of ``cfg`` runs two waves or more and its last wave is
     short, and K has ``TAIL_SPLIT_MIN_K_STEPS`` steps or more (a second launch's fixed costs): the
     rows ``m1`` that fill all waves but the last (whole tile rows, whole pairs of them with
-    clusters of 2 x 1 or 2 x 2 CTAs), the config ``choose_config`` picks for the other ``m - m1`` rows, and the
-    wave-cost model's estimate of both launches over that of the one (``_launch_cost``).  None
-    where there is no such split, or where the rest would run the thin pingpong tile (which the
-    model does not price).  Pure.  ``gemm_parts`` runs the two launches where ``cfg`` is a cluster
-    config (the only ones measured) and the ratio is at most ``TAIL_SPLIT``.
+    clusters of 2 x 1 or 2 x 2 CTAs), the config ``choose_config`` picks for the other ``m - m1``
+    rows, and the wave-cost model's estimate of both launches over that of the one
+    (``_launch_cost``).  None where there is no such split, or where the rest would run the thin
+    pingpong tile (which the model does not price).  Pure.  ``gemm_parts`` runs the two launches
+    where ``cfg`` is a 2 x 1 cluster config (the ones measured ahead; split 2 x 2 launches were
+    mixed, RESULTS.md, twenty-fourth session) and the ratio is at most ``TAIL_SPLIT``.
 
     On the H200 (RESULTS.md, twenty-third session, float16): of 21 shapes timed both ways, the four
     with a ratio of at most 0.875 were 0.05-0.11 of cuBLAS faster split (4992x1784x6440 0.77 ->
