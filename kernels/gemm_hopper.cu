@@ -432,6 +432,22 @@ __device__ __forceinline__ void record_unit(int* record, const WorkUnit& w) {
 
 // --- producer -------------------------------------------------------------------------------------
 
+// A CTA's part of an operand's tile in a cluster: `Rows` rows of M or N from `mn0` at K coordinate
+// k0 (K-major: one box of Rows x BK, the descriptor's box; MN-major: Rows / 64 boxes of 64 x BK side
+// by side), written into the stage at `dst` of every CTA of `mask`, completing on their barriers
+// at `bar`'s offset.
+template <bool KMajor, int Rows>
+__device__ __forceinline__ void multicast_part(unsigned char* dst, const TmaDesc* desc, int k0, int mn0,
+                                               unsigned long long* bar, unsigned short mask) {
+  if constexpr (KMajor) {
+    tma_load_2d_multicast(dst, desc, k0, mn0, bar, mask);
+  } else {
+#pragma unroll
+    for (int j = 0; j < Rows / Config::kMnBox; ++j)
+      tma_load_2d_multicast(dst + j * Config::kMnBoxBytes, desc, mn0 + j * Config::kMnBox, k0, bar, mask);
+  }
+}
+
 __device__ __forceinline__ void produce(const TmaParts& tas, const TmaParts& tbs, const PartEnds& ends,
                                         unsigned char* ring, Shared& sh, const TileGrid& g,
                                         const SchedArgs& args, int* record) {
@@ -465,18 +481,10 @@ __device__ __forceinline__ void produce(const TmaParts& tas, const TmaParts& tbs
       const int part = part_of(ends, kt, k0);
       const TmaDesc* ta = &tas.d[part];
       const TmaDesc* tb = &tbs.d[part];
-      if constexpr (Config::kClusterN > 1) {
-        // This CTA's part of A, multicast to the CTAs of its tile row.
+      if constexpr (Config::kClusterN > 1) {  // this CTA's part of A, multicast along its tile row
         constexpr int kRows = Config::kTileM / Config::kClusterN;
-        unsigned char* ap = a + rn * Config::kAPartBytes;
-        if constexpr (Config::kAKMajor) {
-          tma_load_2d_multicast(ap, ta, k0, m0 + rn * kRows, &sh.full[pos.stage], a_mask);  // box BK x 128/CN
-        } else {
-#pragma unroll
-          for (int j = 0; j < kRows / Config::kMnBox; ++j)  // boxes 64 x BK, this CTA's share of them
-            tma_load_2d_multicast(ap + j * Config::kMnBoxBytes, ta, m0 + rn * kRows + j * Config::kMnBox, k0,
-                                  &sh.full[pos.stage], a_mask);
-        }
+        multicast_part<Config::kAKMajor, kRows>(a + rn * Config::kAPartBytes, ta, k0, m0 + rn * kRows,
+                                                &sh.full[pos.stage], a_mask);
       } else if constexpr (Config::kAKMajor) {
         tma_load_2d(a, ta, k0, m0, &sh.full[pos.stage]);  // A as (M, K): box BK x 128
       } else {
@@ -484,18 +492,10 @@ __device__ __forceinline__ void produce(const TmaParts& tas, const TmaParts& tbs
         for (int j = 0; j < Config::kTileM / Config::kMnBox; ++j)  // A as (K, M): boxes 64 x BK
           tma_load_2d(a + j * Config::kMnBoxBytes, ta, m0 + j * Config::kMnBox, k0, &sh.full[pos.stage]);
       }
-      if constexpr (Config::kClusterM > 1) {
-        // This CTA's part of B, multicast to the CTAs of its tile column.
+      if constexpr (Config::kClusterM > 1) {  // this CTA's part of B, multicast down its tile column
         constexpr int kCols = Config::kTileN / Config::kClusterM;
-        unsigned char* b = a + Config::kABytes + rm * Config::kBPartBytes;
-        if constexpr (Config::kBKMajor) {
-          tma_load_2d_multicast(b, tb, k0, n0 + rm * kCols, &sh.full[pos.stage], b_mask);  // box BK x BN/CM
-        } else {
-#pragma unroll
-          for (int j = 0; j < kCols / Config::kMnBox; ++j)  // boxes 64 x BK, this CTA's share of them
-            tma_load_2d_multicast(b + j * Config::kMnBoxBytes, tb, n0 + rm * kCols + j * Config::kMnBox, k0,
-                                  &sh.full[pos.stage], b_mask);
-        }
+        multicast_part<Config::kBKMajor, kCols>(a + Config::kABytes + rm * Config::kBPartBytes, tb, k0,
+                                                n0 + rm * kCols, &sh.full[pos.stage], b_mask);
       } else if constexpr (Config::kBKMajor) {
         tma_load_2d(a + Config::kABytes, tb, k0, n0, &sh.full[pos.stage]);  // B^T as (N, K): box BK x BN
       } else {
