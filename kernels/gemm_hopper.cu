@@ -474,7 +474,7 @@ __device__ __forceinline__ void produce(const TmaParts& tas, const TmaParts& tbs
     if (Config::kRecord) record_unit(record, w);
     const int m0 = w.row * Config::kTileM, n0 = w.col * Config::kTileN;
     for (int kt = w.k_begin; kt < w.k_end; ++kt) {
-      mbar_wait(&sh.empty[pos.stage], pos.phase ^ 1);  // released in both CTAs of a cluster
+      mbar_wait(&sh.empty[pos.stage], pos.phase ^ 1);  // released in every CTA of a cluster
       unsigned char* a = ring + pos.stage * Config::kStageBytes;
       mbar_arrive_expect_tx(&sh.full[pos.stage], Config::kStageLoadBytes);
       int k0;

@@ -84,9 +84,10 @@ __device__ __forceinline__ void mbar_arrive_remote(unsigned long long* bar, int 
       "r"(cta)
       : "memory");
 }
-// Cluster-wide barrier of every thread of both CTAs: arrive (release) then wait (acquire).  The
-// .aligned form where all threads of each warp execute it together (after the barrier setup);
-// the plain form at the end of the kernel, where the producer's warp arrives from divergent paths.
+// Cluster-wide barrier of every thread of every CTA of the cluster: arrive (release) then wait
+// (acquire).  The .aligned form where all threads of each warp execute it together (after the
+// barrier setup); the plain form at the end of the kernel, where the producer's warp arrives from
+// divergent paths.
 __device__ __forceinline__ void cluster_sync_aligned() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }

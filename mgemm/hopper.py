@@ -832,8 +832,8 @@ def _cluster_waves(m: int, n: int, width: int, cluster_n: int, sms: int) -> tupl
     tiles of 128 x ``width``: one cluster per block of two tile rows and ``cluster_n`` tile
     columns, ``sms // 2`` pairs or ``quad_clusters(sms)`` 2 x 2 blocks a wave."""
     slots = sms // 2 if cluster_n == 1 else quad_clusters(sms)
-    cols = -(-(-(-n // width)) // cluster_n)
-    return -(-(-(-_tiles(m, 1, 1) // 2) * cols) // max(1, slots)), slots, cols
+    rows, cols = -(-m // (2 * TILE_M)), -(-n // (cluster_n * width))
+    return -(-(rows * cols) // max(1, slots)), slots, cols
 
 
 def quad_clusters(sms: int) -> int:
