@@ -630,31 +630,6 @@ __device__ __forceinline__ void coord_of(int i, int wg, int t, int& r, int& c) {
 // The same for this thread.
 __device__ __forceinline__ void coord(int i, int wg, int& r, int& c) { coord_of(i, wg, threadIdx.x & 127, r, c); }
 
-// Two adjacent elements as one aligned access: p must be aligned to 2 * sizeof(Out).
-template <class T>
-__device__ __forceinline__ void load_pair(const T* p, float& x0, float& x1) {
-  if constexpr (sizeof(T) == 2) {
-    const unsigned w = *reinterpret_cast<const unsigned*>(p);
-    T e0, e1;
-    e0.bits = (unsigned short)(w & 0xFFFFu);  // little endian: the lower address is the low half
-    e1.bits = (unsigned short)(w >> 16);
-    x0 = to_acc(e0);
-    x1 = to_acc(e1);
-  } else {
-    const float2 v = *reinterpret_cast<const float2*>(p);
-    x0 = v.x;
-    x1 = v.y;
-  }
-}
-template <class T>
-__device__ __forceinline__ void store_pair(T* p, float x0, float x1) {
-  if constexpr (sizeof(T) == 2) {
-    *reinterpret_cast<unsigned*>(p) = (unsigned)Store<T>::from(x0).bits | ((unsigned)Store<T>::from(x1).bits << 16);
-  } else {
-    *reinterpret_cast<float2*>(p) = make_float2(x0, x1);
-  }
-}
-
 template <bool kReadC>
 __device__ __forceinline__ void epilogue_loop(const float (&acc)[kAcc], int wg, const Out* C, Out* D, int M, int N,
                                               long long ldc_m, long long ldc_n, long long ldd_m,
@@ -798,10 +773,6 @@ __device__ __forceinline__ void drain_stores() {
 
 __device__ __forceinline__ bool staged_ok(const Out* p, long long ld_m, long long ld_n) {
   return ld_n == 1 && (ld_m * (long long)sizeof(Out)) % 16 == 0 && (reinterpret_cast<unsigned long long>(p) % 16) == 0;
-}
-
-__device__ __forceinline__ bool pairs_ok(const Out* p, long long ld_m, long long ld_n) {
-  return ld_n == 1 && (ld_m & 1) == 0 && (reinterpret_cast<unsigned long long>(p) % (2 * sizeof(Out))) == 0;
 }
 
 // D = alpha * acc + beta * C on the in-bounds part of row block rb (rows 64 rb .. 64 rb + 63 of

@@ -169,6 +169,43 @@ struct Store<double> {
   __device__ static double from(double x) { return x; }
 };
 
+// Two adjacent elements as one aligned access (p aligned to 2 * sizeof(T)): the epilogues' paired
+// stores of accumulators that hold columns c, c + 1 (c even) of one row.  A: the accumulator type.
+template <class T, class A>
+__device__ __forceinline__ void load_pair(const T* p, A& x0, A& x1) {
+  if constexpr (sizeof(T) == 2) {
+    const unsigned w = *reinterpret_cast<const unsigned*>(p);
+    T e0, e1;
+    e0.bits = (unsigned short)(w & 0xFFFFu);  // little endian: the lower address is the low half
+    e1.bits = (unsigned short)(w >> 16);
+    x0 = to_acc(e0);
+    x1 = to_acc(e1);
+  } else if constexpr (sizeof(T) == 4) {
+    const float2 v = *reinterpret_cast<const float2*>(p);
+    x0 = v.x;
+    x1 = v.y;
+  } else {
+    const double2 v = *reinterpret_cast<const double2*>(p);
+    x0 = v.x;
+    x1 = v.y;
+  }
+}
+template <class T, class A>
+__device__ __forceinline__ void store_pair(T* p, A x0, A x1) {
+  if constexpr (sizeof(T) == 2) {
+    *reinterpret_cast<unsigned*>(p) = (unsigned)Store<T>::from(x0).bits | ((unsigned)Store<T>::from(x1).bits << 16);
+  } else if constexpr (sizeof(T) == 4) {
+    *reinterpret_cast<float2*>(p) = make_float2((float)x0, (float)x1);
+  } else {
+    *reinterpret_cast<double2*>(p) = make_double2((double)x0, (double)x1);
+  }
+}
+// Whether a matrix at p with strides (ld_m, ld_n) takes paired accesses: row-major, even rows.
+template <class T>
+__device__ __forceinline__ bool pairs_ok(const T* p, long long ld_m, long long ld_n) {
+  return ld_n == 1 && (ld_m & 1) == 0 && (reinterpret_cast<unsigned long long>(p) % (2 * sizeof(T))) == 0;
+}
+
 // Stream-K flags: a contributor releases its partial (the flag becomes v), the owner acquires it.
 __device__ __forceinline__ void flag_release(int* p, int v = 1) {
   asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
