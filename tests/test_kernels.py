@@ -481,6 +481,40 @@ def test_simt_odd_leading_dimension_and_offset_pointer():
 
 @pytest.mark.gpu
 @needs_gpu
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("layout", ["row", "odd_ld", "offset", "column", "c_odd_ld"])
+def test_epilogue_pairs_and_element_stores(kind, layout):
+    """The epilogue stores column pairs as one word where D (and C, when read) are row-major with
+    even rows and aligned, element by element elsewhere: both paths, an odd N (the last column
+    alone), beta on and off, against float64."""
+    rng = np.random.default_rng(31)
+    m, n, k = 133, 77, 96
+    a, a64 = rand_operand((m, k), kind, rng)
+    b, b64 = rand_operand((k, n), kind, rng)
+    c_big, c_big64 = rand_operand((m, n + 2), kind, rng)  # row stride 79
+    c, c64 = (c_big[:, :n], c_big64[:, :n]) if layout == "c_odd_ld" else rand_operand((m, n), kind, rng)
+    if layout == "odd_ld":
+        out = poisoned((m, n + 2), kind)[:, :n]  # row stride 79
+    elif layout == "offset":
+        out = poisoned((m, n + 1), kind)[:, 1:]  # row stride 78, base one element past alignment
+    elif layout == "column":
+        out = poisoned((n, m), kind).T
+    else:
+        out = poisoned((m, n), kind)
+    for beta in (0.0, 0.5):
+        kernels.gemm(a, b, c, alpha=0.75, beta=beta, out=out, allow_tf32=kind == "tf32",
+                     config=KernelConfig.default(kind, policy="static"),
+                     as_dtype="bfloat16" if kind == "bfloat16" else None)
+        ref = 0.75 * (a64 @ b64) + beta * c64
+        got = as_float64(out, kind)
+        assert not bool(cp.isnan(got).any()), f"{layout} beta={beta}: unwritten outputs"
+        err = float(cp.linalg.norm(got - ref) / cp.linalg.norm(ref))
+        assert err < BOUNDS[kind], f"{kind} {layout} beta={beta}: rel err {err:.2e}"
+        out[...] = poisoned(out.shape, kind)
+
+
+@pytest.mark.gpu
+@needs_gpu
 @pytest.mark.parametrize("kind", ["float16", "float32", "float64"])
 def test_k_zero_gives_beta_c(kind):
     _check(37, 41, 0, kind, "static", beta=2.0)
