@@ -289,6 +289,13 @@ OFF_ROWS_CLUSTERS = ((128, 6, 1.0), (256, 4, 0.8))
 # ... where their waves cost at most this share of the config's: (rows also off 32-byte sectors,
 # rows on sectors); the former overload the L2 more (RESULTS.md, twentieth and twenty-second sessions)
 OFF_ROWS_CLUSTER_MARGIN = (1.2, 1.0)
+# ... but products of at most NARROW_N columns on 32-byte sectors (not b_rows_off), whose few
+# tile columns the clusters' 128 or 256 widths pad, take static tiles of the NARROW_WIDTHS (tile_n, stages, cost per column as in
+# WAVE_COST; 160 pads least but moves a 192-wide tile's bytes of a row-major B) instead where their
+# waves cost less than the clusters' and the config's (_off_rows_clusters; RESULTS.md,
+# twenty-fifth session); 0: never
+NARROW_N = 1024
+NARROW_WIDTHS = ((160, 4, 1.03), (192, 4, 0.94), (224, 4, 0.94))
 # ... and where A's rows are off 128-byte lines too (a_rows_off_128), 2 x 2 clusters of the same
 # width (cluster_n=2: A multicast as well) where their waves are no more, at most BLOCK_PAD of
 # their CTAs sit on a tile column past N (an odd number of tile columns), and the 2-CTA config
@@ -816,8 +823,14 @@ def _off_rows_clusters(cfg: HopperConfig, m: int, n: int, k: int, sms: int,
     if not OFF_ROWS_CLUSTERS or cfg.pingpong or cfg.tile_m != TILE_M or sms < 2:
         return cfg
     best, width, stages = min((_cluster_cost(m, n, w, c, sms), w, st) for w, st, c in OFF_ROWS_CLUSTERS)
-    if best > margin * _config_cost(cfg, m, n, k, sms):
+    own = _config_cost(cfg, m, n, k, sms)
+    if best > margin * own:
         return cfg
+    if n <= NARROW_N and margin <= OFF_ROWS_CLUSTER_MARGIN[1]:  # few tile columns on sectors: a
+        # static width that pads fewer of them (rows off sectors too overload the L2: clusters)
+        narrow = min((-(-_tiles(m, n, w) // sms) * w * c, w, st) for w, st, c in NARROW_WIDTHS)
+        if narrow[0] < best:
+            return _static_width(cfg, narrow[1], narrow[2], k) if narrow[0] < own else cfg
     return _static_width(cfg, width, stages, k).replace(cluster_m=2)
 
 
