@@ -290,12 +290,13 @@ OFF_ROWS_CLUSTERS = ((128, 6, 1.0), (256, 4, 0.8))
 # rows on sectors); the former overload the L2 more (RESULTS.md, twentieth and twenty-second sessions)
 OFF_ROWS_CLUSTER_MARGIN = (1.2, 1.0)
 # ... but products of at most NARROW_N columns on 32-byte sectors (not b_rows_off), whose few
-# tile columns the clusters' 128 or 256 widths pad, take static tiles of the NARROW_WIDTHS (tile_n, stages, cost per column as in
-# WAVE_COST; 160 pads least but moves a 192-wide tile's bytes of a row-major B) instead where their
-# waves cost less than the clusters' and the config's (_off_rows_clusters; RESULTS.md,
-# twenty-fifth session); 0: never
+# tile columns the clusters' 128 or 256 widths pad, take static tiles of the NARROW_WIDTHS
+# (tile_n, stages, cost per column as in WAVE_COST, most 64-wide K steps or None) instead where
+# their waves cost less than the clusters' and the config's (_off_rows_clusters; RESULTS.md,
+# twenty-fifth session); 0: never.  160 pads least but a row-major B loads 192 of its columns per
+# tile: only for short K (at K = 4696 and 15040 it was 0.01 and 0.09 of cuBLAS behind the clusters)
 NARROW_N = 1024
-NARROW_WIDTHS = ((160, 4, 1.03), (192, 4, 0.94), (224, 4, 0.94))
+NARROW_WIDTHS = ((160, 4, 1.03, 16), (192, 4, 0.94, None), (224, 4, 0.94, None))
 # ... and where A's rows are off 128-byte lines too (a_rows_off_128), 2 x 2 clusters of the same
 # width (cluster_n=2: A multicast as well) where their waves are no more, at most BLOCK_PAD of
 # their CTAs sit on a tile column past N (an odd number of tile columns), and the 2-CTA config
@@ -659,6 +660,14 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     column-major B whose K is off 64 elements is read the same way: on ten shapes drawn, fp16, the
     rule switched nine, ahead on all nine, geomean 0.67 -> 0.86 (5952x2768x7896 0.67 -> 0.97).
 
+    Narrow products (at most ``NARROW_N`` columns) whose B rows are on 32-byte sectors take a static
+    ``NARROW_WIDTHS`` tile instead of those clusters where its waves cost less than theirs and the
+    config's: the clusters' 128- and 256-wide tiles pad their few tile columns (N = 560: three
+    columns of 256 for 560).  On the H200 (RESULTS.md, twenty-fifth session, 17 such shapes, fp16
+    and bf16): 192 wide 0.50-0.70 -> 0.77-0.92 of cuBLAS where the clusters were 256 wide
+    (13576x544x2032, 14656x560x752), 160 wide ahead by 0.04-0.13 at K up to 800 but 0.01 and
+    0.09 behind at K = 4696 and 15040, which keep their clusters.
+
     ``a_rows_off_128``: A is read in place with rows off 128-byte lines too (the rows of K of a
     row-major A, or of M of a column-major one).  Where the rule above took 2-CTA clusters, they
     become 2 x 2 clusters of the same width (``_off_rows_blocks``), which multicast A along the
@@ -828,7 +837,8 @@ def _off_rows_clusters(cfg: HopperConfig, m: int, n: int, k: int, sms: int,
         return cfg
     if n <= NARROW_N and margin <= OFF_ROWS_CLUSTER_MARGIN[1]:  # few tile columns on sectors: a
         # static width that pads fewer of them (rows off sectors too overload the L2: clusters)
-        narrow = min((-(-_tiles(m, n, w) // sms) * w * c, w, st) for w, st, c in NARROW_WIDTHS)
+        narrow = min((-(-_tiles(m, n, w) // sms) * w * c, w, st) for w, st, c, most in NARROW_WIDTHS
+                     if most is None or -(-k // 64) <= most)
         if narrow[0] < best:
             return _static_width(cfg, narrow[1], narrow[2], k) if narrow[0] < own else cfg
     return _static_width(cfg, width, stages, k).replace(cluster_m=2)

@@ -574,10 +574,37 @@ def test_heuristic_b_rows_off_128_take_clusters(dtype, monkeypatch):
             per_column = {w: c for w, _, c in hopper.OFF_ROWS_CLUSTERS}[cfg.tile_n]
             margin = hopper.OFF_ROWS_CLUSTER_MARGIN[0 if (n * 2) % 32 else 1]
             assert waves * cfg.tile_n * per_column <= margin * hopper._config_cost(before, m, n, k, 132) + 1e-9
-        else:
-            assert cfg == before
+        elif cfg != before:  # a narrow product's static width (NARROW_WIDTHS), cheaper than before
+            assert n <= hopper.NARROW_N and (n * 2) % 32 == 0 and cfg.policy == "static"
+            cost = {w: c for w, _, c, _ in hopper.NARROW_WIDTHS}[cfg.tile_n]
+            assert -(-hopper._tiles(m, n, cfg.tile_n) // 132) * cfg.tile_n * cost < hopper._config_cost(
+                before, m, n, k, 132)
     monkeypatch.setattr(hopper, "OFF_ROWS_CLUSTERS", ())
     assert pick((4096, 4104, 4096)).cluster_m == 1
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_heuristic_narrow_products_pad_fewer_columns(dtype, monkeypatch):
+    """At most NARROW_N columns, B's rows off 128 bytes but on 32-byte sectors: a static width of
+    NARROW_WIDTHS whose waves cost less than the clusters' replaces them (160 only for short K);
+    rows off sectors keep their clusters (RESULTS.md, twenty-fifth session)."""
+    def pick(shape):
+        return hopper.choose_config(*shape, dtype, 132, b_rows_off=(shape[1] * 2) % 32 != 0,
+                                    b_rows_off_128=True, a_rows_off_128=(shape[2] * 2) % 128 != 0)
+
+    for shape, width in {(5800, 784, 712): 160, (16376, 288, 752): 160, (14656, 560, 752): 192,
+                         (13576, 544, 2032): 192, (8464, 912, 13824): 192}.items():
+        cfg = pick(shape)
+        assert (cfg.tile_n, cfg.cluster_size, cfg.policy) == (width, 1, "static"), shape
+        monkeypatch.setattr(hopper, "NARROW_N", 0)
+        assert pick(shape).cluster_m == 2, shape
+        monkeypatch.undo()
+    # long K: no 160-wide tiles, and the clusters stay where 192 and 224 cost more
+    for shape in [(12184, 544, 4696), (11952, 528, 15040)]:
+        assert pick(shape).cluster_m == 2, shape
+    # rows off 32-byte sectors (N an odd multiple of 8), or more than NARROW_N columns: clusters
+    for shape in [(6656, 856, 12480), (5584, 424, 5208), (4096, 4104, 4096)]:
+        assert pick(shape).cluster_m == 2, shape
 
 
 @pytest.mark.parametrize("shape,strides,ptr,off", [
