@@ -666,7 +666,9 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     columns of 256 for 560).  On the H200 (RESULTS.md, twenty-fifth session, 17 such shapes, fp16
     and bf16): 192 wide 0.50-0.70 -> 0.77-0.92 of cuBLAS where the clusters were 256 wide
     (13576x544x2032, 14656x560x752), 160 wide ahead by 0.04-0.13 at K up to 800 but 0.01 and
-    0.09 behind at K = 4696 and 15040, which keep their clusters.
+    0.09 behind at K = 4696 and 15040, which keep their clusters.  Then on 16 shapes drawn after
+    the rule: fp16 0.67 -> 0.78, bf16 0.67 -> 0.78 (geomean), ahead in 29 of 32 runs
+    (16120x560x720 0.63 -> 0.90, 13904x528x6072 0.49 -> 0.69), behind by 0.03-0.05 on 7352x752x680.
 
     ``a_rows_off_128``: A is read in place with rows off 128-byte lines too (the rows of K of a
     row-major A, or of M of a column-major one).  Where the rule above took 2-CTA clusters, they
