@@ -131,7 +131,8 @@ __device__ __forceinline__ void epilogue_loop(const acc_t (&acc)[Mainloop::kAcc]
 
 // Row-major D (and C) with even leading dimensions and aligned bases: accumulators i, i + 1 (i
 // even) are columns gc, gc + 1 (gc even) of one row in every mainloop (Mainloop::coord), stored
-// (and read) as one pair: half the store instructions, whole 4- or 8-byte words per lane.
+// (and read) as one pair: half the store instructions, whole 4- to 16-byte words per lane.  The
+// tensor-core mainloops take it (Mainloop::kPairStores); the float32 SIMT one does not.
 template <bool kReadC>
 __device__ __forceinline__ void epilogue_pairs(const acc_t (&acc)[Mainloop::kAcc], const Out* C, Out* D,
                                                int M, int N, long long ldc_m, long long ldd_m, int m0,
@@ -163,12 +164,14 @@ __device__ __forceinline__ void epilogue(const acc_t (&acc)[Mainloop::kAcc], con
                                          int M, int N, long long ldc_m, long long ldc_n,
                                          long long ldd_m, long long ldd_n, int m0, int n0,
                                          double alpha, double beta) {
-  if (pairs_ok(D, ldd_m, ldd_n) && (beta == 0.0 || pairs_ok(C, ldc_m, ldc_n))) {
-    if (beta == 0.0)
-      epilogue_pairs<false>(acc, C, D, M, N, ldc_m, ldd_m, m0, n0, (acc_t)alpha, (acc_t)0);
-    else
-      epilogue_pairs<true>(acc, C, D, M, N, ldc_m, ldd_m, m0, n0, (acc_t)alpha, (acc_t)beta);
-    return;
+  if constexpr (Mainloop::kPairStores) {
+    if (pairs_ok(D, ldd_m, ldd_n) && (beta == 0.0 || pairs_ok(C, ldc_m, ldc_n))) {
+      if (beta == 0.0)
+        epilogue_pairs<false>(acc, C, D, M, N, ldc_m, ldd_m, m0, n0, (acc_t)alpha, (acc_t)0);
+      else
+        epilogue_pairs<true>(acc, C, D, M, N, ldc_m, ldd_m, m0, n0, (acc_t)alpha, (acc_t)beta);
+      return;
+    }
   }
   if (beta == 0.0)
     epilogue_loop<false>(acc, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, m0, n0, (acc_t)alpha, (acc_t)0);

@@ -72,6 +72,7 @@ struct MmaMainloop {
   static constexpr int WTM = BM / WM, WTN = BN / WN;  // warp tile
   static constexpr int MI = WTM / AM, NI = WTN / AN;  // atoms per warp tile
   static constexpr int kAcc = MI * NI * CR;
+  static constexpr bool kPairStores = true;  // the epilogue may store accumulators i, i + 1 as a pair
 
   static_assert(!kF64 || Cfg::kDmmaK == 0 || Cfg::kDmmaK == 4 || Cfg::kDmmaK == 8 || Cfg::kDmmaK == 16,
                 "float64 mma k: 0 (m8n8k4), 4, 8 or 16");

@@ -19,6 +19,11 @@ struct SimtMainloop {
   static constexpr int A_STAGE = BK * PA, B_STAGE = BK * PB;
   static constexpr int kSmemBytes = kStages * (A_STAGE + B_STAGE) * 4;
   static constexpr int kAcc = 64;
+  // The epilogue's paired stores (gemm_persistent.cu) are not used here: with them ptxas assigned
+  // the FFMA loop's registers so that 286 of its 512 FFMAs read two un-reused sources from one
+  // register bank (136 without), and 8192³ ran at 0.82 of cuBLAS instead of 0.88 (RESULTS.md,
+  // twenty-fifth session).
+  static constexpr bool kPairStores = false;
   static_assert(kThreads == 32 * Cfg::kWarpsM * Cfg::kWarpsN, "SIMT: threads = (BM/8)*(BN/8)");
   static_assert((BM * BK) % kThreads == 0 && (BN * BK) % kThreads == 0, "whole copies per thread");
 
