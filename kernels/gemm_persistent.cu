@@ -143,20 +143,7 @@ __device__ __forceinline__ void epilogue_pairs(const acc_t (&acc)[Mainloop::kAcc
     int r, c;
     Mainloop::coord(i, r, c);
     const int gr = m0 + r, gc = n0 + c;
-    if (gr >= M) continue;
-    acc_t v0 = a * acc[i], v1 = a * acc[i + 1];
-    if (gc + 1 < N) {
-      if (kReadC) {
-        acc_t c0, c1;
-        load_pair(C + gr * ldc_m + gc, c0, c1);
-        v0 += b * c0;
-        v1 += b * c1;
-      }
-      store_pair(D + gr * ldd_m + gc, v0, v1);
-    } else if (gc < N) {  // the last, odd column
-      if (kReadC) v0 += b * to_acc(C[gr * ldc_m + gc]);
-      D[gr * ldd_m + gc] = Store<Out>::from(v0);
-    }
+    if (gr < M) epilogue_pair<kReadC>(C, D, ldc_m, ldd_m, gr, gc, N, a * acc[i], a * acc[i + 1], b);
   }
 }
 

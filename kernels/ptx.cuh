@@ -200,6 +200,26 @@ __device__ __forceinline__ void store_pair(T* p, A x0, A x1) {
     *reinterpret_cast<double2*>(p) = make_double2((double)x0, (double)x1);
   }
 }
+// The epilogues' paired stores of one accumulator pair x0, x1 (columns gc, gc + 1 of row gr, gc
+// even): D = x + b * C (C read when kReadC), as one paired access where both columns lie inside N,
+// one element where only gc does.  D and C as pairs_ok allows.
+template <bool kReadC, class T, class A>
+__device__ __forceinline__ void epilogue_pair(const T* C, T* D, long long ldc_m, long long ldd_m, int gr,
+                                              int gc, int N, A x0, A x1, A b) {
+  if (gc + 1 < N) {
+    if (kReadC) {
+      A c0, c1;
+      load_pair(C + gr * ldc_m + gc, c0, c1);
+      x0 += b * c0;
+      x1 += b * c1;
+    }
+    store_pair(D + gr * ldd_m + gc, x0, x1);
+  } else if (gc < N) {  // the last, odd column
+    if (kReadC) x0 += b * to_acc(C[gr * ldc_m + gc]);
+    D[gr * ldd_m + gc] = Store<T>::from(x0);
+  }
+}
+
 // Whether a matrix at p with strides (ld_m, ld_n) takes paired accesses: row-major, even rows.
 template <class T>
 __device__ __forceinline__ bool pairs_ok(const T* p, long long ld_m, long long ld_n) {
