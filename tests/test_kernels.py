@@ -484,9 +484,9 @@ def test_simt_odd_leading_dimension_and_offset_pointer():
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("layout", ["row", "odd_ld", "offset", "column", "c_odd_ld"])
 def test_epilogue_pairs_and_element_stores(kind, layout):
-    """The epilogue stores column pairs as one word where D (and C, when read) are row-major with
-    even rows and aligned, element by element elsewhere: both paths, an odd N (the last column
-    alone), beta on and off, against float64."""
+    """The tensor-core mainloops' epilogue stores column pairs as one word where D (and C, when
+    read) are row-major with even rows and aligned, element by element elsewhere (float32 SIMT:
+    always): both paths, an odd N (the last column alone), beta on and off, against float64."""
     rng = np.random.default_rng(31)
     m, n, k = 133, 77, 96
     a, a64 = rand_operand((m, k), kind, rng)
