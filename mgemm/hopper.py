@@ -822,6 +822,10 @@ def _off_rows_clusters(cfg: HopperConfig, m: int, n: int, k: int, sms: int,
     """``cfg``, or static 2-CTA clusters (``cluster_m=2``, B multicast) of the ``OFF_ROWS_CLUSTERS``
     width whose waves of ``sms // 2`` clusters cost least, where that cost is at most ``margin``
     times ``_config_cost(cfg)``.  Cooperative 128-row configs only (thin pingpong tiles keep theirs).
+    With ``margin`` at most ``OFF_ROWS_CLUSTER_MARGIN[1]`` (B's rows on 32-byte sectors) and at
+    most ``NARROW_N`` columns, the static ``NARROW_WIDTHS`` tile whose waves cost least replaces the
+    clusters where it costs less than they do: itself where it costs less than ``cfg`` too, else
+    ``cfg``.
 
     >>> cfg = choose_config(4096, 4104, 4096, "float16", 132, b_rows_off=True)
     >>> cfg.cluster_m, cfg.tile_n, cfg.policy
