@@ -843,11 +843,17 @@ def _off_rows_clusters(cfg: HopperConfig, m: int, n: int, k: int, sms: int,
         return cfg
     if n <= NARROW_N and margin <= OFF_ROWS_CLUSTER_MARGIN[1]:  # few tile columns on sectors: a
         # static width that pads fewer of them (rows off sectors too overload the L2: clusters)
-        narrow = min((-(-_tiles(m, n, w) // sms) * w * c, w, st) for w, st, c, most in NARROW_WIDTHS
+        narrow = min((_static_cost(m, n, w, c, sms), w, st) for w, st, c, most in NARROW_WIDTHS
                      if most is None or -(-k // 64) <= most)
         if narrow[0] < best:
             return _static_width(cfg, narrow[1], narrow[2], k) if narrow[0] < own else cfg
     return _static_width(cfg, width, stages, k).replace(cluster_m=2)
+
+
+def _static_cost(m: int, n: int, width: int, per_column: float, sms: int) -> float:
+    """The wave-cost model's estimate for static waves of 128 x ``width`` tiles on ``sms`` SMs:
+    their waves times ``width`` times ``per_column`` (``WAVE_COST``'s units)."""
+    return -(-_tiles(m, n, width) // sms) * width * per_column
 
 
 def _cluster_cost(m: int, n: int, width: int, per_column: float, sms: int, cluster_n: int = 1) -> float:
@@ -1026,7 +1032,7 @@ def _cheapest_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hopp
         limit = STATIC_GAIN * _config_cost(cfg, m, n, k, sms)
     else:
         return cfg
-    cost, width, stages = min((waves(w) * w * WAVE_COST[w], w, st) for w, st in CHEAPEST_WIDTHS)
+    cost, width, stages = min((_static_cost(m, n, w, WAVE_COST[w], sms), w, st) for w, st in CHEAPEST_WIDTHS)
     if cost > limit or waves(width) > FILL_WAVES[1] or (width == cfg.tile_n and cfg.policy == "static"):
         return cfg
     return _static_width(cfg, width, stages, k)
