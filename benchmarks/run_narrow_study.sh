@@ -11,6 +11,7 @@
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 source "$(dirname "$0")/gpu_env.sh"
+source "$(dirname "$0")/census_study.sh"
 echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 SHAPES=${SHAPES:-"13328x296x3632 5800x784x712 312x7376x7592 15976x816x2360 1080x592x7280 7864x272x2312 272x5984x2264 6992x296x3896"}
 V=(--variant s160:policy=static,tile_n=160,stages=4,cluster_m=1,cluster_n=1,epilogue=staged
@@ -22,10 +23,4 @@ V=(--variant s160:policy=static,tile_n=160,stages=4,cluster_m=1,cluster_n=1,epil
    --variant c128:policy=static,tile_n=128,stages=6,cluster_m=2,cluster_n=1
    --variant c256:policy=static,tile_n=256,stages=4,cluster_m=2,cluster_n=1
    --variant thin:policy=static,tile_m=64,tile_n=64,stages=12,pingpong=1,cluster_m=1,cluster_n=1)
-for dtype in ${DTYPES:-float16}; do
-  echo "== $dtype"
-  # shellcheck disable=SC2086
-  timeout ${STUDY_TIMEOUT:-300} python3 benchmarks/cublas_census.py --no-census --reps 8 --dtype "$dtype" \
-    --split "${V[@]}" $SHAPES >"$OUT/narrow-$dtype.txt" 2>&1
-  grep -v "^#" "$OUT/narrow-$dtype.txt" | sed -e 's/ | tiles.*//' -e "s/hopper $dtype->$dtype //" | cut -c1-150
-done
+census_study narrow --split "${V[@]}"

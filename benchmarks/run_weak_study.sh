@@ -12,6 +12,7 @@
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 source "$(dirname "$0")/gpu_env.sh"
+source "$(dirname "$0")/census_study.sh"
 SHAPES=${SHAPES:-"2704x1560x8344 6400x272x4680 8752x376x1528 1000x4472x1272 352x1056x11952 1192x5240x2352"}
 V=(--variant s160:policy=static,tile_n=160,stages=4,cluster_m=1,cluster_n=1,epilogue=staged
    --variant s192:policy=static,tile_n=192,stages=4,cluster_m=1,cluster_n=1
@@ -23,13 +24,7 @@ V=(--variant s160:policy=static,tile_n=160,stages=4,cluster_m=1,cluster_n=1,epil
    --variant c256:policy=static,tile_n=256,stages=4,cluster_m=2,cluster_n=1
    --variant q128:policy=static,tile_n=128,stages=6,cluster_m=2,cluster_n=2
    --variant q256:policy=static,tile_n=256,stages=4,cluster_m=2,cluster_n=2)
-for dtype in ${DTYPES:-float16}; do
-  echo "== $dtype"
-  # shellcheck disable=SC2086
-  timeout ${STUDY_TIMEOUT:-300} python3 benchmarks/cublas_census.py --no-census --reps 8 --dtype "$dtype" \
-    --split "${V[@]}" $SHAPES >"$OUT/weak-$dtype.txt" 2>&1
-  grep -v "^#" "$OUT/weak-$dtype.txt" | sed -e 's/ | tiles.*//' -e "s/hopper $dtype->$dtype //" | cut -c1-150
-done
+census_study weak --split "${V[@]}"
 echo "== portable float32 8192^3"
 timeout 90 python3 benchmarks/kernels.py --squares 8192 --no-skewed --dtypes float32 --policies static \
   --reps 10 --out "$OUT" >"$OUT/portable-f32.txt" 2>&1
