@@ -23,15 +23,14 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import h  # noqa: E402  (benchmarks/kernels.py; puts the repository on sys.path)
 
 import cupy as cp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from mgemm import hopper, kernels  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mma_peak  # noqa: E402
+from mgemm import hopper, kernels  # noqa: E402
 
 FIELDS = "clocks.sm,power.draw,power.limit,temperature.gpu,clocks_event_reasons.active"
 
@@ -83,11 +82,13 @@ def summary(samples: list[list[str]]) -> dict:
                 watts=med(watts), limit_w=med(limit), temp_c=med(temp), reasons=reasons)
 
 
-def check(out, a, b, rng) -> float:
-    rows = rng.choice(a.shape[0], size=32, replace=False)
-    ref = a[rows].get().astype(np.float64) @ b.get().astype(np.float64)
-    got = out[rows].get().astype(np.float64)
-    return float(np.abs(got - ref).max() / np.abs(ref).max())
+def check(out, a, b, dtype: str, rng) -> float:
+    """Largest error over 32 random rows of ``out`` against float64, relative to the largest
+    element of the reference (bfloat16 as uint16 bits, as ``h.operands`` makes them)."""
+    rows = cp.asarray(rng.choice(a.shape[0], size=32, replace=False))
+    ref = h.as_f64(a[rows], dtype) @ h.as_f64(b, dtype)
+    got = h.as_f64(out[rows], dtype)
+    return float(cp.abs(got - ref).max() / cp.abs(ref).max())
 
 
 def main() -> None:
@@ -102,27 +103,10 @@ def main() -> None:
     sms = kernels.device_sms()
     rows = []
     for dtype in args.dtypes.split(","):
-        a32 = cp.random.standard_normal((n, n), dtype=cp.float32)
-        b32 = cp.random.standard_normal((n, n), dtype=cp.float32)
-        if dtype == "bfloat16":
-            import torch
-            ta = torch.from_dlpack(a32).to(torch.bfloat16)
-            tb = torch.from_dlpack(b32).to(torch.bfloat16)
-            to = torch.empty_like(ta)
-            a = cp.from_dlpack(ta.view(torch.int16)).view(cp.uint16)
-            b = cp.from_dlpack(tb.view(torch.int16)).view(cp.uint16)
-            as_dtype = "bfloat16"
-            cublas = lambda: torch.matmul(ta, tb, out=to)  # noqa: E731
-            ref_a = cp.from_dlpack(ta.float())
-            ref_b = cp.from_dlpack(tb.float())
-            cublas_out = lambda: cp.from_dlpack(to.float())  # noqa: E731
-        else:
-            a, b = a32.astype(cp.float16), b32.astype(cp.float16)
-            as_dtype = None
-            co = cp.empty_like(a)
-            cublas = lambda: cp.matmul(a, b, out=co)  # noqa: E731
-            ref_a, ref_b = a, b
-            cublas_out = lambda: co  # noqa: E731
+        a, b = h.operands(h.Case(f"{n}^3", n, n, n), dtype, rng)  # bfloat16: uint16 bits
+        as_dtype = "bfloat16" if dtype == "bfloat16" else None
+        co = cp.empty((n, n), dtype=a.dtype)
+        cublas = h.cublas_fn(a, b, dtype, co)
         po = cp.empty((n, n), dtype=a.dtype)
         ho = cp.empty((n, n), dtype=a.dtype)
         portable = lambda: kernels.gemm(a, b, out=po, as_dtype=as_dtype)  # noqa: E731
@@ -131,7 +115,7 @@ def main() -> None:
         steps = 65536
         pout = cp.empty(sms * 32 * 8, dtype=cp.float32)
         peak_fn = lambda: peak((sms,), (256,), (pout, cp.int32(steps)), shared_mem=mma_peak.SMEM_BYTES)  # noqa: E731
-        ways = {"cuBLAS": (cublas, cublas_out, 2.0 * n ** 3),
+        ways = {"cuBLAS": (cublas, lambda: co, 2.0 * n ** 3),
                 "portable": (portable, lambda: po, 2.0 * n ** 3),
                 "hopper": (hop, lambda: ho, 2.0 * n ** 3),
                 "mma.sync peak": (peak_fn, None, mma_peak.FLOPS_PER_WARP_STEP * steps * 8 * sms)}
@@ -140,10 +124,7 @@ def main() -> None:
             cp.cuda.Device().synchronize()
             err = None
             if result is not None:
-                got = result()
-                if got.dtype == cp.uint16:  # bfloat16 bits
-                    got = (got.astype(cp.uint32) << 16).view(cp.float32)
-                err = check(got, ref_a, ref_b, rng)
+                err = check(result(), a, b, dtype, rng)
                 if not err < 2e-2:
                     print(f"CHECK FAILED {dtype} {name}: rel err {err:.3g}")
             samples, ms, calls = sample_while(fn, args.seconds)
