@@ -299,10 +299,13 @@ NARROW_N = 1024
 NARROW_WIDTHS = ((160, 4, 1.03, 16), (192, 4, 0.94, None), (224, 4, 0.94, None))
 # ... and where A's rows are off 128-byte lines too (a_rows_off_128), 2 x 2 clusters of the same
 # width (cluster_n=2: A multicast as well) where their waves are no more, at most BLOCK_PAD of
-# their CTAs sit on a tile column past N (an odd number of tile columns), and the 2-CTA config
-# would not run as two launches (tail_split) (RESULTS.md, twenty-fourth session); False: never
+# their CTAs sit on a tile column past N (an odd number of tile columns), and, at the widths of
+# SPLIT_OVER_BLOCKS, the 2-CTA config would not run as two launches (tail_split) (RESULTS.md,
+# twenty-fourth session: 256 wide, the split ahead of 2 x 2 on five of five shapes; twenty-sixth:
+# 128 wide, 2 x 2 ahead of the split on ten of eleven, level on one); False: never
 OFF_ROWS_BLOCKS = True
 BLOCK_PAD = 0.1
+SPLIT_OVER_BLOCKS = (256,)
 # 4-CTA clusters that one wave holds, by SM count (cuOccupancyMaxActiveClusters for the 128-row
 # configs, 2 x 2 and 4 x 1 alike: 30 on the H200's 132 SMs, so a wave leaves 12 SMs idle, against
 # 66 2-CTA clusters); sms // 4 where not listed
@@ -674,11 +677,14 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     row-major A, or of M of a column-major one).  Where the rule above took 2-CTA clusters, they
     become 2 x 2 clusters of the same width (``_off_rows_blocks``), which multicast A along the
     tile row as well, where the blocks need no more waves (30 4-CTA clusters fit on an H200), at
-    most ``BLOCK_PAD`` of their CTAs sit past N, and the 2-CTA launch would not be split in two
-    (``tail_split``, which was ahead of one 2 x 2 launch on all five shapes timed).  On the H200 (RESULTS.md, twenty-fourth
-    session): on 14 shapes drawn after the rule, fp16 0.81 -> 0.86 and bf16 0.82 -> 0.88 of
-    cuBLAS (3520x424x11560 0.61 -> 0.85, 488x3488x3560 0.73 -> 0.92), ahead in 23 of 28 runs,
-    behind by 0.01-0.03 in three (5480x2352x352 0.86 -> 0.83).
+    most ``BLOCK_PAD`` of their CTAs sit past N, and, 256 wide (``SPLIT_OVER_BLOCKS``), the 2-CTA
+    launch would not be split in two (``tail_split``, which was ahead of one 256-wide 2 x 2 launch
+    on all five shapes timed).  On the H200 (RESULTS.md, twenty-fourth session): on 14 shapes
+    drawn after the rule, fp16 0.81 -> 0.86 and bf16 0.82 -> 0.88 of cuBLAS (3520x424x11560 0.61
+    -> 0.85, 488x3488x3560 0.73 -> 0.92), ahead in 23 of 28 runs, behind by 0.01-0.03 in three
+    (5480x2352x352 0.86 -> 0.83).  128 wide, 2 x 2 clusters were ahead of the two launches on ten
+    of eleven shapes (twenty-sixth session, fp16: 2760x1704x5304 0.53 -> 0.71, 1536x2920x4328
+    0.53 -> 0.70), level on one, so there they replace the split.
 
     >>> choose_config(8192, 8192, 8192, "bfloat16", 132).tile_n
     256
@@ -882,9 +888,10 @@ def _off_rows_blocks(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms:
     """A static 2-CTA cluster config (``cluster_m=2``) as 2 x 2 clusters (``cluster_n=2``: A
     multicast along the tile row too) where the blocks of 2 x 2 tiles run in no more waves of
     ``quad_clusters(sms)`` than the pairs in waves of ``sms // 2``, at most ``BLOCK_PAD`` of the
-    blocks' CTAs sit on a tile column past N, and ``gemm_parts`` would not run the 2-CTA config as
-    two launches (``tail_split``: ahead of the 2 x 2 clusters on all five shapes measured); else
-    ``cfg``.
+    blocks' CTAs sit on a tile column past N, and, where the width is one of
+    ``SPLIT_OVER_BLOCKS`` (256), ``gemm_parts`` would not run the 2-CTA config as two launches
+    (``tail_split``: ahead of 256-wide 2 x 2 clusters on all five shapes measured, but behind
+    128-wide ones on ten of eleven); else ``cfg``.
 
     >>> off = dict(b_rows_off=True, a_rows_off_128=True)
     >>> cfg = choose_config(11248, 856, 1144, "float16", 132, **off)  # 88 x 4 tiles
@@ -901,7 +908,7 @@ def _off_rows_blocks(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms:
         return cfg
     if _cluster_waves(m, n, cfg.tile_n, 2, sms)[0] > _cluster_waves(m, n, cfg.tile_n, 1, sms)[0]:
         return cfg
-    if TAIL_SPLIT:
+    if TAIL_SPLIT and cfg.tile_n in SPLIT_OVER_BLOCKS:
         split = tail_split(cfg, m, n, k, dtype, sms, b_rows_off=b_rows_off, b_rows_off_128=b_rows_off_128,
                            a_rows_off_128=True)
         if split is not None and split[2] <= TAIL_SPLIT:

@@ -689,13 +689,14 @@ def test_heuristic_a_rows_off_128_takes_2x2_clusters(monkeypatch):
     """Where the heuristic takes static 2-CTA clusters (B's rows off 128 bytes) and A's rows are off
     128 bytes too, 2 x 2 clusters of the same width where their blocks run in no more waves of
     quad_clusters(sms) than the pairs in waves of sms // 2, at most BLOCK_PAD of their CTAs sit
-    past N, and the pairs would not run as two launches; never elsewhere."""
+    past N, and, 256 wide, the pairs would not run as two launches; never elsewhere."""
     off = dict(b_rows_off=True, b_rows_off_128=True)
     slots = hopper.quad_clusters(132)
     took = set()
     for shape in ((3000, 3000, 3000), (1240, 1368, 3416), (5000, 5000, 5000), (11248, 856, 1144),
                   (4096, 4104, 4104), (2760, 2832, 3160), (624, 10992, 11928), (12408, 12144, 6008),
-                  (3424, 744, 2008), (1952, 624, 12768), (4992, 1784, 6440), (2368, 1312, 2840)):
+                  (3424, 744, 2008), (1952, 624, 12768), (4992, 1784, 6440), (2368, 1312, 2840),
+                  (2760, 1704, 5304), (1536, 2920, 4328)):
         pair = hopper.choose_config(*shape, "float16", 132, **off)
         got = hopper.choose_config(*shape, "float16", 132, a_rows_off_128=True, **off)
         assert pair.cluster_m == 2 and pair.cluster_n == 1, shape
@@ -703,11 +704,14 @@ def test_heuristic_a_rows_off_128_takes_2x2_clusters(monkeypatch):
         fewer = -(-(-(-rows // 2) * -(-cols // 2)) // slots) <= -(-(-(-rows // 2) * cols) // 66)
         padded = cols % 2 == 1 and 1 / (cols + 1) > hopper.BLOCK_PAD
         split = hopper.tail_split(pair, *shape, "float16", 132, a_rows_off_128=True, **off)
-        split = split is not None and split[2] <= hopper.TAIL_SPLIT
+        split = (split is not None and split[2] <= hopper.TAIL_SPLIT
+                 and pair.tile_n in hopper.SPLIT_OVER_BLOCKS)
         assert got == (pair.replace(cluster_n=2) if fewer and not padded and not split else pair), shape
         if got.cluster_n == 2:
             took.add(shape)
-    assert {(11248, 856, 1144), (1240, 1368, 3416), (2368, 1312, 2840)} <= took
+    # 128 wide, where the pairs would run as two launches: 2 x 2 all the same
+    assert {(11248, 856, 1144), (1240, 1368, 3416), (2368, 1312, 2840), (2760, 1704, 5304),
+            (1536, 2920, 4328)} <= took
     assert not took & {(3424, 744, 2008), (1952, 624, 12768), (4992, 1784, 6440), (3000, 3000, 3000)}
     # no clusters to begin with (B's rows on 128 bytes), or the rule off: A's flag changes nothing
     for shape in ((3000, 3008, 3000), (1000, 1024, 1000)):
