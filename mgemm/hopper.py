@@ -238,8 +238,9 @@ TMA_STORE_K = 32  # the TMA-store epilogue for K of at most this many 64-wide st
 # partial: stream-K over that wave only, whole tiles first (sk_waves=0; fit_policy)
 MANY_WAVES = (8, 96)
 # One partial wave (half the SMs or more hold a tile, none two): static, not stream-K, for 128-wide
-# tiles and for 192-wide ones up to this many 64-wide K steps (fit_policy)
-PARTIAL_WAVE_STATIC_K = 64
+# tiles and for 192-wide ones up to this many 64-wide K steps (fit_policy; 64 until the
+# twenty-sixth session, which measured static ahead at 69 and 74 steps)
+PARTIAL_WAVE_STATIC_K = 96
 # Fewer tiles than half the SMs: stream-K only where K, in 64-wide steps, exceeds
 # FEW_TILES_SK[0] times a CTA's even share of the tile-steps plus FEW_TILES_SK[1], or
 # FEW_TILES_SK[2] steps (fit_policy)
@@ -1176,8 +1177,9 @@ def fit_policy(config: HopperConfig, m: int, n: int, k: int, sms: int, *,
     gained (1920x800x8192 0.61 -> 0.86, 1408x1072x16384 0.74 -> 0.89, 2112x432x4096 1.02 -> 1.17,
     eight of eight, +0.02 to +0.25), and 128x192 tiles gained up to K = 4096 (960x2368x2048 0.68
     -> 0.83, 1072x1952x4096 0.85 -> 0.92, five of five), tied at K = 8192 (two) and lost at
-    K = 16384 (1280x1856x16384 0.90 -> 0.86): so 192-wide tiles keep stream-K from
-    ``PARTIAL_WAVE_STATIC_K`` 64-wide steps on.  Stream-K's CTAs start their K loops at different
+    K = 16384 (1280x1856x16384 0.90 -> 0.86); the twenty-sixth session saw static ahead at K =
+    4360 and 4680 too (528x3984x4360 0.66 -> 0.79, 6400x272x4680 0.71 -> 0.77): so 192-wide
+    tiles keep stream-K past ``PARTIAL_WAVE_STATIC_K`` (96) 64-wide steps.  Stream-K's CTAs start their K loops at different
     offsets, which costs each one's mainloop 8-25 % (README, "In step or apart").
 
     >>> fit_policy(HopperConfig(tile_n=128), 1920, 800, 8192, 132).policy  # 105 tiles

@@ -342,7 +342,8 @@ def test_heuristic_one_wave_of_wide_tiles():
 def test_heuristic_partial_wave_runs_static():
     """One partial wave at least half full runs static on 128-wide tiles and on 192-wide ones up
     to PARTIAL_WAVE_STATIC_K k-steps; stream-K below half a wave and for 192 on longer K."""
-    for shape in [(1920, 800, 8192), (2112, 432, 4096), (1408, 1072, 16384), (1072, 1952, 4096)]:
+    for shape in [(1920, 800, 8192), (2112, 432, 4096), (1408, 1072, 16384), (1072, 1952, 4096),
+                  (528, 3984, 4360), (6400, 272, 4680)]:
         assert hopper.choose_config(*shape, "float16", 132).policy == "static", shape
     assert hopper.choose_config(1280, 1856, 16384, "float16", 132).policy == "streamk"
     assert hopper.choose_config(1024, 2112, 8192, "float16", 132).policy == "streamk"
