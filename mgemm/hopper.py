@@ -276,6 +276,7 @@ CHEAPEST_WIDTHS = ((128, 6), (192, 4), (224, 4), (256, 4))  # (tile_n, stages)
 WAVE_COST = {128: 1.0, 192: 0.94, 224: 0.94, 256: 0.92}
 SK_OVERHEAD = (1.2, 1.6)
 STATIC_GAIN = 0.95  # one static width gives way to another only at this share of its cost or less
+SK_GIVE_WAY = 1.06  # stream-K gives way to static waves that cost up to this times its own (_cheapest_waves)
 # 128x160 is left out: its fitted cost (1.03) made it the cheapest on 16 % of shapes drawn at
 # random, and where it was measured it ran -0.17..+0.17 of cuBLAS against the rule's pick (ahead
 # in 84 of 114 runs; 1312x1776x16384 0.87 -> 0.70-0.72, 2304x1024x8192 0.86 -> 0.72-0.76).  A
@@ -1035,7 +1036,7 @@ def _cheapest_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hopp
         return -(-_tiles(m, n, width) // sms)
 
     if cfg.policy == "streamk" and cfg.sk_waves == 1:
-        limit = _config_cost(cfg, m, n, k, sms)
+        limit = SK_GIVE_WAY * _config_cost(cfg, m, n, k, sms)
     elif cfg.policy == "static" and steps >= FILL_MIN_K_STEPS and waves(cfg.tile_n) <= FILL_WAVES[1]:
         limit = STATIC_GAIN * _config_cost(cfg, m, n, k, sms)
     else:
