@@ -1004,9 +1004,9 @@ def _cheapest_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hopp
     """``cfg``, or static waves of the ``CHEAPEST_WIDTHS`` tile that costs least where that is
     cheaper: than ``SK_GIVE_WAY`` times stream-K over ``cfg``'s tile (its tiles' columns shared
     evenly over ``sms``, times ``SK_OVERHEAD``), or, for K of ``FILL_MIN_K_STEPS`` steps or more,
-    than ``cfg``'s own static waves by ``STATIC_GAIN``.  A static launch of 128 x w tiles costs its waves times w
-    times ``WAVE_COST[w]``.  Up to ``FILL_WAVES[1]`` waves, cooperative tiles only, not stream-K
-    over the last wave alone (``sk_waves=0``, many waves of 256-wide tiles).
+    than ``cfg``'s own static waves by ``STATIC_GAIN``.  A static launch of 128 x w tiles costs
+    its waves times w times ``WAVE_COST[w]``.  Up to ``FILL_WAVES[1]`` waves, cooperative tiles
+    only, not stream-K over the last wave alone (``sk_waves=0``, many waves of 256-wide tiles).
 
     On the H200 (benchmarks/RESULTS.md, nineteenth session, float16 × cuBLAS): of 48 shapes
     drawn at random, the heuristic ran stream-K on 19, where its CTAs took 1.15-1.24 (K 4096-16384;
@@ -1187,8 +1187,9 @@ def fit_policy(config: HopperConfig, m: int, n: int, k: int, sms: int, *,
     -> 0.83, 1072x1952x4096 0.85 -> 0.92, five of five), tied at K = 8192 (two) and lost at
     K = 16384 (1280x1856x16384 0.90 -> 0.86); the twenty-sixth session saw static ahead at K =
     4360 and 4680 too (528x3984x4360 0.66 -> 0.79, 6400x272x4680 0.71 -> 0.77): so 192-wide
-    tiles keep stream-K past ``PARTIAL_WAVE_STATIC_K`` (96) 64-wide steps.  Stream-K's CTAs start their K loops at different
-    offsets, which costs each one's mainloop 8-25 % (README, "In step or apart").
+    tiles keep stream-K past ``PARTIAL_WAVE_STATIC_K`` (96) 64-wide steps.  Stream-K's CTAs
+    start their K loops at different offsets, which costs each one's mainloop 8-25 % (README,
+    "In step or apart").
 
     >>> fit_policy(HopperConfig(tile_n=128), 1920, 800, 8192, 132).policy  # 105 tiles
     'static'
