@@ -1,8 +1,13 @@
-# Sourced by run_narrow_study.sh and run_weak_study.sh (from the repository root, after
-# gpu_env.sh): census_study TAG ARG... times the caller's SHAPES with the heuristic and the
-# cublas_census.py arguments ARG... (variants, --split) for each of DTYPES (default float16), in
+# Sourced by run_narrow_study.sh, run_weak_study.sh and run_streamk_study.sh (from the repository
+# root, after gpu_env.sh): census_study TAG ARG... times the caller's SHAPES with the heuristic and
+# the cublas_census.py arguments ARG... (variants, --split) for each of DTYPES (default float16), in
 # turns with cuBLAS, every output checked against float64; full output in $OUT/TAG-DTYPE.txt, the
-# rows printed with their configs shortened.
+# rows printed with their configs shortened.  CLUSTER_VARIANTS: static 2-CTA (c) and 2 x 2 (q)
+# clusters of 128- and 256-wide tiles, as cublas_census.py --variant arguments.
+CLUSTER_VARIANTS=(--variant c128:policy=static,tile_n=128,stages=6,cluster_m=2,cluster_n=1
+                  --variant c256:policy=static,tile_n=256,stages=4,cluster_m=2,cluster_n=1
+                  --variant q128:policy=static,tile_n=128,stages=6,cluster_m=2,cluster_n=2
+                  --variant q256:policy=static,tile_n=256,stages=4,cluster_m=2,cluster_n=2)
 census_study() {
   local tag=$1 dtype
   shift

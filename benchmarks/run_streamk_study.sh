@@ -20,8 +20,5 @@ V=(--variant t64k:tile_m=64,tile_n=64,stages=12,pingpong=1,policy=streamk,sk_red
    --variant s128:policy=static,tile_n=128,stages=6,cluster_m=1,cluster_n=1
    --variant s192:policy=static,tile_n=192,stages=4,cluster_m=1,cluster_n=1
    --variant s256:policy=static,tile_n=256,stages=4,cluster_m=1,cluster_n=1
-   --variant c128:policy=static,tile_n=128,stages=6,cluster_m=2,cluster_n=1
-   --variant c256:policy=static,tile_n=256,stages=4,cluster_m=2,cluster_n=1
-   --variant q128:policy=static,tile_n=128,stages=6,cluster_m=2,cluster_n=2
-   --variant q256:policy=static,tile_n=256,stages=4,cluster_m=2,cluster_n=2)
+   "${CLUSTER_VARIANTS[@]}")
 census_study streamk "${V[@]}"

@@ -20,10 +20,7 @@ V=(--variant s160:policy=static,tile_n=160,stages=4,cluster_m=1,cluster_n=1,epil
    --variant s256:policy=static,tile_n=256,stages=4,cluster_m=1,cluster_n=1
    --variant k128:policy=streamk,tile_n=128,stages=6,cluster_m=1,cluster_n=1
    --variant k192:policy=streamk,tile_n=192,stages=4,cluster_m=1,cluster_n=1
-   --variant c128:policy=static,tile_n=128,stages=6,cluster_m=2,cluster_n=1
-   --variant c256:policy=static,tile_n=256,stages=4,cluster_m=2,cluster_n=1
-   --variant q128:policy=static,tile_n=128,stages=6,cluster_m=2,cluster_n=2
-   --variant q256:policy=static,tile_n=256,stages=4,cluster_m=2,cluster_n=2)
+   "${CLUSTER_VARIANTS[@]}")
 census_study weak --split "${V[@]}"
 echo "== portable float32 8192^3"
 timeout 90 python3 benchmarks/kernels.py --squares 8192 --no-skewed --dtypes float32 --policies static \
