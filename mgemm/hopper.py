@@ -720,8 +720,7 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     for rank, (width, stages) in enumerate(TILE_CHOICES):
         if tile_n is not None and width != tile_n:
             continue
-        waves = -(-_tiles(m, n, width) // sms)
-        cost = waves * TILE_M * width / (1.0 - 0.1 * rank)
+        cost = _waves(m, n, width, sms) * TILE_M * width / (1.0 - 0.1 * rank)
         if best is None or cost < best[0] - 1e-9:
             best = (cost, width, stages)
     _, tile_n, stages = best
@@ -820,11 +819,10 @@ def _config_cost(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> float:
     """The wave-cost model's estimate for a cooperative config (``_cheapest_waves``' units): static
     (and every policy that does not split tiles) its waves times ``tile_n`` times ``WAVE_COST``;
     stream-K its tiles' columns shared evenly over ``sms``, times ``SK_OVERHEAD``."""
-    tiles = _tiles(m, n, cfg.tile_n)
     per_column = cfg.tile_n * WAVE_COST.get(cfg.tile_n, 1.0)
     if cfg.policy == "streamk":
-        return tiles * per_column / sms * SK_OVERHEAD[-(-k // 64) < FILL_MIN_K_STEPS]
-    return -(-tiles // sms) * per_column
+        return _tiles(m, n, cfg.tile_n) * per_column / sms * SK_OVERHEAD[-(-k // 64) < FILL_MIN_K_STEPS]
+    return _waves(m, n, cfg.tile_n, sms) * per_column
 
 
 def _off_rows_clusters(cfg: HopperConfig, m: int, n: int, k: int, sms: int,
@@ -863,7 +861,7 @@ def _off_rows_clusters(cfg: HopperConfig, m: int, n: int, k: int, sms: int,
 def _static_cost(m: int, n: int, width: int, per_column: float, sms: int) -> float:
     """The wave-cost model's estimate for static waves of 128 x ``width`` tiles on ``sms`` SMs:
     their waves times ``width`` times ``per_column`` (``WAVE_COST``'s units)."""
-    return -(-_tiles(m, n, width) // sms) * width * per_column
+    return _waves(m, n, width, sms) * width * per_column
 
 
 def _cluster_cost(m: int, n: int, width: int, per_column: float, sms: int, cluster_n: int = 1) -> float:
@@ -961,8 +959,7 @@ def tail_split(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, 
         return None
     rows = cfg.tile_m * cfg.cluster_m
     if cfg.cluster_m == 1:
-        slots, cols = sms, -(-n // cfg.tile_n)
-        waves = -(-(-(-m // rows) * cols) // slots)
+        waves, slots, cols = _waves(m, n, cfg.tile_n, sms), sms, -(-n // cfg.tile_n)
     else:
         waves, slots, cols = _cluster_waves(m, n, cfg.tile_n, cfg.cluster_n, sms)
     m1 = (waves - 1) * slots // cols * rows
@@ -987,6 +984,11 @@ def _tail_split_cached(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sm
 def _tiles(m: int, n: int, tile_n: int, tile_m: int = TILE_M) -> int:
     """Output tiles of ``tile_m`` x ``tile_n`` over an ``m × n`` product (edges rounded up)."""
     return -(-m // tile_m) * -(-n // tile_n)
+
+
+def _waves(m: int, n: int, tile_n: int, sms: int) -> int:
+    """Waves of one 128 x ``tile_n`` tile per SM that cover an ``m × n`` product on ``sms`` SMs."""
+    return -(-_tiles(m, n, tile_n) // sms)
 
 
 def _static_width(cfg: HopperConfig, width: int, stages: int, k: int) -> HopperConfig:
@@ -1038,18 +1040,16 @@ def _cheapest_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hopp
     if not CHEAPEST_WIDTHS or cfg.pingpong or cfg.tile_m != TILE_M or cfg.tile_n not in WAVE_COST:
         return cfg
     steps = -(-k // 64)
-
-    def waves(width: int) -> int:
-        return -(-_tiles(m, n, width) // sms)
-
     if cfg.policy == "streamk" and cfg.sk_waves == 1:
         limit = SK_GIVE_WAY * _config_cost(cfg, m, n, k, sms)
-    elif cfg.policy == "static" and steps >= FILL_MIN_K_STEPS and waves(cfg.tile_n) <= FILL_WAVES[1]:
+    elif (cfg.policy == "static" and steps >= FILL_MIN_K_STEPS
+          and _waves(m, n, cfg.tile_n, sms) <= FILL_WAVES[1]):
         limit = STATIC_GAIN * _config_cost(cfg, m, n, k, sms)
     else:
         return cfg
     cost, width, stages = min((_static_cost(m, n, w, WAVE_COST[w], sms), w, st) for w, st in CHEAPEST_WIDTHS)
-    if cost > limit or waves(width) > FILL_WAVES[1] or (width == cfg.tile_n and cfg.policy == "static"):
+    if (cost > limit or _waves(m, n, width, sms) > FILL_WAVES[1]
+            or (width == cfg.tile_n and cfg.policy == "static")):
         return cfg
     return _static_width(cfg, width, stages, k)
 
