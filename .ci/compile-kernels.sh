@@ -104,8 +104,8 @@ echo "compile-kernels: ${#variants[@]} variants x 2 archs OK"
 # A column-major and/or B row-major) at each tile width, pingpong consumers, a register split,
 # clusters (2 or 4 CTAs along M: B multicast; 2 along N: A multicast), the staged and TMA-store
 # epilogues (cooperative and pingpong), the spread stream-K fix-up, K in parts and the timeline.
-# Same report; fails on errors, spills and
-# any ptxas warning or performance note (C7508: setmaxnreg ignored; C75xx: wgmma serialized).
+# Same report; fails on errors, spills and any ptxas warning or performance note (C7508: setmaxnreg
+# ignored; C75xx: wgmma serialized).
 hopper_compile() {  # input output tile_n stages policy [a_k_major b_k_major [extra -D...]]
   local ak=${6:-1} bk=${7:-1}
   local name="hopper_${1#MGEMM_}_n$3_s$4_$5_a${ak}b${bk}${8:+_$(echo "${*:8}" | tr -c 'A-Za-z0-9\n' _)}" log
