@@ -409,10 +409,10 @@ def test_heuristic_epilogue_follows_k():
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_heuristic_cheapest_waves(dtype, monkeypatch):
     """Static waves of the cheapest CHEAPEST_WIDTHS tile replace stream-K where they cost at most
-    SK_GIVE_WAY times an even share of its tiles times SK_OVERHEAD, and replace static waves by STATIC_GAIN (RESULTS.md,
-    nineteenth session: on 33 shapes drawn where the rule fires, ahead in 65 of 66 runs); stream-K
-    stays where it shares out much more evenly, over many waves, for thin products, tf32, a shared
-    GPU or an explicit width."""
+    SK_GIVE_WAY times an even share of its tiles times SK_OVERHEAD, and replace static waves by
+    STATIC_GAIN (RESULTS.md, nineteenth session: on 33 shapes drawn where the rule fires, ahead in
+    65 of 66 runs); stream-K stays where it shares out much more evenly, over many waves, for thin
+    products, tf32, a shared GPU or an explicit width."""
     def choose(*shape, **kw):
         return hopper.choose_config(*shape, dtype, 132, **kw)
 
