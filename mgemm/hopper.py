@@ -275,6 +275,10 @@ FILL_MIN_K_STEPS = 16  # K >= 1024: measured ahead there even without the TMA-st
 CHEAPEST_WIDTHS = ((128, 6), (192, 4), (224, 4), (256, 4))  # (tile_n, stages)
 WAVE_COST = {128: 1.0, 192: 0.94, 224: 0.94, 256: 0.92}
 SK_OVERHEAD = (1.2, 1.6)
+# ... over at most this many static waves, the config's and the cheapest width's (4 until the
+# twenty-seventh session: then, e.g., 12 waves of 128-wide tiles stayed where 8 of 192 were 0.15
+# of cuBLAS ahead; RESULTS.md)
+CHEAPEST_MAX_WAVES = 64
 STATIC_GAIN = 0.95  # one static width gives way to another only at this share of its cost or less
 # stream-K gives way to static waves that cost up to this times its own estimate (_cheapest_waves;
 # 1.0 until the twenty-sixth session, RESULTS.md)
@@ -993,13 +997,14 @@ def _waves(m: int, n: int, tile_n: int, sms: int) -> int:
 
 def _static_width(cfg: HopperConfig, width: int, stages: int, k: int) -> HopperConfig:
     """``cfg`` as static 128 x ``width`` tiles on ``stages`` stages (at most ``FEW_STAGES_K[1]``
-    for K of at most ``FEW_STAGES_K[0]`` steps), keeping a TMA-store epilogue where the width's
-    rows are whole 128-byte boxes (else "staged")."""
+    for K of at most ``FEW_STAGES_K[0]`` steps), with the TMA-store epilogue for K of at most
+    ``TMA_STORE_K`` steps where the width's rows are whole 128-byte boxes (else "staged"), as
+    ``choose_config`` gives its first tile: a width taken on the way (224) does not decide it."""
     if -(-k // 64) <= FEW_STAGES_K[0]:
         stages = min(stages, FEW_STAGES_K[1])
     wide = cfg.replace(tile_n=width, stages=stages, policy="static", sk_reduce="owner", sk_waves=1,
                        epilogue="staged")
-    return wide.replace(epilogue="tma") if cfg.epilogue == "tma" and wide.out_chunk_bytes % 128 == 0 else wide
+    return wide.replace(epilogue="tma") if -(-k // 64) <= TMA_STORE_K and wide.out_chunk_bytes % 128 == 0 else wide
 
 
 def _cheapest_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
@@ -1007,8 +1012,9 @@ def _cheapest_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hopp
     cheaper: than ``SK_GIVE_WAY`` times stream-K over ``cfg``'s tile (its tiles' columns shared
     evenly over ``sms``, times ``SK_OVERHEAD``), or, for K of ``FILL_MIN_K_STEPS`` steps or more,
     than ``cfg``'s own static waves by ``STATIC_GAIN``.  A static launch of 128 x w tiles costs
-    its waves times w times ``WAVE_COST[w]``.  Up to ``FILL_WAVES[1]`` waves, cooperative tiles
-    only, not stream-K over the last wave alone (``sk_waves=0``, many waves of 256-wide tiles).
+    its waves times w times ``WAVE_COST[w]``.  Up to ``CHEAPEST_MAX_WAVES`` waves, cooperative
+    tiles only, not stream-K over the last wave alone (``sk_waves=0``, many waves of 256-wide
+    tiles).
 
     On the H200 (benchmarks/RESULTS.md, nineteenth session, float16 × cuBLAS): of 48 shapes
     drawn at random, the heuristic ran stream-K on 19, where its CTAs took 1.15-1.24 (K 4096-16384;
@@ -1028,6 +1034,13 @@ def _cheapest_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hopp
     while stream-K stayed ahead at 0.93 (2288x2016x4096): so ``SK_GIVE_WAY`` = 1.06; on 14 shapes
     drawn where that margin decides, fp16 and bf16: ahead in 26 of 28 runs (geomean 0.69 ->
     0.78-0.79; 744x3088x6264 0.77-0.79 -> 1.05-1.09), behind by 0.06 on 2944x1664x7552.
+    Static to static over more than four waves (twenty-seventh session): 2144x11840x1368, 12
+    waves of 128-wide tiles, 0.79 -> 0.94 for 8 waves of 192; on 14 shapes drawn after the cap
+    went from 4 to ``CHEAPEST_MAX_WAVES`` where it changes the config (3-8 waves before), fp16 /
+    bf16, as ``gemm_parts`` runs them: geomean 0.78 -> 0.87 / 0.78 -> 0.85, ahead in 24 of 28 runs
+    (4672x2576x13064 0.54 -> 0.75, 8800x1328x10104 0.56-0.57 -> 0.71-0.74, 3568x6272x1000 0.89-0.90
+    -> 0.99), behind by 0.01-0.03 on 13136x2064x1944 (2-CTA clusters of 256 before) and
+    3064x4352x1088 (128 wide with TMA stores before, 224 staged).
 
     >>> cfg = choose_config(1616, 1776, 512, "float16", 132)  # 182 tiles of 128: 130 of 192
     >>> cfg.tile_n, cfg.policy, cfg.epilogue
@@ -1043,12 +1056,12 @@ def _cheapest_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hopp
     if cfg.policy == "streamk" and cfg.sk_waves == 1:
         limit = SK_GIVE_WAY * _config_cost(cfg, m, n, k, sms)
     elif (cfg.policy == "static" and steps >= FILL_MIN_K_STEPS
-          and _waves(m, n, cfg.tile_n, sms) <= FILL_WAVES[1]):
+          and _waves(m, n, cfg.tile_n, sms) <= CHEAPEST_MAX_WAVES):
         limit = STATIC_GAIN * _config_cost(cfg, m, n, k, sms)
     else:
         return cfg
     cost, width, stages = min((_static_cost(m, n, w, WAVE_COST[w], sms), w, st) for w, st in CHEAPEST_WIDTHS)
-    if (cost > limit or _waves(m, n, width, sms) > FILL_WAVES[1]
+    if (cost > limit or _waves(m, n, width, sms) > CHEAPEST_MAX_WAVES
             or (width == cfg.tile_n and cfg.policy == "static")):
         return cfg
     return _static_width(cfg, width, stages, k)

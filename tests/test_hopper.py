@@ -411,7 +411,7 @@ def test_heuristic_cheapest_waves(dtype, monkeypatch):
     """Static waves of the cheapest CHEAPEST_WIDTHS tile replace stream-K where they cost at most
     SK_GIVE_WAY times an even share of its tiles times SK_OVERHEAD, and replace static waves by
     STATIC_GAIN (RESULTS.md, nineteenth session: on 33 shapes drawn where the rule fires, ahead in
-    65 of 66 runs); stream-K stays where it shares out much more evenly, over many waves, for thin
+    65 of 66 runs), up to CHEAPEST_MAX_WAVES waves; stream-K stays where it shares out much more evenly, over many waves, for thin
     products, tf32, a shared GPU or an explicit width."""
     def choose(*shape, **kw):
         return hopper.choose_config(*shape, dtype, 132, **kw)
@@ -428,7 +428,7 @@ def test_heuristic_cheapest_waves(dtype, monkeypatch):
     for shape in [(2288, 2016, 4096), (896, 2432, 8192), (1024, 2112, 8192), (256, 256, 65536),
                   (512, 512, 32768), (8192, 8192, 8192)]:
         assert choose(*shape).policy == "streamk", shape
-    assert choose(8192, 8192, 256).tile_n == 128  # 31 waves: beyond FILL_WAVES
+    assert choose(8192, 8192, 256).tile_n == 128  # K of 4 steps: below FILL_MIN_K_STEPS
     assert choose(64, 8192, 512).pingpong
     assert choose(608, 3360, 512, shared=True).policy == "dynamic"
     assert choose(608, 3360, 512, tile_n=128).tile_n == 128
@@ -443,6 +443,16 @@ def test_heuristic_cheapest_waves(dtype, monkeypatch):
     monkeypatch.setattr(hopper, "SK_GIVE_WAY", 1.0)
     for shape in near:
         assert choose(*shape).policy == "streamk", shape
+    # static to static over more than four waves (twenty-seventh session: ahead in 24 of 28 runs)
+    many = {(2144, 11840, 1368): 192, (4672, 2576, 13064): 192, (3568, 6272, 1000): 192,
+            (2416, 5696, 14728): 224, (11448, 1536, 2096): 224}
+    for shape, width in many.items():
+        cfg = choose(*shape)
+        assert (cfg.tile_n, cfg.policy) == (width, "static"), shape
+        assert cfg.epilogue == ("tma" if shape[2] <= 64 * hopper.TMA_STORE_K and width != 224 else "staged")
+    monkeypatch.setattr(hopper, "CHEAPEST_MAX_WAVES", 4)
+    for shape, width in many.items():
+        assert choose(*shape).tile_n != width, shape
     monkeypatch.setattr(hopper, "CHEAPEST_WIDTHS", ())  # without the rule: other configs
     for shape, _ in measured:
         assert choose(*shape) != chosen[shape], shape
@@ -509,8 +519,10 @@ def test_heuristic_few_tiles_take_the_thin_tile(dtype, monkeypatch):
 def test_heuristic_b_rows_off_128_bytes_take_wider_tiles(dtype, monkeypatch):
     """B read in place with rows off 32-byte sectors: static 128x128 tiles over two waves or more
     become 128 x OFF_ROWS_WIDTH (RESULTS.md, twentieth session); nothing else changes.  (The
-    clusters that follow it, tested below, are turned off here.)"""
+    clusters that follow it, tested below, are turned off here, and so are the cheapest waves
+    beyond four, which take 224-wide tiles on 3248x4472x16384 before it.)"""
     monkeypatch.setattr(hopper, "OFF_ROWS_CLUSTERS", ())
+    monkeypatch.setattr(hopper, "CHEAPEST_MAX_WAVES", 4)
     measured = [(4096, 4104, 4096), (8192, 4104, 4096), (2048, 4104, 4096), (3248, 4472, 16384),
                 (4672, 2664, 1024), (7952, 3640, 4096), (3392, 2472, 2048)]
     for shape in measured:
@@ -595,6 +607,20 @@ def test_heuristic_b_rows_off_128_take_clusters(dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_heuristic_cluster_epilogue_follows_k(dtype):
+    """A config that passes through a 224-wide tile (staged epilogue) on its way to clusters of 128
+    or 256 takes the TMA-store epilogue where K has at most TMA_STORE_K steps, as its first tile
+    did (RESULTS.md, twenty-seventh session: ten shapes drawn, 0.81-0.83 -> 0.82-0.83 of cuBLAS)."""
+    for m, n, k in [(7048, 1496, 1184), (928, 10792, 1000), (1328, 7784, 1536), (776, 7456, 568)]:
+        cfg = hopper.choose_config(m, n, k, dtype, 132, b_rows_off=(n * 2) % 32 != 0,
+                                   b_rows_off_128=True, a_rows_off_128=(k * 2) % 128 != 0)
+        assert cfg.cluster_m == 2 and cfg.epilogue == "tma", (m, n, k)
+        longer = hopper.choose_config(m, n, 4 * k, dtype, 132, b_rows_off=(n * 2) % 32 != 0,
+                                      b_rows_off_128=True, a_rows_off_128=True)
+        assert longer.epilogue == "staged", (m, n, 4 * k)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_heuristic_narrow_products_pad_fewer_columns(dtype, monkeypatch):
     """At most NARROW_N columns, B's rows off 128 bytes but on 32-byte sectors: a static width of
     NARROW_WIDTHS whose waves cost less than the clusters' replaces them (160 only for short K);
@@ -608,6 +634,7 @@ def test_heuristic_narrow_products_pad_fewer_columns(dtype, monkeypatch):
         cfg = pick(shape)
         assert (cfg.tile_n, cfg.cluster_size, cfg.policy) == (width, 1, "static"), shape
         monkeypatch.setattr(hopper, "NARROW_N", 0)
+        monkeypatch.setattr(hopper, "CHEAPEST_MAX_WAVES", 4)  # else 192 static before the clusters
         assert pick(shape).cluster_m == 2, shape
         monkeypatch.undo()
     # long K: no 160-wide tiles, and the clusters stay where 192 and 224 cost more
