@@ -12,11 +12,14 @@ EXTRA) adds more Hopper configs to the turns; ``--prior`` adds the config the he
 without its last rule (``hopper.CHEAPEST_WIDTHS`` empty) where that differs; ``--prior
 "NAME=LITERAL;..."`` sets those ``mgemm.hopper`` constants for it instead (e.g.
 ``"FILL_WIDTHS=();FILL_FROM_128=None"``; a bare ``--prior`` goes after the shapes or before another
-option); ``--no-census`` skips the profiler.
+option); ``--tune`` adds ``hopper.gemm`` as a caller gets it ("auto": the heuristic, split where
+``gemm_parts`` splits) and with ``tune=True`` ("tuned": ``mgemm.tune``'s pick, tuned on the
+first call, which the timing leaves out; the cache in a fresh directory unless
+``MGEMM_CACHE_DIR`` is set); ``--no-census`` skips the profiler.
 
     python3 benchmarks/cublas_census.py [--reps 10] [--dtype float16]
         [--random N --seed S --waves 1,3 --k-log2 11,14 [--off-rows]]
-        [--variant LABEL:FIELDS ...] [--prior [NAME=LITERAL;...]] [--no-census] [MxNxK ...]
+        [--variant LABEL:FIELDS ...] [--prior [NAME=LITERAL;...]] [--tune] [--no-census] [MxNxK ...]
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -35,7 +39,7 @@ from harness import h  # noqa: E402  (benchmarks/kernels.py; puts the repository
 import cupy as cp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from mgemm import hopper  # noqa: E402
+from mgemm import hopper, tune  # noqa: E402
 
 CASES = ["896x2432x8192", "1024x2112x8192", "1408x1536x16384", "256x256x65536", "64x8192x8192",
          "8192x8192x256", "4096x4096x4096", "1728x1312x2048", "2176x1216x2048", "1824x1584x4096",
@@ -103,7 +107,11 @@ def main(argv=None):
                    help="also the heuristic's config (and the prior's, as 'prior-split') on the rows that "
                         "fill all its waves but the last, then the rest in a second launch "
                         "(hopper.tail_split), where it splits")
+    p.add_argument("--tune", action="store_true",
+                   help="also hopper.gemm as a caller gets it ('auto') and with tune=True ('tuned')")
     args = p.parse_args(argv)
+    if args.tune and not os.environ.get("MGEMM_CACHE_DIR"):
+        os.environ["MGEMM_CACHE_DIR"] = tempfile.mkdtemp(prefix="mgemm-tune-")
     waves = tuple(float(x) for x in args.waves.split(","))
     k_log2 = tuple(int(x) for x in args.k_log2.split(","))
     cases = args.cases or ([] if args.random else CASES)
@@ -133,7 +141,8 @@ def main(argv=None):
                                         **hopper.rows_flags([pc.a], [pc.b]))
                 if cut:
                     splits[label] = (configs[name][0], cut)
-        outs = {name: pc.poisoned() for name in ("cuBLAS", *configs, *splits)}
+        callers = {"auto": False, "tuned": True} if args.tune else {}  # label: tune
+        outs = {name: pc.poisoned() for name in ("cuBLAS", *configs, *splits, *callers)}
         fns = {"cuBLAS": h.cublas_fn(pc.a, pc.b, args.dtype, outs["cuBLAS"])}
         for name, (cfg, sms_cap) in configs.items():
             fns[name] = (lambda cfg=cfg, sms_cap=sms_cap, out=outs[name]:
@@ -143,6 +152,9 @@ def main(argv=None):
                 hopper.gemm(pc.a[:m1], pc.b, out=out[:m1], config=first, as_dtype=pc.as_dtype)
                 hopper.gemm(pc.a[m1:], pc.b, out=out[m1:], config=rest, as_dtype=pc.as_dtype)
             fns[label] = split_fn
+        for label, tuned in callers.items():
+            fns[label] = (lambda out=outs[label], tuned=tuned:
+                          hopper.gemm(pc.a, pc.b, out=out, as_dtype=pc.as_dtype, tune=tuned))
         pc.run_checked(fns, outs)
         for kern in [] if args.no_census else cublas_kernels(fns["cuBLAS"]):
             a = kern.get("args", {})
@@ -158,11 +170,25 @@ def main(argv=None):
             print(f"  {spec:>16} {label:>11} {1e3 * ms[label]:8.2f} us "
                   f"{flops / ms[label] / 1e9:6.1f} TFLOP/s x cuBLAS {ms['cuBLAS'] / ms[label]:.2f} | "
                   f"rows {m1} on {whose}, {m - m1} on {rest} | model {ratio:.3f}", flush=True)
+        for label in callers:
+            pick = tuned_label(m, n, k, args.dtype) if label == "tuned" else "heuristic"
+            print(f"  {spec:>16} {label:>10} {1e3 * ms[label]:8.2f} us {flops / ms[label] / 1e9:6.1f} TFLOP/s"
+                  f" x cuBLAS {ms['cuBLAS'] / ms[label]:.2f} | {pick}", flush=True)
         for name, (cfg, sms_cap) in configs.items():
             plan = hopper.launch_info(pc.a.shape, pc.b.shape, cfg, sms=sms_cap)
             print(f"  {spec:>16} {name:>10} {1e3 * ms[name]:8.2f} us {flops / ms[name] / 1e9:6.1f} TFLOP/s"
                   f" x cuBLAS {ms['cuBLAS'] / ms[name]:.2f} | {cfg} | tiles {plan.tiles} grid {plan.grid}",
                   flush=True)
+
+
+def tuned_label(m: int, n: int, k: int, dtype: str) -> str:
+    """The label ``mgemm.tune`` chose for this product, from its cache file."""
+    try:
+        entries = json.loads(tune.cache_file().read_text())
+    except (OSError, ValueError):
+        return "?"
+    picks = [e["label"] for key, e in entries.items() if f"|{dtype}->" in key and f"|{m}x{n}x{k}|" in key]
+    return picks[-1] if picks else "?"
 
 
 if __name__ == "__main__":

@@ -77,7 +77,7 @@ def matmul(a: Any, b: Any, **options: Any) -> Any:
 
     1-D operands are promoted (a row or column vector) and the added axis removed from the
     result; leading batch dimensions broadcast.  Options: ``engine``, ``block_size``,
-    ``allow_tf32``, ``emulate_fp32``, ``split``, ``client`` (see ``mgemm.config``).
+    ``allow_tf32``, ``emulate_fp32``, ``split``, ``tune``, ``client`` (see ``mgemm.config``).
 
     >>> import numpy as np
     >>> matmul(np.arange(6.0).reshape(2, 3), np.ones(3)).tolist()
@@ -247,7 +247,7 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
         prefetch(client, _first_remote_inputs(plan, a, b, who, cluster_module.PREFETCH_BLOCKS))
     return graph.build(a, b, plan, c=c, alpha=alpha, beta=beta, engine=engine,
                        out_dtype=out_dtype, allow_tf32=opts["allow_tf32"],
-                       emulate=opts["emulate_fp32"], placement=placement)
+                       emulate=opts["emulate_fp32"], tune=opts["tune"], placement=placement)
 
 
 class _PlanTable:

@@ -1,7 +1,7 @@
 """The ``mgemm`` command: ``demo``, ``bench``, ``plan`` and ``info``.
 
 Every mgemm option is a flag with the same name as its keyword (``--engine``, ``--block-size``,
-``--allow-tf32``, ``--emulate-fp32``, ``--split``, ``--client``); unset flags fall back to
+``--allow-tf32``, ``--emulate-fp32``, ``--split``, ``--tune``, ``--client``); unset flags fall back to
 ``dask.config`` and the ``MGEMM_*`` environment (see ``mgemm.config``).
 """
 
@@ -22,8 +22,8 @@ DTYPES = ("float64", "float32", "float16", "bfloat16", "complex64", "complex128"
 def mgemm_options(func: Any) -> Any:
     """Add one flag per mgemm option (same name as the keyword argument)."""
     for opt in reversed(list(config.OPTIONS.values())):
-        if opt.name == "allow_tf32":
-            func = click.option(opt.flag + "/--no-allow-tf32", opt.name, default=None,
+        if opt.parse is config.OPTIONS["allow_tf32"].parse:  # booleans: --name/--no-name
+            func = click.option(f"{opt.flag}/--no-{opt.flag[2:]}", opt.name, default=None,
                                 help=opt.help)(func)
         else:
             func = click.option(opt.flag, opt.name, default=None, help=opt.help)(func)

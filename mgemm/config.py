@@ -9,6 +9,7 @@ flag and an environment variable::
     allow_tf32     mgemm.allow_tf32       --allow-tf32      MGEMM_ALLOW_TF32
     emulate_fp32   mgemm.emulate_fp32     --emulate-fp32    MGEMM_EMULATE_FP32
     split          mgemm.split            --split           MGEMM_SPLIT
+    tune           mgemm.tune             --tune            MGEMM_TUNE
     client         mgemm.client           --client          MGEMM_CLIENT
 
 A keyword wins over ``dask.config`` (which includes ``DASK_MGEMM__*`` variables), which wins over
@@ -150,6 +151,9 @@ OPTIONS = {
                "split K ranges: auto (tail blocks across workers when it pays, and each worker's "
                "first block with remote inputs into pieces that overlap its fetches), on (always "
                "split tails) or off"),
+        Option("tune", False, _parse_bool,
+               "time the persistent engine's Hopper kernel configs on the first block of each "
+               "shape and keep the fastest (float16/bfloat16 on sm_90; kept on disk: mgemm.tune)"),
         Option("client", None, _parse_client,
                "a distributed.Client or a scheduler address; default: the active client"),
     )

@@ -39,9 +39,10 @@ def common_k_chunks(ka: Sequence[int], kb: Sequence[int]) -> tuple[int, ...]:
 
 
 def _block_task(engine_name: str, shape: tuple, c: Any, alpha: float, beta: float,
-                out_dtype: str, allow_tf32: bool, emulate: str, *chunks: Any) -> Any:
+                out_dtype: str, allow_tf32: bool, emulate: str, tune: bool, *chunks: Any) -> Any:
     """Worker side: alpha · (A row panel @ B column panel) + beta · C for one block (float32 on
-    bfloat16 tensor cores unless ``emulate`` is "off": ``mgemm.emulate``).
+    bfloat16 tensor cores unless ``emulate`` is "off": ``mgemm.emulate``; ``tune``: the engine's
+    ``tune``).
 
     ``shape`` = (rows, ks, cols): ``chunks`` are A's ``rows × ks`` chunks (row chunk r, K chunk
     k at ``r * ks + k``), then B's ``ks × cols`` (K chunk k, column chunk j), in the order of
@@ -62,7 +63,7 @@ def _block_task(engine_name: str, shape: tuple, c: Any, alpha: float, beta: floa
             return emulation.gemm(engine, a_parts, b_parts, emulate, alpha=alpha, beta=beta,
                                   c=_typed(c), out_dtype=out_dtype)
         return engine.gemm(a_parts, b_parts, alpha=alpha, beta=beta, c=_typed(c),
-                           out_dtype=out_dtype, allow_tf32=allow_tf32)
+                           out_dtype=out_dtype, allow_tf32=allow_tf32, tune=tune)
 
 
 def input_keys(a_name: str, b_name: str, blk: Any, k0: int, k1: int) -> tuple[tuple, list]:
@@ -112,7 +113,7 @@ def _typed(x: Any) -> Any:
 
 def build(a: da.Array, b: da.Array, plan: Plan, *, c: da.Array | None = None, alpha: float = 1.0,
           beta: float = 0.0, engine: str, out_dtype: np.dtype, allow_tf32: bool = False,
-          emulate: str = "off", placement: bool = True) -> da.Array:
+          emulate: str = "off", tune: bool = False, placement: bool = True) -> da.Array:
     """The Dask array ``alpha · a @ b + beta · c`` computed as ``plan`` says.
 
     ``a``'s row chunks, ``b``'s column chunks and their common K chunks must be the plan's problem
@@ -124,7 +125,7 @@ def build(a: da.Array, b: da.Array, plan: Plan, *, c: da.Array | None = None, al
         raise ValueError("the plan was made for another chunking of the operands")
     row_edges, col_edges = block_grid(plan)
     out_chunks = (tuple(np.diff(row_edges).tolist()), tuple(np.diff(col_edges).tolist()))
-    token = tokenize(a, b, c, alpha, beta, engine, str(out_dtype), allow_tf32, emulate,
+    token = tokenize(a, b, c, alpha, beta, engine, str(out_dtype), allow_tf32, emulate, tune,
                      plan.signature())
     name = BLOCK_PREFIX + token
     part_name = BLOCK_PREFIX + "part-" + token
@@ -156,7 +157,7 @@ def build(a: da.Array, b: da.Array, plan: Plan, *, c: da.Array | None = None, al
             w = works[0]
             shape, refs = inputs(w.k0, w.k1)
             dsk[out_key] = Task(out_key, _block_task, engine, shape, c_ref, alpha, beta,
-                                str(out_dtype), allow_tf32, emulate, *refs)
+                                str(out_dtype), allow_tf32, emulate, tune, *refs)
             owner[out_key], order[out_key] = w.worker, w.seq
             continue
         part_refs = []
@@ -164,7 +165,7 @@ def build(a: da.Array, b: da.Array, plan: Plan, *, c: da.Array | None = None, al
             key = (part_name, bi, bj, p)
             shape, refs = inputs(w.k0, w.k1)
             dsk[key] = Task(key, _block_task, engine, shape, None, 1.0, 0.0, str(out_dtype),
-                            allow_tf32, emulate, *refs)
+                            allow_tf32, emulate, tune, *refs)
             owner[key], order[key] = w.worker, w.seq
             part_refs.append(TaskRef(key))
         dsk[out_key] = Task(out_key, _fixup_task, parse_input(part_refs), c_ref, alpha, beta)

@@ -312,7 +312,7 @@ NARROW_WIDTHS = ((160, 4, 1.03, 16), (192, 4, 0.94, None), (224, 4, 0.94, None))
 # twenty-fourth session: 256 wide, the split ahead of 2 x 2 on five of five shapes; twenty-sixth:
 # 128 wide, 2 x 2 ahead of the split on ten of eleven, level on one); False: never
 OFF_ROWS_BLOCKS = True
-BLOCK_PAD = 0.1
+BLOCK_PAD = 0.13
 SPLIT_OVER_BLOCKS = (256,)
 # 4-CTA clusters that one wave holds, by SM count (cuOccupancyMaxActiveClusters for the 128-row
 # configs, 2 x 2 and 4 x 1 alike: 30 on the H200's 132 SMs, so a wave leaves 12 SMs idle, against
@@ -1588,7 +1588,7 @@ def transpose_copy(x, buf) -> None:
 def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
          config: HopperConfig | None = None, allow_tf32: bool = False, sms: int | None = None,
          as_dtype: str | None = None, out_dtype: str | None = None, debug: bool = False,
-         timeline: bool = False):
+         timeline: bool = False, tune: bool = False):
     """``out = alpha * a @ b + beta * c`` on CuPy arrays with the Hopper kernel (sm_90 only).
 
     The same contract as ``mgemm.kernels.gemm``: ``a`` (M×K) and ``b`` (K×N) any 2-D strided views;
@@ -1598,17 +1598,18 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
     A row- or column-major and B row- or column-major all go in without a copy);
     ``debug=True`` returns ``(out, record)``; ``timeline=True`` returns ``(out, entries)``, an
     (n, 10) int64 array of ``mgemm.timeline.FIELDS`` (a variant of the config that stamps each
-    unit with the GPU's ns timer: cooperative consumers only; ``mgemm.timeline.summarize``).
+    unit with the GPU's ns timer: cooperative consumers only; ``mgemm.timeline.summarize``);
+    ``tune=True`` takes the config ``mgemm.tune`` timed fastest for this kind of product.
     """
     return gemm_parts([a], [b], c, alpha=alpha, beta=beta, out=out, config=config,
                       allow_tf32=allow_tf32, sms=sms, as_dtype=as_dtype, out_dtype=out_dtype,
-                      debug=debug, timeline=timeline)
+                      debug=debug, timeline=timeline, tune=tune)
 
 
 def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
                config: HopperConfig | None = None, allow_tf32: bool = False, sms: int | None = None,
                as_dtype: str | None = None, out_dtype: str | None = None, debug: bool = False,
-               timeline: bool = False):
+               timeline: bool = False, tune: bool = False):
     """``out = alpha * (a_parts[0] @ b_parts[0] + a_parts[1] @ b_parts[1] + ...) + beta * c`` in one
     launch: A's K parts (M × K_p each) and B's (K_p × N), as a block task holds its panels' chunks,
     at most ``MAX_K_PARTS``.  Each part gets its own pair of TMA descriptors and the kernel walks
@@ -1617,6 +1618,8 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
     layouts (K- or MN-major) differ between parts are all copied K-major.  Where the heuristic
     picks a 2-CTA cluster launch whose last wave is short (``tail_split``, ``TAIL_SPLIT``), the rows
     of its full waves and the rest go as two such launches, each into its band of rows.
+    ``tune=True`` (float16 and bfloat16, no ``config``): the config ``mgemm.tune`` timed fastest
+    for this kind of product, tuning it on these operands the first time.
     """
     a_parts, b_parts = list(a_parts), list(b_parts)
     if debug and timeline:
@@ -1651,6 +1654,12 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
         if timeline:
             return out, np.zeros((0, 8), np.int64)
         return (out, np.zeros((0, 4), np.int32)) if debug else out
+    if tune and flags is not None and not (debug or timeline) and kind in ("float16", "bfloat16") and k:
+        tuned = _tuned(a_parts, b_parts, config, m, n, k, kind, dev, sms, res_dtype, out, flags,
+                       as_dtype)
+        if tuned is not None:
+            return gemm_parts(a_parts, b_parts, c, alpha=alpha, beta=beta, out=out, config=tuned,
+                              sms=sms, as_dtype=as_dtype, out_dtype=out_dtype)
     if (flags is not None and TAIL_SPLIT and not (debug or timeline) and kind in ("float16", "bfloat16")
             and (config.cluster_m, config.cluster_n) == (2, 1)):  # measured there (RESULTS.md, 23rd, 24th sessions)
         split = _tail_split_cached(config, m, n, k, kind, sms, **flags)
@@ -1722,6 +1731,42 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
         return out, record[1:1 + 4 * count].reshape(count, 4).get()
     width = len(TIMELINE_FIELDS)
     return out, record[2:2 + 2 * width * count].view(cp.int64).reshape(count, width).get()
+
+
+def _tuned(a_parts, b_parts, base: HopperConfig, m: int, n: int, k: int, kind: str, dev: int,
+           sms: int, res_dtype: str, out, flags: dict, as_dtype: str | None) -> HopperConfig | None:
+    """``mgemm.tune.choose`` for this product: the tuned config, or None for the heuristic's own
+    launch (``base``, split where ``gemm_parts`` splits it)."""
+    from . import tune
+
+    cp = _cupy()
+    item = a_parts[0].itemsize
+    layouts = (a_parts[0].strides[1] == item, b_parts[0].strides[1] == item)
+    memo = (dev, sms, kind, res_dtype, m, n, k, len(a_parts), layouts, tuple(sorted(flags.items())))
+    if memo in _TUNED:  # the cache key stats the kernel sources: not on every launch
+        return _TUNED[memo]
+    name = tune.key(device=_device_name(dev), sms=sms, kind=kind, out=res_dtype, m=m, n=n, k=k,
+                    parts=len(a_parts), layouts=layouts, flags=flags)
+
+    def run(cfg, buf):
+        gemm_parts(a_parts, b_parts, out=buf, config=cfg, sms=sms, as_dtype=as_dtype)
+
+    def values(buf):  # bfloat16 results are uint16 bits
+        if buf.dtype == cp.uint16:
+            return (buf.astype(cp.uint32) << 16).view(cp.float32)
+        return buf.astype(cp.float32)
+
+    _TUNED[memo] = choice = tune.choose(name, base, m, n, k, run, lambda: cp.empty_like(out), values)
+    return choice
+
+
+_TUNED: dict[tuple, HopperConfig | None] = {}  # this process's tuned choices (_tuned)
+
+
+@functools.lru_cache(maxsize=None)
+def _device_name(dev: int) -> str:
+    name = _cupy().cuda.runtime.getDeviceProperties(dev)["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)
 
 
 class _Setup(NamedTuple):

@@ -9,7 +9,7 @@ import dask
 import pytest
 
 MODULES = ["mgemm", "mgemm.config", "mgemm.schedule", "mgemm.plan", "mgemm.graph", "mgemm.api",
-           "mgemm.engines", "mgemm.engines.auto", "mgemm.patch", "mgemm.emulate"]
+           "mgemm.engines", "mgemm.engines.auto", "mgemm.patch", "mgemm.emulate", "mgemm.tune"]
 
 
 @pytest.mark.parametrize("name", MODULES)

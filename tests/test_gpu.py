@@ -121,7 +121,7 @@ def test_block_task_waits_for_inputs_still_being_written(cp, rng, engine):
            i += (long long)gridDim.x * blockDim.x) dst[i] = src[i];
     }""", "late_copy")
     late_copy((32,), (256,), (src, a, np.int64(n * n), np.int64(200_000_000)))  # legacy stream
-    out = _block_task(engine, (1, 1, 1), None, 1.0, 0.0, "float64", False, "off", a, b)
+    out = _block_task(engine, (1, 1, 1), None, 1.0, 0.0, "float64", False, "off", False, a, b)
     assert_close(cp.asnumpy(out), a_host @ b_host, "float64")
 
 

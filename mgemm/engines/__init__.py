@@ -3,6 +3,8 @@
 An engine computes ``alpha * sum_k a_parts[k] @ b_parts[k] + beta * c`` for 2-D arrays of one
 library (NumPy or CuPy).  ``a_parts[k]`` is M×Kk and ``b_parts[k]`` is Kk×N; either may be a
 non-contiguous view (a transpose costs no copy).  ``c`` is not read when ``beta == 0``.
+``tune`` asks the persistent engine to launch the kernel config ``mgemm.tune`` timed fastest for
+each kind of block; the other engines ignore it.
 
 Engines: ``numpy`` (CPU), ``cublas`` (CuPy → cuBLAS) and ``persistent`` (mgemm's own kernel in
 ``kernels/``).  ``select("auto", meta)`` picks from the chunk type: ``numpy`` for NumPy chunks,
@@ -39,7 +41,7 @@ class Engine(Protocol):
 
     def gemm(self, a_parts: Sequence[Any], b_parts: Sequence[Any], *, alpha: float = 1.0,
              beta: float = 0.0, c: Any = None, out_dtype: Any = None,
-             allow_tf32: bool = False) -> Any: ...
+             allow_tf32: bool = False, tune: bool = False) -> Any: ...
 
 
 _cache: dict[str, Engine] = {}

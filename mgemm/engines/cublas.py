@@ -31,7 +31,7 @@ class CublasEngine:
 
     def gemm(self, a_parts: Sequence[Any], b_parts: Sequence[Any], *, alpha: float = 1.0,
              beta: float = 0.0, c: Any = None, out_dtype: Any = None,
-             allow_tf32: bool = False) -> Any:
+             allow_tf32: bool = False, tune: bool = False) -> Any:
         import cupy
         import cupy.cublas  # a submodule that ``import cupy`` does not load
 

@@ -18,7 +18,7 @@ class NumpyEngine:
 
     def gemm(self, a_parts: Sequence[Any], b_parts: Sequence[Any], *, alpha: float = 1.0,
              beta: float = 0.0, c: Any = None, out_dtype: Any = None,
-             allow_tf32: bool = False) -> Any:
+             allow_tf32: bool = False, tune: bool = False) -> Any:
         dtype = np.dtype(out_dtype) if out_dtype is not None else np.result_type(
             a_parts[0], b_parts[0])
         m, n = a_parts[0].shape[0], b_parts[0].shape[1]

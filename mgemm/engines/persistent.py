@@ -5,7 +5,8 @@ warp-specialized wgmma kernel (``mgemm.hopper``), a block's K parts (up to ``MAX
 launch) in one launch that adds them up in its accumulators (``hopper.gemm_parts``); everything
 else, and every other GPU, to the portable kernel (``mgemm.kernels``), whose K parts accumulate in
 place.  The first launch takes the caller's beta and c, every later one beta = 1 on the output.
-Float32 goes to the exact SIMT mainloop unless ``allow_tf32``.
+Float32 goes to the exact SIMT mainloop unless ``allow_tf32``.  ``tune``: the Hopper kernel's
+launches take the config ``mgemm.tune`` timed fastest for their kind of product.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ class PersistentEngine:
 
     def gemm(self, a_parts: Sequence[Any], b_parts: Sequence[Any], *, alpha: float = 1.0,
              beta: float = 0.0, c: Any = None, out_dtype: Any = None,
-             allow_tf32: bool = False) -> Any:
+             allow_tf32: bool = False, tune: bool = False) -> Any:
         import cupy
 
         from mgemm import kernels
@@ -53,7 +54,7 @@ class PersistentEngine:
             # up to MAX_K_PARTS parts per launch, added up in the kernel's accumulators
             step = hopper.MAX_K_PARTS
             groups = [parts[i:i + step] for i in range(0, len(parts), step)]
-            launch = lambda group, **kw: hopper.gemm_parts(*zip(*group), **kw)  # noqa: E731
+            launch = lambda group, **kw: hopper.gemm_parts(*zip(*group), tune=tune, **kw)  # noqa: E731
         else:
             groups = [[p] for p in parts]
             launch = lambda group, **kw: kernels.gemm(*group[0], **kw)  # noqa: E731

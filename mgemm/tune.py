@@ -1,0 +1,235 @@
+"""Per-shape tuning of the Hopper kernel's config (the ``tune`` option).
+
+The heuristic (``mgemm.hopper.choose_config``) prices tile widths, stream-K and clusters with a
+wave model.  Over shapes drawn as a user types them it picks the fastest of ten configs on most,
+but the model cannot separate the rest (residual sd 0.14 in log time; benchmarks/RESULTS.md,
+twenty-seventh session), and there the best config was up to 0.17 of cuBLAS ahead.  With
+``tune=True`` the first product of each kind (GPU, M, N, K, dtypes, operand layouts) times the
+heuristic's launch and the ``VARIANTS`` on the caller's operands, in turns (``REPS`` rounds,
+medians of CUDA event times, into a scratch output), checks every candidate's output against the
+heuristic's, and keeps the fastest: in memory and in a JSON file (``cache_file()``), so later
+products of that kind, in this process or another, launch it at once.  A Dask computation whose
+blocks share a shape pays the tuning once per worker.
+
+Tuning costs a compile of each candidate the first time it runs on a machine (CuPy keeps the
+binaries on disk) and about ``REPS + 1`` launches of each; it is logged on the ``mgemm.tune``
+logger.  The cache file is ``$MGEMM_CACHE_DIR/tune.json``, else under ``$XDG_CACHE_HOME/mgemm`` or
+``~/.cache/mgemm``; an entry names the GPU, the kernel sources' digest and mgemm's version, so a
+changed kernel or heuristic tunes again.  Processes that write the file at the same time may lose
+an entry (then it is tuned again): the file is replaced whole, never left half written.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import statistics
+import threading
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+log = logging.getLogger("mgemm.tune")
+
+#: (label, changes to a cooperative 128-row config): static widths, stream-K, 2-CTA clusters
+#: (multicasting B) and 2 x 2 clusters (multicasting A too), the configs RESULTS.md's studies time
+VARIANTS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("s128", dict(policy="static", tile_n=128, stages=6)),
+    ("s192", dict(policy="static", tile_n=192, stages=4)),
+    ("s224", dict(policy="static", tile_n=224, stages=4)),
+    ("s256", dict(policy="static", tile_n=256, stages=4)),
+    ("k128", dict(policy="streamk", tile_n=128, stages=6)),
+    ("k192", dict(policy="streamk", tile_n=192, stages=4)),
+    ("c128", dict(policy="static", tile_n=128, stages=6, cluster_m=2)),
+    ("c256", dict(policy="static", tile_n=256, stages=4, cluster_m=2)),
+    ("q128", dict(policy="static", tile_n=128, stages=6, cluster_m=2, cluster_n=2)),
+    ("q256", dict(policy="static", tile_n=256, stages=4, cluster_m=2, cluster_n=2)),
+)
+HEURISTIC = "heuristic"  # the label of the heuristic's own launch (gemm_parts with config=None)
+REPS = 5  # timed rounds; the first call of each candidate (compile, warm-up) is not timed
+#: a candidate whose output differs from the heuristic's by more than this times max |output|
+#: (16-bit inputs, float32 accumulation in another order) is dropped as wrong
+AGREE = 2e-2
+
+
+def candidates(base, m: int, n: int, k: int) -> dict[str, Any]:
+    """``VARIANTS`` applied to ``base`` (the heuristic's config), with the heuristic's epilogue
+    and stage rules for their width (``hopper._static_width``): label -> config.  Thin (pingpong)
+    and other non-cooperative bases start from the cooperative 128 x 128 tile.  Configs the kernel
+    does not take and those equal to ``base`` are left out.
+
+    >>> from mgemm import hopper
+    >>> base = hopper.choose_config(2144, 11840, 1368, "float16", 132)
+    >>> base.tile_n, base.policy, sorted(candidates(base, 2144, 11840, 1368))
+    (192, 'static', ['c128', 'c256', 'k128', 'k192', 'q128', 'q256', 's128', 's224', 's256'])
+    """
+    from . import hopper
+
+    coop = base if not base.pingpong else hopper.HopperConfig(input=base.input, output=base.output)
+    out = {}
+    for label, fields in VARIANTS:
+        fields = dict(fields)
+        policy = fields.pop("policy")
+        try:
+            cfg = hopper._static_width(coop, fields.pop("tile_n"), fields.pop("stages"), k)
+            cfg = cfg.replace(policy=policy, cluster_m=fields.get("cluster_m", 1),
+                              cluster_n=fields.get("cluster_n", 1))
+        except ValueError:
+            continue
+        if cfg != base:
+            out[label] = cfg
+    return out
+
+
+def key(*, device: str, sms: int, kind: str, out: str, m: int, n: int, k: int, parts: int,
+        layouts: tuple, flags: Mapping[str, bool]) -> str:
+    """The cache key of one kind of product: the GPU and SM budget, input and output types, the
+    shape, the K parts, the operands' layouts and row flags, the kernel sources and mgemm's
+    version.
+
+    >>> key(device="H200", sms=132, kind="float16", out="float16", m=8, n=8, k=8, parts=1,
+    ...     layouts=(True, False), flags={"b_rows_off": False}).split("|")[:7]
+    ['H200', '132', 'float16->float16', '8x8x8', '1', 'KN', 'b_rows_off=0']
+    """
+    from . import __version__
+    from .kernels import sources_digest
+
+    lay = "".join("K" if x else "N" for x in layouts)
+    flag = ",".join(f"{name}={int(v)}" for name, v in sorted(flags.items()))
+    return (f"{device}|{sms}|{kind}->{out}|{m}x{n}x{k}|{parts}|{lay}|{flag}|"
+            f"{sources_digest()[:16]}|{__version__}")
+
+
+def cache_file() -> Path:
+    """``tune.json`` in ``$MGEMM_CACHE_DIR``, else ``$XDG_CACHE_HOME/mgemm``, else
+    ``~/.cache/mgemm``."""
+    root = os.environ.get("MGEMM_CACHE_DIR")
+    if not root:
+        root = str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mgemm")
+    return Path(root) / "tune.json"
+
+
+class Cache:
+    """Tuned choices: key -> {"label", "config" (the config's fields, or None for the
+    heuristic's launch), "ms" (each candidate's median)}, in memory and in ``path``."""
+
+    def __init__(self, path: Path | None = None):
+        self.path = path
+        self._entries: dict[str, dict] | None = None
+        self._lock = threading.Lock()
+        self._warned = False
+
+    def _load(self) -> dict[str, dict]:
+        if self._entries is None:
+            self._entries = self._read()
+        return self._entries
+
+    def _read(self) -> dict[str, dict]:
+        path = self.path or cache_file()
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            log.warning("mgemm: ignoring the tuning cache %s (%s)", path, exc)
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def get(self, name: str) -> dict | None:
+        with self._lock:
+            return self._load().get(name)
+
+    def put(self, name: str, entry: dict) -> None:
+        with self._lock:
+            self._load()[name] = entry
+            path = self.path or cache_file()
+            try:
+                merged = {**self._read(), name: entry}  # keep what other processes wrote meanwhile
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+                tmp.write_text(json.dumps(merged, indent=1, sort_keys=True))
+                os.replace(tmp, path)
+            except OSError as exc:
+                if not self._warned:
+                    log.warning("mgemm: cannot write the tuning cache %s (%s); tuned choices stay "
+                                "in memory", path, exc)
+                    self._warned = True
+
+
+CACHE = Cache()
+
+
+def fastest(times: Mapping[str, float]) -> str:
+    """The label with the least time; the heuristic's own where it ties.
+
+    >>> fastest({"heuristic": 1.0, "s192": 0.9, "q128": 0.95})
+    's192'
+    """
+    return min(times, key=lambda label: (times[label], label != HEURISTIC))
+
+
+def measure(fns: Mapping[str, Callable[[], Any]], reps: int = REPS) -> dict[str, float]:
+    """Median GPU milliseconds of each callable (each queues GPU work on the current stream), in
+    turns over ``reps`` rounds after one untimed call each; a callable that raises is left out."""
+    import cupy as cp
+
+    stream = cp.cuda.get_current_stream()
+    live = {}
+    for label, fn in fns.items():
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001  (a config this GPU cannot launch)
+            log.info("mgemm: tuning leaves out %s: %s", label, exc)
+            continue
+        live[label] = fn
+    events: dict[str, list] = {label: [] for label in live}
+    for _ in range(reps):
+        for label, fn in live.items():
+            start, end = cp.cuda.Event(), cp.cuda.Event()
+            start.record(stream)
+            fn()
+            end.record(stream)
+            events[label].append((start, end))
+    stream.synchronize()
+    return {label: statistics.median(cp.cuda.get_elapsed_time(s, e) for s, e in pairs)
+            for label, pairs in events.items()}
+
+
+def choose(name: str, base, m: int, n: int, k: int, run: Callable[[Any, Any], Any],
+           scratch: Callable[[], Any], values: Callable[[Any], Any], cache: Cache | None = None):
+    """The tuned config for the product ``name`` (``key``): None for the heuristic's own launch.
+    From ``cache`` if there, else timed: ``run(config, out)`` launches ``config`` (None: the
+    heuristic's launch) into ``out``; ``scratch()`` makes an output buffer and ``values(out)``
+    reads one as float32."""
+    from . import hopper
+
+    cache = CACHE if cache is None else cache
+    entry = cache.get(name)
+    if entry is not None:
+        try:
+            return None if entry["config"] is None else hopper.HopperConfig(**entry["config"])
+        except (TypeError, ValueError, KeyError):  # written by another version: tune again
+            pass
+    configs = {HEURISTIC: None, **candidates(base, m, n, k)}
+    log.info("mgemm: tuning %dx%dx%d %s over %d configs", m, n, k, base.input, len(configs))
+    outs = {label: scratch() for label in configs}
+    times = measure({label: (lambda c=cfg, o=outs[label]: run(c, o)) for label, cfg in configs.items()})
+    ref = values(outs[HEURISTIC])
+    bound = AGREE * float(abs(ref).max())
+    for label in list(times):
+        if label != HEURISTIC and not float(abs(values(outs[label]) - ref).max()) <= bound:
+            log.warning("mgemm: tuning dropped %s on %dx%dx%d: its output differs from the "
+                        "heuristic's", label, m, n, k)
+            del times[label]
+    label = fastest(times) if HEURISTIC in times else HEURISTIC
+    cfg = configs[label]
+    log.info("mgemm: tuned %dx%dx%d %s: %s, %.3f ms (heuristic %.3f ms)", m, n, k, base.input,
+             label, times.get(label, float("nan")), times.get(HEURISTIC, float("nan")))
+    cache.put(name, {"label": label, "ms": times,
+                     "config": None if cfg is None else _fields(cfg)})
+    return cfg
+
+
+def _fields(cfg) -> dict[str, Any]:
+    import dataclasses
+    return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}

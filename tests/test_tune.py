@@ -1,0 +1,220 @@
+"""mgemm.tune: the candidate configs, the cache, the choice; the ``tune`` option's way to the
+kernel.  The timing itself (CUDA events) runs in the GPU tests at the end."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import dask.array as da
+import numpy as np
+import pytest
+
+import mgemm
+from mgemm import config, hopper, tune
+from mgemm.hopper import HopperConfig
+
+from gpu_operands import as_float64, poisoned, rand_operand
+
+
+@pytest.mark.parametrize("shape", [(2144, 11840, 1368), (1040, 632, 5016), (8192, 8192, 8192),
+                                   (64, 8192, 8192), (256, 256, 65536), (5000, 3000, 512)])
+def test_candidates_are_valid_distinct_and_follow_the_epilogue_rule(shape):
+    m, n, k = shape
+    base = hopper.choose_config(m, n, k, "float16", 132)
+    cands = tune.candidates(base, m, n, k)
+    assert set(cands) <= {label for label, _ in tune.VARIANTS}
+    assert len(cands) >= len(tune.VARIANTS) - 1  # at most one equals the base
+    assert all(cfg != base and isinstance(cfg, HopperConfig) for cfg in cands.values())
+    assert len(set(cands.values())) == len(cands)
+    for label, cfg in cands.items():
+        fields = dict(tune.VARIANTS)[label]
+        assert (cfg.tile_n, cfg.policy, cfg.tile_m, cfg.pingpong) == (
+            fields["tile_n"], fields["policy"], hopper.TILE_M, False), label
+        assert (cfg.cluster_m, cfg.cluster_n) == (fields.get("cluster_m", 1), fields.get("cluster_n", 1))
+        tma = -(-k // 64) <= hopper.TMA_STORE_K and cfg.out_chunk_bytes % 128 == 0
+        assert cfg.epilogue == ("tma" if tma else "staged"), label
+
+
+def test_cache_round_trip_and_merge(tmp_path):
+    path = tmp_path / "sub" / "tune.json"
+    one, two = tune.Cache(path), tune.Cache(path)
+    one.put("a", {"label": "s192", "config": None, "ms": {"s192": 1.0}})
+    two.put("b", {"label": "heuristic", "config": None, "ms": {}})  # keeps what `one` wrote
+    assert set(json.loads(path.read_text())) == {"a", "b"}
+    assert tune.Cache(path).get("a")["label"] == "s192"
+    assert tune.Cache(path).get("c") is None
+
+
+def test_cache_survives_a_bad_file_and_an_unwritable_place(tmp_path, caplog):
+    bad = tmp_path / "tune.json"
+    bad.write_text("{not json")
+    with caplog.at_level(logging.WARNING, logger="mgemm.tune"):
+        assert tune.Cache(bad).get("a") is None
+    assert "ignoring the tuning cache" in caplog.text
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    cache = tune.Cache(blocker / "tune.json")  # a directory that cannot exist
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="mgemm.tune"):
+        cache.put("a", {"label": "heuristic", "config": None, "ms": {}})
+        cache.put("b", {"label": "heuristic", "config": None, "ms": {}})
+    assert cache.get("a") is not None and cache.get("b") is not None  # in memory still
+    assert caplog.text.count("cannot write the tuning cache") == 1
+
+
+def test_cache_file_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("MGEMM_CACHE_DIR", str(tmp_path))
+    assert tune.cache_file() == tmp_path / "tune.json"
+    monkeypatch.delenv("MGEMM_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert tune.cache_file() == tmp_path / "xdg" / "mgemm" / "tune.json"
+
+
+def test_fastest_prefers_the_heuristic_on_a_tie():
+    assert tune.fastest({"s192": 1.0, tune.HEURISTIC: 1.0}) == tune.HEURISTIC
+    assert tune.fastest({"s192": 0.5, tune.HEURISTIC: 1.0}) == "s192"
+
+
+def _fake_choose(monkeypatch, tmp_path, times, wrong=()):
+    """tune.choose on 640x384x2048 with NumPy buffers: ``run`` writes 1.0 (2.0 for the labels in
+    ``wrong``) and ``measure`` returns ``times`` for the labels it is given."""
+    m, n, k = 640, 384, 2048
+    base = hopper.choose_config(m, n, k, "float16", 132)
+    labels = {}
+
+    def run(cfg, out):
+        out[...] = 2.0 if labels.get(cfg) in wrong else 1.0
+
+    def fake_measure(fns, reps=tune.REPS):
+        for fn in fns.values():
+            fn()
+        return {label: times.get(label, 9.0) for label in fns}
+
+    calls = []
+    monkeypatch.setattr(tune, "measure", lambda fns, reps=tune.REPS: calls.append(1) or fake_measure(fns))
+    cands = tune.candidates(base, m, n, k)
+    labels.update({cfg: label for label, cfg in cands.items()})
+    cache = tune.Cache(tmp_path / "tune.json")
+    pick = lambda: tune.choose("key", base, m, n, k, run, lambda: np.zeros((m, n), np.float32),  # noqa: E731
+                               lambda out: out, cache)
+    return pick, cands, calls, cache
+
+
+def test_choose_takes_the_fastest_and_caches_it(monkeypatch, tmp_path):
+    pick, cands, calls, cache = _fake_choose(monkeypatch, tmp_path, {"heuristic": 2.0, "q128": 1.5})
+    assert pick() == cands["q128"]
+    assert pick() == cands["q128"] and len(calls) == 1  # the second time from the cache
+    entry = json.loads((tmp_path / "tune.json").read_text())["key"]
+    assert entry["label"] == "q128" and entry["ms"]["heuristic"] == 2.0
+    assert HopperConfig(**entry["config"]) == cands["q128"]
+
+
+def test_choose_drops_a_candidate_whose_output_differs(monkeypatch, tmp_path, caplog):
+    pick, cands, _, _ = _fake_choose(monkeypatch, tmp_path, {"heuristic": 2.0, "q128": 1.0, "s192": 1.5},
+                                     wrong={"q128"})
+    with caplog.at_level(logging.WARNING, logger="mgemm.tune"):
+        assert pick() == cands["s192"]
+    assert "dropped q128" in caplog.text
+
+
+def test_choose_keeps_the_heuristic_where_it_is_fastest_and_retunes_a_stale_entry(monkeypatch, tmp_path):
+    pick, _, calls, cache = _fake_choose(monkeypatch, tmp_path, {"heuristic": 1.0})
+    assert pick() is None
+    cache.put("key", {"label": "x", "config": {"tile_n": 100}, "ms": {}})  # not a config any more
+    assert pick() is None and len(calls) == 2
+
+
+def test_the_option_at_every_layer(monkeypatch):
+    assert config.resolve()["tune"] is False
+    assert config.resolve(tune="on")["tune"] is True
+    monkeypatch.setenv("MGEMM_TUNE", "1")
+    assert config._defaults()["tune"] == "1"
+    opt = config.OPTIONS["tune"]
+    assert (opt.key, opt.flag, opt.env) == ("mgemm.tune", "--tune", "MGEMM_TUNE")
+    with pytest.raises(ValueError, match="mgemm option tune"):
+        config.resolve(tune="sometimes")
+
+
+def test_cli_has_the_boolean_flags():
+    from click.testing import CliRunner
+
+    from mgemm.cli import main
+    text = CliRunner().invoke(main, ["bench", "--help"]).output
+    assert "--tune / --no-tune" in text and "--allow-tf32 / --no-allow-tf32" in text
+
+
+def test_graph_carries_tune_to_every_block_task(rng):
+    a = da.from_array(rng.standard_normal((64, 48)), chunks=32)
+    b = da.from_array(rng.standard_normal((48, 40)), chunks=(16, 20))
+    for flag in (True, False):
+        out = mgemm.matmul(a, b, tune=flag)
+        tasks = [t for t in dict(out.__dask_graph__()).values()
+                 if getattr(t, "func", None) is not None and t.func.__name__ == "_block_task"]
+        assert tasks and all(t.args[8] is flag for t in tasks)
+        np.testing.assert_allclose(out.compute(scheduler="sync"), a.compute() @ b.compute())
+    assert mgemm.matmul(a, b, tune=True).name != mgemm.matmul(a, b).name
+
+
+# --- on an H200 -------------------------------------------------------------------------------
+
+def _cupy_sm90():
+    try:
+        import cupy as cp
+        ok = cp.cuda.runtime.getDeviceCount() > 0 and hopper.supported()
+    except Exception:
+        return None
+    return cp if ok else None
+
+
+_cp = _cupy_sm90()
+sm90 = pytest.mark.skipif(_cp is None, reason="needs CuPy and an sm_90 (Hopper) GPU")
+
+
+@pytest.mark.gpu
+@sm90
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("m,n,k,trans_b", [(1040, 632, 5016, False), (700, 900, 1100, True),
+                                           (2144, 1480, 1368, False)])
+def test_tuned_products_are_right_and_cached(kind, m, n, k, trans_b, monkeypatch, tmp_path):
+    """gemm(tune=True) on fresh random operands (B row- or column-major, rows off 128 bytes):
+    the result against float64 in a poisoned output; the choice lands in the cache file, and the
+    next product of that kind launches it without timing anything."""
+    monkeypatch.setenv("MGEMM_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(tune, "CACHE", tune.Cache())
+    monkeypatch.setattr(hopper, "_TUNED", {})
+    rng = np.random.default_rng(m + n + k)
+    a, a64 = rand_operand((m, k), kind, rng)
+    b, b64 = rand_operand((k, n), kind, rng, order="F" if trans_b else "C")
+    ref = a64 @ b64
+    for attempt in range(2):
+        out = poisoned((m, n), kind)
+        hopper.gemm(a, b, out=out, tune=True)
+        got = as_float64(out, kind)
+        err = float(_cp.abs(got - ref).max() / _cp.abs(ref).max())
+        assert err < (2e-2 if kind == "bfloat16" else 4e-3), (attempt, err)
+        entries = json.loads((tmp_path / "tune.json").read_text())
+        assert len(entries) == 1
+        (entry,) = entries.values()
+        assert entry["label"] in entry["ms"] and len(entry["ms"]) >= 8
+        if attempt == 0:  # as a new process would: from the file, without timing anything
+            monkeypatch.setattr(hopper, "_TUNED", {})
+            monkeypatch.setattr(tune, "CACHE", tune.Cache())
+            monkeypatch.setattr(tune, "measure", lambda *a, **k: pytest.fail("timed again"))
+
+
+@pytest.mark.gpu
+@sm90
+def test_persistent_engine_tunes_with_the_option(monkeypatch, tmp_path):
+    monkeypatch.setenv("MGEMM_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(tune, "CACHE", tune.Cache())
+    monkeypatch.setattr(hopper, "_TUNED", {})
+    rng = np.random.default_rng(3)
+    parts = [rand_operand(shape, "float16", rng) for shape in [(768, 512), (512, 640), (768, 256),
+                                                                (256, 640)]]
+    (a0, a0_64), (b0, b0_64), (a1, a1_64), (b1, b1_64) = parts
+    from mgemm import engines
+    out = engines.get("persistent").gemm([a0, a1], [b0, b1], tune=True)
+    ref = a0_64 @ b0_64 + a1_64 @ b1_64
+    assert float(_cp.abs(out.astype(_cp.float64) - ref).max() / _cp.abs(ref).max()) < 4e-3
+    assert len(json.loads((tmp_path / "tune.json").read_text())) == 1
