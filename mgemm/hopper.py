@@ -312,7 +312,7 @@ NARROW_WIDTHS = ((160, 4, 1.03, 16), (192, 4, 0.94, None), (224, 4, 0.94, None))
 # twenty-fourth session: 256 wide, the split ahead of 2 x 2 on five of five shapes; twenty-sixth:
 # 128 wide, 2 x 2 ahead of the split on ten of eleven, level on one); False: never
 OFF_ROWS_BLOCKS = True
-BLOCK_PAD = 0.13
+BLOCK_PAD = 0.1
 SPLIT_OVER_BLOCKS = (256,)
 # 4-CTA clusters that one wave holds, by SM count (cuOccupancyMaxActiveClusters for the 128-row
 # configs, 2 x 2 and 4 x 1 alike: 30 on the H200's 132 SMs, so a wave leaves 12 SMs idle, against

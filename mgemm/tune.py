@@ -6,8 +6,9 @@ but the model cannot separate the rest (residual sd 0.14 in log time; benchmarks
 twenty-seventh session), and there the best config was up to 0.17 of cuBLAS ahead.  With
 ``tune=True`` the first product of each kind (GPU, M, N, K, dtypes, operand layouts) times the
 heuristic's launch and the ``VARIANTS`` on the caller's operands, in turns (``REPS`` rounds,
-medians of CUDA event times, into a scratch output), checks every candidate's output against the
-heuristic's, and keeps the fastest: in memory and in a JSON file (``cache_file()``), so later
+medians of GPU time, into a scratch output: ``measure``), checks every candidate's output against
+the heuristic's, and keeps the fastest (``fastest``): in memory and in a JSON file
+(``cache_file()``), so later
 products of that kind, in this process or another, launch it at once.  A Dask computation whose
 blocks share a shape pays the tuning once per worker.
 
@@ -47,6 +48,8 @@ VARIANTS: tuple[tuple[str, dict[str, Any]], ...] = (
 )
 HEURISTIC = "heuristic"  # the label of the heuristic's own launch (gemm_parts with config=None)
 REPS = 5  # timed rounds; the first call of each candidate (compile, warm-up) is not timed
+SPIN_US = 300.0  # the spin before each timed call: longer than the host path of a launch
+MARGIN = 0.02  # another config replaces the heuristic's where it is at least this much faster
 #: a candidate whose output differs from the heuristic's by more than this times max |output|
 #: (16-bit inputs, float32 accumulation in another order) is dropped as wrong
 AGREE = 2e-2
@@ -56,7 +59,7 @@ def candidates(base, m: int, n: int, k: int) -> dict[str, Any]:
     """``VARIANTS`` applied to ``base`` (the heuristic's config), with the heuristic's epilogue
     and stage rules for their width (``hopper._static_width``): label -> config.  Thin (pingpong)
     and other non-cooperative bases start from the cooperative 128 x 128 tile.  Configs the kernel
-    does not take and those equal to ``base`` are left out.
+    does not take and the one equal to ``base`` are left out.
 
     >>> from mgemm import hopper
     >>> base = hopper.choose_config(2144, 11840, 1368, "float16", 132)
@@ -65,7 +68,8 @@ def candidates(base, m: int, n: int, k: int) -> dict[str, Any]:
     """
     from . import hopper
 
-    coop = base if not base.pingpong else hopper.HopperConfig(input=base.input, output=base.output)
+    coop = (base.replace(cluster_m=1, cluster_n=1) if not base.pingpong
+            else hopper.HopperConfig(input=base.input, output=base.output))
     out = {}
     for label, fields in VARIANTS:
         fields = dict(fields)
@@ -159,19 +163,30 @@ class Cache:
 CACHE = Cache()
 
 
-def fastest(times: Mapping[str, float]) -> str:
-    """The label with the least time; the heuristic's own where it ties.
+def fastest(times: Mapping[str, float], margin: float = MARGIN) -> str:
+    """The label with the least time where that is at least ``margin`` less than the heuristic's
+    own (which wins ties and near-ties: a pick within the timings' spread is not worth a change).
 
     >>> fastest({"heuristic": 1.0, "s192": 0.9, "q128": 0.95})
     's192'
+    >>> fastest({"heuristic": 1.0, "s192": 0.99})
+    'heuristic'
     """
-    return min(times, key=lambda label: (times[label], label != HEURISTIC))
+    label = min(times, key=lambda name: (times[name], name != HEURISTIC))
+    if HEURISTIC in times and times[label] > (1.0 - margin) * times[HEURISTIC]:
+        return HEURISTIC
+    return label
 
 
 def measure(fns: Mapping[str, Callable[[], Any]], reps: int = REPS) -> dict[str, float]:
     """Median GPU milliseconds of each callable (each queues GPU work on the current stream), in
-    turns over ``reps`` rounds after one untimed call each; a callable that raises is left out."""
+    turns over ``reps`` rounds after one untimed call each; a callable that raises is left out.
+    Each timed call follows a write of twice the GPU's L2 cache (its operands come from memory,
+    as a block's fresh inputs do) and a ``SPIN_US`` spin (``kernels/spin.cu``: the call's host
+    path runs while the GPU spins, so the events see GPU time only)."""
     import cupy as cp
+
+    from .kernels import compile_plain
 
     stream = cp.cuda.get_current_stream()
     live = {}
@@ -182,10 +197,14 @@ def measure(fns: Mapping[str, Callable[[], Any]], reps: int = REPS) -> dict[str,
             log.info("mgemm: tuning leaves out %s: %s", label, exc)
             continue
         live[label] = fn
+    spin = compile_plain("spin.cu", "mgemm_spin")
+    flush = cp.empty(2 * cp.cuda.Device().attributes["L2CacheSize"] // 4 + 1, dtype=cp.float32)
     events: dict[str, list] = {label: [] for label in live}
     for _ in range(reps):
         for label, fn in live.items():
             start, end = cp.cuda.Event(), cp.cuda.Event()
+            flush.fill(0)
+            spin((1,), (1,), (cp.uint64(int(SPIN_US * 1000)),))
             start.record(stream)
             fn()
             end.record(stream)
