@@ -2,7 +2,7 @@
 # One device call on one H200 (kind nvidia-h200), fp16 and bf16, in turns with cuBLAS, every
 # output checked against float64 on sampled rows:
 #   the GPU tests of mgemm.tune (output in $OUT/tune-tests.txt);
-#   issue4: issue 4's shapes and 16 shapes drawn as a user types them (seed 2026120276, M, N, K
+#   issue4 and tune: issue 4's shapes, then 16 shapes drawn as a user types them (seed 2026120276, M, N, K
 #     log-uniform 256-16384, multiples of 8, 5-2000 GFLOP), hopper.gemm as a caller gets it
 #     ("auto") and with tune=True ("tuned", mgemm.tune's pick; its tuning not timed).
 #   With PAD=1 first (the twenty-seventh session's call 4): BLOCK_PAD 0.13 against 0.1 on 12 shapes
