@@ -13,8 +13,8 @@ products of that kind, in this process or another, launch it at once.  A Dask co
 blocks share a shape pays the tuning once per worker.
 
 Tuning costs a compile of each candidate the first time it runs on a machine (CuPy keeps the
-binaries on disk) and about ``REPS + 1`` launches of each; it is logged on the ``mgemm.tune``
-logger.  The cache file is ``$MGEMM_CACHE_DIR/tune.json``, else under ``$XDG_CACHE_HOME/mgemm`` or
+binaries on disk) and ``REPS + 1`` launches of each (``SHORT_REPS`` more for short products); it
+is logged on the ``mgemm.tune`` logger.  The cache file is ``$MGEMM_CACHE_DIR/tune.json``, else under ``$XDG_CACHE_HOME/mgemm`` or
 ``~/.cache/mgemm``; an entry names the GPU, the kernel sources' digest and mgemm's version, so a
 changed kernel or heuristic tunes again.  Processes that write the file at the same time may lose
 an entry (then it is tuned again): the file is replaced whole, never left half written.
@@ -48,6 +48,10 @@ VARIANTS: tuple[tuple[str, dict[str, Any]], ...] = (
 )
 HEURISTIC = "heuristic"  # the label of the heuristic's own launch (gemm_parts with config=None)
 REPS = 5  # timed rounds; the first call of each candidate (compile, warm-up) is not timed
+#: products whose heuristic launch takes less than SHORT_MS milliseconds are timed again over
+#: SHORT_REPS rounds: at 15-30 µs two timings of one launch differed by up to 7 % (RESULTS.md,
+#: twenty-seventh session)
+SHORT_MS, SHORT_REPS = 0.2, 25
 SPIN_US = 300.0  # the spin before each timed call: longer than the host path of a launch
 MARGIN = 0.02  # another config replaces the heuristic's where it is at least this much faster
 #: a candidate whose output differs from the heuristic's by more than this times max |output|
@@ -232,7 +236,10 @@ def choose(name: str, base, m: int, n: int, k: int, run: Callable[[Any, Any], An
     configs = {HEURISTIC: None, **candidates(base, m, n, k)}
     log.info("mgemm: tuning %dx%dx%d %s over %d configs", m, n, k, base.input, len(configs))
     outs = {label: scratch() for label in configs}
-    times = measure({label: (lambda c=cfg, o=outs[label]: run(c, o)) for label, cfg in configs.items()})
+    fns = {label: (lambda c=cfg, o=outs[label]: run(c, o)) for label, cfg in configs.items()}
+    times = measure(fns)
+    if times.get(HEURISTIC, 0.0) < SHORT_MS:
+        times = measure({label: fns[label] for label in times}, SHORT_REPS)
     ref = values(outs[HEURISTIC])
     bound = AGREE * float(abs(ref).max())
     for label in list(times):

@@ -95,8 +95,8 @@ def _fake_choose(monkeypatch, tmp_path, times, wrong=()):
             fn()
         return {label: times.get(label, 9.0) for label in fns}
 
-    calls = []
-    monkeypatch.setattr(tune, "measure", lambda fns, reps=tune.REPS: calls.append(1) or fake_measure(fns))
+    calls = []  # the reps of each measure
+    monkeypatch.setattr(tune, "measure", lambda fns, reps=tune.REPS: calls.append(reps) or fake_measure(fns))
     cands = tune.candidates(base, m, n, k)
     labels.update({cfg: label for label, cfg in cands.items()})
     cache = tune.Cache(tmp_path / "tune.json")
@@ -112,6 +112,11 @@ def test_choose_takes_the_fastest_and_caches_it(monkeypatch, tmp_path):
     entry = json.loads((tmp_path / "tune.json").read_text())["key"]
     assert entry["label"] == "q128" and entry["ms"]["heuristic"] == 2.0
     assert HopperConfig(**entry["config"]) == cands["q128"]
+
+
+def test_choose_times_short_products_again_over_more_rounds(monkeypatch, tmp_path):
+    pick, cands, calls, _ = _fake_choose(monkeypatch, tmp_path, {"heuristic": 0.05, "s192": 0.04})
+    assert pick() == cands["s192"] and calls == [tune.REPS, tune.SHORT_REPS]
 
 
 def test_choose_drops_a_candidate_whose_output_differs(monkeypatch, tmp_path, caplog):
