@@ -1736,15 +1736,26 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
 def _tuned(a_parts, b_parts, base: HopperConfig, m: int, n: int, k: int, kind: str, dev: int,
            sms: int, res_dtype: str, out, flags: dict, as_dtype: str | None) -> HopperConfig | None:
     """``mgemm.tune.choose`` for this product: the tuned config, or None for the heuristic's own
-    launch (``base``, split where ``gemm_parts`` splits it)."""
-    from . import tune
-
-    cp = _cupy()
+    launch (``base``, split where ``gemm_parts`` splits it): once per kind of product in a
+    process (``_TUNED``), one tuning at a time."""
     item = a_parts[0].itemsize
     layouts = (a_parts[0].strides[1] == item, b_parts[0].strides[1] == item)
     memo = (dev, sms, kind, res_dtype, m, n, k, len(a_parts), layouts, tuple(sorted(flags.items())))
     if memo in _TUNED:  # the cache key stats the kernel sources: not on every launch
         return _TUNED[memo]
+    with _TUNE_LOCK:  # one tuning at a time in a process: two would share the GPU and its timings
+        if memo in _TUNED:
+            return _TUNED[memo]
+        return _tune_now(memo, a_parts, b_parts, base, m, n, k, kind, dev, sms, res_dtype, out,
+                         flags, as_dtype, layouts)
+
+
+def _tune_now(memo, a_parts, b_parts, base, m, n, k, kind, dev, sms, res_dtype, out, flags,
+              as_dtype, layouts):
+    """``_tuned``'s work where this process has no choice yet: the cache file's, or a tuning."""
+    from . import tune
+
+    cp = _cupy()
     name = tune.key(device=_device_name(dev), sms=sms, kind=kind, out=res_dtype, m=m, n=n, k=k,
                     parts=len(a_parts), layouts=layouts, flags=flags)
 
@@ -1761,6 +1772,7 @@ def _tuned(a_parts, b_parts, base: HopperConfig, m: int, n: int, k: int, kind: s
 
 
 _TUNED: dict[tuple, HopperConfig | None] = {}  # this process's tuned choices (_tuned)
+_TUNE_LOCK = threading.Lock()
 
 
 @functools.lru_cache(maxsize=None)
