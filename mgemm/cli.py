@@ -22,7 +22,7 @@ DTYPES = ("float64", "float32", "float16", "bfloat16", "complex64", "complex128"
 def mgemm_options(func: Any) -> Any:
     """Add one flag per mgemm option (same name as the keyword argument)."""
     for opt in reversed(list(config.OPTIONS.values())):
-        if opt.parse is config.OPTIONS["allow_tf32"].parse:  # booleans: --name/--no-name
+        if opt.parse is config._parse_bool:  # on/off options: --name / --no-name
             func = click.option(f"{opt.flag}/--no-{opt.flag[2:]}", opt.name, default=None,
                                 help=opt.help)(func)
         else:
