@@ -8,17 +8,22 @@ alignment cuBLAS's fast kernels want of a row-major operand's leading dimension,
 K for A); ``--random N`` draws N shapes per class, M, N and K from ``--size`` (lo, hi), plus the
 ``MxNxK[/parts]`` given.  Each engine's output is checked against float64 on sampled rows, and the
 memory pool is poisoned (a NaN buffer of the output's size freed just before) so a tile left
-unwritten fails.  Timed in turns, CUDA events, L2 flushed, median of ``--reps``.
+unwritten fails.  Timed in turns, CUDA events, L2 flushed, median of ``--reps``.  ``--tune`` adds
+``auto-gpu`` with ``tune=True`` ("auto-tuned": ``mgemm.tune``'s measured engine and config, tuned
+on the first call, which the timing leaves out; its cache in a fresh directory unless
+``MGEMM_CACHE_DIR`` is set).
 
     python3 benchmarks/engine_pick.py [--dtype float16] [--random 6 --seed 1 --size 1000,9000]
-        [--classes aligned,m,n,k,all] [--reps 10] [MxNxK[/parts] ...]
+        [--classes aligned,m,n,k,all] [--reps 10] [--tune] [MxNxK[/parts] ...]
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -112,9 +117,12 @@ def main(argv=None) -> int:
     ap.add_argument("--shield-us", type=float, default=0.0,
                     help="a GPU spin between the L2 flush and the start event (harness.timed_interleaved): "
                          "0 counts the host time the GPU waits for, as a task's time does")
+    ap.add_argument("--tune", action="store_true", help="also auto-gpu with tune=True ('auto-tuned')")
     ap.add_argument("--profile", type=int, default=0,
                     help="then cProfile this many persistent-engine calls on the first shape")
     args = ap.parse_args(argv)
+    if args.tune and not os.environ.get("MGEMM_CACHE_DIR"):
+        os.environ["MGEMM_CACHE_DIR"] = tempfile.mkdtemp(prefix="mgemm-tune-")
     lo, hi = map(int, args.size.split(","))
     draw_rng = np.random.default_rng(args.seed)
     cases = [(spec, "given") for spec in args.cases]
@@ -122,32 +130,44 @@ def main(argv=None) -> int:
         cases += [(spec, cls) for spec in draw(cls, args.random, draw_rng, lo, hi)]
     rng = np.random.default_rng(0)
     engines = {name: get(name) for name in ("cublas", "persistent", "auto-gpu")}
+    if args.tune:
+        engines["auto-tuned"] = get("auto-gpu")
     print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {args.dtype}; engine calls, "
           f"{'GPU time' if args.shield_us else 'host time counted'}, median of {args.reps}, in turns",
           flush=True)
     ratios: dict[str, list[float]] = {}
+    tuned_ratios: list[float] = []  # auto-gpu's time over auto-tuned's
     for spec, cls in cases:
         m, n, k, a_parts, b_parts, host = block(spec, args.dtype, rng)
         rows = np.arange(0, m, max(1, m // 64))
         failed = []
         for name, engine in engines.items():
             poison_pool(m, n, a_parts[0].dtype)
-            err = rel_err(engine.gemm(a_parts, b_parts), host, rows)
+            err = rel_err(engine.gemm(a_parts, b_parts, tune=name == "auto-tuned"), host, rows)
             if not err <= 1e-2:
                 print(f"  CHECK FAILED {spec} {name}: {err:.2e}", flush=True)
                 failed.append(name)
-        fns = {name: (lambda e=engine: e.gemm(a_parts, b_parts)) for name, engine in engines.items()}
+        fns = {name: (lambda e=engine, t=name == "auto-tuned": e.gemm(a_parts, b_parts, tune=t))
+               for name, engine in engines.items()}
         ms = h.timed_interleaved(fns, args.reps, shield_us=args.shield_us)
         flops = 2.0 * m * n * k
         ratio = ms["cublas"] / ms["persistent"]
         ratios.setdefault(cls, []).append(ratio)
+        if args.tune:
+            tuned_ratios.append(ms["auto-gpu"] / ms["auto-tuned"])
         picks = auto.choose(a_parts, b_parts)
+        tuned = (f" auto-tuned({auto.tuned(a_parts, b_parts, None, picks)}) "
+                 f"{flops / ms['auto-tuned'] / 1e9:6.1f}" if args.tune else "")
         print(f"  {cls:>7} {spec:>20} cublas {flops / ms['cublas'] / 1e9:6.1f} persistent "
-              f"{flops / ms['persistent'] / 1e9:6.1f} auto({picks}) {flops / ms['auto-gpu'] / 1e9:6.1f} "
-              f"TFLOP/s | persistent x cublas {ratio:.2f}{' FAILED ' + ','.join(failed) if failed else ''}",
-              flush=True)
+              f"{flops / ms['persistent'] / 1e9:6.1f} auto({picks}) {flops / ms['auto-gpu'] / 1e9:6.1f}"
+              f"{tuned} TFLOP/s | persistent x cublas {ratio:.2f}"
+              f"{' FAILED ' + ','.join(failed) if failed else ''}", flush=True)
     if args.profile and cases:
         profile(cases[0][0], args.dtype, rng, args.profile)
+    if tuned_ratios:
+        geo = math.exp(sum(map(math.log, tuned_ratios)) / len(tuned_ratios))
+        print(f"# auto-tuned x auto geomean {geo:.3f} over {len(tuned_ratios)}, from "
+              f"{min(tuned_ratios):.2f} to {max(tuned_ratios):.2f}", flush=True)
     for cls, rs in ratios.items():
         geo = math.exp(sum(map(math.log, rs)) / len(rs))
         print(f"# {cls}: persistent x cublas geomean {geo:.2f} over {len(rs)}, from {min(rs):.2f} "

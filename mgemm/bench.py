@@ -557,7 +557,8 @@ def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, option
     wait([a, b])
     env = {**environment(client), "layout": layout,
            "allow_tf32": bool(options.get("allow_tf32", False)),
-           "emulate_fp32": emulated_scheme(client, case.dtype, options, gpu)}
+           "emulate_fp32": emulated_scheme(client, case.dtype, options, gpu),
+           "tune": bool(options.get("tune", False))}  # the warm-up run tunes, the timed runs reuse
     workers = client.nthreads()
     proto = protocol(next(iter(workers))) if workers else "inproc"
     rows = []

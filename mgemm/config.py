@@ -152,8 +152,9 @@ OPTIONS = {
                "first block with remote inputs into pieces that overlap its fetches), on (always "
                "split tails) or off"),
         Option("tune", False, _parse_bool,
-               "time the persistent engine's Hopper kernel configs on the first block of each "
-               "shape and keep the fastest (float16/bfloat16 on sm_90; kept on disk: mgemm.tune)"),
+               "time the Hopper kernel's configs on the first block of each shape and keep the "
+               "fastest, and with engine auto cuBLAS against it (float16/bfloat16 on sm_90; kept "
+               "on disk: mgemm.tune)"),
         Option("client", None, _parse_client,
                "a distributed.Client or a scheduler address; default: the active client"),
     )

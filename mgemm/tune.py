@@ -167,18 +167,19 @@ class Cache:
 CACHE = Cache()
 
 
-def fastest(times: Mapping[str, float], margin: float = MARGIN) -> str:
-    """The label with the least time where that is at least ``margin`` less than the heuristic's
-    own (which wins ties and near-ties: a pick within the timings' spread is not worth a change).
+def fastest(times: Mapping[str, float], margin: float = MARGIN, incumbent: str = HEURISTIC) -> str:
+    """The label with the least time where that is at least ``margin`` less than the
+    ``incumbent``'s (the heuristic's own, which wins ties and near-ties: a pick within the
+    timings' spread is not worth a change).
 
     >>> fastest({"heuristic": 1.0, "s192": 0.9, "q128": 0.95})
     's192'
     >>> fastest({"heuristic": 1.0, "s192": 0.99})
     'heuristic'
     """
-    label = min(times, key=lambda name: (times[name], name != HEURISTIC))
-    if HEURISTIC in times and times[label] > (1.0 - margin) * times[HEURISTIC]:
-        return HEURISTIC
+    label = min(times, key=lambda name: (times[name], name != incumbent))
+    if incumbent in times and times[label] > (1.0 - margin) * times[incumbent]:
+        return incumbent
     return label
 
 
@@ -267,6 +268,42 @@ def choose(name: str, base, m: int, n: int, k: int, run: Callable[[Any, Any], An
     cache.put(name, {"label": label, "ms": times,
                      "config": None if cfg is None else _fields(cfg)})
     return cfg
+
+
+def engine_choice(name: str, incumbent: str, fns: Mapping[str, Callable[[], Any]],
+                  values: Callable[[Any], Any], rows: list[int], cache: Cache | None = None) -> str:
+    """The block engine for the block kind ``name``: from ``cache`` if there, else the fastest
+    of ``fns`` (engine name -> a call that returns the block), timed as ``measure`` does, where it
+    is ``MARGIN`` ahead of ``incumbent`` (the engine ``auto``'s model picks).  An engine whose
+    block differs from the incumbent's by more than ``AGREE`` times its largest magnitude on
+    ``rows`` (``values`` reads them as float32) is left out."""
+    cache = CACHE if cache is None else cache
+    entry = cache.get(name)
+    if entry is not None and entry.get("label") in fns:
+        return entry["label"]
+    log.info("mgemm: tuning the engine for %s", name.split("|")[3])
+    ref = values(fns[incumbent]()[rows])
+    bound = AGREE * float(abs(ref).max())
+    live = {incumbent: fns[incumbent]}
+    for label, fn in fns.items():
+        if label == incumbent:
+            continue
+        try:
+            if float(abs(values(fn()[rows]) - ref).max()) <= bound:
+                live[label] = fn
+                continue
+            log.warning("mgemm: engine tuning dropped %s on %s: its block differs from %s's",
+                        label, name.split("|")[3], incumbent)
+        except Exception as exc:  # noqa: BLE001  (an engine that cannot take this block)
+            log.info("mgemm: engine tuning leaves out %s: %s", label, exc)
+    times = measure(live)
+    if times.get(incumbent, 0.0) < SHORT_MS:
+        times = measure(live, SHORT_REPS)
+    label = fastest(times, incumbent=incumbent) if incumbent in times else incumbent
+    log.info("mgemm: tuned the engine for %s: %s (%s)", name.split("|")[3], label,
+             ", ".join(f"{k} {v:.3f} ms" for k, v in times.items()))
+    cache.put(name, {"label": label, "ms": times, "config": None})
+    return label
 
 
 def _fields(cfg) -> dict[str, Any]:

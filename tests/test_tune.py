@@ -134,6 +134,42 @@ def test_choose_keeps_the_heuristic_where_it_is_fastest_and_retunes_a_stale_entr
     assert pick() is None and len(calls) == 2
 
 
+def _engine_choice(monkeypatch, tmp_path, times, blocks):
+    calls = []
+    monkeypatch.setattr(tune, "measure", lambda fns, reps=tune.REPS: calls.append(sorted(fns)) or
+                        {label: times[label] for label in fns})
+    fns = {label: (lambda x=x: np.full((8, 4), x)) for label, x in blocks.items()}
+    cache = tune.Cache(tmp_path / "tune.json")
+    name = "engine|GPU|float16->float16|8x4x16|111|digest|0"
+    return (lambda: tune.engine_choice(name, "cublas", fns, lambda x: x.astype(np.float32), [0, 7], cache)), calls
+
+
+def test_engine_choice_takes_the_faster_engine_once(monkeypatch, tmp_path):
+    pick, calls = _engine_choice(monkeypatch, tmp_path, {"cublas": 1.0, "persistent": 0.9},
+                                 {"cublas": 1.0, "persistent": 1.0})
+    assert pick() == "persistent" and pick() == "persistent" and len(calls) == 1
+    pick, _ = _engine_choice(monkeypatch, tmp_path / "b", {"cublas": 1.0, "persistent": 0.99},
+                             {"cublas": 1.0, "persistent": 1.0})
+    assert pick() == "cublas"  # within MARGIN: the model's pick stays
+
+
+def test_engine_choice_drops_an_engine_whose_block_differs(monkeypatch, tmp_path, caplog):
+    pick, calls = _engine_choice(monkeypatch, tmp_path, {"cublas": 1.0, "persistent": 0.5},
+                                 {"cublas": 1.0, "persistent": 1.5})
+    with caplog.at_level(logging.WARNING, logger="mgemm.tune"):
+        assert pick() == "cublas"
+    assert calls == [["cublas"]] and "dropped persistent" in caplog.text
+
+
+def test_auto_engine_keeps_its_model_where_the_hopper_kernel_does_not_run(rng):
+    """float32 (no tf32 in auto), mixed dtypes, no K: the model's pick, untimed, on any machine."""
+    from mgemm.engines import auto
+    a, b = rng.standard_normal((8, 16)).astype(np.float32), rng.standard_normal((16, 4)).astype(np.float32)
+    assert auto.tuned([a], [b], None, "cublas") == "cublas"
+    assert auto.tuned([a.astype(np.float16)], [b], None, "persistent") == "persistent"
+    assert auto.tuned([a[:, :0]], [b[:0]], None, "cublas") == "cublas"
+
+
 def test_the_option_at_every_layer(monkeypatch):
     assert config.resolve()["tune"] is False
     assert config.resolve(tune="on")["tune"] is True
@@ -227,3 +263,29 @@ def test_persistent_engine_tunes_with_the_option(monkeypatch, tmp_path):
     ref = a0_64 @ b0_64 + a1_64 @ b1_64
     assert float(_cp.abs(out.astype(_cp.float64) - ref).max() / _cp.abs(ref).max()) < 4e-3
     assert len(json.loads((tmp_path / "tune.json").read_text())) == 1
+
+
+@pytest.mark.gpu
+@sm90
+@pytest.mark.parametrize("shapes", [[(1536, 1024), (1024, 2048)], [(1000, 512), (512, 1000), (1000, 1000), (1000, 1000)]])
+def test_auto_engine_tunes_the_engine_and_is_right(shapes, monkeypatch, tmp_path):
+    """engine auto with tune on one K part and on two whose rows are off 128 bytes: the block against
+    float64, one engine entry in the cache file, and the next block of that kind untimed."""
+    from mgemm.engines import auto, get
+    monkeypatch.setenv("MGEMM_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(tune, "CACHE", tune.Cache())
+    monkeypatch.setattr(hopper, "_TUNED", {})
+    monkeypatch.setattr(auto, "_TUNED", {})
+    rng = np.random.default_rng(5)
+    ops = [rand_operand(shape, "float16", rng) for shape in shapes]
+    a_parts, b_parts = [x for x, _ in ops[0::2]], [x for x, _ in ops[1::2]]
+    ref = sum(a64 @ b64 for (_, a64), (_, b64) in zip(ops[0::2], ops[1::2]))
+    for attempt in range(2):
+        out = get("auto-gpu").gemm(a_parts, b_parts, tune=True)
+        err = float(_cp.abs(out.astype(_cp.float64) - ref).max() / _cp.abs(ref).max())
+        assert err < 4e-3, (attempt, err)
+        entries = json.loads((tmp_path / "tune.json").read_text())
+        engine = [e for key, e in entries.items() if key.startswith("engine|")]
+        assert len(engine) == 1 and engine[0]["label"] in ("cublas", "persistent")
+        assert set(engine[0]["ms"]) == {"cublas", "persistent"}
+        monkeypatch.setattr(tune, "measure", lambda *a, **k: pytest.fail("timed again"))

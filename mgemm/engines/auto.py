@@ -11,11 +11,14 @@ whose operands cuBLAS would read unaligned (N or K not a multiple of 8, as a rag
 often are: ``UNALIGNED_MIN_FLOPS``), where cuBLAS falls back to slow kernels: 1.04-4.4x
 cuBLAS there (twentieth and twenty-first sessions).  Everything else goes to ``cublas``:
 with one aligned part cuBLAS is ahead (the kernel reaches 0.96–0.98 of it in GPU time, and its
-host path is the longer), and other GPUs and dtypes have no measured win.
+host path is the longer), and other GPUs and dtypes have no measured win.  With ``tune`` the
+choice for float16 and bfloat16 blocks on sm_90 is measured instead, once per kind of block
+(``tuned``).
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Sequence
 
 import numpy as np
@@ -32,7 +35,61 @@ class GpuAutoEngine:
         return cuda_device_count() > 0
 
     def gemm(self, a_parts: Sequence[Any], b_parts: Sequence[Any], **kwargs: Any) -> Any:
-        return get(choose(a_parts, b_parts, kwargs.get("out_dtype"))).gemm(a_parts, b_parts, **kwargs)
+        name = choose(a_parts, b_parts, kwargs.get("out_dtype"))
+        if kwargs.get("tune"):
+            name = tuned(a_parts, b_parts, kwargs.get("out_dtype"), name)
+        return get(name).gemm(a_parts, b_parts, **kwargs)
+
+
+_TUNED: dict[tuple, str] = {}  # this process's tuned engines, by block kind (``tuned``)
+_TUNE_LOCK = threading.Lock()
+
+
+def tuned(a_parts: Sequence[Any], b_parts: Sequence[Any], out_dtype: Any, model: str) -> str:
+    """With ``tune``: ``persistent`` or ``cublas`` as ``mgemm.tune.engine_choice`` timed them on the
+    first block of this kind (device, shapes of the K parts, dtypes, and for each operand its
+    layout and whether its rows sit on 16- and 128-byte boundaries), the persistent engine tuning
+    its own config first; ``model`` (``choose``'s pick) unless the other is 2 % faster.  Only where
+    the persistent engine would run the Hopper kernel (float16 and bfloat16 on sm_90); elsewhere
+    ``model``."""
+    parts = [(a, b) for a, b in zip(a_parts, b_parts) if a.shape[1]]
+    if not parts:
+        return model
+    first = parts[0][0].dtype
+    out = first if out_dtype is None else np.dtype(out_dtype)
+    if any(a.dtype != first or b.dtype != first for a, b in parts) or not _use_hopper(first, out, allow_tf32=False):
+        return model
+    m, n = parts[0][0].shape[0], parts[0][1].shape[1]
+    shape = (m, n, tuple(a.shape[1] for a, _ in parts))
+    layout = tuple((x.strides[-1] == x.itemsize, rows_on(x, 16), rows_on(x, 128)) for part in parts for x in part)
+    import cupy
+    memo = (cupy.cuda.runtime.getDevice(), str(first), str(out), shape, layout)
+    if memo in _TUNED:
+        return _TUNED[memo]
+    with _TUNE_LOCK:
+        if memo not in _TUNED:
+            _TUNED[memo] = _tune_engine(parts, out_dtype, memo, model)
+    return _TUNED[memo]
+
+
+def _tune_engine(parts: Sequence[Any], out_dtype: Any, memo: tuple, model: str) -> str:
+    """``tuned``'s timing: both engines on these parts into fresh blocks (alpha 1, beta 0)."""
+    import cupy
+
+    from mgemm import __version__, tune
+    from mgemm.hopper import _device_name
+    from mgemm.kernels import sources_digest
+
+    dev, first, out, (m, n, ks), layout = memo
+    a_parts, b_parts = [a for a, _ in parts], [b for _, b in parts]
+    flags = "".join("".join("1" if f else "0" for f in x) for x in layout)
+    name = (f"engine|{_device_name(dev)}|{first}->{out}|{m}x{n}x{'+'.join(map(str, ks))}|{flags}|"
+            f"{sources_digest()[:16]}|{__version__}")
+    fns = {label: (lambda e=get(label), t=(label == "persistent"):
+                   e.gemm(a_parts, b_parts, out_dtype=out_dtype, tune=t))
+           for label in ("cublas", "persistent")}
+    return tune.engine_choice(name, model, fns, lambda x: x.astype(cupy.float32),
+                              sorted({*range(0, m, 64), m - 1}))
 
 
 #: One K part goes to ``persistent`` where cuBLAS's operands are not 16-byte aligned (its slow
