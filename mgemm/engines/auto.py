@@ -59,30 +59,34 @@ def tuned(a_parts: Sequence[Any], b_parts: Sequence[Any], out_dtype: Any, model:
     out = first if out_dtype is None else np.dtype(out_dtype)
     if any(a.dtype != first or b.dtype != first for a, b in parts) or not _use_hopper(first, out, allow_tf32=False):
         return model
-    m, n = parts[0][0].shape[0], parts[0][1].shape[1]
-    shape = (m, n, tuple(a.shape[1] for a, _ in parts))
-    layout = tuple((x.strides[-1] == x.itemsize, rows_on(x, 16), rows_on(x, 128)) for part in parts for x in part)
-    import cupy
-    memo = (cupy.cuda.runtime.getDevice(), str(first), str(out), shape, layout)
+    # shapes, strides and start addresses modulo 128 decide every layout flag below (cheap to read)
+    memo = (_device(), first, out, tuple((x.shape, x.strides, address(x) % 128) for part in parts for x in part))
     if memo in _TUNED:
         return _TUNED[memo]
     with _TUNE_LOCK:
         if memo not in _TUNED:
-            _TUNED[memo] = _tune_engine(parts, out_dtype, memo, model)
+            _TUNED[memo] = _tune_engine(parts, out_dtype, memo[0], str(first), str(out), model)
     return _TUNED[memo]
 
 
-def _tune_engine(parts: Sequence[Any], out_dtype: Any, memo: tuple, model: str) -> str:
-    """``tuned``'s timing: both engines on these parts into fresh blocks (alpha 1, beta 0)."""
+def _device() -> int:
+    import cupy
+    return cupy.cuda.runtime.getDevice()
+
+
+def _tune_engine(parts: Sequence[Any], out_dtype: Any, dev: int, first: str, out: str, model: str) -> str:
+    """``tuned``'s timing: both engines on these parts into fresh blocks (alpha 1, beta 0); the
+    cache key names the K parts' shapes and each operand's layout and row alignment."""
     import cupy
 
     from mgemm import __version__, tune
     from mgemm.hopper import _device_name
     from mgemm.kernels import sources_digest
 
-    dev, first, out, (m, n, ks), layout = memo
+    m, n, ks = parts[0][0].shape[0], parts[0][1].shape[1], [a.shape[1] for a, _ in parts]
     a_parts, b_parts = [a for a, _ in parts], [b for _, b in parts]
-    flags = "".join("".join("1" if f else "0" for f in x) for x in layout)
+    flags = "".join(f"{int(x.strides[-1] == x.itemsize)}{int(rows_on(x, 16))}{int(rows_on(x, 128))}"
+                    for part in parts for x in part)
     name = (f"engine|{_device_name(dev)}|{first}->{out}|{m}x{n}x{'+'.join(map(str, ks))}|{flags}|"
             f"{sources_digest()[:16]}|{__version__}")
     fns = {label: (lambda e=get(label), t=(label == "persistent"):
@@ -136,9 +140,17 @@ def rows_on(x: Any, boundary: int) -> bool:
     >>> rows_on(np.empty((4, 60), np.float16), 128)  # rows 120 bytes apart
     False
     """
-    face = getattr(x, "__cuda_array_interface__", None) or x.__array_interface__
-    return face["data"][0] % boundary == 0 and not any(
+    return address(x) % boundary == 0 and not any(
         size > 1 and stride != x.itemsize and stride % boundary for size, stride in zip(x.shape, x.strides))
+
+
+def address(x: Any) -> int:
+    """The address of ``x``'s first element: a CuPy array's ``data.ptr`` (its
+    ``__cuda_array_interface__`` builds a dict on every read, microseconds on a block's hot path),
+    else NumPy's ``__array_interface__``."""
+    if isinstance(x, np.ndarray):
+        return x.__array_interface__["data"][0]
+    return x.data.ptr
 
 
 def cublas_unaligned(a: Any, b: Any, out_dtype: Any) -> bool:
