@@ -1,23 +1,25 @@
-"""Per-shape tuning of the Hopper kernel's config (the ``tune`` option).
+"""Per-shape tuning (the ``tune`` option): the Hopper kernel's config, and engine ``auto``'s pick.
 
 The heuristic (``mgemm.hopper.choose_config``) prices tile widths, stream-K and clusters with a
-wave model.  Over shapes drawn as a user types them it picks the fastest of ten configs on most,
-but the model cannot separate the rest (residual sd 0.14 in log time; benchmarks/RESULTS.md,
-twenty-seventh session), and there the best config was up to 0.17 of cuBLAS ahead.  With
-``tune=True`` the first product of each kind (GPU, M, N, K, dtypes, operand layouts) times the
-heuristic's launch and the ``VARIANTS`` on the caller's operands, in turns (``REPS`` rounds,
-medians of GPU time, into a scratch output: ``measure``), checks every candidate's output against
-the heuristic's, and keeps the fastest (``fastest``): in memory and in a JSON file
-(``cache_file()``), so later
-products of that kind, in this process or another, launch it at once.  A Dask computation whose
-blocks share a shape pays the tuning once per worker.
+wave model.  Over shapes drawn as a user types them it was within the timings' spread of the best
+of ten configs on most, but the model cannot separate the rest (residual sd 0.14 in log time), and
+there the best config was up to 0.15 of cuBLAS ahead (benchmarks/RESULTS.md, twenty-seventh
+session).  With ``tune=True`` the first product of each kind (GPU, M, N, K, dtypes, operand
+layouts) times the heuristic's launch and the ``VARIANTS`` on the caller's operands, in turns
+(``REPS`` rounds, medians of GPU time: ``measure``), checks each candidate's result against the
+heuristic's, and keeps the fastest where it is ``MARGIN`` ahead (``fastest``): in memory and in a
+JSON file (``cache_file()``), so later products of that kind, in this process or another, launch
+it at once.  Engine ``auto`` does the same between the cuBLAS and persistent engines per kind of
+block (``engine_choice``).  A Dask computation whose blocks share a shape pays the tuning once per
+worker process.
 
 Tuning costs a compile of each candidate the first time it runs on a machine (CuPy keeps the
 binaries on disk) and ``REPS + 1`` launches of each (``SHORT_REPS`` more for short products); it
-is logged on the ``mgemm.tune`` logger.  The cache file is ``$MGEMM_CACHE_DIR/tune.json``, else under ``$XDG_CACHE_HOME/mgemm`` or
-``~/.cache/mgemm``; an entry names the GPU, the kernel sources' digest and mgemm's version, so a
-changed kernel or heuristic tunes again.  Processes that write the file at the same time may lose
-an entry (then it is tuned again): the file is replaced whole, never left half written.
+is logged on the ``mgemm.tune`` logger.  The cache file is ``$MGEMM_CACHE_DIR/tune.json``, else
+under ``$XDG_CACHE_HOME/mgemm`` or ``~/.cache/mgemm``; an entry names the GPU, the kernel sources'
+digest and mgemm's version, so a changed kernel or heuristic tunes again.  Processes that write
+the file at the same time may lose an entry (then it is tuned again): the file is replaced whole,
+never left half written.
 """
 
 from __future__ import annotations

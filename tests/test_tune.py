@@ -141,7 +141,8 @@ def _engine_choice(monkeypatch, tmp_path, times, blocks):
     fns = {label: (lambda x=x: np.full((8, 4), x)) for label, x in blocks.items()}
     cache = tune.Cache(tmp_path / "tune.json")
     name = "engine|GPU|float16->float16|8x4x16|111|digest|0"
-    return (lambda: tune.engine_choice(name, "cublas", fns, lambda x: x.astype(np.float32), [0, 7], cache)), calls
+    values = lambda x: x.astype(np.float32)  # noqa: E731
+    return (lambda: tune.engine_choice(name, "cublas", fns, values, [0, 7], cache)), calls
 
 
 def test_engine_choice_takes_the_faster_engine_once(monkeypatch, tmp_path):
@@ -267,7 +268,8 @@ def test_persistent_engine_tunes_with_the_option(monkeypatch, tmp_path):
 
 @pytest.mark.gpu
 @sm90
-@pytest.mark.parametrize("shapes", [[(1536, 1024), (1024, 2048)], [(1000, 512), (512, 1000), (1000, 1000), (1000, 1000)]])
+@pytest.mark.parametrize("shapes", [[(1536, 1024), (1024, 2048)],
+                                    [(1000, 512), (512, 1000), (1000, 1000), (1000, 1000)]])
 def test_auto_engine_tunes_the_engine_and_is_right(shapes, monkeypatch, tmp_path):
     """engine auto with tune on one K part and on two whose rows are off 128 bytes: the block against
     float64, one engine entry in the cache file, and the next block of that kind untimed."""

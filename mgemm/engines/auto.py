@@ -57,10 +57,12 @@ def tuned(a_parts: Sequence[Any], b_parts: Sequence[Any], out_dtype: Any, model:
         return model
     first = parts[0][0].dtype
     out = first if out_dtype is None else np.dtype(out_dtype)
-    if any(a.dtype != first or b.dtype != first for a, b in parts) or not _use_hopper(first, out, allow_tf32=False):
+    if (any(a.dtype != first or b.dtype != first for a, b in parts)
+            or not _use_hopper(first, out, allow_tf32=False)):
         return model
-    # shapes, strides and start addresses modulo 128 decide every layout flag below (cheap to read)
-    memo = (_device(), first, out, tuple((x.shape, x.strides, address(x) % 128) for part in parts for x in part))
+    # shapes, strides and start addresses modulo 128 decide every layout flag of the cache key
+    memo = (_device(), first, out,
+            tuple((x.shape, x.strides, address(x) % 128) for part in parts for x in part))
     if memo in _TUNED:
         return _TUNED[memo]
     with _TUNE_LOCK:
