@@ -566,7 +566,8 @@ def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, option
     with memory_manager_paused(client):
         for key in methods:
             method = METHODS[key]
-            tuning = " (tuning each kind of block first: tune)" if env["tune"] and gpu and key == "mgemm" else ""
+            tunes = env["tune"] and gpu and key == "mgemm"
+            tuning = " (tuning each kind of block first: tune)" if tunes else ""
             progress(f"{case.name}: {method.name} warm-up and check{tuning}")
             try:
                 _, c = timed(client, lambda: method.run(a, b, options), keep=keep)
