@@ -1736,43 +1736,34 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
 def _tuned(a_parts, b_parts, base: HopperConfig, m: int, n: int, k: int, kind: str, dev: int,
            sms: int, res_dtype: str, out, flags: dict, as_dtype: str | None) -> HopperConfig | None:
     """``mgemm.tune.choose`` for this product: the tuned config, or None for the heuristic's own
-    launch (``base``, split where ``gemm_parts`` splits it): once per kind of product in a
-    process (``_TUNED``), one tuning at a time."""
-    item = a_parts[0].itemsize
-    layouts = (a_parts[0].strides[1] == item, b_parts[0].strides[1] == item)
-    memo = (dev, sms, kind, res_dtype, m, n, k, len(a_parts), layouts, tuple(sorted(flags.items())))
-    if memo in _TUNED:  # the cache key stats the kernel sources: not on every launch
-        return _TUNED[memo]
-    with _TUNE_LOCK:  # one tuning at a time in a process: two would share the GPU and its timings
-        if memo in _TUNED:
-            return _TUNED[memo]
-        return _tune_now(memo, a_parts, b_parts, base, m, n, k, kind, dev, sms, res_dtype, out,
-                         flags, as_dtype, layouts)
-
-
-def _tune_now(memo, a_parts, b_parts, base, m, n, k, kind, dev, sms, res_dtype, out, flags,
-              as_dtype, layouts):
-    """``_tuned``'s work where this process has no choice yet: the cache file's, or a tuning."""
+    launch (``base``, split where ``gemm_parts`` splits it): from the cache file or tuned once
+    per kind of product in a process (``_TUNED``, ``tune.once``)."""
     from . import tune
 
-    cp = _cupy()
-    name = tune.key(device=_device_name(dev), sms=sms, kind=kind, out=res_dtype, m=m, n=n, k=k,
-                    parts=len(a_parts), layouts=layouts, flags=flags)
+    item = a_parts[0].itemsize
+    layouts = (a_parts[0].strides[1] == item, b_parts[0].strides[1] == item)
 
-    def run(cfg, buf):
-        gemm_parts(a_parts, b_parts, out=buf, config=cfg, sms=sms, as_dtype=as_dtype)
+    def choose():
+        cp = _cupy()
+        name = tune.key(device=_device_name(dev), sms=sms, kind=kind, out=res_dtype, m=m, n=n,
+                        k=k, parts=len(a_parts), layouts=layouts, flags=flags)
 
-    def values(buf):  # bfloat16 results are uint16 bits
-        if buf.dtype == cp.uint16:
-            return (buf.astype(cp.uint32) << 16).view(cp.float32)
-        return buf.astype(cp.float32)
+        def run(cfg, buf):
+            gemm_parts(a_parts, b_parts, out=buf, config=cfg, sms=sms, as_dtype=as_dtype)
 
-    _TUNED[memo] = choice = tune.choose(name, base, m, n, k, run, lambda: cp.empty_like(out), values)
-    return choice
+        def values(buf):  # bfloat16 results are uint16 bits
+            if buf.dtype == cp.uint16:
+                return (buf.astype(cp.uint32) << 16).view(cp.float32)
+            return buf.astype(cp.float32)
+
+        return tune.choose(name, base, m, n, k, run, lambda: cp.empty_like(out), values)
+
+    # the cache key stats the kernel sources: looked up once per kind of product, not per launch
+    memo = (dev, sms, kind, res_dtype, m, n, k, len(a_parts), layouts, tuple(sorted(flags.items())))
+    return tune.once(_TUNED, memo, choose)
 
 
 _TUNED: dict[tuple, HopperConfig | None] = {}  # this process's tuned choices (_tuned)
-_TUNE_LOCK = threading.Lock()
 
 
 @functools.lru_cache(maxsize=None)

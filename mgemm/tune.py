@@ -167,6 +167,19 @@ class Cache:
 
 
 CACHE = Cache()
+#: one tuning at a time in a process (two would share the GPU and its timings); reentrant, since
+#: engine ``auto``'s tuning runs the persistent engine, which tunes its own config inside it
+_LOCK = threading.RLock()
+
+
+def once(table: dict, memo: Any, compute: Callable[[], Any]) -> Any:
+    """``table[memo]``, computed by ``compute()`` under the tuning lock the first time: a
+    process's tuned choices, looked up without the lock on every later launch."""
+    if memo not in table:
+        with _LOCK:
+            if memo not in table:
+                table[memo] = compute()
+    return table[memo]
 
 
 def fastest(times: Mapping[str, float], margin: float = MARGIN, incumbent: str = HEURISTIC) -> str:
@@ -185,9 +198,10 @@ def fastest(times: Mapping[str, float], margin: float = MARGIN, incumbent: str =
     return label
 
 
-def measure(fns: Mapping[str, Callable[[], Any]], reps: int = REPS) -> dict[str, float]:
+def measure(fns: Mapping[str, Callable[[], Any]], reps: int = REPS, warm: bool = True) -> dict[str, float]:
     """Median GPU milliseconds of each callable (each queues GPU work on the current stream), in
-    turns over ``reps`` rounds after one untimed call each; a callable that raises is left out.
+    turns over ``reps`` rounds after one untimed call each (``warm``; False where the caller has
+    made that call); a callable that raises there is left out.
     Each timed call follows a write of twice the GPU's L2 cache (its operands come from memory,
     as a block's fresh inputs do) and a ``SPIN_US`` spin (``kernels/spin.cu``: the call's host
     path runs while the GPU spins, so the events see GPU time only)."""
@@ -196,14 +210,13 @@ def measure(fns: Mapping[str, Callable[[], Any]], reps: int = REPS) -> dict[str,
     from .kernels import compile_plain
 
     stream = cp.cuda.get_current_stream()
-    live = {}
-    for label, fn in fns.items():
+    live = dict(fns)
+    for label, fn in fns.items() if warm else ():
         try:
             fn()
         except Exception as exc:  # noqa: BLE001  (a config this GPU cannot launch)
             log.info("mgemm: tuning leaves out %s: %s", label, exc)
-            continue
-        live[label] = fn
+            del live[label]
     spin = compile_plain("spin.cu", "mgemm_spin")
     flush = cp.empty(2 * cp.cuda.Device().attributes["L2CacheSize"] // 4 + 1, dtype=cp.float32)
     events: dict[str, list] = {label: [] for label in live}
@@ -224,12 +237,10 @@ def measure(fns: Mapping[str, Callable[[], Any]], reps: int = REPS) -> dict[str,
 def choose(name: str, base, m: int, n: int, k: int, run: Callable[[Any, Any], Any],
            scratch: Callable[[], Any], values: Callable[[Any], Any], cache: Cache | None = None):
     """The tuned config for the product ``name`` (``key``): None for the heuristic's own launch.
-    From ``cache`` if there, else timed: ``run(config, out)`` launches ``config`` (None: the
-    heuristic's launch) into ``out``; ``scratch()`` makes an output buffer (two are made: the
-    heuristic's result and one that every candidate writes) and ``values(rows)`` reads rows of one
-    as float32.  A candidate that raises, or whose result differs from the heuristic's by more
-    than ``AGREE`` times its largest magnitude on every 64th row (two rows of each tile row, all
-    columns), is left out."""
+    From ``cache`` if there, else timed (``_fastest_agreeing``): ``run(config, out)`` launches
+    ``config`` (None: the heuristic's launch) into ``out``; ``scratch()`` makes an output buffer
+    (two are made: the heuristic's result and one that every candidate writes) and
+    ``values(rows)`` reads rows of one as float32."""
     from . import hopper
 
     cache = CACHE if cache is None else cache
@@ -240,33 +251,17 @@ def choose(name: str, base, m: int, n: int, k: int, run: Callable[[Any, Any], An
         except (TypeError, ValueError, KeyError):  # written by another version: tune again
             pass
     configs = {HEURISTIC: None, **candidates(base, m, n, k)}
-    log.info("mgemm: tuning %dx%dx%d %s over %d configs", m, n, k, base.input, len(configs))
     ref_out, out = scratch(), scratch()
-    rows = sorted({*range(0, m, 64), m - 1})
-    run(None, ref_out)
-    ref = values(ref_out[rows])
-    bound = AGREE * float(abs(ref).max())
-    fns = {HEURISTIC: lambda: run(None, ref_out)}
-    for label, cfg in configs.items():
-        if cfg is None:
-            continue
-        try:
-            run(cfg, out)
-        except Exception as exc:  # noqa: BLE001  (a config this GPU cannot launch)
-            log.info("mgemm: tuning leaves out %s: %s", label, exc)
-            continue
-        if not float(abs(values(out[rows]) - ref).max()) <= bound:
-            log.warning("mgemm: tuning dropped %s on %dx%dx%d: its output differs from the "
-                        "heuristic's", label, m, n, k)
-            continue
-        fns[label] = lambda c=cfg: run(c, out)
-    times = measure(fns)
-    if times.get(HEURISTIC, 0.0) < SHORT_MS:
-        times = measure(fns, SHORT_REPS)
-    label = fastest(times) if HEURISTIC in times else HEURISTIC
+
+    def launch(cfg, buf):
+        run(cfg, buf)
+        return buf
+
+    calls = {label: (lambda c=cfg, b=ref_out if cfg is None else out: launch(c, b))
+             for label, cfg in configs.items()}
+    label, times = _fastest_agreeing(HEURISTIC, calls, values, sorted({*range(0, m, 64), m - 1}),
+                                     f"{m}x{n}x{k} {base.input}")
     cfg = configs[label]
-    log.info("mgemm: tuned %dx%dx%d %s: %s, %.3f ms (heuristic %.3f ms)", m, n, k, base.input,
-             label, times.get(label, float("nan")), times.get(HEURISTIC, float("nan")))
     cache.put(name, {"label": label, "ms": times,
                      "config": None if cfg is None else _fields(cfg)})
     return cfg
@@ -275,37 +270,49 @@ def choose(name: str, base, m: int, n: int, k: int, run: Callable[[Any, Any], An
 def engine_choice(name: str, incumbent: str, fns: Mapping[str, Callable[[], Any]],
                   values: Callable[[Any], Any], rows: list[int], cache: Cache | None = None) -> str:
     """The block engine for the block kind ``name``: from ``cache`` if there, else the fastest
-    of ``fns`` (engine name -> a call that returns the block), timed as ``measure`` does, where it
-    is ``MARGIN`` ahead of ``incumbent`` (the engine ``auto``'s model picks).  An engine whose
-    block differs from the incumbent's by more than ``AGREE`` times its largest magnitude on
-    ``rows`` (``values`` reads them as float32) is left out."""
+    of ``fns`` (engine name -> a call that returns the block) by ``_fastest_agreeing``, against
+    ``incumbent`` (the engine ``auto``'s model picks) on ``rows`` of the blocks."""
     cache = CACHE if cache is None else cache
     entry = cache.get(name)
     if entry is not None and entry.get("label") in fns:
         return entry["label"]
-    log.info("mgemm: tuning the engine for %s", name.split("|")[3])
-    ref = values(fns[incumbent]()[rows])
+    label, times = _fastest_agreeing(incumbent, fns, values, rows, f"the engine of {name.split('|')[3]}")
+    cache.put(name, {"label": label, "ms": times, "config": None})
+    return label
+
+
+def _fastest_agreeing(incumbent: str, calls: Mapping[str, Callable[[], Any]],
+                      values: Callable[[Any], Any], rows: list[int], what: str) -> tuple[str, dict]:
+    """(label, medians): the fastest of ``calls`` (label -> a call that returns its result)
+    where it is ``MARGIN`` ahead of ``incumbent``'s, timed by ``measure`` (again over
+    ``SHORT_REPS`` rounds where the incumbent takes under ``SHORT_MS``).  Each call runs once
+    first; one that raises, or whose result differs from the incumbent's by more than ``AGREE``
+    times its largest magnitude on ``rows`` (``values`` reads them as float32; every 64th row
+    gives two rows of each tile row), is left out.  ``what`` names the product in the log."""
+    log.info("mgemm: tuning %s over %d candidates", what, len(calls))
+    ref = values(calls[incumbent]()[rows])
     bound = AGREE * float(abs(ref).max())
-    live = {incumbent: fns[incumbent]}
-    for label, fn in fns.items():
+    live = {incumbent: calls[incumbent]}
+    for label, call in calls.items():
         if label == incumbent:
             continue
         try:
-            if float(abs(values(fn()[rows]) - ref).max()) <= bound:
-                live[label] = fn
-                continue
-            log.warning("mgemm: engine tuning dropped %s on %s: its block differs from %s's",
-                        label, name.split("|")[3], incumbent)
-        except Exception as exc:  # noqa: BLE001  (an engine that cannot take this block)
-            log.info("mgemm: engine tuning leaves out %s: %s", label, exc)
-    times = measure(live)
+            result = call()
+        except Exception as exc:  # noqa: BLE001  (a config or engine this GPU cannot run)
+            log.info("mgemm: tuning leaves out %s on %s: %s", label, what, exc)
+            continue
+        if float(abs(values(result[rows]) - ref).max()) <= bound:
+            live[label] = call
+        else:
+            log.warning("mgemm: tuning dropped %s on %s: its result differs from %s's", label,
+                        what, incumbent)
+    times = measure(live, warm=False)
     if times.get(incumbent, 0.0) < SHORT_MS:
-        times = measure(live, SHORT_REPS)
+        times = measure(live, SHORT_REPS, warm=False)
     label = fastest(times, incumbent=incumbent) if incumbent in times else incumbent
-    log.info("mgemm: tuned the engine for %s: %s (%s)", name.split("|")[3], label,
-             ", ".join(f"{k} {v:.3f} ms" for k, v in times.items()))
-    cache.put(name, {"label": label, "ms": times, "config": None})
-    return label
+    log.info("mgemm: tuned %s: %s (%s)", what, label,
+             ", ".join(f"{key} {ms:.3f} ms" for key, ms in times.items()))
+    return label, times
 
 
 def _fields(cfg) -> dict[str, Any]:

@@ -96,7 +96,7 @@ def _fake_choose(monkeypatch, tmp_path, times, wrong=()):
         return {label: times.get(label, 9.0) for label in fns}
 
     calls = []  # the reps of each measure
-    monkeypatch.setattr(tune, "measure", lambda fns, reps=tune.REPS: calls.append(reps) or fake_measure(fns))
+    monkeypatch.setattr(tune, "measure", lambda fns, reps=tune.REPS, warm=True: calls.append(reps) or fake_measure(fns))
     cands = tune.candidates(base, m, n, k)
     labels.update({cfg: label for label, cfg in cands.items()})
     cache = tune.Cache(tmp_path / "tune.json")
@@ -136,7 +136,7 @@ def test_choose_keeps_the_heuristic_where_it_is_fastest_and_retunes_a_stale_entr
 
 def _engine_choice(monkeypatch, tmp_path, times, blocks):
     calls = []
-    monkeypatch.setattr(tune, "measure", lambda fns, reps=tune.REPS: calls.append(sorted(fns)) or
+    monkeypatch.setattr(tune, "measure", lambda fns, reps=tune.REPS, warm=True: calls.append(sorted(fns)) or
                         {label: times[label] for label in fns})
     fns = {label: (lambda x=x: np.full((8, 4), x)) for label, x in blocks.items()}
     cache = tune.Cache(tmp_path / "tune.json")
@@ -160,6 +160,24 @@ def test_engine_choice_drops_an_engine_whose_block_differs(monkeypatch, tmp_path
     with caplog.at_level(logging.WARNING, logger="mgemm.tune"):
         assert pick() == "cublas"
     assert calls == [["cublas"]] and "dropped persistent" in caplog.text
+
+
+def test_once_computes_once_and_nests():
+    """tune.once: one computation per key; an engine tuning that runs a config tuning inside it
+    takes the lock again in the same thread."""
+    outer, inner, runs = {}, {}, []
+
+    def compute_inner():
+        runs.append("inner")
+        return 2
+
+    def compute_outer():
+        runs.append("outer")
+        return tune.once(inner, "k", compute_inner) + 1
+
+    assert tune.once(outer, "k", compute_outer) == 3
+    assert tune.once(outer, "k", compute_outer) == 3 and tune.once(inner, "k", compute_inner) == 2
+    assert runs == ["outer", "inner"]
 
 
 def test_auto_engine_keeps_its_model_where_the_hopper_kernel_does_not_run(rng):

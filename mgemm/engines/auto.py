@@ -18,7 +18,6 @@ choice for float16 and bfloat16 blocks on sm_90 is measured instead, once per ki
 
 from __future__ import annotations
 
-import threading
 from typing import Any, Sequence
 
 import numpy as np
@@ -42,7 +41,6 @@ class GpuAutoEngine:
 
 
 _TUNED: dict[tuple, str] = {}  # this process's tuned engines, by block kind (``tuned``)
-_TUNE_LOCK = threading.Lock()
 
 
 def tuned(a_parts: Sequence[Any], b_parts: Sequence[Any], out_dtype: Any, model: str) -> str:
@@ -61,19 +59,12 @@ def tuned(a_parts: Sequence[Any], b_parts: Sequence[Any], out_dtype: Any, model:
             or not _use_hopper(first, out, allow_tf32=False)):
         return model
     # shapes, strides and start addresses modulo 128 decide every layout flag of the cache key
-    memo = (_device(), first, out,
-            tuple((x.shape, x.strides, address(x) % 128) for part in parts for x in part))
-    if memo in _TUNED:
-        return _TUNED[memo]
-    with _TUNE_LOCK:
-        if memo not in _TUNED:
-            _TUNED[memo] = _tune_engine(parts, out_dtype, memo[0], str(first), str(out), model)
-    return _TUNED[memo]
+    from mgemm import tune
+    from mgemm.kernels import device_id
 
-
-def _device() -> int:
-    import cupy
-    return cupy.cuda.runtime.getDevice()
+    dev = device_id()
+    memo = (dev, first, out, tuple((x.shape, x.strides, address(x) % 128) for part in parts for x in part))
+    return tune.once(_TUNED, memo, lambda: _tune_engine(parts, out_dtype, dev, str(first), str(out), model))
 
 
 def _tune_engine(parts: Sequence[Any], out_dtype: Any, dev: int, first: str, out: str, model: str) -> str:
