@@ -1,14 +1,18 @@
 """SM clock and board power while a product runs back to back: is the portable kernel held back by
 its instructions or by the GPU's power budget?
 
-    python benchmarks/clock_probe.py [--seconds 3] [--size 8192] [--out DIR]
+    python benchmarks/clock_probe.py [--seconds 3] [--size 8192] [--ways cuBLAS,portable]
+                                     [--rounds R] [--out DIR]
 
 For each way (cuBLAS, the portable persistent kernel, the Hopper kernel, and the mma.sync ceiling
 kernel of benchmarks/mma_peak.py with its ldmatrix loads, 8 warps per SM), in float16 and bfloat16:
 the product runs back to back for ``--seconds`` while ``nvidia-smi`` samples the SM clock, the
 board power and the active clock-event (throttle) reasons every 50 ms.  The first half second of
-samples is dropped (ramp-up).  TFLOP/s is from CUDA events over the same window.  Prints one line
-per way and writes DIR/clock_probe.jsonl.  Every product's output is checked against float64 on
+samples is dropped (ramp-up).  TFLOP/s is from CUDA events over the same window: the sustained
+rate of products run back to back, as a worker runs its blocks (the kernel benchmarks time one
+product after an idle spin instead).  With ``--rounds R`` the ways run R times in turns, and each
+row also gives its rate over the round's cuBLAS rate.  Prints one line per way and round and
+writes DIR/clock_probe.jsonl.  Every product's output is checked against float64 on
 sampled rows first (``CHECK FAILED`` otherwise).
 """
 
@@ -96,6 +100,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--size", type=int, default=8192)
     ap.add_argument("--dtypes", default="float16,bfloat16")
+    ap.add_argument("--ways", default="cuBLAS,portable,hopper,mma.sync peak",
+                    help="comma-separated, from: cuBLAS, portable, hopper, mma.sync peak")
+    ap.add_argument("--rounds", type=int, default=1, help="run the ways this many times in turns")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
     n = args.size
@@ -119,21 +126,36 @@ def main() -> None:
                 "portable": (portable, lambda: po, 2.0 * n ** 3),
                 "hopper": (hop, lambda: ho, 2.0 * n ** 3),
                 "mma.sync peak": (peak_fn, None, mma_peak.FLOPS_PER_WARP_STEP * steps * 8 * sms)}
-        for name, (fn, result, flops) in ways.items():
+        names = [w.strip() for w in args.ways.split(",")]
+        unknown = [w for w in names if w not in ways]
+        if unknown:
+            ap.error(f"unknown ways {unknown}; choose from {list(ways)}")
+        errs = {}
+        for name in names:
+            fn, result, _ = ways[name]
             fn()
             cp.cuda.Device().synchronize()
-            err = None
+            errs[name] = None
             if result is not None:
-                err = check(result(), a, b, dtype, rng)
+                errs[name] = err = check(result(), a, b, dtype, rng)
                 if not err < 2e-2:
                     print(f"CHECK FAILED {dtype} {name}: rel err {err:.3g}")
-            samples, ms, calls = sample_while(fn, args.seconds)
-            row = dict(dtype=dtype, way=name, size=n, tflops=flops * calls / ms / 1e9, rel_err=err,
-                       **summary(samples))
-            rows.append(row)
-            print(f"{dtype:>9} {name:>14} {row['tflops']:7.1f} TFLOP/s  SM {row['sm_mhz']:6.0f} MHz "
-                  f"(min {row['sm_mhz_min']:.0f})  {row['watts']:5.0f} W of {row['limit_w']:.0f}  "
-                  f"{row['temp_c']:.0f} C  reasons {row['reasons']}  err {err}", flush=True)
+        for rnd in range(args.rounds):
+            base = None
+            for name in names:
+                fn, _, flops = ways[name]
+                samples, ms, calls = sample_while(fn, args.seconds)
+                row = dict(dtype=dtype, way=name, size=n, round=rnd, tflops=flops * calls / ms / 1e9,
+                           rel_err=errs[name], **summary(samples))
+                if name == "cuBLAS":
+                    base = row["tflops"]
+                row["x_cublas"] = row["tflops"] / base if base else None
+                rows.append(row)
+                ratio = f"  x cuBLAS {row['x_cublas']:.3f}" if base else ""
+                print(f"{dtype:>9} r{rnd} {name:>14} {row['tflops']:7.1f} TFLOP/s{ratio}  SM "
+                      f"{row['sm_mhz']:6.0f} MHz (min {row['sm_mhz_min']:.0f})  {row['watts']:5.0f} W of "
+                      f"{row['limit_w']:.0f}  {row['temp_c']:.0f} C  reasons {row['reasons']}  "
+                      f"err {errs[name]}", flush=True)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     with open(Path(args.out) / "clock_probe.jsonl", "w") as f:
         for r in rows:
