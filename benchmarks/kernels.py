@@ -37,11 +37,11 @@ SKEWED = [Case("896x2432x8192", 896, 2432, 8192), Case("1024x2112x8192", 1024, 2
           Case("64x8192x8192", 64, 8192, 8192), Case("8192x8192x256", 8192, 8192, 256)]
 
 
-def wave_sweep(tile=(256, 128), slots=132, k=8192):
+def wave_sweep(tile=(256, 128), slots=132, k=8192, counts=None):
     """Shapes of exactly 1 to 3 waves' worth of `tile` tiles on `slots` CTAs (rows × cols tiles,
-    rows the largest divisor of the count up to its square root)."""
+    rows the largest divisor of the count up to its square root), or of the tile ``counts`` given."""
     out = []
-    for tiles in (1, slots // 2, slots, slots + 1, 180, 2 * slots, 2 * slots + 1, 330, 3 * slots):
+    for tiles in counts or (1, slots // 2, slots, slots + 1, 180, 2 * slots, 2 * slots + 1, 330, 3 * slots):
         rows = max(d for d in range(1, int(tiles ** 0.5) + 1) if tiles % d == 0)
         out.append(Case(f"wave{tiles}t", rows * tile[0], tiles // rows * tile[1], k))
     return out
@@ -468,6 +468,7 @@ def main(argv=None):
     ap.add_argument("--ladder", action="store_true", help="tile variants at 8192³")
     ap.add_argument("--hog", action="store_true", help="dynamic vs static beside an SM-holding kernel")
     ap.add_argument("--sweep", action="store_true", help="tile counts over 1..3 waves")
+    ap.add_argument("--sweep-tiles", default="", help="the sweep's tile counts instead (comma-separated)")
     ap.add_argument("--ladder-match", default="", help="only the ladder steps whose label has this (or one of a|b|...)")
     ap.add_argument("--policies", default="per_tile,static,dynamic,streamk",
                     help="policies timed beside cuBLAS and the heuristic's choice (comma-separated)")
@@ -490,7 +491,7 @@ def main(argv=None):
                                                            [1024, 2048, 4096, 8192, 16384]))
     cases = [Case(f"square{s}", s, s, s) for s in squares] + ([] if args.no_skewed else SKEWED)
     if args.sweep:
-        cases += wave_sweep()
+        cases += wave_sweep(counts=[int(t) for t in args.sweep_tiles.split(",") if t])
     for dtype in dtypes:
         if args.ladder and dtype in LADDER:
             c = Case("square8192", 8192, 8192, 8192)
