@@ -474,6 +474,7 @@ def main(argv=None):
                     help="policies timed beside cuBLAS and the heuristic's choice (comma-separated)")
     ap.add_argument("--squares", default="", help="comma-separated square sizes, or none (default per --quick)")
     ap.add_argument("--no-skewed", action="store_true", help="leave out the skewed shapes")
+    ap.add_argument("--shapes", default="", help="more cases, comma-separated MxNxK")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args(argv)
@@ -490,6 +491,9 @@ def main(argv=None):
         [int(s) for s in args.squares.split(",") if s] or ([8192] if args.quick else
                                                            [1024, 2048, 4096, 8192, 16384]))
     cases = [Case(f"square{s}", s, s, s) for s in squares] + ([] if args.no_skewed else SKEWED)
+    for shape in filter(None, args.shapes.split(",")):
+        m, n, k = (int(x) for x in shape.split("x"))
+        cases.append(Case(shape, m, n, k))
     if args.sweep:
         cases += wave_sweep(counts=[int(t) for t in args.sweep_tiles.split(",") if t])
     for dtype in dtypes:

@@ -568,17 +568,24 @@ def input_kind(dtype: str, allow_tf32: bool = False) -> str:
     return dtype
 
 
+#: ``choose_policy`` splits where the SMs' average load is below this share of the busiest SM's:
+#: the portable kernel's rule as it was measured for both kernels (the portable kernel's own moved
+#: to ``kernels.SPLIT_FILL`` = 0.9 in the twenty-eighth session; above 0.8 this kernel's other
+#: rules, the cheapest static waves and the wide tile, were tuned against it)
+SPLIT_FILL = 0.8
+
+
 def choose_policy(tiles: int, slots: int, k_iters: int, shared: bool = False) -> str:
     """The rule of ``mgemm.kernels.choose_config`` (one CTA per SM here): ``dynamic`` when other
-    kernels share the GPU; ``streamk`` where ``mgemm.kernels.split_tail`` says a split pays;
-    else ``static``.
+    kernels share the GPU; ``streamk`` where ``mgemm.kernels.split_tail`` says a split pays (at
+    this kernel's ``SPLIT_FILL``); else ``static``.
 
     >>> choose_policy(264, 132, 128), choose_policy(64, 132, 128), choose_policy(140, 132, 128)
     ('static', 'streamk', 'streamk')
     """
     if shared:
         return "dynamic"
-    return "streamk" if split_tail(tiles, slots, slots, k_iters) else "static"
+    return "streamk" if split_tail(tiles, slots, slots, k_iters, SPLIT_FILL) else "static"
 
 
 def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: bool = False,

@@ -316,10 +316,10 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     """Tile shape and policy for an ``m × n × k`` product on ``sms`` SMs.  Pure and deterministic.
 
     The tile is the candidate with the least estimated time: whole waves (a wave is one tile per
-    resident CTA), or where ``split_tail`` allows it the work spread evenly plus the stream-K
-    fix-up, charging smaller tiles for their lower per-tile efficiency.  Then: ``dynamic`` if
-    other kernels share the GPU (``shared``); else ``streamk`` where ``split_tail`` says the
-    tail pays for a split; else ``static``.
+    resident CTA), or where ``split_tail`` allows it at ``TILE_SPLIT_FILL`` the work spread evenly
+    plus the stream-K fix-up, charging smaller tiles for their lower per-tile efficiency.  Then:
+    ``dynamic`` if other kernels share the GPU (``shared``); else ``streamk`` where
+    ``split_tail`` says the tail pays for a split (at ``SPLIT_FILL``); else ``static``.
 
     >>> choose_config(8192, 8192, 8192, "float16", 132).policy
     'static'
@@ -338,7 +338,7 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
         # the efficiency, which drops for smaller tiles (less reuse per loaded byte) ...
         eff = 1.0 - 0.08 * rank
         cost = waves * occupancy * tm * tn * k_iters / eff
-        if split_tail(tiles, slots, sms, k_iters):
+        if split_tail(tiles, slots, sms, k_iters, TILE_SPLIT_FILL):
             # ... or, with a stream-K split, the whole work spread over the SMs, plus the fix-up:
             # the CTA that owns a tile adds the partials of the others (one per sharing CTA,
             # about two k-iterations each), which is what makes a few big tiles over-split.
@@ -357,24 +357,29 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
                         warps_n=wn, policy=policy, **TILE_KNOBS.get(kind, {}))
 
 
-#: ``split_tail`` splits where the SMs' average load is below this share of the busiest SM's
-SPLIT_FILL = 0.85
+#: the portable kernel's ``split_tail`` splits where the SMs' average load is below this share of
+#: the busiest SM's (the Hopper kernel passes its own, ``hopper.SPLIT_FILL``) ...
+SPLIT_FILL = 0.9
+#: ... and ``choose_config`` weighs a split in its choice of tile below this one (the rule the
+#: tile costs were tuned with; the chosen tile then splits below ``SPLIT_FILL``)
+TILE_SPLIT_FILL = 0.8
 
 
-def split_tail(tiles: int, slots: int, sms: int, k_iters: int) -> bool:
+def split_tail(tiles: int, slots: int, sms: int, k_iters: int, fill: float = SPLIT_FILL) -> bool:
     """Whether a stream-K split pays: K has at least 4 iterations to split, and either the SMs'
     loads are uneven (an SM's time grows with the tiles it holds, whatever the occupancy: the
-    busiest holds ``ceil(tiles / sms)``, below ``SPLIT_FILL`` of that on average is a poor tail)
-    or the tiles fill at most half the resident CTAs.
+    busiest holds ``ceil(tiles / sms)``, below ``fill`` of that on average is a poor tail) or
+    the tiles fill at most half the resident CTAs.
 
     Measured on the H200 (float16, 256x128 tiles, one CTA per SM; stream-K over per-tile): 133
-    tiles 1.67 ×, 265 tiles 1.32 ×, 66 tiles 1.54 ×, 330 tiles (average load 0.83 of the
-    busiest) 1.12 ×; 128 tiles (2048³, balanced to 0.97) 0.60 ×; float32 64x128 at 4 CTAs per
-    SM, 264 tiles (balanced, half the CTAs) 1.14 ×.
+    tiles 1.67 ×, 265 tiles 1.32 ×, 66 tiles 1.54 ×; 330, 440 and 550 tiles (average load 0.83
+    of the busiest) 1.13 ×, 560 (0.85) 1.11 ×, 460, 580 and 700 (0.87-0.88) 1.07 ×, bfloat16
+    the same (benchmarks/RESULTS.md, twenty-eighth session); 128 tiles (2048³, balanced to 0.97)
+    0.60 ×; float32 64x128 at 4 CTAs per SM, 264 tiles (balanced, half the CTAs) 1.14 ×.
     """
     if k_iters < 4 or tiles % slots == 0:
         return False
-    return schedule.wave_fill(tiles, sms) < SPLIT_FILL or 2 * tiles <= slots
+    return schedule.wave_fill(tiles, sms) < fill or 2 * tiles <= slots
 
 
 @functools.lru_cache(maxsize=1024)
