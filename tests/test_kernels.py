@@ -5,7 +5,7 @@ against the scheduler's Python mirror."""
 import numpy as np
 import pytest
 
-from mgemm import kernels, schedule
+from mgemm import hopper, kernels, schedule
 from mgemm.kernels import KernelConfig
 
 from gpu_operands import as_float64, poisoned, rand_operand
@@ -158,6 +158,21 @@ def test_heuristic_is_deterministic_and_sensible():
     assert kernels.choose_config(512, 512, 512, "float32", 132, allow_tf32=True).input == "tf32"
     with pytest.raises(TypeError):
         kernels.choose_config(8, 8, 8, "int32", 132)
+
+
+def test_heuristic_splits_a_last_wave_below_nine_tenths_of_the_busiest_load():
+    """The portable kernel splits where the SMs' average load is below ``SPLIT_FILL`` (0.9) of the
+    busiest SM's: 330 tiles of 256x128 on 132 SMs (0.83) and 580 (0.88) run stream-K, 396 (three
+    whole waves) static; the Hopper kernel's rule stays at 0.8."""
+    assert kernels.SPLIT_FILL == 0.9 and hopper.SPLIT_FILL == 0.8
+    for (m, n), policy in [((3840, 2816), "streamk"), ((5120, 3712), "streamk"),
+                           ((4608, 2816), "static")]:
+        cfg = kernels.choose_config(m, n, 8192, "float16", 132)
+        assert ((cfg.tile_m, cfg.tile_n), cfg.policy) == ((256, 128), policy), (m, n)
+    assert kernels.split_tail(330, 132, 132, 256) and kernels.split_tail(580, 132, 132, 256)
+    assert not kernels.split_tail(330, 132, 132, 256, fill=0.8)
+    assert hopper.choose_policy(330, 132, 128) == "static"
+    assert hopper.choose_policy(300, 132, 128) == "streamk"  # 0.76
 
 
 @pytest.mark.parametrize("m,n,k", [(8192, 8192, 8192), (896, 2432, 8192), (64, 8192, 8192),
