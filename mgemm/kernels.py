@@ -358,8 +358,11 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
 
 
 #: the portable kernel's ``split_tail`` splits where the SMs' average load is below this share of
-#: the busiest SM's (the Hopper kernel passes its own, ``hopper.SPLIT_FILL``) ...
+#: the busiest SM's (the Hopper kernel passes its own, ``hopper.SPLIT_FILL``), or below
+#: ``ONE_WAVE_SPLIT_FILL`` where every SM holds at most one tile (one partial wave: 0.8-0.9 there
+#: was measured once, level; just short of a whole wave the split loses) ...
 SPLIT_FILL = 0.9
+ONE_WAVE_SPLIT_FILL = 0.8
 #: ... and ``choose_config`` weighs a split in its choice of tile below this one (the rule the
 #: tile costs were tuned with; the chosen tile then splits below ``SPLIT_FILL``)
 TILE_SPLIT_FILL = 0.8
@@ -368,8 +371,9 @@ TILE_SPLIT_FILL = 0.8
 def split_tail(tiles: int, slots: int, sms: int, k_iters: int, fill: float = SPLIT_FILL) -> bool:
     """Whether a stream-K split pays: K has at least 4 iterations to split, and either the SMs'
     loads are uneven (an SM's time grows with the tiles it holds, whatever the occupancy: the
-    busiest holds ``ceil(tiles / sms)``, below ``fill`` of that on average is a poor tail) or
-    the tiles fill at most half the resident CTAs.
+    busiest holds ``ceil(tiles / sms)``, below ``fill`` of that on average is a poor tail; below
+    ``ONE_WAVE_SPLIT_FILL`` where that is one tile) or the tiles fill at most half the resident
+    CTAs.
 
     Measured on the H200 (float16, 256x128 tiles, one CTA per SM; stream-K over per-tile): 133
     tiles 1.67 ×, 265 tiles 1.32 ×, 66 tiles 1.54 ×; 330, 440 and 550 tiles (average load 0.83
@@ -379,7 +383,8 @@ def split_tail(tiles: int, slots: int, sms: int, k_iters: int, fill: float = SPL
     """
     if k_iters < 4 or tiles % slots == 0:
         return False
-    return schedule.wave_fill(tiles, sms) < fill or 2 * tiles <= slots
+    limit = fill if tiles > sms else min(fill, ONE_WAVE_SPLIT_FILL)
+    return schedule.wave_fill(tiles, sms) < limit or 2 * tiles <= slots
 
 
 @functools.lru_cache(maxsize=1024)

@@ -171,6 +171,8 @@ def test_heuristic_splits_a_last_wave_below_nine_tenths_of_the_busiest_load():
         assert ((cfg.tile_m, cfg.tile_n), cfg.policy) == ((256, 128), policy), (m, n)
     assert kernels.split_tail(330, 132, 132, 256) and kernels.split_tail(580, 132, 132, 256)
     assert not kernels.split_tail(330, 132, 132, 256, fill=0.8)
+    assert not kernels.split_tail(116, 132, 132, 256)  # one partial wave: 0.8 still (0.88 here)
+    assert kernels.split_tail(100, 132, 132, 256)
     assert hopper.choose_policy(330, 132, 128) == "static"
     assert hopper.choose_policy(300, 132, 128) == "streamk"  # 0.76
 
