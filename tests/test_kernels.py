@@ -189,7 +189,10 @@ def test_heuristic_streamk_only_when_last_wave_is_poor(m, n, k, kind):
     tiles = rows * cols
     if cfg.policy == "streamk":
         assert tiles % slots and k_iters >= 4
-        assert tiles < slots or tiles % slots < slots / 2
+        limit = kernels.SPLIT_FILL if tiles > 132 else kernels.ONE_WAVE_SPLIT_FILL
+        assert 2 * tiles <= slots or schedule.wave_fill(tiles, 132) < limit
+    else:
+        assert not (k_iters >= 4 and tiles % slots and 2 * tiles <= slots)
 
 
 def _prepare(a, b, c=None, out=None, *, launcher=kernels, sms=None, **kw):
