@@ -217,12 +217,18 @@ class ProbeCase:
         return self.check_rows(outs)
 
 
+def shape_case(shape: str) -> Case:
+    """``"MxNxK"`` as a case of that name."""
+    m, n, k = map(int, shape.split("x"))
+    return Case(shape, m, n, k)
+
+
 def probe_case(spec: str, rng) -> ProbeCase:
     from mgemm import hopper  # noqa: PLC0415  (the portable harness does not need it)
 
     shape, dtype = spec.split(":")
-    m, n, k = map(int, shape.split("x"))
-    case = Case(shape, m, n, k)
+    case = shape_case(shape)
+    m, n, k = case.m, case.n, case.k
     a, b = operands(case, dtype, rng)
     bf16 = dtype == "bfloat16"
     return ProbeCase(case, dtype, a, b, cp.uint16 if bf16 else cp.float16, "bfloat16" if bf16 else None,
@@ -491,9 +497,7 @@ def main(argv=None):
         [int(s) for s in args.squares.split(",") if s] or ([8192] if args.quick else
                                                            [1024, 2048, 4096, 8192, 16384]))
     cases = [Case(f"square{s}", s, s, s) for s in squares] + ([] if args.no_skewed else SKEWED)
-    for shape in filter(None, args.shapes.split(",")):
-        m, n, k = (int(x) for x in shape.split("x"))
-        cases.append(Case(shape, m, n, k))
+    cases += [shape_case(shape) for shape in args.shapes.split(",") if shape]
     if args.sweep:
         cases += wave_sweep(counts=[int(t) for t in args.sweep_tiles.split(",") if t])
     for dtype in dtypes:
