@@ -101,13 +101,18 @@ def key(*, device: str, sms: int, kind: str, out: str, m: int, n: int, k: int, p
     ...     layouts=(True, False), flags={"b_rows_off": False}).split("|")[:7]
     ['H200', '132', 'float16->float16', '8x8x8', '1', 'KN', 'b_rows_off=0']
     """
+    lay = "".join("K" if x else "N" for x in layouts)
+    flag = ",".join(f"{name}={int(v)}" for name, v in sorted(flags.items()))
+    return f"{device}|{sms}|{kind}->{out}|{m}x{n}x{k}|{parts}|{lay}|{flag}|{code_stamp()}"
+
+
+def code_stamp() -> str:
+    """The tail of every cache key: the kernel sources' digest and mgemm's version, so a tuned
+    choice is dropped when either changes."""
     from . import __version__
     from .kernels import sources_digest
 
-    lay = "".join("K" if x else "N" for x in layouts)
-    flag = ",".join(f"{name}={int(v)}" for name, v in sorted(flags.items()))
-    return (f"{device}|{sms}|{kind}->{out}|{m}x{n}x{k}|{parts}|{lay}|{flag}|"
-            f"{sources_digest()[:16]}|{__version__}")
+    return f"{sources_digest()[:16]}|{__version__}"
 
 
 def cache_file() -> Path:

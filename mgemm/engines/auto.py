@@ -72,16 +72,15 @@ def _tune_engine(parts: Sequence[Any], out_dtype: Any, dev: int, first: str, out
     cache key names the K parts' shapes and each operand's layout and row alignment."""
     import cupy
 
-    from mgemm import __version__, tune
+    from mgemm import tune
     from mgemm.hopper import _device_name
-    from mgemm.kernels import sources_digest
 
     m, n, ks = parts[0][0].shape[0], parts[0][1].shape[1], [a.shape[1] for a, _ in parts]
     a_parts, b_parts = [a for a, _ in parts], [b for _, b in parts]
     flags = "".join(f"{int(x.strides[-1] == x.itemsize)}{int(rows_on(x, 16))}{int(rows_on(x, 128))}"
                     for part in parts for x in part)
-    name = (f"engine|{_device_name(dev)}|{first}->{out}|{m}x{n}x{'+'.join(map(str, ks))}|{flags}|"
-            f"{sources_digest()[:16]}|{__version__}")
+    shape = f"{m}x{n}x{'+'.join(map(str, ks))}"
+    name = f"engine|{_device_name(dev)}|{first}->{out}|{shape}|{flags}|{tune.code_stamp()}"
     fns = {label: (lambda e=get(label), t=(label == "persistent"):
                    e.gemm(a_parts, b_parts, out_dtype=out_dtype, tune=t))
            for label in ("cublas", "persistent")}
