@@ -12,11 +12,13 @@ $OUT or the current directory).  cuBLAS is ``cupy.matmul`` (torch for bfloat16).
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import statistics
 import sys
 import time
+from unittest import mock
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -337,12 +339,25 @@ def measure(case: Case, dtype: str, impls: dict[str, KernelConfig | None], rng, 
     return rows
 
 
-def policy_impls(case: Case, dtype: str, policies=("per_tile", "static", "dynamic", "streamk")):
+def policy_impls(case: Case, dtype: str, policies=("per_tile", "static", "dynamic", "streamk"),
+                 prior: dict | None = None):
+    """cuBLAS, the heuristic's config ("auto"), with ``prior`` (``mgemm.kernels`` attributes, as
+    ``--prior`` parses them) the config the heuristic picks with those values where it differs,
+    then the heuristic's tile under each of ``policies``."""
     kind = "tf32" if dtype == "tf32" else dtype
-    base = kernels.choose_config(case.m, case.n, case.k, "float32" if dtype == "tf32" else dtype,
-                                 kernels.device_sms(), allow_tf32=dtype == "tf32")
+
+    def choose():
+        return kernels.choose_config(case.m, case.n, case.k, "float32" if dtype == "tf32" else dtype,
+                                     kernels.device_sms(), allow_tf32=dtype == "tf32")
+
+    base = choose()
     impls: dict[str, KernelConfig | None] = {"cuBLAS": None}
     impls["auto"] = base
+    if prior:
+        with mock.patch.multiple(kernels, **prior):
+            before = choose()
+        if before != base:
+            impls["prior"] = before
     if case.name.startswith("wave") and dtype in ("float16", "bfloat16"):
         base = KernelConfig.default(dtype, **SWEEP_TILE)  # the tile the case's name counts
     for p in policies:
@@ -482,8 +497,16 @@ def main(argv=None):
     ap.add_argument("--no-skewed", action="store_true", help="leave out the skewed shapes")
     ap.add_argument("--shapes", default="", help="more cases, comma-separated MxNxK")
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--prior", default="",
+                    help="NAME=LITERAL;... : also time the config the heuristic picks with these "
+                         "mgemm.kernels attributes (a rule's prior), where it differs")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args(argv)
+    prior = {name: ast.literal_eval(value)
+             for name, value in (kv.split("=", 1) for kv in args.prior.split(";") if kv)}
+    for name in prior:
+        if not hasattr(kernels, name):
+            ap.error(f"--prior: mgemm.kernels has no {name}")
     rng = np.random.default_rng(0)
     dev = cp.cuda.Device()
     props = cp.cuda.runtime.getDeviceProperties(dev.id)
@@ -512,7 +535,7 @@ def main(argv=None):
             if dtype in ("float32", "float64") and case.m * case.n * case.k > 8192 ** 3:
                 continue
             policies = tuple(p for p in args.policies.split(",") if p)
-            rows += measure(case, dtype, policy_impls(case, dtype, policies), rng, args.reps)
+            rows += measure(case, dtype, policy_impls(case, dtype, policies, prior), rng, args.reps)
     if args.hog:
         for dtype in ("float16", "float32"):
             if dtype in dtypes:

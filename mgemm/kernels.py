@@ -338,7 +338,7 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
         # the efficiency, which drops for smaller tiles (less reuse per loaded byte) ...
         eff = 1.0 - 0.08 * rank
         cost = waves * occupancy * tm * tn * k_iters / eff
-        if split_tail(tiles, slots, sms, k_iters, TILE_SPLIT_FILL):
+        if split_tail(tiles, slots, sms, k_iters, TILE_SPLIT_FILL, ONE_WAVE_K_ITERS[kind]):
             # ... or, with a stream-K split, the whole work spread over the SMs, plus the fix-up:
             # the CTA that owns a tile adds the partials of the others (one per sharing CTA,
             # about two k-iterations each), which is what makes a few big tiles over-split.
@@ -352,7 +352,8 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     if shared:
         policy = "dynamic"
     else:
-        policy = "streamk" if split_tail(rows * cols, slots, sms, k_iters) else "static"
+        split = split_tail(rows * cols, slots, sms, k_iters, one_wave_k_iters=ONE_WAVE_K_ITERS[kind])
+        policy = "streamk" if split else "static"
     return KernelConfig(input=kind, tile_m=tm, tile_n=tn, tile_k=tk, stages=st, warps_m=wm,
                         warps_n=wn, policy=policy, **TILE_KNOBS.get(kind, {}))
 
@@ -366,14 +367,23 @@ ONE_WAVE_SPLIT_FILL = 0.8
 #: ... and ``choose_config`` weighs a split in its choice of tile below this one (the rule the
 #: tile costs were tuned with; the chosen tile then splits below ``SPLIT_FILL``)
 TILE_SPLIT_FILL = 0.8
+#: Where no SM holds more than one tile, or the tiles fill at most half the resident CTAs, the
+#: portable kernel splits only with at least this many k-iterations per tile: below, the fix-up
+#: costs more than the idle CTAs give back.  On the H200 (one CTA per tile against stream-K, twenty-ninth session): float16 64x128
+#: tiles lost at 16-96 k-iterations (0.56-0.91) and won at 128-256 (1.18-1.60); float32 64x128x8
+#: lost at 32 (0.77), won or drew at 64 (0.93-1.07) and won beyond (1.07-2.35); float64 won from
+#: 16 on 128x64 tiles (1.04-1.24), 0.83 at 32 on 64 of 64x64, so it keeps the general floor.
+ONE_WAVE_K_ITERS = {"float16": 128, "bfloat16": 128, "tf32": 128, "float32": 64, "float64": 4}
 
 
-def split_tail(tiles: int, slots: int, sms: int, k_iters: int, fill: float = SPLIT_FILL) -> bool:
+def split_tail(tiles: int, slots: int, sms: int, k_iters: int, fill: float = SPLIT_FILL,
+               one_wave_k_iters: int = 4) -> bool:
     """Whether a stream-K split pays: K has at least 4 iterations to split, and either the SMs'
     loads are uneven (an SM's time grows with the tiles it holds, whatever the occupancy: the
     busiest holds ``ceil(tiles / sms)``, below ``fill`` of that on average is a poor tail; below
     ``ONE_WAVE_SPLIT_FILL`` where that is one tile) or the tiles fill at most half the resident
-    CTAs.
+    CTAs.  Where the busiest SM holds one tile, or the split is only for the idle CTAs, each tile
+    needs ``one_wave_k_iters`` k-iterations too (the portable kernel's ``ONE_WAVE_K_ITERS``).
 
     Measured on the H200 (float16, 256x128 tiles, one CTA per SM; stream-K over per-tile): 133
     tiles 1.67 ×, 265 tiles 1.32 ×, 66 tiles 1.54 ×; 330, 440 and 550 tiles (average load 0.83
@@ -383,8 +393,10 @@ def split_tail(tiles: int, slots: int, sms: int, k_iters: int, fill: float = SPL
     """
     if k_iters < 4 or tiles % slots == 0:
         return False
-    limit = fill if tiles > sms else min(fill, ONE_WAVE_SPLIT_FILL)
-    return schedule.wave_fill(tiles, sms) < limit or 2 * tiles <= slots
+    if tiles > sms and schedule.wave_fill(tiles, sms) < fill:
+        return True
+    one_wave = tiles <= sms and schedule.wave_fill(tiles, sms) < min(fill, ONE_WAVE_SPLIT_FILL)
+    return (one_wave or 2 * tiles <= slots) and k_iters >= one_wave_k_iters
 
 
 @functools.lru_cache(maxsize=1024)

@@ -187,12 +187,33 @@ def test_heuristic_streamk_only_when_last_wave_is_poor(m, n, k, kind):
     rows, cols, k_iters = schedule.tile_grid(m, n, k, cfg.tile_m, cfg.tile_n, cfg.tile_k)
     slots = 132 * occupancy
     tiles = rows * cols
+    short = k_iters < kernels.ONE_WAVE_K_ITERS[kind]  # too few to split one wave or idle CTAs
     if cfg.policy == "streamk":
         assert tiles % slots and k_iters >= 4
-        limit = kernels.SPLIT_FILL if tiles > 132 else kernels.ONE_WAVE_SPLIT_FILL
-        assert 2 * tiles <= slots or schedule.wave_fill(tiles, 132) < limit
+        if tiles > 132:
+            assert schedule.wave_fill(tiles, 132) < kernels.SPLIT_FILL or (2 * tiles <= slots and not short)
+        else:
+            assert not short
+            assert 2 * tiles <= slots or schedule.wave_fill(tiles, 132) < kernels.ONE_WAVE_SPLIT_FILL
     else:
-        assert not (k_iters >= 4 and tiles % slots and 2 * tiles <= slots)
+        assert not (k_iters >= 4 and tiles % slots and 2 * tiles <= slots and not short)
+
+
+def test_heuristic_keeps_one_wave_whole_at_short_k():
+    """Where no SM holds more than one tile, or the tiles fill at most half the CTAs, the portable
+    kernel splits only with ``ONE_WAVE_K_ITERS`` k-iterations per tile (float16: 128 of 32, so K
+    of 4096); a partial last wave of several keeps the fill rule at any K; the Hopper kernel's
+    rule does not change."""
+    assert kernels.ONE_WAVE_K_ITERS["float16"] == 128
+    for k, policy in [(1024, "static"), (3072, "static"), (4096, "streamk"), (8192, "streamk")]:
+        cfg = kernels.choose_config(512, 1024, k, "float16", 132)  # 64 tiles of 64x128
+        assert ((cfg.tile_m, cfg.tile_n), cfg.policy) == ((64, 128), policy), k
+    assert not kernels.split_tail(64, 396, 132, 96, one_wave_k_iters=128)
+    assert kernels.split_tail(64, 396, 132, 128, one_wave_k_iters=128)
+    assert not kernels.split_tail(128, 396, 132, 64, one_wave_k_iters=128)  # half the CTAs, short K
+    assert kernels.split_tail(133, 132, 132, 8, one_wave_k_iters=128)  # a poor last wave: any K
+    assert kernels.split_tail(64, 132, 132, 8)  # the default floor, as the Hopper kernel calls it
+    assert hopper.choose_policy(64, 132, 8) == "streamk"
 
 
 def _prepare(a, b, c=None, out=None, *, launcher=kernels, sms=None, **kw):
