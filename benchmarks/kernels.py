@@ -167,7 +167,7 @@ def add_block_args(ap) -> None:
 
 
 def operands(case: Case, dtype: str, rng):
-    """(a, b, a_torch, b_torch) random operands; bfloat16 as uint16 bits (torch views them)."""
+    """(a, b) random operands; bfloat16 as uint16 bits (torch views them); tf32 as float32."""
     a = cp.asarray(rng.standard_normal((case.m, case.k), dtype=np.float32))
     b = cp.asarray(rng.standard_normal((case.k, case.n), dtype=np.float32))
     if dtype == "bfloat16":
@@ -175,7 +175,7 @@ def operands(case: Case, dtype: str, rng):
             u = x.view(cp.uint32)
             return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(cp.uint16)
         return bits(a), bits(b)
-    return a.astype(dtype), b.astype(dtype)
+    return (a, b) if dtype == "tf32" else (a.astype(dtype), b.astype(dtype))
 
 
 @dataclass
@@ -277,6 +277,11 @@ def cublas_fn(a, b, dtype, out):
         tb = torch.from_dlpack(b).view(torch.bfloat16)
         to = torch.from_dlpack(out).view(torch.bfloat16)
         return lambda: torch.matmul(ta, tb, out=to)
+    if dtype == "tf32":  # cuBLAS with TF32 allowed, as the kernel's tf32 input
+        import torch
+        torch.backends.cuda.matmul.allow_tf32 = True
+        ta, tb, to = (torch.from_dlpack(x) for x in (a, b, out))
+        return lambda: torch.matmul(ta, tb, out=to)
     return lambda: cp.matmul(a, b, out=out)
 
 
@@ -299,7 +304,7 @@ def measure(case: Case, dtype: str, impls: dict[str, KernelConfig | None], rng, 
     """Every implementation's reference check first, then all of them timed in turns
     (`timed_interleaved`); one that fails its check or raises gets a NaN row and is not timed."""
     a, b = operands(case, dtype, rng)
-    storage = cp.uint16 if dtype == "bfloat16" else dtype
+    storage = cp.uint16 if dtype == "bfloat16" else "float32" if dtype == "tf32" else dtype
     flops = 2.0 * case.m * case.n * case.k
     checked: dict[str, tuple[str, float, Callable[[], object]]] = {}
     for name, cfg in impls.items():
