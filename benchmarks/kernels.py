@@ -114,6 +114,10 @@ def timed(fn: Callable[[], object], reps: int, warmup: int = 2) -> float:
 SHIELD_US = 300.0
 
 
+#: ``--rotate``: ``timed_interleaved`` turns the order of its functions by one each rep
+ROTATE = False
+
+
 def timed_interleaved(fns: dict[str, Callable[[], object]], reps: int, warmup: int = 2,
                       shield_us: float = SHIELD_US, host: dict[str, list[float]] | None = None,
                       mhz: dict[str, list[float]] | None = None) -> dict[str, float]:
@@ -137,8 +141,11 @@ def timed_interleaved(fns: dict[str, Callable[[], object]], reps: int, warmup: i
             fn()
     times: dict[str, list[float]] = {name: [] for name in fns}
     start, stop = cp.cuda.Event(), cp.cuda.Event()
-    for _ in range(reps):
-        for name, fn in fns.items():
+    order = list(fns.items())
+    for rep in range(reps):
+        # with ROTATE, each rep starts one function later, so no function always runs first
+        shift = rep % len(order) if ROTATE else 0
+        for name, fn in order[shift:] + order[:shift]:
             l2_flush()
             if shield_us:
                 gpu_spin(shield_us)
@@ -506,7 +513,11 @@ def main(argv=None):
                     help="NAME=LITERAL;... : also time the config the heuristic picks with these "
                          "mgemm.kernels attributes (a rule's prior), where it differs")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--rotate", action="store_true",
+                    help="turn the order of the timed implementations by one each rep")
     args = ap.parse_args(argv)
+    global ROTATE
+    ROTATE = args.rotate
     prior = {name: ast.literal_eval(value)
              for name, value in (kv.split("=", 1) for kv in args.prior.split(";") if kv)}
     for name in prior:

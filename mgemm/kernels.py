@@ -369,11 +369,13 @@ ONE_WAVE_SPLIT_FILL = 0.8
 TILE_SPLIT_FILL = 0.8
 #: Where no SM holds more than one tile, or the tiles fill at most half the resident CTAs, the
 #: portable kernel splits only with at least this many k-iterations per tile: below, the fix-up
-#: costs more than the idle CTAs give back.  On the H200 (one CTA per tile against stream-K, twenty-ninth session): float16 64x128
-#: tiles lost at 16-96 k-iterations (0.56-0.91) and won at 128-256 (1.18-1.60); float32 64x128x8
-#: lost at 32 (0.77), won or drew at 64 (0.93-1.07) and won beyond (1.07-2.35); float64 won from
-#: 16 on 128x64 tiles (1.04-1.24), 0.83 at 32 on 64 of 64x64, so it keeps the general floor.
-ONE_WAVE_K_ITERS = {"float16": 128, "bfloat16": 128, "tf32": 128, "float32": 64, "float64": 4}
+#: costs more than the idle CTAs give back.  On the H200 (twenty-ninth session, stream-K against
+#: one CTA per tile; benchmarks/RESULTS.md): float16 64x128x32 tiles lost at 16-96 k-iterations
+#: (0.56-0.91) and won at 101-256 (1.2-1.6); tf32 64x128x32 lost at 10-26 (0.79-0.96) and won or
+#: drew at 34-36; float32 64x128x8 lost at 32-54 but one (0.76-0.94; 1.19 on one), won or drew at
+#: 64 (0.93-1.07) and won beyond (1.07-2.35); float64 won from 16 on 128x64 tiles (1.04-1.24),
+#: lost 0.83 at 32 on 64x64 tiles, so it keeps the general floor.
+ONE_WAVE_K_ITERS = {"float16": 100, "bfloat16": 100, "tf32": 32, "float32": 64, "float64": 4}
 
 
 def split_tail(tiles: int, slots: int, sms: int, k_iters: int, fill: float = SPLIT_FILL,

@@ -201,17 +201,17 @@ def test_heuristic_streamk_only_when_last_wave_is_poor(m, n, k, kind):
 
 def test_heuristic_keeps_one_wave_whole_at_short_k():
     """Where no SM holds more than one tile, or the tiles fill at most half the CTAs, the portable
-    kernel splits only with ``ONE_WAVE_K_ITERS`` k-iterations per tile (float16: 128 of 32, so K
-    of 4096); a partial last wave of several keeps the fill rule at any K; the Hopper kernel's
+    kernel splits only with ``ONE_WAVE_K_ITERS`` k-iterations per tile (float16: 100 of 32, so K
+    of 3200); a partial last wave of several keeps the fill rule at any K; the Hopper kernel's
     rule does not change."""
-    assert kernels.ONE_WAVE_K_ITERS["float16"] == 128
-    for k, policy in [(1024, "static"), (3072, "static"), (4096, "streamk"), (8192, "streamk")]:
+    assert kernels.ONE_WAVE_K_ITERS["float16"] == 100
+    for k, policy in [(1024, "static"), (3168, "static"), (3200, "streamk"), (8192, "streamk")]:
         cfg = kernels.choose_config(512, 1024, k, "float16", 132)  # 64 tiles of 64x128
         assert ((cfg.tile_m, cfg.tile_n), cfg.policy) == ((64, 128), policy), k
-    assert not kernels.split_tail(64, 396, 132, 96, one_wave_k_iters=128)
-    assert kernels.split_tail(64, 396, 132, 128, one_wave_k_iters=128)
-    assert not kernels.split_tail(128, 396, 132, 64, one_wave_k_iters=128)  # half the CTAs, short K
-    assert kernels.split_tail(133, 132, 132, 8, one_wave_k_iters=128)  # a poor last wave: any K
+    assert not kernels.split_tail(64, 396, 132, 99, one_wave_k_iters=100)
+    assert kernels.split_tail(64, 396, 132, 100, one_wave_k_iters=100)
+    assert not kernels.split_tail(128, 396, 132, 64, one_wave_k_iters=100)  # half the CTAs, short K
+    assert kernels.split_tail(133, 132, 132, 8, one_wave_k_iters=100)  # a poor last wave: any K
     assert kernels.split_tail(64, 132, 132, 8)  # the default floor, as the Hopper kernel calls it
     assert hopper.choose_policy(64, 132, 8) == "streamk"
 
