@@ -150,7 +150,7 @@ def test_heuristic_is_deterministic_and_sensible():
     assert kernels.choose_config(64, 8192, 8192, "bfloat16", 132).policy == "streamk"
     assert kernels.choose_config(256, 256, 65536, "float16", 132).policy == "streamk"
     # A short K is not worth splitting.
-    assert kernels.choose_config(1000, 1000, 64, "float16", 132).policy == "static"
+    assert kernels.choose_config(1000, 1000, 64, "float16", 132).policy == "per_tile"  # one wave
     # Sharing the GPU: dynamic.
     assert kernels.choose_config(8192, 8192, 8192, "float16", 132, shared=True).policy == "dynamic"
     # Float32 is exact SIMT unless TF32 is allowed.
@@ -197,6 +197,8 @@ def test_heuristic_streamk_only_when_last_wave_is_poor(m, n, k, kind):
             assert 2 * tiles <= slots or schedule.wave_fill(tiles, 132) < kernels.ONE_WAVE_SPLIT_FILL
     else:
         assert not (k_iters >= 4 and tiles % slots and 2 * tiles <= slots and not short)
+        # one CTA per tile where none would take a second (the same tiles, no persistent loop)
+        assert cfg.policy == ("per_tile" if tiles <= slots else "static")
 
 
 def test_heuristic_keeps_one_wave_whole_at_short_k():
@@ -205,7 +207,7 @@ def test_heuristic_keeps_one_wave_whole_at_short_k():
     of 3200); a partial last wave of several keeps the fill rule at any K; the Hopper kernel's
     rule does not change."""
     assert kernels.ONE_WAVE_K_ITERS["float16"] == 100
-    for k, policy in [(1024, "static"), (3168, "static"), (3200, "streamk"), (8192, "streamk")]:
+    for k, policy in [(1024, "per_tile"), (3168, "per_tile"), (3200, "streamk"), (8192, "streamk")]:
         cfg = kernels.choose_config(512, 1024, k, "float16", 132)  # 64 tiles of 64x128
         assert ((cfg.tile_m, cfg.tile_n), cfg.policy) == ((64, 128), policy), k
     assert not kernels.split_tail(64, 396, 132, 99, one_wave_k_iters=100)
