@@ -320,7 +320,8 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     plus the stream-K fix-up, charging smaller tiles for their lower per-tile efficiency.  Then:
     ``dynamic`` if other kernels share the GPU (``shared``); else ``streamk`` where
     ``split_tail`` says the tail pays for a split (at ``SPLIT_FILL``); else ``per_tile`` where
-    no resident CTA would take a second tile (``PER_TILE_IN_ONE_WAVE``); else ``static``.
+    no resident CTA would take a second tile (16-bit inputs, ``PER_TILE_IN_ONE_WAVE``); else
+    ``static``.
 
     >>> choose_config(8192, 8192, 8192, "float16", 132).policy
     'static'
@@ -354,7 +355,7 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
         policy = "dynamic"
     else:
         split = split_tail(rows * cols, slots, sms, k_iters, one_wave_k_iters=ONE_WAVE_K_ITERS[kind])
-        one_wave = PER_TILE_IN_ONE_WAVE and rows * cols <= slots
+        one_wave = kind in PER_TILE_IN_ONE_WAVE and rows * cols <= slots
         policy = "streamk" if split else "per_tile" if one_wave else "static"
     return KernelConfig(input=kind, tile_m=tm, tile_n=tn, tile_k=tk, stages=st, warps_m=wm,
                         warps_n=wn, policy=policy, **TILE_KNOBS.get(kind, {}))
@@ -369,19 +370,20 @@ ONE_WAVE_SPLIT_FILL = 0.8
 #: ... and ``choose_config`` weighs a split in its choice of tile below this one (the rule the
 #: tile costs were tuned with; the chosen tile then splits below ``SPLIT_FILL``)
 TILE_SPLIT_FILL = 0.8
+#: The inputs for which the portable kernel runs one CTA per tile where no resident CTA would take
+#: a second tile and none is split: the same tiles on the same CTAs as ``static``, without the
+#: persistent loop.  On the H200 (twenty-ninth session, in rotated turns) that took 4-30 % less
+#: time in float16 and bfloat16 (64x128 tiles; 256x128 4 %), was level in tf32 and float32
+#: (0.97-1.07) and 6-13 % more in float64 (128x64 tiles at two CTAs per SM), which stays static.
+PER_TILE_IN_ONE_WAVE = ("float16", "bfloat16")
 #: Where no SM holds more than one tile, or the tiles fill at most half the resident CTAs, the
 #: portable kernel splits only with at least this many k-iterations per tile: below, the fix-up
 #: costs more than the idle CTAs give back.  On the H200 (twenty-ninth session, stream-K against
-#: one CTA per tile; benchmarks/RESULTS.md): float16 64x128x32 tiles lost at 16-96 k-iterations
-#: (0.56-0.91) and won at 101-256 (1.2-1.6); tf32 64x128x32 lost at 10-26 (0.79-0.96) and won or
-#: drew at 34-36; float32 64x128x8 lost at 32-54 but one (0.76-0.94; 1.19 on one), won or drew at
-#: 64 (0.93-1.07) and won beyond (1.07-2.35); float64 won from 16 on 128x64 tiles (1.04-1.24),
-#: lost 0.83 at 32 on 64x64 tiles, so it keeps the general floor.
-#: Where no resident CTA would take a second tile and none is split, the portable kernel runs one
-#: CTA per tile: the same tiles on the same CTAs as ``static``, without the persistent loop, and
-#: 1-2.6 µs sooner on the H200 (float16 64x128 tiles 8-22 % less time, float32 64x128x8 2-4 %;
-#: 128x128 and 256x128 tiles, tf32 and float64 level; twenty-ninth session)
-PER_TILE_IN_ONE_WAVE = True
+#: one CTA per tile or static; benchmarks/RESULTS.md): float16 64x128x32 tiles lost at 16-96
+#: k-iterations (0.56-0.91) and won at 101-256 (1.18-1.60); tf32 64x128x32 lost at 10-26 and won
+#: or drew at 34-36; float32 64x128x8 lost at 32-55 on most shapes (to 0.43), drew at 64
+#: (0.93-1.07) and won beyond (1.07-2.35); float64 won from 16 k-iterations on 128x64 tiles
+#: (1.04-1.24) but lost at 32 on 64x64 ones (0.83), so it keeps the general floor.
 ONE_WAVE_K_ITERS = {"float16": 100, "bfloat16": 100, "tf32": 32, "float32": 64, "float64": 4}
 
 

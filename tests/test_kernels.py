@@ -198,7 +198,8 @@ def test_heuristic_streamk_only_when_last_wave_is_poor(m, n, k, kind):
     else:
         assert not (k_iters >= 4 and tiles % slots and 2 * tiles <= slots and not short)
         # one CTA per tile where none would take a second (the same tiles, no persistent loop)
-        assert cfg.policy == ("per_tile" if tiles <= slots else "static")
+        one_wave = tiles <= slots and kind in kernels.PER_TILE_IN_ONE_WAVE
+        assert cfg.policy == ("per_tile" if one_wave else "static")
 
 
 def test_heuristic_keeps_one_wave_whole_at_short_k():
