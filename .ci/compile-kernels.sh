@@ -52,6 +52,8 @@ for tile in 256_128_32_4_4_2 128_128_32_6_2_2 64_128_32_4_2_2; do
   variants+=("MGEMM_F16 STATIC 1 0 $tile $KNOBS" "MGEMM_BF16 STREAMK 1 0 $tile $KNOBS")
 done
 variants+=("MGEMM_F16 DYNAMIC 0 1 256_128_32_4_4_2 $KNOBS" "MGEMM_BF16 PER_TILE 1 1 256_128_32_4_4_2 $KNOBS")
+# one CTA per tile in one wave, the heuristic's policy there for 16-bit inputs (PER_TILE_IN_ONE_WAVE)
+variants+=("MGEMM_F16 PER_TILE 1 0 64_128_32_4_2_2 $KNOBS" "MGEMM_BF16 PER_TILE 1 0 128_128_32_6_2_2 $KNOBS")
 
 compile() {  # input policy a_k_major b_k_major [tile (m_n_k_stages_wm_wn, - for the default) [-D...]]
   local input=$1 policy=$2 ak=$3 bk=$4 tile=${5:--}
