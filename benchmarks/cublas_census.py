@@ -109,7 +109,10 @@ def main(argv=None):
                         "(hopper.tail_split), where it splits")
     p.add_argument("--tune", action="store_true",
                    help="also hopper.gemm as a caller gets it ('auto') and with tune=True ('tuned')")
+    p.add_argument("--rotate", action="store_true",
+                   help="turn the order of the timed implementations by one each rep")
     args = p.parse_args(argv)
+    h.ROTATE = args.rotate
     if args.tune and not os.environ.get("MGEMM_CACHE_DIR"):
         os.environ["MGEMM_CACHE_DIR"] = tempfile.mkdtemp(prefix="mgemm-tune-")
     waves = tuple(float(x) for x in args.waves.split(","))
