@@ -18,10 +18,10 @@ import os
 import statistics
 import sys
 import time
-from unittest import mock
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
