@@ -264,8 +264,7 @@ def choose(name: str, base, m: int, n: int, k: int, run: Callable[[Any, Any], An
 
     calls = {label: (lambda c=cfg, b=ref_out if cfg is None else out: launch(c, b))
              for label, cfg in configs.items()}
-    label, times = _fastest_agreeing(HEURISTIC, calls, values, sorted({*range(0, m, 64), m - 1}),
-                                     f"{m}x{n}x{k} {base.input}")
+    label, times = _fastest_agreeing(HEURISTIC, calls, values, check_rows(m), f"{m}x{n}x{k} {base.input}")
     cfg = configs[label]
     cache.put(name, {"label": label, "ms": times,
                      "config": None if cfg is None else _fields(cfg)})
@@ -286,14 +285,24 @@ def engine_choice(name: str, incumbent: str, fns: Mapping[str, Callable[[], Any]
     return label
 
 
+def check_rows(m: int) -> list[int]:
+    """The rows of an ``m``-row result that tuning compares between candidates: every 64th and
+    the last, so each 128-row tile row has two.
+
+    >>> check_rows(130)
+    [0, 64, 128, 129]
+    """
+    return sorted({*range(0, m, 64), m - 1})
+
+
 def _fastest_agreeing(incumbent: str, calls: Mapping[str, Callable[[], Any]],
                       values: Callable[[Any], Any], rows: list[int], what: str) -> tuple[str, dict]:
     """(label, medians): the fastest of ``calls`` (label -> a call that returns its result)
     where it is ``MARGIN`` ahead of ``incumbent``'s, timed by ``measure`` (again over
     ``SHORT_REPS`` rounds where the incumbent takes under ``SHORT_MS``).  Each call runs once
     first; one that raises, or whose result differs from the incumbent's by more than ``AGREE``
-    times its largest magnitude on ``rows`` (``values`` reads them as float32; every 64th row
-    gives two rows of each tile row), is left out.  ``what`` names the product in the log."""
+    times its largest magnitude on ``rows`` (``values`` reads them as float32; ``check_rows``),
+    is left out.  ``what`` names the product in the log."""
     log.info("mgemm: tuning %s over %d candidates", what, len(calls))
     ref = values(calls[incumbent]()[rows])
     bound = AGREE * float(abs(ref).max())

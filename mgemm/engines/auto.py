@@ -84,8 +84,7 @@ def _tune_engine(parts: Sequence[Any], out_dtype: Any, dev: int, first: str, out
     fns = {label: (lambda e=get(label), t=(label == "persistent"):
                    e.gemm(a_parts, b_parts, out_dtype=out_dtype, tune=t))
            for label in ("cublas", "persistent")}
-    return tune.engine_choice(name, model, fns, lambda x: x.astype(cupy.float32),
-                              sorted({*range(0, m, 64), m - 1}))
+    return tune.engine_choice(name, model, fns, lambda x: x.astype(cupy.float32), tune.check_rows(m))
 
 
 #: One K part goes to ``persistent`` where cuBLAS's operands are not 16-byte aligned (its slow
