@@ -355,8 +355,8 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
         policy = "dynamic"
     else:
         split = split_tail(rows * cols, slots, sms, k_iters, one_wave_k_iters=ONE_WAVE_K_ITERS[kind])
-        one_wave = kind in PER_TILE_IN_ONE_WAVE and rows * cols <= slots
-        policy = "streamk" if split else "per_tile" if one_wave else "static"
+        per_tile = kind in PER_TILE_IN_ONE_WAVE and rows * cols <= slots  # no CTA takes a second
+        policy = "streamk" if split else "per_tile" if per_tile else "static"
     return KernelConfig(input=kind, tile_m=tm, tile_n=tn, tile_k=tk, stages=st, warps_m=wm,
                         warps_n=wn, policy=policy, **TILE_KNOBS.get(kind, {}))
 
