@@ -356,7 +356,6 @@ def policy_impls(case: Case, dtype: str, policies=("per_tile", "static", "dynami
     """cuBLAS, the heuristic's config ("auto"), with ``prior`` (``mgemm.kernels`` attributes, as
     ``--prior`` parses them) the config the heuristic picks with those values where it differs,
     then the heuristic's tile under each of ``policies``."""
-    kind = "tf32" if dtype == "tf32" else dtype
 
     def choose():
         return kernels.choose_config(case.m, case.n, case.k, "float32" if dtype == "tf32" else dtype,
@@ -374,7 +373,6 @@ def policy_impls(case: Case, dtype: str, policies=("per_tile", "static", "dynami
         base = KernelConfig.default(dtype, **SWEEP_TILE)  # the tile the case's name counts
     for p in policies:
         impls[p] = base.replace(policy=p)
-    del kind
     return impls
 
 
