@@ -54,6 +54,13 @@ done
 variants+=("MGEMM_F16 DYNAMIC 0 1 256_128_32_4_4_2 $KNOBS" "MGEMM_BF16 PER_TILE 1 1 256_128_32_4_4_2 $KNOBS")
 # one CTA per tile in one wave, the heuristic's policy there for 16-bit inputs (PER_TILE_IN_ONE_WAVE)
 variants+=("MGEMM_F16 PER_TILE 1 0 64_128_32_4_2_2 $KNOBS" "MGEMM_BF16 PER_TILE 1 0 128_128_32_6_2_2 $KNOBS")
+# the epilogue's other forms (mgemm/kernels.py STORE_FORMS; the default is paired stores, or one
+# element at a time for float32 SIMT): C read, and element stores for layouts that do not pair
+S=-DMGEMM_STORES=MGEMM_STORES
+variants+=("MGEMM_F16 STATIC 1 0 64_128_32_4_2_2 $KNOBS ${S}_PAIRS_C" "MGEMM_BF16 STREAMK 0 1 - ${S}_ELEMENTS"
+           "MGEMM_F16 PER_TILE 1 1 256_128_32_4_4_2 $KNOBS ${S}_ELEMENTS_C" "MGEMM_F64 STREAMK 1 0 - ${S}_PAIRS_C"
+           "MGEMM_F64 STATIC 0 0 - ${S}_ELEMENTS_C" "MGEMM_TF32 DYNAMIC 1 0 - ${S}_ELEMENTS"
+           "MGEMM_F32 STREAMK 1 0 - ${S}_ELEMENTS_C")
 
 compile() {  # input policy a_k_major b_k_major [tile (m_n_k_stages_wm_wn, - for the default) [-D...]]
   local input=$1 policy=$2 ak=$3 bk=$4 tile=${5:--}

@@ -69,6 +69,23 @@
 #ifndef MGEMM_RECORD
 #define MGEMM_RECORD 0  // debug: log (cta, tile, k_begin, k_end) of every work unit
 #endif
+// What the epilogue stores, one form per build: paired stores (row-major D with even rows, aligned:
+// two accumulators of a row as one word) or one element at a time, each with or without reading C
+// (beta != 0).  The launcher (mgemm/kernels.py store_form) picks the form a launch needs.  A build
+// that chose among all four per launch held them all, and the one it ran could lie thousands of
+// instructions past the mainloop: a first launch after another kernel then waited on fetching it
+// (benchmarks/RESULTS.md, thirtieth session).
+#define MGEMM_STORES_PAIRS 1
+#define MGEMM_STORES_PAIRS_C 2
+#define MGEMM_STORES_ELEMENTS 3
+#define MGEMM_STORES_ELEMENTS_C 4
+#ifndef MGEMM_STORES
+#if MGEMM_INPUT == MGEMM_F32
+#define MGEMM_STORES MGEMM_STORES_ELEMENTS  // the SIMT mainloop does not pair its accumulators
+#else
+#define MGEMM_STORES MGEMM_STORES_PAIRS
+#endif
+#endif
 
 namespace mgemm {
 
@@ -109,15 +126,14 @@ using acc_t = Mainloop::acc_t;
 constexpr int kThreads = Mainloop::kThreads;
 
 // Epilogue: D = alpha * acc + beta * C over the in-bounds part of the tile; C is not read when
-// beta == 0 (it may then be D itself, or garbage).  Two loops rather than one branch inside, so
-// that each unrolls fully and acc stays in registers.
+// beta == 0 (it may then be D itself, or garbage).  Unrolled whole (``unrolled``), so acc stays in
+// registers.
 template <bool kReadC>
 __device__ __forceinline__ void epilogue_loop(const acc_t (&acc)[Mainloop::kAcc], const Out* C, Out* D,
                                               int M, int N, long long ldc_m, long long ldc_n,
                                               long long ldd_m, long long ldd_n, int m0, int n0,
                                               acc_t a, acc_t b) {
-#pragma unroll
-  for (int i = 0; i < Mainloop::kAcc; ++i) {
+  unrolled<Mainloop::kAcc>([&](int i) {
     int r, c;
     Mainloop::coord(i, r, c);
     const int gr = m0 + r, gc = n0 + c;
@@ -126,7 +142,7 @@ __device__ __forceinline__ void epilogue_loop(const acc_t (&acc)[Mainloop::kAcc]
       if (kReadC) v += b * to_acc(C[gr * ldc_m + gc * ldc_n]);
       D[gr * ldd_m + gc * ldd_n] = Store<Out>::from(v);
     }
-  }
+  });
 }
 
 // Row-major D (and C) with even leading dimensions and aligned bases: accumulators i, i + 1 (i
@@ -138,32 +154,28 @@ __device__ __forceinline__ void epilogue_pairs(const acc_t (&acc)[Mainloop::kAcc
                                                int M, int N, long long ldc_m, long long ldd_m, int m0,
                                                int n0, acc_t a, acc_t b) {
   static_assert(Mainloop::kAcc % 2 == 0, "accumulators come in column pairs");
-#pragma unroll
-  for (int i = 0; i < Mainloop::kAcc; i += 2) {
+  unrolled<Mainloop::kAcc / 2>([&](int j) {
     int r, c;
-    Mainloop::coord(i, r, c);
+    Mainloop::coord(2 * j, r, c);
     const int gr = m0 + r, gc = n0 + c;
-    if (gr < M) epilogue_pair<kReadC>(C, D, ldc_m, ldd_m, gr, gc, N, a * acc[i], a * acc[i + 1], b);
-  }
+    if (gr < M) epilogue_pair<kReadC>(C, D, ldc_m, ldd_m, gr, gc, N, a * acc[2 * j], a * acc[2 * j + 1], b);
+  });
 }
 
 __device__ __forceinline__ void epilogue(const acc_t (&acc)[Mainloop::kAcc], const Out* C, Out* D,
                                          int M, int N, long long ldc_m, long long ldc_n,
                                          long long ldd_m, long long ldd_n, int m0, int n0,
                                          double alpha, double beta) {
-  if constexpr (Mainloop::kPairStores) {
-    if (pairs_ok(D, ldd_m, ldd_n) && (beta == 0.0 || pairs_ok(C, ldc_m, ldc_n))) {
-      if (beta == 0.0)
-        epilogue_pairs<false>(acc, C, D, M, N, ldc_m, ldd_m, m0, n0, (acc_t)alpha, (acc_t)0);
-      else
-        epilogue_pairs<true>(acc, C, D, M, N, ldc_m, ldd_m, m0, n0, (acc_t)alpha, (acc_t)beta);
-      return;
-    }
-  }
-  if (beta == 0.0)
-    epilogue_loop<false>(acc, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, m0, n0, (acc_t)alpha, (acc_t)0);
+  constexpr int kStores = MGEMM_STORES;
+  constexpr bool kPairs = kStores == MGEMM_STORES_PAIRS || kStores == MGEMM_STORES_PAIRS_C;
+  constexpr bool kReadC = kStores == MGEMM_STORES_PAIRS_C || kStores == MGEMM_STORES_ELEMENTS_C;
+  static_assert(kStores >= MGEMM_STORES_PAIRS && kStores <= MGEMM_STORES_ELEMENTS_C, "STORES: one of the four forms");
+  static_assert(!kPairs || Mainloop::kPairStores, "STORES PAIRS: a mainloop that pairs its accumulators");
+  const acc_t b = kReadC ? (acc_t)beta : (acc_t)0;
+  if constexpr (kPairs)
+    epilogue_pairs<kReadC>(acc, C, D, M, N, ldc_m, ldd_m, m0, n0, (acc_t)alpha, b);
   else
-    epilogue_loop<true>(acc, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, m0, n0, (acc_t)alpha, (acc_t)beta);
+    epilogue_loop<kReadC>(acc, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, m0, n0, (acc_t)alpha, b);
 }
 
 // Stream-K fix-up.  Partials live in workspace slot `cta`, laid out [acc index][thread] so that

@@ -5,6 +5,17 @@
 
 namespace mgemm {
 
+// unrolled<N>(f): f(0), f(1), ..., f(N - 1), each call its own straight-line code, so an index into
+// a register array stays a constant.  A loop the compiler unrolls only in part (its size limits
+// can override #pragma unroll) indexes the array at run time, which moves it to local memory.
+template <int... I> struct IndexList {};
+template <int N, int... I> struct MakeIndexList : MakeIndexList<N - 1, N - 1, I...> {};
+template <int... I> struct MakeIndexList<0, I...> { using type = IndexList<I...>; };
+template <class F, int... I>
+__device__ __forceinline__ void unrolled_list(F& f, IndexList<I...>) { (f(I), ...); }
+template <int N, class F>
+__device__ __forceinline__ void unrolled(F&& f) { unrolled_list(f, typename MakeIndexList<N>::type{}); }
+
 struct f16_t { unsigned short bits; };
 struct bf16_t { unsigned short bits; };
 

@@ -169,6 +169,9 @@ class KernelConfig(RenderedConfig):
     # sk_tiles, same kernel; as HopperConfig.sk_waves).  0: whole tiles first, then every CTA a
     # sliver of the few left over
     sk_waves: int = 1
+    # What the epilogue stores, one of STORE_FORMS (None: "pairs", or "elements" for the float32
+    # SIMT mainloop); ``gemm`` sets the form each launch needs (``store_form``)
+    stores: str | None = None
 
     def __post_init__(self):
         if self.input not in INPUTS:
@@ -204,6 +207,12 @@ class KernelConfig(RenderedConfig):
             if (self.tile_k // self.atom_k) % 2:
                 raise ValueError(f"frag_carry needs an even number of k-steps, got tile_k={self.tile_k}")
         schedule.check_sk_waves(self.sk_waves)
+        if self.stores is None:
+            object.__setattr__(self, "stores", "elements" if self.simt else "pairs")
+        if self.stores not in STORE_FORMS:
+            raise ValueError(f"stores must be one of {STORE_FORMS}, got {self.stores!r}")
+        if self.simt and self.stores.startswith("pairs"):
+            raise ValueError("paired stores need a tensor-core mainloop (not float32 SIMT)")
         if self.min_blocks not in (1, 2, 3, 4) or self.threads * self.min_blocks > 2048:
             raise ValueError(f"min_blocks must be 1..4 with threads*min_blocks <= 2048, got {self.min_blocks}")
 
@@ -288,6 +297,7 @@ class KernelConfig(RenderedConfig):
             "MGEMM_FAST_COPY": str(int(self.fast_copy)),
             "MGEMM_FRAG_CARRY": str(int(self.frag_carry)),
             "MGEMM_MIN_BLOCKS": str(self.min_blocks),
+            "MGEMM_STORES": "MGEMM_STORES_" + self.stores.upper(),
         }
 
     def __str__(self) -> str:
@@ -297,7 +307,8 @@ class KernelConfig(RenderedConfig):
                 f"B:{'k' if self.b_k_major else 'n'}-major" + (" record" if self.record else "")
                 + "".join(f" {name}={getattr(self, name)}" for name, default in self.VARIANT_DEFAULTS.items()
                           if getattr(self, name) != default)
-                + ("" if self.sk_waves == 1 else f" skw{self.sk_waves}"))
+                + ("" if self.sk_waves == 1 else f" skw{self.sk_waves}")
+                + ("" if self.stores == ("elements" if self.simt else "pairs") else f" stores={self.stores}"))
 
 
 # --- heuristic -------------------------------------------------------------------------------------
@@ -610,6 +621,30 @@ def epoch_sync(cp, dev_id: int, ints: int, zero_counter: bool) -> tuple[Any, int
     return buf, epoch
 
 
+#: The epilogue's forms (``KernelConfig.stores``, STORES in kernels/gemm_persistent.cu): paired
+#: stores (row-major output, even rows, aligned) or one element at a time, each with or without
+#: reading C.  One form per build, so the code a launch runs follows the mainloop in the binary: a
+#: build holding all four, chosen per launch, took 2.5-7.6 µs longer on a first launch after
+#: another kernel (H200, one CTA per SM; benchmarks/RESULTS.md, thirtieth session)
+STORE_FORMS = ("pairs", "pairs_c", "elements", "elements_c")
+
+
+def _pairs_ok(x) -> bool:
+    """Whether ``x`` takes paired accesses (``pairs_ok`` in kernels/ptx.cuh): unit column stride,
+    an even row stride and a base aligned to two elements."""
+    item = x.itemsize
+    return x.strides[1] == item and (x.strides[0] // item) % 2 == 0 and x.data.ptr % (2 * item) == 0
+
+
+def store_form(config: KernelConfig, out, c, beta: float) -> str:
+    """The epilogue form one launch needs (``KernelConfig.stores``): C is read when ``beta != 0``,
+    and accumulator pairs are stored as pairs where the mainloop pairs them (not float32 SIMT) and
+    ``out`` (and C, when read) allow it."""
+    read_c = beta != 0
+    pairs = not config.simt and _pairs_ok(out) and (not read_c or _pairs_ok(c))
+    return ("pairs" if pairs else "elements") + ("_c" if read_c else "")
+
+
 @functools.lru_cache(maxsize=1024)
 def specialize(config, **changes):
     """``config.replace(**changes)``, memoized (a launch derives the same variant every call)."""
@@ -745,7 +780,9 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
         b_arr, b_k, ldb = _operand(cp, b, 0, chunk)
     else:
         a_arr, a_k, lda, b_arr, b_k, ldb = out, True, 1, out, False, 1  # never read
-    config = specialize(config, a_k_major=a_k, b_k_major=b_k, output=res_dtype, record=debug)
+    c_arr = c if (c is not None and beta != 0) else out
+    config = specialize(config, a_k_major=a_k, b_k_major=b_k, output=res_dtype, record=debug,
+                        stores=store_form(config, out, c_arr, beta))
     kernel = get_kernel(config, dev)
     slots = sms * max(1, occupancy(kernel, config))
     lp = plan_launch(config, m, n, k, slots)
@@ -754,7 +791,6 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
         lp.grid * config.acc_per_thread * config.threads if lp.sk_tiles else 1,
         cp.float64 if config.acc_dtype == "float64" else cp.float32,
         1 + 4 * (lp.tiles + 2 * lp.grid + 8) if debug else 0)
-    c_arr = c if (c is not None and beta != 0) else out
     ci, oi = c_arr.itemsize, out.itemsize
     args = (a_arr, b_arr, c_arr, out, _i32(m), _i32(n), _i32(k), _i64(lda), _i64(ldb),
             _i64(c_arr.strides[0] // ci), _i64(c_arr.strides[1] // ci),

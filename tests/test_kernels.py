@@ -372,6 +372,38 @@ def test_specialize_is_replace():
     assert kernels.specialize(cfg, policy="streamk") == cfg.replace(policy="streamk")
     assert kernels.specialize(cfg, policy="streamk") is kernels.specialize(cfg, policy="streamk")
 
+
+class _Strided:
+    """What ``store_form`` reads of an array: itemsize, byte strides and the base address."""
+
+    def __init__(self, itemsize, strides, ptr):
+        self.itemsize, self.strides = itemsize, strides
+        self.data = type("Ptr", (), {"ptr": ptr})()
+
+
+def test_store_form_mirrors_the_kernels_pairs_test():
+    """One epilogue form per build (STORES): pairs where kernels/ptx.cuh's ``pairs_ok`` holds for
+    D (and C when beta != 0) and the mainloop pairs its accumulators, C read only when beta != 0."""
+    half, single = KernelConfig.default("float16"), KernelConfig.default("float32")
+    assert (half.stores, single.stores) == ("pairs", "elements")
+    assert "MGEMM_STORES_PAIRS" in half.render() and "stores" not in str(half)
+    row = _Strided(2, (2 * 100, 2), 4096)
+    assert kernels.store_form(half, row, row, 0.0) == "pairs"
+    assert kernels.store_form(half, row, row, 0.5) == "pairs_c"
+    assert kernels.store_form(single, _Strided(4, (400, 4), 4096), None, 0.0) == "elements"
+    for bad in (_Strided(2, (2 * 101, 2), 4096),   # odd row stride
+                _Strided(2, (2 * 100, 2), 4098),   # base one element off a pair
+                _Strided(2, (2, 2 * 100), 4096)):  # column-major
+        assert kernels.store_form(half, bad, row, 0.0) == "elements"
+        assert kernels.store_form(half, row, bad, 0.5) == "elements_c"  # C read: C must pair too
+        assert kernels.store_form(half, row, bad, 0.0) == "pairs"  # C not read: its layout is moot
+    assert kernels.store_form(half, _Strided(8, (800, 8), 8), row, 0.0) == "elements"  # 8 % 16
+    with pytest.raises(ValueError, match="stores"):
+        KernelConfig.default("float16", stores="any")
+    with pytest.raises(ValueError, match="paired stores"):
+        KernelConfig.default("float32", stores="pairs_c")
+    assert "stores=elements_c" in str(half.replace(stores="elements_c"))
+
 # --- GPU ------------------------------------------------------------------------------------------
 
 
