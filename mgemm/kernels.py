@@ -331,7 +331,7 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     plus the stream-K fix-up, charging smaller tiles for their lower per-tile efficiency.  Then:
     ``dynamic`` if other kernels share the GPU (``shared``); else ``streamk`` where
     ``split_tail`` says the tail pays for a split (at ``SPLIT_FILL``); else ``per_tile`` where
-    no resident CTA would take a second tile (16-bit inputs, ``PER_TILE_IN_ONE_WAVE``); else
+    no resident CTA would take a second tile (``PER_TILE_IN_ONE_WAVE``); else
     ``static``.
 
     >>> choose_config(8192, 8192, 8192, "float16", 132).policy
@@ -383,19 +383,21 @@ ONE_WAVE_SPLIT_FILL = 0.8
 TILE_SPLIT_FILL = 0.8
 #: The inputs for which the portable kernel runs one CTA per tile where no resident CTA would take
 #: a second tile and none is split: the same tiles on the same CTAs as ``static``, without the
-#: persistent loop.  On the H200 (twenty-ninth session, in rotated turns) that took 4-30 % less
-#: time in float16 and bfloat16 (64x128 tiles; 256x128 4 %), was level in tf32 and float32
-#: (0.97-1.07) and 6-13 % more in float64 (128x64 tiles at two CTAs per SM), which stays static.
-PER_TILE_IN_ONE_WAVE = ("float16", "bfloat16")
+#: persistent loop.  On the H200 (thirtieth session, in rotated turns) static took 3-5 % longer
+#: in float32 (six shapes), 0.2-1.5 % in float16 and bfloat16, was level in tf32 and 1 % faster
+#: in float64, which stays static.  (The twenty-ninth session's 4-30 % in 16-bit was a first
+#: launch's wait for the stores' code, gone since one epilogue form per build: ``STORE_FORMS``.)
+PER_TILE_IN_ONE_WAVE = ("float16", "bfloat16", "float32")
 #: Where no SM holds more than one tile, or the tiles fill at most half the resident CTAs, the
 #: portable kernel splits only with at least this many k-iterations per tile: below, the fix-up
-#: costs more than the idle CTAs give back.  On the H200 (twenty-ninth session, stream-K against
-#: one CTA per tile or static; benchmarks/RESULTS.md): float16 64x128x32 tiles lost at 16-96
-#: k-iterations (0.56-0.91) and won at 101-256 (1.18-1.60); tf32 64x128x32 lost at 10-26 and won
-#: or drew at 34-36; float32 64x128x8 lost at 32-55 on most shapes (to 0.43), drew at 64
-#: (0.93-1.07) and won beyond (1.07-2.35); float64 won from 16 k-iterations on 128x64 tiles
-#: (1.04-1.24) but lost at 32 on 64x64 ones (0.83), so it keeps the general floor.
-ONE_WAVE_K_ITERS = {"float16": 100, "bfloat16": 100, "tf32": 32, "float32": 64, "float64": 4}
+#: costs more than the idle CTAs give back.  On the H200 (stream-K against one CTA per tile;
+#: benchmarks/RESULTS.md): float16 64x128x32 tiles lost at 16-96 k-iterations (0.56-0.91) and won
+#: at 101-256 (1.18-1.60) (twenty-ninth session).  Thirtieth session, after the one-form
+#: epilogue took a first launch's code wait off the unsplit kernels: float64 lost at 16-48
+#: (0.77-0.98 on 128 tiles of 128x64, 0.91 at 32 on 64 of 64x64), drew at 64 on 128 tiles and won
+#: from there (1.07-1.64); float32 64x128x8 lost at 64-96 on 128 tiles (0.87-0.96), drew at 64
+#: on 64 tiles and won at 128-256 (1.04-1.43); tf32 64x128x32 lost at 32 and 64 (0.88, 0.96).
+ONE_WAVE_K_ITERS = {"float16": 100, "bfloat16": 100, "tf32": 128, "float32": 128, "float64": 64}
 
 
 def split_tail(tiles: int, slots: int, sms: int, k_iters: int, fill: float = SPLIT_FILL,
