@@ -391,13 +391,16 @@ PER_TILE_IN_ONE_WAVE = ("float16", "bfloat16", "float32")
 #: Where no SM holds more than one tile, or the tiles fill at most half the resident CTAs, the
 #: portable kernel splits only with at least this many k-iterations per tile: below, the fix-up
 #: costs more than the idle CTAs give back.  On the H200 (stream-K against one CTA per tile;
-#: benchmarks/RESULTS.md): float16 64x128x32 tiles lost at 16-96 k-iterations (0.56-0.91) and won
-#: at 101-256 (1.18-1.60) (twenty-ninth session).  Thirtieth session, after the one-form
-#: epilogue took a first launch's code wait off the unsplit kernels: float64 lost at 16-48
-#: (0.77-0.98 on 128 tiles of 128x64, 0.91 at 32 on 64 of 64x64), drew at 64 on 128 tiles and won
-#: from there (1.07-1.64); float32 64x128x8 lost at 64-96 on 128 tiles (0.87-0.96), drew at 64
-#: on 64 tiles and won at 128-256 (1.04-1.43); tf32 64x128x32 lost at 32 and 64 (0.88, 0.96).
-ONE_WAVE_K_ITERS = {"float16": 100, "bfloat16": 100, "tf32": 128, "float32": 128, "float64": 64}
+#: benchmarks/RESULTS.md, twenty-ninth session): float16 64x128x32 tiles lost at 16-96
+#: k-iterations (0.56-0.91) and won at 101-256 (1.18-1.60); tf32 64x128x32 lost at 10-26 and won
+#: or drew at 34-36; float32 64x128x8 lost at 32-55 on most shapes (to 0.43), drew at 64
+#: (0.93-1.07) and won beyond (1.07-2.35).  Float64 (thirtieth session, after the one-form
+#: epilogue took a first launch's code wait off the unsplit kernels): lost at 16-48 (0.77-0.98 on
+#: 128 tiles of 128x64, 0.91 at 32 on 64 of 64x64), drew at 64 on 128 tiles and won from there
+#: (1.07-1.64); on eight shapes drawn where 64 changes the config it was ahead on seven (0.52 ->
+#: 0.67 of cuBLAS, geomean) and level on one.  Raising float32's and tf32's to 128 as well lost
+#: on five of eight and five of six drawn shapes (fewer tiles than those measured), so they stay.
+ONE_WAVE_K_ITERS = {"float16": 100, "bfloat16": 100, "tf32": 32, "float32": 64, "float64": 64}
 
 
 def split_tail(tiles: int, slots: int, sms: int, k_iters: int, fill: float = SPLIT_FILL,
