@@ -177,13 +177,14 @@ def _appender(path: str) -> Any:
 
 
 @main.command(name="plan")
-@click.option("--m", "m", type=int, required=True)
-@click.option("--n", "n", type=int, required=True)
-@click.option("--k", "k", type=int, required=True)
+@click.option("--m", "m", type=click.IntRange(min=1), required=True)
+@click.option("--n", "n", type=click.IntRange(min=1), required=True)
+@click.option("--k", "k", type=click.IntRange(min=1), required=True)
 @click.option("--dtype", type=click.Choice(DTYPES), default="float32", show_default=True)
-@click.option("--workers", type=int, default=2, show_default=True, help="number of workers")
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="number of workers")
 @click.option("--kind", type=click.Choice(["gpu", "cpu"]), default="gpu", show_default=True)
-@click.option("--chunk", type=int, default=None, help="input chunk edge (default: the block size)")
+@click.option("--chunk", type=click.IntRange(min=1), default=None,
+              help="input chunk edge (default: the block size)")
 @click.option("--json", "as_json", is_flag=True, help="print the plan as JSON")
 @mgemm_options
 def plan_cmd(m: int, n: int, k: int, dtype: str, workers: int, kind: str, chunk: int | None,

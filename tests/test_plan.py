@@ -495,3 +495,18 @@ def test_the_block_cut_first_is_one_with_a_piece_whose_chunks_are_all_held():
     # every (block, k) still computed exactly once
     assert sorted((x.block, k) for x in plan.work for k in range(x.k0, x.k1)) == \
         [(b, k) for b in range(4) for k in range(2)]
+
+
+@pytest.mark.parametrize("flag, value", [("--m", "-5"), ("--k", "0"), ("--workers", "0"), ("--chunk", "-1")])
+def test_cli_plan_refuses_sizes_below_one_and_names_the_option(flag, value):
+    from click.testing import CliRunner
+
+    from mgemm.cli import main
+
+    args = {"--m": "1000", "--n": "1000", "--k": "1000", "--workers": "3"}
+    args[flag] = value
+    result = CliRunner().invoke(main, ["plan", *[x for kv in args.items() for x in kv]])
+    assert result.exit_code == 2, result.output
+    assert flag in result.output and "x>=1" in result.output
+    ok = CliRunner().invoke(main, ["plan", "--m", "1000", "--n", "1000", "--k", "1000", "--workers", "3"])
+    assert ok.exit_code == 0 and "makespan" in ok.output, ok.output
