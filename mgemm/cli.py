@@ -49,10 +49,10 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--size", type=int, default=None, help="matrix edge n (n×n @ n×n); default from the hardware")
+@click.option("--size", type=click.IntRange(min=1), default=None, help="matrix edge n (n×n @ n×n); default from the hardware")
 @click.option("--dtype", type=click.Choice(DTYPES), default="float32", show_default=True)
-@click.option("--repeat", type=int, default=3, show_default=True, help="timed runs per method")
-@click.option("--workers", "n_workers", type=int, default=None,
+@click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True, help="timed runs per method")
+@click.option("--workers", "n_workers", type=click.IntRange(min=1), default=None,
               help="workers of the embedded cluster (default: one per GPU, or a few CPU processes)")
 @mgemm_options
 def demo(size: int | None, dtype: str, repeat: int, n_workers: int | None, **options: Any) -> None:
@@ -106,7 +106,7 @@ def _cluster_has_gpus(client: Any) -> bool:
 @click.option("--case", "case_names", multiple=True, help="run only these cases (default: all)")
 @click.option("--method", "methods", multiple=True, default=("mgemm", "dask"), show_default=True,
               type=click.Choice(["mgemm", "dask"]))
-@click.option("--repeat", type=int, default=5, show_default=True)
+@click.option("--repeat", type=click.IntRange(min=1), default=5, show_default=True)
 @click.option("--protocol", type=click.Choice(["tcp", "ucx"]), default=None,
               help="protocol of the embedded cluster (default: ucx when installed)")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,

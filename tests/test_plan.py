@@ -510,3 +510,14 @@ def test_cli_plan_refuses_sizes_below_one_and_names_the_option(flag, value):
     assert flag in result.output and "x>=1" in result.output
     ok = CliRunner().invoke(main, ["plan", "--m", "1000", "--n", "1000", "--k", "1000", "--workers", "3"])
     assert ok.exit_code == 0 and "makespan" in ok.output, ok.output
+
+
+@pytest.mark.parametrize("args", [["demo", "--size", "0"], ["demo", "--repeat", "0"], ["demo", "--workers", "-1"],
+                                  ["bench", "--repeat", "0"]])
+def test_cli_demo_and_bench_refuse_counts_below_one_before_starting_a_cluster(args):
+    from click.testing import CliRunner
+
+    from mgemm.cli import main
+
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and args[1] in result.output and "x>=1" in result.output, result.output
