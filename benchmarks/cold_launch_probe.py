@@ -26,14 +26,12 @@ from harness import h  # noqa: E402  (benchmarks/kernels.py; puts the repository
 import cupy as cp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from order_probe import portable_case  # noqa: E402
-
 from mgemm import kernels  # noqa: E402
 
 
 def main(argv):
     dtype, shape, specs = argv[0], argv[1], argv[2:]
-    pc = portable_case(f"{shape}:{dtype}", np.random.default_rng(0))
+    pc = h.probe_case(f"{shape}:{dtype}", np.random.default_rng(0), portable=True)
     fns, outs = {"cuBLAS": None}, {"cuBLAS": pc.poisoned()}
     fns["cuBLAS"] = h.cublas_fn(pc.a, pc.b, dtype, outs["cuBLAS"])
     for spec in specs:

@@ -232,7 +232,10 @@ def shape_case(shape: str) -> Case:
     return Case(shape, m, n, k)
 
 
-def probe_case(spec: str, rng) -> ProbeCase:
+def probe_case(spec: str, rng, portable: bool = False) -> ProbeCase:
+    """``MxNxK:dtype`` as a ``ProbeCase``: fresh operands and the config the Hopper kernel picks for
+    them (``rows_flags`` included), or with ``portable`` the portable kernel's (``mgemm.kernels``;
+    float32 and float64 too)."""
     from mgemm import hopper  # noqa: PLC0415  (the portable harness does not need it)
 
     shape, dtype = spec.split(":")
@@ -240,8 +243,10 @@ def probe_case(spec: str, rng) -> ProbeCase:
     m, n, k = case.m, case.n, case.k
     a, b = operands(case, dtype, rng)
     bf16 = dtype == "bfloat16"
-    return ProbeCase(case, dtype, a, b, cp.uint16 if bf16 else cp.float16, "bfloat16" if bf16 else None,
-                     hopper.choose_config(m, n, k, dtype, hopper.device_sms(), **hopper.rows_flags([a], [b])))
+    config = (kernels.choose_config(m, n, k, dtype, kernels.device_sms()) if portable else
+              hopper.choose_config(m, n, k, dtype, hopper.device_sms(), **hopper.rows_flags([a], [b])))
+    return ProbeCase(case, dtype, a, b, cp.uint16 if bf16 else getattr(cp, dtype),
+                     "bfloat16" if bf16 else None, config)
 
 
 def parse_variant(spec: str, base):

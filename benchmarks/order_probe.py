@@ -39,17 +39,6 @@ CASES = ["128x128x64", "256x256x65536", "64x8192x8192", "8192x8192x256", "1024x2
          "1728x1312x2048", "2176x1216x2048", "4096x4096x4096"]
 
 
-def portable_case(spec: str, rng) -> h.ProbeCase:
-    """``MxNxK:dtype`` for the portable kernel: fresh operands and the config it picks for them."""
-    shape, dtype = spec.split(":")
-    case = h.shape_case(shape)
-    a, b = h.operands(case, dtype, rng)
-    bf16 = dtype == "bfloat16"
-    storage = cp.uint16 if bf16 else getattr(cp, dtype)
-    return h.ProbeCase(case, dtype, a, b, storage, "bfloat16" if bf16 else None,
-                       kernels.choose_config(case.m, case.n, case.k, dtype, kernels.device_sms()))
-
-
 class _SmemFloor:
     """A portable kernel whose launches ask for at least ``smem`` bytes of dynamic shared memory."""
 
@@ -95,7 +84,7 @@ def main(argv=None):
     print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {engine.device_sms()} SMs, "
           f"{args.engine} kernel, {args.dtype}; GPU time, median of {args.reps}, in turns", flush=True)
     for spec in args.cases:
-        pc = (portable_case if portable else h.probe_case)(f"{spec}:{args.dtype}", rng)
+        pc = h.probe_case(f"{spec}:{args.dtype}", rng, portable=portable)
         m, n, k = pc.case.m, pc.case.n, pc.case.k
         configs = {} if args.variants_only else {"mgemm": pc.config}
         floors = {}
