@@ -208,7 +208,7 @@ class KernelConfig(RenderedConfig):
                 raise ValueError(f"frag_carry needs an even number of k-steps, got tile_k={self.tile_k}")
         schedule.check_sk_waves(self.sk_waves)
         if self.stores is None:
-            object.__setattr__(self, "stores", "elements" if self.simt else "pairs")
+            object.__setattr__(self, "stores", self.default_stores)
         if self.stores not in STORE_FORMS:
             raise ValueError(f"stores must be one of {STORE_FORMS}, got {self.stores!r}")
         if self.simt and self.stores.startswith("pairs"):
@@ -234,6 +234,12 @@ class KernelConfig(RenderedConfig):
     @property
     def simt(self) -> bool:
         return self.input == "float32"
+
+    @property
+    def default_stores(self) -> str:
+        """The epilogue form of a config not specialized to a launch: paired stores, or single ones
+        for the float32 SIMT mainloop, which does not pair its accumulators."""
+        return "elements" if self.simt else "pairs"
 
     @property
     def atom_k(self) -> int:
@@ -308,7 +314,7 @@ class KernelConfig(RenderedConfig):
                 + "".join(f" {name}={getattr(self, name)}" for name, default in self.VARIANT_DEFAULTS.items()
                           if getattr(self, name) != default)
                 + ("" if self.sk_waves == 1 else f" skw{self.sk_waves}")
-                + ("" if self.stores == ("elements" if self.simt else "pairs") else f" stores={self.stores}"))
+                + ("" if self.stores == self.default_stores else f" stores={self.stores}"))
 
 
 # --- heuristic -------------------------------------------------------------------------------------
