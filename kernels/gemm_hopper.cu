@@ -22,9 +22,10 @@
 // (rows / 64, rounded up) boxes of [BK rows of K x 128 B = 64 m or n], 8 KB each, one TMA load per
 // box, read by wgmma with the transpose bit and sw128_mn_desc.  tf32 is K-major only (mgemm/hopper.py copies).
 //
-// Clusters (MGEMM_CLUSTER_M 2 or 4, MGEMM_CLUSTER_N 1 or 2, at most 4 CTAs; opt-in; static and
-// per_tile, cooperative consumers): the CTAs of a cluster (__cluster_dims__(size, 1, 1),
-// consecutive blockIdx.x) take a block of CLUSTER_M x CLUSTER_N adjacent tiles.  The CTAs of one
+// Clusters (MGEMM_CLUSTER_M 2 or 4, MGEMM_CLUSTER_N 1 or 2, at most 4 CTAs; opt-in; static,
+// per_tile and stream-K, cooperative consumers): the CTAs of a cluster (__cluster_dims__(size, 1, 1),
+// consecutive blockIdx.x) take a block of CLUSTER_M x CLUSTER_N adjacent tiles (stream-K: the same
+// k-range of each tile of a block).  The CTAs of one
 // tile column share their B tile, those of one tile row their A tile: each producer loads its own
 // part of B (1 / CLUSTER_M; K-major: BN / CLUSTER_M rows; MN-major: that share of the 64-wide
 // boxes) and of A (1 / CLUSTER_N) and multicasts each to the CTAs that share it, into the same
@@ -259,8 +260,9 @@ struct Config {
   static_assert(!kTimeline || (!kPingpong && !kRecord && kClusterSize == 1),
                 "TIMELINE: cooperative consumers, one CTA per tile, not with RECORD");
   static_assert(kClusterSize == 1 || (!kPingpong && !kRecord && kTileN >= 128 &&
-                                      (MGEMM_POLICY == MGEMM_POLICY_STATIC || MGEMM_POLICY == MGEMM_POLICY_PER_TILE)),
-                "clusters: cooperative consumers, static or per_tile, no record, TILE_N 128 or 256");
+                                      (MGEMM_POLICY == MGEMM_POLICY_STATIC || MGEMM_POLICY == MGEMM_POLICY_PER_TILE ||
+                                       MGEMM_POLICY == MGEMM_POLICY_STREAMK)),
+                "clusters: cooperative consumers, static, per_tile or stream-K, no record, TILE_N 128 or 256");
 };
 
 #ifdef MGEMM_SMEM_BYTES  // the launcher's size must be the kernel's (mgemm/hopper.py smem_bytes)
@@ -324,32 +326,65 @@ struct ProducerDynamicScheduler {
 // + rm and column CLUSTER_N b.col + rn (a tile past the grid's last row or column: its boxes lie
 // wholly out of bounds, zero-filled, and its epilogue masks every element).  w.tile = size x
 // block + rank names the unit (no record or stream-K reads it here).
+__device__ __forceinline__ TileGrid cluster_blocks(const TileGrid& g) {
+  TileGrid blocks;
+  blocks.rows = (g.rows + Config::kClusterM - 1) / Config::kClusterM;
+  blocks.cols = (g.cols + Config::kClusterN - 1) / Config::kClusterN;
+  blocks.tiles = blocks.rows * blocks.cols;
+  blocks.k_iters = g.k_iters;
+  return blocks;
+}
+
+// Unit w of block (w.row, w.col) -> the tile of that block that cluster rank `rank` computes.
+__device__ __forceinline__ void to_rank_tile(WorkUnit& w, int rank) {
+  w.row = Config::kClusterM * w.row + rank % Config::kClusterM;
+  w.col = Config::kClusterN * w.col + rank / Config::kClusterM;
+}
+
 template <int Group, bool RasterN, bool Persistent>
 struct ClusterScheduler {
   static constexpr bool kSplitsK = false;
   TileGrid blocks;
   int t, rank;
   bool taken;
-  __device__ ClusterScheduler(const TileGrid& g, const SchedArgs&) : t(cluster_id_x()), rank(cluster_ctarank()),
-                                                                    taken(false) {
-    blocks.rows = (g.rows + Config::kClusterM - 1) / Config::kClusterM;
-    blocks.cols = (g.cols + Config::kClusterN - 1) / Config::kClusterN;
-    blocks.tiles = blocks.rows * blocks.cols;
-    blocks.k_iters = g.k_iters;
-  }
+  __device__ ClusterScheduler(const TileGrid& g, const SchedArgs&)
+      : blocks(cluster_blocks(g)), t(cluster_id_x()), rank(cluster_ctarank()), taken(false) {}
   __device__ bool next(WorkUnit& w) {
     if (t >= blocks.tiles || (!Persistent && taken)) return false;
     w = make_unit<Group, RasterN>(blocks, t, 0, blocks.k_iters);
     w.tile = Config::kClusterSize * t + rank;
-    w.row = Config::kClusterM * w.row + rank % Config::kClusterM;
-    w.col = Config::kClusterN * w.col + rank / Config::kClusterM;
+    to_rank_tile(w, rank);
     taken = true;
     t += cluster_count_x();
     return true;
   }
 };
 
-#if MGEMM_CLUSTER_M * MGEMM_CLUSTER_N > 1
+// Clusters under stream-K: the tile blocks are what stream-K splits, over the clusters (`me` the
+// cluster, `ctas` the clusters), so every CTA of a cluster walks the same k-ranges, each of its own
+// tile of the block (as above).  Each rank's tiles are then one stream-K problem of their own, with
+// its own partial slots (sk_slot_base); w.tile stays the block, which tile_start reads.
+template <int Group, bool RasterN>
+struct ClusterStreamKScheduler : StreamKScheduler<Group, RasterN> {
+  using Base = StreamKScheduler<Group, RasterN>;
+  int rank;
+  __device__ ClusterStreamKScheduler(const TileGrid& g, const SchedArgs& a)
+      : Base(cluster_blocks(g), a, cluster_id_x(), cluster_count_x()), rank(cluster_ctarank()) {}
+  __device__ bool next(WorkUnit& w) {
+    if (!Base::next(w)) return false;
+    to_rank_tile(w, rank);
+    return true;
+  }
+};
+
+// The first stream-K partial slot of this CTA's rank, `per_rank` slots a rank (0 without clusters).
+__device__ __forceinline__ int sk_slot_base(int per_rank) {
+  return Config::kClusterSize > 1 ? cluster_ctarank() * per_rank : 0;
+}
+
+#if MGEMM_CLUSTER_M * MGEMM_CLUSTER_N > 1 && MGEMM_POLICY == MGEMM_POLICY_STREAMK
+using Scheduler = ClusterStreamKScheduler<Config::kGroup, Config::kRasterN>;
+#elif MGEMM_CLUSTER_M * MGEMM_CLUSTER_N > 1
 using Scheduler = ClusterScheduler<Config::kGroup, Config::kRasterN, MGEMM_POLICY == MGEMM_POLICY_STATIC>;
 #elif MGEMM_POLICY == MGEMM_POLICY_PER_TILE
 using Scheduler = PerTileScheduler<Config::kGroup, Config::kRasterN>;
@@ -850,16 +885,23 @@ __device__ __forceinline__ void add_partial(float (&acc)[kAcc], const float* ws,
   for (int i = 0; i < kAcc; ++i) acc[i] += __ldcg(slot + i * T + t);
 }
 
+// Where a contributor's partial goes for the owner: its CTA's slot (in a cluster, its rank's).
+template <class S>
+__device__ __forceinline__ int owner_slot(const S& sched) {
+  return sk_slot_base(sched.ctas) + sched.me;
+}
+
 // The owner adds the partials of the lower CTAs that share its tile, nearest first (fixed order:
 // bitwise reproducible), exactly as gemm_persistent.cu's fix_up.
 template <class S>
 __device__ __forceinline__ void fix_up(const S& sched, const WorkUnit& w, float (&acc)[kAcc], const float* ws,
                                        const SkFlags& flags) {
   const long long start = sched.tile_start(w);
-  for (int c = (int)blockIdx.x - 1; c >= 0; --c) {
+  const int base = sk_slot_base(sched.ctas);
+  for (int c = sched.me - 1; c >= 0; --c) {
     const long long b = sched.sk_begin(c);
     if (b == sched.sk_begin(c + 1)) continue;
-    add_partial(acc, ws, flags, c);
+    add_partial(acc, ws, flags, base + c);
     if (b <= start) break;
   }
 }
@@ -881,39 +923,41 @@ __device__ __forceinline__ void fix_up(const S& sched, const WorkUnit& w, float 
 // slots 2c and 2c + 1 (a workspace of 2 x grid tiles), so the second never overwrites a partial
 // others may still be adding.  A tile's contributors are CTAs lo..last; all but the last hold it
 // as their upper unit.  With fewer stream-K iterations than CTAs each non-empty range is one
-// iteration, and its slot is that iteration's global index.
+// iteration, and its slot is that iteration's global index.  In a cluster, c counts clusters and
+// each rank's slots follow those of the ranks below it (2 x clusters each: sk_slot_base).
 // mgemm.schedule.spread_slots mirrors the slots and spread_reductions what each CTA reduces, in
 // order (tests/test_schedule.py checks both: no slot shared, every share of every split tile
 // reduced once).
 struct SpreadSlots {
-  int lo, count, mine, rank, last_slot;
+  int lo, count, mine, rank, last_slot, base;
   bool one_each;
   bool ends_range;  // w is the CTA's last stream-K unit (the range is walked from its end)
   template <class S>
   __device__ __forceinline__ SpreadSlots(const S& sched, const WorkUnit& w) {
     const long long ts = sched.tile_start(w), te = ts + sched.g.k_iters;
-    one_each = sched.sk_iters < gridDim.x;  // some CTAs have no stream-K range
-    ends_range = ts + w.k_begin == sched.sk_begin(blockIdx.x);
+    base = sk_slot_base(2 * sched.ctas);
+    one_each = sched.sk_iters < sched.ctas;  // some CTAs have no stream-K range
+    ends_range = ts + w.k_begin == sched.sk_begin(sched.me);
     if (one_each) {
       lo = (int)ts;
       count = sched.g.k_iters;
-      mine = (int)(ts + w.k_begin);
-      rank = mine - lo;
-      last_slot = lo + count - 1;
+      mine = base + (int)(ts + w.k_begin);
+      rank = mine - base - lo;
+      last_slot = base + lo + count - 1;
     } else {
       lo = sched.cta_of(ts);
       const int last = sched.cta_of(te - 1);
       count = last - lo + 1;
-      const int c = blockIdx.x;
+      const int c = sched.me;
       const bool lower = ts + w.k_begin == sched.sk_begin(c) && sched.sk_begin(c + 1) > te;
-      mine = 2 * c + (lower ? 1 : 0);
+      mine = base + 2 * c + (lower ? 1 : 0);
       rank = c - lo;
-      last_slot = 2 * last + (sched.sk_begin(last + 1) > te ? 1 : 0);
+      last_slot = base + 2 * last + (sched.sk_begin(last + 1) > te ? 1 : 0);
     }
   }
   // the slot of the tile's r-th contributor
   __device__ __forceinline__ int slot_of(int r) const {
-    return one_each ? lo + r : (r + 1 < count ? 2 * (lo + r) : last_slot);
+    return one_each ? base + lo + r : (r + 1 < count ? base + 2 * (lo + r) : last_slot);
   }
 };
 
@@ -1066,7 +1110,7 @@ __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const T
           }
         } else {
           if (w.k_end < g.k_iters) {  // a contributor: hand the partial to the tile's owner
-            store_partial(acc, workspace, flags, blockIdx.x, tl.stamp(tl.cur, Timeline::kStored));
+            store_partial(acc, workspace, flags, owner_slot(sched), tl.stamp(tl.cur, Timeline::kStored));
             continue;
           }
           if (w.k_begin > 0) fix_up(sched, w, acc, workspace, flags);

@@ -104,23 +104,28 @@ struct DynamicScheduler {
 // [sk_begin(b), sk_begin(b + 1)).  A CTA walks its range from the end, so a unit that stops short
 // of its tile's last iteration (a contributor: it writes a partial) comes first, and the unit that
 // ends the tile (the owner: it waits for the partials of lower CTAs and adds them) comes last.
+// `me` of `ctas` is the CTA's place in that split: blockIdx.x of gridDim.x, or (the Hopper kernel's
+// clusters) the cluster's of all clusters, each cluster splitting a grid of tile blocks.
 template <int Group, bool RasterN>
 struct StreamKScheduler {
   static constexpr bool kSplitsK = true;
   TileGrid g;
-  int dp_tiles, next_dp;
+  int me, ctas, dp_tiles, next_dp;
   long long sk_iters, begin, cur;
-  __device__ StreamKScheduler(const TileGrid& grid, const SchedArgs& a) : g(grid) {
+  __device__ StreamKScheduler(const TileGrid& grid, const SchedArgs& a)
+      : StreamKScheduler(grid, a, blockIdx.x, gridDim.x) {}
+  __device__ StreamKScheduler(const TileGrid& grid, const SchedArgs& a, int me_, int ctas_)
+      : g(grid), me(me_), ctas(ctas_) {
     dp_tiles = g.tiles - a.sk_tiles;
-    next_dp = blockIdx.x;
+    next_dp = me;
     sk_iters = (long long)a.sk_tiles * g.k_iters;
-    begin = sk_begin(blockIdx.x);
-    cur = sk_begin(blockIdx.x + 1);
+    begin = sk_begin(me);
+    cur = sk_begin(me + 1);
   }
-  __device__ long long sk_begin(int cta) const { return sk_iters * cta / gridDim.x; }
+  __device__ long long sk_begin(int cta) const { return sk_iters * cta / ctas; }
   // The CTA whose range holds global stream-K iteration x: the largest c with sk_begin(c) <= x.
   __device__ int cta_of(long long x) const {
-    return (int)(((x + 1) * gridDim.x + sk_iters - 1) / sk_iters) - 1;
+    return (int)(((x + 1) * ctas + sk_iters - 1) / sk_iters) - 1;
   }
   // First global stream-K iteration of the tile of unit w (w must be a stream-K unit).
   __device__ long long tile_start(const WorkUnit& w) const {
@@ -129,7 +134,7 @@ struct StreamKScheduler {
   __device__ bool next(WorkUnit& w) {
     if (next_dp < dp_tiles) {
       w = make_unit<Group, RasterN>(g, next_dp, 0, g.k_iters);
-      next_dp += gridDim.x;
+      next_dp += ctas;
       return true;
     }
     if (cur <= begin) return false;

@@ -215,7 +215,7 @@ REGS = (40, 232)  # setmaxnreg of (producer, consumers): the defaults
 CLUSTER_MS = (1, 2, 4)  # a thread-block cluster's CTAs on tiles adjacent along M (B multicast)
 CLUSTER_NS = (1, 2)  # ... and along N (A multicast)
 CLUSTER_MAX = 4  # CTAs per cluster at most
-CLUSTER_POLICIES = ("static", "per_tile")  # the policies whose schedule a cluster walks
+CLUSTER_POLICIES = ("static", "per_tile", "streamk")  # the policies whose schedule a cluster walks
 LAUNCH_REGS = 168  # what ptxas gives each of the 384 threads under __launch_bounds__(384, 1)
 
 # Tiles the heuristic chooses among, (tile_n, stages), largest first; all run one CTA per SM.
@@ -359,7 +359,9 @@ class HopperConfig(RenderedConfig):
     consumer_regs: int = REGS[1]  # setmaxnreg of the consumer warpgroups
     # Clusters of cluster_m x cluster_n CTAs on adjacent tiles: those of a tile column share B, those
     # of a tile row A; each loads its part of both and multicasts it to the CTAs that share it
-    # (static / per_tile, cooperative, tile_n >= 128; at most CLUSTER_MAX CTAs)
+    # (static / per_tile / streamk, cooperative, tile_n >= 128; at most CLUSTER_MAX CTAs).  Under
+    # stream-K the blocks of tiles are split over the clusters, each CTA taking the same k-ranges
+    # of its own tile of a block.
     cluster_m: int = 1
     cluster_n: int = 1
     # Stream-K fix-up: "owner" (the CTA that ends a split tile adds the others' partials, one after
@@ -1270,7 +1272,8 @@ def plan_launch(config: HopperConfig, m: int, n: int, k: int, slots: int) -> Lau
 
     With clusters the grid is whole clusters over the blocks of ``cluster_m`` x ``cluster_n``
     tiles: one per block (per_tile), or ``slots // size`` but at least one and at most one per
-    block (static).
+    block (static).  Stream-K splits the blocks over the clusters as it splits tiles over CTAs
+    (``sk_tiles`` then counts blocks): 256x256x65536 is one 2 x 2 block, split 30 ways.
 
     >>> cfg = HopperConfig(tile_n=256, cluster_m=2)
     >>> plan_launch(cfg, 8192, 8192, 8192, 132).grid, plan_launch(cfg, 300, 256, 64, 132).grid
@@ -1279,6 +1282,10 @@ def plan_launch(config: HopperConfig, m: int, n: int, k: int, slots: int) -> Lau
     8
     >>> plan_launch(cfg.replace(policy="per_tile", cluster_n=2), 300, 768, 64, 132).grid  # 2 x 2 blocks
     16
+    >>> quad = HopperConfig(policy="streamk", sk_reduce="spread", cluster_m=2, cluster_n=2)
+    >>> lp = plan_launch(quad, 256, 256, 65536, 120)
+    >>> lp.grid, lp.sk_tiles
+    (120, 1)
 
     Stream-K with the spread fix-up where every tile is split four or more ways launches a whole
     number of CTAs per tile: 16 tiles on 132 slots, 8 each.
@@ -1287,12 +1294,14 @@ def plan_launch(config: HopperConfig, m: int, n: int, k: int, slots: int) -> Lau
     128
     """
     rows, cols, k_iters = schedule.tile_grid(m, n, k, config.tile_m, config.tile_n, config.tile_k)
-    if config.cluster_size > 1:
-        c = config.cluster_size
+    size = config.cluster_size
+    if size > 1 and config.policy != "streamk":
         blocks = -(-rows // config.cluster_m) * -(-cols // config.cluster_n)
-        clusters = blocks if config.policy == "per_tile" else max(1, min(slots // c, blocks))
-        return LaunchPlan(rows, cols, k_iters, c * clusters, 0)
-    tiles = rows * cols
+        clusters = blocks if config.policy == "per_tile" else max(1, min(slots // size, blocks))
+        return LaunchPlan(rows, cols, k_iters, size * clusters, 0)
+    # stream-K: over tiles and CTAs, or over a cluster's blocks of tiles and whole clusters
+    tiles = -(-rows // config.cluster_m) * -(-cols // config.cluster_n)
+    slots = max(1, slots // size)
     sk = schedule.streamk_tiles(tiles, slots, k_iters, config.sk_waves) if config.policy == "streamk" else 0
     grid = schedule.launch_grid(config.policy, tiles, slots, sk)
     if sk and grid >= 4 * tiles and config.sk_reduce == "spread":
@@ -1300,7 +1309,7 @@ def plan_launch(config: HopperConfig, m: int, n: int, k: int, slots: int) -> Lau
         # 512x512x32768 (16 tiles) on 128 CTAs ran in 49.8 µs against 64.5 on 132 (H200, fp16,
         # RESULTS.md thirteenth session), 256x256x65536 (4 tiles) in 43.6 against 44.8
         grid = tiles * (grid // tiles)
-    return LaunchPlan(rows, cols, k_iters, grid, sk)
+    return LaunchPlan(rows, cols, k_iters, size * grid, sk)
 
 
 # --- compilation (CuPy, lazily) --------------------------------------------------------------------

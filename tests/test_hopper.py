@@ -191,13 +191,13 @@ def test_cluster_config_validates_renders_and_keys():
     HopperConfig(tile_n=128, cluster_m=2, cluster_n=2, a_k_major=False, b_k_major=False)
     with pytest.raises(ValueError, match="row-major B .* tile_n=128"):
         HopperConfig(tile_n=128, cluster_m=4, b_k_major=False)
-    with pytest.raises(ValueError, match="cluster_m=1, cluster_n=2 with policy='streamk'"):
-        HopperConfig(cluster_n=2, policy="streamk")
+    with pytest.raises(ValueError, match="cluster_m=1, cluster_n=2 with policy='dynamic'"):
+        HopperConfig(cluster_n=2, policy="dynamic")
     with pytest.raises(ValueError, match="cluster_m=2, cluster_n=2 with tile_n=64"):
         HopperConfig(cluster_m=2, cluster_n=2, tile_n=64)
-    for policy in ("dynamic", "streamk"):
-        with pytest.raises(ValueError, match=f"cluster_m=2 with policy='{policy}'"):
-            HopperConfig(cluster_m=2, policy=policy)
+    with pytest.raises(ValueError, match="cluster_m=2 with policy='dynamic'"):
+        HopperConfig(cluster_m=2, policy="dynamic")
+    HopperConfig(cluster_m=2, cluster_n=2, policy="streamk", sk_reduce="spread")  # blocks split over clusters
     with pytest.raises(ValueError, match="cluster_m=2 with pingpong=True"):
         HopperConfig(cluster_m=2, pingpong=True, tile_m=64, tile_n=256)
     with pytest.raises(ValueError, match="cluster_m=2 with record=True"):
@@ -216,11 +216,16 @@ def test_plan_launch_cluster_grid_is_whole_clusters_over_tile_blocks(policy, cm,
     assert (lp.rows, lp.cols, lp.k_iters) == schedule.tile_grid(m, n, k, 128, 256, 64)
     size = cm * cn
     blocks = -(-lp.rows // cm) * -(-lp.cols // cn)
-    assert lp.grid % size == 0 and lp.sk_tiles == 0
+    assert lp.grid % size == 0
     if policy == "per_tile":
-        assert lp.grid == size * blocks
-    else:
-        assert lp.grid == size * max(1, min(slots // size, blocks))
+        assert lp.grid == size * blocks and lp.sk_tiles == 0
+    elif policy == "static":
+        assert lp.grid == size * max(1, min(slots // size, blocks)) and lp.sk_tiles == 0
+    else:  # stream-K over the blocks and the whole clusters, as over tiles and CTAs
+        clusters = max(1, slots // size)
+        sk = schedule.streamk_tiles(blocks, clusters, lp.k_iters)
+        assert lp.sk_tiles == sk
+        assert lp.grid == size * schedule.launch_grid("streamk", blocks, clusters, sk)
 
 
 @pytest.mark.parametrize("tile_n,stages", hopper.TILE_CHOICES + [(64, 4), (128, 4), (192, 5), (96, 6),
@@ -2031,7 +2036,7 @@ def test_cluster2_every_operand_layout(trans_a, trans_b, tile_n, policy):
 @pytest.mark.gpu
 @needs_sm90
 @pytest.mark.parametrize("trans_b", [False, True])
-@pytest.mark.parametrize("policy", hopper.CLUSTER_POLICIES)
+@pytest.mark.parametrize("policy", ["static", "per_tile"])  # stream-K splits blocks, not tiles
 def test_cluster2_bitwise_equals_one_cta_and_repeats(policy, trans_b):
     """Each tile is the same wgmmas over the same k order as without clusters: the float32 result
     equals the one-CTA kernel's bit for bit, on every one of several runs (a stage refilled too
@@ -2047,6 +2052,54 @@ def test_cluster2_bitwise_equals_one_cta_and_repeats(policy, trans_b):
         got = hopper.gemm(a, b, config=one.replace(cluster_m=2), as_dtype="bfloat16", out_dtype="float32",
                           sms=sms)
         assert bool((got == want).all()), (policy, trans_b, sms, int((got != want).sum()))
+
+
+# --- stream-K over tile blocks and clusters (GPU) ---------------------------------------------------
+
+# Few blocks and long K (each block split many ways: 256x256x65536's kind), blocks split one
+# k-iteration each (fewer stream-K iterations than clusters), a partial last wave of blocks, tile
+# rows and columns past the block grid, and K = 0.
+SK_CLUSTERS = [("float16", 128, 6, 2, 2), ("bfloat16", 128, 6, 2, 1), ("float16", 256, 4, 4, 1),
+               ("bfloat16", 256, 4, 1, 2), ("tf32", 128, 4, 2, 2)]
+SK_BLOCK_SHAPES = [(256, 256, 8192), (384, 200, 5000), (256, 256, 128), (1000, 1500, 700), (129, 640, 3000),
+                   (1, 300, 4096)]
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("sk_reduce", hopper.SK_REDUCES)
+@pytest.mark.parametrize("kind,tile_n,stages,cm,cn", SK_CLUSTERS,
+                         ids=[f"{k}-{t}-{cm}x{cn}" for k, t, _, cm, cn in SK_CLUSTERS])
+def test_cluster_streamk_matches_float64_reference(kind, tile_n, stages, cm, cn, sk_reduce):
+    """Stream-K over blocks of cluster_m x cluster_n tiles: every CTA of a cluster walks the same
+    k-ranges of its own tile, each rank's partials in slots of its own.  A slot shared by two ranks
+    or a partial added twice shows as a wrong element; a flag never set as a hang."""
+    cfg = HopperConfig(input=kind, tile_n=tile_n, stages=stages, policy="streamk", sk_reduce=sk_reduce,
+                       cluster_m=cm, cluster_n=cn)
+    for i, (m, n, k) in enumerate(SK_BLOCK_SHAPES):
+        trans_b = cm == 4 and tile_n == 128 or (i % 2 == 1 and kind != "tf32")
+        _check(m, n, k, kind, cfg, trans_b=trans_b, seed=300 + i, beta=0.5 if i % 2 else 0.0,
+               alpha=1.0 if i % 3 else 0.75)
+    for j, (m, n, k, sms) in enumerate([(256, 256, 4096, 4 * cm * cn), (500, 700, 2000, 3 * cm * cn)]):
+        _check(m, n, k, kind, cfg, trans_b=cm == 4 and tile_n == 128, sms=sms, seed=320 + j)
+    _check(300, 41 * cn, 0, kind, cfg, beta=2.0)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("sk_reduce", hopper.SK_REDUCES)
+def test_cluster_streamk_repeats_bitwise(sk_reduce):
+    """The fix-ups add in a fixed order: the same bits on every run, 2 x 2 clusters of 128-wide
+    tiles on 256x256x16384 (one block split over every cluster)."""
+    rng = np.random.default_rng(13)
+    a, _ = rand_operand((256, 16384), "float16", rng)
+    b, _ = rand_operand((16384, 256), "float16", rng)
+    cfg = HopperConfig(input="float16", tile_n=128, stages=6, policy="streamk", sk_reduce=sk_reduce,
+                       cluster_m=2, cluster_n=2)
+    want = hopper.gemm(a, b, config=cfg, out_dtype="float32")
+    for _ in range(3):
+        got = hopper.gemm(a, b, config=cfg, out_dtype="float32")
+        assert bool((got == want).all()), int((got != want).sum())
 
 
 # --- clusters of 4, and along N with A multicast (GPU) ----------------------------------------------

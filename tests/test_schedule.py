@@ -221,5 +221,5 @@ def test_kernel_source_has_the_same_index_function():
                  "r = first + within % height;",
                  "c = within / height;",
                  "const long long kb = begin > ts ? begin : ts;",
-                 "return sk_iters * cta / gridDim.x;"):
+                 "return sk_iters * cta / ctas;"):
         assert line in src, line
