@@ -322,6 +322,14 @@ QUAD_CLUSTERS: dict[int, int] = {132: 30}
 # (``tail_split``), where the wave-cost model puts both at most this share of the one (None:
 # never; RESULTS.md, twenty-third session: measured on cluster launches only)
 TAIL_SPLIT = 0.9
+# 16-bit products that the heuristic runs as stream-K on 128 x 128 tiles filling less than QUAD_SK[0]
+# of one wave, with K of at least
+# QUAD_SK[1] 64-wide steps, and whose 2 x 2 blocks of tiles hold at most QUAD_SK[2] times the tiles
+# (tile rows or columns past the grid): stream-K over those blocks and the 4-CTA clusters, each
+# CTA of a cluster on the same k-range of its own tile, A and B multicast (_quad_streamk_pays;
+# RESULTS.md, thirty-first session), but with the spread fix-up only on at most QUAD_SK[3] blocks
+# (four blocks, 28 clusters, ran behind 128 CTAs of one); None: never
+QUAD_SK: tuple[float, int, float, int] | None = (0.75, 64, 1.2, 2)
 TAIL_SPLIT_MIN_K_STEPS = 32  # ... and K of at least this many 64-wide steps (measured from 2176 on)
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
@@ -758,6 +766,9 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
             and not cfg.pingpong and cfg.tile_n == 128 and cfg.policy == "static"
             and _tiles(m, n, 128) >= 2 * sms):
         cfg = _static_width(cfg, OFF_ROWS_WIDTH, dict(CHEAPEST_WIDTHS)[OFF_ROWS_WIDTH], k)
+    if (not (b_rows_off or b_rows_off_128 or explicit or shared) and kind in ("float16", "bfloat16")
+            and _quad_streamk_pays(cfg, m, n, k, sms)):
+        cfg = quad_streamk(cfg, m, n, k, sms)
     if ((b_rows_off or b_rows_off_128) and not explicit and not shared
             and kind in ("float16", "bfloat16")):
         cfg = _off_rows_clusters(cfg, m, n, k, sms, OFF_ROWS_CLUSTER_MARGIN[0 if b_rows_off else 1])
@@ -896,6 +907,57 @@ def quad_clusters(sms: int) -> int:
     """4-CTA clusters that one wave of ``sms`` SMs holds: ``QUAD_CLUSTERS[sms]`` (measured), else
     ``sms // 4``."""
     return QUAD_CLUSTERS.get(sms, sms // 4)
+
+
+def _quad_streamk_pays(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> bool:
+    """Whether stream-K over 2 x 2 clusters (``quad_streamk``) replaces ``cfg``, stream-K over
+    128 x 128 tiles with one CTA per tile: where ``QUAD_SK`` says so.
+
+    On the H200 (RESULTS.md, thirty-first session, fp16, cuBLAS in the same run) the stream-K
+    launches of below a wave of tiles ran 0.71-0.77 of cuBLAS; over 2 x 2 clusters 0.80-0.91
+    wherever the blocks padded at most a fifth more tiles (1024x1024x16384 0.76 -> 0.87,
+    768x1024x16384 0.75 -> 0.90, 640x1280x12288 0.77 -> 0.91, 256x256x65536 0.73 -> 0.80, bf16
+    alike).  Two static partial waves gained too (1024x1024x4096 0.66 -> 0.72, 1024x1536x8192
+    0.87 -> 0.90), but too few to overrule the measurements that made them static (``fit_policy``):
+    the rule leaves static configs alone.  896x896x16384 (7 x 7 tiles in 16 blocks) lost, 0.71 -> 0.67, and so did four
+    blocks split over 28 clusters with the spread fix-up (512x512x32768 0.75 -> 0.70,
+    256x1024x32768 0.83 -> 0.80), where one or two blocks split over 30 gained.
+
+    >>> base = HopperConfig(input="float16", tile_n=128, stages=6, policy="streamk")
+    >>> _quad_streamk_pays(base, 768, 1024, 16384, 132), _quad_streamk_pays(base, 896, 896, 16384, 132)
+    (True, False)
+    >>> _quad_streamk_pays(base, 1024, 1024, 2048, 132)  # 32 K steps: not measured
+    False
+    >>> _quad_streamk_pays(base, 256, 256, 65536, 132), _quad_streamk_pays(base, 512, 512, 32768, 132)
+    (True, False)
+    """
+    if (QUAD_SK is None or cfg.policy != "streamk" or cfg.tile_n != 128 or cfg.pingpong
+            or cfg.cluster_size > 1 or sms < 4):
+        return False
+    fill, min_steps, pad, spread_blocks = QUAD_SK
+    rows, cols, k_iters = schedule.tile_grid(m, n, k, TILE_M, 128, 64)
+    blocks = -(-rows // 2) * -(-cols // 2)
+    if not (rows * cols < fill * sms and k_iters >= min_steps and 4 * blocks <= pad * rows * cols):
+        return False
+    return quad_streamk(cfg, m, n, k, sms).sk_reduce == "owner" or blocks <= spread_blocks
+
+
+def quad_streamk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
+    """``cfg`` as stream-K over 2 x 2 blocks of its tiles and the 4-CTA clusters one wave holds,
+    with the fix-up ``fit_policy`` would pick for blocks on clusters: "spread" where each block is
+    split four or more ways, else "owner".
+
+    >>> quad_streamk(HopperConfig(tile_n=128), 256, 256, 65536, 132).sk_reduce  # 1 block, 30 ways
+    'spread'
+    >>> cfg = quad_streamk(HopperConfig(tile_n=128), 1024, 1024, 16384, 132)  # 16 blocks
+    >>> cfg.policy, cfg.cluster_m, cfg.cluster_n, cfg.sk_reduce
+    ('streamk', 2, 2, 'owner')
+    """
+    rows, cols, k_iters = schedule.tile_grid(m, n, k, cfg.tile_m, cfg.tile_n, cfg.tile_k)
+    clusters = quad_clusters(sms)
+    split = schedule.streamk_tiles(-(-rows // 2) * -(-cols // 2), clusters, k_iters)
+    return cfg.replace(policy="streamk", cluster_m=2, cluster_n=2, sk_waves=1,
+                       sk_reduce="spread" if clusters >= 4 * split else "owner")
 
 
 def _off_rows_blocks(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, *,

@@ -356,6 +356,30 @@ def test_heuristic_partial_wave_runs_static():
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_heuristic_quad_streamk_below_a_wave(dtype):
+    """Stream-K below 0.75 of a wave of 128-wide tiles, K of 64 steps or more, runs over 2 x 2
+    clusters where the blocks pad at most a fifth more tiles (owner fix-up; spread on one or two
+    blocks); not on static configs, four spread blocks, short K, tf32, an explicit width, a shared
+    GPU or B's rows off 128 bytes (the off-rows rules there)."""
+    for shape, reduce in [((1024, 1024, 16384), "owner"), ((768, 1024, 16384), "owner"),
+                          ((640, 1280, 12288), "owner"), ((512, 2048, 16384), "owner"),
+                          ((512, 1024, 16384), "owner"), ((256, 256, 65536), "spread"),
+                          ((256, 512, 65536), "spread")]:
+        cfg = hopper.choose_config(*shape, dtype, 132)
+        assert (cfg.policy, cfg.cluster_m, cfg.cluster_n, cfg.tile_n, cfg.sk_reduce) == \
+            ("streamk", 2, 2, 128, reduce), shape
+        lp = hopper.plan_launch(cfg, *shape, 4 * hopper.quad_clusters(132))
+        assert lp.grid <= 4 * hopper.quad_clusters(132) and lp.sk_tiles > 0
+    for shape in [(896, 896, 16384), (512, 512, 32768), (256, 1024, 32768), (1024, 1024, 2048),
+                  (2112, 432, 4096), (1024, 1536, 8192), (896, 2432, 8192), (128, 256, 131072)]:
+        assert hopper.choose_config(*shape, dtype, 132).cluster_size == 1, shape
+    assert hopper.choose_config(1024, 1024, 16384, dtype, 132, tile_n=128).cluster_size == 1
+    assert hopper.choose_config(1024, 1024, 16384, dtype, 132, shared=True).cluster_n == 1
+    assert hopper.choose_config(1024, 1024, 16384, "float32", 132, allow_tf32=True).cluster_n == 1
+    assert hopper.choose_config(1024, 1000, 16384, dtype, 132, b_rows_off=True).cluster_n == 1
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_heuristic_128x224_where_it_fills_its_waves(dtype):
     """One or two static waves of 128x224 tiles filled to FILL_MIN (RESULTS.md, eighteenth
     session: ahead in 73 of 78 runs on shapes drawn after the rule), not where they
