@@ -330,6 +330,7 @@ TAIL_SPLIT = 0.9
 # RESULTS.md, thirty-first session), but with the spread fix-up only on at most QUAD_SK[3] blocks
 # (four blocks, 28 clusters, ran behind 128 CTAs of one); None: never
 QUAD_SK: tuple[float, int, float, int] | None = (0.75, 64, 1.2, 2)
+QUAD_SK_POLICIES = ("streamk",)  # ... in place of the heuristic's config with one of these policies
 TAIL_SPLIT_MIN_K_STEPS = 32  # ... and K of at least this many 64-wide steps (measured from 2176 on)
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
@@ -931,7 +932,7 @@ def _quad_streamk_pays(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> b
     >>> _quad_streamk_pays(base, 256, 256, 65536, 132), _quad_streamk_pays(base, 512, 512, 32768, 132)
     (True, False)
     """
-    if (QUAD_SK is None or cfg.policy != "streamk" or cfg.tile_n != 128 or cfg.pingpong
+    if (QUAD_SK is None or cfg.policy not in QUAD_SK_POLICIES or cfg.tile_n != 128 or cfg.pingpong
             or cfg.cluster_size > 1 or sms < 4):
         return False
     fill, min_steps, pad, spread_blocks = QUAD_SK
