@@ -322,15 +322,15 @@ QUAD_CLUSTERS: dict[int, int] = {132: 30}
 # (``tail_split``), where the wave-cost model puts both at most this share of the one (None:
 # never; RESULTS.md, twenty-third session: measured on cluster launches only)
 TAIL_SPLIT = 0.9
-# 16-bit products that the heuristic runs as stream-K on 128 x 128 tiles filling less than QUAD_SK[0]
-# of one wave, with K of at least
+# 16-bit products that the heuristic runs on 128 x 128 tiles filling less than QUAD_SK[0] of one
+# wave, one CTA per tile (stream-K or static), with K of at least
 # QUAD_SK[1] 64-wide steps, and whose 2 x 2 blocks of tiles hold at most QUAD_SK[2] times the tiles
 # (tile rows or columns past the grid): stream-K over those blocks and the 4-CTA clusters, each
 # CTA of a cluster on the same k-range of its own tile, A and B multicast (_quad_streamk_pays;
 # RESULTS.md, thirty-first session), but with the spread fix-up only on at most QUAD_SK[3] blocks
 # (four blocks, 28 clusters, ran behind 128 CTAs of one); None: never
 QUAD_SK: tuple[float, int, float, int] | None = (0.75, 64, 1.2, 2)
-QUAD_SK_POLICIES = ("streamk",)  # ... in place of the heuristic's config with one of these policies
+QUAD_SK_POLICIES = ("streamk", "static")  # ... in place of the heuristic's config with these policies
 TAIL_SPLIT_MIN_K_STEPS = 32  # ... and K of at least this many 64-wide steps (measured from 2176 on)
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
@@ -911,16 +911,18 @@ def quad_clusters(sms: int) -> int:
 
 
 def _quad_streamk_pays(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> bool:
-    """Whether stream-K over 2 x 2 clusters (``quad_streamk``) replaces ``cfg``, stream-K over
-    128 x 128 tiles with one CTA per tile: where ``QUAD_SK`` says so.
+    """Whether stream-K over 2 x 2 clusters (``quad_streamk``) replaces ``cfg``, 128 x 128 tiles
+    with one CTA per tile, stream-K or static: where ``QUAD_SK`` says so.
 
     On the H200 (RESULTS.md, thirty-first session, fp16, cuBLAS in the same run) the stream-K
     launches of below a wave of tiles ran 0.71-0.77 of cuBLAS; over 2 x 2 clusters 0.80-0.91
     wherever the blocks padded at most a fifth more tiles (1024x1024x16384 0.76 -> 0.87,
     768x1024x16384 0.75 -> 0.90, 640x1280x12288 0.77 -> 0.91, 256x256x65536 0.73 -> 0.80, bf16
-    alike).  Two static partial waves gained too (1024x1024x4096 0.66 -> 0.72, 1024x1536x8192
-    0.87 -> 0.90), but too few to overrule the measurements that made them static (``fit_policy``):
-    the rule leaves static configs alone.  896x896x16384 (7 x 7 tiles in 16 blocks) lost, 0.71 -> 0.67, and so did four
+    alike), and so did static launches below 0.75 of a wave, eight of eight (1416x960x17576 0.78
+    -> 0.96, 2384x512x18288 0.75 -> 0.90, 1376x704x8072 0.98 -> 1.11, 1024x1024x4096 0.66 ->
+    0.72); from 0.75 of a wave on, static stayed ahead on four of five (3064x576x5584 0.92
+    against 0.62), and blocks that padded 1.2-1.4 times the tiles lost on five of five.
+    896x896x16384 (7 x 7 tiles in 16 blocks) lost, 0.71 -> 0.67, and so did four
     blocks split over 28 clusters with the spread fix-up (512x512x32768 0.75 -> 0.70,
     256x1024x32768 0.83 -> 0.80), where one or two blocks split over 30 gained.
 

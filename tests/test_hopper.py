@@ -344,9 +344,11 @@ def test_heuristic_one_wave_of_wide_tiles():
     assert hopper.choose_config(1600, 2352, 256, "float16", 132).tile_n == 128  # short K
 
 
-def test_heuristic_partial_wave_runs_static():
+def test_heuristic_partial_wave_runs_static(monkeypatch):
     """One partial wave at least half full runs static on 128-wide tiles and on 192-wide ones up
-    to PARTIAL_WAVE_STATIC_K k-steps; stream-K below half a wave and for 192 on longer K."""
+    to PARTIAL_WAVE_STATIC_K k-steps; stream-K below half a wave and for 192 on longer K (before
+    the quad stream-K rule, which comes after: QUAD_SK off here)."""
+    monkeypatch.setattr(hopper, "QUAD_SK", None)
     for shape in [(1920, 800, 8192), (2112, 432, 4096), (1408, 1072, 16384), (1072, 1952, 4096),
                   (528, 3984, 4360), (6400, 272, 4680)]:
         assert hopper.choose_config(*shape, "float16", 132).policy == "static", shape
@@ -357,21 +359,23 @@ def test_heuristic_partial_wave_runs_static():
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_heuristic_quad_streamk_below_a_wave(dtype):
-    """Stream-K below 0.75 of a wave of 128-wide tiles, K of 64 steps or more, runs over 2 x 2
-    clusters where the blocks pad at most a fifth more tiles (owner fix-up; spread on one or two
-    blocks); not on static configs, four spread blocks, short K, tf32, an explicit width, a shared
-    GPU or B's rows off 128 bytes (the off-rows rules there)."""
+    """Stream-K or static below 0.75 of a wave of 128-wide tiles, K of 64 steps or more, runs over
+    2 x 2 clusters where the blocks pad at most a fifth more tiles (owner fix-up; spread on one or
+    two blocks); not from 0.75 of a wave, on four spread blocks, short K, tf32, an explicit width,
+    a shared GPU or B's rows off 128 bytes (the off-rows rules there)."""
     for shape, reduce in [((1024, 1024, 16384), "owner"), ((768, 1024, 16384), "owner"),
                           ((640, 1280, 12288), "owner"), ((512, 2048, 16384), "owner"),
                           ((512, 1024, 16384), "owner"), ((256, 256, 65536), "spread"),
-                          ((256, 512, 65536), "spread")]:
+                          ((256, 512, 65536), "spread"), ((1416, 960, 17576), "owner"),
+                          ((2112, 432, 4096), "owner"), ((1024, 1536, 8192), "owner")]:
         cfg = hopper.choose_config(*shape, dtype, 132)
         assert (cfg.policy, cfg.cluster_m, cfg.cluster_n, cfg.tile_n, cfg.sk_reduce) == \
             ("streamk", 2, 2, 128, reduce), shape
         lp = hopper.plan_launch(cfg, *shape, 4 * hopper.quad_clusters(132))
         assert lp.grid <= 4 * hopper.quad_clusters(132) and lp.sk_tiles > 0
     for shape in [(896, 896, 16384), (512, 512, 32768), (256, 1024, 32768), (1024, 1024, 2048),
-                  (2112, 432, 4096), (1024, 1536, 8192), (896, 2432, 8192), (128, 256, 131072)]:
+                  (3064, 576, 5584), (1408, 1536, 16384), (896, 2432, 8192), (128, 256, 131072),
+                  (520, 1088, 23368)]:
         assert hopper.choose_config(*shape, dtype, 132).cluster_size == 1, shape
     assert hopper.choose_config(1024, 1024, 16384, dtype, 132, tile_n=128).cluster_size == 1
     assert hopper.choose_config(1024, 1024, 16384, dtype, 132, shared=True).cluster_n == 1
@@ -495,6 +499,7 @@ def test_heuristic_few_tiles_split_only_with_long_k(dtype, monkeypatch):
     def policy(*shape):
         return hopper.choose_config(*shape, dtype, 132).policy
 
+    monkeypatch.setattr(hopper, "QUAD_SK", None)  # the rule after this one, off
     flipped = [(2384, 304, 1024), (144, 1344, 512), (896, 864, 1024), (1184, 640, 256),
                (1024, 1024, 512), (1664, 528, 2048), (128, 2192, 1024), (416, 1440, 4096)]
     for shape in flipped:
