@@ -143,7 +143,7 @@
 #endif
 #ifndef MGEMM_CLUSTER_M
 // 1: one CTA per tile; 2 or 4: clusters of CTAs on vertically adjacent tiles that multicast B
-// (static or per_tile, cooperative consumers, TILE_N 128 or 256; 4 with an MN-major B: 256)
+// (static, per_tile or stream-K, cooperative consumers, TILE_N 128 or 256; 4 with an MN-major B: 256)
 #define MGEMM_CLUSTER_M 1
 #endif
 #ifndef MGEMM_CLUSTER_N

@@ -712,6 +712,15 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     of eleven shapes (twenty-sixth session, fp16: 2760x1704x5304 0.53 -> 0.71, 1536x2920x4328
     0.53 -> 0.70), level on one, so there they replace the split.
 
+    16-bit products run on 128 x 128 tiles, one CTA per tile, below 0.75 of a wave with K of 4096
+    or more, take stream-K over 2 x 2 blocks of tiles and 4-CTA clusters that multicast A and B
+    (``QUAD_SK``, ``_quad_streamk_pays``): on 18 shapes drawn after the rule (RESULTS.md,
+    thirty-first session), 0.69-0.82 -> 0.86-0.92 of cuBLAS on the geometric means, ahead in 33
+    of 36 runs (1144x704x36376 0.77 -> 1.24).
+
+    >>> cfg = choose_config(768, 1024, 16384, "float16", 132)
+    >>> cfg.policy, cfg.cluster_m, cfg.cluster_n
+    ('streamk', 2, 2)
     >>> choose_config(8192, 8192, 8192, "bfloat16", 132).tile_n
     256
     >>> choose_config(4096, 4104, 4096, "float16", 132).tile_n
