@@ -129,7 +129,10 @@ drawn after the rule, geomean 0.64 -> 0.79), and the operand copies got rows on 
 boundaries: TMA reads rows off them slowly (0.63-0.70 of cuBLAS where padded rows reach
 0.88-0.99; operands read in place still pay this, see ``_operand``), and where B's rows are off
 32-byte sectors static 128x128 tiles give way to 128x192 (``OFF_ROWS_WIDTH``; 26 of 28 runs
-ahead).  Stream-K
+ahead).  In the thirty-first session stream-K learned to run over 2 x 2 clusters (the blocks of
+tiles split over the clusters, A and B multicast: 257 -> 157 MB through the L2 on
+256x256x65536), and 128 x 128 launches below 0.75 of a wave take it (``QUAD_SK``; ahead in 33
+of 36 runs on shapes drawn after the rule; 256x256x65536 0.77 -> 0.90).  Stream-K
 flags hold the launch's epoch when complete (``kernels.epoch_sync``), so no memset runs between launches.
 The persistent engine uses this kernel for float16 (and float32 with ``allow_tf32``) on sm_90.
 
@@ -322,16 +325,16 @@ QUAD_CLUSTERS: dict[int, int] = {132: 30}
 # (``tail_split``), where the wave-cost model puts both at most this share of the one (None:
 # never; RESULTS.md, twenty-third session: measured on cluster launches only)
 TAIL_SPLIT = 0.9
-# 16-bit products that the heuristic runs on 128 x 128 tiles filling less than QUAD_SK[0] of one
-# wave, one CTA per tile (stream-K or static), with K of at least
-# QUAD_SK[1] 64-wide steps, and whose 2 x 2 blocks of tiles hold at most QUAD_SK[2] times the tiles
-# (tile rows or columns past the grid): stream-K over those blocks and the 4-CTA clusters, each
-# CTA of a cluster on the same k-range of its own tile, A and B multicast (_quad_streamk_pays;
-# RESULTS.md, thirty-first session), but with the spread fix-up only on at most QUAD_SK[3] blocks
-# (four blocks, 28 clusters, ran behind 128 CTAs of one); None: never
+TAIL_SPLIT_MIN_K_STEPS = 32  # ... and K of at least this many 64-wide steps (measured from 2176 on)
+# 16-bit products that the heuristic runs on 128 x 128 tiles, one CTA per tile (stream-K or static),
+# filling less than QUAD_SK[0] of a wave, with K of QUAD_SK[1] 64-wide steps or more, and whose 2 x 2
+# blocks of tiles hold at most QUAD_SK[2] times the tiles (rows or columns past the grid): stream-K
+# over those blocks and the 4-CTA clusters, each CTA of a cluster on the same k-range of its own
+# tile, A and B multicast (_quad_streamk_pays; RESULTS.md, thirty-first session); with the spread
+# fix-up only on at most QUAD_SK[3] blocks (four blocks on 28 clusters ran behind 128 CTAs of one
+# CTA a tile); None: never
 QUAD_SK: tuple[float, int, float, int] | None = (0.75, 64, 1.2, 2)
 QUAD_SK_POLICIES = ("streamk", "static")  # ... in place of the heuristic's config with these policies
-TAIL_SPLIT_MIN_K_STEPS = 32  # ... and K of at least this many 64-wide steps (measured from 2176 on)
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
 

@@ -2085,6 +2085,11 @@ def test_cluster2_bitwise_equals_one_cta_and_repeats(policy, trans_b):
 
 # --- stream-K over tile blocks and clusters (GPU) ---------------------------------------------------
 
+def cluster_ids(rows):
+    """Test ids of (kind, tile_n, stages, cluster_m, cluster_n) rows: kind-tile_n-MxN."""
+    return [f"{k}-{t}-{cm}x{cn}" for k, t, _, cm, cn in rows]
+
+
 # Few blocks and long K (each block split many ways: 256x256x65536's kind), blocks split one
 # k-iteration each (fewer stream-K iterations than clusters), a partial last wave of blocks, tile
 # rows and columns past the block grid, and K = 0.
@@ -2097,8 +2102,7 @@ SK_BLOCK_SHAPES = [(256, 256, 8192), (384, 200, 5000), (256, 256, 128), (1000, 1
 @pytest.mark.gpu
 @needs_sm90
 @pytest.mark.parametrize("sk_reduce", hopper.SK_REDUCES)
-@pytest.mark.parametrize("kind,tile_n,stages,cm,cn", SK_CLUSTERS,
-                         ids=[f"{k}-{t}-{cm}x{cn}" for k, t, _, cm, cn in SK_CLUSTERS])
+@pytest.mark.parametrize("kind,tile_n,stages,cm,cn", SK_CLUSTERS, ids=cluster_ids(SK_CLUSTERS))
 def test_cluster_streamk_matches_float64_reference(kind, tile_n, stages, cm, cn, sk_reduce):
     """Stream-K over blocks of cluster_m x cluster_n tiles: every CTA of a cluster walks the same
     k-ranges of its own tile, each rank's partials in slots of its own.  A slot shared by two ranks
@@ -2145,8 +2149,7 @@ BLOCK_SHAPES = [(300, 700, 500), (385, 1300, 190), (129, 257, 64), (1000, 1500, 
 @pytest.mark.gpu
 @needs_sm90
 @pytest.mark.parametrize("policy", hopper.CLUSTER_POLICIES)
-@pytest.mark.parametrize("kind,tile_n,stages,cm,cn", CLUSTER_BLOCKS,
-                         ids=[f"{k}-{t}-{cm}x{cn}" for k, t, _, cm, cn in CLUSTER_BLOCKS])
+@pytest.mark.parametrize("kind,tile_n,stages,cm,cn", CLUSTER_BLOCKS, ids=cluster_ids(CLUSTER_BLOCKS))
 def test_cluster_blocks_match_float64_reference(kind, tile_n, stages, cm, cn, policy):
     """cluster_m x cluster_n CTAs on a block of tiles, each multicasting its part of A along the
     tile row and of B down the tile column: edge shapes in every operand layout the config takes,
