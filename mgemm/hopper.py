@@ -330,7 +330,8 @@ TAIL_SPLIT_MIN_K_STEPS = 32  # ... and K of at least this many 64-wide steps (me
 # filling less than QUAD_SK[0] of a wave, with K of QUAD_SK[1] 64-wide steps or more, and whose 2 x 2
 # blocks of tiles hold at most QUAD_SK[2] times the tiles (rows or columns past the grid): stream-K
 # over those blocks and the 4-CTA clusters, each CTA of a cluster on the same k-range of its own
-# tile, A and B multicast (_quad_streamk_pays; RESULTS.md, thirty-first session); with the spread
+# tile, A and B multicast, whatever B's rows (_quad_streamk_pays; RESULTS.md, thirty-first
+# session); with the spread
 # fix-up only on at most QUAD_SK[3] blocks (four blocks on 28 clusters ran behind 128 CTAs of one
 # CTA a tile); None: never
 QUAD_SK: tuple[float, int, float, int] | None = (0.75, 64, 1.2, 2)
@@ -719,7 +720,10 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     or more, take stream-K over 2 x 2 blocks of tiles and 4-CTA clusters that multicast A and B
     (``QUAD_SK``, ``_quad_streamk_pays``): on 18 shapes drawn after the rule (RESULTS.md,
     thirty-first session), 0.69-0.82 -> 0.86-0.92 of cuBLAS on the geometric means, ahead in 33
-    of 36 runs (1144x704x36376 0.77 -> 1.24).
+    of 36 runs (1144x704x36376 0.77 -> 1.24).  Rows of B off 128 bytes take them too, before the
+    off-rows rules: on 8 such shapes drawn in the class, ahead in 14 of 16 runs and level (within
+    0.01) in two, against stream-K (1752x416x37456 0.51 -> 0.83) and against the off-rows rules'
+    static clusters (2272x456x6784 0.93 -> 1.03).
 
     >>> cfg = choose_config(768, 1024, 16384, "float16", 132)
     >>> cfg.policy, cfg.cluster_m, cfg.cluster_n
@@ -779,9 +783,8 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
             and not cfg.pingpong and cfg.tile_n == 128 and cfg.policy == "static"
             and _tiles(m, n, 128) >= 2 * sms):
         cfg = _static_width(cfg, OFF_ROWS_WIDTH, dict(CHEAPEST_WIDTHS)[OFF_ROWS_WIDTH], k)
-    if (not (b_rows_off or b_rows_off_128 or explicit or shared) and kind in ("float16", "bfloat16")
-            and _quad_streamk_pays(cfg, m, n, k, sms)):
-        cfg = quad_streamk(cfg, m, n, k, sms)
+    if not (explicit or shared) and kind in ("float16", "bfloat16") and _quad_streamk_pays(cfg, m, n, k, sms):
+        return quad_streamk(cfg, m, n, k, sms)  # ahead of the off-rows clusters too (RESULTS.md)
     if ((b_rows_off or b_rows_off_128) and not explicit and not shared
             and kind in ("float16", "bfloat16")):
         cfg = _off_rows_clusters(cfg, m, n, k, sms, OFF_ROWS_CLUSTER_MARGIN[0 if b_rows_off else 1])

@@ -362,7 +362,7 @@ def test_heuristic_quad_streamk_below_a_wave(dtype):
     """Stream-K or static below 0.75 of a wave of 128-wide tiles, K of 64 steps or more, runs over
     2 x 2 clusters where the blocks pad at most a fifth more tiles (owner fix-up; spread on one or
     two blocks); not from 0.75 of a wave, on four spread blocks, short K, tf32, an explicit width,
-    a shared GPU or B's rows off 128 bytes (the off-rows rules there)."""
+    or a shared GPU; B's rows off 128 bytes take them before the off-rows rules."""
     for shape, reduce in [((1024, 1024, 16384), "owner"), ((768, 1024, 16384), "owner"),
                           ((640, 1280, 12288), "owner"), ((512, 2048, 16384), "owner"),
                           ((512, 1024, 16384), "owner"), ((256, 256, 65536), "spread"),
@@ -380,7 +380,10 @@ def test_heuristic_quad_streamk_below_a_wave(dtype):
     assert hopper.choose_config(1024, 1024, 16384, dtype, 132, tile_n=128).cluster_size == 1
     assert hopper.choose_config(1024, 1024, 16384, dtype, 132, shared=True).cluster_n == 1
     assert hopper.choose_config(1024, 1024, 16384, "float32", 132, allow_tf32=True).cluster_n == 1
-    assert hopper.choose_config(1024, 1000, 16384, dtype, 132, b_rows_off=True).cluster_n == 1
+    for shape in [(1752, 416, 37456), (2272, 456, 6784), (744, 736, 12376)]:  # B's rows off 128 bytes
+        flags = dict(b_rows_off=shape[1] * 2 % 32 != 0, b_rows_off_128=True, a_rows_off_128=shape[2] % 64 != 0)
+        cfg = hopper.choose_config(*shape, dtype, 132, **flags)
+        assert (cfg.policy, cfg.cluster_m, cfg.cluster_n) == ("streamk", 2, 2), shape
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -621,6 +624,9 @@ def test_heuristic_b_rows_off_128_take_clusters(dtype, monkeypatch):
         m, n = (int(x) for x in rng.integers(128, 9000, 2))
         k = int(rng.integers(64, 20000))
         cfg = pick((m, n, k))
+        if cfg.policy == "streamk" and cfg.cluster_size == 4:  # the quad stream-K rule, which comes first
+            assert hopper._quad_streamk_pays(cfg.replace(cluster_m=1, cluster_n=1), m, n, k, 132)
+            continue
         monkeypatch.setattr(hopper, "OFF_ROWS_CLUSTERS", ())
         before = pick((m, n, k))
         monkeypatch.undo()
@@ -761,7 +767,9 @@ def test_heuristic_a_rows_off_128_takes_2x2_clusters(monkeypatch):
     """Where the heuristic takes static 2-CTA clusters (B's rows off 128 bytes) and A's rows are off
     128 bytes too, 2 x 2 clusters of the same width where their blocks run in no more waves of
     quad_clusters(sms) than the pairs in waves of sms // 2, at most BLOCK_PAD of their CTAs sit
-    past N, and, 256 wide, the pairs would not run as two launches; never elsewhere."""
+    past N, and, 256 wide, the pairs would not run as two launches; never elsewhere.  (The quad
+    stream-K rule, which comes before these, off.)"""
+    monkeypatch.setattr(hopper, "QUAD_SK", None)
     off = dict(b_rows_off=True, b_rows_off_128=True)
     slots = hopper.quad_clusters(132)
     took = set()
