@@ -2123,6 +2123,10 @@ def test_cluster_streamk_matches_float64_reference(kind, tile_n, stages, cm, cn,
                alpha=1.0 if i % 3 else 0.75)
     for j, (m, n, k, sms) in enumerate([(256, 256, 4096, 4 * cm * cn), (500, 700, 2000, 3 * cm * cn)]):
         _check(m, n, k, kind, cfg, trans_b=cm == 4 and tile_n == 128, sms=sms, seed=320 + j)
+    # more blocks than clusters: whole blocks first, then the split ones (sk_waves 1 and 0)
+    for j, waves in enumerate((1, 0)):
+        _check(1000, 1500, 700, kind, cfg.replace(sk_waves=waves), trans_b=cm == 4 and tile_n == 128,
+               sms=5 * cm * cn, seed=330 + j, beta=0.5)
     _check(300, 41 * cn, 0, kind, cfg, beta=2.0)
 
 
