@@ -331,9 +331,8 @@ TAIL_SPLIT_MIN_K_STEPS = 32  # ... and K of at least this many 64-wide steps (me
 # blocks of tiles hold at most QUAD_SK[2] times the tiles (rows or columns past the grid): stream-K
 # over those blocks and the 4-CTA clusters, each CTA of a cluster on the same k-range of its own
 # tile, A and B multicast, whatever B's rows (_quad_streamk_pays; RESULTS.md, thirty-first
-# session); with the spread
-# fix-up only on at most QUAD_SK[3] blocks (four blocks on 28 clusters ran behind 128 CTAs of one
-# CTA a tile); None: never
+# session); with the spread fix-up only on at most QUAD_SK[3] blocks (four blocks on 28 clusters
+# ran behind 128 CTAs of one CTA a tile); None: never
 QUAD_SK: tuple[float, int, float, int] | None = (0.75, 64, 1.2, 2)
 QUAD_SK_POLICIES = ("streamk", "static")  # ... in place of the heuristic's config with these policies
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
@@ -953,11 +952,20 @@ def _quad_streamk_pays(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> b
             or cfg.cluster_size > 1 or sms < 4):
         return False
     fill, min_steps, pad, spread_blocks = QUAD_SK
-    rows, cols, k_iters = schedule.tile_grid(m, n, k, TILE_M, 128, 64)
-    blocks = -(-rows // 2) * -(-cols // 2)
+    rows, cols, k_iters = schedule.tile_grid(m, n, k, cfg.tile_m, cfg.tile_n, cfg.tile_k)
+    blocks, spread = _quad_blocks(rows, cols, k_iters, sms)
     if not (rows * cols < fill * sms and k_iters >= min_steps and 4 * blocks <= pad * rows * cols):
         return False
-    return quad_streamk(cfg, m, n, k, sms).sk_reduce == "owner" or blocks <= spread_blocks
+    return not spread or blocks <= spread_blocks
+
+
+def _quad_blocks(rows: int, cols: int, k_iters: int, sms: int) -> tuple[int, bool]:
+    """(2 x 2 blocks of a ``rows`` x ``cols`` tile grid, whether stream-K over them and
+    ``quad_clusters(sms)`` clusters takes the spread fix-up: each block split four or more ways,
+    as ``fit_policy`` decides for tiles on CTAs)."""
+    blocks = -(-rows // 2) * -(-cols // 2)
+    clusters = quad_clusters(sms)
+    return blocks, clusters >= 4 * schedule.streamk_tiles(blocks, clusters, k_iters)
 
 
 def quad_streamk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
@@ -972,10 +980,9 @@ def quad_streamk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperC
     ('streamk', 2, 2, 'owner')
     """
     rows, cols, k_iters = schedule.tile_grid(m, n, k, cfg.tile_m, cfg.tile_n, cfg.tile_k)
-    clusters = quad_clusters(sms)
-    split = schedule.streamk_tiles(-(-rows // 2) * -(-cols // 2), clusters, k_iters)
+    _, spread = _quad_blocks(rows, cols, k_iters, sms)
     return cfg.replace(policy="streamk", cluster_m=2, cluster_n=2, sk_waves=1,
-                       sk_reduce="spread" if clusters >= 4 * split else "owner")
+                       sk_reduce="spread" if spread else "owner")
 
 
 def _off_rows_blocks(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, *,
@@ -1375,12 +1382,11 @@ def plan_launch(config: HopperConfig, m: int, n: int, k: int, slots: int) -> Lau
     """
     rows, cols, k_iters = schedule.tile_grid(m, n, k, config.tile_m, config.tile_n, config.tile_k)
     size = config.cluster_size
+    tiles = -(-rows // config.cluster_m) * -(-cols // config.cluster_n)  # with clusters: blocks
     if size > 1 and config.policy != "streamk":
-        blocks = -(-rows // config.cluster_m) * -(-cols // config.cluster_n)
-        clusters = blocks if config.policy == "per_tile" else max(1, min(slots // size, blocks))
+        clusters = tiles if config.policy == "per_tile" else max(1, min(slots // size, tiles))
         return LaunchPlan(rows, cols, k_iters, size * clusters, 0)
     # stream-K: over tiles and CTAs, or over a cluster's blocks of tiles and whole clusters
-    tiles = -(-rows // config.cluster_m) * -(-cols // config.cluster_n)
     slots = max(1, slots // size)
     sk = schedule.streamk_tiles(tiles, slots, k_iters, config.sk_waves) if config.policy == "streamk" else 0
     grid = schedule.launch_grid(config.policy, tiles, slots, sk)
