@@ -25,7 +25,6 @@ first call, which the timing leaves out; the cache in a fresh directory unless
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import os
 import sys
@@ -119,8 +118,7 @@ def main(argv=None):
     k_log2 = tuple(int(x) for x in args.k_log2.split(","))
     cases = args.cases or ([] if args.random else CASES)
     cases += random_cases(args.random, args.seed, waves, k_log2, args.off_rows)
-    prior = {name: ast.literal_eval(value)
-             for name, value in (kv.split("=", 1) for kv in (args.prior or "").split(";") if kv)}
+    prior = h.parse_prior(args.prior)
     rng = np.random.default_rng(0)
     sms = hopper.device_sms()
     print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {sms} SMs, {args.dtype}; "

@@ -249,6 +249,12 @@ def probe_case(spec: str, rng, portable: bool = False) -> ProbeCase:
                      "bfloat16" if bf16 else None, config)
 
 
+def parse_prior(text: str | None) -> dict:
+    """``--prior``'s ``"NAME=LITERAL;..."`` as {name: value} (values by ``ast.literal_eval``), the
+    module constants a benchmark patches to time the config a heuristic picks without a rule."""
+    return {name: ast.literal_eval(value) for name, value in (kv.split("=", 1) for kv in (text or "").split(";") if kv)}
+
+
 def parse_variant(spec: str, base):
     """``label:field=value,...`` -> ``(label, config, sms)``: ``base`` (a Hopper config) with those
     fields changed (booleans as 0/1, integers as digits), ``sms=N`` the launch's SM cap (None if
@@ -521,8 +527,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     global ROTATE
     ROTATE = args.rotate
-    prior = {name: ast.literal_eval(value)
-             for name, value in (kv.split("=", 1) for kv in args.prior.split(";") if kv)}
+    prior = parse_prior(args.prior)
     for name in prior:
         if not hasattr(kernels, name):
             ap.error(f"--prior: mgemm.kernels has no {name}")
