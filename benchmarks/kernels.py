@@ -218,12 +218,12 @@ class ProbeCase:
                 failed.append(name)
         return failed
 
-    def run_checked(self, fns: dict, outs: dict) -> list[str]:
+    def run_checked(self, fns: dict, outs: dict, bound: float = 1e-2) -> list[str]:
         """Each of ``fns`` run once (each writes its ``outs`` buffer), then ``check_rows``."""
         for fn in fns.values():
             fn()
         cp.cuda.Device().synchronize()
-        return self.check_rows(outs)
+        return self.check_rows(outs, bound)
 
 
 def shape_case(shape: str) -> Case:

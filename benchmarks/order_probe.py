@@ -110,10 +110,7 @@ def main(argv=None):
                 fn = (lambda c=configs[label], out=out:
                       engine.gemm(pc.a, pc.b, out=out, config=c, as_dtype=pc.as_dtype))
                 fns[name] = with_smem_floor(fn, floors[label]) if label in floors else fn
-        for fn in fns.values():  # each writes its own poisoned output once, then sampled rows
-            fn()
-        cp.cuda.Device().synchronize()
-        if pc.check_rows(outs, h.BOUNDS[args.dtype]):
+        if pc.run_checked(fns, outs, h.BOUNDS[args.dtype]):  # each its own poisoned output, sampled rows
             continue
         ms = h.timed_interleaved(fns, args.reps)
         flops = 2.0 * m * n * k
