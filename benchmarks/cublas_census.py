@@ -8,7 +8,8 @@ checked against float64 on sampled rows.  The names tell the tile, cluster and s
 (e.g. ``nvjet_hsh_128x64_64x8_2x1_v_bz_splitK_TNT``), which says what mgemm's heuristic could copy.
 
 ``--variant label:field=value,...`` (changes to the heuristic's config, as run_hopper_gpu.sh's
-EXTRA) adds more Hopper configs to the turns; ``--prior`` adds the config the heuristic picks
+EXTRA) adds more Hopper configs to the turns (with the field ``swap=1`` or ``2``: the transposed
+product B^T A^T, from the heuristic's config for N x M x K: ``swap_field``); ``--prior`` adds the config the heuristic picks
 without its last rule (``hopper.CHEAPEST_WIDTHS`` empty) where that differs; ``--prior
 "NAME=LITERAL;..."`` sets those ``mgemm.hopper`` constants for it instead (e.g.
 ``"FILL_WIDTHS=();FILL_FROM_128=None"``; a bare ``--prior`` goes after the shapes or before another
@@ -132,9 +133,15 @@ def main(argv=None):
                 prior_cfg = hopper.choose_config(m, n, k, args.dtype, sms, **hopper.rows_flags([pc.a], [pc.b]))
             if prior_cfg != pc.config:
                 configs["prior"] = (prior_cfg, None)
+        swapped = {}  # label: swap_field's mode (C^T = B^T A^T where non-zero)
         for v in args.variant:
-            label, cfg, sms_cap = h.parse_variant(v, pc.config)
+            spec_v, swap = swap_field(v)
+            base = pc.config
+            if swap:  # the heuristic's config for the transposed product, then the changes
+                base = hopper.choose_config(n, m, k, args.dtype, sms, **hopper.rows_flags([pc.b.T], [pc.a.T]))
+            label, cfg, sms_cap = h.parse_variant(spec_v, base)
             configs[label] = (cfg, sms_cap)
+            swapped[label] = swap
         splits = {}  # "split" / "prior-split": (config of the first band, tail_split's result)
         for name, label in (("hopper", "split"), ("prior", "prior-split")):
             if args.split and name in configs:
@@ -144,8 +151,15 @@ def main(argv=None):
                     splits[label] = (configs[name][0], cut)
         callers = {"auto": False, "tuned": True} if args.tune else {}  # label: tune
         outs = {name: pc.poisoned() for name in ("cuBLAS", *configs, *splits, *callers)}
+        for name in configs:
+            if swapped.get(name) == 2:  # the output held transposed; checked through its .T
+                outs[name] = cp.ascontiguousarray(outs[name].T).T
         fns = {"cuBLAS": h.cublas_fn(pc.a, pc.b, args.dtype, outs["cuBLAS"])}
         for name, (cfg, sms_cap) in configs.items():
+            if swapped.get(name):
+                fns[name] = (lambda cfg=cfg, sms_cap=sms_cap, out=outs[name]:
+                             hopper.gemm(pc.b.T, pc.a.T, out=out.T, config=cfg, sms=sms_cap, as_dtype=pc.as_dtype))
+                continue
             fns[name] = (lambda cfg=cfg, sms_cap=sms_cap, out=outs[name]:
                          hopper.gemm(pc.a, pc.b, out=out, config=cfg, sms=sms_cap, as_dtype=pc.as_dtype))
         for label, (first, (m1, rest, _)) in splits.items():
@@ -176,10 +190,23 @@ def main(argv=None):
             print(f"  {spec:>16} {label:>10} {1e3 * ms[label]:8.2f} us {flops / ms[label] / 1e9:6.1f} TFLOP/s"
                   f" x cuBLAS {ms['cuBLAS'] / ms[label]:.2f} | {pick}", flush=True)
         for name, (cfg, sms_cap) in configs.items():
-            plan = hopper.launch_info(pc.a.shape, pc.b.shape, cfg, sms=sms_cap)
+            plan = hopper.launch_info(*((pc.b.T.shape, pc.a.T.shape) if swapped.get(name) else
+                                        (pc.a.shape, pc.b.shape)), cfg, sms=sms_cap)
             print(f"  {spec:>16} {name:>10} {1e3 * ms[name]:8.2f} us {flops / ms[name] / 1e9:6.1f} TFLOP/s"
                   f" x cuBLAS {ms['cuBLAS'] / ms[name]:.2f} | {cfg} | tiles {plan.tiles} grid {plan.grid}",
                   flush=True)
+
+
+def swap_field(spec: str) -> tuple[str, int]:
+    """A ``--variant`` spec without its ``swap`` field, and that field (0 if none).  ``swap=1``: the
+    variant computes the transposed product, B^T A^T, into the output's transposed view, from the
+    heuristic's config for the transposed shape (N x M x K) with the spec's other changes;
+    ``swap=2``: the same into an output held transposed (N x M row-major: how fast the transposed
+    product is where its output's rows are contiguous)."""
+    label, _, fields = spec.partition(":")
+    kv = [f for f in fields.split(",") if f]
+    swap = [int(f.split("=", 1)[1]) for f in kv if f.startswith("swap=")]
+    return f"{label}:{','.join(f for f in kv if not f.startswith('swap='))}", (swap or [0])[-1]
 
 
 def tuned_label(m: int, n: int, k: int, dtype: str) -> str:
