@@ -112,7 +112,8 @@ echo "compile-kernels: ${#variants[@]} variants x 2 archs OK"
 # tiles (mgemm/hopper.py: TILE_CHOICES), the narrowest, the MN-major operand layouts (16-bit:
 # A column-major and/or B row-major) at each tile width, pingpong consumers, a register split,
 # clusters (2 or 4 CTAs along M: B multicast; 2 along N: A multicast), the staged and TMA-store
-# epilogues (cooperative and pingpong), the spread stream-K fix-up, K in parts and the timeline.
+# epilogues (cooperative and pingpong), the columns epilogue, the spread stream-K fix-up, K in parts
+# and the timeline.
 # Same report; fails on errors, spills and any ptxas warning or performance note (C7508: setmaxnreg
 # ignored; C75xx: wgmma serialized).
 hopper_compile() {  # input output tile_n stages policy [a_k_major b_k_major [extra -D...]]
@@ -217,7 +218,15 @@ hvariants+=("MGEMM_BF16 MGEMM_BF16 256 4 STREAMK" "MGEMM_F16 MGEMM_F16 128 6 STA
             "MGEMM_F16 MGEMM_F16 192 5 STATIC 1 0 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_PAIR"
             "MGEMM_F16 MGEMM_F16 192 4 STREAMK 1 0 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_STAGED"
             "MGEMM_BF16 MGEMM_BF16 192 4 STATIC 1 1 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_TMA"
-            "MGEMM_TF32 MGEMM_F32 192 4 DYNAMIC 1 1")
+            "MGEMM_TF32 MGEMM_F32 192 4 DYNAMIC 1 1"
+            # the columns epilogue (a column-major output: the transposed product, hopper.swap_pays)
+            # at the widths the heuristic takes, float32 output, pingpong's thin tile
+            "MGEMM_F16 MGEMM_F16 192 4 STREAMK 0 1 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_COLUMNS"
+            "MGEMM_BF16 MGEMM_BF16 128 6 STATIC 0 1 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_COLUMNS"
+            "MGEMM_F16 MGEMM_F16 224 4 STATIC 1 1 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_COLUMNS"
+            "MGEMM_BF16 MGEMM_F32 160 4 STREAMK 0 0 -DMGEMM_SK_REDUCE=MGEMM_SK_REDUCE_SPREAD -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_COLUMNS"
+            "MGEMM_F16 MGEMM_F16 256 4 STATIC 0 1 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_COLUMNS"
+            "MGEMM_F16 MGEMM_F16 64 12 STATIC 0 1 -DMGEMM_PINGPONG=1 -DMGEMM_TILE_M=64 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_COLUMNS")
 hstatus=0
 pids=()
 for v in "${hvariants[@]}"; do

@@ -47,6 +47,7 @@
 #define MGEMM_EPILOGUE_PAIR 1
 #define MGEMM_EPILOGUE_STAGED 2
 #define MGEMM_EPILOGUE_TMA 3
+#define MGEMM_EPILOGUE_COLUMNS 4
 #define MGEMM_SK_REDUCE_OWNER 0
 #define MGEMM_SK_REDUCE_SPREAD 1
 
@@ -91,7 +92,9 @@
 // at a time, and stores them as 16-byte accesses that cover whole rows (PAIR elsewhere); TMA: as
 // STAGED, the buffer laid out as 128-byte-swizzled boxes of 64 rows x 128 bytes, which one thread
 // of the warpgroup stores with bulk tensor stores (the output's descriptor: kernel parameter
-// tma_d) while the warpgroup goes on (PAIR elsewhere).
+// tma_d) while the warpgroup goes on (PAIR elsewhere); COLUMNS: as STAGED for a column-major
+// output (the transposed product's: D^T row-major), the buffer holding 64-row columns, stored as
+// 16-byte accesses that cover whole 64-row pieces of the output's columns (element-wise elsewhere).
 #define MGEMM_EPILOGUE MGEMM_EPILOGUE_PAIR
 #endif
 #ifndef MGEMM_A_K_MAJOR
@@ -171,6 +174,7 @@ struct Config {
   // STAGED and TMA both stage the output through shared memory; TMA stores it with bulk stores
   static constexpr bool kTmaStore = MGEMM_EPILOGUE == MGEMM_EPILOGUE_TMA;
   static constexpr bool kStagedEpilogue = MGEMM_EPILOGUE == MGEMM_EPILOGUE_STAGED || kTmaStore;
+  static constexpr bool kColumnsEpilogue = MGEMM_EPILOGUE == MGEMM_EPILOGUE_COLUMNS;
   static constexpr bool kSpreadFixUp = MGEMM_SK_REDUCE == MGEMM_SK_REDUCE_SPREAD;
   static constexpr bool kPingpong = MGEMM_PINGPONG;
   // m64 row blocks one consumer warpgroup multiplies per k16 step: 1 (cooperative: its half of the
@@ -219,7 +223,9 @@ struct Config {
   static constexpr int kOutPitch = kOutCols * (int)sizeof(Out);  // bytes per staged row
   static constexpr bool kOutRotate = kOutPitch % 128 != 0;
   static constexpr int kOutChunks = kTileN / kOutCols;
-  static constexpr int kOutStageBytes = kStagedEpilogue ? kConsumers * 64 * kOutPitch : 0;
+  // COLUMNS stages the same kOutCols columns of 64 rows, as columns of kColBytes.
+  static constexpr int kOutStageBytes = kStagedEpilogue || kColumnsEpilogue ? kConsumers * 64 * kOutPitch : 0;
+  static constexpr int kColBytes = 64 * (int)sizeof(Out);
   // TMA: a box is 64 rows of 128 bytes (kOutBoxCols columns), 1024-byte aligned for the swizzle,
   // so the staging buffers start 1024 bytes after the ring (the barrier area padded).
   static constexpr int kOutBoxCols = 128 / (int)sizeof(Out), kOutBoxBytes = 64 * 128;
@@ -256,6 +262,8 @@ struct Config {
                 "staged rows: an even number of 16-byte pieces, 8 at least");
   static_assert(!kTmaStore || !kOutRotate, "TMA store: staged rows of whole 128-byte boxes");
   static_assert(!kStagedEpilogue || kTileN % kOutCols == 0, "staged rows: a whole number of chunks per tile row");
+  static_assert(!kColumnsEpilogue || (kTileN % kOutCols == 0 && kOutCols * (kColBytes / 16) % 128 == 0),
+                "staged columns: a whole number of chunks per tile row, of whole 16-byte pieces per thread");
   static_assert(!kTmaStore || (kStageBytes % 1024 == 0 && kSharedBytes <= 1024), "TMA store boxes: 1024-byte aligned");
   static_assert(!kTimeline || (!kPingpong && !kRecord && kClusterSize == 1),
                 "TIMELINE: cooperative consumers, one CTA per tile, not with RECORD");
@@ -786,6 +794,49 @@ __device__ __forceinline__ void epilogue_staged(const float (&acc)[kAcc], int rb
   if constexpr (CH + 1 < Config::kOutChunks) epilogue_staged<CH + 1>(acc, rb, wg, D, M, N, ldd_m, m0, n0, a, buf, d_desc);
 }
 
+// COLUMNS: as epilogue_staged, for a column-major D (ldd_m == 1; the launcher's transposed
+// product).  Each of the chunk's kOutCols columns goes to `buf` as one kColBytes column of the
+// warpgroup's 64 rows, its 16-byte pieces XOR-permuted by the column (c & 7): the four columns one
+// store instruction of the fragments touches (eight rows each, one piece) land on distinct banks.
+// Then each thread stores whole 16-byte pieces, eight threads (16-bit output) one 128-byte piece
+// of an output column.  Needs beta == 0, ldd_m == 1, 16-byte aligned columns.
+template <int CH = 0>
+__device__ __forceinline__ void epilogue_columns(const float (&acc)[kAcc], int rb, int wg, Out* D, int M, int N,
+                                                 long long ldd_n, int m0, int n0, float a, unsigned char* buf) {
+  constexpr int kPieces = Config::kColBytes / 16, kPer16 = 16 / (int)sizeof(Out);
+  constexpr int kFirst = CH * Config::kOutCols / 2, kLast = (CH + 1) * Config::kOutCols / 2;
+  const int t = threadIdx.x & 127;
+  const int bar = Config::kWgBar + wg;
+  named_sync<128>(bar);  // every thread is done reading buf (the previous chunk or tile)
+#pragma unroll
+  for (int i = kFirst; i < kLast; ++i) {
+    int r, c;
+    coord_of(i, 0, t, r, c);  // r: the row within this warpgroup's 64
+    c -= CH * Config::kOutCols;
+    const int byte = r * (int)sizeof(Out);
+    *reinterpret_cast<Out*>(buf + c * Config::kColBytes + ((((byte >> 4) ^ (c & 7))) << 4) + (byte & 15)) =
+        Store<Out>::from(a * acc[i]);
+  }
+  named_sync<128>(bar);  // the chunk is in buf
+#pragma unroll
+  for (int s = 0; s < Config::kOutCols * kPieces / 128; ++s) {
+    const int piece = t + 128 * s;
+    const int c = piece / kPieces, q = piece % kPieces;
+    const int gr = m0 + rb * 64 + q * kPer16, gc = n0 + CH * Config::kOutCols + c;
+    if (gr >= M || gc >= N) continue;
+    const uint4 v = *reinterpret_cast<const uint4*>(buf + c * Config::kColBytes + ((q ^ (c & 7)) << 4));
+    Out* dst = D + gc * ldd_n + gr;
+    if (gr + kPer16 <= M) {
+      *reinterpret_cast<uint4*>(dst) = v;
+    } else {
+#pragma unroll
+      for (int j = 0; j < kPer16; ++j)
+        if (gr + j < M) store_piece_elem(dst + j, v, j);
+    }
+  }
+  if constexpr (CH + 1 < Config::kOutChunks) epilogue_columns<CH + 1>(acc, rb, wg, D, M, N, ldd_n, m0, n0, a, buf);
+}
+
 // TMA: the warpgroup's bulk stores are complete before its thread leaves (and the CTA's shared
 // memory with it).
 __device__ __forceinline__ void drain_stores() {
@@ -797,8 +848,10 @@ __device__ __forceinline__ bool staged_ok(const Out* p, long long ld_m, long lon
   return ld_n == 1 && (ld_m * (long long)sizeof(Out)) % 16 == 0 && (reinterpret_cast<unsigned long long>(p) % 16) == 0;
 }
 
+__device__ __forceinline__ bool columns_ok(const Out* p, long long ld_m, long long ld_n) { return staged_ok(p, ld_n, ld_m); }
+
 // D = alpha * acc + beta * C on the in-bounds part of row block rb (rows 64 rb .. 64 rb + 63 of
-// the tile at m0, n0); C is not read when beta == 0.  `out_stage`: the STAGED epilogue's buffers
+// the tile at m0, n0); C is not read when beta == 0.  `out_stage`: the STAGED (or COLUMNS) epilogue's buffers
 // (one per consumer warpgroup), unused otherwise; wg: the warpgroup that holds acc (cooperative:
 // rb itself).
 __device__ __forceinline__ void epilogue(const float (&acc)[kAcc], int rb, const Out* C, Out* D, int M, int N,
@@ -811,6 +864,13 @@ __device__ __forceinline__ void epilogue(const float (&acc)[kAcc], int rb, const
       if (wg < 0) wg = rb;
       epilogue_staged(acc, rb, wg, D, M, N, ldd_m, m0, n0, (float)alpha, out_stage + wg * 64 * Config::kOutPitch,
                       d_desc);
+      return;
+    }
+  }
+  if constexpr (Config::kColumnsEpilogue) {
+    if (beta == 0.0 && columns_ok(D, ldd_m, ldd_n)) {
+      if (wg < 0) wg = rb;
+      epilogue_columns(acc, rb, wg, D, M, N, ldd_n, m0, n0, (float)alpha, out_stage + wg * 64 * Config::kOutPitch);
       return;
     }
   }

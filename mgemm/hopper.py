@@ -212,7 +212,7 @@ SMEM_LIMIT = 232448  # 227 KB: the most shared memory one block may have on sm_9
 # still loads whole 64-wide boxes of a row-major (MN-major) B: its ring holds BN_rows of B per stage.
 TILE_NS = (64, 96, 128, 160, 192, 224, 256)
 MN_BOX = 64  # elements of M or N per MN-major TMA box (128 bytes of a 16-bit input)
-EPILOGUES = ("pair", "direct", "staged", "tma")
+EPILOGUES = ("pair", "direct", "staged", "tma", "columns")
 SK_REDUCES = ("owner", "spread")  # how a split tile's stream-K partials are added (see HopperConfig)
 REGS = (40, 232)  # setmaxnreg of (producer, consumers): the defaults
 CLUSTER_MS = (1, 2, 4)  # a thread-block cluster's CTAs on tiles adjacent along M (B multicast)
@@ -335,6 +335,12 @@ TAIL_SPLIT_MIN_K_STEPS = 32  # ... and K of at least this many 64-wide steps (me
 # ran behind 128 CTAs of one CTA a tile); None: never
 QUAD_SK: tuple[float, int, float, int] | None = (0.75, 64, 1.2, 2)
 QUAD_SK_POLICIES = ("streamk", "static")  # ... in place of the heuristic's config with these policies
+# 16-bit products whose heuristic configs, for C and for its transpose C^T = B^T A^T (N x M x K),
+# are both cooperative, one CTA per tile, with the staged epilogue: the transposed product, written
+# into the output's transposed view through the "columns" epilogue, where its config's wave cost
+# is below SWAP_MARGIN times the direct one's (``swap_pays``): the tile's 128 rows then fall on N
+# and its width (64-256) on M.  None: never
+SWAP_MARGIN: float | None = 0.95
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
 
@@ -361,7 +367,9 @@ class HopperConfig(RenderedConfig):
     # "staged": with beta == 0 and 16-byte aligned output rows, each consumer warpgroup's rows go
     # through its own 16 KB shared-memory buffer and out as 16-byte stores of whole rows ("pair"
     # elsewhere); "tma": as "staged", the buffer stored by bulk tensor stores (TMA) that run on
-    # while the warpgroup goes to its next tile ("pair" elsewhere)
+    # while the warpgroup goes to its next tile ("pair" elsewhere); "columns": as "staged" for a
+    # column-major output (the transposed product's, ``swap_pays``), its 64-row columns staged and
+    # stored as 16-byte pieces (element-wise elsewhere)
     epilogue: str = "pair"
     # False (cooperative): both consumer warpgroups on every 128-row tile.  True (pingpong): each
     # owns whole tile_m x tile_n tiles in turn, one's epilogue under the other's mainloop.
@@ -523,7 +531,7 @@ class HopperConfig(RenderedConfig):
         store, whose boxes are 1024-byte aligned) + the staged epilogue's buffers (two warpgroups
         x 64 rows x ``out_chunk_bytes``), as Config::kSmemBytes."""
         out = 0
-        if self.epilogue in ("staged", "tma"):
+        if self.epilogue in ("staged", "tma", "columns"):
             out = 2 * 64 * self.out_chunk_bytes
         barriers = 1024 if self.epilogue == "tma" else 512
         return 1024 + self.stages * (self.tile_m + self.b_rows) * 128 + barriers + out
@@ -791,6 +799,45 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
             cfg = _off_rows_blocks(cfg, m, n, k, kind, sms, b_rows_off=b_rows_off,
                                    b_rows_off_128=b_rows_off_128)
     return cfg
+
+
+def swap_pays(direct: HopperConfig, swapped: HopperConfig, m: int, n: int, k: int, sms: int) -> bool:
+    """Whether ``gemm_parts`` runs an ``m x n x k`` product as its transpose (``n x m x k``, B^T A^T
+    into the output's transposed view, ``swapped`` with the "columns" epilogue) rather than on
+    ``direct`` (``SWAP_MARGIN``): 16-bit, both configs cooperative, one CTA per tile, staged
+    (longer K: the TMA-store epilogue of short K has no columns form), and the transposed tiles'
+    wave cost (``_config_cost``) below ``SWAP_MARGIN`` of the direct ones'.  The kernel's tiles are
+    128 rows by a width of 64-256: an M that fills its 128-row tiles poorly beside an N that fits
+    the rows better runs faster transposed (2112x1024x8192: 128 x 128 stream-K over 136 tiles
+    against 128 x 192 over 88).
+
+    >>> m, n, k = 2112, 1024, 8192
+    >>> swap_pays(choose_config(m, n, k, "float16", 132), choose_config(n, m, k, "float16", 132), m, n, k, 132)
+    True
+    >>> swap_pays(choose_config(n, m, k, "float16", 132), choose_config(m, n, k, "float16", 132), n, m, k, 132)
+    False
+    """
+    if SWAP_MARGIN is None:
+        return False
+    for cfg in (direct, swapped):
+        if (cfg.input not in ("float16", "bfloat16") or cfg.pingpong or cfg.cluster_size > 1
+                or cfg.epilogue != "staged"):
+            return False
+    return _config_cost(swapped, n, m, k, sms) < SWAP_MARGIN * _config_cost(direct, m, n, k, sms)
+
+
+def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k: int, dtype: str,
+                 sms: int, allow_tf32: bool) -> HopperConfig | None:
+    """The config of the transposed product (``swap_pays``) with the "columns" epilogue, or None
+    where ``gemm_parts`` keeps ``direct``: also where ``out`` is not row-major with 16-byte aligned
+    rows (its transposed view would not take the columns epilogue's 16-byte stores)."""
+    item = out.itemsize
+    if (SWAP_MARGIN is None or out.strides[1] != item or out.strides[0] % 16 or out.data.ptr % 16
+            or direct.epilogue != "staged"):
+        return None
+    swapped = _choose_cached(n, m, k, dtype, sms, allow_tf32,
+                             **rows_flags([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts]))
+    return swapped.replace(epilogue="columns") if swap_pays(direct, swapped, m, n, k, sms) else None
 
 
 def b_rows_off(b_parts, boundary: int = 32) -> bool:
@@ -1721,7 +1768,9 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
     picks a 2-CTA cluster launch whose last wave is short (``tail_split``, ``TAIL_SPLIT``), the rows
     of its full waves and the rest go as two such launches, each into its band of rows.
     ``tune=True`` (float16 and bfloat16, no ``config``): the config ``mgemm.tune`` timed fastest
-    for this kind of product, tuning it on these operands the first time.
+    for this kind of product, tuning it on these operands the first time.  Where the heuristic
+    picks and ``beta == 0``, a 16-bit product whose transpose tiles better (``swap_pays``) runs as
+    B^T A^T into ``out``'s transposed view.
     """
     a_parts, b_parts = list(a_parts), list(b_parts)
     if debug and timeline:
@@ -1762,6 +1811,12 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
         if tuned is not None:
             return gemm_parts(a_parts, b_parts, c, alpha=alpha, beta=beta, out=out, config=tuned,
                               sms=sms, as_dtype=as_dtype, out_dtype=out_dtype)
+    if flags is not None and not (debug or timeline) and beta == 0 and kind in ("float16", "bfloat16") and k:
+        swapped = _swap_config(a_parts, b_parts, config, out, m, n, k, kind, sms, allow_tf32)
+        if swapped is not None:  # C^T = B^T A^T, written through out's transposed view
+            gemm_parts([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts], alpha=alpha,
+                       out=out.T, config=swapped, sms=sms, as_dtype=as_dtype)
+            return out
     if (flags is not None and TAIL_SPLIT and not (debug or timeline) and kind in ("float16", "bfloat16")
             and (config.cluster_m, config.cluster_n) == (2, 1)):  # measured there (RESULTS.md, 23rd, 24th sessions)
         split = _tail_split_cached(config, m, n, k, kind, sms, **flags)

@@ -745,6 +745,40 @@ def test_gemm_parts_chooses_with_both_row_flags(n, clusters, monkeypatch):
     assert (seen["config"].cluster_m == 2) is clusters
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_swap_where_the_transpose_tiles_better(dtype, monkeypatch):
+    """``swap_pays``: the transposed product where its wave cost is below ``SWAP_MARGIN`` of the
+    direct one's, both cooperative, one CTA per tile, staged; never for its own transpose, for
+    short K (TMA stores), tf32, clusters or pingpong; ``_swap_config`` only into a row-major output
+    with 16-byte aligned rows, and then with the columns epilogue."""
+    def pays(m, n, k, **flags):
+        return hopper.swap_pays(hopper.choose_config(m, n, k, dtype, 132, **flags),
+                                hopper.choose_config(n, m, k, dtype, 132), m, n, k, 132)
+
+    assert pays(2112, 1024, 8192) and not pays(1024, 2112, 8192)
+    assert not pays(2112, 1024, 1024)  # K of 16 steps: TMA stores
+    assert not pays(8192, 8192, 8192) and not pays(64, 8192, 8192)  # level; pingpong's thin tile
+    assert not pays(2112, 1032, 8192, b_rows_off_128=True)  # B's rows off 128 bytes: clusters
+    tf32 = hopper.choose_config(2112, 1024, 8192, "float32", 132, allow_tf32=True)
+    assert not hopper.swap_pays(tf32, hopper.choose_config(1024, 2112, 8192, "float32", 132, allow_tf32=True),
+                                2112, 1024, 8192, 132)
+    direct = hopper.choose_config(2112, 1024, 8192, dtype, 132)
+    a = _FakeArray((2112, 8192), (16384, 2))
+    b = _FakeArray((8192, 1024), (2048, 2))
+    swapped = hopper._swap_config([a], [b], direct, _FakeArray((2112, 1024), (2048, 2)), 2112, 1024, 8192,
+                                  dtype, 132, False)
+    assert swapped == hopper.choose_config(1024, 2112, 8192, dtype, 132).replace(epilogue="columns")
+    assert swapped.smem_bytes == hopper.choose_config(1024, 2112, 8192, dtype, 132).smem_bytes
+    for out in (_FakeArray((2112, 1024), (1, 2112)),  # column-major
+                _FakeArray((2112, 1024), (2050, 2)),  # rows off 16 bytes
+                _FakeArray((2112, 1024), (2048, 2), ptr=0x10002)):
+        assert hopper._swap_config([a], [b], direct, out, 2112, 1024, 8192, dtype, 132, False) is None
+    monkeypatch.setattr(hopper, "SWAP_MARGIN", None)
+    assert not pays(2112, 1024, 8192)
+    assert hopper._swap_config([a], [b], direct, _FakeArray((2112, 1024), (2048, 2)), 2112, 1024, 8192,
+                               dtype, 132, False) is None
+
+
 @pytest.mark.parametrize("shape,strides,ptr,off", [
     ((3000, 3000), (6000, 2), 0x10000, True),   # row-major A, rows of K off 128
     ((3000, 3008), (6016, 2), 0x10000, False),  # on 128
@@ -1322,7 +1356,12 @@ def test_transpose_kernel_compiles_without_spills(tmp_path):
                                               b_k_major=False, promote=4, policy="streamk"),
                                  # the timeline variant (debug: ns stamps per unit)
                                  HopperConfig(input="float16", tile_n=128, stages=6, epilogue="tma",
-                                              policy="streamk", sk_reduce="spread", timeline=True)],
+                                              policy="streamk", sk_reduce="spread", timeline=True),
+                                 # the columns epilogue (a swapped product's column-major output)
+                                 HopperConfig(input="float16", tile_n=192, stages=4, epilogue="columns",
+                                              policy="streamk", a_k_major=False),
+                                 HopperConfig(input="bfloat16", tile_m=64, tile_n=64, stages=12, pingpong=True,
+                                              epilogue="columns", output="float32")],
                          ids=str)
 def test_rendered_source_compiles_for_sm90a(cfg, tmp_path):
     """The launcher's #defines compile, and its shared-memory size equals the kernel's (a
@@ -1349,8 +1388,8 @@ def test_rendered_source_compiles_for_sm90a(cfg, tmp_path):
     assert ("mbarrier.arrive.shared::cluster.b64" in ptx) == cluster
     assert "mbarrier.arrive.release.cluster" not in ptx and "try_wait.parity.acquire.cluster" not in ptx
     assert ("barrier.cluster.arrive" in ptx) == cluster
-    # the staged epilogue: 16-byte shared reads and global stores
-    assert ("ld.shared.v4" in ptx and "st.global.v4" in ptx) == (cfg.epilogue == "staged")
+    # the staged and columns epilogues: 16-byte shared reads and global stores
+    assert ("ld.shared.v4" in ptx and "st.global.v4" in ptx) == (cfg.epilogue in ("staged", "columns"))
     # the TMA-store epilogue: bulk tensor stores from shared memory, their reads awaited
     tma = cfg.epilogue == "tma"
     assert ("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group" in ptx) == tma
@@ -1937,6 +1976,83 @@ def test_staged_epilogue_equals_direct_and_falls_back(kind, out_dtype, tile_n, p
                 if v == 0:  # the columns between N and the leading dimension: never written
                     base = outs[0].base if outs[0].base is not None else outs[0]
                     assert bool(cp.isnan(as_float64(base[:, n:], res)).all()), (kind, n, beta)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("kind,out_dtype,tile_n,policy,pp_tile_m", [("float16", None, 192, "streamk", 0),
+                                                                    ("bfloat16", None, 128, "static", 0),
+                                                                    ("float16", "float32", 224, "dynamic", 0),
+                                                                    ("bfloat16", None, 256, "streamk", 0),
+                                                                    ("tf32", None, 96, "static", 0),
+                                                                    ("float16", None, 160, "per_tile", 0),
+                                                                    ("bfloat16", None, 64, "static", 64),
+                                                                    ("float16", "float32", 128, "streamk", 128)])
+def test_columns_epilogue_equals_direct_and_falls_back(kind, out_dtype, tile_n, policy, pp_tile_m):
+    """The columns epilogue (a column-major output's 64-row columns through shared memory, out as
+    16-byte stores) writes the bits the element-wise one does, on a 261 x N result whose rows end
+    mid-piece (261 rows: the last 16-byte piece of each column is written element by element):
+    into a column-major output whose columns are 16-byte aligned (the columns path; the padding
+    rows between 261 and the leading dimension stay untouched) and, falling back to the element
+    stores, into one with an odd leading dimension, one starting an element off and a row-major
+    one; and with beta != 0 (C is read).  ``pp_tile_m`` > 0: pingpong consumers."""
+    rng = np.random.default_rng(12)
+    a, _ = rand_operand((261, 300), kind, rng)
+    as_dtype = "bfloat16" if kind == "bfloat16" else None
+    res = out_dtype or hopper.STORAGE[kind]
+    pad = 16 // (2 if res in ("float16", "bfloat16") else 4)
+    n, ld = 333, -(-261 // pad) * pad + pad  # ld: a multiple of 16 bytes, padding rows after 261
+    b, _ = rand_operand((300, n), kind, rng)
+    c, _ = rand_operand((261, n), res if res != "float32" else "tf32", rng)
+    views = [lambda: poisoned((n, ld), res)[:, :261].T,            # columns
+             lambda: poisoned((n, 261 | 1), res)[:, :261].T,       # odd ld: 16-byte columns broken
+             lambda: poisoned((n, ld + 1), res)[:, 1:262].T,        # start one element off
+             lambda: poisoned((261, n), res)]                       # row-major
+    for beta in (0.0, 0.5):
+        for v, make in enumerate(views):
+            outs = []
+            for e in ("columns", "direct"):
+                cfg = HopperConfig(input=kind, output=res, tile_n=tile_n, policy=policy, epilogue=e)
+                if pp_tile_m:
+                    cfg = cfg.replace(pingpong=True, tile_m=pp_tile_m)
+                out = make()
+                hopper.gemm(a, b, c, alpha=0.75, beta=beta, out=out, config=cfg, as_dtype=as_dtype,
+                            allow_tf32=kind == "tf32")
+                outs.append(out)
+            got, want = as_float64(outs[0], res), as_float64(outs[1], res)
+            assert not bool(cp.isnan(got).any()), (kind, v, beta)
+            if beta == 0.0:
+                assert bool((got == want).all()), (kind, v, outs[0].strides)
+            else:
+                tol = 1e-6 if res == "float32" else 1e-2
+                assert bool(cp.allclose(got, want, rtol=tol, atol=tol)), (kind, v, beta)
+            if v == 0:  # the rows between 261 and the leading dimension: never written
+                base = outs[0].base if outs[0].base is not None else outs[0]
+                assert bool(cp.isnan(as_float64(base[:, 261:], res)).all()), (kind, beta)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("m,n,k,trans_a,trans_b,margin", [(2112, 1024, 8192, False, False, None),
+                                                          (2111, 1024, 8191, True, True, None),
+                                                          (2111, 1024, 8191, False, True, None),
+                                                          (1999, 904, 5003, True, False, 2.0)])
+def test_swapped_product_matches_float64_reference(kind, m, n, k, trans_a, trans_b, margin, monkeypatch):
+    """Where ``swap_pays`` (``margin``: ``SWAP_MARGIN`` raised so it does on any SM count), ``gemm``
+    runs the transposed product through the output's transposed view with the columns epilogue;
+    the result is the product's, every element written (poisoned output); ``beta != 0`` keeps the
+    direct product.  Every operand layout, M and K off 8 and 128."""
+    if margin is not None:
+        monkeypatch.setattr(hopper, "SWAP_MARGIN", margin)
+    real, taken = hopper._swap_config, []
+    monkeypatch.setattr(hopper, "_swap_config", lambda *a, **kw: taken.append(real(*a, **kw)) or taken[-1])
+    if hopper.device_sms() == 132 or margin is not None:
+        _check(m, n, k, kind, None, trans_a=trans_a, trans_b=trans_b, seed=3)
+        assert taken and taken[-1] is not None and taken[-1].epilogue == "columns", taken
+    taken.clear()
+    _check(m, n, k, kind, None, trans_a=trans_a, trans_b=trans_b, beta=0.5, seed=4)
+    assert not taken  # beta != 0: the direct product
 
 
 @pytest.mark.gpu
