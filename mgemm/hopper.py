@@ -336,11 +336,12 @@ TAIL_SPLIT_MIN_K_STEPS = 32  # ... and K of at least this many 64-wide steps (me
 QUAD_SK: tuple[float, int, float, int] | None = (0.75, 64, 1.2, 2)
 QUAD_SK_POLICIES = ("streamk", "static")  # ... in place of the heuristic's config with these policies
 # 16-bit products whose heuristic configs, for C and for its transpose C^T = B^T A^T (N x M x K),
-# are both cooperative, one CTA per tile, with the staged epilogue: the transposed product, written
-# into the output's transposed view through the "columns" epilogue, where its config's wave cost
-# is below SWAP_MARGIN times the direct one's (``swap_pays``): the tile's 128 rows then fall on N
-# and its width (64-256) on M.  None: never
-SWAP_MARGIN: float | None = 0.95
+# are both cooperative with the staged epilogue, the transposed one on the direct one's cluster
+# shape or on one CTA per tile: the transposed product, written into the output's transposed view
+# through the "columns" epilogue, where its tiles' padded work (``_padded_work``) is below
+# SWAP_MARGIN times the direct ones' (``swap_pays``; RESULTS.md, thirty-second session: on 18
+# shapes, ahead in 20 of 22 runs where it fires, behind by 0.03-0.04 in two).  None: never
+SWAP_MARGIN: float | None = 0.97
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
 
@@ -801,15 +802,28 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     return cfg
 
 
+def _padded_work(cfg: HopperConfig, m: int, n: int) -> float:
+    """The SM time ``cfg``'s tiles of an ``m x n`` output take, padding included, in
+    ``_cheapest_waves``' units: its tiles times their width times ``WAVE_COST``."""
+    return _tiles(m, n, cfg.tile_n) * cfg.tile_n * WAVE_COST.get(cfg.tile_n, 1.0)
+
+
 def swap_pays(direct: HopperConfig, swapped: HopperConfig, m: int, n: int, k: int, sms: int) -> bool:
     """Whether ``gemm_parts`` runs an ``m x n x k`` product as its transpose (``n x m x k``, B^T A^T
     into the output's transposed view, ``swapped`` with the "columns" epilogue) rather than on
-    ``direct`` (``SWAP_MARGIN``): 16-bit, both configs cooperative, one CTA per tile, staged
-    (longer K: the TMA-store epilogue of short K has no columns form), and the transposed tiles'
-    wave cost (``_config_cost``) below ``SWAP_MARGIN`` of the direct ones'.  The kernel's tiles are
-    128 rows by a width of 64-256: an M that fills its 128-row tiles poorly beside an N that fits
-    the rows better runs faster transposed (2112x1024x8192: 128 x 128 stream-K over 136 tiles
-    against 128 x 192 over 88).
+    ``direct`` (``SWAP_MARGIN``): 16-bit, both configs cooperative with the staged epilogue (longer
+    K: the TMA-store epilogue of short K has no columns form), ``swapped`` on ``direct``'s cluster
+    shape or on one CTA per tile, and its padded work (``_padded_work``) below ``SWAP_MARGIN`` of
+    the direct one's.  The kernel's tiles are 128 rows by a width of 64-256: an M that fills its
+    128-row tiles poorly beside an N that fills them better runs faster transposed
+    (2112x1024x8192: 128 x 128 stream-K over 136 tiles against 128 x 192 over 88, 0.76-0.79 of
+    cuBLAS against 0.91-0.94; 14952x592x2280: 351 tiles of 128 x 256 against 295).  On the H200
+    (RESULTS.md, thirty-second session) the transposed product was ahead on 10 of the 11 shapes
+    where the rule fires (fp16 and bf16 alike, by 0.03-0.23 of the direct time: 5712x592x11088 0.79
+    -> 0.95 of cuBLAS) and 0.03-0.04 behind on 3736x2120x3064; it fell behind where the transpose
+    takes another cluster shape (664x10104x3384: 2 x 2 clusters against 2 x 1, 0.84 of the time)
+    and was level where the padded work is (4392x8704x2832, 7128x7488x8256).  ``sms`` is unused
+    (the padded work does not depend on it); it keeps the heuristics' signature.
 
     >>> m, n, k = 2112, 1024, 8192
     >>> swap_pays(choose_config(m, n, k, "float16", 132), choose_config(n, m, k, "float16", 132), m, n, k, 132)
@@ -820,10 +834,11 @@ def swap_pays(direct: HopperConfig, swapped: HopperConfig, m: int, n: int, k: in
     if SWAP_MARGIN is None:
         return False
     for cfg in (direct, swapped):
-        if (cfg.input not in ("float16", "bfloat16") or cfg.pingpong or cfg.cluster_size > 1
-                or cfg.epilogue != "staged"):
+        if cfg.input not in ("float16", "bfloat16") or cfg.pingpong or cfg.epilogue != "staged":
             return False
-    return _config_cost(swapped, n, m, k, sms) < SWAP_MARGIN * _config_cost(direct, m, n, k, sms)
+    if (swapped.cluster_m, swapped.cluster_n) not in ((direct.cluster_m, direct.cluster_n), (1, 1)):
+        return False
+    return _padded_work(swapped, n, m) < SWAP_MARGIN * _padded_work(direct, m, n)
 
 
 def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k: int, dtype: str,
@@ -1811,12 +1826,6 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
         if tuned is not None:
             return gemm_parts(a_parts, b_parts, c, alpha=alpha, beta=beta, out=out, config=tuned,
                               sms=sms, as_dtype=as_dtype, out_dtype=out_dtype)
-    if flags is not None and not (debug or timeline) and beta == 0 and kind in ("float16", "bfloat16") and k:
-        swapped = _swap_config(a_parts, b_parts, config, out, m, n, k, kind, sms, allow_tf32)
-        if swapped is not None:  # C^T = B^T A^T, written through out's transposed view
-            gemm_parts([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts], alpha=alpha,
-                       out=out.T, config=swapped, sms=sms, as_dtype=as_dtype)
-            return out
     if (flags is not None and TAIL_SPLIT and not (debug or timeline) and kind in ("float16", "bfloat16")
             and (config.cluster_m, config.cluster_n) == (2, 1)):  # measured there (RESULTS.md, 23rd, 24th sessions)
         split = _tail_split_cached(config, m, n, k, kind, sms, **flags)
@@ -1827,6 +1836,12 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
                            c[rows] if c is not None and beta != 0 else None, alpha=alpha, beta=beta,
                            out=out[rows], config=cfg, allow_tf32=allow_tf32, sms=sms,
                            as_dtype=as_dtype, out_dtype=out_dtype)
+            return out
+    if flags is not None and not (debug or timeline) and beta == 0 and kind in ("float16", "bfloat16") and k:
+        swapped = _swap_config(a_parts, b_parts, config, out, m, n, k, kind, sms, allow_tf32)
+        if swapped is not None:  # C^T = B^T A^T, written through out's transposed view
+            gemm_parts([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts], alpha=alpha,
+                       out=out.T, config=swapped, sms=sms, as_dtype=as_dtype)
             return out
 
     # A as (M, K), B as B^T (N, K), each K-major (rows of K) or MN-major (rows of M or N, one per

@@ -747,18 +747,28 @@ def test_gemm_parts_chooses_with_both_row_flags(n, clusters, monkeypatch):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_swap_where_the_transpose_tiles_better(dtype, monkeypatch):
-    """``swap_pays``: the transposed product where its wave cost is below ``SWAP_MARGIN`` of the
-    direct one's, both cooperative, one CTA per tile, staged; never for its own transpose, for
-    short K (TMA stores), tf32, clusters or pingpong; ``_swap_config`` only into a row-major output
-    with 16-byte aligned rows, and then with the columns epilogue."""
-    def pays(m, n, k, **flags):
-        return hopper.swap_pays(hopper.choose_config(m, n, k, dtype, 132, **flags),
-                                hopper.choose_config(n, m, k, dtype, 132), m, n, k, 132)
+    """``swap_pays``: the transposed product where its padded work is below ``SWAP_MARGIN`` of the
+    direct one's, both cooperative and staged, the transpose on the direct cluster shape or on one
+    CTA per tile; never for its own transpose, for short K (TMA stores), tf32 or pingpong;
+    ``_swap_config`` only into a row-major output with 16-byte aligned rows, and then with the
+    columns epilogue.  Row-major contiguous operands, their row flags as ``gemm_parts`` sees them."""
+    def pays(m, n, k):
+        a, b = _FakeArray((m, k), (2 * k, 2)), _FakeArray((k, n), (2 * n, 2))
+        direct = hopper.choose_config(m, n, k, dtype, 132, **hopper.rows_flags([a], [b]))
+        swapped = hopper.choose_config(n, m, k, dtype, 132, **hopper.rows_flags([b.T], [a.T]))
+        return hopper.swap_pays(direct, swapped, m, n, k, 132), direct, swapped
 
-    assert pays(2112, 1024, 8192) and not pays(1024, 2112, 8192)
-    assert not pays(2112, 1024, 1024)  # K of 16 steps: TMA stores
-    assert not pays(8192, 8192, 8192) and not pays(64, 8192, 8192)  # level; pingpong's thin tile
-    assert not pays(2112, 1032, 8192, b_rows_off_128=True)  # B's rows off 128 bytes: clusters
+    assert pays(2112, 1024, 8192)[0] and not pays(1024, 2112, 8192)[0]
+    yes, direct, swapped = pays(14952, 592, 2280)  # 2 x 1 clusters both ways: 295 tiles against 351
+    assert yes and direct.cluster_m == swapped.cluster_m == 2
+    yes, direct, swapped = pays(5712, 592, 11088)  # clusters to one CTA per tile: one wave of 224 wide
+    assert yes and (direct.cluster_m, swapped.cluster_m, swapped.tile_n) == (2, 1, 224)
+    for m, n, k in [(664, 10104, 3384), (4808, 768, 7112)]:  # 2 x 2 -> 2 x 1, and 1 x 1 -> 2 x 1
+        yes, direct, swapped = pays(m, n, k)
+        assert not yes and swapped.cluster_size > 1 and swapped.cluster_size != direct.cluster_size
+    assert not pays(7128, 7488, 8256)[0]  # 0.983 of the padded work: level, measured
+    assert not pays(2112, 1024, 1024)[0]  # K of 16 steps: TMA stores
+    assert not pays(8192, 8192, 8192)[0] and not pays(64, 8192, 8192)[0]  # level; pingpong's thin tile
     tf32 = hopper.choose_config(2112, 1024, 8192, "float32", 132, allow_tf32=True)
     assert not hopper.swap_pays(tf32, hopper.choose_config(1024, 2112, 8192, "float32", 132, allow_tf32=True),
                                 2112, 1024, 8192, 132)
@@ -774,7 +784,7 @@ def test_swap_where_the_transpose_tiles_better(dtype, monkeypatch):
                 _FakeArray((2112, 1024), (2048, 2), ptr=0x10002)):
         assert hopper._swap_config([a], [b], direct, out, 2112, 1024, 8192, dtype, 132, False) is None
     monkeypatch.setattr(hopper, "SWAP_MARGIN", None)
-    assert not pays(2112, 1024, 8192)
+    assert not pays(2112, 1024, 8192)[0]
     assert hopper._swap_config([a], [b], direct, _FakeArray((2112, 1024), (2048, 2)), 2112, 1024, 8192,
                                dtype, 132, False) is None
 
