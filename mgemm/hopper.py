@@ -1081,10 +1081,14 @@ def _off_rows_blocks(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms:
 
 
 def _launch_cost(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> float:
-    """``_config_cost``, or for a cluster config of 2 x ``cluster_n`` CTAs ``_cluster_cost`` at its
-    width's ``OFF_ROWS_CLUSTERS`` cost."""
+    """``_config_cost``; for stream-K over clusters (``quad_streamk``) ``_config_cost`` on the SMs
+    the clusters hold (``quad_clusters``); for another cluster config of 2 x ``cluster_n`` CTAs
+    ``_cluster_cost`` at its width's ``OFF_ROWS_CLUSTERS`` cost."""
     if cfg.cluster_size == 1:
         return _config_cost(cfg, m, n, k, sms)
+    if cfg.policy == "streamk":
+        held = quad_clusters(sms) * 4 if cfg.cluster_size == 4 else sms // cfg.cluster_size * cfg.cluster_size
+        return _config_cost(cfg, m, n, k, held)
     per_column = {w: c for w, _, c in OFF_ROWS_CLUSTERS}.get(cfg.tile_n, 1.0)
     return _cluster_cost(m, n, cfg.tile_n, per_column, sms, cfg.cluster_n)
 
