@@ -726,6 +726,19 @@ __device__ __forceinline__ void store_piece_elem(Out* dst, const uint4& v, int j
     *reinterpret_cast<unsigned*>(dst) = w;
 }
 
+// A staged 16-byte piece v at dst, of whose elements the first `left` lie inside the output: one
+// 16-byte store where all do, else element by element (a ragged edge).
+__device__ __forceinline__ void store_piece(Out* dst, const uint4& v, int left) {
+  constexpr int kPer16 = 16 / (int)sizeof(Out);
+  if (left >= kPer16) {
+    *reinterpret_cast<uint4*>(dst) = v;
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < kPer16; ++j)
+    if (j < left) store_piece_elem(dst + j, v, j);
+}
+
 // STAGED: the 64 rows of row block rb (rows 64 rb .. 64 rb + 63 of the tile) that consumer
 // warpgroup wg holds, as alpha * acc, kOutCols columns (chunk CH, then the next by recursion: the
 // accumulator indices stay compile-time) at a time, through `buf` (64 x kOutPitch bytes, the
@@ -781,14 +794,7 @@ __device__ __forceinline__ void epilogue_staged(const float (&acc)[kAcc], int rb
       const int gr = m0 + rb * 64 + r, gc = n0 + CH * Config::kOutCols + q * kPer16;
       if (gr >= M || gc >= N) continue;
       const uint4 v = *reinterpret_cast<const uint4*>(buf + r * Config::kOutPitch + (piece_at(q, r) << 4));
-      Out* dst = D + gr * ldd_m + gc;
-      if (gc + kPer16 <= N) {
-        *reinterpret_cast<uint4*>(dst) = v;
-      } else {
-#pragma unroll
-        for (int j = 0; j < kPer16; ++j)
-          if (gc + j < N) store_piece_elem(dst + j, v, j);
-      }
+      store_piece(D + gr * ldd_m + gc, v, N - gc);
     }
   }
   if constexpr (CH + 1 < Config::kOutChunks) epilogue_staged<CH + 1>(acc, rb, wg, D, M, N, ldd_m, m0, n0, a, buf, d_desc);
@@ -825,14 +831,7 @@ __device__ __forceinline__ void epilogue_columns(const float (&acc)[kAcc], int r
     const int gr = m0 + rb * 64 + q * kPer16, gc = n0 + CH * Config::kOutCols + c;
     if (gr >= M || gc >= N) continue;
     const uint4 v = *reinterpret_cast<const uint4*>(buf + c * Config::kColBytes + ((q ^ (c & 7)) << 4));
-    Out* dst = D + gc * ldd_n + gr;
-    if (gr + kPer16 <= M) {
-      *reinterpret_cast<uint4*>(dst) = v;
-    } else {
-#pragma unroll
-      for (int j = 0; j < kPer16; ++j)
-        if (gr + j < M) store_piece_elem(dst + j, v, j);
-    }
+    store_piece(D + gc * ldd_n + gr, v, M - gr);
   }
   if constexpr (CH + 1 < Config::kOutChunks) epilogue_columns<CH + 1>(acc, rb, wg, D, M, N, ldd_n, m0, n0, a, buf);
 }

@@ -1919,6 +1919,36 @@ def test_pair_epilogue_equals_direct_and_falls_back(kind, out_dtype):
             assert not bool(cp.isnan(got).any())
 
 
+def _epilogue_equals_direct(epi, views, written, a, b, c, base, pp_tile_m, as_dtype):
+    """``a @ b`` (alpha 0.75; beta 0 and 0.5 with ``c``) on ``base`` with epilogue ``epi`` and with
+    the element-wise one, into fresh outputs from each of ``views`` (poisoned): the same bits with
+    beta == 0, within rounding of C's read with beta != 0, nothing left unwritten; in the first
+    view's buffer nothing past index ``written`` of its rows (the padding to the leading dimension).
+    ``pp_tile_m`` > 0: pingpong consumers with tiles of that many rows."""
+    res = base.output
+    for beta in (0.0, 0.5):
+        for v, make in enumerate(views):
+            outs = []
+            for e in (epi, "direct"):
+                cfg = base.replace(epilogue=e)
+                if pp_tile_m:
+                    cfg = cfg.replace(pingpong=True, tile_m=pp_tile_m)
+                out = make()
+                hopper.gemm(a, b, c, alpha=0.75, beta=beta, out=out, config=cfg, as_dtype=as_dtype,
+                            allow_tf32=base.input == "tf32")
+                outs.append(out)
+            got, want = as_float64(outs[0], res), as_float64(outs[1], res)
+            assert not bool(cp.isnan(got).any()), (epi, v, beta)
+            if beta == 0.0:
+                assert bool((got == want).all()), (epi, v, outs[0].strides)
+            else:
+                tol = 1e-6 if res == "float32" else 1e-2
+                assert bool(cp.allclose(got, want, rtol=tol, atol=tol)), (epi, v, beta)
+            if v == 0:  # past the output's rows, up to the leading dimension: never written
+                buf = outs[0].base if outs[0].base is not None else outs[0]
+                assert bool(cp.isnan(as_float64(buf[:, written:], res)).all()), (epi, beta)
+
+
 @pytest.mark.gpu
 @needs_sm90
 @pytest.mark.parametrize("kind,out_dtype,tile_n,policy,pp_tile_m", [("bfloat16", None, 256, "static", 0),
@@ -1965,27 +1995,8 @@ def test_staged_epilogue_equals_direct_and_falls_back(kind, out_dtype, tile_n, p
                  lambda: poisoned((261, ld + 1), res)[:, 1:n + 1],  # start one element off
                  lambda: poisoned((n, 261), res).T,                # column-major
                  lambda: poisoned((261, ld), res)[::-1, :n]]       # rows in reverse order
-        for beta in (0.0, 0.5):
-            for v, make in enumerate(views):
-                outs = []
-                for e in (epi, "direct"):
-                    cfg = HopperConfig(input=kind, output=res, tile_n=tile_n, policy=policy, epilogue=e)
-                    if pp_tile_m:
-                        cfg = cfg.replace(pingpong=True, tile_m=pp_tile_m)
-                    out = make()
-                    hopper.gemm(a, b, c, alpha=0.75, beta=beta, out=out, config=cfg, as_dtype=as_dtype,
-                                allow_tf32=kind == "tf32")
-                    outs.append(out)
-                got, want = as_float64(outs[0], res), as_float64(outs[1], res)
-                assert not bool(cp.isnan(got).any()), (kind, n, v, beta)
-                if beta == 0.0:
-                    assert bool((got == want).all()), (kind, n, v, outs[0].strides)
-                else:
-                    tol = 1e-6 if res == "float32" else 1e-2
-                    assert bool(cp.allclose(got, want, rtol=tol, atol=tol)), (kind, n, v, beta)
-                if v == 0:  # the columns between N and the leading dimension: never written
-                    base = outs[0].base if outs[0].base is not None else outs[0]
-                    assert bool(cp.isnan(as_float64(base[:, n:], res)).all()), (kind, n, beta)
+        _epilogue_equals_direct(epi, views, n, a, b, c, HopperConfig(
+            input=kind, output=res, tile_n=tile_n, policy=policy), pp_tile_m, as_dtype)
 
 
 @pytest.mark.gpu
@@ -2018,27 +2029,8 @@ def test_columns_epilogue_equals_direct_and_falls_back(kind, out_dtype, tile_n, 
              lambda: poisoned((n, 261 | 1), res)[:, :261].T,       # odd ld: 16-byte columns broken
              lambda: poisoned((n, ld + 1), res)[:, 1:262].T,        # start one element off
              lambda: poisoned((261, n), res)]                       # row-major
-    for beta in (0.0, 0.5):
-        for v, make in enumerate(views):
-            outs = []
-            for e in ("columns", "direct"):
-                cfg = HopperConfig(input=kind, output=res, tile_n=tile_n, policy=policy, epilogue=e)
-                if pp_tile_m:
-                    cfg = cfg.replace(pingpong=True, tile_m=pp_tile_m)
-                out = make()
-                hopper.gemm(a, b, c, alpha=0.75, beta=beta, out=out, config=cfg, as_dtype=as_dtype,
-                            allow_tf32=kind == "tf32")
-                outs.append(out)
-            got, want = as_float64(outs[0], res), as_float64(outs[1], res)
-            assert not bool(cp.isnan(got).any()), (kind, v, beta)
-            if beta == 0.0:
-                assert bool((got == want).all()), (kind, v, outs[0].strides)
-            else:
-                tol = 1e-6 if res == "float32" else 1e-2
-                assert bool(cp.allclose(got, want, rtol=tol, atol=tol)), (kind, v, beta)
-            if v == 0:  # the rows between 261 and the leading dimension: never written
-                base = outs[0].base if outs[0].base is not None else outs[0]
-                assert bool(cp.isnan(as_float64(base[:, 261:], res)).all()), (kind, beta)
+    _epilogue_equals_direct("columns", views, 261, a, b, c, HopperConfig(
+        input=kind, output=res, tile_n=tile_n, policy=policy), pp_tile_m, as_dtype)
 
 
 @pytest.mark.gpu
