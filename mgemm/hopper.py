@@ -35,7 +35,9 @@ rows x 128 bytes that the warpgroup's first thread stores with bulk tensor store
 (``cp.async.bulk.tensor``, the output's descriptor a kernel parameter) while the warpgroup goes
 on to its next tile; TMA clips the edges, but only to 16-byte granules, so where a row's N
 elements do not end on a 16-byte boundary (or the rows overlap or run in reverse) the launch
-takes ``staged`` instead.  ``gemm`` raises on GPUs
+takes ``staged`` instead.  ``columns``: as ``staged`` for a column-major output, whose 64-row
+columns go out as 16-byte pieces: the heuristic's where ``gemm_parts`` runs the transposed
+product B^T A^T into the output's transposed view (``swap_pays``).  ``gemm`` raises on GPUs
 other than sm_90; ``supported()`` tells the caller to use ``mgemm.kernels.gemm`` instead.
 
 Consumer modes.  Cooperative (default): both consumer warpgroups on every 128-row tile, 64 rows
@@ -339,8 +341,9 @@ QUAD_SK_POLICIES = ("streamk", "static")  # ... in place of the heuristic's conf
 # are both cooperative with the staged epilogue, the transposed one on the direct one's cluster
 # shape or on one CTA per tile: the transposed product, written into the output's transposed view
 # through the "columns" epilogue, where its tiles' padded work (``_padded_work``) is below
-# SWAP_MARGIN times the direct ones' (``swap_pays``; RESULTS.md, thirty-second session: on 18
-# shapes, ahead in 20 of 22 runs where it fires, behind by 0.03-0.04 in two).  None: never
+# SWAP_MARGIN times the direct ones' (``swap_pays``; RESULTS.md, thirty-second session: fitted on
+# 18 shapes, ahead in 20 of 22 runs where it fires; on 12 drawn after, ahead in 20 of 24 runs,
+# behind by 0.01-0.02 in four).  None: never
 SWAP_MARGIN: float | None = 0.97
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
@@ -808,27 +811,23 @@ def _padded_work(cfg: HopperConfig, m: int, n: int) -> float:
     return _tiles(m, n, cfg.tile_n) * cfg.tile_n * WAVE_COST.get(cfg.tile_n, 1.0)
 
 
-def swap_pays(direct: HopperConfig, swapped: HopperConfig, m: int, n: int, k: int, sms: int) -> bool:
-    """Whether ``gemm_parts`` runs an ``m x n x k`` product as its transpose (``n x m x k``, B^T A^T
-    into the output's transposed view, ``swapped`` with the "columns" epilogue) rather than on
+def swap_pays(direct: HopperConfig, swapped: HopperConfig, m: int, n: int) -> bool:
+    """Whether ``gemm_parts`` runs an ``m x n`` product as its transpose (B^T A^T, ``n x m``, into
+    the output's transposed view, on ``swapped`` with the "columns" epilogue) rather than on
     ``direct`` (``SWAP_MARGIN``): 16-bit, both configs cooperative with the staged epilogue (longer
     K: the TMA-store epilogue of short K has no columns form), ``swapped`` on ``direct``'s cluster
     shape or on one CTA per tile, and its padded work (``_padded_work``) below ``SWAP_MARGIN`` of
-    the direct one's.  The kernel's tiles are 128 rows by a width of 64-256: an M that fills its
-    128-row tiles poorly beside an N that fills them better runs faster transposed
-    (2112x1024x8192: 128 x 128 stream-K over 136 tiles against 128 x 192 over 88, 0.76-0.79 of
-    cuBLAS against 0.91-0.94; 14952x592x2280: 351 tiles of 128 x 256 against 295).  On the H200
-    (RESULTS.md, thirty-second session) the transposed product was ahead on 10 of the 11 shapes
-    where the rule fires (fp16 and bf16 alike, by 0.03-0.23 of the direct time: 5712x592x11088 0.79
-    -> 0.95 of cuBLAS) and 0.03-0.04 behind on 3736x2120x3064; it fell behind where the transpose
-    takes another cluster shape (664x10104x3384: 2 x 2 clusters against 2 x 1, 0.84 of the time)
-    and was level where the padded work is (4392x8704x2832, 7128x7488x8256).  ``sms`` is unused
-    (the padded work does not depend on it); it keeps the heuristics' signature.
+    the direct one's.  The kernel's tiles are 128 rows by a width of 64-256, so an M that fills
+    128-row tiles poorly beside an N that fills them better runs faster transposed: 2112x1024x8192
+    on 88 tiles of 128 x 192 instead of 136 of 128 x 128 went from 0.76-0.79 of cuBLAS to
+    0.91-0.94 on the H200 (RESULTS.md, thirty-second session).  Where the transpose took another
+    cluster shape it fell behind on five of six shapes (664x10104x3384: 2 x 1 clusters against
+    2 x 2, 0.84 of the speed).
 
     >>> m, n, k = 2112, 1024, 8192
-    >>> swap_pays(choose_config(m, n, k, "float16", 132), choose_config(n, m, k, "float16", 132), m, n, k, 132)
+    >>> swap_pays(choose_config(m, n, k, "float16", 132), choose_config(n, m, k, "float16", 132), m, n)
     True
-    >>> swap_pays(choose_config(n, m, k, "float16", 132), choose_config(m, n, k, "float16", 132), n, m, k, 132)
+    >>> swap_pays(choose_config(n, m, k, "float16", 132), choose_config(m, n, k, "float16", 132), n, m)
     False
     """
     if SWAP_MARGIN is None:
@@ -852,7 +851,7 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
         return None
     swapped = _choose_cached(n, m, k, dtype, sms, allow_tf32,
                              **rows_flags([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts]))
-    return swapped.replace(epilogue="columns") if swap_pays(direct, swapped, m, n, k, sms) else None
+    return swapped.replace(epilogue="columns") if swap_pays(direct, swapped, m, n) else None
 
 
 def b_rows_off(b_parts, boundary: int = 32) -> bool:

@@ -756,7 +756,7 @@ def test_swap_where_the_transpose_tiles_better(dtype, monkeypatch):
         a, b = _FakeArray((m, k), (2 * k, 2)), _FakeArray((k, n), (2 * n, 2))
         direct = hopper.choose_config(m, n, k, dtype, 132, **hopper.rows_flags([a], [b]))
         swapped = hopper.choose_config(n, m, k, dtype, 132, **hopper.rows_flags([b.T], [a.T]))
-        return hopper.swap_pays(direct, swapped, m, n, k, 132), direct, swapped
+        return hopper.swap_pays(direct, swapped, m, n), direct, swapped
 
     assert pays(2112, 1024, 8192)[0] and not pays(1024, 2112, 8192)[0]
     yes, direct, swapped = pays(14952, 592, 2280)  # 2 x 1 clusters both ways: 295 tiles against 351
@@ -771,7 +771,7 @@ def test_swap_where_the_transpose_tiles_better(dtype, monkeypatch):
     assert not pays(8192, 8192, 8192)[0] and not pays(64, 8192, 8192)[0]  # level; pingpong's thin tile
     tf32 = hopper.choose_config(2112, 1024, 8192, "float32", 132, allow_tf32=True)
     assert not hopper.swap_pays(tf32, hopper.choose_config(1024, 2112, 8192, "float32", 132, allow_tf32=True),
-                                2112, 1024, 8192, 132)
+                                2112, 1024)
     direct = hopper.choose_config(2112, 1024, 8192, dtype, 132)
     a = _FakeArray((2112, 8192), (16384, 2))
     b = _FakeArray((8192, 1024), (2048, 2))
