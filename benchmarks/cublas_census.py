@@ -19,7 +19,7 @@ first call, which the timing leaves out; the cache in a fresh directory unless
 ``MGEMM_CACHE_DIR`` is set); ``--no-census`` skips the profiler.
 
     python3 benchmarks/cublas_census.py [--reps 10] [--dtype float16]
-        [--random N --seed S --waves 1,3 --k-log2 11,14 [--off-rows]]
+        [--random N --seed S --waves 1,3 --k-log2 11,14 [--off-rows]] [--typed N [--transposed-only]]
         [--variant LABEL:FIELDS ...] [--prior [NAME=LITERAL;...]] [--tune] [--no-census] [MxNxK ...]
 """
 
@@ -87,6 +87,30 @@ def cublas_kernels(fn, calls: int = 3) -> list[dict]:
     return kernels[-per_call:] if per_call else kernels
 
 
+def typed_cases(count: int, seed: int, keep=None) -> list[str]:
+    """``count`` shapes drawn as a user types them: M, N and K log-uniform from 256 to 16384,
+    rounded to multiples of 8, 5-2000 GFLOP; with ``keep``, only those where ``keep(m, n, k)``."""
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < count:
+        m, n, k = (int(8 * round(np.exp(rng.uniform(np.log(256), np.log(16384))) / 8)) for _ in range(3))
+        if 5 <= 2 * m * n * k / 1e9 <= 2000 and (keep is None or keep(m, n, k)):
+            out.append(f"{m}x{n}x{k}")
+    return out
+
+
+def runs_transposed(dtype: str):
+    """``typed_cases``' filter: whether ``hopper.gemm_parts`` runs the product of contiguous
+    row-major operands (and output) of this shape as B^T A^T (``hopper.swap_pays``)."""
+    sms = hopper.device_sms()
+
+    def keep(m: int, n: int, k: int) -> bool:
+        a, b, out = (cp.empty(s, dtype=cp.float16) for s in ((m, k), (k, n), (m, n)))
+        direct = hopper.choose_config(m, n, k, dtype, sms, **hopper.rows_flags([a], [b]))
+        return hopper._swap_config([a], [b], direct, out, m, n, k, dtype, sms, False) is not None
+    return keep
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("cases", nargs="*")
@@ -99,6 +123,11 @@ def main(argv=None):
     p.add_argument("--k-log2", default="11,14", help="the random shapes' K: 2**FROM .. 2**TO")
     p.add_argument("--off-rows", action="store_true",
                    help="random shapes whose B rows are off 128 bytes (N = 64 j + 8..56, K any multiple of 8)")
+    p.add_argument("--typed", type=int, default=0,
+                   help="N shapes drawn as a user types them (typed_cases, --seed): after the shapes given, "
+                        "or in place of the default list")
+    p.add_argument("--transposed-only", action="store_true",
+                   help="--typed draws only shapes that hopper.gemm runs as B^T A^T (runs_transposed)")
     p.add_argument("--variant", action="append", default=[], help="label:field=value,... (repeatable)")
     p.add_argument("--no-census", action="store_true", help="time only; no profiler trace")
     p.add_argument("--prior", nargs="?", const="CHEAPEST_WIDTHS=()",
@@ -117,8 +146,9 @@ def main(argv=None):
         os.environ["MGEMM_CACHE_DIR"] = tempfile.mkdtemp(prefix="mgemm-tune-")
     waves = tuple(float(x) for x in args.waves.split(","))
     k_log2 = tuple(int(x) for x in args.k_log2.split(","))
-    cases = args.cases or ([] if args.random else CASES)
+    cases = args.cases or ([] if args.random or args.typed else CASES)
     cases += random_cases(args.random, args.seed, waves, k_log2, args.off_rows)
+    cases += typed_cases(args.typed, args.seed, runs_transposed(args.dtype) if args.transposed_only else None)
     prior = h.parse_prior(args.prior)
     rng = np.random.default_rng(0)
     sms = hopper.device_sms()
