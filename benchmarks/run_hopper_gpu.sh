@@ -5,7 +5,9 @@
 # float16) in the same process: reference check first, warm-up, L2 flush, CUDA events, median; the
 # implementations of a case are timed in turns (one rep of each at a time).
 # Implementations timed: cuBLAS; "hopper" = the heuristic's config (the staged epilogue) with B
-# row-major (read in place, MN-major); "hopper-Bcol" = B column-major (K-major, the first layout);
+# row-major (read in place, MN-major); "hopper-auto" = hopper.gemm without a config, as a caller
+# gets it (the transposed product or two launches where gemm_parts takes them); "hopper-Bcol" = B
+# column-major (K-major, the first layout);
 # "hopper-pair" = the paired-store epilogue (the default before the staged one); where the policy
 # is stream-K, "hopper-owner" / "hopper-spread" = the fix-up the heuristic did not pick; the ladder, each
 # idea alone on top of "hopper" (pingpong on top of "hopper-pair"): at the squares first
@@ -175,7 +177,9 @@ ONLY = [n for n in os.environ.get("ONLY", "").split(",") if n]  # e.g. ONLY=hopp
 BUDGET = float(os.environ.get("BENCH_BUDGET", "150"))
 T0 = time.time()
 MEMSET = cp.zeros(1 + 2 * 132, dtype=cp.int32)  # "hopper-memset": the flags' memset before epochs
-ESSENTIAL = ("cuBLAS", "cuBLAS-TF32", "hopper", "hopper-Bcol", "hopper-pair")
+ESSENTIAL = ("cuBLAS", "cuBLAS-TF32", "hopper", "hopper-auto", "hopper-Bcol", "hopper-pair")
+AUTO = "auto"  # an impl's config: hopper.gemm as a caller gets it (no config: the heuristic's own
+#                launch, run transposed or split in two where gemm_parts does so)
 for dtype in os.environ.get("DTYPES", "bfloat16,float16").split(","):
     as_dtype = "bfloat16" if dtype == "bfloat16" else None
     storage = cp.uint16 if dtype == "bfloat16" else cp.float16
@@ -186,6 +190,7 @@ for dtype in os.environ.get("DTYPES", "bfloat16,float16").split(","):
         impls = {"cuBLAS": (None, "cuBLAS", b)}
         impls["hopper"] = (cfg, str(cfg.replace(b_k_major=False)), b)
         impls["hopper-Bcol"] = (cfg, str(cfg), bt.T)
+        impls["hopper-auto"] = (AUTO, "hopper.gemm as a caller gets it", b)
         pair = cfg.replace(epilogue="pair")  # the ladder step before the staged epilogue
         impls["hopper-pair"] = (pair, str(pair.replace(b_k_major=False)), b)
         if cfg.policy == "streamk" and not cfg.pingpong:  # the other stream-K fix-up (cooperative)
@@ -254,6 +259,8 @@ for dtype in os.environ.get("DTYPES", "bfloat16,float16").split(","):
             out = cp.full((case.m, case.n), 0x7FC0 if dtype == "bfloat16" else np.nan, dtype=storage)
             if c is None:
                 fn = h.cublas_fn(a, b, dtype, out)
+            elif c is AUTO:
+                fn = lambda bb=bb, out=out: hopper.gemm(a, bb, out=out, as_dtype=as_dtype)  # noqa: E731
             else:
                 fn = (lambda c=c, bb=bb, out=out, sms=sms_cap.get(name):
                       hopper.gemm(a, bb, out=out, config=c, as_dtype=as_dtype, sms=sms))
