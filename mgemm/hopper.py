@@ -2107,5 +2107,5 @@ def launch_info(a_shape, b_shape, config: HopperConfig, sms: int | None = None) 
 
 
 __all__ = ["HopperConfig", "choose_config", "choose_policy", "fit_policy", "gemm", "gemm_parts", "get_kernel", "input_kind",
-           "launch_info", "max_active_clusters", "plan_launch", "supported", "tma_desc",
+           "launch_info", "max_active_clusters", "plan_launch", "supported", "swap_pays", "tma_desc",
            "transpose_copy", "transpose_kernel"]
