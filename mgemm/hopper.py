@@ -840,6 +840,15 @@ def swap_pays(direct: HopperConfig, swapped: HopperConfig, m: int, n: int) -> bo
     return _padded_work(swapped, n, m) < SWAP_MARGIN * _padded_work(direct, m, n)
 
 
+@functools.lru_cache(maxsize=4096)
+def _swap_may_pay(m: int, n: int, tile_n: int, margin: float) -> bool:
+    """A bound on ``swap_pays`` from the shape alone, before the transposed product's operands and
+    config are looked at: whether the transposed output's tiles of some width have padded work
+    below ``margin`` of the direct ones' (``tile_n`` wide).  Most products have none."""
+    direct = _tiles(m, n, tile_n) * tile_n * WAVE_COST.get(tile_n, 1.0)
+    return any(_tiles(n, m, w) * w * WAVE_COST.get(w, 1.0) < margin * direct for w in TILE_NS)
+
+
 def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k: int, dtype: str,
                  sms: int, allow_tf32: bool) -> HopperConfig | None:
     """The config of the transposed product (``swap_pays``) with the "columns" epilogue, or None
@@ -847,10 +856,19 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
     rows (its transposed view would not take the columns epilogue's 16-byte stores)."""
     item = out.itemsize
     if (SWAP_MARGIN is None or out.strides[1] != item or out.strides[0] % 16 or out.data.ptr % 16
-            or direct.epilogue != "staged"):
+            or direct.epilogue != "staged" or not _swap_may_pay(m, n, direct.tile_n, SWAP_MARGIN)):
         return None
-    swapped = _choose_cached(n, m, k, dtype, sms, allow_tf32,
-                             **rows_flags([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts]))
+    return _swap_cached(direct, m, n, k, dtype, sms, allow_tf32, SWAP_MARGIN,
+                        **rows_flags([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts]))
+
+
+@functools.lru_cache(maxsize=1024)
+def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, allow_tf32: bool,
+                 margin: float, **flags) -> HopperConfig | None:
+    """``_swap_config``'s answer once the transposed operands' row flags are known (``margin``:
+    the ``SWAP_MARGIN`` that ``swap_pays`` reads, so that a changed one is not answered from the
+    cache)."""
+    swapped = _choose_cached(n, m, k, dtype, sms, allow_tf32, **flags)
     return swapped.replace(epilogue="columns") if swap_pays(direct, swapped, m, n) else None
 
 

@@ -783,6 +783,11 @@ def test_swap_where_the_transpose_tiles_better(dtype, monkeypatch):
                 _FakeArray((2112, 1024), (2050, 2)),  # rows off 16 bytes
                 _FakeArray((2112, 1024), (2048, 2), ptr=0x10002)):
         assert hopper._swap_config([a], [b], direct, out, 2112, 1024, 8192, dtype, 132, False) is None
+    rng = np.random.default_rng(7)  # the shape-only bound refuses none that swap_pays takes
+    for m, n, k in (8 * rng.integers(32, 2048, size=3) for _ in range(300)):
+        yes, direct, _ = pays(int(m), int(n), int(k))
+        assert not yes or hopper._swap_may_pay(int(m), int(n), direct.tile_n, hopper.SWAP_MARGIN), (m, n, k)
+    assert not hopper._swap_may_pay(8192, 8192, 256, hopper.SWAP_MARGIN)
     monkeypatch.setattr(hopper, "SWAP_MARGIN", None)
     assert not pays(2112, 1024, 8192)[0]
     assert hopper._swap_config([a], [b], direct, _FakeArray((2112, 1024), (2048, 2)), 2112, 1024, 8192,
