@@ -805,10 +805,10 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     return cfg
 
 
-def _padded_work(cfg: HopperConfig, m: int, n: int) -> float:
-    """The SM time ``cfg``'s tiles of an ``m x n`` output take, padding included, in
-    ``_cheapest_waves``' units: its tiles times their width times ``WAVE_COST``."""
-    return _tiles(m, n, cfg.tile_n) * cfg.tile_n * WAVE_COST.get(cfg.tile_n, 1.0)
+def _padded_work(m: int, n: int, tile_n: int) -> float:
+    """The SM time the ``tile_n``-wide tiles of an ``m x n`` output take, padding included, in
+    ``_cheapest_waves``' units: the tiles times their width times ``WAVE_COST``."""
+    return _tiles(m, n, tile_n) * tile_n * WAVE_COST.get(tile_n, 1.0)
 
 
 def swap_pays(direct: HopperConfig, swapped: HopperConfig, m: int, n: int) -> bool:
@@ -837,7 +837,7 @@ def swap_pays(direct: HopperConfig, swapped: HopperConfig, m: int, n: int) -> bo
             return False
     if (swapped.cluster_m, swapped.cluster_n) not in ((direct.cluster_m, direct.cluster_n), (1, 1)):
         return False
-    return _padded_work(swapped, n, m) < SWAP_MARGIN * _padded_work(direct, m, n)
+    return _padded_work(n, m, swapped.tile_n) < SWAP_MARGIN * _padded_work(m, n, direct.tile_n)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -845,8 +845,8 @@ def _swap_may_pay(m: int, n: int, tile_n: int, margin: float) -> bool:
     """A bound on ``swap_pays`` from the shape alone, before the transposed product's operands and
     config are looked at: whether the transposed output's tiles of some width have padded work
     below ``margin`` of the direct ones' (``tile_n`` wide).  Most products have none."""
-    direct = _tiles(m, n, tile_n) * tile_n * WAVE_COST.get(tile_n, 1.0)
-    return any(_tiles(n, m, w) * w * WAVE_COST.get(w, 1.0) < margin * direct for w in TILE_NS)
+    direct = _padded_work(m, n, tile_n)
+    return any(_padded_work(n, m, w) < margin * direct for w in TILE_NS)
 
 
 def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k: int, dtype: str,
