@@ -185,13 +185,12 @@ def main(argv=None):
             if swapped.get(name) == 2:  # the output held transposed; checked through its .T
                 outs[name] = cp.ascontiguousarray(outs[name].T).T
         fns = {"cuBLAS": h.cublas_fn(pc.a, pc.b, args.dtype, outs["cuBLAS"])}
+        # each config's (A, B, output): the transposed product's where swapped
+        ops = {name: (pc.b.T, pc.a.T, outs[name].T) if swapped.get(name) else (pc.a, pc.b, outs[name])
+               for name in configs}
         for name, (cfg, sms_cap) in configs.items():
-            if swapped.get(name):
-                fns[name] = (lambda cfg=cfg, sms_cap=sms_cap, out=outs[name]:
-                             hopper.gemm(pc.b.T, pc.a.T, out=out.T, config=cfg, sms=sms_cap, as_dtype=pc.as_dtype))
-                continue
-            fns[name] = (lambda cfg=cfg, sms_cap=sms_cap, out=outs[name]:
-                         hopper.gemm(pc.a, pc.b, out=out, config=cfg, sms=sms_cap, as_dtype=pc.as_dtype))
+            fns[name] = (lambda cfg=cfg, sms_cap=sms_cap, op=ops[name]:
+                         hopper.gemm(op[0], op[1], out=op[2], config=cfg, sms=sms_cap, as_dtype=pc.as_dtype))
         for label, (first, (m1, rest, _)) in splits.items():
             def split_fn(out=outs[label], m1=m1, first=first, rest=rest):
                 hopper.gemm(pc.a[:m1], pc.b, out=out[:m1], config=first, as_dtype=pc.as_dtype)
@@ -220,8 +219,7 @@ def main(argv=None):
             print(f"  {spec:>16} {label:>10} {1e3 * ms[label]:8.2f} us {flops / ms[label] / 1e9:6.1f} TFLOP/s"
                   f" x cuBLAS {ms['cuBLAS'] / ms[label]:.2f} | {pick}", flush=True)
         for name, (cfg, sms_cap) in configs.items():
-            plan = hopper.launch_info(*((pc.b.T.shape, pc.a.T.shape) if swapped.get(name) else
-                                        (pc.a.shape, pc.b.shape)), cfg, sms=sms_cap)
+            plan = hopper.launch_info(ops[name][0].shape, ops[name][1].shape, cfg, sms=sms_cap)
             print(f"  {spec:>16} {name:>10} {1e3 * ms[name]:8.2f} us {flops / ms[name] / 1e9:6.1f} TFLOP/s"
                   f" x cuBLAS {ms['cuBLAS'] / ms[name]:.2f} | {cfg} | tiles {plan.tiles} grid {plan.grid}",
                   flush=True)
