@@ -112,8 +112,8 @@ echo "compile-kernels: ${#variants[@]} variants x 2 archs OK"
 # tiles (mgemm/hopper.py: TILE_CHOICES), the narrowest, the MN-major operand layouts (16-bit:
 # A column-major and/or B row-major) at each tile width, pingpong consumers, a register split,
 # clusters (2 or 4 CTAs along M: B multicast; 2 along N: A multicast), the staged and TMA-store
-# epilogues (cooperative and pingpong), the columns epilogue, the spread stream-K fix-up, K in parts
-# and the timeline.
+# epilogues (cooperative and pingpong), the columns epilogue, the spread stream-K fix-up, K in parts,
+# the timeline and cooperative 64-row tiles split along N.
 # Same report; fails on errors, spills and any ptxas warning or performance note (C7508: setmaxnreg
 # ignored; C75xx: wgmma serialized).
 hopper_compile() {  # input output tile_n stages policy [a_k_major b_k_major [extra -D...]]
@@ -226,7 +226,15 @@ hvariants+=("MGEMM_BF16 MGEMM_BF16 256 4 STREAMK" "MGEMM_F16 MGEMM_F16 128 6 STA
             "MGEMM_F16 MGEMM_F16 224 4 STATIC 1 1 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_COLUMNS"
             "MGEMM_BF16 MGEMM_F32 160 4 STREAMK 0 0 -DMGEMM_SK_REDUCE=MGEMM_SK_REDUCE_SPREAD -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_COLUMNS"
             "MGEMM_F16 MGEMM_F16 256 4 STATIC 0 1 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_COLUMNS"
-            "MGEMM_F16 MGEMM_F16 64 12 STATIC 0 1 -DMGEMM_PINGPONG=1 -DMGEMM_TILE_M=64 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_COLUMNS")
+            "MGEMM_F16 MGEMM_F16 64 12 STATIC 0 1 -DMGEMM_PINGPONG=1 -DMGEMM_TILE_M=64 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_COLUMNS"
+            # cooperative 64-row tiles split along N (each consumer warpgroup half the columns):
+            # 64 x 256 and 64 x 128, each epilogue, both fix-ups, every operand layout, tf32
+            "MGEMM_F16 MGEMM_F16 256 4 STATIC 1 0 -DMGEMM_TILE_M=64 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_STAGED"
+            "MGEMM_BF16 MGEMM_BF16 256 4 STREAMK 0 1 -DMGEMM_TILE_M=64 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_COLUMNS"
+            "MGEMM_F16 MGEMM_F16 256 4 STREAMK 1 0 -DMGEMM_TILE_M=64 -DMGEMM_SK_REDUCE=MGEMM_SK_REDUCE_SPREAD -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_TMA"
+            "MGEMM_BF16 MGEMM_F32 128 8 PER_TILE 0 0 -DMGEMM_TILE_M=64 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_PAIR"
+            "MGEMM_F16 MGEMM_F16 128 8 DYNAMIC 1 1 -DMGEMM_TILE_M=64 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_DIRECT"
+            "MGEMM_TF32 MGEMM_F32 256 4 STREAMK 1 1 -DMGEMM_TILE_M=64 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_STAGED")
 hstatus=0
 pids=()
 for v in "${hvariants[@]}"; do

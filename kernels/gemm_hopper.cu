@@ -180,6 +180,10 @@ struct Config {
   // m64 row blocks one consumer warpgroup multiplies per k16 step: 1 (cooperative: its half of the
   // tile), kTileM / 64 (pingpong: the whole tile).
   static constexpr int kMBlocks = kPingpong ? kTileM / 64 : 1;
+  // Cooperative 64-row tiles (TILE_M 64 without pingpong) split along N: both consumer warpgroups
+  // multiply the tile's 64 rows of A, each by its own half of B's columns (kWgN of them).
+  static constexpr bool kSplitN = !kPingpong && kTileM == 64;
+  static constexpr int kWgN = kSplitN ? kTileN / 2 : kTileN;  // the columns of one warpgroup's wgmmas
   static constexpr int kProducerRegs = MGEMM_PRODUCER_REGS, kConsumerRegs = MGEMM_CONSUMER_REGS;
   static constexpr int kClusterM = MGEMM_CLUSTER_M;  // a cluster's CTAs along M (on one column of tiles)
   static constexpr int kClusterN = MGEMM_CLUSTER_N;  // ... and along N (on one row of tiles)
@@ -192,7 +196,7 @@ struct Config {
   static constexpr int kConsumers = 2, kConsumerThreads = 128 * kConsumers;
   static constexpr int kThreads = 128 + kConsumerThreads;
   static constexpr int kUnits = 4;                   // unit slots between producer and consumers
-  static constexpr int kAcc = kTileN / 2;            // fp32 accumulators per thread per m64 block
+  static constexpr int kAcc = kWgN / 2;              // fp32 accumulators per thread per m64 block
   // Arrivals that free a stage: one per warp of the warpgroups that read it (both, or its owner),
   // in every CTA of the cluster (a stage holds parts of A and B that peers' producers multicast).
   static constexpr int kEmptyArrivals = (kPingpong ? 128 : kConsumerThreads) / 32 * kClusterSize;
@@ -212,17 +216,17 @@ struct Config {
   static constexpr int kAPartBytes = kABytes / kClusterN;  // ... and of A
   static constexpr int kSharedBytes = 512;           // barriers and unit slots, after the ring
   // STAGED epilogue: per consumer warpgroup 64 rows of kOutCols output columns (256 bytes; the whole
-  // tile row when narrower; 128 bytes when the row is not a whole number of 256-byte chunks, as 192
+  // row of the warpgroup's kWgN columns when narrower; 128 bytes when the row is not a whole number of 256-byte chunks, as 192
   // 16-bit columns are; half the row when it is not a whole number of 128-byte chunks either, as
   // 160 or 224 16-bit columns are), after the barrier area; the tile's columns go through in
   // kOutChunks.  Rows of a whole number of 128 bytes permute their 16-byte pieces by XOR with the
   // row (the TMA's 128-byte swizzle), others rotate them by the row (kOutRotate).
-  static constexpr int kRowBytes = kTileN * (int)sizeof(Out);
+  static constexpr int kRowBytes = kWgN * (int)sizeof(Out);
   static constexpr int kOutCols = (kRowBytes <= 256 ? kRowBytes : kRowBytes % 256 == 0 ? 256 : kRowBytes % 128 == 0 ? 128
                                    : kRowBytes / 2) / (int)sizeof(Out);
   static constexpr int kOutPitch = kOutCols * (int)sizeof(Out);  // bytes per staged row
   static constexpr bool kOutRotate = kOutPitch % 128 != 0;
-  static constexpr int kOutChunks = kTileN / kOutCols;
+  static constexpr int kOutChunks = kWgN / kOutCols;
   // COLUMNS stages the same kOutCols columns of 64 rows, as columns of kColBytes.
   static constexpr int kOutStageBytes = kStagedEpilogue || kColumnsEpilogue ? kConsumers * 64 * kOutPitch : 0;
   static constexpr int kColBytes = 64 * (int)sizeof(Out);
@@ -236,8 +240,10 @@ struct Config {
   static_assert(kTileN % 32 == 0 && kTileN >= 64 && kTileN <= 256, "TILE_N: a multiple of 32 from 64 to 256");
   static_assert(kTileN % 128 == 0 || kTileN == 64 || (!kPingpong && kClusterSize == 1),
                 "TILE_N 96, 160, 192, 224: cooperative consumers, one CTA per tile");
-  static_assert(kPingpong ? (kTileM == 64 || kTileM == 128) : kTileM == 128,
-                "TILE_M: 128 (cooperative), 64 or 128 (pingpong)");
+  static_assert(kTileM == 64 || kTileM == 128, "TILE_M: 64 or 128");
+  static_assert(!kSplitN || ((kTileN == 128 || kTileN == 256) && kClusterSize == 1),
+                "cooperative TILE_M 64 (split along N): TILE_N 128 or 256 (warpgroups of whole 64-wide boxes), "
+                "one CTA per tile");
   static_assert(kMBlocks * kAcc <= 128, "a pingpong warpgroup holds at most 128 accumulators per thread");
   static_assert(kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0 && kProducerRegs >= 24 && kConsumerRegs <= 256 &&
                     128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536,
@@ -261,8 +267,8 @@ struct Config {
   static_assert(!kStagedEpilogue || (kOutPitch % 32 == 0 && kOutPitch >= 128),
                 "staged rows: an even number of 16-byte pieces, 8 at least");
   static_assert(!kTmaStore || !kOutRotate, "TMA store: staged rows of whole 128-byte boxes");
-  static_assert(!kStagedEpilogue || kTileN % kOutCols == 0, "staged rows: a whole number of chunks per tile row");
-  static_assert(!kColumnsEpilogue || (kTileN % kOutCols == 0 && kOutCols * (kColBytes / 16) % 128 == 0),
+  static_assert(!kStagedEpilogue || kWgN % kOutCols == 0, "staged rows: a whole number of chunks per tile row");
+  static_assert(!kColumnsEpilogue || (kWgN % kOutCols == 0 && kOutCols * (kColBytes / 16) % 128 == 0),
                 "staged columns: a whole number of chunks per tile row, of whole 16-byte pieces per thread");
   static_assert(!kTmaStore || (kStageBytes % 1024 == 0 && kSharedBytes <= 1024), "TMA store boxes: 1024-byte aligned");
   static_assert(!kTimeline || (!kPingpong && !kRecord && kClusterSize == 1),
@@ -589,9 +595,12 @@ __device__ __forceinline__ unsigned long long operand_desc(unsigned base, int kk
 __device__ __forceinline__ void issue_k_iteration(float (&d)[kAcc], unsigned char* ring, Shared& sh, int wg,
                                                   const RingPos& pos, int keep) {
   mbar_wait(&sh.full[pos.stage], pos.phase);
-  // This warpgroup's 64 rows of A: 64 K-major rows of 128 bytes, or (MN-major) box `wg`; both 8 KB in.
-  const unsigned a = smem_addr(ring + pos.stage * Config::kStageBytes) + wg * 64 * 128;
-  const unsigned b = smem_addr(ring + pos.stage * Config::kStageBytes + Config::kABytes);
+  // This warpgroup's 64 rows of A: 64 K-major rows of 128 bytes, or (MN-major) box `wg`; both 8 KB
+  // in.  Split along N: all of A, and the warpgroup's kWgN columns of B (K-major: kWgN rows of 128
+  // bytes; MN-major: kWgN / 64 boxes of 8 KB; either way kWgN * 128 bytes in).
+  const unsigned a = smem_addr(ring + pos.stage * Config::kStageBytes) + (Config::kSplitN ? 0 : wg * 64 * 128);
+  const unsigned b = smem_addr(ring + pos.stage * Config::kStageBytes + Config::kABytes) +
+                     (Config::kSplitN ? wg * Config::kWgN * 128 : 0);
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < Config::kTileK / Config::kInstK; ++kk) {
@@ -664,10 +673,12 @@ __device__ __forceinline__ void mainloop(float (&acc)[kAcc], unsigned char* ring
 // Where accumulator i of thread t (0..127) of warpgroup wg sits in the tile (the wgmma m64nNk16
 // fp32 D layout: warp w of the warpgroup holds rows 16w..16w+15; per 8-column block j, registers
 // 4j, 4j+1 at row lane/4, columns 8j + 2(lane%4) + {0, 1}; registers 4j+2, 4j+3 eight rows lower).
+// Warpgroup wg's part starts at row 64 wg, or split along N at column kWgN wg (wg 0: the
+// coordinates within a warpgroup's part).
 __device__ __forceinline__ void coord_of(int i, int wg, int t, int& r, int& c) {
   const int lane = t & 31, warp = t >> 5;
-  r = wg * 64 + warp * 16 + (lane >> 2) + 8 * ((i >> 1) & 1);
-  c = 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
+  r = (Config::kSplitN ? 0 : wg * 64) + warp * 16 + (lane >> 2) + 8 * ((i >> 1) & 1);
+  c = (Config::kSplitN ? wg * Config::kWgN : 0) + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
 }
 
 // The same for this thread.
@@ -739,22 +750,28 @@ __device__ __forceinline__ void store_piece(Out* dst, const uint4& v, int left) 
     if (j < left) store_piece_elem(dst + j, v, j);
 }
 
-// STAGED: the 64 rows of row block rb (rows 64 rb .. 64 rb + 63 of the tile) that consumer
-// warpgroup wg holds, as alpha * acc, kOutCols columns (chunk CH, then the next by recursion: the
+// The first row and column of part `rb` of the tile at m0, n0: row block rb (rows 64 rb .. 64 rb +
+// 63), or split along N the columns of warpgroup rb.
+__device__ __forceinline__ int part_row(int m0, int rb) { return m0 + (Config::kSplitN ? 0 : 64 * rb); }
+__device__ __forceinline__ int part_col(int n0, int rb) { return n0 + (Config::kSplitN ? Config::kWgN * rb : 0); }
+
+// STAGED: the 64 rows x kWgN columns of the output from row r0, column c0 (part_row, part_col) that
+// consumer warpgroup wg holds, as alpha * acc, kOutCols columns (chunk CH, then the next by recursion: the
 // accumulator indices stay compile-time) at a time, through `buf` (64 x kOutPitch bytes, the
 // warpgroup's own): the pairs a thread holds go to shared memory with the 16-byte pieces of each
 // row XOR-permuted by the row (r & 7: the 8 rows one store instruction touches land on distinct
 // banks), then each thread stores whole 16-byte pieces, a warp two or more full rows.  The
 // warpgroup's own named barrier (kWgBar + wg) orders the writes and reads of `buf`, including
 // against the previous chunk's, block's or tile's reads.  Needs beta == 0, D row-major, 16-byte
-// aligned rows.  Cooperative: rb == wg; pingpong: wg's tile has kMBlocks row blocks, one at a time.
+// aligned rows.  Cooperative: wg's part of the tile; pingpong: wg's tile has kMBlocks row blocks, one at a
+// time.
 // TMA (kTmaStore): buf holds kOutPitch / 128 boxes of 64 rows x 128 bytes, one after another, the
 // 16-byte pieces of row r XOR-permuted by r & 7 (the TMA's 128-byte swizzle, the same banks as
 // above); the warpgroup's first thread stores the boxes through `d_desc` (rows and columns past
 // the output are not written) and, before buf is written again, waits until they have been read.
 template <int CH = 0>
-__device__ __forceinline__ void epilogue_staged(const float (&acc)[kAcc], int rb, int wg, Out* D, int M, int N,
-                                                long long ldd_m, int m0, int n0, float a, unsigned char* buf,
+__device__ __forceinline__ void epilogue_staged(const float (&acc)[kAcc], int wg, Out* D, int M, int N,
+                                                long long ldd_m, int r0, int c0, float a, unsigned char* buf,
                                                 const TmaDesc* d_desc) {
   constexpr int kPieces = Config::kOutPitch / 16, kPer16 = 16 / (int)sizeof(Out);
   constexpr int kFirst = CH * Config::kOutCols / 2, kLast = (CH + 1) * Config::kOutCols / 2;
@@ -781,8 +798,8 @@ __device__ __forceinline__ void epilogue_staged(const float (&acc)[kAcc], int rb
     if (t == 0) {
 #pragma unroll
       for (int h = 0; h < Config::kOutPitch / 128; ++h)
-        tma_store_2d(d_desc, buf + h * Config::kOutBoxBytes, n0 + CH * Config::kOutCols + h * Config::kOutBoxCols,
-                     m0 + rb * 64);
+        tma_store_2d(d_desc, buf + h * Config::kOutBoxBytes, c0 + CH * Config::kOutCols + h * Config::kOutBoxCols,
+                     r0);
       tma_store_commit();
     }
   } else {
@@ -791,13 +808,13 @@ __device__ __forceinline__ void epilogue_staged(const float (&acc)[kAcc], int rb
     for (int s = 0; s < 64 * kPieces / 128; ++s) {
       const int piece = t + 128 * s;
       const int r = piece / kPieces, q = piece % kPieces;
-      const int gr = m0 + rb * 64 + r, gc = n0 + CH * Config::kOutCols + q * kPer16;
+      const int gr = r0 + r, gc = c0 + CH * Config::kOutCols + q * kPer16;
       if (gr >= M || gc >= N) continue;
       const uint4 v = *reinterpret_cast<const uint4*>(buf + r * Config::kOutPitch + (piece_at(q, r) << 4));
       store_piece(D + gr * ldd_m + gc, v, N - gc);
     }
   }
-  if constexpr (CH + 1 < Config::kOutChunks) epilogue_staged<CH + 1>(acc, rb, wg, D, M, N, ldd_m, m0, n0, a, buf, d_desc);
+  if constexpr (CH + 1 < Config::kOutChunks) epilogue_staged<CH + 1>(acc, wg, D, M, N, ldd_m, r0, c0, a, buf, d_desc);
 }
 
 // COLUMNS: as epilogue_staged, for a column-major D (ldd_m == 1; the launcher's transposed
@@ -807,8 +824,8 @@ __device__ __forceinline__ void epilogue_staged(const float (&acc)[kAcc], int rb
 // Then each thread stores whole 16-byte pieces, eight threads (16-bit output) one 128-byte piece
 // of an output column.  Needs beta == 0, ldd_m == 1, 16-byte aligned columns.
 template <int CH = 0>
-__device__ __forceinline__ void epilogue_columns(const float (&acc)[kAcc], int rb, int wg, Out* D, int M, int N,
-                                                 long long ldd_n, int m0, int n0, float a, unsigned char* buf) {
+__device__ __forceinline__ void epilogue_columns(const float (&acc)[kAcc], int wg, Out* D, int M, int N,
+                                                 long long ldd_n, int r0, int c0, float a, unsigned char* buf) {
   constexpr int kPieces = Config::kColBytes / 16, kPer16 = 16 / (int)sizeof(Out);
   constexpr int kFirst = CH * Config::kOutCols / 2, kLast = (CH + 1) * Config::kOutCols / 2;
   const int t = threadIdx.x & 127;
@@ -828,12 +845,12 @@ __device__ __forceinline__ void epilogue_columns(const float (&acc)[kAcc], int r
   for (int s = 0; s < Config::kOutCols * kPieces / 128; ++s) {
     const int piece = t + 128 * s;
     const int c = piece / kPieces, q = piece % kPieces;
-    const int gr = m0 + rb * 64 + q * kPer16, gc = n0 + CH * Config::kOutCols + c;
+    const int gr = r0 + q * kPer16, gc = c0 + CH * Config::kOutCols + c;
     if (gr >= M || gc >= N) continue;
     const uint4 v = *reinterpret_cast<const uint4*>(buf + c * Config::kColBytes + ((q ^ (c & 7)) << 4));
     store_piece(D + gc * ldd_n + gr, v, M - gr);
   }
-  if constexpr (CH + 1 < Config::kOutChunks) epilogue_columns<CH + 1>(acc, rb, wg, D, M, N, ldd_n, m0, n0, a, buf);
+  if constexpr (CH + 1 < Config::kOutChunks) epilogue_columns<CH + 1>(acc, wg, D, M, N, ldd_n, r0, c0, a, buf);
 }
 
 // TMA: the warpgroup's bulk stores are complete before its thread leaves (and the CTA's shared
@@ -849,8 +866,8 @@ __device__ __forceinline__ bool staged_ok(const Out* p, long long ld_m, long lon
 
 __device__ __forceinline__ bool columns_ok(const Out* p, long long ld_m, long long ld_n) { return staged_ok(p, ld_n, ld_m); }
 
-// D = alpha * acc + beta * C on the in-bounds part of row block rb (rows 64 rb .. 64 rb + 63 of
-// the tile at m0, n0); C is not read when beta == 0.  `out_stage`: the STAGED (or COLUMNS) epilogue's buffers
+// D = alpha * acc + beta * C on the in-bounds part rb of the tile at m0, n0 (row block rb: rows
+// 64 rb .. 64 rb + 63; split along N: warpgroup rb's columns); C is not read when beta == 0.  `out_stage`: the STAGED (or COLUMNS) epilogue's buffers
 // (one per consumer warpgroup), unused otherwise; wg: the warpgroup that holds acc (cooperative:
 // rb itself).
 __device__ __forceinline__ void epilogue(const float (&acc)[kAcc], int rb, const Out* C, Out* D, int M, int N,
@@ -861,7 +878,7 @@ __device__ __forceinline__ void epilogue(const float (&acc)[kAcc], int rb, const
   if constexpr (Config::kStagedEpilogue) {
     if (beta == 0.0 && staged_ok(D, ldd_m, ldd_n)) {  // TMA: the launcher encoded d_desc for D then
       if (wg < 0) wg = rb;
-      epilogue_staged(acc, rb, wg, D, M, N, ldd_m, m0, n0, (float)alpha, out_stage + wg * 64 * Config::kOutPitch,
+      epilogue_staged(acc, wg, D, M, N, ldd_m, part_row(m0, rb), part_col(n0, rb), (float)alpha, out_stage + wg * 64 * Config::kOutPitch,
                       d_desc);
       return;
     }
@@ -869,7 +886,7 @@ __device__ __forceinline__ void epilogue(const float (&acc)[kAcc], int rb, const
   if constexpr (Config::kColumnsEpilogue) {
     if (beta == 0.0 && columns_ok(D, ldd_m, ldd_n)) {
       if (wg < 0) wg = rb;
-      epilogue_columns(acc, rb, wg, D, M, N, ldd_n, m0, n0, (float)alpha, out_stage + wg * 64 * Config::kOutPitch);
+      epilogue_columns(acc, wg, D, M, N, ldd_n, part_row(m0, rb), part_col(n0, rb), (float)alpha, out_stage + wg * 64 * Config::kOutPitch);
       return;
     }
   }

@@ -207,6 +207,10 @@ STORAGE = {"float16": "float16", "bfloat16": "bfloat16", "tf32": "float32"}
 
 TILE_M = 128  # cooperative: two consumer warpgroups of 64 rows each
 PINGPONG_TILE_MS = (64, 128)  # pingpong: one consumer warpgroup per tile, m64 wgmmas per k16 step
+# Cooperative 64-row tiles, split along N: both consumer warpgroups multiply the tile's 64 rows of
+# A, each by half of its columns (whole 64-wide boxes of B: these widths), one CTA per tile
+SPLIT_N_TILE_M = 64
+SPLIT_N_TILE_NS = (128, 256)
 THREADS = 384  # producer warpgroup + two consumer warpgroups
 CONSUMER_THREADS = 256
 SMEM_LIMIT = 232448  # 227 KB: the most shared memory one block may have on sm_90
@@ -375,10 +379,13 @@ class HopperConfig(RenderedConfig):
     # column-major output (the transposed product's, ``swap_pays``), its 64-row columns staged and
     # stored as 16-byte pieces (element-wise elsewhere)
     epilogue: str = "pair"
-    # False (cooperative): both consumer warpgroups on every 128-row tile.  True (pingpong): each
-    # owns whole tile_m x tile_n tiles in turn, one's epilogue under the other's mainloop.
+    # False (cooperative): both consumer warpgroups on every tile (128 rows: 64 each; 64 rows:
+    # half the columns each, ``split_n``).  True (pingpong): each owns whole tile_m x tile_n tiles
+    # in turn, one's epilogue under the other's mainloop.
     pingpong: bool = False
-    tile_m: int = TILE_M  # 128; pingpong also 64 (at most 128 accumulators per thread)
+    # 128; 64 with pingpong (at most 128 accumulators per thread) or split along N (cooperative,
+    # tile_n in SPLIT_N_TILE_NS, one CTA per tile)
+    tile_m: int = TILE_M
     producer_regs: int = REGS[0]  # setmaxnreg of the producer warpgroup
     consumer_regs: int = REGS[1]  # setmaxnreg of the consumer warpgroups
     # Clusters of cluster_m x cluster_n CTAs on adjacent tiles: those of a tile column share B, those
@@ -416,8 +423,12 @@ class HopperConfig(RenderedConfig):
             raise ValueError(f"tile_n must be one of {TILE_NS}, got {self.tile_n}")
         if self.stages < 2:
             raise ValueError(f"stages must be at least 2, got {self.stages}")
-        if not self.pingpong and self.tile_m != TILE_M:
-            raise ValueError(f"tile_m must be {TILE_M} without pingpong, got {self.tile_m}")
+        if not self.pingpong and self.tile_m not in (TILE_M, SPLIT_N_TILE_M):
+            raise ValueError(f"tile_m must be {TILE_M} or {SPLIT_N_TILE_M} without pingpong, got {self.tile_m}")
+        if self.split_n and (self.tile_n not in SPLIT_N_TILE_NS or self.cluster_size > 1):
+            raise ValueError(f"a cooperative {self.tile_m}-row tile splits its columns over the two consumer "
+                             f"warpgroups: tile_n one of {SPLIT_N_TILE_NS} and one CTA per tile, got "
+                             f"tile_n={self.tile_n}, cluster {self.cluster_m}x{self.cluster_n}")
         if self.pingpong and self.tile_m not in PINGPONG_TILE_MS:
             raise ValueError(f"pingpong tile_m must be one of {PINGPONG_TILE_MS}, got {self.tile_m}")
         if self.tile_n % 128 and self.tile_n != 64 and (self.pingpong or self.cluster_size > 1):
@@ -501,6 +512,17 @@ class HopperConfig(RenderedConfig):
         return self.cluster_m * self.cluster_n
 
     @property
+    def split_n(self) -> bool:
+        """Cooperative 64-row tiles: the consumer warpgroups split the tile's columns."""
+        return not self.pingpong and self.tile_m == SPLIT_N_TILE_M
+
+    @property
+    def wg_n(self) -> int:
+        """Columns of one consumer warpgroup's wgmmas (and of its part of the tile): half the tile's
+        split along N, else all of them (Config::kWgN)."""
+        return self.tile_n // 2 if self.split_n else self.tile_n
+
+    @property
     def tile_k(self) -> int:
         """One 128-byte swizzle row of K: 64 for 16-bit inputs, 32 for tf32."""
         return 128 // ITEMSIZE[self.input]
@@ -517,11 +539,12 @@ class HopperConfig(RenderedConfig):
 
     @property
     def out_chunk_bytes(self) -> int:
-        """Bytes of a tile row the staged / TMA epilogue stages at a time: 256, the whole row when
-        narrower, 128 when the row is not a whole number of 256-byte chunks (192 16-bit columns),
-        half the row when it is not a whole number of 128-byte chunks either (160 or 224 16-bit
-        columns: the kernel then rotates the staged pieces instead of the TMA's XOR swizzle)."""
-        row = self.tile_n * ELEMENT_BYTES[self.output]
+        """Bytes of a warpgroup's row (``wg_n`` columns) the staged / TMA epilogue stages at a time:
+        256, the whole row when narrower, 128 when the row is not a whole number of 256-byte chunks
+        (192 16-bit columns), half the row when it is not a whole number of 128-byte chunks either
+        (160 or 224 16-bit columns: the kernel then rotates the staged pieces instead of the TMA's
+        XOR swizzle)."""
+        row = self.wg_n * ELEMENT_BYTES[self.output]
         return row if row <= 256 else 256 if row % 256 == 0 else 128 if row % 128 == 0 else row // 2
 
     @property

@@ -140,8 +140,20 @@ def test_config_validates():
     with pytest.raises(ValueError):
         HopperConfig(input="tf32", a_k_major=False)
     assert str(HopperConfig(a_k_major=False, b_k_major=False)).endswith(" A:col B:row")
-    with pytest.raises(ValueError):  # cooperative tiles are 128 rows
-        HopperConfig(tile_m=64)
+    with pytest.raises(ValueError):  # cooperative tiles are 128 or 64 rows
+        HopperConfig(tile_m=32)
+    # cooperative 64-row tiles: the warpgroups split the columns (whole 64-wide boxes of B each)
+    split = HopperConfig(input="float16", tile_m=64, tile_n=256, stages=4, epilogue="staged")
+    assert split.split_n and split.wg_n == 128 and split.acc_per_thread == 64 and split.out_chunk_bytes == 256
+    assert split.smem_bytes == 1024 + 4 * (64 + 256) * 128 + 512 + 2 * 64 * 256
+    assert "#define MGEMM_TILE_M 64" in split.render() and "#define MGEMM_PINGPONG 0" in split.render()
+    assert HopperConfig(tile_m=64, tile_n=128).wg_n == 64 and not HopperConfig().split_n
+    assert not HopperConfig(pingpong=True, tile_m=64).split_n and HopperConfig(pingpong=True, tile_m=64).wg_n == 128
+    for bad in (dict(tile_n=192), dict(tile_n=64), dict(tile_n=256, cluster_m=2)):
+        with pytest.raises(ValueError, match="splits its columns"):
+            HopperConfig(tile_m=64, **bad)
+    with pytest.raises(ValueError):  # 5 stages of 64x256 and the staged buffers: more than 227 KB
+        split.replace(stages=5)
     with pytest.raises(ValueError):
         HopperConfig(pingpong=True, tile_m=32)
     with pytest.raises(ValueError, match="accumulators"):  # 128x256 on one warpgroup: 256 per thread
@@ -1376,7 +1388,12 @@ def test_transpose_kernel_compiles_without_spills(tmp_path):
                                  HopperConfig(input="float16", tile_n=192, stages=4, epilogue="columns",
                                               policy="streamk", a_k_major=False),
                                  HopperConfig(input="bfloat16", tile_m=64, tile_n=64, stages=12, pingpong=True,
-                                              epilogue="columns", output="float32")],
+                                              epilogue="columns", output="float32"),
+                                 # cooperative 64-row tiles split along N
+                                 HopperConfig(input="float16", tile_m=64, tile_n=256, stages=4, epilogue="columns",
+                                              policy="streamk", a_k_major=False),
+                                 HopperConfig(input="bfloat16", tile_m=64, tile_n=128, stages=8, epilogue="tma",
+                                              policy="streamk", sk_reduce="spread", b_k_major=False)],
                          ids=str)
 def test_rendered_source_compiles_for_sm90a(cfg, tmp_path):
     """The launcher's #defines compile, and its shared-memory size equals the kernel's (a
@@ -1929,14 +1946,17 @@ def _epilogue_equals_direct(epi, views, written, a, b, c, base, pp_tile_m, as_dt
     the element-wise one, into fresh outputs from each of ``views`` (poisoned): the same bits with
     beta == 0, within rounding of C's read with beta != 0, nothing left unwritten; in the first
     view's buffer nothing past index ``written`` of its rows (the padding to the leading dimension).
-    ``pp_tile_m`` > 0: pingpong consumers with tiles of that many rows."""
+    ``pp_tile_m`` > 0: pingpong consumers with tiles of that many rows; "split": cooperative 64-row
+    tiles, each warpgroup half the columns."""
     res = base.output
     for beta in (0.0, 0.5):
         for v, make in enumerate(views):
             outs = []
             for e in (epi, "direct"):
                 cfg = base.replace(epilogue=e)
-                if pp_tile_m:
+                if pp_tile_m == "split":
+                    cfg = cfg.replace(tile_m=64)
+                elif pp_tile_m:
                     cfg = cfg.replace(pingpong=True, tile_m=pp_tile_m)
                 out = make()
                 hopper.gemm(a, b, c, alpha=0.75, beta=beta, out=out, config=cfg, as_dtype=as_dtype,
@@ -1968,7 +1988,9 @@ def _epilogue_equals_direct(epi, views, written, a, b, c, base, pp_tile_m, as_dt
                                                                     ("float16", None, 192, "static", 0),
                                                                     ("float16", None, 160, "streamk", 0),
                                                                     ("bfloat16", None, 224, "static", 0),
-                                                                    ("float16", "float32", 96, "dynamic", 0)])
+                                                                    ("float16", "float32", 96, "dynamic", 0),
+                                                                    ("bfloat16", None, 256, "streamk", "split"),
+                                                                    ("float16", "float32", 128, "static", "split")])
 @pytest.mark.parametrize("epi", ["staged", "tma"])
 def test_staged_epilogue_equals_direct_and_falls_back(kind, out_dtype, tile_n, policy, pp_tile_m, epi):
     """The staged epilogue (16-byte stores through shared memory) and the TMA-store one (the same
@@ -1980,7 +2002,8 @@ def test_staged_epilogue_equals_direct_and_falls_back(kind, out_dtype, tile_n, p
     beta != 0 (C is read: the paired path).  N = 333 for both; N = 336 too for ``tma``: 333
     elements end off a 16-byte boundary, where a bulk store would write past N and the launch
     takes "staged", so only 336 exercises the bulk stores.  ``pp_tile_m`` > 0: pingpong consumers
-    with tiles of that many rows (each warpgroup stages its own tile's row blocks)."""
+    with tiles of that many rows (each warpgroup stages its own tile's row blocks); "split":
+    cooperative 64-row tiles (each warpgroup stages its half of the columns)."""
     if epi == "tma" and HopperConfig(input=kind, output=out_dtype or hopper.STORAGE[kind],
                                      tile_n=tile_n, epilogue="staged").out_chunk_bytes % 128:
         with pytest.raises(ValueError, match="whole 128-byte boxes"):  # rotated rows: no bulk stores
@@ -2013,7 +2036,9 @@ def test_staged_epilogue_equals_direct_and_falls_back(kind, out_dtype, tile_n, p
                                                                     ("tf32", None, 96, "static", 0),
                                                                     ("float16", None, 160, "per_tile", 0),
                                                                     ("bfloat16", None, 64, "static", 64),
-                                                                    ("float16", "float32", 128, "streamk", 128)])
+                                                                    ("float16", "float32", 128, "streamk", 128),
+                                                                    ("float16", None, 256, "streamk", "split"),
+                                                                    ("bfloat16", "float32", 128, "static", "split")])
 def test_columns_epilogue_equals_direct_and_falls_back(kind, out_dtype, tile_n, policy, pp_tile_m):
     """The columns epilogue (a column-major output's 64-row columns through shared memory, out as
     16-byte stores) writes the bits the element-wise one does, on a 261 x N result whose rows end
@@ -2021,7 +2046,8 @@ def test_columns_epilogue_equals_direct_and_falls_back(kind, out_dtype, tile_n, 
     into a column-major output whose columns are 16-byte aligned (the columns path; the padding
     rows between 261 and the leading dimension stay untouched) and, falling back to the element
     stores, into one with an odd leading dimension, one starting an element off and a row-major
-    one; and with beta != 0 (C is read).  ``pp_tile_m`` > 0: pingpong consumers."""
+    one; and with beta != 0 (C is read).  ``pp_tile_m`` > 0: pingpong consumers; "split":
+    cooperative 64-row tiles."""
     rng = np.random.default_rng(12)
     a, _ = rand_operand((261, 300), kind, rng)
     as_dtype = "bfloat16" if kind == "bfloat16" else None
@@ -2138,6 +2164,61 @@ def test_pingpong_k_zero_and_streamk_reproducible():
     for _ in range(3):
         again = hopper.gemm(a, b, config=cfg, as_dtype="bfloat16", out_dtype="float32", sms=11)
         assert bool((again == first).all())
+
+
+# --- cooperative 64-row tiles split along N (GPU) -----------------------------------------------------
+
+# (kind, tile_n, stages): both consumer warpgroups on one 64-row tile, each half its columns.
+SPLIT_N = [("float16", 256, 4), ("bfloat16", 128, 8), ("tf32", 256, 4)]
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("policy", schedule.POLICIES)
+@pytest.mark.parametrize("kind,tile_n,stages", SPLIT_N)
+def test_split_n_matches_float64_reference(kind, tile_n, stages, policy):
+    """Each warpgroup's half of B and of the tile's columns (wgmma, epilogue, stream-K partials):
+    edge shapes with alpha and beta, then several SM budgets, on the paired and staged epilogues."""
+    cfg = HopperConfig(input=kind, tile_m=64, tile_n=tile_n, stages=stages, policy=policy)
+    for i, (m, n, k) in enumerate(SHAPES):
+        _check(m, n, k, kind, cfg, seed=90 + i, beta=0.5 if i % 2 else 0.0, alpha=1.0 if i % 3 else 0.75)
+    for j, (m, n, k, sms) in enumerate(BUDGETS):
+        _check(m, n, k, kind, cfg.replace(epilogue="staged" if j % 2 else "pair"), sms=sms, seed=100 + j)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("tile_n,policy", [(256, "streamk"), (128, "static")])
+@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (True, False), (False, True), (True, True)])
+def test_split_n_every_operand_layout(trans_a, trans_b, tile_n, policy):
+    """MN-major A (one 64-wide box) and B (each warpgroup's boxes) with split tiles."""
+    cfg = HopperConfig(input="float16", tile_m=64, tile_n=tile_n, stages=4, policy=policy, epilogue="staged")
+    for i, (m, n, k) in enumerate(SHAPES[1:] + [(384, 768, 1024), (136, 520, 72)]):
+        _check(m, n, k, "float16", cfg, trans_a=trans_a, trans_b=trans_b, seed=110 + i,
+               beta=0.5 if i % 2 else 0.0, sms=5 if i % 3 == 0 else None)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("kind,tile_n", [("bfloat16", 256), ("float16", 128)])
+def test_split_n_spread_fix_up_repeats_and_records(kind, tile_n):
+    """The spread fix-up's row-major partials of a split tile; the same bits every run; the work
+    units the mirror predicts."""
+    cfg = HopperConfig(input=kind, tile_m=64, tile_n=tile_n, policy="streamk", sk_reduce="spread",
+                       epilogue="staged")
+    for i, (m, n, k, sms) in enumerate([(256, 512, 16384, None), (333, 517, 4096, 20), (130, 700, 3000, 9)]):
+        _check(m, n, k, kind, cfg, beta=0.5 if i == 1 else 0.0, alpha=0.75, sms=sms, seed=120 + i)
+    rng = np.random.default_rng(7)
+    a, _ = rand_operand((200, 6000), kind, rng)
+    b, _ = rand_operand((6000, 700), kind, rng)
+    as_dtype = "bfloat16" if kind == "bfloat16" else None
+    first = hopper.gemm(a, b, config=cfg, sms=13, as_dtype=as_dtype, out_dtype="float32")
+    for _ in range(3):
+        assert bool((hopper.gemm(a, b, config=cfg, sms=13, as_dtype=as_dtype, out_dtype="float32") == first).all())
+    _, record = hopper.gemm(a, b, config=cfg, sms=13, as_dtype=as_dtype, debug=True)
+    lp = hopper.launch_info(a.shape, b.shape, cfg.replace(record=True), sms=13)
+    expect = schedule.assignment("streamk", lp.rows, lp.cols, lp.k_iters, lp.grid, sk_tiles=lp.sk_tiles)
+    assert schedule.from_record(record.tolist(), lp.grid) == expect
 
 
 @pytest.mark.gpu
