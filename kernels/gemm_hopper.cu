@@ -241,9 +241,8 @@ struct Config {
   static_assert(kTileN % 128 == 0 || kTileN == 64 || (!kPingpong && kClusterSize == 1),
                 "TILE_N 96, 160, 192, 224: cooperative consumers, one CTA per tile");
   static_assert(kTileM == 64 || kTileM == 128, "TILE_M: 64 or 128");
-  static_assert(!kSplitN || ((kTileN == 128 || kTileN == 256) && kClusterSize == 1),
-                "cooperative TILE_M 64 (split along N): TILE_N 128 or 256 (warpgroups of whole 64-wide boxes), "
-                "one CTA per tile");
+  static_assert(!kSplitN || kTileN == 128 || kTileN == 256,
+                "cooperative TILE_M 64 (split along N): TILE_N 128 or 256 (warpgroups of whole 64-wide boxes)");
   static_assert(kMBlocks * kAcc <= 128, "a pingpong warpgroup holds at most 128 accumulators per thread");
   static_assert(kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0 && kProducerRegs >= 24 && kConsumerRegs <= 256 &&
                     128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536,

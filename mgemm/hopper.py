@@ -208,7 +208,7 @@ STORAGE = {"float16": "float16", "bfloat16": "bfloat16", "tf32": "float32"}
 TILE_M = 128  # cooperative: two consumer warpgroups of 64 rows each
 PINGPONG_TILE_MS = (64, 128)  # pingpong: one consumer warpgroup per tile, m64 wgmmas per k16 step
 # Cooperative 64-row tiles, split along N: both consumer warpgroups multiply the tile's 64 rows of
-# A, each by half of its columns (whole 64-wide boxes of B: these widths), one CTA per tile
+# A, each by half of its columns (whole 64-wide boxes of B: these widths)
 SPLIT_N_TILE_M = 64
 SPLIT_N_TILE_NS = (128, 256)
 THREADS = 384  # producer warpgroup + two consumer warpgroups
@@ -384,7 +384,7 @@ class HopperConfig(RenderedConfig):
     # in turn, one's epilogue under the other's mainloop.
     pingpong: bool = False
     # 128; 64 with pingpong (at most 128 accumulators per thread) or split along N (cooperative,
-    # tile_n in SPLIT_N_TILE_NS, one CTA per tile)
+    # tile_n in SPLIT_N_TILE_NS)
     tile_m: int = TILE_M
     producer_regs: int = REGS[0]  # setmaxnreg of the producer warpgroup
     consumer_regs: int = REGS[1]  # setmaxnreg of the consumer warpgroups
@@ -425,10 +425,9 @@ class HopperConfig(RenderedConfig):
             raise ValueError(f"stages must be at least 2, got {self.stages}")
         if not self.pingpong and self.tile_m not in (TILE_M, SPLIT_N_TILE_M):
             raise ValueError(f"tile_m must be {TILE_M} or {SPLIT_N_TILE_M} without pingpong, got {self.tile_m}")
-        if self.split_n and (self.tile_n not in SPLIT_N_TILE_NS or self.cluster_size > 1):
+        if self.split_n and self.tile_n not in SPLIT_N_TILE_NS:
             raise ValueError(f"a cooperative {self.tile_m}-row tile splits its columns over the two consumer "
-                             f"warpgroups: tile_n one of {SPLIT_N_TILE_NS} and one CTA per tile, got "
-                             f"tile_n={self.tile_n}, cluster {self.cluster_m}x{self.cluster_n}")
+                             f"warpgroups: tile_n one of {SPLIT_N_TILE_NS}, got {self.tile_n}")
         if self.pingpong and self.tile_m not in PINGPONG_TILE_MS:
             raise ValueError(f"pingpong tile_m must be one of {PINGPONG_TILE_MS}, got {self.tile_m}")
         if self.tile_n % 128 and self.tile_n != 64 and (self.pingpong or self.cluster_size > 1):
@@ -497,6 +496,9 @@ class HopperConfig(RenderedConfig):
             if self.tile_n < 128:
                 raise ValueError(f"{what} with tile_n={self.tile_n} is not supported: each CTA multicasts "
                                  f"its part of B, whole 64-wide MN-major boxes (tile_n 128 or 256)")
+            if not self.a_k_major and (self.tile_m // MN_BOX) % self.cluster_n:
+                raise ValueError(f"{what} with a column-major A (a_k_major=False) and tile_m={self.tile_m} "
+                                 f"is not supported: each CTA multicasts whole 64-wide boxes of A (tile_m 128)")
             if not self.b_k_major and (self.b_rows // MN_BOX) % self.cluster_m:
                 raise ValueError(f"{what} with a row-major B (b_k_major=False) and tile_n={self.tile_n} "
                                  f"is not supported: each CTA multicasts whole 64-wide boxes of B "

@@ -149,9 +149,12 @@ def test_config_validates():
     assert "#define MGEMM_TILE_M 64" in split.render() and "#define MGEMM_PINGPONG 0" in split.render()
     assert HopperConfig(tile_m=64, tile_n=128).wg_n == 64 and not HopperConfig().split_n
     assert not HopperConfig(pingpong=True, tile_m=64).split_n and HopperConfig(pingpong=True, tile_m=64).wg_n == 128
-    for bad in (dict(tile_n=192), dict(tile_n=64), dict(tile_n=256, cluster_m=2)):
+    for bad in (dict(tile_n=192), dict(tile_n=64)):
         with pytest.raises(ValueError, match="splits its columns"):
             HopperConfig(tile_m=64, **bad)
+    assert HopperConfig(tile_m=64, tile_n=256, cluster_m=2, cluster_n=2).cluster_size == 4
+    with pytest.raises(ValueError, match="whole 64-wide boxes of A"):  # one box of A: no halves
+        HopperConfig(tile_m=64, tile_n=256, cluster_n=2, a_k_major=False)
     with pytest.raises(ValueError):  # 5 stages of 64x256 and the staged buffers: more than 227 KB
         split.replace(stages=5)
     with pytest.raises(ValueError):
@@ -2196,6 +2199,19 @@ def test_split_n_every_operand_layout(trans_a, trans_b, tile_n, policy):
     for i, (m, n, k) in enumerate(SHAPES[1:] + [(384, 768, 1024), (136, 520, 72)]):
         _check(m, n, k, "float16", cfg, trans_a=trans_a, trans_b=trans_b, seed=110 + i,
                beta=0.5 if i % 2 else 0.0, sms=5 if i % 3 == 0 else None)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("cm,cn,policy,b_k_major", [(2, 1, "static", False), (2, 2, "streamk", True),
+                                                    (4, 1, "per_tile", False), (1, 2, "streamk", True)])
+def test_split_n_in_clusters(cm, cn, policy, b_k_major):
+    """Split tiles in clusters: B multicast down a tile column (each CTA its share of the 256-wide
+    B), A (64 K-major rows: 32 each) along a tile row; edge shapes, a few CTAs."""
+    cfg = HopperConfig(input="bfloat16", tile_m=64, tile_n=256, stages=4, policy=policy, cluster_m=cm,
+                       cluster_n=cn, b_k_major=b_k_major, epilogue="staged")
+    for i, (m, n, k) in enumerate(SHAPES[1:] + [(384, 768, 1024), (1000, 1300, 900)]):
+        _check(m, n, k, "bfloat16", cfg, seed=130 + i, beta=0.5 if i % 2 else 0.0, sms=8 if i % 3 == 0 else None)
 
 
 @pytest.mark.gpu
