@@ -283,6 +283,12 @@ FILL_MIN_K_STEPS = 16  # K >= 1024: measured ahead there even without the TMA-st
 # FILL_MIN_K_STEPS 64-wide steps or more, shorter K: the fix-ups and the CTAs' K loops out of step)
 CHEAPEST_WIDTHS = ((128, 6), (192, 4), (224, 4), (256, 4))  # (tile_n, stages)
 WAVE_COST = {128: 1.0, 192: 0.94, 224: 0.94, 256: 0.92}
+# A 16-bit config of 192-wide tiles, one CTA per tile and the staged epilogue, where 160-wide tiles
+# take as many tile columns (192 < N <= 320, for instance): SAME_COLUMNS_160 (tile_n, stages)
+# instead, the same tiles, waves and policy with a sixth fewer columns multiplied (a row-major B
+# loads 192 columns a tile either way); None: never (choose_config, _same_columns_160).  On the
+# H200, N of 272-304: 0.63-0.95 -> 0.66-1.05 of cuBLAS (RESULTS.md, thirty-third session)
+SAME_COLUMNS_160: tuple[int, int] | None = (160, 4)
 SK_OVERHEAD = (1.2, 1.6)
 # ... over at most this many static waves, the config's and the cheapest width's (4 until the
 # twenty-seventh session: then, e.g., 12 waves of 128-wide tiles stayed where 8 of 192 were 0.15
@@ -761,6 +767,12 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     0.01) in two, against stream-K (1752x416x37456 0.51 -> 0.83) and against the off-rows rules'
     static clusters (2272x456x6784 0.93 -> 1.03).
 
+    Last, 192-wide tiles (one CTA per tile, the staged epilogue) become 160 wide where those take
+    as many tile columns (``SAME_COLUMNS_160``, ``_same_columns_160``): the same tile grid, waves
+    and policy, a sixth fewer columns multiplied.  On the H200 (RESULTS.md, thirty-third session,
+    fp16, N of 272-304): ahead on 7 of 8 shapes by 0.01-0.10 of cuBLAS (6376x304x12168 0.95 ->
+    1.05), level on one.
+
     >>> cfg = choose_config(768, 1024, 16384, "float16", 132)
     >>> cfg.policy, cfg.cluster_m, cfg.cluster_n
     ('streamk', 2, 2)
@@ -827,7 +839,24 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
         if a_rows_off_128:
             cfg = _off_rows_blocks(cfg, m, n, k, kind, sms, b_rows_off=b_rows_off,
                                    b_rows_off_128=b_rows_off_128)
-    return cfg
+    return cfg if explicit else _same_columns_160(cfg, n)
+
+
+def _same_columns_160(cfg: HopperConfig, n: int) -> HopperConfig:
+    """``cfg``, or its 16-bit 192-wide tiles (cooperative, one CTA per tile, the staged epilogue)
+    as ``SAME_COLUMNS_160`` ones where those take as many tile columns of N: the same tile grid,
+    so the same waves, policy and fix-up, with fewer padding columns multiplied.
+
+    >>> _same_columns_160(HopperConfig(input="float16", tile_n=192, stages=4, epilogue="staged"), 304).tile_n
+    160
+    >>> _same_columns_160(HopperConfig(input="float16", tile_n=192, stages=4, epilogue="staged"), 344).tile_n
+    192
+    """
+    if (SAME_COLUMNS_160 is None or cfg.input not in ("float16", "bfloat16") or cfg.tile_n != 192
+            or cfg.pingpong or cfg.tile_m != TILE_M or cfg.cluster_size > 1 or cfg.epilogue != "staged"):
+        return cfg
+    width, stages = SAME_COLUMNS_160
+    return cfg.replace(tile_n=width, stages=stages) if -(-n // width) == -(-n // 192) else cfg
 
 
 def _padded_work(m: int, n: int, tile_n: int) -> float:

@@ -598,6 +598,7 @@ def test_heuristic_b_rows_off_128_take_clusters(dtype, monkeypatch):
     OFF_ROWS_CLUSTER_MARGIN times the config before (RESULTS.md, twenty-second session: the shapes
     it switched and kept)."""
     stages = {w: st for w, st, _ in hopper.OFF_ROWS_CLUSTERS}
+    OFF_ROWS_CLUSTERS = hopper.OFF_ROWS_CLUSTERS
 
     def pick(shape, **kw):
         return hopper.choose_config(*shape, dtype, 132, b_rows_off=(shape[1] * 2) % 32 != 0,
@@ -633,7 +634,9 @@ def test_heuristic_b_rows_off_128_take_clusters(dtype, monkeypatch):
     assert pick((64, 8200, 8192)).pingpong and pick((64, 8200, 8192)).cluster_m == 1
     assert hopper.choose_config(4096, 4104, 4096, "float32", 132, allow_tf32=True,
                                 b_rows_off_128=True).cluster_m == 1
-    # wherever it fires: cluster waves no dearer than the config without the rule
+    # wherever it fires: cluster waves no dearer than the config without the rule (the 160-wide
+    # rule after it off: it narrows what this one leaves)
+    monkeypatch.setattr(hopper, "SAME_COLUMNS_160", None)
     rng = np.random.default_rng(7)
     for _ in range(300):
         m, n = (int(x) for x in rng.integers(128, 9000, 2))
@@ -644,7 +647,7 @@ def test_heuristic_b_rows_off_128_take_clusters(dtype, monkeypatch):
             continue
         monkeypatch.setattr(hopper, "OFF_ROWS_CLUSTERS", ())
         before = pick((m, n, k))
-        monkeypatch.undo()
+        monkeypatch.setattr(hopper, "OFF_ROWS_CLUSTERS", OFF_ROWS_CLUSTERS)
         if cfg.cluster_m == 2:
             assert not before.pingpong and cfg.policy == "static" and cfg.tile_n in stages
             pairs = -(-(-(-m // 128)) // 2)
@@ -659,6 +662,35 @@ def test_heuristic_b_rows_off_128_take_clusters(dtype, monkeypatch):
                 before, m, n, k, 132)
     monkeypatch.setattr(hopper, "OFF_ROWS_CLUSTERS", ())
     assert pick((4096, 4104, 4096)).cluster_m == 1
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_heuristic_same_columns_take_160(dtype, monkeypatch):
+    """192-wide tiles (one CTA per tile, staged) become 160 wide where those take as many tile
+    columns: the same tile grid and policy (RESULTS.md, thirty-third session: N of 272-304)."""
+    def pick(m, n, k):
+        return hopper.choose_config(m, n, k, dtype, 132, b_rows_off=(n * 2) % 32 != 0,
+                                    b_rows_off_128=(n * 2) % 128 != 0, a_rows_off_128=(k * 2) % 128 != 0)
+
+    taken = {(6944, 304, 14776): "static", (6376, 304, 12168): "streamk", (7912, 304, 7504): "static",
+             (8936, 288, 14624): "streamk", (7984, 272, 7624): "static"}
+    for shape, policy in taken.items():
+        cfg = pick(*shape)
+        assert (cfg.tile_n, cfg.stages, cfg.policy, cfg.epilogue, cfg.cluster_size) == (160, 4, policy, "staged", 1)
+        monkeypatch.setattr(hopper, "SAME_COLUMNS_160", None)
+        before = pick(*shape)
+        monkeypatch.undo()
+        assert before == cfg.replace(tile_n=192, stages=4), shape
+        assert hopper._tiles(shape[0], shape[1], 160) == hopper._tiles(shape[0], shape[1], 192), shape
+    # more columns at 160 (N = 344), clusters (rows off sectors), the issue's 192-wide shape
+    for shape in [(13616, 344, 9968), (4720, 264, 6808), (1024, 2112, 8192), (8000, 344, 8000)]:
+        assert pick(*shape).tile_n != 160, shape
+    rng = np.random.default_rng(8)
+    for _ in range(400):
+        m, n, k = (int(x) for x in rng.integers(64, 12000, 3))
+        cfg = pick(m, n, k)
+        if cfg.tile_n == 160 and cfg.epilogue == "staged" and -(-k // 64) > 16:  # (not NARROW_WIDTHS' short K)
+            assert -(-n // 160) == -(-n // 192) and cfg.cluster_size == 1, (m, n, k)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
