@@ -9,7 +9,8 @@
 //     stage, then issues two TMA loads (A: 128 x BK, B: BN x BK) that complete on the stage's
 //     "full" barrier.  The rest of warpgroup 0 has nothing to do and leaves after giving up
 //     registers.  Because the producer runs ahead, the next tile's loads overlap the epilogue.
-//   warpgroups 1 and 2 (consumers): rows 0-63 and 64-127 of the tile.  Per k-iteration: wait for
+//   warpgroups 1 and 2 (consumers): rows 0-63 and 64-127 of the tile (64-row tiles without
+//     pingpong, kSplitN: all 64 rows, each warpgroup its half of the columns).  Per k-iteration: wait for
 //     a full stage, BK/16 wgmma m64nBNk16 (BK/8 m64nBNk8 for tf32), commit; keep one group in
 //     flight and free the previous stage on its "empty" barrier.  Then the epilogue straight from
 //     the accumulator registers, masked at the edges; stream-K partials go through the workspace.
