@@ -10,7 +10,7 @@
 //     "full" barrier.  The rest of warpgroup 0 has nothing to do and leaves after giving up
 //     registers.  Because the producer runs ahead, the next tile's loads overlap the epilogue.
 //   warpgroups 1 and 2 (consumers): rows 0-63 and 64-127 of the tile (64-row tiles without
-//     pingpong, kSplitN: all 64 rows, each warpgroup its half of the columns).  Per k-iteration: wait for
+//     pingpong, kSplitN: all 64 rows, each warpgroup half the columns).  Per k-iteration: wait for
 //     a full stage, BK/16 wgmma m64nBNk16 (BK/8 m64nBNk8 for tf32), commit; keep one group in
 //     flight and free the previous stage on its "empty" barrier.  Then the epilogue straight from
 //     the accumulator registers, masked at the edges; stream-K partials go through the workspace.
@@ -216,12 +216,13 @@ struct Config {
   static constexpr int kBPartBytes = kBBytes / kClusterM;  // the part of B one CTA loads and multicasts
   static constexpr int kAPartBytes = kABytes / kClusterN;  // ... and of A
   static constexpr int kSharedBytes = 512;           // barriers and unit slots, after the ring
-  // STAGED epilogue: per consumer warpgroup 64 rows of kOutCols output columns (256 bytes; the whole
-  // row of the warpgroup's kWgN columns when narrower; 128 bytes when the row is not a whole number of 256-byte chunks, as 192
-  // 16-bit columns are; half the row when it is not a whole number of 128-byte chunks either, as
-  // 160 or 224 16-bit columns are), after the barrier area; the tile's columns go through in
-  // kOutChunks.  Rows of a whole number of 128 bytes permute their 16-byte pieces by XOR with the
-  // row (the TMA's 128-byte swizzle), others rotate them by the row (kOutRotate).
+  // STAGED epilogue: per consumer warpgroup 64 rows of kOutCols output columns (256 bytes; the
+  // whole row of the warpgroup's kWgN columns when narrower; 128 bytes when the row is not a whole
+  // number of 256-byte chunks, as 192 16-bit columns are; half the row when it is not a whole
+  // number of 128-byte chunks either, as 160 or 224 16-bit columns are), after the barrier area;
+  // the warpgroup's columns go through in kOutChunks.  Rows of a whole number of 128 bytes
+  // permute their 16-byte pieces by XOR with the row (the TMA's 128-byte swizzle), others rotate
+  // them by the row (kOutRotate).
   static constexpr int kRowBytes = kWgN * (int)sizeof(Out);
   static constexpr int kOutCols = (kRowBytes <= 256 ? kRowBytes : kRowBytes % 256 == 0 ? 256 : kRowBytes % 128 == 0 ? 128
                                    : kRowBytes / 2) / (int)sizeof(Out);
@@ -755,16 +756,16 @@ __device__ __forceinline__ void store_piece(Out* dst, const uint4& v, int left) 
 __device__ __forceinline__ int part_row(int m0, int rb) { return m0 + (Config::kSplitN ? 0 : 64 * rb); }
 __device__ __forceinline__ int part_col(int n0, int rb) { return n0 + (Config::kSplitN ? Config::kWgN * rb : 0); }
 
-// STAGED: the 64 rows x kWgN columns of the output from row r0, column c0 (part_row, part_col) that
-// consumer warpgroup wg holds, as alpha * acc, kOutCols columns (chunk CH, then the next by recursion: the
-// accumulator indices stay compile-time) at a time, through `buf` (64 x kOutPitch bytes, the
-// warpgroup's own): the pairs a thread holds go to shared memory with the 16-byte pieces of each
-// row XOR-permuted by the row (r & 7: the 8 rows one store instruction touches land on distinct
-// banks), then each thread stores whole 16-byte pieces, a warp two or more full rows.  The
-// warpgroup's own named barrier (kWgBar + wg) orders the writes and reads of `buf`, including
+// STAGED: the 64 rows x kWgN columns of the output from row r0, column c0 (part_row, part_col)
+// that consumer warpgroup wg holds, as alpha * acc, kOutCols columns (chunk CH, then the next by
+// recursion: the accumulator indices stay compile-time) at a time, through `buf` (64 x kOutPitch
+// bytes, the warpgroup's own): the pairs a thread holds go to shared memory with the 16-byte
+// pieces of each row XOR-permuted by the row (r & 7: the 8 rows one store instruction touches land
+// on distinct banks), then each thread stores whole 16-byte pieces, a warp two or more full rows.
+// The warpgroup's own named barrier (kWgBar + wg) orders the writes and reads of `buf`, including
 // against the previous chunk's, block's or tile's reads.  Needs beta == 0, D row-major, 16-byte
-// aligned rows.  Cooperative: wg's part of the tile; pingpong: wg's tile has kMBlocks row blocks, one at a
-// time.
+// aligned rows.  Cooperative: wg's part of the tile; pingpong: wg's tile has kMBlocks row blocks,
+// one at a time.
 // TMA (kTmaStore): buf holds kOutPitch / 128 boxes of 64 rows x 128 bytes, one after another, the
 // 16-byte pieces of row r XOR-permuted by r & 7 (the TMA's 128-byte swizzle, the same banks as
 // above); the warpgroup's first thread stores the boxes through `d_desc` (rows and columns past
@@ -867,9 +868,9 @@ __device__ __forceinline__ bool staged_ok(const Out* p, long long ld_m, long lon
 __device__ __forceinline__ bool columns_ok(const Out* p, long long ld_m, long long ld_n) { return staged_ok(p, ld_n, ld_m); }
 
 // D = alpha * acc + beta * C on the in-bounds part rb of the tile at m0, n0 (row block rb: rows
-// 64 rb .. 64 rb + 63; split along N: warpgroup rb's columns); C is not read when beta == 0.  `out_stage`: the STAGED (or COLUMNS) epilogue's buffers
-// (one per consumer warpgroup), unused otherwise; wg: the warpgroup that holds acc (cooperative:
-// rb itself).
+// 64 rb .. 64 rb + 63; split along N: warpgroup rb's columns); C is not read when beta == 0.
+// `out_stage`: the STAGED (or COLUMNS) epilogue's buffers (one per consumer warpgroup), unused
+// otherwise; wg: the warpgroup that holds acc (cooperative: rb itself).
 __device__ __forceinline__ void epilogue(const float (&acc)[kAcc], int rb, const Out* C, Out* D, int M, int N,
                                          long long ldc_m, long long ldc_n, long long ldd_m, long long ldd_n,
                                          int m0, int n0, double alpha, double beta,
@@ -878,15 +879,16 @@ __device__ __forceinline__ void epilogue(const float (&acc)[kAcc], int rb, const
   if constexpr (Config::kStagedEpilogue) {
     if (beta == 0.0 && staged_ok(D, ldd_m, ldd_n)) {  // TMA: the launcher encoded d_desc for D then
       if (wg < 0) wg = rb;
-      epilogue_staged(acc, wg, D, M, N, ldd_m, part_row(m0, rb), part_col(n0, rb), (float)alpha, out_stage + wg * 64 * Config::kOutPitch,
-                      d_desc);
+      epilogue_staged(acc, wg, D, M, N, ldd_m, part_row(m0, rb), part_col(n0, rb), (float)alpha,
+                      out_stage + wg * 64 * Config::kOutPitch, d_desc);
       return;
     }
   }
   if constexpr (Config::kColumnsEpilogue) {
     if (beta == 0.0 && columns_ok(D, ldd_m, ldd_n)) {
       if (wg < 0) wg = rb;
-      epilogue_columns(acc, wg, D, M, N, ldd_n, part_row(m0, rb), part_col(n0, rb), (float)alpha, out_stage + wg * 64 * Config::kOutPitch);
+      epilogue_columns(acc, wg, D, M, N, ldd_n, part_row(m0, rb), part_col(n0, rb), (float)alpha,
+                       out_stage + wg * 64 * Config::kOutPitch);
       return;
     }
   }
