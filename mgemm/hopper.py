@@ -770,7 +770,7 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     Last, 192-wide tiles (one CTA per tile, the staged epilogue) become 160 wide where those take
     as many tile columns (``SAME_COLUMNS_160``, ``_same_columns_160``): the same tile grid, waves
     and policy, a sixth fewer columns multiplied.  On the H200 (RESULTS.md, thirty-third session,
-    fp16, N of 272-304): ahead on 7 of 8 shapes by 0.01-0.10 of cuBLAS (6376x304x12168 0.95 ->
+    fp16, N of 272-304): ahead on 5 of 6 shapes by 0.01-0.10 of cuBLAS (6376x304x12168 0.95 ->
     1.05), level on one.
 
     >>> cfg = choose_config(768, 1024, 16384, "float16", 132)
