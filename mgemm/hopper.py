@@ -787,6 +787,15 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     >>> (cfg.tile_m, cfg.tile_n, cfg.pingpong, cfg.policy)
     (64, 64, True, 'static')
     """
+    cfg = _choose_config(m, n, k, dtype, sms, allow_tf32=allow_tf32, shared=shared, tile_n=tile_n,
+                         b_rows_off=b_rows_off, b_rows_off_128=b_rows_off_128, a_rows_off_128=a_rows_off_128)
+    return cfg if tile_n is not None else _same_columns_160(cfg, n)
+
+
+def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: bool = False,
+                   shared: bool = False, tile_n: int | None = None, b_rows_off: bool = False,
+                   b_rows_off_128: bool = False, a_rows_off_128: bool = False) -> HopperConfig:
+    """``choose_config`` without its last rule (``_same_columns_160``)."""
     kind = input_kind(dtype, allow_tf32)
     explicit = tile_n is not None
     if tile_n is not None and tile_n not in dict(TILE_CHOICES):
@@ -839,7 +848,7 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
         if a_rows_off_128:
             cfg = _off_rows_blocks(cfg, m, n, k, kind, sms, b_rows_off=b_rows_off,
                                    b_rows_off_128=b_rows_off_128)
-    return cfg if explicit else _same_columns_160(cfg, n)
+    return cfg
 
 
 def _same_columns_160(cfg: HopperConfig, n: int) -> HopperConfig:
@@ -1144,8 +1153,10 @@ def _off_rows_blocks(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms:
     if _cluster_waves(m, n, cfg.tile_n, 2, sms)[0] > _cluster_waves(m, n, cfg.tile_n, 1, sms)[0]:
         return cfg
     if TAIL_SPLIT and cfg.tile_n in SPLIT_OVER_BLOCKS:
+        # (the rest as when this was measured: 192-wide tiles stay; with 160-wide ones, a 1.15
+        # launch of 2 x 2 clusters gave way to a 2 x 1 one, RESULTS.md, thirty-third session)
         split = tail_split(cfg, m, n, k, dtype, sms, b_rows_off=b_rows_off, b_rows_off_128=b_rows_off_128,
-                           a_rows_off_128=True)
+                           a_rows_off_128=True, same_columns=False)
         if split is not None and split[2] <= TAIL_SPLIT:
             return cfg
     return cfg.replace(cluster_n=2)
@@ -1165,13 +1176,15 @@ def _launch_cost(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> float:
 
 
 def tail_split(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, *,
-               b_rows_off: bool = False, b_rows_off_128: bool = False, a_rows_off_128: bool = False):
+               b_rows_off: bool = False, b_rows_off_128: bool = False, a_rows_off_128: bool = False,
+               same_columns: bool = True):
     """Where a static cooperative launch of ``cfg`` runs two waves or more and its last wave is
     short, and K has ``TAIL_SPLIT_MIN_K_STEPS`` steps or more (a second launch's fixed costs): the
     rows ``m1`` that fill all waves but the last (whole tile rows, whole pairs of them with
     clusters of 2 x 1 or 2 x 2 CTAs), the config ``choose_config`` picks for the other ``m - m1``
-    rows, and the wave-cost model's estimate of both launches over that of the one
-    (``_launch_cost``).  None where there is no such split, or where the rest would run the thin
+    rows (``same_columns=False``: before its last rule, ``_same_columns_160``), and the wave-cost
+    model's estimate of both launches over that of the one (``_launch_cost``).  None where there
+    is no such split, or where the rest would run the thin
     pingpong tile (which the model does not price).  Pure.  ``gemm_parts`` runs the two launches
     where ``cfg`` is a 2 x 1 cluster config (the ones measured ahead; split 2 x 2 launches were
     mixed, RESULTS.md, twenty-fourth session) and the ratio is at most ``TAIL_SPLIT``.
@@ -1202,8 +1215,9 @@ def tail_split(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, 
     m1 = (waves - 1) * slots // cols * rows
     if waves < 2 or not 0 < m1 < m:
         return None
-    rest = choose_config(m - m1, n, k, dtype, sms, b_rows_off=b_rows_off, b_rows_off_128=b_rows_off_128,
-                         a_rows_off_128=a_rows_off_128)
+    pick = choose_config if same_columns else _choose_config
+    rest = pick(m - m1, n, k, dtype, sms, b_rows_off=b_rows_off, b_rows_off_128=b_rows_off_128,
+                a_rows_off_128=a_rows_off_128)
     if rest.pingpong:
         return None
     ratio = ((_launch_cost(cfg, m1, n, k, sms) + _launch_cost(rest, m - m1, n, k, sms))

@@ -685,6 +685,14 @@ def test_heuristic_same_columns_take_160(dtype, monkeypatch):
     # more columns at 160 (N = 344), clusters (rows off sectors), the 192-wide shape
     for shape in [(13616, 344, 9968), (4720, 264, 6808), (1024, 2112, 8192), (8000, 344, 8000)]:
         assert pick(*shape).tile_n != 160, shape
+    # the rule changes no other decision: 2 x 2 clusters stay where a 160-wide rest would have
+    # made the 2 x 1 launch's tail split look cheaper (measured 1.15 of cuBLAS on 2 x 2)
+    cfg = pick(13232, 416, 10184)
+    assert (cfg.cluster_m, cfg.cluster_n, cfg.tile_n) == (2, 2, 256)
+    off = dict(b_rows_off_128=True, a_rows_off_128=True)
+    two = cfg.replace(cluster_n=1)
+    assert hopper.tail_split(two, 13232, 416, 10184, dtype, 132, **off)[1].tile_n == 160  # as gemm_parts runs it
+    assert hopper.tail_split(two, 13232, 416, 10184, dtype, 132, same_columns=False, **off)[1].tile_n == 192
     rng = np.random.default_rng(8)
     for _ in range(400):
         m, n, k = (int(x) for x in rng.integers(64, 12000, 3))
