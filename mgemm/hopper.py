@@ -1184,10 +1184,10 @@ def tail_split(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, 
     clusters of 2 x 1 or 2 x 2 CTAs), the config ``choose_config`` picks for the other ``m - m1``
     rows (``same_columns=False``: before its last rule, ``_same_columns_160``), and the wave-cost
     model's estimate of both launches over that of the one (``_launch_cost``).  None where there
-    is no such split, or where the rest would run the thin
-    pingpong tile (which the model does not price).  Pure.  ``gemm_parts`` runs the two launches
-    where ``cfg`` is a 2 x 1 cluster config (the ones measured ahead; split 2 x 2 launches were
-    mixed, RESULTS.md, twenty-fourth session) and the ratio is at most ``TAIL_SPLIT``.
+    is no such split, or where the rest would run the thin pingpong tile (which the model does not
+    price).  Pure.  ``gemm_parts`` runs the two launches where ``cfg`` is a 2 x 1 cluster config
+    (the ones measured ahead; split 2 x 2 launches were mixed, RESULTS.md, twenty-fourth session)
+    and the ratio is at most ``TAIL_SPLIT``.
 
     On the H200 (RESULTS.md, twenty-third session, float16): of 21 shapes timed both ways, the four
     with a ratio of at most 0.875 were 0.05-0.11 of cuBLAS faster split (4992x1784x6440 0.77 ->
