@@ -671,15 +671,19 @@ __device__ __forceinline__ void mainloop(float (&acc)[kAcc], unsigned char* ring
   if (releaser) release_stage(&sh.empty[prev]);
 }
 
+// The first row and column of part `rb` of the tile at m0, n0: row block rb (rows 64 rb .. 64 rb +
+// 63), or split along N the columns of warpgroup rb.
+__device__ __forceinline__ int part_row(int m0, int rb) { return m0 + (Config::kSplitN ? 0 : 64 * rb); }
+__device__ __forceinline__ int part_col(int n0, int rb) { return n0 + (Config::kSplitN ? Config::kWgN * rb : 0); }
+
 // Where accumulator i of thread t (0..127) of warpgroup wg sits in the tile (the wgmma m64nNk16
 // fp32 D layout: warp w of the warpgroup holds rows 16w..16w+15; per 8-column block j, registers
-// 4j, 4j+1 at row lane/4, columns 8j + 2(lane%4) + {0, 1}; registers 4j+2, 4j+3 eight rows lower).
-// Warpgroup wg's part starts at row 64 wg, or split along N at column kWgN wg (wg 0: the
-// coordinates within a warpgroup's part).
+// 4j, 4j+1 at row lane/4, columns 8j + 2(lane%4) + {0, 1}; registers 4j+2, 4j+3 eight rows lower),
+// from the first row and column of the warpgroup's part (wg 0: within a warpgroup's part).
 __device__ __forceinline__ void coord_of(int i, int wg, int t, int& r, int& c) {
   const int lane = t & 31, warp = t >> 5;
-  r = (Config::kSplitN ? 0 : wg * 64) + warp * 16 + (lane >> 2) + 8 * ((i >> 1) & 1);
-  c = (Config::kSplitN ? wg * Config::kWgN : 0) + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
+  r = part_row(0, wg) + warp * 16 + (lane >> 2) + 8 * ((i >> 1) & 1);
+  c = part_col(0, wg) + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
 }
 
 // The same for this thread.
@@ -750,11 +754,6 @@ __device__ __forceinline__ void store_piece(Out* dst, const uint4& v, int left) 
   for (int j = 0; j < kPer16; ++j)
     if (j < left) store_piece_elem(dst + j, v, j);
 }
-
-// The first row and column of part `rb` of the tile at m0, n0: row block rb (rows 64 rb .. 64 rb +
-// 63), or split along N the columns of warpgroup rb.
-__device__ __forceinline__ int part_row(int m0, int rb) { return m0 + (Config::kSplitN ? 0 : 64 * rb); }
-__device__ __forceinline__ int part_col(int n0, int rb) { return n0 + (Config::kSplitN ? Config::kWgN * rb : 0); }
 
 // STAGED: the 64 rows x kWgN columns of the output from row r0, column c0 (part_row, part_col)
 // that consumer warpgroup wg holds, as alpha * acc, kOutCols columns (chunk CH, then the next by
