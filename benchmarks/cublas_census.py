@@ -19,7 +19,8 @@ first call, which the timing leaves out; the cache in a fresh directory unless
 ``MGEMM_CACHE_DIR`` is set); ``--no-census`` skips the profiler.
 
     python3 benchmarks/cublas_census.py [--reps 10] [--dtype float16]
-        [--random N --seed S --waves 1,3 --k-log2 11,14 [--off-rows]] [--typed N [--transposed-only]]
+        [--random N --seed S --waves 1,3 --k-log2 11,14 [--off-rows]]
+        [--typed N [--transposed-only] [--prior-differs]]
         [--variant LABEL:FIELDS ...] [--prior [NAME=LITERAL;...]] [--tune] [--no-census] [MxNxK ...]
 """
 
@@ -111,6 +112,26 @@ def runs_transposed(dtype: str):
     return keep
 
 
+def prior_differs(dtype: str, prior: dict):
+    """``typed_cases``' filter: whether the heuristic's config for contiguous row-major operands of
+    this shape differs from the one it picks with the ``--prior`` constants: the sizes a rule
+    changes."""
+    sms = hopper.device_sms()
+
+    def keep(m: int, n: int, k: int) -> bool:
+        flags = hopper.rows_flags([cp.empty((m, k), dtype=cp.float16)], [cp.empty((k, n), dtype=cp.float16)])
+        now = hopper.choose_config(m, n, k, dtype, sms, **flags)
+        with mock.patch.multiple(hopper, **prior):
+            return hopper.choose_config(m, n, k, dtype, sms, **flags) != now
+    return keep
+
+
+def both(*keeps):
+    """``typed_cases``' filter that keeps what each of ``keeps`` (None: any) keeps."""
+    keeps = [f for f in keeps if f is not None]
+    return (lambda m, n, k: all(f(m, n, k) for f in keeps)) if keeps else None
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("cases", nargs="*")
@@ -128,6 +149,9 @@ def main(argv=None):
                         "or in place of the default list")
     p.add_argument("--transposed-only", action="store_true",
                    help="--typed draws only shapes that hopper.gemm runs as B^T A^T (runs_transposed)")
+    p.add_argument("--prior-differs", action="store_true",
+                   help="--typed draws only shapes whose heuristic config the --prior constants change "
+                        "(prior_differs: where a rule fires)")
     p.add_argument("--variant", action="append", default=[], help="label:field=value,... (repeatable)")
     p.add_argument("--no-census", action="store_true", help="time only; no profiler trace")
     p.add_argument("--prior", nargs="?", const="CHEAPEST_WIDTHS=()",
@@ -148,8 +172,11 @@ def main(argv=None):
     k_log2 = tuple(int(x) for x in args.k_log2.split(","))
     cases = args.cases or ([] if args.random or args.typed else CASES)
     cases += random_cases(args.random, args.seed, waves, k_log2, args.off_rows)
-    cases += typed_cases(args.typed, args.seed, runs_transposed(args.dtype) if args.transposed_only else None)
     prior = h.parse_prior(args.prior)
+    if args.prior_differs and not prior:
+        p.error("--prior-differs needs --prior NAME=LITERAL;...")
+    cases += typed_cases(args.typed, args.seed, both(runs_transposed(args.dtype) if args.transposed_only else None,
+                                                     prior_differs(args.dtype, prior) if args.prior_differs else None))
     rng = np.random.default_rng(0)
     sms = hopper.device_sms()
     print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {sms} SMs, {args.dtype}; "
