@@ -100,14 +100,21 @@ def typed_cases(count: int, seed: int, keep=None) -> list[str]:
     return out
 
 
+def contiguous(m: int, n: int, k: int):
+    """Contiguous row-major 16-bit A (m x k), B (k x n) and output (m x n), unfilled, and
+    ``choose_config``'s row flags for A and B: the operands the ``typed_cases`` filters picture."""
+    a, b, out = (cp.empty(s, dtype=cp.float16) for s in ((m, k), (k, n), (m, n)))
+    return a, b, out, hopper.rows_flags([a], [b])
+
+
 def runs_transposed(dtype: str):
     """``typed_cases``' filter: whether ``hopper.gemm_parts`` runs the product of contiguous
     row-major operands (and output) of this shape as B^T A^T (``hopper.swap_pays``)."""
     sms = hopper.device_sms()
 
     def keep(m: int, n: int, k: int) -> bool:
-        a, b, out = (cp.empty(s, dtype=cp.float16) for s in ((m, k), (k, n), (m, n)))
-        direct = hopper.choose_config(m, n, k, dtype, sms, **hopper.rows_flags([a], [b]))
+        a, b, out, flags = contiguous(m, n, k)
+        direct = hopper.choose_config(m, n, k, dtype, sms, **flags)
         return hopper._swap_config([a], [b], direct, out, m, n, k, dtype, sms, False) is not None
     return keep
 
@@ -119,7 +126,7 @@ def prior_differs(dtype: str, prior: dict):
     sms = hopper.device_sms()
 
     def keep(m: int, n: int, k: int) -> bool:
-        flags = hopper.rows_flags([cp.empty((m, k), dtype=cp.float16)], [cp.empty((k, n), dtype=cp.float16)])
+        flags = contiguous(m, n, k)[3]
         now = hopper.choose_config(m, n, k, dtype, sms, **flags)
         with mock.patch.multiple(hopper, **prior):
             return hopper.choose_config(m, n, k, dtype, sms, **flags) != now
