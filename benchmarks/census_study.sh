@@ -1,4 +1,4 @@
-# Sourced by run_narrow_study.sh, run_weak_study.sh and run_streamk_study.sh (from the repository
+# Sourced by the run_*_study.sh scripts that time cublas_census.py rows (from the repository
 # root, after gpu_env.sh): census_study TAG ARG... times the caller's SHAPES with the heuristic and
 # the cublas_census.py arguments ARG... (variants, --split) for each of DTYPES (default float16), in
 # turns with cuBLAS, every output checked against float64; full output in $OUT/TAG-DTYPE.txt, the

@@ -4,11 +4,12 @@
 #   1. the GPU tests of the cluster path and of the heuristic's cluster configs;
 #   2. SHAPES random shapes whose B rows are off 128 bytes (cublas_census.py --random --off-rows,
 #      seed SEED), the heuristic beside the heuristic without the rule ("prior") and cuBLAS, in
-#      turns, in each of DTYPES; every output checked against float64 on sampled rows.
+#      turns, in each of DTYPES; every output checked against float64 on sampled rows (census_study.sh).
 #   bash benchmarks/run_off_rows_study.sh      (results under $OUT)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 source "$(dirname "$0")/gpu_env.sh"
+source "$(dirname "$0")/census_study.sh"
 echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 
 echo "== 1. GPU tests: clusters"
@@ -16,10 +17,8 @@ timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -n 8 -rf tests/test_
   -k "cluster or b_rows_off_128" >"$OUT/pytest-clusters.log" 2>&1
 grep -E "passed|failed|FAILED|Error" "$OUT/pytest-clusters.log" | tail -10
 
-for dtype in ${DTYPES:-float16 bfloat16}; do
-  echo "== 2. $dtype: ${SHAPES:-16} shapes drawn with B rows off 128 bytes (seed ${SEED:-2026122301})"
-  timeout ${STUDY_TIMEOUT:-150} python3 benchmarks/cublas_census.py --no-census --reps 8 --dtype "$dtype" \
-    --random "${SHAPES:-16}" --seed "${SEED:-2026122301}" --waves 1,8 --k-log2 10,14 --off-rows \
-    --prior "OFF_ROWS_CLUSTERS=()" >"$OUT/off-rows-$dtype.txt" 2>&1
-  grep -v "^#" "$OUT/off-rows-$dtype.txt" | sed -e 's/ | tiles.*//' -e "s/hopper $dtype->$dtype //" | cut -c1-140
-done
+draws=${SHAPES:-16}
+DTYPES=${DTYPES:-float16 bfloat16} STUDY_TIMEOUT=${STUDY_TIMEOUT:-150}
+echo "== 2. $draws shapes drawn with B rows off 128 bytes (seed ${SEED:-2026122301})"
+SHAPES="" census_study off-rows --random "$draws" --seed "${SEED:-2026122301}" --waves 1,8 --k-log2 10,14 \
+  --off-rows --prior "OFF_ROWS_CLUSTERS=()"

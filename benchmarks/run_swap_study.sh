@@ -5,11 +5,12 @@
 #   2. SHAPES shapes drawn as a user types them where hopper.gemm runs B^T A^T (cublas_census.py
 #      --typed --transposed-only, seed SEED), the direct config ("hopper") beside the transposed
 #      product as gemm runs it ("sw") and cuBLAS, in turns, in each of DTYPES; every output checked
-#      against float64 on sampled rows.  (Seed 2026120232 draws the thirty-second session's twelve.)
+#      against float64 on sampled rows (census_study.sh).  (Seed 2026120232 draws the thirty-second session's twelve.)
 #   bash benchmarks/run_swap_study.sh      (results under $OUT)
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 source "$(dirname "$0")/gpu_env.sh"
+source "$(dirname "$0")/census_study.sh"
 echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 
 echo "== 1. GPU tests: the columns epilogue, the swap"
@@ -17,10 +18,8 @@ timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -n 12 -rfs tests/tes
   -k "columns or swapped" >"$OUT/pytest-swap.log" 2>&1
 grep -E "passed|failed|FAILED|Error" "$OUT/pytest-swap.log" | tail -10
 
-for dtype in ${DTYPES:-float16 bfloat16}; do
-  echo "== 2. $dtype: ${SHAPES:-12} shapes drawn where gemm runs B^T A^T (seed ${SEED:-2026120301})"
-  timeout ${STUDY_TIMEOUT:-150} python3 benchmarks/cublas_census.py --no-census --reps 10 --dtype "$dtype" \
-    --typed "${SHAPES:-12}" --seed "${SEED:-2026120301}" --transposed-only \
-    --variant "sw:swap=1,epilogue=columns" >"$OUT/swap-$dtype.txt" 2>&1
-  grep -v "^#" "$OUT/swap-$dtype.txt" | sed -e 's/ | tiles.*//' -e "s/hopper $dtype->$dtype //" | cut -c1-140
-done
+draws=${SHAPES:-12}
+DTYPES=${DTYPES:-float16 bfloat16} STUDY_TIMEOUT=${STUDY_TIMEOUT:-150}
+echo "== 2. $draws shapes drawn where gemm runs B^T A^T (seed ${SEED:-2026120301})"
+SHAPES="" census_study swap --reps 10 --typed "$draws" --seed "${SEED:-2026120301}" --transposed-only \
+  --variant "sw:swap=1,epilogue=columns"
