@@ -598,7 +598,6 @@ def test_heuristic_b_rows_off_128_take_clusters(dtype, monkeypatch):
     OFF_ROWS_CLUSTER_MARGIN times the config before (RESULTS.md, twenty-second session: the shapes
     it switched and kept)."""
     stages = {w: st for w, st, _ in hopper.OFF_ROWS_CLUSTERS}
-    OFF_ROWS_CLUSTERS = hopper.OFF_ROWS_CLUSTERS
 
     def pick(shape, **kw):
         return hopper.choose_config(*shape, dtype, 132, b_rows_off=(shape[1] * 2) % 32 != 0,
@@ -645,9 +644,9 @@ def test_heuristic_b_rows_off_128_take_clusters(dtype, monkeypatch):
         if cfg.policy == "streamk" and cfg.cluster_size == 4:  # the quad stream-K rule, which comes first
             assert hopper._quad_streamk_pays(cfg.replace(cluster_m=1, cluster_n=1), m, n, k, 132)
             continue
-        monkeypatch.setattr(hopper, "OFF_ROWS_CLUSTERS", ())
-        before = pick((m, n, k))
-        monkeypatch.setattr(hopper, "OFF_ROWS_CLUSTERS", OFF_ROWS_CLUSTERS)
+        with monkeypatch.context() as mp:
+            mp.setattr(hopper, "OFF_ROWS_CLUSTERS", ())
+            before = pick((m, n, k))
         if cfg.cluster_m == 2:
             assert not before.pingpong and cfg.policy == "static" and cfg.tile_n in stages
             pairs = -(-(-(-m // 128)) // 2)
