@@ -3,7 +3,10 @@
 For each ``MxNxK`` (float16 or bfloat16): cuBLAS and the heuristic's config on contiguous operands
 ("in place"), then the same config on the same values held in buffers whose rows are padded to a
 multiple of 64 elements (128 bytes), as views the kernel reads in place: A's rows padded ("pad
-A"), A's and B's ("pad AB"); the padded copies are made before the timing.  A shape whose K (A's
+A"), B's ("pad B"), A's and B's ("pad AB"); the padded copies are made before the timing.  "copy
+B" copies B into the padded buffer inside the timed call (CuPy's copy, the buffer made before), then
+multiplies as "pad B" does: what padding B on the fly would cost; "pad B*" is "pad B" on the config
+the heuristic picks for B's padded rows.  A shape whose K (A's
 rows) or N (B's) is a multiple of 64 has nothing to pad there.  GPU time, in
 turns, L2 flushed, median of ``--reps``; every output is checked against float64 on sampled rows.
 
@@ -56,21 +59,30 @@ def main(argv=None) -> int:
         pc = h.probe_case(f"{spec}:{args.dtype}", rng)
         m, n, k = pc.case.m, pc.case.n, pc.case.k
         a_pad, b_pad = padded(pc.a, extra=args.extra), padded(pc.b, extra=args.extra)
-        ops = {"in place": (pc.a, pc.b), "pad A": (a_pad, pc.b), "pad AB": (a_pad, b_pad)}
+        ops = {"in place": (pc.a, pc.b), "pad A": (a_pad, pc.b), "pad B": (pc.a, b_pad), "pad AB": (a_pad, b_pad)}
         anchors = ("cuBLAS", "cuBLAS AB") if args.extra else ("cuBLAS",)
-        outs = {name: pc.poisoned() for name in (*anchors, *ops)}
+        outs = {name: pc.poisoned() for name in (*anchors, *ops, "copy B", "pad B*")}
         fns = {"cuBLAS": h.cublas_fn(pc.a, pc.b, args.dtype, outs["cuBLAS"])}
         if args.extra:
             fns["cuBLAS AB"] = h.cublas_fn(a_pad, b_pad, args.dtype, outs["cuBLAS AB"])
         for name, (a, b) in ops.items():
             fns[name] = (lambda a=a, b=b, out=outs[name]:
                          hopper.gemm(a, b, out=out, config=pc.config, as_dtype=pc.as_dtype))
+        b_buf = padded(pc.b, extra=args.extra)
+
+        def copy_b(out=outs["copy B"]):
+            b_buf[...] = pc.b
+            return hopper.gemm(pc.a, b_buf, out=out, config=pc.config, as_dtype=pc.as_dtype)
+        fns["copy B"] = copy_b
+        cfg_b = hopper.choose_config(m, n, k, args.dtype, hopper.device_sms(), **hopper.rows_flags([pc.a], [b_pad]))
+        fns["pad B*"] = (lambda out=outs["pad B*"]:
+                         hopper.gemm(pc.a, b_pad, out=out, config=cfg_b, as_dtype=pc.as_dtype))
         pc.run_checked(fns, outs)
         ms = h.timed_interleaved(fns, args.reps)
         flops = 2.0 * m * n * k
         cells = " ".join(f"{name} {flops / t / 1e9:6.1f}" for name, t in ms.items())
-        ratios = " ".join(f"{name} {ms['cuBLAS'] / ms[name]:.2f}" for name in (*anchors[1:], *ops))
-        print(f"  {spec:>16} TFLOP/s {cells} | x cuBLAS {ratios} | {pc.config}", flush=True)
+        ratios = " ".join(f"{name} {ms['cuBLAS'] / ms[name]:.2f}" for name in (*anchors[1:], *ops, "copy B", "pad B*"))
+        print(f"  {spec:>16} TFLOP/s {cells} | x cuBLAS {ratios} | {pc.config} | pad B*: {cfg_b}", flush=True)
     return 0
 
 
