@@ -6,7 +6,9 @@ multiple of 64 elements (128 bytes), as views the kernel reads in place: A's row
 A"), B's ("pad B"), A's and B's ("pad AB"); the padded copies are made before the timing.  "copy
 B" copies B into the padded buffer inside the timed call (CuPy's copy, the buffer made before), then
 multiplies as "pad B" does: what padding B on the fly would cost; "pad B*" is "pad B" on the config
-the heuristic picks for B's padded rows.  A shape whose K (A's
+the heuristic picks for B's padded rows.  "B^T" copies B into a K-major buffer (N rows of K, padded to
+128 bytes) by ``hopper.transpose_copy`` inside the timed call and multiplies with B read K-major on the
+heuristic's config for that layout; "B^T*" is the same product with the copy made before the timing.  A shape whose K (A's
 rows) or N (B's) is a multiple of 64 has nothing to pad there.  GPU time, in
 turns, L2 flushed, median of ``--reps``; every output is checked against float64 on sampled rows.
 
@@ -61,7 +63,7 @@ def main(argv=None) -> int:
         a_pad, b_pad = padded(pc.a, extra=args.extra), padded(pc.b, extra=args.extra)
         ops = {"in place": (pc.a, pc.b), "pad A": (a_pad, pc.b), "pad B": (pc.a, b_pad), "pad AB": (a_pad, b_pad)}
         anchors = ("cuBLAS", "cuBLAS AB") if args.extra else ("cuBLAS",)
-        outs = {name: pc.poisoned() for name in (*anchors, *ops, "copy B", "pad B*")}
+        outs = {name: pc.poisoned() for name in (*anchors, *ops, "copy B", "pad B*", "B^T", "B^T*")}
         fns = {"cuBLAS": h.cublas_fn(pc.a, pc.b, args.dtype, outs["cuBLAS"])}
         if args.extra:
             fns["cuBLAS AB"] = h.cublas_fn(a_pad, b_pad, args.dtype, outs["cuBLAS AB"])
@@ -77,12 +79,23 @@ def main(argv=None) -> int:
         cfg_b = hopper.choose_config(m, n, k, args.dtype, hopper.device_sms(), **hopper.rows_flags([pc.a], [b_pad]))
         fns["pad B*"] = (lambda out=outs["pad B*"]:
                          hopper.gemm(pc.a, b_pad, out=out, config=cfg_b, as_dtype=pc.as_dtype))
+        bt_buf = cp.empty((n, -(-k // 64) * 64 + args.extra), dtype=pc.b.dtype)
+        bt = bt_buf[:, :k].T  # B's values, K-major
+        hopper.transpose_copy(pc.b.T, bt_buf)
+        cfg_t = hopper.choose_config(m, n, k, args.dtype, hopper.device_sms(), **hopper.rows_flags([pc.a], [bt]))
+
+        def b_t(out=outs["B^T"]):
+            hopper.transpose_copy(pc.b.T, bt_buf)
+            return hopper.gemm(pc.a, bt, out=out, config=cfg_t, as_dtype=pc.as_dtype)
+        fns["B^T"] = b_t
+        fns["B^T*"] = (lambda out=outs["B^T*"]:
+                       hopper.gemm(pc.a, bt, out=out, config=cfg_t, as_dtype=pc.as_dtype))
         pc.run_checked(fns, outs)
         ms = h.timed_interleaved(fns, args.reps)
         flops = 2.0 * m * n * k
         cells = " ".join(f"{name} {flops / t / 1e9:6.1f}" for name, t in ms.items())
-        ratios = " ".join(f"{name} {ms['cuBLAS'] / ms[name]:.2f}" for name in (*anchors[1:], *ops, "copy B", "pad B*"))
-        print(f"  {spec:>16} TFLOP/s {cells} | x cuBLAS {ratios} | {pc.config} | pad B*: {cfg_b}", flush=True)
+        ratios = " ".join(f"{name} {ms['cuBLAS'] / ms[name]:.2f}" for name in (*anchors[1:], *ops, "copy B", "pad B*", "B^T", "B^T*"))
+        print(f"  {spec:>16} TFLOP/s {cells} | x cuBLAS {ratios} | {pc.config} | pad B*: {cfg_b} | B^T: {cfg_t}", flush=True)
     return 0
 
 
