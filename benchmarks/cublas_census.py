@@ -16,17 +16,20 @@ without its last rule (``hopper.CHEAPEST_WIDTHS`` empty) where that differs; ``-
 option); ``--tune`` adds ``hopper.gemm`` as a caller gets it ("auto": the heuristic, split where
 ``gemm_parts`` splits) and with ``tune=True`` ("tuned": ``mgemm.tune``'s pick, tuned on the
 first call, which the timing leaves out; the cache in a fresh directory unless
-``MGEMM_CACHE_DIR`` is set); ``--no-census`` skips the profiler.
+``MGEMM_CACHE_DIR`` is set); ``--caller`` adds "auto" alone; with ``--prior``, either adds
+``hopper.gemm`` as a caller gets it under the prior constants ("auto-prior"); ``--no-census``
+skips the profiler.
 
     python3 benchmarks/cublas_census.py [--reps 10] [--dtype float16]
         [--random N --seed S --waves 1,3 --k-log2 11,14 [--off-rows]]
         [--typed N [--transposed-only] [--prior-differs]]
-        [--variant LABEL:FIELDS ...] [--prior [NAME=LITERAL;...]] [--tune] [--no-census] [MxNxK ...]
+        [--variant LABEL:FIELDS ...] [--prior [NAME=LITERAL;...]] [--tune | --caller] [--no-census] [MxNxK ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -121,15 +124,15 @@ def runs_transposed(dtype: str):
 
 def prior_differs(dtype: str, prior: dict):
     """``typed_cases``' filter: whether the heuristic's config for contiguous row-major operands of
-    this shape differs from the one it picks with the ``--prior`` constants: the sizes a rule
-    changes."""
+    this shape, or whether ``gemm_parts`` copies their B K-major (``copies_b_k_major``), differs
+    from what it does with the ``--prior`` constants: the sizes a rule changes."""
     sms = hopper.device_sms()
 
     def keep(m: int, n: int, k: int) -> bool:
-        flags = contiguous(m, n, k)[3]
-        now = hopper.choose_config(m, n, k, dtype, sms, **flags)
+        _, b, _, flags = contiguous(m, n, k)
+        now = hopper.choose_config(m, n, k, dtype, sms, **flags), hopper.copies_b_k_major([b], m, n)
         with mock.patch.multiple(hopper, **prior):
-            return hopper.choose_config(m, n, k, dtype, sms, **flags) != now
+            return (hopper.choose_config(m, n, k, dtype, sms, **flags), hopper.copies_b_k_major([b], m, n)) != now
     return keep
 
 
@@ -169,6 +172,8 @@ def main(argv=None):
                         "(hopper.tail_split), where it splits")
     p.add_argument("--tune", action="store_true",
                    help="also hopper.gemm as a caller gets it ('auto') and with tune=True ('tuned')")
+    p.add_argument("--caller", action="store_true",
+                   help="also hopper.gemm as a caller gets it ('auto'; with --prior, 'auto-prior' too)")
     p.add_argument("--rotate", action="store_true",
                    help="turn the order of the timed implementations by one each rep")
     args = p.parse_args(argv)
@@ -213,7 +218,9 @@ def main(argv=None):
                                         **hopper.rows_flags([pc.a], [pc.b]))
                 if cut:
                     splits[label] = (configs[name][0], cut)
-        callers = {"auto": False, "tuned": True} if args.tune else {}  # label: tune
+        callers = {"auto": False, "tuned": True} if args.tune else {"auto": False} if args.caller else {}  # label: tune
+        if (args.tune or args.caller) and prior:
+            callers["auto-prior"] = False  # as a caller gets it with the --prior constants
         outs = {name: pc.poisoned() for name in ("cuBLAS", *configs, *splits, *callers)}
         for name in configs:
             if swapped.get(name) == 2:  # the output held transposed; checked through its .T
@@ -231,8 +238,8 @@ def main(argv=None):
                 hopper.gemm(pc.a[m1:], pc.b, out=out[m1:], config=rest, as_dtype=pc.as_dtype)
             fns[label] = split_fn
         for label, tuned in callers.items():
-            fns[label] = (lambda out=outs[label], tuned=tuned:
-                          hopper.gemm(pc.a, pc.b, out=out, as_dtype=pc.as_dtype, tune=tuned))
+            fns[label] = (lambda out=outs[label], tuned=tuned, patch=prior if label == "auto-prior" else {}:
+                          caller_gemm(pc, out, tuned, patch))
         pc.run_checked(fns, outs)
         for kern in [] if args.no_census else cublas_kernels(fns["cuBLAS"]):
             a = kern.get("args", {})
@@ -250,6 +257,9 @@ def main(argv=None):
                   f"rows {m1} on {whose}, {m - m1} on {rest} | model {ratio:.3f}", flush=True)
         for label in callers:
             pick = tuned_label(m, n, k, args.dtype) if label == "tuned" else "heuristic"
+            with mock.patch.multiple(hopper, **prior) if label == "auto-prior" else contextlib.nullcontext():
+                if label != "tuned" and hopper.copies_b_k_major([pc.b], m, n):
+                    pick += ", B copied K-major"
             print(f"  {spec:>16} {label:>10} {1e3 * ms[label]:8.2f} us {flops / ms[label] / 1e9:6.1f} TFLOP/s"
                   f" x cuBLAS {ms['cuBLAS'] / ms[label]:.2f} | {pick}", flush=True)
         for name, (cfg, sms_cap) in configs.items():
@@ -257,6 +267,13 @@ def main(argv=None):
             print(f"  {spec:>16} {name:>10} {1e3 * ms[name]:8.2f} us {flops / ms[name] / 1e9:6.1f} TFLOP/s"
                   f" x cuBLAS {ms['cuBLAS'] / ms[name]:.2f} | {cfg} | tiles {plan.tiles} grid {plan.grid}",
                   flush=True)
+
+
+def caller_gemm(pc, out, tune: bool, patch: dict):
+    """``hopper.gemm`` on the case's operands as a caller gets it (``tune``), with the ``mgemm.hopper``
+    constants of ``patch`` set for the call."""
+    with mock.patch.multiple(hopper, **patch) if patch else contextlib.nullcontext():
+        return hopper.gemm(pc.a, pc.b, out=out, as_dtype=pc.as_dtype, tune=tune)
 
 
 def swap_field(spec: str) -> tuple[str, int]:

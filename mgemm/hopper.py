@@ -347,6 +347,15 @@ TAIL_SPLIT_MIN_K_STEPS = 32  # ... and K of at least this many 64-wide steps (me
 # ran behind 128 CTAs of one CTA a tile); None: never
 QUAD_SK: tuple[float, int, float, int] | None = (0.75, 64, 1.2, 2)
 QUAD_SK_POLICIES = ("streamk", "static")  # ... in place of the heuristic's config with these policies
+# 16-bit products whose row-major B is read in place with rows off 128-byte lines, of at most
+# B_K_MAJOR[0] columns, at least B_K_MAJOR[1] rows and K of at least B_K_MAJOR[2]: B is copied
+# K-major (N rows of K, padded to 128 bytes, by ``transpose_copy``) inside the call and the product
+# runs on the copy, read as K-major B^T (``copies_b_k_major``).  A 160-wide tile then loads 160 rows
+# of B^T per stage, where a row-major B loads three 64-wide boxes, 192 columns, over rows the L2
+# serves at a loss (RESULTS.md, thirty-fourth session: ahead on the six such products of M >= 8344
+# measured, K 2312-11696, by 0.07-0.22 of cuBLAS, copy included; behind or level on the five of
+# M <= 6192); None: never
+B_K_MAJOR: tuple[int, int, int] | None = (640, 8192, 2048)
 # 16-bit products whose heuristic configs, for C and for its transpose C^T = B^T A^T (N x M x K),
 # are both cooperative with the staged epilogue, the transposed one on the direct one's cluster
 # shape or on one CTA per tile: the transposed product, written into the output's transposed view
@@ -994,6 +1003,44 @@ def _in_place_rows(outer: int, k: int, s_o: int, s_k: int, ptr: int, item: int, 
             and (k == 1 or (s_k >= outer * item and s_k % granule == 0))):
         return False, s_k, k
     return None
+
+
+def copies_b_k_major(b_parts, m: int, n: int) -> bool:
+    """Whether ``gemm_parts`` copies these 16-bit B parts (K_p × N) K-major before a product of
+    ``m`` rows on the heuristic's config (``B_K_MAJOR``): at most ``B_K_MAJOR[0]`` columns, at least
+    ``B_K_MAJOR[1]`` rows, K (the parts' together) at least ``B_K_MAJOR[2]``, and every part read in
+    place as a row-major B (MN-major) whose rows do not all start on 128-byte lines.  Shapes and
+    strides only.
+
+    >>> import types
+    >>> b = types.SimpleNamespace(shape=(2616, 624), strides=(1248, 2), itemsize=2,
+    ...                           data=types.SimpleNamespace(ptr=0))
+    >>> copies_b_k_major([b], 8344, 624), copies_b_k_major([b], 4096, 624)
+    (True, False)
+    """
+    if not B_K_MAJOR or n > B_K_MAJOR[0] or m < B_K_MAJOR[1] or sum(b.shape[0] for b in b_parts) < B_K_MAJOR[2]:
+        return False
+    off = False
+    for b in b_parts:
+        if b.itemsize != 2:
+            return False
+        if b.shape[0] == 0:
+            continue
+        read = _in_place_rows(b.shape[1], b.shape[0], b.strides[1], b.strides[0], b.data.ptr, 2)
+        if read is None or read[0]:  # copied anyway, or read K-major already
+            return False
+        off = off or bool(b.data.ptr % 128 or (read[2] > 1 and read[1] % 128))
+    return off
+
+
+def _k_major_copy(cp, b):
+    """A copy of ``b`` (K × N, rows of contiguous N) held K-major: the (K × N) view of an N × K
+    buffer whose rows are padded to 128 bytes, filled by ``transpose_copy``."""
+    k, n = b.shape
+    buf = cp.empty((n, -(-k // 64) * 64), dtype=b.dtype)
+    if k:
+        transpose_copy(b.T, buf)
+    return buf[:, :k].T
 
 
 def _config_cost(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> float:
@@ -1848,7 +1895,9 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
     ``c`` read only when ``beta != 0``; ``out`` may be ``c``; ``sms`` caps the SMs used;
     ``as_dtype="bfloat16"`` reads uint16 arrays as bfloat16 bits; ``config`` overrides the
     heuristic (its dtypes and operand layouts are set from the operands: for float16 and bfloat16,
-    A row- or column-major and B row- or column-major all go in without a copy);
+    A row- or column-major and B row- or column-major all go in without a copy, except a narrow
+    row-major B whose rows are off 128 bytes under a tall A, which the heuristic's path copies
+    K-major first: ``copies_b_k_major``);
     ``debug=True`` returns ``(out, record)``; ``timeline=True`` returns ``(out, entries)``, an
     (n, 10) int64 array of ``mgemm.timeline.FIELDS`` (a variant of the config that stamps each
     unit with the GPU's ns timer: cooperative consumers only; ``mgemm.timeline.summarize``);
@@ -1874,7 +1923,8 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
     ``tune=True`` (float16 and bfloat16, no ``config``): the config ``mgemm.tune`` timed fastest
     for this kind of product, tuning it on these operands the first time.  Where the heuristic
     picks and ``beta == 0``, a 16-bit product whose transpose tiles better (``swap_pays``) runs as
-    B^T A^T into ``out``'s transposed view.
+    B^T A^T into ``out``'s transposed view.  Where the heuristic picks, 16-bit B parts that
+    ``copies_b_k_major`` names are copied K-major first and the config is picked for the copies.
     """
     a_parts, b_parts = list(a_parts), list(b_parts)
     if debug and timeline:
@@ -1909,6 +1959,11 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
         if timeline:
             return out, np.zeros((0, 8), np.int64)
         return (out, np.zeros((0, 4), np.int32)) if debug else out
+    if (flags is not None and not (debug or timeline) and kind in ("float16", "bfloat16") and k
+            and copies_b_k_major(b_parts, m, n)):  # B copied K-major, the config picked for the copy
+        return gemm_parts(a_parts, [_k_major_copy(cp, b_p) for b_p in b_parts], c, alpha=alpha,
+                          beta=beta, out=out, allow_tf32=allow_tf32, sms=sms, as_dtype=as_dtype,
+                          out_dtype=out_dtype, tune=tune)
     if tune and flags is not None and not (debug or timeline) and kind in ("float16", "bfloat16") and k:
         tuned = _tuned(a_parts, b_parts, config, m, n, k, kind, dev, sms, res_dtype, out, flags,
                        as_dtype)
