@@ -130,9 +130,13 @@ def prior_differs(dtype: str, prior: dict):
 
     def keep(m: int, n: int, k: int) -> bool:
         _, b, _, flags = contiguous(m, n, k)
-        now = hopper.choose_config(m, n, k, dtype, sms, **flags), hopper.copies_b_k_major([b], m, n)
+
+        def picks():
+            cfg = hopper.choose_config(m, n, k, dtype, sms, **flags)
+            return cfg, hopper.copies_b_k_major([b], m, n, cfg)
+        now = picks()
         with mock.patch.multiple(hopper, **prior):
-            return (hopper.choose_config(m, n, k, dtype, sms, **flags), hopper.copies_b_k_major([b], m, n)) != now
+            return picks() != now
     return keep
 
 
@@ -258,7 +262,7 @@ def main(argv=None):
         for label in callers:
             pick = tuned_label(m, n, k, args.dtype) if label == "tuned" else "heuristic"
             with mock.patch.multiple(hopper, **prior) if label == "auto-prior" else contextlib.nullcontext():
-                if label != "tuned" and hopper.copies_b_k_major([pc.b], m, n):
+                if label != "tuned" and hopper.copies_b_k_major([pc.b], m, n, pc.config):
                     pick += ", B copied K-major"
             print(f"  {spec:>16} {label:>10} {1e3 * ms[label]:8.2f} us {flops / ms[label] / 1e9:6.1f} TFLOP/s"
                   f" x cuBLAS {ms['cuBLAS'] / ms[label]:.2f} | {pick}", flush=True)

@@ -348,13 +348,14 @@ TAIL_SPLIT_MIN_K_STEPS = 32  # ... and K of at least this many 64-wide steps (me
 QUAD_SK: tuple[float, int, float, int] | None = (0.75, 64, 1.2, 2)
 QUAD_SK_POLICIES = ("streamk", "static")  # ... in place of the heuristic's config with these policies
 # 16-bit products whose row-major B is read in place with rows off 128-byte lines, of at most
-# B_K_MAJOR[0] columns, at least B_K_MAJOR[1] rows and K of at least B_K_MAJOR[2]: B is copied
-# K-major (N rows of K, padded to 128 bytes, by ``transpose_copy``) inside the call and the product
-# runs on the copy, read as K-major B^T (``copies_b_k_major``).  A 160-wide tile then loads 160 rows
-# of B^T per stage, where a row-major B loads three 64-wide boxes, 192 columns, over rows the L2
-# serves at a loss (RESULTS.md, thirty-fourth session: ahead on the six such products of M >= 8344
-# measured, K 2312-11696, by 0.07-0.22 of cuBLAS, copy included; behind or level on the five of
-# M <= 6192); None: never
+# B_K_MAJOR[0] columns, at least B_K_MAJOR[1] rows and K of at least B_K_MAJOR[2], on which the
+# heuristic puts one CTA per tile: B is copied K-major (N rows of K, padded to 128 bytes, by
+# ``transpose_copy``) inside the call and the product runs on the copy, read as K-major B^T
+# (``copies_b_k_major``).  A 160-wide tile then loads 160 rows of B^T per stage, where a row-major B
+# loads three 64-wide boxes, 192 columns, over rows the L2 serves at a loss (RESULTS.md,
+# thirty-fourth session: ahead on the ten such products of M >= 8344 measured, K 2312-15088, by
+# 0.07-0.25 of cuBLAS, copy included; behind or level on the five of M <= 6192; where the heuristic
+# takes clusters, whose multicasts halve B's loads already, -0.09..+0.02); None: never
 B_K_MAJOR: tuple[int, int, int] | None = (640, 8192, 2048)
 # 16-bit products whose heuristic configs, for C and for its transpose C^T = B^T A^T (N x M x K),
 # are both cooperative with the staged epilogue, the transposed one on the direct one's cluster
@@ -1005,20 +1006,24 @@ def _in_place_rows(outer: int, k: int, s_o: int, s_k: int, ptr: int, item: int, 
     return None
 
 
-def copies_b_k_major(b_parts, m: int, n: int) -> bool:
+def copies_b_k_major(b_parts, m: int, n: int, config: HopperConfig) -> bool:
     """Whether ``gemm_parts`` copies these 16-bit B parts (K_p × N) K-major before a product of
-    ``m`` rows on the heuristic's config (``B_K_MAJOR``): at most ``B_K_MAJOR[0]`` columns, at least
-    ``B_K_MAJOR[1]`` rows, K (the parts' together) at least ``B_K_MAJOR[2]``, and every part read in
-    place as a row-major B (MN-major) whose rows do not all start on 128-byte lines.  Shapes and
-    strides only.
+    ``m`` rows for which the heuristic picked ``config`` on the parts in place (``B_K_MAJOR``): one
+    CTA per tile, at most ``B_K_MAJOR[0]`` columns, at least ``B_K_MAJOR[1]`` rows, K (the parts'
+    together) at least ``B_K_MAJOR[2]``, and every part read in place as a row-major B (MN-major)
+    whose rows do not all start on 128-byte lines.  Shapes and strides only.
 
     >>> import types
     >>> b = types.SimpleNamespace(shape=(2616, 624), strides=(1248, 2), itemsize=2,
     ...                           data=types.SimpleNamespace(ptr=0))
-    >>> copies_b_k_major([b], 8344, 624), copies_b_k_major([b], 4096, 624)
+    >>> cfg = HopperConfig(input="float16", tile_n=160)
+    >>> copies_b_k_major([b], 8344, 624, cfg), copies_b_k_major([b], 4096, 624, cfg)
     (True, False)
+    >>> copies_b_k_major([b], 8344, 624, cfg.replace(tile_n=128, cluster_m=2))
+    False
     """
-    if not B_K_MAJOR or n > B_K_MAJOR[0] or m < B_K_MAJOR[1] or sum(b.shape[0] for b in b_parts) < B_K_MAJOR[2]:
+    if (not B_K_MAJOR or config.cluster_size > 1 or n > B_K_MAJOR[0] or m < B_K_MAJOR[1]
+            or sum(b.shape[0] for b in b_parts) < B_K_MAJOR[2]):
         return False
     off = False
     for b in b_parts:
@@ -1896,7 +1901,7 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
     ``as_dtype="bfloat16"`` reads uint16 arrays as bfloat16 bits; ``config`` overrides the
     heuristic (its dtypes and operand layouts are set from the operands: for float16 and bfloat16,
     A row- or column-major and B row- or column-major all go in without a copy, except a narrow
-    row-major B whose rows are off 128 bytes under a tall A, which the heuristic's path copies
+    row-major B whose rows are off 128 bytes under a tall A, which the heuristic's path may copy
     K-major first: ``copies_b_k_major``);
     ``debug=True`` returns ``(out, record)``; ``timeline=True`` returns ``(out, entries)``, an
     (n, 10) int64 array of ``mgemm.timeline.FIELDS`` (a variant of the config that stamps each
@@ -1960,7 +1965,7 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
             return out, np.zeros((0, 8), np.int64)
         return (out, np.zeros((0, 4), np.int32)) if debug else out
     if (flags is not None and not (debug or timeline) and kind in ("float16", "bfloat16") and k
-            and copies_b_k_major(b_parts, m, n)):  # B copied K-major, the config picked for the copy
+            and copies_b_k_major(b_parts, m, n, config)):  # B copied K-major, the config picked for the copy
         return gemm_parts(a_parts, [_k_major_copy(cp, b_p) for b_p in b_parts], c, alpha=alpha,
                           beta=beta, out=out, allow_tf32=allow_tf32, sms=sms, as_dtype=as_dtype,
                           out_dtype=out_dtype, tune=tune)
