@@ -349,13 +349,14 @@ QUAD_SK: tuple[float, int, float, int] | None = (0.75, 64, 1.2, 2)
 QUAD_SK_POLICIES = ("streamk", "static")  # ... in place of the heuristic's config with these policies
 # 16-bit products whose row-major B is read in place with rows off 128-byte lines, of at most
 # B_K_MAJOR[0] columns, at least B_K_MAJOR[1] rows and K of at least B_K_MAJOR[2], on which the
-# heuristic puts one CTA per tile: B is copied K-major (N rows of K, padded to 128 bytes, by
-# ``transpose_copy``) inside the call and the product runs on the copy, read as K-major B^T
-# (``copies_b_k_major``).  A 160-wide tile then loads 160 rows of B^T per stage, where a row-major B
-# loads three 64-wide boxes, 192 columns, over rows the L2 serves at a loss (RESULTS.md,
-# thirty-fourth session: ahead on the ten such products of M >= 8344 measured, K 2312-15088, by
-# 0.07-0.25 of cuBLAS, copy included; behind or level on the five of M <= 6192; where the heuristic
-# takes clusters, whose multicasts halve B's loads already, -0.09..+0.02); None: never
+# heuristic puts one CTA per tile and that ``gemm_parts`` does not run transposed (``swap_pays``):
+# B is copied K-major (N rows of K, padded to 128 bytes, by ``transpose_copy``) inside the call and
+# the product runs on the copy, read as K-major B^T (``copies_b_k_major``).  A 160-wide tile then
+# loads 160 rows of B^T per stage, where a row-major B loads three 64-wide boxes, 192 columns, over
+# rows the L2 serves at a loss (RESULTS.md, thirty-fourth session: on 14 such sizes drawn as a user
+# types them, ahead in 26 of 28 runs, time ratios up to 1.29, behind by 0.04 on one; smaller M lost
+# to the copy, and where the heuristic takes clusters, whose multicasts halve B's loads already, the
+# copy ran -0.09..+0.02; on the two drawn sizes that run transposed it ran level with that); None: never
 B_K_MAJOR: tuple[int, int, int] | None = (640, 8192, 2048)
 # 16-bit products whose heuristic configs, for C and for its transpose C^T = B^T A^T (N x M x K),
 # are both cooperative with the staged epilogue, the transposed one on the direct one's cluster
@@ -1928,8 +1929,8 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
     ``tune=True`` (float16 and bfloat16, no ``config``): the config ``mgemm.tune`` timed fastest
     for this kind of product, tuning it on these operands the first time.  Where the heuristic
     picks and ``beta == 0``, a 16-bit product whose transpose tiles better (``swap_pays``) runs as
-    B^T A^T into ``out``'s transposed view.  Where the heuristic picks, 16-bit B parts that
-    ``copies_b_k_major`` names are copied K-major first and the config is picked for the copies.
+    B^T A^T into ``out``'s transposed view; where it does not, 16-bit B parts that
+    ``copies_b_k_major`` names are copied K-major and the config is picked for the copies.
     """
     a_parts, b_parts = list(a_parts), list(b_parts)
     if debug and timeline:
@@ -1964,11 +1965,6 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
         if timeline:
             return out, np.zeros((0, 8), np.int64)
         return (out, np.zeros((0, 4), np.int32)) if debug else out
-    if (flags is not None and not (debug or timeline) and kind in ("float16", "bfloat16") and k
-            and copies_b_k_major(b_parts, m, n, config)):  # B copied K-major, the config picked for the copy
-        return gemm_parts(a_parts, [_k_major_copy(cp, b_p) for b_p in b_parts], c, alpha=alpha,
-                          beta=beta, out=out, allow_tf32=allow_tf32, sms=sms, as_dtype=as_dtype,
-                          out_dtype=out_dtype, tune=tune)
     if tune and flags is not None and not (debug or timeline) and kind in ("float16", "bfloat16") and k:
         tuned = _tuned(a_parts, b_parts, config, m, n, k, kind, dev, sms, res_dtype, out, flags,
                        as_dtype)
@@ -1992,6 +1988,12 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
             gemm_parts([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts], alpha=alpha,
                        out=out.T, config=swapped, sms=sms, as_dtype=as_dtype)
             return out
+    if (flags is not None and not (debug or timeline) and kind in ("float16", "bfloat16") and k
+            and copies_b_k_major(b_parts, m, n, config)):  # not transposed: B copied K-major, the config
+        # picked for the copy
+        return gemm_parts(a_parts, [_k_major_copy(cp, b_p) for b_p in b_parts], c, alpha=alpha,
+                          beta=beta, out=out, allow_tf32=allow_tf32, sms=sms, as_dtype=as_dtype,
+                          out_dtype=out_dtype, tune=tune)
 
     # A as (M, K), B as B^T (N, K), each K-major (rows of K) or MN-major (rows of M or N, one per
     # k).  With K = 0 nothing is loaded, but the descriptors still need a valid tensor: a dummy.

@@ -2190,8 +2190,10 @@ def test_b_copied_k_major_matches_float64_reference(kind, m, n, k, trans_a, beta
 
 @pytest.mark.gpu
 @needs_sm90
-def test_b_copied_k_major_in_parts():
+def test_b_copied_k_major_in_parts(monkeypatch):
     """``gemm_parts`` copies each K part of such a B K-major: the parts still add up."""
+    real, taken = hopper._k_major_copy, []
+    monkeypatch.setattr(hopper, "_k_major_copy", lambda cp_, b: taken.append(b.shape) or real(cp_, b))
     rng = np.random.default_rng(11)
     m, n, ks = 8200, 304, (900, 1201)
     a_parts, b_parts, ref = [], [], 0
@@ -2205,6 +2207,7 @@ def test_b_copied_k_major_in_parts():
         pytest.skip(f"the heuristic's {cfg} on this GPU: no copy")
     out = poisoned((m, n), "float16")
     hopper.gemm_parts(a_parts, b_parts, out=out)
+    assert taken == [(k, n) for k in ks]
     got = as_float64(out)
     assert not bool(cp.isnan(got).any())
     assert float(cp.linalg.norm(got - ref) / cp.linalg.norm(ref)) < BOUNDS["float16"]
