@@ -353,10 +353,11 @@ QUAD_SK_POLICIES = ("streamk", "static")  # ... in place of the heuristic's conf
 # B is copied K-major (N rows of K, padded to 128 bytes, by ``transpose_copy``) inside the call and
 # the product runs on the copy, read as K-major B^T (``copies_b_k_major``).  A 160-wide tile then
 # loads 160 rows of B^T per stage, where a row-major B loads three 64-wide boxes, 192 columns, over
-# rows the L2 serves at a loss (RESULTS.md, thirty-fourth session: on 14 such sizes drawn as a user
-# types them, ahead in 26 of 28 runs, time ratios up to 1.29, behind by 0.04 on one; smaller M lost
-# to the copy, and where the heuristic takes clusters, whose multicasts halve B's loads already, the
-# copy ran -0.09..+0.02; on the two drawn sizes that run transposed it ran level with that); None: never
+# rows the L2 serves at a loss (RESULTS.md, thirty-fourth session: on 24 such sizes drawn as a user
+# types them, ahead in 44 of 48 runs, time ratios up to 1.30, level in two, behind by 0.04 of cuBLAS
+# on one size; smaller M lost to the copy, and where the heuristic takes clusters, whose multicasts
+# halve B's loads already, the copy ran -0.09..+0.02; on the two drawn sizes that run transposed it
+# ran level with that); None: never
 B_K_MAJOR: tuple[int, int, int] | None = (640, 8192, 2048)
 # 16-bit products whose heuristic configs, for C and for its transpose C^T = B^T A^T (N x M x K),
 # are both cooperative with the staged epilogue, the transposed one on the direct one's cluster
