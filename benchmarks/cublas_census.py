@@ -124,7 +124,7 @@ def runs_transposed(dtype: str):
 
 def prior_differs(dtype: str, prior: dict):
     """``typed_cases``' filter: whether the heuristic's config for contiguous row-major operands of
-    this shape, or whether ``gemm_parts`` copies their B K-major (``copies_b``), differs
+    this shape, or whether ``gemm_parts`` copies their B K-major (``hopper.gemm_copies_b``), differs
     from what it does with the ``--prior`` constants: the sizes a rule changes."""
     sms = hopper.device_sms()
 
@@ -132,9 +132,8 @@ def prior_differs(dtype: str, prior: dict):
         a, b, out, flags = contiguous(m, n, k)
 
         def picks():
-            cfg = hopper.choose_config(m, n, k, dtype, sms, **flags)
-            return cfg, hopper.copies_b_k_major([b], m, n, cfg) and hopper._swap_config(
-                [a], [b], cfg, out, m, n, k, dtype, sms, False) is None
+            return (hopper.choose_config(m, n, k, dtype, sms, **flags),
+                    hopper.gemm_copies_b([a], [b], out, m, n, k, dtype, sms))
         now = picks()
         with mock.patch.multiple(hopper, **prior):
             return picks() != now
@@ -263,7 +262,7 @@ def main(argv=None):
         for label in callers:
             pick = tuned_label(m, n, k, args.dtype) if label == "tuned" else "heuristic"
             with mock.patch.multiple(hopper, **prior) if label == "auto-prior" else contextlib.nullcontext():
-                if label != "tuned" and copies_b(pc, m, n, k, args.dtype, sms):
+                if label != "tuned" and hopper.gemm_copies_b([pc.a], [pc.b], outs[label], m, n, k, args.dtype, sms):
                     pick += ", B copied K-major"
             print(f"  {spec:>16} {label:>10} {1e3 * ms[label]:8.2f} us {flops / ms[label] / 1e9:6.1f} TFLOP/s"
                   f" x cuBLAS {ms['cuBLAS'] / ms[label]:.2f} | {pick}", flush=True)
@@ -272,13 +271,6 @@ def main(argv=None):
             print(f"  {spec:>16} {name:>10} {1e3 * ms[name]:8.2f} us {flops / ms[name] / 1e9:6.1f} TFLOP/s"
                   f" x cuBLAS {ms['cuBLAS'] / ms[name]:.2f} | {cfg} | tiles {plan.tiles} grid {plan.grid}",
                   flush=True)
-
-
-def copies_b(pc, m: int, n: int, k: int, dtype: str, sms: int) -> bool:
-    """Whether ``hopper.gemm`` copies the case's B K-major (``copies_b_k_major``, where it does not
-    run the transposed product)."""
-    return (hopper.copies_b_k_major([pc.b], m, n, pc.config) and hopper._swap_config(
-        [pc.a], [pc.b], pc.config, pc.poisoned(), m, n, k, dtype, sms, False) is None)
 
 
 def caller_gemm(pc, out, tune: bool, patch: dict):

@@ -1040,6 +1040,15 @@ def copies_b_k_major(b_parts, m: int, n: int, config: HopperConfig) -> bool:
     return off
 
 
+def gemm_copies_b(a_parts, b_parts, out, m: int, n: int, k: int, kind: str, sms: int) -> bool:
+    """Whether ``gemm_parts``, picking the config itself with ``beta == 0``, copies these B parts
+    K-major: ``copies_b_k_major`` on the heuristic's config for the parts in place, where it does
+    not run the transposed product (``_swap_config``) into ``out``."""
+    config = choose_config(m, n, k, kind, sms, **rows_flags(a_parts, b_parts))
+    return (copies_b_k_major(b_parts, m, n, config)
+            and _swap_config(a_parts, b_parts, config, out, m, n, k, kind, sms, False) is None)
+
+
 def _k_major_copy(cp, b):
     """A copy of ``b`` (K × N, rows of contiguous N) held K-major: the (K × N) view of an N × K
     buffer whose rows are padded to 128 bytes, filled by ``transpose_copy``."""

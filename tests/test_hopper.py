@@ -803,8 +803,16 @@ def test_copies_b_k_major_where_measured(monkeypatch):
     assert not copies([b(2616, 624, item=4)], big_m, 624)
     assert not copies([b(2616, 624), b(100, 624, k_major=True)], big_m, 624)
     assert not copies([b(2616, 624)], big_m, 624, one.replace(tile_n=128, cluster_m=2))
+
+    def gemm_copies(m, n, k):  # contiguous row-major operands and output, as gemm_parts picks
+        return hopper.gemm_copies_b([_FakeArray((m, k), (2 * k, 2))], [b(k, n)], _FakeArray((m, n), (2 * n, 2)),
+                                    m, n, k, "float16", 132)
+    assert gemm_copies(15024, 288, 15168) and gemm_copies(8200, 304, 2641)  # 128x160, one CTA a tile
+    assert not gemm_copies(8952, 400, 4736)  # runs transposed (swap_pays)
+    assert not gemm_copies(13984, 464, 14960)  # 2 x 2 clusters
     monkeypatch.setattr(hopper, "B_K_MAJOR", None)
     assert not copies([b(2616, 624)], big_m, 624)
+    assert not gemm_copies(15024, 288, 15168)
 
 
 @pytest.mark.parametrize("n,clusters", [(4104, True), (4112, True), (4160, False)])
