@@ -21,7 +21,9 @@ transpose for it): other layouts, a leading dimension that is not a multiple of 
 pointer that is not 16-byte aligned cost one (padded) copy, K-major (MN-major for a
 misaligned 16-bit operand contiguous along M or N).  A K-major copy of an operand contiguous along
 M or N (tf32 with B row-major) is a transpose and goes through the tiled shared-memory transpose of ``kernels/transpose.cu``
-(``transpose_copy``), other strides through CuPy's element-wise copy.  Epilogue ``staged`` (the
+(``transpose_copy``), other strides through CuPy's element-wise copy; so does a narrow 16-bit
+row-major B with rows off 128 bytes under a tall A where the heuristic picks (``B_K_MAJOR``,
+``copies_b_k_major``), which the kernel reads faster K-major.  Epilogue ``staged`` (the
 heuristic's for K > 2048): with beta = 0 and an output whose rows start 16-byte aligned, each consumer
 warpgroup writes its rows, 64 at a time, into its own shared-memory buffer, 256 bytes of each
 row at a time (128 where a tile row is not a whole number of 256-byte pieces, half the row where
