@@ -12,7 +12,7 @@ heuristic's config for that layout; "B^T*" is the same product with the copy mad
 rows) or N (B's) is a multiple of 64 has nothing to pad there.  GPU time, in
 turns, L2 flushed, median of ``--reps``; every output is checked against float64 on sampled rows.
 
-    python3 benchmarks/stride_probe.py [--dtype float16] [--reps 10] MxNxK ...
+    python3 benchmarks/stride_probe.py [--dtype float16] [--reps 10] [--b-col | --bt-variant L:F ...] MxNxK ...
 """
 
 from __future__ import annotations
@@ -47,6 +47,9 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", default="float16", choices=["float16", "bfloat16"])
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--extra", type=int, default=0, help="elements added to every padded row")
+    ap.add_argument("--bt-variant", action="append", default=[],
+                    help="label:field=value,... (repeatable): only cuBLAS, hopper.gemm as a caller gets "
+                         "it ('auto'), B^T* and these changes to B^T*'s config on the same K-major copy")
     ap.add_argument("--b-col", action="store_true",
                     help="B column-major (K-major, its rows of K off 128 bytes where K is off 64 "
                          "elements): the heuristic's config, the same without clusters, and static "
@@ -57,6 +60,8 @@ def main(argv=None) -> int:
           f"median of {args.reps}, in turns", flush=True)
     if args.b_col:
         return b_col_clusters(args, rng)
+    if args.bt_variant:
+        return k_major_variants(args, rng)
     for spec in args.cases:
         pc = h.probe_case(f"{spec}:{args.dtype}", rng)
         m, n, k = pc.case.m, pc.case.n, pc.case.k
@@ -96,6 +101,34 @@ def main(argv=None) -> int:
         cells = " ".join(f"{name} {flops / t / 1e9:6.1f}" for name, t in ms.items())
         ratios = " ".join(f"{name} {ms['cuBLAS'] / ms[name]:.2f}" for name in (*anchors[1:], *ops, "copy B", "pad B*", "B^T", "B^T*"))
         print(f"  {spec:>16} TFLOP/s {cells} | x cuBLAS {ratios} | {pc.config} | pad B*: {cfg_b} | B^T: {cfg_t}", flush=True)
+    return 0
+
+
+def k_major_variants(args, rng) -> int:
+    """``--bt-variant``: B copied K-major before the timing ("B^T*", the heuristic's config for that
+    layout) and the given changes to that config on the same copy, beside ``hopper.gemm`` on B in
+    place as a caller gets it ("auto") and cuBLAS."""
+    sms = hopper.device_sms()
+    for spec in args.cases:
+        pc = h.probe_case(f"{spec}:{args.dtype}", rng)
+        m, n, k = pc.case.m, pc.case.n, pc.case.k
+        bt = hopper._k_major_copy(cp, pc.b)
+        cfg_t = hopper.choose_config(m, n, k, args.dtype, sms, **hopper.rows_flags([pc.a], [bt]))
+        cfgs = {"B^T*": cfg_t}
+        for v in args.bt_variant:
+            label, cfg, _ = h.parse_variant(v, cfg_t)
+            cfgs[label] = cfg
+        outs = {name: pc.poisoned() for name in ("cuBLAS", "auto", *cfgs)}
+        fns = {"cuBLAS": h.cublas_fn(pc.a, pc.b, args.dtype, outs["cuBLAS"]),
+               "auto": lambda out=outs["auto"]: hopper.gemm(pc.a, pc.b, out=out, as_dtype=pc.as_dtype)}
+        for name, cfg in cfgs.items():
+            fns[name] = (lambda cfg=cfg, out=outs[name]:
+                         hopper.gemm(pc.a, bt, out=out, config=cfg, as_dtype=pc.as_dtype))
+        pc.run_checked(fns, outs)
+        ms = h.timed_interleaved(fns, args.reps)
+        ratios = " ".join(f"{name} {ms['cuBLAS'] / ms[name]:.2f}" for name in ("auto", *cfgs))
+        print(f"  {spec:>16} cuBLAS {2.0 * m * n * k / ms['cuBLAS'] / 1e9:6.1f} TFLOP/s | x cuBLAS {ratios} | "
+              f"B^T*: {cfg_t}", flush=True)
     return 0
 
 

@@ -213,7 +213,9 @@ struct Config {
   static constexpr int kStageBytes = kABytes + kBBytes;
   // the bytes the TMA loads of one stage write (its "full" barrier's transaction count)
   static constexpr int kStageLoadBytes = kABytes + (kBKMajor ? kTileN : kBRows) * 128;
-  static constexpr int kBPartBytes = kBBytes / kClusterM;  // the part of B one CTA loads and multicasts
+  // the part of B one CTA loads and multicasts: its share of the 64-wide boxes (MN-major), or of the
+  // kTileN rows a K-major B loads (contiguous from the stage's B, where the wgmmas read them)
+  static constexpr int kBPartBytes = (kBKMajor ? kTileN : kBRows) * 128 / kClusterM;
   static constexpr int kAPartBytes = kABytes / kClusterN;  // ... and of A
   static constexpr int kSharedBytes = 512;           // barriers and unit slots, after the ring
   // STAGED epilogue: per consumer warpgroup 64 rows of kOutCols output columns (256 bytes; the
@@ -240,8 +242,8 @@ struct Config {
   static constexpr int kSmemBytes = 1024 + kOutStageOffset + kOutStageBytes;
 
   static_assert(kTileN % 32 == 0 && kTileN >= 64 && kTileN <= 256, "TILE_N: a multiple of 32 from 64 to 256");
-  static_assert(kTileN % 128 == 0 || kTileN == 64 || (!kPingpong && kClusterSize == 1),
-                "TILE_N 96, 160, 192, 224: cooperative consumers, one CTA per tile");
+  static_assert(kTileN % 128 == 0 || kTileN == 64 || (!kPingpong && (kClusterSize == 1 || kBKMajor)),
+                "TILE_N 96, 160, 192, 224: cooperative consumers, one CTA per tile or a K-major B");
   static_assert(kTileM == 64 || kTileM == 128, "TILE_M: 64 or 128");
   static_assert(!kSplitN || kTileN == 128 || kTileN == 256,
                 "cooperative TILE_M 64 (split along N): TILE_N 128 or 256 (warpgroups of whole 64-wide boxes)");
@@ -277,7 +279,7 @@ struct Config {
   static_assert(kClusterSize == 1 || (!kPingpong && !kRecord && kTileN >= 128 &&
                                       (MGEMM_POLICY == MGEMM_POLICY_STATIC || MGEMM_POLICY == MGEMM_POLICY_PER_TILE ||
                                        MGEMM_POLICY == MGEMM_POLICY_STREAMK)),
-                "clusters: cooperative consumers, static, per_tile or stream-K, no record, TILE_N 128 or 256");
+                "clusters: cooperative consumers, static, per_tile or stream-K, no record, TILE_N 128 or more");
 };
 
 #ifdef MGEMM_SMEM_BYTES  // the launcher's size must be the kernel's (mgemm/hopper.py smem_bytes)

@@ -65,9 +65,10 @@ release: at cluster scope it compiled to a ``MEMBAR.ALL.GPU`` per arrival, which
 refills it before every CTA has read it; a cluster barrier after the barrier setup and another
 before exit.  Where the tile rows (columns) are not a multiple of ``cluster_m`` (``cluster_n``),
 the CTAs past the last read wholly out-of-bounds boxes (zeros, counted in full) and write
-nothing.  Only ``static`` and ``per_tile`` (every CTA walks the same blocks, grouped over the grid
-of blocks: ``group`` counts rows of blocks), cooperative consumers, ``tile_n`` 128 or 256 (256
-with an MN-major B and ``cluster_m`` 4), no debug record; the grid is whole clusters, at most
+nothing.  Only ``static``, ``per_tile`` (every CTA walks the same blocks, grouped over the grid
+of blocks: ``group`` counts rows of blocks) and ``streamk`` (blocks of tiles split over the
+clusters), cooperative consumers, ``tile_n`` 128 or 256 (256 with an MN-major B and ``cluster_m``
+4; a K-major B also 160, 192 and 224: each CTA its share of the rows), no debug record; the grid is whole clusters, at most
 ``cuOccupancyMaxActiveClusters`` (SMs rounded down to a multiple of the size where cuda.bindings
 cannot say), at least one cluster whatever ``sms`` says: on the H200 66 2-CTA clusters, but only
 30 4-CTA ones (120 of the 132 SMs; ``QUAD_CLUSTERS``).  The heuristic takes 2 x 1 clusters where
@@ -450,8 +451,9 @@ class HopperConfig(RenderedConfig):
                              f"warpgroups: tile_n one of {SPLIT_N_TILE_NS}, got {self.tile_n}")
         if self.pingpong and self.tile_m not in PINGPONG_TILE_MS:
             raise ValueError(f"pingpong tile_m must be one of {PINGPONG_TILE_MS}, got {self.tile_m}")
-        if self.tile_n % 128 and self.tile_n != 64 and (self.pingpong or self.cluster_size > 1):
-            raise ValueError(f"tile_n={self.tile_n} needs cooperative consumers and one CTA per tile")
+        if self.tile_n % 128 and self.tile_n != 64 and (self.pingpong or (self.cluster_size > 1 and not self.b_k_major)):
+            raise ValueError(f"tile_n={self.tile_n} needs cooperative consumers, and one CTA per tile unless B is "
+                             f"K-major (b_k_major=True)")
         if self.epilogue == "tma" and self.out_chunk_bytes % 128:
             raise ValueError(f"epilogue='tma' stores whole 128-byte boxes: {self.tile_n} {self.output} "
                              f"columns are staged {self.out_chunk_bytes} bytes at a time (use 'staged')")
@@ -515,7 +517,8 @@ class HopperConfig(RenderedConfig):
                                  f"mirror knows no tile blocks")
             if self.tile_n < 128:
                 raise ValueError(f"{what} with tile_n={self.tile_n} is not supported: each CTA multicasts "
-                                 f"its part of B, whole 64-wide MN-major boxes (tile_n 128 or 256)")
+                                 f"its part of B, whole 64-wide MN-major boxes (tile_n 128 or 256) or K-major "
+                                 f"rows (tile_n 128 or more)")
             if not self.a_k_major and (self.tile_m // MN_BOX) % self.cluster_n:
                 raise ValueError(f"{what} with a column-major A (a_k_major=False) and tile_m={self.tile_m} "
                                  f"is not supported: each CTA multicasts whole 64-wide boxes of A (tile_m 128)")

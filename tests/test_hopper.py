@@ -101,11 +101,11 @@ def test_config_validates():
         HopperConfig(input="float64")
     with pytest.raises(ValueError):
         HopperConfig(tile_n=80)  # not a multiple of 32
-    for width in (96, 160, 224):  # cooperative consumers, one CTA per tile, staged rows rotated
-        with pytest.raises(ValueError, match="cooperative consumers"):
+    for width in (96, 160, 224):  # cooperative consumers, one CTA per tile unless B is K-major,
+        with pytest.raises(ValueError, match="cooperative consumers"):  # staged rows rotated
             HopperConfig(tile_n=width, pingpong=True, tile_m=64)
         with pytest.raises(ValueError, match="cooperative consumers"):
-            HopperConfig(tile_n=width, cluster_m=2)
+            HopperConfig(tile_n=width, cluster_m=2, b_k_major=False)
         with pytest.raises(ValueError, match="whole 128-byte boxes"):
             HopperConfig(input="float16", tile_n=width, epilogue="tma")
         assert HopperConfig(input="tf32", tile_n=width, epilogue="tma").out_chunk_bytes == 128
@@ -179,8 +179,8 @@ def test_config_validates():
 
 def test_cluster_config_validates_renders_and_keys():
     """cluster_m: 1 (default), 2 or 4; cluster_n 1 or 2; at most 4 CTAs; clusters only with static /
-    per_tile, cooperative consumers, no record and tile_n >= 128 (256 with a row-major B in
-    quarters), each refusal naming the combination."""
+    per_tile, cooperative consumers, no record and tile_n >= 128 (128 or 256 with a row-major B,
+    256 in quarters), each refusal naming the combination."""
     a = HopperConfig(tile_n=256)
     c2 = a.replace(cluster_m=2)
     assert "#define MGEMM_CLUSTER_M 1\n" in a.render() and "#define MGEMM_CLUSTER_M 2\n" in c2.render()
@@ -219,6 +219,14 @@ def test_cluster_config_validates_renders_and_keys():
         HopperConfig(cluster_m=2, record=True)
     with pytest.raises(ValueError, match="cluster_m=2 with tile_n=64"):
         HopperConfig(cluster_m=2, tile_n=64)
+    # widths of odd multiples of 32 from 160 on: with a K-major B (each CTA its share of the rows)
+    HopperConfig(tile_n=160, cluster_m=2)
+    HopperConfig(tile_n=224, cluster_m=4)
+    HopperConfig(tile_n=192, cluster_m=2, cluster_n=2, a_k_major=False, policy="streamk", sk_reduce="spread")
+    with pytest.raises(ValueError, match="tile_n=160 needs cooperative consumers, and one CTA per tile unless B"):
+        HopperConfig(tile_n=160, cluster_m=2, b_k_major=False)
+    with pytest.raises(ValueError, match="cluster_m=2 with tile_n=96"):
+        HopperConfig(tile_n=96, cluster_m=2)
 
 
 @pytest.mark.parametrize("policy", hopper.CLUSTER_POLICIES)
@@ -2418,6 +2426,24 @@ def test_cluster2_every_operand_layout(trans_a, trans_b, tile_n, policy):
     for i, (m, n, k) in enumerate(SHAPES[1:] + CLUSTER_SHAPES):
         _check(m, n, k, "float16", cfg, trans_a=trans_a, trans_b=trans_b, seed=140 + i,
                beta=0.5 if i % 2 else 0.0, sms=5 if i % 3 == 0 else None)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("kind,tile_n,cm,cn,policy,sk_reduce", [
+    ("float16", 160, 2, 1, "static", "owner"), ("bfloat16", 192, 2, 2, "streamk", "spread"),
+    ("float16", 224, 4, 1, "per_tile", "owner"), ("tf32", 160, 2, 1, "static", "owner"),
+    ("bfloat16", 160, 1, 2, "streamk", "owner"), ("float16", 192, 2, 1, "streamk", "owner")])
+def test_clusters_odd_widths_with_k_major_b(kind, tile_n, cm, cn, policy, sk_reduce):
+    """Tiles 160, 192 and 224 wide in clusters where B is K-major: each CTA loads and multicasts
+    its share of the tile's rows of B^T (80, 96, 56 rows) into one contiguous run of rows; edge
+    shapes (B's last rows past N in some CTAs' shares), A row- or column-major, few CTAs."""
+    epilogue = "pair" if kind == "tf32" else "staged"
+    cfg = HopperConfig(input=kind, tile_n=tile_n, stages=4, policy=policy, cluster_m=cm, cluster_n=cn,
+                       sk_reduce=sk_reduce, epilogue=epilogue)
+    for i, (m, n, k) in enumerate(SHAPES[1:] + CLUSTER_SHAPES + [(700, 1000, 3000)]):
+        _check(m, n, k, kind, cfg, trans_b=True, trans_a=bool(i % 2) and kind != "tf32", seed=150 + i,
+               beta=0.5 if i % 3 == 1 else 0.0, sms=6 if i % 4 == 0 else None)
 
 
 @pytest.mark.gpu
