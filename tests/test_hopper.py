@@ -2181,35 +2181,39 @@ def test_swapped_product_matches_float64_reference(kind, m, n, k, trans_a, trans
     assert not taken  # beta != 0: the direct product
 
 
+@pytest.fixture
+def k_major_copies(monkeypatch):
+    """The shapes of the B parts ``gemm_parts`` copies K-major (``_k_major_copy``), in order."""
+    real, taken = hopper._k_major_copy, []
+    monkeypatch.setattr(hopper, "_k_major_copy", lambda cp_, b: taken.append(b.shape) or real(cp_, b))
+    return taken
+
+
 @pytest.mark.gpu
 @needs_sm90
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
 @pytest.mark.parametrize("m,n,k,trans_a,beta", [(8200, 304, 2641, False, 0.0),
                                                (8192, 336, 2101, False, 0.5),
                                                (8200, 288, 3001, True, 0.0)])
-def test_b_copied_k_major_matches_float64_reference(kind, m, n, k, trans_a, beta, monkeypatch):
+def test_b_copied_k_major_matches_float64_reference(kind, m, n, k, trans_a, beta, monkeypatch, k_major_copies):
     """Where ``copies_b_k_major`` holds (a row-major B with rows off 128 bytes, few columns, many
     rows, one CTA per tile on the H200's 132 SMs), ``gemm`` copies B K-major and multiplies on the
     copy: the product's result, every element written (poisoned output), A row- or column-major,
     with and without C; with the rule off the same product stays in place."""
     if hopper.device_sms() != 132:
         pytest.skip("the shapes are picked where the heuristic puts one CTA per tile on 132 SMs")
-    real, taken = hopper._k_major_copy, []
-    monkeypatch.setattr(hopper, "_k_major_copy", lambda cp_, b: taken.append(b.shape) or real(cp_, b))
     _check(m, n, k, kind, None, trans_a=trans_a, beta=beta, alpha=0.75, seed=m + k)
-    assert taken == [(k, n)]
-    taken.clear()
+    assert k_major_copies == [(k, n)]
+    k_major_copies.clear()
     monkeypatch.setattr(hopper, "B_K_MAJOR", None)
     _check(m, n, k, kind, None, trans_a=trans_a, beta=beta, seed=m + k + 1)
-    assert not taken
+    assert not k_major_copies
 
 
 @pytest.mark.gpu
 @needs_sm90
-def test_b_copied_k_major_in_parts(monkeypatch):
+def test_b_copied_k_major_in_parts(k_major_copies):
     """``gemm_parts`` copies each K part of such a B K-major: the parts still add up."""
-    real, taken = hopper._k_major_copy, []
-    monkeypatch.setattr(hopper, "_k_major_copy", lambda cp_, b: taken.append(b.shape) or real(cp_, b))
     rng = np.random.default_rng(11)
     m, n, ks = 8200, 304, (900, 1201)
     a_parts, b_parts, ref = [], [], 0
@@ -2223,7 +2227,7 @@ def test_b_copied_k_major_in_parts(monkeypatch):
         pytest.skip(f"the heuristic's {cfg} on this GPU: no copy")
     out = poisoned((m, n), "float16")
     hopper.gemm_parts(a_parts, b_parts, out=out)
-    assert taken == [(k, n) for k in ks]
+    assert k_major_copies == [(k, n) for k in ks]
     got = as_float64(out)
     assert not bool(cp.isnan(got).any())
     assert float(cp.linalg.norm(got - ref) / cp.linalg.norm(ref)) < BOUNDS["float16"]
