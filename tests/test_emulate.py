@@ -294,8 +294,9 @@ def test_promote_config_is_checked():
     assert HopperConfig(input="bfloat16", tile_n=192, stages=4, epilogue="staged").out_chunk_bytes == 128
     assert HopperConfig(input="bfloat16", output="float32", tile_n=192, stages=4,
                         epilogue="tma").out_chunk_bytes == 256
-    with pytest.raises(ValueError, match="one CTA per tile"):
-        HopperConfig(input="bfloat16", output="float32", tile_n=192, stages=4, cluster_m=2)
+    with pytest.raises(ValueError, match="one CTA per tile unless B is K-major"):
+        HopperConfig(input="bfloat16", output="float32", tile_n=192, stages=4, cluster_m=2, b_k_major=False)
+    HopperConfig(input="bfloat16", output="float32", tile_n=192, stages=4, cluster_m=2)  # B K-major
     with pytest.raises(ValueError, match="cooperative"):
         HopperConfig(tile_n=64, tile_m=64, pingpong=True, promote=1)
     with pytest.raises(ValueError, match="non-negative"):
