@@ -3,7 +3,9 @@
 # the cublas_census.py arguments ARG... (variants, --split) for each of DTYPES (default float16), in
 # turns with cuBLAS, every output checked against float64; full output in $OUT/TAG-DTYPE.txt, the
 # rows printed with their configs shortened.  CLUSTER_VARIANTS: static 2-CTA (c) and 2 x 2 (q)
-# clusters of 128- and 256-wide tiles, as cublas_census.py --variant arguments.
+# clusters of 128- and 256-wide tiles, as cublas_census.py --variant arguments.  study_tests TAG EXPR:
+# tests/test_hopper.py's GPU tests that pytest -k EXPR selects (TEST_WORKERS xdist workers, default
+# 12), full output in $OUT/pytest-TAG.log, the summary printed.
 CLUSTER_VARIANTS=(--variant c128:policy=static,tile_n=128,stages=6,cluster_m=2,cluster_n=1
                   --variant c256:policy=static,tile_n=256,stages=4,cluster_m=2,cluster_n=1
                   --variant q128:policy=static,tile_n=128,stages=6,cluster_m=2,cluster_n=2
@@ -18,4 +20,9 @@ census_study() {
       "$@" $SHAPES >"$OUT/$tag-$dtype.txt" 2>&1
     grep -v "^#" "$OUT/$tag-$dtype.txt" | sed -e 's/ | tiles.*//' -e "s/hopper $dtype->$dtype //" | cut -c1-150
   done
+}
+study_tests() {
+  timeout "${TESTS_TIMEOUT:-200}" python3 -m pytest -q -m gpu -p no:cacheprovider -n "${TEST_WORKERS:-12}" -rfs \
+    tests/test_hopper.py -k "$2" >"$OUT/pytest-$1.log" 2>&1
+  grep -E "passed|failed|FAILED|Error" "$OUT/pytest-$1.log" | tail -10
 }

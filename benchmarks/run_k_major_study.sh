@@ -15,9 +15,7 @@ echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 DTYPES=${DTYPES:-float16 bfloat16} STUDY_TIMEOUT=${STUDY_TIMEOUT:-150}
 
 echo "== 1. GPU tests: the K-major copy, clusters at odd widths over a K-major B"
-timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -n 12 -rfs tests/test_hopper.py \
-  -k "k_major or copies_b" >"$OUT/pytest-k-major.log" 2>&1
-grep -E "passed|failed|FAILED|Error" "$OUT/pytest-k-major.log" | tail -10
+study_tests k-major "k_major or copies_b"
 
 echo "== 2. ${DRAWS:-10} sizes drawn where gemm copies B (seed ${SEED:-2026120344})"
 SHAPES="" census_study k-major --reps 10 --caller --typed "${DRAWS:-10}" --seed "${SEED:-2026120344}" \

@@ -13,9 +13,7 @@ source "$(dirname "$0")/census_study.sh"
 echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 
 echo "== 1. GPU tests: clusters"
-timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -n 8 -rf tests/test_hopper.py \
-  -k "cluster or b_rows_off_128" >"$OUT/pytest-clusters.log" 2>&1
-grep -E "passed|failed|FAILED|Error" "$OUT/pytest-clusters.log" | tail -10
+TEST_WORKERS=8 study_tests clusters "cluster or b_rows_off_128"
 
 draws=${SHAPES:-16}
 DTYPES=${DTYPES:-float16 bfloat16} STUDY_TIMEOUT=${STUDY_TIMEOUT:-150}

@@ -19,9 +19,7 @@ echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 DTYPES=${DTYPES:-float16 bfloat16} STUDY_TIMEOUT=${STUDY_TIMEOUT:-120}
 
 echo "== 1. GPU tests: 160-wide tiles, split tiles"
-timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -n 12 -rfs tests/test_hopper.py \
-  -k "odd_multiple or spread_fix_up or split_n" >"$OUT/pytest-same-columns.log" 2>&1
-grep -E "passed|failed|FAILED|Error" "$OUT/pytest-same-columns.log" | tail -10
+study_tests same-columns "odd_multiple or spread_fix_up or split_n"
 
 echo "== 2. ${DRAWS:-12} sizes drawn where the rule fires (seed ${SEED:-2026120331})"
 SHAPES="" census_study same-columns --reps 10 --typed "${DRAWS:-12}" --seed "${SEED:-2026120331}" \

@@ -14,9 +14,7 @@ source "$(dirname "$0")/census_study.sh"
 echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 
 echo "== 1. GPU tests: the columns epilogue, the swap"
-timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -n 12 -rfs tests/test_hopper.py \
-  -k "columns or swapped" >"$OUT/pytest-swap.log" 2>&1
-grep -E "passed|failed|FAILED|Error" "$OUT/pytest-swap.log" | tail -10
+study_tests swap "columns or swapped"
 
 draws=${SHAPES:-12}
 DTYPES=${DTYPES:-float16 bfloat16} STUDY_TIMEOUT=${STUDY_TIMEOUT:-150}
