@@ -1030,19 +1030,14 @@ def copies_b_k_major(b_parts, m: int, n: int, config: HopperConfig) -> bool:
     False
     """
     if (not B_K_MAJOR or config.cluster_size > 1 or n > B_K_MAJOR[0] or m < B_K_MAJOR[1]
-            or sum(b.shape[0] for b in b_parts) < B_K_MAJOR[2]):
+            or sum(b.shape[0] for b in b_parts) < B_K_MAJOR[2] or any(b.itemsize != 2 for b in b_parts)):
         return False
-    off = False
-    for b in b_parts:
-        if b.itemsize != 2:
-            return False
-        if b.shape[0] == 0:
-            continue
+    parts = [b for b in b_parts if b.shape[0]]
+    for b in parts:
         read = _in_place_rows(b.shape[1], b.shape[0], b.strides[1], b.strides[0], b.data.ptr, 2)
         if read is None or read[0]:  # copied anyway, or read K-major already
             return False
-        off = off or bool(b.data.ptr % 128 or (read[2] > 1 and read[1] % 128))
-    return off
+    return _rows_off(parts, (128,))[0]
 
 
 def gemm_copies_b(a_parts, b_parts, out, m: int, n: int, k: int, kind: str, sms: int) -> bool:
@@ -1056,12 +1051,8 @@ def gemm_copies_b(a_parts, b_parts, out, m: int, n: int, k: int, kind: str, sms:
 
 def _k_major_copy(cp, b):
     """A copy of ``b`` (K × N, rows of contiguous N) held K-major: the (K × N) view of an N × K
-    buffer whose rows are padded to 128 bytes, filled by ``transpose_copy``."""
-    k, n = b.shape
-    buf = cp.empty((n, -(-k // 64) * 64), dtype=b.dtype)
-    if k:
-        transpose_copy(b.T, buf)
-    return buf[:, :k].T
+    buffer whose rows are padded to 128 bytes (``_padded_copy``: ``transpose_copy`` for such a B)."""
+    return _padded_copy(cp, b.T, 128 // b.itemsize)[:, :b.shape[0]].T
 
 
 def _config_cost(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> float:
