@@ -18,6 +18,7 @@ turns, L2 flushed, median of ``--reps``; every output is checked against float64
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 from unittest import mock
@@ -104,6 +105,21 @@ def main(argv=None) -> int:
     return 0
 
 
+def timed_configs(pc, args, anchor_b, b, cfgs: dict, others: dict | None = None) -> dict:
+    """Median milliseconds by name, in turns: cuBLAS on ``pc.a`` and ``anchor_b``, each of ``others``
+    (name: a function of its output buffer), then each config of ``cfgs`` on ``pc.a`` and ``b``;
+    every output poisoned first and checked against float64 on sampled rows."""
+    others = others or {}
+    outs = {name: pc.poisoned() for name in ("cuBLAS", *others, *cfgs)}
+    fns = {"cuBLAS": h.cublas_fn(pc.a, anchor_b, args.dtype, outs["cuBLAS"])}
+    fns.update({name: functools.partial(fn, outs[name]) for name, fn in others.items()})
+    for name, cfg in cfgs.items():
+        fns[name] = (lambda cfg=cfg, out=outs[name]:
+                     hopper.gemm(pc.a, b, out=out, config=cfg, as_dtype=pc.as_dtype))
+    pc.run_checked(fns, outs)
+    return h.timed_interleaved(fns, args.reps)
+
+
 def k_major_variants(args, rng) -> int:
     """``--bt-variant``: B copied K-major before the timing ("B^T*", the heuristic's config for that
     layout) and the given changes to that config on the same copy, beside ``hopper.gemm`` on B in
@@ -118,14 +134,8 @@ def k_major_variants(args, rng) -> int:
         for v in args.bt_variant:
             label, cfg, _ = h.parse_variant(v, cfg_t)
             cfgs[label] = cfg
-        outs = {name: pc.poisoned() for name in ("cuBLAS", "auto", *cfgs)}
-        fns = {"cuBLAS": h.cublas_fn(pc.a, pc.b, args.dtype, outs["cuBLAS"]),
-               "auto": lambda out=outs["auto"]: hopper.gemm(pc.a, pc.b, out=out, as_dtype=pc.as_dtype)}
-        for name, cfg in cfgs.items():
-            fns[name] = (lambda cfg=cfg, out=outs[name]:
-                         hopper.gemm(pc.a, bt, out=out, config=cfg, as_dtype=pc.as_dtype))
-        pc.run_checked(fns, outs)
-        ms = h.timed_interleaved(fns, args.reps)
+        ms = timed_configs(pc, args, pc.b, bt, cfgs,
+                           {"auto": lambda out: hopper.gemm(pc.a, pc.b, out=out, as_dtype=pc.as_dtype)})
         ratios = " ".join(f"{name} {ms['cuBLAS'] / ms[name]:.2f}" for name in ("auto", *cfgs))
         print(f"  {spec:>16} cuBLAS {2.0 * m * n * k / ms['cuBLAS'] / 1e9:6.1f} TFLOP/s | x cuBLAS {ratios} | "
               f"B^T*: {cfg_t}", flush=True)
@@ -148,13 +158,7 @@ def b_col_clusters(args, rng) -> int:
         for width, stages in ((128, 6), (256, 4)):
             base = hopper.HopperConfig(input=heur.input, output=heur.output, epilogue=heur.epilogue)
             cfgs[f"c{width}"] = hopper._static_width(base, width, stages, k).replace(cluster_m=2)
-        outs = {name: pc.poisoned() for name in ("cuBLAS", *cfgs)}
-        fns = {"cuBLAS": h.cublas_fn(pc.a, b, args.dtype, outs["cuBLAS"])}
-        for name, cfg in cfgs.items():
-            fns[name] = (lambda cfg=cfg, out=outs[name]:
-                         hopper.gemm(pc.a, b, out=out, config=cfg, as_dtype=pc.as_dtype))
-        pc.run_checked(fns, outs)
-        ms = h.timed_interleaved(fns, args.reps)
+        ms = timed_configs(pc, args, b, b, cfgs)
         ratios = " ".join(f"{name} {ms['cuBLAS'] / ms[name]:.2f}" for name in cfgs)
         print(f"  {spec:>16} B col-major: cuBLAS {2.0 * m * n * k / ms['cuBLAS'] / 1e9:6.1f} TFLOP/s | "
               f"x cuBLAS {ratios} | {heur}", flush=True)
