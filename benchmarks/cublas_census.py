@@ -222,7 +222,11 @@ def main(argv=None):
                                         **hopper.rows_flags([pc.a], [pc.b]))
                 if cut:
                     splits[label] = (configs[name][0], cut)
-        callers = {"auto": False, "tuned": True} if args.tune else {"auto": False} if args.caller else {}  # label: tune
+        callers = {}  # label: tune
+        if args.tune or args.caller:
+            callers["auto"] = False
+        if args.tune:
+            callers["tuned"] = True
         if (args.tune or args.caller) and prior:
             callers["auto-prior"] = False  # as a caller gets it with the --prior constants
         outs = {name: pc.poisoned() for name in ("cuBLAS", *configs, *splits, *callers)}
@@ -261,7 +265,7 @@ def main(argv=None):
                   f"rows {m1} on {whose}, {m - m1} on {rest} | model {ratio:.3f}", flush=True)
         for label in callers:
             pick = tuned_label(m, n, k, args.dtype) if label == "tuned" else "heuristic"
-            with mock.patch.multiple(hopper, **prior) if label == "auto-prior" else contextlib.nullcontext():
+            with patched(prior if label == "auto-prior" else {}):
                 if label != "tuned" and hopper.gemm_copies_b([pc.a], [pc.b], outs[label], m, n, k, args.dtype, sms):
                     pick += ", B copied K-major"
             print(f"  {spec:>16} {label:>10} {1e3 * ms[label]:8.2f} us {flops / ms[label] / 1e9:6.1f} TFLOP/s"
@@ -273,10 +277,15 @@ def main(argv=None):
                   flush=True)
 
 
+def patched(constants: dict):
+    """A context that sets these ``mgemm.hopper`` constants (none: nothing)."""
+    return mock.patch.multiple(hopper, **constants) if constants else contextlib.nullcontext()
+
+
 def caller_gemm(pc, out, tune: bool, patch: dict):
     """``hopper.gemm`` on the case's operands as a caller gets it (``tune``), with the ``mgemm.hopper``
     constants of ``patch`` set for the call."""
-    with mock.patch.multiple(hopper, **patch) if patch else contextlib.nullcontext():
+    with patched(patch):
         return hopper.gemm(pc.a, pc.b, out=out, as_dtype=pc.as_dtype, tune=tune)
 
 
