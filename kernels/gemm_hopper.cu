@@ -207,8 +207,10 @@ struct Config {
   static constexpr int kTurnBar = 2, kWgBar = 4;
   // B's part of a stage holds whole 64-wide MN-major boxes: a tile width that is an odd multiple of
   // 32 (96, 160, 224) loads one box more than half used (its other columns belong to the next tile
-  // or lie past N, zero-filled, and no wgmma reads them).  K-major B loads exactly kTileN rows.
-  static constexpr int kBRows = (kTileN + kMnBox - 1) / kMnBox * kMnBox;
+  // or lie past N, zero-filled, and no wgmma reads them).  K-major B loads exactly kTileN rows; an
+  // exact width (an odd multiple of 16: 144, 176, 208, 240; K-major B only) holds only those.
+  static constexpr bool kExactWidth = kTileN % 32 != 0;
+  static constexpr int kBRows = kExactWidth ? kTileN : (kTileN + kMnBox - 1) / kMnBox * kMnBox;
   static constexpr int kABytes = kTileM * 128, kBBytes = kBRows * 128;
   static constexpr int kStageBytes = kABytes + kBBytes;
   // the bytes the TMA loads of one stage write (its "full" barrier's transaction count)
@@ -221,13 +223,14 @@ struct Config {
   // STAGED epilogue: per consumer warpgroup 64 rows of kOutCols output columns (256 bytes; the
   // whole row of the warpgroup's kWgN columns when narrower; 128 bytes when the row is not a whole
   // number of 256-byte chunks, as 192 16-bit columns are; half the row when it is not a whole
-  // number of 128-byte chunks either, as 160 or 224 16-bit columns are), after the barrier area;
+  // number of 128-byte chunks either, as 160 or 224 16-bit columns are; the whole row of an exact
+  // width, whose half would not be a whole number of 32 bytes), after the barrier area;
   // the warpgroup's columns go through in kOutChunks.  Rows of a whole number of 128 bytes
   // permute their 16-byte pieces by XOR with the row (the TMA's 128-byte swizzle), others rotate
   // them by the row (kOutRotate).
   static constexpr int kRowBytes = kWgN * (int)sizeof(Out);
-  static constexpr int kOutCols = (kRowBytes <= 256 ? kRowBytes : kRowBytes % 256 == 0 ? 256 : kRowBytes % 128 == 0 ? 128
-                                   : kRowBytes / 2) / (int)sizeof(Out);
+  static constexpr int kOutCols = (kRowBytes <= 256 || kExactWidth ? kRowBytes : kRowBytes % 256 == 0 ? 256
+                                   : kRowBytes % 128 == 0 ? 128 : kRowBytes / 2) / (int)sizeof(Out);
   static constexpr int kOutPitch = kOutCols * (int)sizeof(Out);  // bytes per staged row
   static constexpr bool kOutRotate = kOutPitch % 128 != 0;
   static constexpr int kOutChunks = kWgN / kOutCols;
@@ -241,7 +244,9 @@ struct Config {
   // + 1024: the dynamic shared base is aligned up to 1024 bytes inside the kernel.
   static constexpr int kSmemBytes = 1024 + kOutStageOffset + kOutStageBytes;
 
-  static_assert(kTileN % 32 == 0 && kTileN >= 64 && kTileN <= 256, "TILE_N: a multiple of 32 from 64 to 256");
+  static_assert((kTileN % 32 == 0 || (kTileN % 16 == 0 && kBKMajor && !kPingpong && kTileM == 128)) && kTileN >= 64 &&
+                    kTileN <= 256,
+                "TILE_N: a multiple of 32 from 64 to 256; or of 16 (exact widths) over a K-major B, cooperative, 128 rows");
   static_assert(kTileN % 128 == 0 || kTileN == 64 || (!kPingpong && (kClusterSize == 1 || kBKMajor)),
                 "TILE_N 96, 160, 192, 224: cooperative consumers, one CTA per tile or a K-major B");
   static_assert(kTileM == 64 || kTileM == 128, "TILE_M: 64 or 128");

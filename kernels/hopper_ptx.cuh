@@ -214,8 +214,10 @@ __device__ __forceinline__ void fence_regs(float (&d)[R]) {
 // (16-bit inputs) the two transpose immediates.
 
 // Per accumulator count R (a multiple of 16 from 32 to 128: wgmma N = 2R from 64 to 256 in steps of
-// 32): the register list, the "+f" operands, and the operand numbers of what follows them
-// (descriptors; scale_d; transpose immediates).  Each list is the previous one and 16 more.
+// 32; and 72, 88, 104, 120: N = 144, 176, 208, 240, the exact widths over a K-major B): the register
+// list, the "+f" operands, and the operand numbers of what follows them (descriptors; scale_d;
+// transpose immediates).  Each list is the previous one and 16 more (an exact width's: that of
+// R - 8 and 8 more).
 #define MGEMM_ACC_REGS_32 \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
@@ -225,6 +227,10 @@ __device__ __forceinline__ void fence_regs(float (&d)[R]) {
 #define MGEMM_ACC_REGS_96 MGEMM_ACC_REGS_80 ", %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
 #define MGEMM_ACC_REGS_112 MGEMM_ACC_REGS_96 ", %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111"
 #define MGEMM_ACC_REGS_128 MGEMM_ACC_REGS_112 ", %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define MGEMM_ACC_REGS_72 MGEMM_ACC_REGS_64 ", %64, %65, %66, %67, %68, %69, %70, %71"
+#define MGEMM_ACC_REGS_88 MGEMM_ACC_REGS_80 ", %80, %81, %82, %83, %84, %85, %86, %87"
+#define MGEMM_ACC_REGS_104 MGEMM_ACC_REGS_96 ", %96, %97, %98, %99, %100, %101, %102, %103"
+#define MGEMM_ACC_REGS_120 MGEMM_ACC_REGS_112 ", %112, %113, %114, %115, %116, %117, %118, %119"
 #define MGEMM_ACC_F8(i) \
   "+f"(d[(i) + 0]), "+f"(d[(i) + 1]), "+f"(d[(i) + 2]), "+f"(d[(i) + 3]), \
   "+f"(d[(i) + 4]), "+f"(d[(i) + 5]), "+f"(d[(i) + 6]), "+f"(d[(i) + 7])
@@ -235,6 +241,10 @@ __device__ __forceinline__ void fence_regs(float (&d)[R]) {
 #define MGEMM_ACC_OUT_96 MGEMM_ACC_OUT_80, MGEMM_ACC_F8(80), MGEMM_ACC_F8(88)
 #define MGEMM_ACC_OUT_112 MGEMM_ACC_OUT_96, MGEMM_ACC_F8(96), MGEMM_ACC_F8(104)
 #define MGEMM_ACC_OUT_128 MGEMM_ACC_OUT_112, MGEMM_ACC_F8(112), MGEMM_ACC_F8(120)
+#define MGEMM_ACC_OUT_72 MGEMM_ACC_OUT_64, MGEMM_ACC_F8(64)
+#define MGEMM_ACC_OUT_88 MGEMM_ACC_OUT_80, MGEMM_ACC_F8(80)
+#define MGEMM_ACC_OUT_104 MGEMM_ACC_OUT_96, MGEMM_ACC_F8(96)
+#define MGEMM_ACC_OUT_120 MGEMM_ACC_OUT_112, MGEMM_ACC_F8(112)
 #define MGEMM_ACC_REST_32 "%32, %33", "%34", ", %35, %36"
 #define MGEMM_ACC_REST_48 "%48, %49", "%50", ", %51, %52"
 #define MGEMM_ACC_REST_64 "%64, %65", "%66", ", %67, %68"
@@ -243,6 +253,10 @@ __device__ __forceinline__ void fence_regs(float (&d)[R]) {
 #define MGEMM_ACC_REST_112 "%112, %113", "%114", ", %115, %116"
 #define MGEMM_ACC_REST_128 "%128, %129", "%130", ", %131, %132"
 
+#define MGEMM_ACC_REST_72 "%72, %73", "%74", ", %75, %76"
+#define MGEMM_ACC_REST_88 "%88, %89", "%90", ", %91, %92"
+#define MGEMM_ACC_REST_104 "%104, %105", "%106", ", %107, %108"
+#define MGEMM_ACC_REST_120 "%120, %121", "%122", ", %123, %124"
 // The asm text of one wgmma.  REST is an MGEMM_ACC_REST_R (expanded before MGEMM_WGMMA_ASM_ splits
 // it); WITH_TRANS is 1 for the 16-bit inputs (the transpose operands follow), 0 for tf32.
 #define MGEMM_WGMMA_ASM(R, SHAPE_TYPES, REST, WITH_TRANS) MGEMM_WGMMA_ASM_(R, SHAPE_TYPES, WITH_TRANS, REST)
@@ -294,6 +308,18 @@ MGEMM_WGMMA_SS_TF32(112, 224)
 MGEMM_WGMMA_SS_16(128, 256, f16_t, "f16")
 MGEMM_WGMMA_SS_16(128, 256, bf16_t, "bf16")
 MGEMM_WGMMA_SS_TF32(128, 256)
+MGEMM_WGMMA_SS_16(72, 144, f16_t, "f16")
+MGEMM_WGMMA_SS_16(72, 144, bf16_t, "bf16")
+MGEMM_WGMMA_SS_TF32(72, 144)
+MGEMM_WGMMA_SS_16(88, 176, f16_t, "f16")
+MGEMM_WGMMA_SS_16(88, 176, bf16_t, "bf16")
+MGEMM_WGMMA_SS_TF32(88, 176)
+MGEMM_WGMMA_SS_16(104, 208, f16_t, "f16")
+MGEMM_WGMMA_SS_16(104, 208, bf16_t, "bf16")
+MGEMM_WGMMA_SS_TF32(104, 208)
+MGEMM_WGMMA_SS_16(120, 240, f16_t, "f16")
+MGEMM_WGMMA_SS_16(120, 240, bf16_t, "bf16")
+MGEMM_WGMMA_SS_TF32(120, 240)
 #undef MGEMM_WGMMA_SS_TF32
 #undef MGEMM_WGMMA_SS_16
 #undef MGEMM_TRANS_0

@@ -220,6 +220,10 @@ SMEM_LIMIT = 232448  # 227 KB: the most shared memory one block may have on sm_9
 # 96, 160, 192, 224: cooperative consumers, one CTA per tile.  A width that is not a multiple of 64
 # still loads whole 64-wide boxes of a row-major (MN-major) B: its ring holds BN_rows of B per stage.
 TILE_NS = (64, 96, 128, 160, 192, 224, 256)
+# Exact widths, odd multiples of 16, over a K-major B (cooperative 128-row tiles): a narrow product's
+# N in two or three tiles with fewer padded columns than the widths above (N = 288 as 2 x 144,
+# not 2 x 160); their ring holds just tile_n rows of B, their staged epilogue whole rows.
+EXACT_TILE_NS = (144, 176, 208, 240)
 MN_BOX = 64  # elements of M or N per MN-major TMA box (128 bytes of a 16-bit input)
 EPILOGUES = ("pair", "direct", "staged", "tma", "columns")
 SK_REDUCES = ("owner", "spread")  # how a split tile's stream-K partials are added (see HopperConfig)
@@ -292,6 +296,11 @@ WAVE_COST = {128: 1.0, 192: 0.94, 224: 0.94, 256: 0.92}
 # loads 192 columns a tile either way); None: never (choose_config, _same_columns_160).  On the
 # H200, N of 272-304: 0.63-0.95 -> 0.66-1.05 of cuBLAS (RESULTS.md, thirty-third session)
 SAME_COLUMNS_160: tuple[int, int] | None = (160, 4)
+# 16-bit configs that ``gemm_parts`` picks for a B it reads K-major (a column-major B, or the copy
+# ``copies_b_k_major`` makes), one CTA per 128-row tile with the staged epilogue: the narrowest of
+# these exact widths (tile_n, stages) that takes as many tile columns of N instead (``exact_width``):
+# the same tile grid, waves and policy, fewer padded columns multiplied.  None: never
+EXACT_WIDTHS: tuple[tuple[int, int], ...] | None = ((144, 5), (176, 4), (208, 4), (240, 3))
 SK_OVERHEAD = (1.2, 1.6)
 # ... over at most this many static waves, the config's and the cheapest width's (4 until the
 # twenty-seventh session: then, e.g., 12 waves of 128-wide tiles stayed where 8 of 192 were 0.15
@@ -440,8 +449,11 @@ class HopperConfig(RenderedConfig):
             object.__setattr__(self, "output", STORAGE[self.input])
         if self.output not in OUTPUTS:
             raise ValueError(f"output must be one of {tuple(OUTPUTS)}, got {self.output!r}")
-        if self.tile_n not in TILE_NS:
-            raise ValueError(f"tile_n must be one of {TILE_NS}, got {self.tile_n}")
+        if self.tile_n not in TILE_NS + EXACT_TILE_NS:
+            raise ValueError(f"tile_n must be one of {TILE_NS + EXACT_TILE_NS}, got {self.tile_n}")
+        if self.tile_n in EXACT_TILE_NS and not (self.b_k_major and not self.pingpong and self.tile_m == TILE_M):
+            raise ValueError(f"tile_n={self.tile_n} (an exact width) needs a K-major B (b_k_major=True) and "
+                             f"cooperative {TILE_M}-row tiles")
         if self.stages < 2:
             raise ValueError(f"stages must be at least 2, got {self.stages}")
         if not self.pingpong and self.tile_m not in (TILE_M, SPLIT_N_TILE_M):
@@ -522,6 +534,9 @@ class HopperConfig(RenderedConfig):
             if not self.a_k_major and (self.tile_m // MN_BOX) % self.cluster_n:
                 raise ValueError(f"{what} with a column-major A (a_k_major=False) and tile_m={self.tile_m} "
                                  f"is not supported: each CTA multicasts whole 64-wide boxes of A (tile_m 128)")
+            if self.b_k_major and self.tile_n % (8 * self.cluster_m):
+                raise ValueError(f"{what} with tile_n={self.tile_n} is not supported: each CTA multicasts "
+                                 f"whole 8-row swizzle atoms of B's tile_n K-major rows")
             if not self.b_k_major and (self.b_rows // MN_BOX) % self.cluster_m:
                 raise ValueError(f"{what} with a row-major B (b_k_major=False) and tile_n={self.tile_n} "
                                  f"is not supported: each CTA multicasts whole 64-wide boxes of B "
@@ -568,14 +583,15 @@ class HopperConfig(RenderedConfig):
         256, the whole row when narrower, 128 when the row is not a whole number of 256-byte chunks
         (192 16-bit columns), half the row when it is not a whole number of 128-byte chunks either
         (160 or 224 16-bit columns: the kernel then rotates the staged pieces instead of the TMA's
-        XOR swizzle)."""
+        XOR swizzle); the whole row of an exact width (``EXACT_TILE_NS``)."""
         row = self.wg_n * ELEMENT_BYTES[self.output]
-        return row if row <= 256 else 256 if row % 256 == 0 else 128 if row % 128 == 0 else row // 2
+        return row if row <= 256 or self.tile_n in EXACT_TILE_NS else 256 if row % 256 == 0 else 128 if row % 128 == 0 else row // 2
 
     @property
     def b_rows(self) -> int:
-        """Rows of B a ring stage holds: ``tile_n`` rounded up to whole 64-wide MN-major boxes."""
-        return -(-self.tile_n // MN_BOX) * MN_BOX
+        """Rows of B a ring stage holds: ``tile_n`` rounded up to whole 64-wide MN-major boxes
+        (an exact width: ``tile_n``, K-major rows only)."""
+        return self.tile_n if self.tile_n in EXACT_TILE_NS else -(-self.tile_n // MN_BOX) * MN_BOX
 
     @property
     def smem_bytes(self) -> int:
@@ -883,6 +899,36 @@ def _same_columns_160(cfg: HopperConfig, n: int) -> HopperConfig:
         return cfg
     width, stages = SAME_COLUMNS_160
     return cfg.replace(tile_n=width, stages=stages) if -(-n // width) == -(-n // 192) else cfg
+
+
+def exact_width(cfg: HopperConfig, n: int) -> HopperConfig:
+    """``cfg``, or its tiles as the narrowest of ``EXACT_WIDTHS`` that takes as many tile columns
+    of ``n`` where ``gemm_parts`` reads B K-major: 16-bit, cooperative 128-row tiles, one CTA per
+    tile, the staged epilogue.  The same tile grid, so the same waves, policy and fix-up, with
+    fewer padding columns multiplied (N = 288: two tiles of 144, not of 160).
+
+    On the H200 (RESULTS.md, thirty-fifth session, fp16, B copied K-major, × cuBLAS): ahead on 11 of
+    12 such shapes by 0.02-0.11 (15600x272x9728 0.85 -> 0.96, 6192x288x5072 0.93 -> 1.04,
+    8920x336x10224 0.88 -> 0.92, 10848x416x9224 0.80 -> 0.85), level on 11480x344x2744.  Where an
+    exact width took fewer tile columns than the config, its waves differed and it lost as often as
+    it won (8344x624x2616: 0.86 on 160 -> 0.77 on three columns of 208): not taken.
+
+    >>> cfg = HopperConfig(input="float16", tile_n=160, stages=4, epilogue="staged")
+    >>> exact_width(cfg, 288).tile_n, exact_width(cfg, 304).tile_n, exact_width(cfg, 416).tile_n
+    (144, 160, 144)
+    >>> exact_width(cfg.replace(tile_n=192), 336).tile_n, exact_width(cfg.replace(tile_n=192), 528).tile_n
+    (176, 176)
+    >>> exact_width(cfg.replace(tile_n=192, cluster_m=2), 336).tile_n
+    192
+    """
+    if (not EXACT_WIDTHS or cfg.input not in ("float16", "bfloat16") or cfg.pingpong or cfg.tile_m != TILE_M
+            or cfg.cluster_size > 1 or cfg.epilogue != "staged" or not cfg.b_k_major):
+        return cfg
+    columns = -(-n // cfg.tile_n)
+    for width, stages in sorted(EXACT_WIDTHS):
+        if width < cfg.tile_n and -(-n // width) == columns:
+            return cfg.replace(tile_n=width, stages=stages)
+    return cfg
 
 
 def _padded_work(m: int, n: int, tile_n: int) -> float:
@@ -1936,7 +1982,9 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
     for this kind of product, tuning it on these operands the first time.  Where the heuristic
     picks and ``beta == 0``, a 16-bit product whose transpose tiles better (``swap_pays``) runs as
     B^T A^T into ``out``'s transposed view; where it does not, 16-bit B parts that
-    ``copies_b_k_major`` names are copied K-major and the config is picked for the copies.
+    ``copies_b_k_major`` names are copied K-major and the config is picked for the copies.  Where
+    the heuristic picks and B is read K-major (in place or as that copy), its tiles may take an
+    exact width with as many tile columns (``exact_width``).
     """
     a_parts, b_parts = list(a_parts), list(b_parts)
     if debug and timeline:
@@ -2013,6 +2061,8 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
                for (oa, ob), (a_p, b_p) in zip(ops, parts)]
     if ops:
         a_k, b_k = ops[0][0][1], ops[0][1][1]
+        if flags is not None and b_k:  # the heuristic's config, B read K-major: an exact width
+            config = exact_width(config, n)
         ends = tuple(itertools.accumulate(-(-a_p.shape[1] // config.tile_k) for a_p, _ in parts))
         dims = [(a_p.shape[1], m, n) for a_p, _ in parts]  # (K_p, M, N)
     else:

@@ -262,6 +262,27 @@ def test_shapes_fit_and_accumulators_cover_the_tile(tile_n, stages):
     assert cfg.b_rows >= cfg.tile_n and cfg.b_rows % hopper.MN_BOX == 0
 
 
+@pytest.mark.parametrize("tile_n,stages,epilogue", [(144, 5, "staged"), (176, 4, "staged"), (208, 4, "staged"),
+                                                     (240, 3, "staged"), (240, 4, "pair")])
+def test_exact_widths_fit_and_hold_just_their_rows(tile_n, stages, epilogue):
+    cfg = HopperConfig(input="float16", tile_n=tile_n, stages=stages, epilogue=epilogue)
+    assert cfg.smem_bytes <= hopper.SMEM_LIMIT
+    assert cfg.b_rows == tile_n and (cfg.b_rows * 128) % 1024 == 0  # 8-row swizzle atoms
+    assert cfg.acc_per_thread * hopper.CONSUMER_THREADS == cfg.tile_m * cfg.tile_n
+    assert cfg.out_chunk_bytes == 2 * tile_n and cfg.out_chunk_bytes % 32 == 0  # whole rows, even pieces
+
+
+@pytest.mark.parametrize("changes,words", [
+    (dict(b_k_major=False), "K-major B"), (dict(pingpong=True), "cooperative"),
+    (dict(tile_m=64), "cooperative"), (dict(epilogue="tma"), "128-byte boxes"),
+    (dict(cluster_m=4), "8-row swizzle atoms"), (dict(stages=6), "shared memory")])
+def test_exact_widths_refuse_what_the_kernel_lacks(changes, words):
+    with pytest.raises(ValueError, match=words):
+        HopperConfig(input="float16", tile_n=144, stages=4, epilogue="staged").replace(**changes)
+    with pytest.raises(ValueError, match="tile_n must be one of"):
+        HopperConfig(tile_n=136)
+
+
 def test_heuristic_is_deterministic_and_sensible():
     big = hopper.choose_config(8192, 8192, 8192, "bfloat16", 132)
     assert big == hopper.choose_config(8192, 8192, 8192, "bfloat16", 132)
@@ -2189,6 +2210,41 @@ def k_major_copies(monkeypatch):
     return taken
 
 
+@pytest.fixture
+def exact_widths_taken(monkeypatch):
+    """The tile widths ``gemm_parts`` launches after ``exact_width``, in order."""
+    real, taken = hopper.exact_width, []
+
+    def record(cfg, n):
+        out = real(cfg, n)
+        taken.append(out.tile_n)
+        return out
+    monkeypatch.setattr(hopper, "exact_width", record)
+    return taken
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("m,n,k,copied,width", [(8200, 288, 2641, True, 144), (6000, 336, 4096, False, 176),
+                                                 (5000, 416, 4096, False, 144), (6000, 416, 2048, False, 208),
+                                                 (3000, 304, 2048, False, 128)])
+def test_exact_width_where_b_is_read_k_major(kind, m, n, k, copied, width, monkeypatch, k_major_copies,
+                                             exact_widths_taken):
+    """Where ``gemm_parts`` picks the config and reads B K-major (B column-major, or the copy of a
+    narrow row-major B), one CTA per tile: the narrowest exact width with as many tile columns,
+    and the right product (poisoned output, C read on one run); with the rule off, the config's
+    own width, and the same product."""
+    if hopper.device_sms() != 132:
+        pytest.skip("the shapes are picked where the heuristic puts one CTA per tile on 132 SMs")
+    _check(m, n, k, kind, None, trans_b=not copied, beta=0.5 if n == 336 else 0.0, seed=m + n)
+    assert exact_widths_taken == [width] and len(k_major_copies) == int(copied)
+    exact_widths_taken.clear()
+    monkeypatch.setattr(hopper, "EXACT_WIDTHS", None)
+    _check(m, n, k, kind, None, trans_b=not copied, seed=m + n + 1)
+    assert len(exact_widths_taken) == 1 and exact_widths_taken[0] % 32 == 0
+
+
 @pytest.mark.gpu
 @needs_sm90
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
@@ -2447,6 +2503,28 @@ def test_clusters_odd_widths_with_k_major_b(kind, tile_n, cm, cn, policy, sk_red
                        sk_reduce=sk_reduce, epilogue=epilogue)
     for i, (m, n, k) in enumerate(SHAPES[1:] + CLUSTER_SHAPES + [(700, 1000, 3000)]):
         _check(m, n, k, kind, cfg, trans_b=True, trans_a=bool(i % 2) and kind != "tf32", seed=150 + i,
+               beta=0.5 if i % 3 == 1 else 0.0, sms=6 if i % 4 == 0 else None)
+
+
+# Exact widths over a K-major B: (kind, tile_n, stages, policy, sk_reduce, epilogue, cluster_m)
+EXACT = [("float16", 144, 5, "static", "owner", "staged", 1), ("bfloat16", 176, 4, "streamk", "spread", "staged", 1),
+         ("float16", 208, 4, "streamk", "owner", "pair", 1), ("bfloat16", 240, 3, "per_tile", "owner", "staged", 1),
+         ("tf32", 144, 4, "dynamic", "owner", "pair", 1), ("float16", 176, 4, "static", "owner", "staged", 2),
+         ("bfloat16", 144, 4, "streamk", "owner", "direct", 2), ("float16", 240, 3, "streamk", "spread", "staged", 1)]
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("kind,tile_n,stages,policy,sk_reduce,epilogue,cm", EXACT,
+                         ids=[f"{r[0]}-{r[1]}-{r[3]}-{r[5]}-c{r[6]}" for r in EXACT])
+def test_exact_widths_with_k_major_b(kind, tile_n, stages, policy, sk_reduce, epilogue, cm):
+    """Tiles 144, 176, 208 and 240 wide (odd multiples of 16) over a K-major B: wgmmas of those
+    widths, B's ring holding just the tile's rows, the staged epilogue's whole rows, the stream-K
+    fix-ups over such tiles, 2-CTA clusters; edge shapes, A row- or column-major, C read, few CTAs."""
+    cfg = HopperConfig(input=kind, tile_n=tile_n, stages=stages, policy=policy, sk_reduce=sk_reduce,
+                       epilogue=epilogue, cluster_m=cm)
+    for i, (m, n, k) in enumerate(SHAPES[1:] + [(700, 1000, 3000), (1500, 288, 2000), (2100, 432, 1030)]):
+        _check(m, n, k, kind, cfg, trans_b=True, trans_a=bool(i % 2) and kind != "tf32", seed=170 + i,
                beta=0.5 if i % 3 == 1 else 0.0, sms=6 if i % 4 == 0 else None)
 
 
