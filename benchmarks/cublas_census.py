@@ -124,16 +124,21 @@ def runs_transposed(dtype: str):
 
 def prior_differs(dtype: str, prior: dict):
     """``typed_cases``' filter: whether the heuristic's config for contiguous row-major operands of
-    this shape, or whether ``gemm_parts`` copies their B K-major (``hopper.gemm_copies_b``), differs
-    from what it does with the ``--prior`` constants: the sizes a rule changes."""
+    this shape, whether ``gemm_parts`` copies their B K-major (``hopper.gemm_copies_b``), or the
+    config it then picks for the copy (``exact_width`` of the heuristic's), differs from what it
+    does with the ``--prior`` constants: the sizes a rule changes."""
     sms = hopper.device_sms()
 
     def keep(m: int, n: int, k: int) -> bool:
         a, b, out, flags = contiguous(m, n, k)
 
         def picks():
-            return (hopper.choose_config(m, n, k, dtype, sms, **flags),
-                    hopper.gemm_copies_b([a], [b], out, m, n, k, dtype, sms))
+            copies = hopper.gemm_copies_b([a], [b], out, m, n, k, dtype, sms)
+            on_copy = None
+            if copies:  # B^T's rows padded to 128 bytes: as gemm_parts picks for the copy
+                copy_flags = hopper.rows_flags([a], [hopper._k_major_copy(cp, b)])
+                on_copy = hopper.exact_width(hopper.choose_config(m, n, k, dtype, sms, **copy_flags), n)
+            return hopper.choose_config(m, n, k, dtype, sms, **flags), copies, on_copy
         now = picks()
         with mock.patch.multiple(hopper, **prior):
             return picks() != now
