@@ -367,10 +367,13 @@ QUAD_SK_POLICIES = ("streamk", "static")  # ... in place of the heuristic's conf
 # loads 160 rows of B^T per stage, where a row-major B loads three 64-wide boxes, 192 columns, over
 # rows the L2 serves at a loss (RESULTS.md, thirty-fourth session: on 24 such sizes drawn as a user
 # types them, ahead in 44 of 48 runs, time ratios up to 1.30, level in two, behind by 0.04 of cuBLAS
-# on one size; smaller M lost to the copy, and where the heuristic takes clusters, whose multicasts
-# halve B's loads already, the copy ran -0.09..+0.02; on the two drawn sizes that run transposed it
-# ran level with that); None: never
-B_K_MAJOR: tuple[int, int, int] | None = (640, 8192, 2048)
+# on one size; M below 8192 then lost to the copy, and where the heuristic takes clusters, whose
+# multicasts halve B's loads already, the copy ran -0.09..+0.02; on the two drawn sizes that run
+# transposed it ran level with that).  From M = 4096 since the exact widths (``EXACT_WIDTHS``),
+# which the copy's config takes where they fit: on 8 sizes drawn with 4096 <= M < 8192, fp16 / bf16,
+# 0.741 -> 0.845 / 0.733 -> 0.841 of cuBLAS, ahead in 14 of 16 runs (6272x264x14272 0.70 -> 0.99),
+# behind on 6320x336x2128 (0.77 -> 0.73 / 0.78 -> 0.76; RESULTS.md, thirty-fifth session); None: never
+B_K_MAJOR: tuple[int, int, int] | None = (640, 4096, 2048)
 # 16-bit products whose heuristic configs, for C and for its transpose C^T = B^T A^T (N x M x K),
 # are both cooperative with the staged epilogue, the transposed one on the direct one's cluster
 # shape or on one CTA per tile: the transposed product, written into the output's transposed view
@@ -1070,7 +1073,7 @@ def copies_b_k_major(b_parts, m: int, n: int, config: HopperConfig) -> bool:
     >>> b = types.SimpleNamespace(shape=(2616, 624), strides=(1248, 2), itemsize=2,
     ...                           data=types.SimpleNamespace(ptr=0))
     >>> cfg = HopperConfig(input="float16", tile_n=160)
-    >>> copies_b_k_major([b], 8344, 624, cfg), copies_b_k_major([b], 4096, 624, cfg)
+    >>> copies_b_k_major([b], 8344, 624, cfg), copies_b_k_major([b], 4000, 624, cfg)
     (True, False)
     >>> copies_b_k_major([b], 8344, 624, cfg.replace(tile_n=128, cluster_m=2))
     False

@@ -2250,7 +2250,8 @@ def test_exact_width_where_b_is_read_k_major(kind, m, n, k, copied, width, monke
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
 @pytest.mark.parametrize("m,n,k,trans_a,beta", [(8200, 304, 2641, False, 0.0),
                                                (8192, 336, 2101, False, 0.5),
-                                               (8200, 288, 3001, True, 0.0)])
+                                               (8200, 288, 3001, True, 0.0),
+                                               (5624, 432, 2200, False, 0.0)])
 def test_b_copied_k_major_matches_float64_reference(kind, m, n, k, trans_a, beta, monkeypatch, k_major_copies):
     """Where ``copies_b_k_major`` holds (a row-major B with rows off 128 bytes, few columns, many
     rows, one CTA per tile on the H200's 132 SMs), ``gemm`` copies B K-major and multiplies on the
