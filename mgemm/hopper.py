@@ -360,7 +360,8 @@ TAIL_SPLIT_MIN_K_STEPS = 32  # ... and K of at least this many 64-wide steps (me
 QUAD_SK: tuple[float, int, float, int] | None = (0.75, 64, 1.2, 2)
 QUAD_SK_POLICIES = ("streamk", "static")  # ... in place of the heuristic's config with these policies
 # 16-bit products whose row-major B is read in place with rows off 128-byte lines, of at most
-# B_K_MAJOR[0] columns, at least B_K_MAJOR[1] rows and K of at least B_K_MAJOR[2], on which the
+# B_K_MAJOR[0] columns, at least B_K_MAJOR[1] rows, K of at least B_K_MAJOR[2] and M x N x K of at
+# least B_K_MAJOR[3] (the copy's few microseconds against the product's), on which the
 # heuristic puts one CTA per tile and that ``gemm_parts`` does not run transposed (``swap_pays``):
 # B is copied K-major (N rows of K, padded to 128 bytes, by ``transpose_copy``) inside the call and
 # the product runs on the copy, read as K-major B^T (``copies_b_k_major``).  A 160-wide tile then
@@ -372,8 +373,10 @@ QUAD_SK_POLICIES = ("streamk", "static")  # ... in place of the heuristic's conf
 # transposed it ran level with that).  From M = 4096 since the exact widths (``EXACT_WIDTHS``),
 # which the copy's config takes where they fit: on 8 sizes drawn with 4096 <= M < 8192, fp16 / bf16,
 # 0.741 -> 0.845 / 0.733 -> 0.841 of cuBLAS, ahead in 14 of 16 runs (6272x264x14272 0.70 -> 0.99),
-# behind on 6320x336x2128 (0.77 -> 0.73 / 0.78 -> 0.76; RESULTS.md, thirty-fifth session); None: never
-B_K_MAJOR: tuple[int, int, int] | None = (640, 4096, 2048)
+# behind on 6320x336x2128 (0.77 -> 0.73 / 0.78 -> 0.76; RESULTS.md, thirty-fifth session); with both
+# rules on 8 sizes drawn after, 0.73 -> 0.81 / 0.74 -> 0.82, behind only on 4232x480x2088 (0.65 ->
+# 0.61): the two sizes behind, of 21 us products, are below the work floor; None: never
+B_K_MAJOR: tuple[int, int, int, float] | None = (640, 4096, 2048, 5e9)
 # 16-bit products whose heuristic configs, for C and for its transpose C^T = B^T A^T (N x M x K),
 # are both cooperative with the staged epilogue, the transposed one on the direct one's cluster
 # shape or on one CTA per tile: the transposed product, written into the output's transposed view
@@ -1066,7 +1069,8 @@ def copies_b_k_major(b_parts, m: int, n: int, config: HopperConfig) -> bool:
     """Whether ``gemm_parts`` copies these 16-bit B parts (K_p × N) K-major before a product of
     ``m`` rows for which the heuristic picked ``config`` on the parts in place (``B_K_MAJOR``): one
     CTA per tile, at most ``B_K_MAJOR[0]`` columns, at least ``B_K_MAJOR[1]`` rows, K (the parts'
-    together) at least ``B_K_MAJOR[2]``, and every part read in place as a row-major B (MN-major)
+    together) at least ``B_K_MAJOR[2]``, ``m * n * K`` at least ``B_K_MAJOR[3]``, and every part read
+    in place as a row-major B (MN-major)
     whose rows do not all start on 128-byte lines.  Shapes and strides only.
 
     >>> import types
@@ -1078,8 +1082,9 @@ def copies_b_k_major(b_parts, m: int, n: int, config: HopperConfig) -> bool:
     >>> copies_b_k_major([b], 8344, 624, cfg.replace(tile_n=128, cluster_m=2))
     False
     """
-    if (not B_K_MAJOR or config.cluster_size > 1 or n > B_K_MAJOR[0] or m < B_K_MAJOR[1]
-            or sum(b.shape[0] for b in b_parts) < B_K_MAJOR[2] or any(b.itemsize != 2 for b in b_parts)):
+    k = sum(b.shape[0] for b in b_parts)
+    if (not B_K_MAJOR or config.cluster_size > 1 or n > B_K_MAJOR[0] or m < B_K_MAJOR[1] or k < B_K_MAJOR[2]
+            or m * n * k < B_K_MAJOR[3] or any(b.itemsize != 2 for b in b_parts)):
         return False
     parts = [b for b in b_parts if b.shape[0]]
     for b in parts:

@@ -803,8 +803,8 @@ def test_b_rows_off_128_byte_lines(shape, strides, ptr, off):
 
 def test_copies_b_k_major_where_measured(monkeypatch):
     """``copies_b_k_major``: a 16-bit row-major B read in place with rows off 128-byte lines, at most
-    ``B_K_MAJOR[0]`` columns, at least ``B_K_MAJOR[1]`` rows of A and ``B_K_MAJOR[2]`` of K, the
-    heuristic on one CTA per tile; not a K-major B, rows on 128 bytes, a B copied anyway (rows off
+    ``B_K_MAJOR[0]`` columns, at least ``B_K_MAJOR[1]`` rows of A and ``B_K_MAJOR[2]`` of K,
+    ``B_K_MAJOR[3]`` of M x N x K, the heuristic on one CTA per tile; not a K-major B, rows on 128 bytes, a B copied anyway (rows off
     16 bytes), 4-byte elements, clusters, or with the rule off."""
     def b(k, n, ld=None, ptr=0x10000, item=2, k_major=False):
         if k_major:
@@ -832,6 +832,10 @@ def test_copies_b_k_major_where_measured(monkeypatch):
     assert not copies([b(2616, 624, item=4)], big_m, 624)
     assert not copies([b(2616, 624), b(100, 624, k_major=True)], big_m, 624)
     assert not copies([b(2616, 624)], big_m, 624, one.replace(tile_n=128, cluster_m=2))
+    work = hopper.B_K_MAJOR[3]
+    assert copies([b(2616, 312)], -(-work // (2616 * 312)), 312)  # the work floor
+    assert not copies([b(2616, 312)], -(-work // (2616 * 312)) - 8, 312)
+    assert not copies([b(2088, 480)], 4232, 480)  # 21 us: the copy cost more than it saved
 
     def gemm_copies(m, n, k):  # contiguous row-major operands and output, as gemm_parts picks
         return hopper.gemm_copies_b([_FakeArray((m, k), (2 * k, 2))], [b(k, n)], _FakeArray((m, n), (2 * n, 2)),
