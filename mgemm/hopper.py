@@ -23,7 +23,8 @@ misaligned 16-bit operand contiguous along M or N).  A K-major copy of an operan
 M or N (tf32 with B row-major) is a transpose and goes through the tiled shared-memory transpose of ``kernels/transpose.cu``
 (``transpose_copy``), other strides through CuPy's element-wise copy; so does a narrow 16-bit
 row-major B with rows off 128 bytes under a tall A where the heuristic picks (``B_K_MAJOR``,
-``copies_b_k_major``), which the kernel reads faster K-major.  Epilogue ``staged`` (the
+``copies_b_k_major``), which the kernel reads faster K-major; over a K-major B the heuristic's
+tiles may take an exact width (144, 176, 208 or 240: ``exact_width``).  Epilogue ``staged`` (the
 heuristic's for K > 2048): with beta = 0 and an output whose rows start 16-byte aligned, each consumer
 warpgroup writes its rows, 64 at a time, into its own shared-memory buffer, 256 bytes of each
 row at a time (128 where a tile row is not a whole number of 256-byte pieces, half the row where
