@@ -54,7 +54,8 @@ def main(argv=None) -> int:
     ap.add_argument("--b-col", action="store_true",
                     help="B column-major (K-major, its rows of K off 128 bytes where K is off 64 "
                          "elements): the heuristic's config, the same without clusters, and static "
-                         "2-CTA clusters 128 and 256 wide, all read in place")
+                         "2-CTA clusters 128 and 256 wide, all read in place; hopper.gemm as a "
+                         "caller gets it with and without EXACT_WIDTHS")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {args.dtype}; GPU time, "
@@ -145,7 +146,8 @@ def k_major_variants(args, rng) -> int:
 def b_col_clusters(args, rng) -> int:
     """``--b-col``: B held column-major, read in place by the heuristic's config, by the
     heuristic's config without its clusters (``OFF_ROWS_CLUSTERS`` empty) and by static 2-CTA
-    clusters of 128 and 256 columns."""
+    clusters of 128 and 256 columns; and ``hopper.gemm`` as a caller gets it ("auto"), with and
+    without ``EXACT_WIDTHS`` ("auto-no-exact")."""
     sms = hopper.device_sms()
     for spec in args.cases:
         pc = h.probe_case(f"{spec}:{args.dtype}", rng)
@@ -158,8 +160,11 @@ def b_col_clusters(args, rng) -> int:
         for width, stages in ((128, 6), (256, 4)):
             base = hopper.HopperConfig(input=heur.input, output=heur.output, epilogue=heur.epilogue)
             cfgs[f"c{width}"] = hopper._static_width(base, width, stages, k).replace(cluster_m=2)
-        ms = timed_configs(pc, args, b, b, cfgs)
-        ratios = " ".join(f"{name} {ms['cuBLAS'] / ms[name]:.2f}" for name in cfgs)
+        def caller(out, exact=True):  # hopper.gemm as a caller gets it, with or without EXACT_WIDTHS
+            with mock.patch.object(hopper, "EXACT_WIDTHS", hopper.EXACT_WIDTHS if exact else None):
+                return hopper.gemm(pc.a, b, out=out, as_dtype=pc.as_dtype)
+        ms = timed_configs(pc, args, b, b, cfgs, {"auto": caller, "auto-no-exact": functools.partial(caller, exact=False)})
+        ratios = " ".join(f"{name} {ms['cuBLAS'] / ms[name]:.2f}" for name in ("auto", "auto-no-exact", *cfgs))
         print(f"  {spec:>16} B col-major: cuBLAS {2.0 * m * n * k / ms['cuBLAS'] / 1e9:6.1f} TFLOP/s | "
               f"x cuBLAS {ratios} | {heur}", flush=True)
     return 0
