@@ -458,7 +458,7 @@ class HopperConfig(RenderedConfig):
             raise ValueError(f"output must be one of {tuple(OUTPUTS)}, got {self.output!r}")
         if self.tile_n not in TILE_NS + EXACT_TILE_NS:
             raise ValueError(f"tile_n must be one of {TILE_NS + EXACT_TILE_NS}, got {self.tile_n}")
-        if self.tile_n in EXACT_TILE_NS and not (self.b_k_major and not self.pingpong and self.tile_m == TILE_M):
+        if self.tile_n in EXACT_TILE_NS and (not self.b_k_major or self.pingpong or self.tile_m != TILE_M):
             raise ValueError(f"tile_n={self.tile_n} (an exact width) needs a K-major B (b_k_major=True) and "
                              f"cooperative {TILE_M}-row tiles")
         if self.stages < 2:
@@ -592,7 +592,9 @@ class HopperConfig(RenderedConfig):
         (160 or 224 16-bit columns: the kernel then rotates the staged pieces instead of the TMA's
         XOR swizzle); the whole row of an exact width (``EXACT_TILE_NS``)."""
         row = self.wg_n * ELEMENT_BYTES[self.output]
-        return row if row <= 256 or self.tile_n in EXACT_TILE_NS else 256 if row % 256 == 0 else 128 if row % 128 == 0 else row // 2
+        if row <= 256 or self.tile_n in EXACT_TILE_NS:
+            return row
+        return 256 if row % 256 == 0 else 128 if row % 128 == 0 else row // 2
 
     @property
     def b_rows(self) -> int:
@@ -904,8 +906,17 @@ def _same_columns_160(cfg: HopperConfig, n: int) -> HopperConfig:
     if (SAME_COLUMNS_160 is None or cfg.input not in ("float16", "bfloat16") or cfg.tile_n != 192
             or cfg.pingpong or cfg.tile_m != TILE_M or cfg.cluster_size > 1 or cfg.epilogue != "staged"):
         return cfg
-    width, stages = SAME_COLUMNS_160
-    return cfg.replace(tile_n=width, stages=stages) if -(-n // width) == -(-n // 192) else cfg
+    return _same_columns(cfg, n, (SAME_COLUMNS_160,)) or cfg
+
+
+def _same_columns(cfg: HopperConfig, n: int, widths) -> HopperConfig | None:
+    """``cfg`` on the first of ``widths`` ((tile_n, stages), narrowest first) narrower than its
+    tiles that takes as many tile columns of ``n``, or None where none does."""
+    columns = -(-n // cfg.tile_n)
+    for width, stages in widths:
+        if width < cfg.tile_n and -(-n // width) == columns:
+            return cfg.replace(tile_n=width, stages=stages)
+    return None
 
 
 def exact_width(cfg: HopperConfig, n: int) -> HopperConfig:
@@ -931,11 +942,7 @@ def exact_width(cfg: HopperConfig, n: int) -> HopperConfig:
     if (not EXACT_WIDTHS or cfg.input not in ("float16", "bfloat16") or cfg.pingpong or cfg.tile_m != TILE_M
             or cfg.cluster_size > 1 or cfg.epilogue != "staged" or not cfg.b_k_major):
         return cfg
-    columns = -(-n // cfg.tile_n)
-    for width, stages in sorted(EXACT_WIDTHS):
-        if width < cfg.tile_n and -(-n // width) == columns:
-            return cfg.replace(tile_n=width, stages=stages)
-    return cfg
+    return _same_columns(cfg, n, sorted(EXACT_WIDTHS)) or cfg
 
 
 def _padded_work(m: int, n: int, tile_n: int) -> float:
