@@ -298,10 +298,14 @@ WAVE_COST = {128: 1.0, 192: 0.94, 224: 0.94, 256: 0.92}
 # H200, N of 272-304: 0.63-0.95 -> 0.66-1.05 of cuBLAS (RESULTS.md, thirty-third session)
 SAME_COLUMNS_160: tuple[int, int] | None = (160, 4)
 # 16-bit configs that ``gemm_parts`` picks for a B it reads K-major (a column-major B, or the copy
-# ``copies_b_k_major`` makes), one CTA per 128-row tile with the staged epilogue: the narrowest of
-# these exact widths (tile_n, stages) that takes as many tile columns of N instead (``exact_width``):
-# the same tile grid, waves and policy, fewer padded columns multiplied.  None: never
-EXACT_WIDTHS: tuple[tuple[int, int], ...] | None = ((144, 5), (176, 4), (208, 4), (240, 3))
+# ``copies_b_k_major`` makes), one CTA per 128-row tile with the staged epilogue, N of at most
+# EXACT_MAX_N: the narrowest of these exact widths (tile_n, stages) that takes as many tile columns
+# of N instead (``exact_width``): the same tile grid, waves and policy, fewer padded columns
+# multiplied.  Measured at 144 and 176 on N of 264-528 (RESULTS.md, thirty-fifth session); 208 and
+# 240, and wider N (where 192 -> 176, 224 -> 208 and 256 -> 240 would fire), were not, so they
+# stay opt-in configs.  None: never
+EXACT_WIDTHS: tuple[tuple[int, int], ...] | None = ((144, 5), (176, 4))
+EXACT_MAX_N = 640
 SK_OVERHEAD = (1.2, 1.6)
 # ... over at most this many static waves, the config's and the cheapest width's (4 until the
 # twenty-seventh session: then, e.g., 12 waves of 128-wide tiles stayed where 8 of 192 were 0.15
@@ -922,7 +926,7 @@ def _same_columns(cfg: HopperConfig, n: int, widths) -> HopperConfig | None:
 def exact_width(cfg: HopperConfig, n: int) -> HopperConfig:
     """``cfg``, or its tiles as the narrowest of ``EXACT_WIDTHS`` that takes as many tile columns
     of ``n`` where ``gemm_parts`` reads B K-major: 16-bit, cooperative 128-row tiles, one CTA per
-    tile, the staged epilogue.  The same tile grid, so the same waves, policy and fix-up, with
+    tile, the staged epilogue, ``n`` of at most ``EXACT_MAX_N``.  The same tile grid, so the same waves, policy and fix-up, with
     fewer padding columns multiplied (N = 288: two tiles of 144, not of 160).
 
     On the H200 (RESULTS.md, thirty-fifth session, fp16, B copied K-major, × cuBLAS): ahead on 11 of
@@ -936,11 +940,11 @@ def exact_width(cfg: HopperConfig, n: int) -> HopperConfig:
     (144, 160, 144)
     >>> exact_width(cfg.replace(tile_n=192), 336).tile_n, exact_width(cfg.replace(tile_n=192), 528).tile_n
     (176, 176)
-    >>> exact_width(cfg.replace(tile_n=192, cluster_m=2), 336).tile_n
-    192
+    >>> exact_width(cfg.replace(tile_n=192, cluster_m=2), 336).tile_n, exact_width(cfg.replace(tile_n=192), 704).tile_n
+    (192, 192)
     """
-    if (not EXACT_WIDTHS or cfg.input not in ("float16", "bfloat16") or cfg.pingpong or cfg.tile_m != TILE_M
-            or cfg.cluster_size > 1 or cfg.epilogue != "staged" or not cfg.b_k_major):
+    if (not EXACT_WIDTHS or n > EXACT_MAX_N or cfg.input not in ("float16", "bfloat16") or cfg.pingpong
+            or cfg.tile_m != TILE_M or cfg.cluster_size > 1 or cfg.epilogue != "staged" or not cfg.b_k_major):
         return cfg
     return _same_columns(cfg, n, sorted(EXACT_WIDTHS)) or cfg
 

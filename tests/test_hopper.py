@@ -2231,7 +2231,7 @@ def exact_widths_taken(monkeypatch):
 @needs_sm90
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
 @pytest.mark.parametrize("m,n,k,copied,width", [(8200, 288, 2641, True, 144), (6000, 336, 4096, False, 176),
-                                                 (5000, 416, 4096, False, 144), (6000, 416, 2048, False, 208),
+                                                 (5000, 416, 4096, False, 144), (6000, 416, 2048, False, 224),
                                                  (3000, 304, 2048, False, 128)])
 def test_exact_width_where_b_is_read_k_major(kind, m, n, k, copied, width, monkeypatch, k_major_copies,
                                              exact_widths_taken):
