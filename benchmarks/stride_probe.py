@@ -55,7 +55,7 @@ def main(argv=None) -> int:
                     help="B column-major (K-major, its rows of K off 128 bytes where K is off 64 "
                          "elements): the heuristic's config, the same without clusters, and static "
                          "2-CTA clusters 128 and 256 wide, all read in place; hopper.gemm as a "
-                         "caller gets it with and without EXACT_WIDTHS")
+                         "caller gets it, without EXACT_WIDTHS and with all exact widths")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {args.dtype}; GPU time, "
@@ -143,11 +143,15 @@ def k_major_variants(args, rng) -> int:
     return 0
 
 
+# every exact width the kernel has, with the stages its tests and CI build: "auto-all-exact"
+ALL_EXACT = ((144, 5), (176, 4), (208, 4), (240, 3))
+
+
 def b_col_clusters(args, rng) -> int:
     """``--b-col``: B held column-major, read in place by the heuristic's config, by the
     heuristic's config without its clusters (``OFF_ROWS_CLUSTERS`` empty) and by static 2-CTA
-    clusters of 128 and 256 columns; and ``hopper.gemm`` as a caller gets it ("auto"), with and
-    without ``EXACT_WIDTHS`` ("auto-no-exact")."""
+    clusters of 128 and 256 columns; and ``hopper.gemm`` as a caller gets it ("auto"), without
+    ``EXACT_WIDTHS`` ("auto-no-exact") and with every exact width at any N ("auto-all-exact")."""
     sms = hopper.device_sms()
     for spec in args.cases:
         pc = h.probe_case(f"{spec}:{args.dtype}", rng)
@@ -160,11 +164,13 @@ def b_col_clusters(args, rng) -> int:
         for width, stages in ((128, 6), (256, 4)):
             base = hopper.HopperConfig(input=heur.input, output=heur.output, epilogue=heur.epilogue)
             cfgs[f"c{width}"] = hopper._static_width(base, width, stages, k).replace(cluster_m=2)
-        def caller(out, exact=True):  # hopper.gemm as a caller gets it, with or without EXACT_WIDTHS
-            with mock.patch.object(hopper, "EXACT_WIDTHS", hopper.EXACT_WIDTHS if exact else None):
+        def caller(out, **patch):  # hopper.gemm as a caller gets it, with these mgemm.hopper constants
+            with mock.patch.multiple(hopper, **patch):
                 return hopper.gemm(pc.a, b, out=out, as_dtype=pc.as_dtype)
-        ms = timed_configs(pc, args, b, b, cfgs, {"auto": caller, "auto-no-exact": functools.partial(caller, exact=False)})
-        ratios = " ".join(f"{name} {ms['cuBLAS'] / ms[name]:.2f}" for name in ("auto", "auto-no-exact", *cfgs))
+        callers = {"auto": caller, "auto-no-exact": functools.partial(caller, EXACT_WIDTHS=None),
+                   "auto-all-exact": functools.partial(caller, EXACT_WIDTHS=ALL_EXACT, EXACT_MAX_N=1 << 30)}
+        ms = timed_configs(pc, args, b, b, cfgs, callers)
+        ratios = " ".join(f"{name} {ms['cuBLAS'] / ms[name]:.2f}" for name in (*callers, *cfgs))
         print(f"  {spec:>16} B col-major: cuBLAS {2.0 * m * n * k / ms['cuBLAS'] / 1e9:6.1f} TFLOP/s | "
               f"x cuBLAS {ratios} | {heur}", flush=True)
     return 0
