@@ -18,6 +18,7 @@ turns, L2 flushed, median of ``--reps``; every output is checked against float64
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import sys
 from pathlib import Path
@@ -165,7 +166,7 @@ def b_col_clusters(args, rng) -> int:
             base = hopper.HopperConfig(input=heur.input, output=heur.output, epilogue=heur.epilogue)
             cfgs[f"c{width}"] = hopper._static_width(base, width, stages, k).replace(cluster_m=2)
         def caller(out, **patch):  # hopper.gemm as a caller gets it, with these mgemm.hopper constants
-            with mock.patch.multiple(hopper, **patch):
+            with mock.patch.multiple(hopper, **patch) if patch else contextlib.nullcontext():
                 return hopper.gemm(pc.a, b, out=out, as_dtype=pc.as_dtype)
         callers = {"auto": caller, "auto-no-exact": functools.partial(caller, EXACT_WIDTHS=None),
                    "auto-all-exact": functools.partial(caller, EXACT_WIDTHS=ALL_EXACT, EXACT_MAX_N=1 << 30)}
