@@ -135,8 +135,8 @@ def prior_differs(dtype: str, prior: dict):
         def picks():
             copies = hopper.gemm_copies_b([a], [b], out, m, n, k, dtype, sms)
             on_copy = None
-            if copies:  # B^T's rows padded to 128 bytes: as gemm_parts picks for the copy
-                copy_flags = hopper.rows_flags([a], [hopper._k_major_copy(cp, b)])
+            if copies:  # as gemm_parts picks for the copy, whose rows of K are padded to 128 bytes
+                copy_flags = {**flags, "b_rows_off": False, "b_rows_off_128": False}
                 on_copy = hopper.exact_width(hopper.choose_config(m, n, k, dtype, sms, **copy_flags), n)
             return hopper.choose_config(m, n, k, dtype, sms, **flags), copies, on_copy
         now = picks()
