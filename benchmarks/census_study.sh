@@ -1,11 +1,13 @@
 # Sourced by the run_*_study.sh scripts that time cublas_census.py rows (from the repository
-# root, after gpu_env.sh): census_study TAG ARG... times the caller's SHAPES with the heuristic and
+# root): makes $OUT (default /tmp/out) and sources gpu_env.sh, then census_study TAG ARG... times the caller's SHAPES with the heuristic and
 # the cublas_census.py arguments ARG... (variants, --split) for each of DTYPES (default float16), in
 # turns with cuBLAS, every output checked against float64; full output in $OUT/TAG-DTYPE.txt, the
 # rows printed with their configs shortened.  CLUSTER_VARIANTS: static 2-CTA (c) and 2 x 2 (q)
 # clusters of 128- and 256-wide tiles, as cublas_census.py --variant arguments.  study_tests TAG EXPR:
 # tests/test_hopper.py's GPU tests that pytest -k EXPR selects (TEST_WORKERS xdist workers, default
 # 12), full output in $OUT/pytest-TAG.log, the summary printed.
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_env.sh"
 CLUSTER_VARIANTS=(--variant c128:policy=static,tile_n=128,stages=6,cluster_m=2,cluster_n=1
                   --variant c256:policy=static,tile_n=256,stages=4,cluster_m=2,cluster_n=1
                   --variant q128:policy=static,tile_n=128,stages=6,cluster_m=2,cluster_n=2

@@ -5,9 +5,7 @@
 # checked against float64 on sampled rows.  The rows feed a fit of each config's cost per wave.
 #   bash benchmarks/run_cluster_study.sh      (results under $OUT; SHAPES and DTYPES override)
 set -o pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-source "$(dirname "$0")/gpu_env.sh"
-source "$(dirname "$0")/census_study.sh"
+source "$(dirname "$0")/census_study.sh"  # $OUT, gpu_env.sh, census_study, study_tests
 SHAPES=${SHAPES:-"13840x9080x2400 14184x12008x648 11792x10288x488 5176x5336x408 928x3488x976
 288x7432x11824 2776x632x3552 1256x840x11128 1552x512x9912 688x832x7976 816x432x10784 3656x1632x4168
 1104x4800x6568 320x15616x4408 5224x2240x808 14528x4928x2768 808x1416x4144 1512x720x5720

@@ -8,9 +8,7 @@
 #   3. the copy alone beside a contiguous copy of the same bytes (transpose_narrow_probe.py).
 #   bash benchmarks/run_k_major_study.sh      (results under $OUT)
 set -o pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-source "$(dirname "$0")/gpu_env.sh"
-source "$(dirname "$0")/census_study.sh"
+source "$(dirname "$0")/census_study.sh"  # $OUT, gpu_env.sh, census_study, study_tests
 echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 DTYPES=${DTYPES:-float16 bfloat16} STUDY_TIMEOUT=${STUDY_TIMEOUT:-150}
 

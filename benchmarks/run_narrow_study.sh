@@ -9,9 +9,7 @@
 #   clusters 128 and 256; the thin 64 x 64 pingpong tile; and the heuristic's two-band split.
 #   bash benchmarks/run_narrow_study.sh      (results under $OUT; SHAPES and DTYPES override)
 set -o pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-source "$(dirname "$0")/gpu_env.sh"
-source "$(dirname "$0")/census_study.sh"
+source "$(dirname "$0")/census_study.sh"  # $OUT, gpu_env.sh, census_study, study_tests
 echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 SHAPES=${SHAPES:-"13328x296x3632 5800x784x712 312x7376x7592 15976x816x2360 1080x592x7280 7864x272x2312 272x5984x2264 6992x296x3896"}
 V=(--variant s160:policy=static,tile_n=160,stages=4,cluster_m=1,cluster_n=1,epilogue=staged

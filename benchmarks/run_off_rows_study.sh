@@ -7,9 +7,7 @@
 #      turns, in each of DTYPES; every output checked against float64 on sampled rows (census_study.sh).
 #   bash benchmarks/run_off_rows_study.sh      (results under $OUT)
 set -o pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-source "$(dirname "$0")/gpu_env.sh"
-source "$(dirname "$0")/census_study.sh"
+source "$(dirname "$0")/census_study.sh"  # $OUT, gpu_env.sh, census_study, study_tests
 echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 
 echo "== 1. GPU tests: clusters"

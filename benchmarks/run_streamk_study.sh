@@ -9,9 +9,7 @@
 #   128 / 192 / 256; 2-CTA clusters 128 and 256; 2 x 2 clusters 128 and 256.
 #   bash benchmarks/run_streamk_study.sh      (results under $OUT; SHAPES and DTYPES override)
 set -o pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-source "$(dirname "$0")/gpu_env.sh"
-source "$(dirname "$0")/census_study.sh"
+source "$(dirname "$0")/census_study.sh"  # $OUT, gpu_env.sh, census_study, study_tests
 SHAPES=${SHAPES:-"1056x704x11296 1040x632x5016 400x9712x2856 584x7088x4504 9648x464x15416 4712x992x3272"}
 V=(--variant t64k:tile_m=64,tile_n=64,stages=12,pingpong=1,policy=streamk,sk_reduce=owner,cluster_m=1,cluster_n=1
    --variant t64s:tile_m=64,tile_n=64,stages=12,pingpong=1,policy=static,sk_reduce=owner,cluster_m=1,cluster_n=1

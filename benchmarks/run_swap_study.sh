@@ -8,9 +8,7 @@
 #      against float64 on sampled rows (census_study.sh).  (Seed 2026120232 draws the thirty-second session's twelve.)
 #   bash benchmarks/run_swap_study.sh      (results under $OUT)
 set -o pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-source "$(dirname "$0")/gpu_env.sh"
-source "$(dirname "$0")/census_study.sh"
+source "$(dirname "$0")/census_study.sh"  # $OUT, gpu_env.sh, census_study, study_tests
 echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 
 echo "== 1. GPU tests: the columns epilogue, the swap"

@@ -9,9 +9,7 @@
 #   drawn where it changes the config (seed 2026120275; run with BLOCK_PAD = 0.13 in the tree).
 #   bash benchmarks/run_tune_study.sh      (results under $OUT; DTYPES overrides)
 set -o pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-source "$(dirname "$0")/gpu_env.sh"
-source "$(dirname "$0")/census_study.sh"
+source "$(dirname "$0")/census_study.sh"  # $OUT, gpu_env.sh, census_study, study_tests
 DTYPES=${DTYPES:-"float16 bfloat16"}
 if [ "${PAD:-0}" = 1 ]; then
   SHAPES="1728x800x11160 1792x816x15120 1432x816x2256 7680x1784x2952 5336x1640x1104 1496x792x2480

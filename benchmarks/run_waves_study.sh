@@ -11,9 +11,7 @@
 #     epilogue=staged.
 #   bash benchmarks/run_waves_study.sh      (results under $OUT; DTYPES overrides)
 set -o pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-source "$(dirname "$0")/gpu_env.sh"
-source "$(dirname "$0")/census_study.sh"
+source "$(dirname "$0")/census_study.sh"  # $OUT, gpu_env.sh, census_study, study_tests
 DTYPES=${DTYPES:-"float16 bfloat16"}
 SHAPES="15008x896x9632 8800x1328x10104 8040x1600x2608 13136x2064x1944 3568x6272x1000 2416x5696x14728
 6184x1328x1288 3064x4352x1088 4672x2576x13064 3320x4352x2640 1696x4784x4384 1640x8576x1592

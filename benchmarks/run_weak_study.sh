@@ -10,9 +10,7 @@
 #   128 and 256; and the heuristic's two-band split.
 #   bash benchmarks/run_weak_study.sh      (results under $OUT; SHAPES and DTYPES override)
 set -o pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-source "$(dirname "$0")/gpu_env.sh"
-source "$(dirname "$0")/census_study.sh"
+source "$(dirname "$0")/census_study.sh"  # $OUT, gpu_env.sh, census_study, study_tests
 SHAPES=${SHAPES:-"2704x1560x8344 6400x272x4680 8752x376x1528 1000x4472x1272 352x1056x11952 1192x5240x2352"}
 V=(--variant s160:policy=static,tile_n=160,stages=4,cluster_m=1,cluster_n=1,epilogue=staged
    --variant s192:policy=static,tile_n=192,stages=4,cluster_m=1,cluster_n=1
