@@ -10,7 +10,8 @@
 //     "full" barrier.  The rest of warpgroup 0 has nothing to do and leaves after giving up
 //     registers.  Because the producer runs ahead, the next tile's loads overlap the epilogue.
 //   warpgroups 1 and 2 (consumers): rows 0-63 and 64-127 of the tile (64-row tiles without
-//     pingpong, kSplitN: all 64 rows, each warpgroup half the columns).  Per k-iteration: wait for
+//     pingpong, kSplitN: all 64 rows, each warpgroup half the columns; wide 128-row tiles, kWide,
+//     TILE_N 288-384: all 128 rows as two m64 blocks, each warpgroup half the columns).  Per k-iteration: wait for
 //     a full stage, BK/16 wgmma m64nBNk16 (BK/8 m64nBNk8 for tf32), commit; keep one group in
 //     flight and free the previous stage on its "empty" barrier.  Then the epilogue straight from
 //     the accumulator registers, masked at the edges; stream-K partials go through the workspace.
@@ -184,7 +185,14 @@ struct Config {
   // Cooperative 64-row tiles (TILE_M 64 without pingpong) split along N: both consumer warpgroups
   // multiply the tile's 64 rows of A, each by its own half of B's columns (kWgN of them).
   static constexpr bool kSplitN = !kPingpong && kTileM == 64;
-  static constexpr int kWgN = kSplitN ? kTileN / 2 : kTileN;  // the columns of one warpgroup's wgmmas
+  // Wide tiles (cooperative, 128 rows, TILE_N past 256, a K-major B): both consumer warpgroups
+  // multiply all 128 rows of A (two m64 blocks), each by its own half of B's columns, so a tile can
+  // span a narrow product's whole N (288 = 2 x 144 ... 384 = 2 x 192) and A is read once.
+  static constexpr bool kWide = !kPingpong && kTileM == 128 && kTileN > 256;
+  static constexpr bool kWgColumns = kSplitN || kWide;  // each warpgroup its own half of the columns
+  static constexpr int kWgN = kWgColumns ? kTileN / 2 : kTileN;  // the columns of one warpgroup's wgmmas
+  // m64 blocks of a cooperative warpgroup's accumulators: its 64 rows (1), or all 128 (wide: 2)
+  static constexpr int kCoopBlocks = kWide ? 2 : 1;
   static constexpr int kProducerRegs = MGEMM_PRODUCER_REGS, kConsumerRegs = MGEMM_CONSUMER_REGS;
   static constexpr int kClusterM = MGEMM_CLUSTER_M;  // a cluster's CTAs along M (on one column of tiles)
   static constexpr int kClusterN = MGEMM_CLUSTER_N;  // ... and along N (on one row of tiles)
@@ -198,6 +206,7 @@ struct Config {
   static constexpr int kThreads = 128 + kConsumerThreads;
   static constexpr int kUnits = 4;                   // unit slots between producer and consumers
   static constexpr int kAcc = kWgN / 2;              // fp32 accumulators per thread per m64 block
+  static constexpr int kCoopAcc = kCoopBlocks * kAcc;  // ... and of a cooperative consumer thread
   // Arrivals that free a stage: one per warp of the warpgroups that read it (both, or its owner),
   // in every CTA of the cluster (a stage holds parts of A and B that peers' producers multicast).
   static constexpr int kEmptyArrivals = (kPingpong ? 128 : kConsumerThreads) / 32 * kClusterSize;
@@ -210,7 +219,8 @@ struct Config {
   // or lie past N, zero-filled, and no wgmma reads them).  K-major B loads exactly kTileN rows; an
   // exact width (an odd multiple of 16: 144, 176, 208, 240; K-major B only) holds only those.
   static constexpr bool kExactWidth = kTileN % 32 != 0;
-  static constexpr int kBRows = kExactWidth ? kTileN : (kTileN + kMnBox - 1) / kMnBox * kMnBox;
+  static constexpr bool kExactWgN = kWgN % 32 != 0;  // a warpgroup's columns an exact width
+  static constexpr int kBRows = kExactWidth || kWide ? kTileN : (kTileN + kMnBox - 1) / kMnBox * kMnBox;
   static constexpr int kABytes = kTileM * 128, kBBytes = kBRows * 128;
   static constexpr int kStageBytes = kABytes + kBBytes;
   // the bytes the TMA loads of one stage write (its "full" barrier's transaction count)
@@ -218,6 +228,9 @@ struct Config {
   // the part of B one CTA loads and multicasts: its share of the 64-wide boxes (MN-major), or of the
   // kTileN rows a K-major B loads (contiguous from the stage's B, where the wgmmas read them)
   static constexpr int kBPartBytes = (kBKMajor ? kTileN : kBRows) * 128 / kClusterM;
+  // K-major B's rows per TMA box: a CTA's part in one box, or (a wide tile's part past the 256 rows
+  // a box may hold) a warpgroup's columns per box
+  static constexpr int kBBoxRows = kTileN / kClusterM <= 256 ? kTileN / kClusterM : kWgN;
   static constexpr int kAPartBytes = kABytes / kClusterN;  // ... and of A
   static constexpr int kSharedBytes = 512;           // barriers and unit slots, after the ring
   // STAGED epilogue: per consumer warpgroup 64 rows of kOutCols output columns (256 bytes; the
@@ -229,7 +242,7 @@ struct Config {
   // permute their 16-byte pieces by XOR with the row (the TMA's 128-byte swizzle), others rotate
   // them by the row (kOutRotate).
   static constexpr int kRowBytes = kWgN * (int)sizeof(Out);
-  static constexpr int kOutCols = (kRowBytes <= 256 || kExactWidth ? kRowBytes : kRowBytes % 256 == 0 ? 256
+  static constexpr int kOutCols = (kRowBytes <= 256 || kExactWgN ? kRowBytes : kRowBytes % 256 == 0 ? 256
                                    : kRowBytes % 128 == 0 ? 128 : kRowBytes / 2) / (int)sizeof(Out);
   static constexpr int kOutPitch = kOutCols * (int)sizeof(Out);  // bytes per staged row
   static constexpr bool kOutRotate = kOutPitch % 128 != 0;
@@ -245,14 +258,17 @@ struct Config {
   static constexpr int kSmemBytes = 1024 + kOutStageOffset + kOutStageBytes;
 
   static_assert((kTileN % 32 == 0 || (kTileN % 16 == 0 && kBKMajor && !kPingpong && kTileM == 128)) && kTileN >= 64 &&
-                    kTileN <= 256,
-                "TILE_N: a multiple of 32 from 64 to 256; or of 16 (exact widths) over a K-major B, cooperative, 128 rows");
+                    (kTileN <= 256 || kWide),
+                "TILE_N: a multiple of 32 from 64 to 256 (wide tiles: to 384); or of 16 (exact widths) over a K-major B, cooperative, 128 rows");
   static_assert(kTileN % 128 == 0 || kTileN == 64 || (!kPingpong && (kClusterSize == 1 || kBKMajor)),
                 "TILE_N 96, 160, 192, 224: cooperative consumers, one CTA per tile or a K-major B");
   static_assert(kTileM == 64 || kTileM == 128, "TILE_M: 64 or 128");
   static_assert(!kSplitN || kTileN == 128 || kTileN == 256,
                 "cooperative TILE_M 64 (split along N): TILE_N 128 or 256 (warpgroups of whole 64-wide boxes)");
   static_assert(kMBlocks * kAcc <= 128, "a pingpong warpgroup holds at most 128 accumulators per thread");
+  // (352, two warpgroups of 176 columns, and the spread fix-up at 288 or 320 spill registers)
+  static_assert(!kWide || ((kTileN == 288 || kTileN == 320 || kTileN == 384) && kBKMajor && !kSpreadFixUp),
+                "wide TILE_N (288, 320, 384: two warpgroups of 144, 160, 192 columns): a K-major B, the owner fix-up");
   static_assert(kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0 && kProducerRegs >= 24 && kConsumerRegs <= 256 &&
                     128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536,
                 "setmaxnreg: multiples of 8 in [24, 256] that fit the register file");
@@ -421,6 +437,7 @@ using Scheduler = StreamKScheduler<Config::kGroup, Config::kRasterN>;
 using In = Config::In;
 using Out = Config::Out;
 constexpr int kAcc = Config::kAcc;
+constexpr int kCoopAcc = Config::kCoopAcc;
 
 // Position in the ring, advanced once per k-iteration by producer and consumers alike: both walk
 // the same units in the same order, so their (stage, phase) agree without talking.
@@ -490,14 +507,15 @@ __device__ __forceinline__ void record_unit(int* record, const WorkUnit& w) {
 // --- producer -------------------------------------------------------------------------------------
 
 // A CTA's part of an operand's tile in a cluster: `Rows` rows of M or N from `mn0` at K coordinate
-// k0 (K-major: one box of Rows x BK, the descriptor's box; MN-major: Rows / 64 boxes of 64 x BK side
-// by side), written into the stage at `dst` of every CTA of `mask`, completing on their barriers
-// at `bar`'s offset.
-template <bool KMajor, int Rows>
+// k0 (K-major: Rows / Box boxes of Box x BK, the descriptor's box, one under the other; MN-major:
+// Rows / 64 boxes of 64 x BK side by side), written into the stage at `dst` of every CTA of `mask`,
+// completing on their barriers at `bar`'s offset.
+template <bool KMajor, int Rows, int Box = Rows>
 __device__ __forceinline__ void multicast_part(unsigned char* dst, const TmaDesc* desc, int k0, int mn0,
                                                unsigned long long* bar, unsigned short mask) {
   if constexpr (KMajor) {
-    tma_load_2d_multicast(dst, desc, k0, mn0, bar, mask);
+#pragma unroll
+    for (int j = 0; j < Rows / Box; ++j) tma_load_2d_multicast(dst + j * Box * 128, desc, k0, mn0 + j * Box, bar, mask);
   } else {
 #pragma unroll
     for (int j = 0; j < Rows / Config::kMnBox; ++j)
@@ -551,10 +569,13 @@ __device__ __forceinline__ void produce(const TmaParts& tas, const TmaParts& tbs
       }
       if constexpr (Config::kClusterM > 1) {  // this CTA's part of B, multicast down its tile column
         constexpr int kCols = Config::kTileN / Config::kClusterM;
-        multicast_part<Config::kBKMajor, kCols>(a + Config::kABytes + rm * Config::kBPartBytes, tb, k0,
-                                                n0 + rm * kCols, &sh.full[pos.stage], b_mask);
-      } else if constexpr (Config::kBKMajor) {
-        tma_load_2d(a + Config::kABytes, tb, k0, n0, &sh.full[pos.stage]);  // B^T as (N, K): box BK x BN
+        multicast_part<Config::kBKMajor, kCols, Config::kBBoxRows>(a + Config::kABytes + rm * Config::kBPartBytes,
+                                                                   tb, k0, n0 + rm * kCols, &sh.full[pos.stage], b_mask);
+      } else if constexpr (Config::kBKMajor) {  // B^T as (N, K): box BK x BN (wide tiles: two, BK x BN / 2)
+#pragma unroll
+        for (int j = 0; j < Config::kTileN / Config::kBBoxRows; ++j)
+          tma_load_2d(a + Config::kABytes + j * Config::kBBoxRows * 128, tb, k0, n0 + j * Config::kBBoxRows,
+                      &sh.full[pos.stage]);
       } else {
 #pragma unroll
         for (int j = 0; j < Config::kBRows / Config::kMnBox; ++j)  // B as (K, N): boxes 64 x BK
@@ -590,6 +611,15 @@ __device__ __forceinline__ void release_stage(unsigned long long* empty) {
   }
 }
 
+// m64 block j of a cooperative thread's accumulators (wide tiles: rows 64 j .. 64 j + 63 of the
+// tile; else the only one), as the array a wgmma or the staged epilogue takes.
+__device__ __forceinline__ float (&acc_block(float (&acc)[kCoopAcc], int j))[kAcc] {
+  return *reinterpret_cast<float(*)[kAcc]>(acc + j * kAcc);
+}
+__device__ __forceinline__ const float (&acc_block(const float (&acc)[kCoopAcc], int j))[kAcc] {
+  return *reinterpret_cast<const float(*)[kAcc]>(acc + j * kAcc);
+}
+
 // The wgmma descriptor of an operand's k16 (tf32: k8) step `kk` in a stage at shared address `base`:
 // K-major, the next step is 32 bytes further along each swizzled row; MN-major, 16 rows (two
 // 1024-byte atoms) further down each box.
@@ -600,21 +630,25 @@ __device__ __forceinline__ unsigned long long operand_desc(unsigned base, int kk
 
 // Waits for the ring's current stage and issues this warpgroup's wgmmas over it into `d` (the first
 // k16 step ignores d's old value unless `keep`), as one committed group.
-__device__ __forceinline__ void issue_k_iteration(float (&d)[kAcc], unsigned char* ring, Shared& sh, int wg,
+__device__ __forceinline__ void issue_k_iteration(float (&d)[kCoopAcc], unsigned char* ring, Shared& sh, int wg,
                                                   const RingPos& pos, int keep) {
   mbar_wait(&sh.full[pos.stage], pos.phase);
   // This warpgroup's 64 rows of A: 64 K-major rows of 128 bytes, or (MN-major) box `wg`; both 8 KB
-  // in.  Split along N: all of A, and the warpgroup's kWgN columns of B (K-major: kWgN rows of 128
-  // bytes; MN-major: kWgN / 64 boxes of 8 KB; either way kWgN * 128 bytes in).
-  const unsigned a = smem_addr(ring + pos.stage * Config::kStageBytes) + (Config::kSplitN ? 0 : wg * 64 * 128);
+  // in.  Split along N (and wide tiles): all of A (wide: m64 block j at 8 KB j), and the
+  // warpgroup's kWgN columns of B (K-major: kWgN rows of 128 bytes; MN-major: kWgN / 64 boxes of
+  // 8 KB; either way kWgN * 128 bytes in).
+  const unsigned a = smem_addr(ring + pos.stage * Config::kStageBytes) + (Config::kWgColumns ? 0 : wg * 64 * 128);
   const unsigned b = smem_addr(ring + pos.stage * Config::kStageBytes + Config::kABytes) +
-                     (Config::kSplitN ? wg * Config::kWgN * 128 : 0);
+                     (Config::kWgColumns ? wg * Config::kWgN * 128 : 0);
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < Config::kTileK / Config::kInstK; ++kk) {
-    const unsigned long long da = operand_desc<Config::kAKMajor>(a, kk);
     const unsigned long long db = operand_desc<Config::kBKMajor>(b, kk);
-    wgmma_ss<Config::kAKMajor ? 0 : 1, Config::kBKMajor ? 0 : 1>(d, da, db, kk > 0 || keep, Tag<In>());
+#pragma unroll
+    for (int j = 0; j < Config::kCoopBlocks; ++j) {
+      const unsigned long long da = operand_desc<Config::kAKMajor>(a + j * 64 * 128, kk);
+      wgmma_ss<Config::kAKMajor ? 0 : 1, Config::kBKMajor ? 0 : 1>(acc_block(d, j), da, db, kk > 0 || keep, Tag<In>());
+    }
   }
   wgmma_commit();
 }
@@ -625,12 +659,12 @@ __device__ __forceinline__ void issue_k_iteration(float (&d)[kAcc], unsigned cha
 // freed once the next k-iteration's group is issued (as in mainloop); at its end the last one is.
 // The windows are the outer loop, so the adds sit on a path every thread takes: under a branch,
 // ptxas serialized the wgmmas (C7518).
-__device__ __forceinline__ void promoted_mainloop(float (&acc)[kAcc], unsigned char* ring, Shared& sh,
+__device__ __forceinline__ void promoted_mainloop(float (&acc)[kCoopAcc], unsigned char* ring, Shared& sh,
                                                   int nk, int wg, RingPos& pos, bool releaser) {
   constexpr int kWindow = Config::kPromote > 0 ? Config::kPromote : 1;  // (compiled, unused, at 0)
-  float part[kAcc];
+  float part[kCoopAcc];
 #pragma unroll
-  for (int i = 0; i < kAcc; ++i) part[i] = 0.f;
+  for (int i = 0; i < kCoopAcc; ++i) part[i] = 0.f;
   for (int w0 = 0; w0 < nk; w0 += kWindow) {
     const int len = min(kWindow, nk - w0);
     int prev = 0;
@@ -646,17 +680,18 @@ __device__ __forceinline__ void promoted_mainloop(float (&acc)[kAcc], unsigned c
     wgmma_wait<0>();  // the window is done: promote it
     fence_regs(part);
 #pragma unroll
-    for (int j = 0; j < kAcc; ++j) acc[j] += part[j];
+    for (int j = 0; j < kCoopAcc; ++j) acc[j] += part[j];
     if (releaser) release_stage(&sh.empty[prev]);
   }
   fence_regs(acc);
 }
 
-// acc = the rows [64 wg, 64 wg + 64) of A_tile @ B_tile over `nk` k-iterations of the ring.
-__device__ __forceinline__ void mainloop(float (&acc)[kAcc], unsigned char* ring, Shared& sh, int nk, int wg,
+// acc = the rows [64 wg, 64 wg + 64) of A_tile @ B_tile (split along N and wide tiles: all rows,
+// the warpgroup's columns) over `nk` k-iterations of the ring.
+__device__ __forceinline__ void mainloop(float (&acc)[kCoopAcc], unsigned char* ring, Shared& sh, int nk, int wg,
                                          RingPos& pos) {
 #pragma unroll
-  for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
+  for (int i = 0; i < kCoopAcc; ++i) acc[i] = 0.f;
   if (nk <= 0) return;
   const bool releaser = (threadIdx.x & 31) == 0;  // one arrival per consumer warp frees a stage
   if constexpr (Config::kPromote > 0) {
@@ -679,29 +714,31 @@ __device__ __forceinline__ void mainloop(float (&acc)[kAcc], unsigned char* ring
 }
 
 // The first row and column of part `rb` of the tile at m0, n0: row block rb (rows 64 rb .. 64 rb +
-// 63), or split along N the columns of warpgroup rb.
-__device__ __forceinline__ int part_row(int m0, int rb) { return m0 + (Config::kSplitN ? 0 : 64 * rb); }
-__device__ __forceinline__ int part_col(int n0, int rb) { return n0 + (Config::kSplitN ? Config::kWgN * rb : 0); }
+// 63), or split along N (and wide tiles) the columns of warpgroup rb.
+__device__ __forceinline__ int part_row(int m0, int rb) { return m0 + (Config::kWgColumns ? 0 : 64 * rb); }
+__device__ __forceinline__ int part_col(int n0, int rb) { return n0 + (Config::kWgColumns ? Config::kWgN * rb : 0); }
 
 // Where accumulator i of thread t (0..127) of warpgroup wg sits in the tile (the wgmma m64nNk16
 // fp32 D layout: warp w of the warpgroup holds rows 16w..16w+15; per 8-column block j, registers
-// 4j, 4j+1 at row lane/4, columns 8j + 2(lane%4) + {0, 1}; registers 4j+2, 4j+3 eight rows lower),
-// from the first row and column of the warpgroup's part (wg 0: within a warpgroup's part).
+// 4j, 4j+1 at row lane/4, columns 8j + 2(lane%4) + {0, 1}; registers 4j+2, 4j+3 eight rows lower;
+// a wide tile's second m64 block, accumulators kAcc on, 64 rows lower), from the first row and
+// column of the warpgroup's part (wg 0: within a warpgroup's part).
 __device__ __forceinline__ void coord_of(int i, int wg, int t, int& r, int& c) {
   const int lane = t & 31, warp = t >> 5;
-  r = part_row(0, wg) + warp * 16 + (lane >> 2) + 8 * ((i >> 1) & 1);
-  c = part_col(0, wg) + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
+  const int blk = Config::kWide ? i / kAcc : 0, ib = Config::kWide ? i % kAcc : i;  // (else the same code as before)
+  r = part_row(0, wg) + 64 * blk + warp * 16 + (lane >> 2) + 8 * ((ib >> 1) & 1);
+  c = part_col(0, wg) + 8 * (ib >> 2) + 2 * (lane & 3) + (ib & 1);
 }
 
 // The same for this thread.
 __device__ __forceinline__ void coord(int i, int wg, int& r, int& c) { coord_of(i, wg, threadIdx.x & 127, r, c); }
 
 template <bool kReadC>
-__device__ __forceinline__ void epilogue_loop(const float (&acc)[kAcc], int wg, const Out* C, Out* D, int M, int N,
+__device__ __forceinline__ void epilogue_loop(const float (&acc)[kCoopAcc], int wg, const Out* C, Out* D, int M, int N,
                                               long long ldc_m, long long ldc_n, long long ldd_m,
                                               long long ldd_n, int m0, int n0, float a, float b) {
 #pragma unroll
-  for (int i = 0; i < kAcc; ++i) {
+  for (int i = 0; i < kCoopAcc; ++i) {
     int r, c;
     coord(i, wg, r, c);
     const int gr = m0 + r, gc = n0 + c;
@@ -716,10 +753,10 @@ __device__ __forceinline__ void epilogue_loop(const float (&acc)[kAcc], int wg, 
 // Row-major D (and C) with even leading dimensions and aligned bases: accumulators i, i + 1 are
 // columns gc, gc + 1 (gc even) of one row, stored (and read) as one pair.
 template <bool kReadC>
-__device__ __forceinline__ void epilogue_pairs(const float (&acc)[kAcc], int wg, const Out* C, Out* D, int M, int N,
+__device__ __forceinline__ void epilogue_pairs(const float (&acc)[kCoopAcc], int wg, const Out* C, Out* D, int M, int N,
                                                long long ldc_m, long long ldd_m, int m0, int n0, float a, float b) {
 #pragma unroll
-  for (int i = 0; i < kAcc; i += 2) {
+  for (int i = 0; i < kCoopAcc; i += 2) {
     int r, c;
     coord(i, wg, r, c);
     const int gr = m0 + r, gc = n0 + c;
@@ -874,10 +911,11 @@ __device__ __forceinline__ bool staged_ok(const Out* p, long long ld_m, long lon
 __device__ __forceinline__ bool columns_ok(const Out* p, long long ld_m, long long ld_n) { return staged_ok(p, ld_n, ld_m); }
 
 // D = alpha * acc + beta * C on the in-bounds part rb of the tile at m0, n0 (row block rb: rows
-// 64 rb .. 64 rb + 63; split along N: warpgroup rb's columns); C is not read when beta == 0.
-// `out_stage`: the STAGED (or COLUMNS) epilogue's buffers (one per consumer warpgroup), unused
-// otherwise; wg: the warpgroup that holds acc (cooperative: rb itself).
-__device__ __forceinline__ void epilogue(const float (&acc)[kAcc], int rb, const Out* C, Out* D, int M, int N,
+// 64 rb .. 64 rb + 63; split along N and wide tiles: warpgroup rb's columns); C is not read when
+// beta == 0.  `out_stage`: the STAGED (or COLUMNS) epilogue's buffers (one per consumer
+// warpgroup, a wide tile's m64 blocks through it one after the other), unused otherwise; wg: the
+// warpgroup that holds acc (cooperative: rb itself).
+__device__ __forceinline__ void epilogue(const float (&acc)[kCoopAcc], int rb, const Out* C, Out* D, int M, int N,
                                          long long ldc_m, long long ldc_n, long long ldd_m, long long ldd_n,
                                          int m0, int n0, double alpha, double beta,
                                          unsigned char* out_stage = nullptr, int wg = -1,
@@ -885,16 +923,20 @@ __device__ __forceinline__ void epilogue(const float (&acc)[kAcc], int rb, const
   if constexpr (Config::kStagedEpilogue) {
     if (beta == 0.0 && staged_ok(D, ldd_m, ldd_n)) {  // TMA: the launcher encoded d_desc for D then
       if (wg < 0) wg = rb;
-      epilogue_staged(acc, wg, D, M, N, ldd_m, part_row(m0, rb), part_col(n0, rb), (float)alpha,
-                      out_stage + wg * 64 * Config::kOutPitch, d_desc);
+#pragma unroll
+      for (int j = 0; j < Config::kCoopBlocks; ++j)
+        epilogue_staged(acc_block(acc, j), wg, D, M, N, ldd_m, part_row(m0, rb) + 64 * j, part_col(n0, rb),
+                        (float)alpha, out_stage + wg * 64 * Config::kOutPitch, d_desc);
       return;
     }
   }
   if constexpr (Config::kColumnsEpilogue) {
     if (beta == 0.0 && columns_ok(D, ldd_m, ldd_n)) {
       if (wg < 0) wg = rb;
-      epilogue_columns(acc, wg, D, M, N, ldd_n, part_row(m0, rb), part_col(n0, rb), (float)alpha,
-                       out_stage + wg * 64 * Config::kOutPitch);
+#pragma unroll
+      for (int j = 0; j < Config::kCoopBlocks; ++j)
+        epilogue_columns(acc_block(acc, j), wg, D, M, N, ldd_n, part_row(m0, rb) + 64 * j, part_col(n0, rb),
+                         (float)alpha, out_stage + wg * 64 * Config::kOutPitch);
       return;
     }
   }
@@ -931,25 +973,25 @@ __device__ __forceinline__ void release_partial(const SkFlags& flags, int slot_i
 
 // Stream-K fix-up, as in gemm_persistent.cu but among the consumer threads only (the producer
 // never waits for it).  Slot `cta` holds [acc index][consumer thread]; flags[cta] says it is full.
-__device__ __forceinline__ void store_partial(const float (&acc)[kAcc], float* ws, const SkFlags& flags,
+__device__ __forceinline__ void store_partial(const float (&acc)[kCoopAcc], float* ws, const SkFlags& flags,
                                               int slot_id = blockIdx.x, long long* t_stored = nullptr) {
   constexpr int T = Config::kConsumerThreads;
   const int t = threadIdx.x - 128;
-  float* slot = ws + (long long)slot_id * kAcc * T;
+  float* slot = ws + (long long)slot_id * kCoopAcc * T;
 #pragma unroll
-  for (int i = 0; i < kAcc; ++i) slot[i * T + t] = acc[i];
+  for (int i = 0; i < kCoopAcc; ++i) slot[i * T + t] = acc[i];
   release_partial(flags, slot_id, t_stored);
 }
 
 // SK_REDUCE SPREAD: the partial as the tile itself, row-major kTileM x kTileN floats (accumulators
 // i, i + 1 are adjacent columns: one 8-byte store), so that a 16-byte chunk of the slot is four
 // adjacent columns of one row, which spread_reduce stores as they come.
-__device__ __forceinline__ void store_partial_tile(const float (&acc)[kAcc], float* ws, const SkFlags& flags,
+__device__ __forceinline__ void store_partial_tile(const float (&acc)[kCoopAcc], float* ws, const SkFlags& flags,
                                                    int slot_id, long long* t_stored) {
   const int t = threadIdx.x - 128;
-  float* slot = ws + (long long)slot_id * kAcc * Config::kConsumerThreads;
+  float* slot = ws + (long long)slot_id * kCoopAcc * Config::kConsumerThreads;
 #pragma unroll
-  for (int i = 0; i < kAcc; i += 2) {
+  for (int i = 0; i < kCoopAcc; i += 2) {
     int r, c;
     coord_of(i, t >> 7, t & 127, r, c);
     *reinterpret_cast<float2*>(slot + r * Config::kTileN + c) = make_float2(acc[i], acc[i + 1]);
@@ -957,16 +999,16 @@ __device__ __forceinline__ void store_partial_tile(const float (&acc)[kAcc], flo
   release_partial(flags, slot_id, t_stored);
 }
 
-__device__ __forceinline__ void add_partial(float (&acc)[kAcc], const float* ws, const SkFlags& flags, int cta) {
+__device__ __forceinline__ void add_partial(float (&acc)[kCoopAcc], const float* ws, const SkFlags& flags, int cta) {
   constexpr int T = Config::kConsumerThreads;
   const int t = threadIdx.x - 128;
   if (t == 0)
     while (flag_acquire(flags.p + cta) != flags.epoch) {
     }
   consumer_sync<T>();
-  const float* slot = ws + (long long)cta * kAcc * T;
+  const float* slot = ws + (long long)cta * kCoopAcc * T;
 #pragma unroll
-  for (int i = 0; i < kAcc; ++i) acc[i] += __ldcg(slot + i * T + t);
+  for (int i = 0; i < kCoopAcc; ++i) acc[i] += __ldcg(slot + i * T + t);
 }
 
 // Where a contributor's partial goes for the owner: its CTA's slot (in a cluster, its rank's).
@@ -978,7 +1020,7 @@ __device__ __forceinline__ int owner_slot(const S& sched) {
 // The owner adds the partials of the lower CTAs that share its tile, nearest first (fixed order:
 // bitwise reproducible), exactly as gemm_persistent.cu's fix_up.
 template <class S>
-__device__ __forceinline__ void fix_up(const S& sched, const WorkUnit& w, float (&acc)[kAcc], const float* ws,
+__device__ __forceinline__ void fix_up(const S& sched, const WorkUnit& w, float (&acc)[kCoopAcc], const float* ws,
                                        const SkFlags& flags) {
   const long long start = sched.tile_start(w);
   const int base = sk_slot_base(sched.ctas);
@@ -1071,7 +1113,7 @@ __device__ __forceinline__ void spread_reduce(const S& sched, const WorkUnit& w,
                                               long long ldc_n, long long ldd_m, long long ldd_n, double alpha,
                                               double beta, long long* t_ready = nullptr) {
   constexpr int T = Config::kConsumerThreads;
-  constexpr int kElems = kAcc * T;
+  constexpr int kElems = kCoopAcc * T;
   const int t = threadIdx.x - 128;
   const SpreadSlots s(sched, w);
   for (int r = t; r < s.count; r += T)  // one flag per thread: the waits overlap
@@ -1175,7 +1217,7 @@ __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const T
     } else {
       if constexpr (Config::kTimeline)
         if (tl.on()) tl.open(wg, w.tile, w.k_begin, w.k_end, Timeline::now());
-      float acc[kAcc];
+      float acc[kCoopAcc];
       mainloop(acc, ring, sh, w.k_end - w.k_begin, wg, pos);
       if constexpr (Config::kTimeline)
         if (tl.on()) tl.cur[6] = Timeline::now();
@@ -1333,12 +1375,13 @@ __device__ __forceinline__ void fix_up_wg(const S& sched, const WorkUnit& w, flo
   }
 }
 
+// (a template, so that only pingpong builds instantiate it: its m64 blocks are not a wide tile's)
+template <int MB = Config::kMBlocks>
 __device__ __forceinline__ void consume_pingpong(unsigned char* ring, Shared& sh, const TileGrid& g,
                                                  const SchedArgs& args, const Out* C, Out* D, int M, int N,
                                                  long long ldc_m, long long ldc_n, long long ldd_m, long long ldd_n,
                                                  double alpha, double beta, const SkFlags& flags,
                                                  float* workspace, const TmaDesc* d_desc) {
-  constexpr int MB = Config::kMBlocks;
   const int wg = threadIdx.x / 128 - 1;
   const Scheduler sched(g, args);  // for stream-K's bookkeeping only; units come from the slots
   unsigned char* out_stage = ring + Config::kOutStageOffset;

@@ -225,6 +225,12 @@ TILE_NS = (64, 96, 128, 160, 192, 224, 256)
 # N in two or three tiles with fewer padded columns than the widths above (N = 288 as 2 x 144,
 # not 2 x 160); their ring holds just tile_n rows of B, their staged epilogue whole rows.
 EXACT_TILE_NS = (144, 176, 208, 240)
+# Wide tiles past the 256 columns of one wgmma (cooperative 128-row tiles over a K-major B): both
+# consumer warpgroups multiply all 128 rows of A (two m64 blocks), each by half of the tile's
+# columns (wgmma n144 ... n192), so a narrow product's whole N fits one tile column and A is read
+# once; B's rows come in two TMA boxes of half the tile (a box holds at most 256 rows).  Not 352
+# (two warpgroups of 176 columns spill registers), nor with the spread fix-up.
+WIDE_TILE_NS = (288, 320, 384)
 MN_BOX = 64  # elements of M or N per MN-major TMA box (128 bytes of a 16-bit input)
 EPILOGUES = ("pair", "direct", "staged", "tma", "columns")
 SK_REDUCES = ("owner", "spread")  # how a split tile's stream-K partials are added (see HopperConfig)
@@ -460,10 +466,12 @@ class HopperConfig(RenderedConfig):
             object.__setattr__(self, "output", STORAGE[self.input])
         if self.output not in OUTPUTS:
             raise ValueError(f"output must be one of {tuple(OUTPUTS)}, got {self.output!r}")
-        if self.tile_n not in TILE_NS + EXACT_TILE_NS:
-            raise ValueError(f"tile_n must be one of {TILE_NS + EXACT_TILE_NS}, got {self.tile_n}")
-        if self.tile_n in EXACT_TILE_NS and (not self.b_k_major or self.pingpong or self.tile_m != TILE_M):
-            raise ValueError(f"tile_n={self.tile_n} (an exact width) needs a K-major B (b_k_major=True) and "
+        if self.tile_n not in TILE_NS + EXACT_TILE_NS + WIDE_TILE_NS:
+            raise ValueError(f"tile_n must be one of {TILE_NS + EXACT_TILE_NS + WIDE_TILE_NS}, got {self.tile_n}")
+        if self.tile_n in EXACT_TILE_NS + WIDE_TILE_NS and (not self.b_k_major or self.pingpong
+                                                            or self.tile_m != TILE_M):
+            what = "an exact width" if self.tile_n in EXACT_TILE_NS else "a wide tile"
+            raise ValueError(f"tile_n={self.tile_n} ({what}) needs a K-major B (b_k_major=True) and "
                              f"cooperative {TILE_M}-row tiles")
         if self.stages < 2:
             raise ValueError(f"stages must be at least 2, got {self.stages}")
@@ -506,6 +514,9 @@ class HopperConfig(RenderedConfig):
             raise ValueError(f"sk_reduce must be one of {SK_REDUCES}, got {self.sk_reduce!r}")
         if self.sk_reduce == "spread" and self.pingpong:
             raise ValueError("sk_reduce='spread' is for cooperative consumers, not pingpong")
+        if self.sk_reduce == "spread" and self.wide:
+            raise ValueError(f"sk_reduce='spread' with a wide tile (tile_n={self.tile_n}) is not supported: "
+                             f"its registers spill (use 'owner')")
         if self.timeline and (self.pingpong or self.record or self.cluster_size > 1):
             raise ValueError("timeline=True needs cooperative consumers, one CTA per tile and no "
                              "record (debug)")
@@ -568,10 +579,16 @@ class HopperConfig(RenderedConfig):
         return not self.pingpong and self.tile_m == SPLIT_N_TILE_M
 
     @property
+    def wide(self) -> bool:
+        """Cooperative 128-row tiles wider than one wgmma (``WIDE_TILE_NS``): each consumer
+        warpgroup takes all 128 rows and half the columns (Config::kWide)."""
+        return not self.pingpong and self.tile_m == TILE_M and self.tile_n in WIDE_TILE_NS
+
+    @property
     def wg_n(self) -> int:
         """Columns of one consumer warpgroup's wgmmas (and of its part of the tile): half the tile's
-        split along N, else all of them (Config::kWgN)."""
-        return self.tile_n // 2 if self.split_n else self.tile_n
+        split along N or wide, else all of them (Config::kWgN)."""
+        return self.tile_n // 2 if self.split_n or self.wide else self.tile_n
 
     @property
     def tile_k(self) -> int:
@@ -594,17 +611,28 @@ class HopperConfig(RenderedConfig):
         256, the whole row when narrower, 128 when the row is not a whole number of 256-byte chunks
         (192 16-bit columns), half the row when it is not a whole number of 128-byte chunks either
         (160 or 224 16-bit columns: the kernel then rotates the staged pieces instead of the TMA's
-        XOR swizzle); the whole row of an exact width (``EXACT_TILE_NS``)."""
+        XOR swizzle); the whole row of an exact width (``EXACT_TILE_NS``, or a wide tile's
+        warpgroup of 144 or 176 columns)."""
         row = self.wg_n * ELEMENT_BYTES[self.output]
-        if row <= 256 or self.tile_n in EXACT_TILE_NS:
+        if row <= 256 or self.wg_n % 32:
             return row
         return 256 if row % 256 == 0 else 128 if row % 128 == 0 else row // 2
 
     @property
     def b_rows(self) -> int:
         """Rows of B a ring stage holds: ``tile_n`` rounded up to whole 64-wide MN-major boxes
-        (an exact width: ``tile_n``, K-major rows only)."""
-        return self.tile_n if self.tile_n in EXACT_TILE_NS else -(-self.tile_n // MN_BOX) * MN_BOX
+        (an exact width or a wide tile: ``tile_n``, K-major rows only)."""
+        if self.tile_n in EXACT_TILE_NS + WIDE_TILE_NS:
+            return self.tile_n
+        return -(-self.tile_n // MN_BOX) * MN_BOX
+
+    @property
+    def b_box_rows(self) -> int:
+        """Rows of a K-major B per TMA box: a CTA's part (``tile_n / cluster_m``) in one box, or
+        where that passes the 256 rows a box may hold (a wide tile's), a warpgroup's columns
+        (Config::kBBoxRows)."""
+        part = self.tile_n // self.cluster_m
+        return part if part <= 256 else self.wg_n
 
     @property
     def smem_bytes(self) -> int:
@@ -2104,7 +2132,7 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
         descs_a.append(_operand_desc(a_arr.data.ptr, kind, a_k, k_p, rows_a, lda, config.tile_k,
                                      config.tile_m // config.cluster_n))
         descs_b.append(_operand_desc(b_arr.data.ptr, kind, b_k, k_p, rows_b, ldb, config.tile_k,
-                                     config.tile_n // config.cluster_m))
+                                     config.b_box_rows))
 
     partials = lp.grid * (2 if config.sk_reduce == "spread" else 1)  # stream-K partial slots
     _, workspace, record = launch_scratch(  # the stream-K workspace: a tile per slot

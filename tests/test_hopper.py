@@ -272,6 +272,30 @@ def test_exact_widths_fit_and_hold_just_their_rows(tile_n, stages, epilogue):
     assert cfg.out_chunk_bytes == 2 * tile_n and cfg.out_chunk_bytes % 32 == 0  # whole rows, even pieces
 
 
+@pytest.mark.parametrize("tile_n,stages,epilogue,cm", [(288, 3, "staged", 1), (288, 4, "pair", 1), (320, 3, "staged", 1),
+                                                        (320, 4, "pair", 2), (384, 3, "staged", 1), (384, 3, "pair", 4)])
+def test_wide_tiles_fit_and_split_their_columns(tile_n, stages, epilogue, cm):
+    """A wide tile: each consumer warpgroup half the columns over all 128 rows, B's ring holding just
+    the tile's rows, loaded in boxes of at most 256 rows (a warpgroup's columns, or a cluster CTA's part)."""
+    cfg = HopperConfig(input="float16", tile_n=tile_n, stages=stages, epilogue=epilogue, cluster_m=cm)
+    assert cfg.wide and cfg.wg_n == tile_n // 2 and cfg.b_rows == tile_n
+    assert cfg.smem_bytes <= hopper.SMEM_LIMIT
+    assert cfg.acc_per_thread * hopper.CONSUMER_THREADS == cfg.tile_m * cfg.tile_n
+    assert cfg.b_box_rows == (tile_n // 2 if cm == 1 else tile_n // cm) <= 256
+    assert (tile_n // cm) % cfg.b_box_rows == 0 and cfg.b_box_rows % 8 == 0  # whole boxes of whole swizzle atoms
+    assert not HopperConfig(input="float16", tile_n=256).wide and HopperConfig(tile_n=256).b_box_rows == 256
+
+
+@pytest.mark.parametrize("changes,words", [
+    (dict(b_k_major=False), "K-major B"), (dict(pingpong=True), "cooperative"), (dict(tile_m=64), "cooperative"),
+    (dict(sk_reduce="spread", policy="streamk"), "spill"), (dict(stages=4, epilogue="staged"), "shared memory")])
+def test_wide_tiles_refuse_what_the_kernel_lacks(changes, words):
+    with pytest.raises(ValueError, match=words):
+        HopperConfig(input="float16", tile_n=288, stages=3, epilogue="pair").replace(**changes)
+    with pytest.raises(ValueError, match="tile_n must be one of"):
+        HopperConfig(tile_n=352)
+
+
 @pytest.mark.parametrize("changes,words", [
     (dict(b_k_major=False), "K-major B"), (dict(pingpong=True), "cooperative"),
     (dict(tile_m=64), "cooperative"), (dict(epilogue="tma"), "128-byte boxes"),
@@ -2530,6 +2554,29 @@ def test_exact_widths_with_k_major_b(kind, tile_n, stages, policy, sk_reduce, ep
                        epilogue=epilogue, cluster_m=cm)
     for i, (m, n, k) in enumerate(SHAPES[1:] + [(700, 1000, 3000), (1500, 288, 2000), (2100, 432, 1030)]):
         _check(m, n, k, kind, cfg, trans_b=True, trans_a=bool(i % 2) and kind != "tf32", seed=170 + i,
+               beta=0.5 if i % 3 == 1 else 0.0, sms=6 if i % 4 == 0 else None)
+
+
+# Wide tiles over a K-major B: (kind, tile_n, stages, policy, epilogue, cluster_m)
+WIDE = [("float16", 288, 4, "static", "pair", 1), ("bfloat16", 320, 3, "streamk", "staged", 1),
+        ("float16", 384, 3, "per_tile", "staged", 1), ("tf32", 288, 3, "dynamic", "pair", 1),
+        ("bfloat16", 288, 4, "streamk", "direct", 2), ("float16", 384, 3, "streamk", "staged", 2),
+        ("bfloat16", 320, 4, "static", "pair", 4), ("float16", 288, 3, "streamk", "staged", 1)]
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("kind,tile_n,stages,policy,epilogue,cm", WIDE,
+                         ids=[f"{r[0]}-{r[1]}-{r[3]}-{r[4]}-c{r[5]}" for r in WIDE])
+def test_wide_tiles_with_k_major_b(kind, tile_n, stages, policy, epilogue, cm):
+    """Tiles 288, 320 and 384 wide over a K-major B: each consumer warpgroup's two m64 blocks by its
+    half of the columns, B's rows in two TMA boxes (or a cluster CTA's part in one), the staged
+    epilogue's blocks one after the other, the owner fix-up over such tiles, clusters of 2 and 4 CTAs
+    along M; edge shapes, A row- or column-major, C read, few CTAs."""
+    cfg = HopperConfig(input=kind, tile_n=tile_n, stages=stages, policy=policy, epilogue=epilogue, cluster_m=cm)
+    for i, (m, n, k) in enumerate(SHAPES[1:] + [(700, 1000, 3000), (1500, 288, 2000), (2100, 600, 1030),
+                                                (4111, 384, 4160)]):
+        _check(m, n, k, kind, cfg, trans_b=True, trans_a=bool(i % 2) and kind != "tf32", seed=190 + i,
                beta=0.5 if i % 3 == 1 else 0.0, sms=6 if i % 4 == 0 else None)
 
 
