@@ -125,7 +125,7 @@ def runs_transposed(dtype: str):
 def prior_differs(dtype: str, prior: dict):
     """``typed_cases``' filter: whether the heuristic's config for contiguous row-major operands of
     this shape, whether ``gemm_parts`` copies their B K-major (``hopper.gemm_copies_b``), or the
-    config it then picks for the copy (``exact_width`` of the heuristic's), differs from what it
+    config it then picks for the copy (``k_major_pick`` of the heuristic's), differs from what it
     does with the ``--prior`` constants: the sizes a rule changes."""
     sms = hopper.device_sms()
 
@@ -137,7 +137,7 @@ def prior_differs(dtype: str, prior: dict):
             on_copy = None
             if copies:  # as gemm_parts picks for the copy, whose rows of K are padded to 128 bytes
                 copy_flags = {**flags, "b_rows_off": False, "b_rows_off_128": False}
-                on_copy = hopper.exact_width(hopper.choose_config(m, n, k, dtype, sms, **copy_flags), n)
+                on_copy = hopper.k_major_pick(hopper.choose_config(m, n, k, dtype, sms, **copy_flags), m, n, k, sms)
             return hopper.choose_config(m, n, k, dtype, sms, **flags), copies, on_copy
         now = picks()
         with mock.patch.multiple(hopper, **prior):

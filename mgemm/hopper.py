@@ -24,7 +24,8 @@ M or N (tf32 with B row-major) is a transpose and goes through the tiled shared-
 (``transpose_copy``), other strides through CuPy's element-wise copy; so does a narrow 16-bit
 row-major B with rows off 128 bytes under a tall A where the heuristic picks (``B_K_MAJOR``,
 ``copies_b_k_major``), which the kernel reads faster K-major; over a K-major B the heuristic's
-tiles may take an exact width (144, 176, 208 or 240: ``exact_width``).  Epilogue ``staged`` (the
+tiles may span a narrow N (288, 320 or 384 wide: ``wide_tile``) or take an exact width (144, 176,
+208 or 240: ``exact_width``).  Epilogue ``staged`` (the
 heuristic's for K > 2048): with beta = 0 and an output whose rows start 16-byte aligned, each consumer
 warpgroup writes its rows, 64 at a time, into its own shared-memory buffer, 256 bytes of each
 row at a time (128 where a tile row is not a whole number of 256-byte pieces, half the row where
@@ -312,6 +313,13 @@ SAME_COLUMNS_160: tuple[int, int] | None = (160, 4)
 # stay opt-in configs.  None: never
 EXACT_WIDTHS: tuple[tuple[int, int], ...] | None = ((144, 5), (176, 4))
 EXACT_MAX_N = 640
+# Wide tiles where gemm_parts reads B K-major (``wide_tile``): (tile_n, stages, epilogue), narrowest
+# first; None: never.  Taken where they need fewer tile columns than 256-wide tiles, N at most
+# WIDE_MAX_N, K at least WIDE_MIN_K, and their tiles fill at least WIDE_FILL of their last wave.
+WIDE_TILES: tuple[tuple[int, int, str], ...] | None = ((288, 4, "pair"), (320, 4, "pair"), (384, 3, "staged"))
+WIDE_MAX_N = 768
+WIDE_MIN_K = 2048
+WIDE_FILL = 0.7
 SK_OVERHEAD = (1.2, 1.6)
 # ... over at most this many static waves, the config's and the cheapest width's (4 until the
 # twenty-seventh session: then, e.g., 12 waves of 128-wide tiles stayed where 8 of 192 were 0.15
@@ -975,6 +983,47 @@ def exact_width(cfg: HopperConfig, n: int) -> HopperConfig:
             or cfg.tile_m != TILE_M or cfg.cluster_size > 1 or cfg.epilogue != "staged" or not cfg.b_k_major):
         return cfg
     return _same_columns(cfg, n, sorted(EXACT_WIDTHS)) or cfg
+
+
+def wide_tile(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
+    """``cfg``, or static wide tiles (``WIDE_TILES``, the narrowest with as few tile columns as the
+    widest) where ``gemm_parts`` reads B K-major: 16-bit, cooperative 128-row tiles, one CTA per
+    tile; ``n`` at most ``WIDE_MAX_N`` in fewer tile columns than 256-wide tiles take (257-384 in
+    one, 513-768 in two), ``k`` at least ``WIDE_MIN_K``, and the tiles filling at least
+    ``WIDE_FILL`` of their last wave on ``sms`` SMs.  A narrow product's A is then read once (N
+    = 288: one tile column, not two of 144), as cuBLAS's tiles spanning N read it.
+
+    On the H200 (RESULTS.md, thirty-sixth session, fp16, B copied K-major, × cuBLAS): where the
+    tiles filled 0.71-1.0 of a wave, ahead of the prior pick on 8 of 8 by 0.06-0.22
+    (16384x264x4096 0.74 -> 0.94, 15024x288x15168 0.88 -> 0.96, 13584x368x5000 0.69 -> 0.82,
+    8344x624x2616 0.76 -> 0.83); at 0.48-0.68 of a wave behind by 0.01-0.41 (8192x288x8192 0.86
+    -> 0.63): not taken there.
+
+    >>> cfg = HopperConfig(input="float16", tile_n=160, stages=4, epilogue="staged", policy="streamk")
+    >>> wide_tile(cfg, 15024, 288, 15168, 132).tile_n, wide_tile(cfg, 16384, 304, 4096, 132).tile_n
+    (288, 320)
+    >>> wide_tile(cfg, 13584, 368, 5000, 132).tile_n, wide_tile(cfg, 8344, 624, 2616, 132).tile_n
+    (384, 320)
+    >>> wide_tile(cfg, 8192, 288, 8192, 132).tile_n, wide_tile(cfg, 16384, 448, 4096, 132).tile_n
+    (160, 160)
+    """
+    if (not WIDE_TILES or n > WIDE_MAX_N or k < WIDE_MIN_K or cfg.input not in ("float16", "bfloat16")
+            or cfg.pingpong or cfg.tile_m != TILE_M or cfg.cluster_size > 1 or not cfg.b_k_major):
+        return cfg
+    columns = -(-n // WIDE_TILES[-1][0])
+    if columns >= -(-n // 256):
+        return cfg
+    width, stages, epilogue = next(w for w in WIDE_TILES if -(-n // w[0]) == columns)
+    tiles = -(-m // TILE_M) * columns
+    if tiles < WIDE_FILL * -(-tiles // sms) * sms:
+        return cfg
+    return cfg.replace(tile_n=width, stages=stages, epilogue=epilogue, policy="static", sk_reduce="owner")
+
+
+def k_major_pick(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
+    """What ``gemm_parts`` runs where it picked ``cfg`` and reads B K-major: wide tiles
+    (``wide_tile``), else an exact width with as many tile columns (``exact_width``)."""
+    return exact_width(wide_tile(cfg, m, n, k, sms), n)
 
 
 def _padded_work(m: int, n: int, tile_n: int) -> float:
@@ -2031,8 +2080,8 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
     picks and ``beta == 0``, a 16-bit product whose transpose tiles better (``swap_pays``) runs as
     B^T A^T into ``out``'s transposed view; where it does not, 16-bit B parts that
     ``copies_b_k_major`` names are copied K-major and the config is picked for the copies.  Where
-    the heuristic picks and B is read K-major (in place or as that copy), its tiles may take an
-    exact width with as many tile columns (``exact_width``).
+    the heuristic picks and B is read K-major (in place or as that copy), its tiles may span a
+    narrow N (``wide_tile``) or take an exact width with as many tile columns (``exact_width``).
     """
     a_parts, b_parts = list(a_parts), list(b_parts)
     if debug and timeline:
@@ -2109,8 +2158,8 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
                for (oa, ob), (a_p, b_p) in zip(ops, parts)]
     if ops:
         a_k, b_k = ops[0][0][1], ops[0][1][1]
-        if flags is not None and b_k:  # the heuristic's config, B read K-major: an exact width
-            config = exact_width(config, n)
+        if flags is not None and b_k:  # the heuristic's config, B read K-major: wide or exact widths
+            config = k_major_pick(config, m, n, k, sms)
         ends = tuple(itertools.accumulate(-(-a_p.shape[1] // config.tile_k) for a_p, _ in parts))
         dims = [(a_p.shape[1], m, n) for a_p, _ in parts]  # (K_p, M, N)
     else:
