@@ -315,7 +315,7 @@ EXACT_WIDTHS: tuple[tuple[int, int], ...] | None = ((144, 5), (176, 4))
 EXACT_MAX_N = 640
 # Wide tiles where gemm_parts reads B K-major (``wide_tile``): (tile_n, stages, epilogue), narrowest
 # first; None: never.  Taken where they need fewer tile columns than 256-wide tiles, N at most
-# WIDE_MAX_N, K at least WIDE_MIN_K, and their tiles fill at least WIDE_FILL of their last wave.
+# WIDE_MAX_N, K at least WIDE_MIN_K, and their tiles fill one wave to at least WIDE_FILL.
 WIDE_TILES: tuple[tuple[int, int, str], ...] | None = ((288, 4, "pair"), (320, 4, "pair"), (384, 3, "staged"))
 WIDE_MAX_N = 768
 WIDE_MIN_K = 2048
@@ -989,15 +989,16 @@ def wide_tile(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConf
     """``cfg``, or static wide tiles (``WIDE_TILES``, the narrowest with as few tile columns as the
     widest) where ``gemm_parts`` reads B K-major: 16-bit, cooperative 128-row tiles, one CTA per
     tile; ``n`` at most ``WIDE_MAX_N`` in fewer tile columns than 256-wide tiles take (257-384 in
-    one, 513-768 in two), ``k`` at least ``WIDE_MIN_K``, and the tiles filling at least
-    ``WIDE_FILL`` of their last wave on ``sms`` SMs.  A narrow product's A is then read once (N
-    = 288: one tile column, not two of 144), as cuBLAS's tiles spanning N read it.
+    one, 513-768 in two), ``k`` at least ``WIDE_MIN_K``, and the tiles filling one wave on ``sms``
+    SMs to at least ``WIDE_FILL``.  A narrow product's A is then read once (N = 288: one tile
+    column, not two of 144), as cuBLAS's tiles spanning N read it.
 
-    On the H200 (RESULTS.md, thirty-sixth session, fp16, B copied K-major, × cuBLAS): where the
-    tiles filled 0.71-1.0 of a wave, ahead of the prior pick on 8 of 8 by 0.06-0.22
-    (16384x264x4096 0.74 -> 0.94, 15024x288x15168 0.88 -> 0.96, 13584x368x5000 0.69 -> 0.82,
-    8344x624x2616 0.76 -> 0.83); at 0.48-0.68 of a wave behind by 0.01-0.41 (8192x288x8192 0.86
-    -> 0.63): not taken there.
+    On the H200 (RESULTS.md, thirty-sixth session, B copied K-major, × cuBLAS): where the tiles
+    filled 0.71-1.0 of one wave, ahead of the prior pick on 8 of 8 chosen shapes by 0.06-0.22
+    (fp16: 16384x264x4096 0.74 -> 0.94, 15024x288x15168 0.88 -> 0.96, 13584x368x5000 0.69 ->
+    0.82, 8344x624x2616 0.76 -> 0.83) and on 11 of 11 drawn ones (geomean fp16 0.81 -> 0.90, bf16
+    0.81 -> 0.90); at 0.48-0.68 of a wave behind by 0.01-0.41 (8192x288x8192 0.86 -> 0.63), and
+    on two waves (15680x528x3712, 246 tiles, 0.95 -> 0.86): not taken there.
 
     >>> cfg = HopperConfig(input="float16", tile_n=160, stages=4, epilogue="staged", policy="streamk")
     >>> wide_tile(cfg, 15024, 288, 15168, 132).tile_n, wide_tile(cfg, 16384, 304, 4096, 132).tile_n
@@ -1015,7 +1016,7 @@ def wide_tile(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConf
         return cfg
     width, stages, epilogue = next(w for w in WIDE_TILES if -(-n // w[0]) == columns)
     tiles = -(-m // TILE_M) * columns
-    if tiles < WIDE_FILL * -(-tiles // sms) * sms:
+    if not WIDE_FILL * sms <= tiles <= sms:
         return cfg
     return cfg.replace(tile_n=width, stages=stages, epilogue=epilogue, policy="static", sk_reduce="owner")
 

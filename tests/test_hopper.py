@@ -2277,10 +2277,10 @@ def test_exact_width_where_b_is_read_k_major(kind, m, n, k, copied, width, monke
 @needs_sm90
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
 @pytest.mark.parametrize("m,n,k,copied,width", [(12000, 280, 2100, True, 288), (16384, 304, 4096, True, 320),
-                                                 (13000, 600, 2048, False, 320), (11000, 368, 3000, False, 384)])
+                                                 (13000, 600, 2048, False, 320), (16384, 368, 4096, True, 384)])
 def test_wide_tile_where_b_is_read_k_major(kind, m, n, k, copied, width, monkeypatch, k_major_copies):
     """Where ``gemm_parts`` picks the config and reads B K-major (B column-major, or the copy of a
-    narrow row-major B) and wide tiles fill most of a wave: static tiles of that width, and the right
+    narrow row-major B) and wide tiles fill most of one wave: static tiles of that width, and the right
     product (poisoned output, C read on one run); with the rule off, at most 256 wide, the same product."""
     if hopper.device_sms() != 132:
         pytest.skip("the shapes are picked where wide tiles fill 0.7 of a wave on 132 SMs")
@@ -2295,8 +2295,8 @@ def test_wide_tile_where_b_is_read_k_major(kind, m, n, k, copied, width, monkeyp
 
 
 def test_wide_tile_rule_on_the_cpu():
-    """``wide_tile``'s limits, without a GPU: fewer tile columns than 256-wide tiles, the fill of the
-    last wave, K, clusters and pingpong left alone, the off switch."""
+    """``wide_tile``'s limits, without a GPU: fewer tile columns than 256-wide tiles, one wave
+    filled to 0.7, K, clusters and a row-major B left alone."""
     cfg = HopperConfig(input="bfloat16", tile_n=192, stages=4, epilogue="staged", policy="streamk")
     assert hopper.wide_tile(cfg, 16384, 384, 4096, 132).tile_n == 384  # 128 tiles: 0.97 of a wave
     assert hopper.wide_tile(cfg, 16384, 385, 4096, 132) == cfg  # 385 columns: two tiles either way
@@ -2307,8 +2307,9 @@ def test_wide_tile_rule_on_the_cpu():
     assert hopper.wide_tile(cfg, 16384, 1000, 4096, 132) == cfg  # past WIDE_MAX_N
     assert hopper.wide_tile(cfg.replace(cluster_m=2), 16384, 300, 4096, 132) == cfg.replace(cluster_m=2)
     assert hopper.wide_tile(cfg.replace(b_k_major=False), 16384, 300, 4096, 132).tile_n == 192
-    wide = hopper.wide_tile(cfg, 9000, 700, 4096, 132)  # 71 x 2 tiles: 142, 0.54 of two waves
-    assert wide == cfg and hopper.wide_tile(cfg, 16800, 700, 4096, 132).tile_n == 384  # 264: two whole waves
+    assert hopper.wide_tile(cfg, 8400, 700, 4096, 132).tile_n == 384  # 66 x 2 tiles: one wave
+    assert hopper.wide_tile(cfg, 9000, 700, 4096, 132) == cfg  # 71 x 2 tiles: past one wave
+    assert hopper.wide_tile(cfg, 16800, 700, 4096, 132) == cfg  # 264: two whole waves (not measured)
     assert hopper.k_major_pick(cfg, 16384, 300, 4096, 132).tile_n == 320
 
 def test_wide_tile_rule_off(monkeypatch):
