@@ -12,7 +12,8 @@ heuristic's config for that layout; "B^T*" is the same product with the copy mad
 rows) or N (B's) is a multiple of 64 has nothing to pad there.  GPU time, in
 turns, L2 flushed, median of ``--reps``; every output is checked against float64 on sampled rows.
 
-    python3 benchmarks/stride_probe.py [--dtype float16] [--reps 10] [--b-col | --bt-variant L:F ...] MxNxK ...
+    python3 benchmarks/stride_probe.py [--dtype float16] [--reps 10] [--b-col | --bt-variant L:F ... |
+        --swap-variant L:F ...] MxNxK ...
 """
 
 from __future__ import annotations
@@ -52,6 +53,10 @@ def main(argv=None) -> int:
     ap.add_argument("--bt-variant", action="append", default=[],
                     help="label:field=value,... (repeatable): only cuBLAS, hopper.gemm as a caller gets "
                          "it ('auto'), B^T* and these changes to B^T*'s config on the same K-major copy")
+    ap.add_argument("--swap-variant", action="append", default=[],
+                    help="label:field=value,... (repeatable): products gemm runs transposed (B^T A^T): "
+                         "cuBLAS, hopper.gemm as a caller gets it ('auto'), the transposed product on "
+                         "its config ('swapped') and on these changes to it")
     ap.add_argument("--b-col", action="store_true",
                     help="B column-major (K-major, its rows of K off 128 bytes where K is off 64 "
                          "elements): the heuristic's config, the same without clusters, and static "
@@ -65,6 +70,8 @@ def main(argv=None) -> int:
         return b_col_clusters(args, rng)
     if args.bt_variant:
         return k_major_variants(args, rng)
+    if args.swap_variant:
+        return swap_variants(args, rng)
     for spec in args.cases:
         pc = h.probe_case(f"{spec}:{args.dtype}", rng)
         m, n, k = pc.case.m, pc.case.n, pc.case.k
@@ -141,6 +148,34 @@ def k_major_variants(args, rng) -> int:
         ratios = " ".join(f"{name} {ms['cuBLAS'] / ms[name]:.2f}" for name in ("auto", *cfgs))
         print(f"  {spec:>16} cuBLAS {2.0 * m * n * k / ms['cuBLAS'] / 1e9:6.1f} TFLOP/s | x cuBLAS {ratios} | "
               f"B^T*: {cfg_t}", flush=True)
+    return 0
+
+
+def swap_variants(args, rng) -> int:
+    """``--swap-variant``: a product ``hopper.gemm`` runs as B^T A^T into the output's transposed
+    view (``_swap_config``): that transposed product on its own config ("swapped") and on the given
+    changes to it, beside ``hopper.gemm`` as a caller gets it ("auto") and cuBLAS."""
+    sms = hopper.device_sms()
+    for spec in args.cases:
+        pc = h.probe_case(f"{spec}:{args.dtype}", rng)
+        m, n, k = pc.case.m, pc.case.n, pc.case.k
+        direct = hopper.choose_config(m, n, k, args.dtype, sms, **hopper.rows_flags([pc.a], [pc.b]))
+        base = hopper._swap_config([pc.a], [pc.b], direct, pc.poisoned(), m, n, k, args.dtype, sms, False)
+        if base is None:
+            print(f"  {spec:>16} not run transposed: {direct}", flush=True)
+            continue
+        cfgs = {"swapped": base}
+        for v in args.swap_variant:
+            label, cfg, _ = h.parse_variant(v, base)
+            cfgs[label] = cfg
+        fns = {"auto": lambda out: hopper.gemm(pc.a, pc.b, out=out, as_dtype=pc.as_dtype)}
+        for name, cfg in cfgs.items():
+            fns[name] = (lambda out, cfg=cfg:
+                         hopper.gemm(pc.b.T, pc.a.T, out=out.T, config=cfg, as_dtype=pc.as_dtype))
+        ms = timed_configs(pc, args, pc.b, pc.b, {}, fns)
+        ratios = " ".join(f"{name} {ms['cuBLAS'] / ms[name]:.2f}" for name in fns)
+        print(f"  {spec:>16} cuBLAS {2.0 * m * n * k / ms['cuBLAS'] / 1e9:6.1f} TFLOP/s | x cuBLAS {ratios} | "
+              f"swapped: {base}", flush=True)
     return 0
 
 
