@@ -217,9 +217,10 @@ struct Config {
   // B's part of a stage holds whole 64-wide MN-major boxes: a tile width that is an odd multiple of
   // 32 (96, 160, 224) loads one box more than half used (its other columns belong to the next tile
   // or lie past N, zero-filled, and no wgmma reads them).  K-major B loads exactly kTileN rows; an
-  // exact width (an odd multiple of 16: 144, 176, 208, 240; K-major B only) holds only those.
+  // exact width (an odd multiple of 16: 144, 176, 208, 240; K-major B only), and a wide tile (K-major
+  // B only), holds only those.
   static constexpr bool kExactWidth = kTileN % 32 != 0;
-  static constexpr bool kExactWgN = kWgN % 32 != 0;  // a warpgroup's columns an exact width
+  static constexpr bool kExactWgN = kWgN % 32 != 0;  // a warpgroup's columns an exact width (staged: whole rows)
   static constexpr int kBRows = kExactWidth || kWide ? kTileN : (kTileN + kMnBox - 1) / kMnBox * kMnBox;
   static constexpr int kABytes = kTileM * 128, kBBytes = kBRows * 128;
   static constexpr int kStageBytes = kABytes + kBBytes;

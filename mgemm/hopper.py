@@ -996,9 +996,11 @@ def wide_tile(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConf
     On the H200 (RESULTS.md, thirty-sixth session, B copied K-major, × cuBLAS): where the tiles
     filled 0.71-1.0 of one wave, ahead of the prior pick on 8 of 8 chosen shapes by 0.06-0.22
     (fp16: 16384x264x4096 0.74 -> 0.94, 15024x288x15168 0.88 -> 0.96, 13584x368x5000 0.69 ->
-    0.82, 8344x624x2616 0.76 -> 0.83) and on 11 of 11 drawn ones (geomean fp16 0.81 -> 0.90, bf16
-    0.81 -> 0.90); at 0.48-0.68 of a wave behind by 0.01-0.41 (8192x288x8192 0.86 -> 0.63), and
-    on two waves (15680x528x3712, 246 tiles, 0.95 -> 0.86): not taken there.
+    0.82, 8344x624x2616 0.76 -> 0.83), and on 19 of 21 sizes drawn as a user types them (two
+    draws: geomean fp16 0.81 -> 0.90 and 0.78 -> 0.85, bf16 0.81 -> 0.90 and 0.78 -> 0.84; behind
+    on 12680x336x9344 and 7192x528x4736 by 0.02-0.04); at 0.48-0.68 of a wave behind by
+    0.01-0.41 (8192x288x8192 0.86 -> 0.63), and past one wave two of four behind
+    (15680x528x3712, 246 tiles, 0.95 -> 0.86): not taken there.
 
     >>> cfg = HopperConfig(input="float16", tile_n=160, stages=4, epilogue="staged", policy="streamk")
     >>> wide_tile(cfg, 15024, 288, 15168, 132).tile_n, wide_tile(cfg, 16384, 304, 4096, 132).tile_n
