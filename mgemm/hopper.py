@@ -999,8 +999,8 @@ def wide_tile(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConf
     0.82, 8344x624x2616 0.76 -> 0.83), and on 19 of 21 sizes drawn as a user types them (two
     draws: geomean fp16 0.81 -> 0.90 and 0.78 -> 0.85, bf16 0.81 -> 0.90 and 0.78 -> 0.84; behind
     on 12680x336x9344 and 7192x528x4736 by 0.02-0.04); at 0.48-0.68 of a wave behind by
-    0.01-0.41 (8192x288x8192 0.86 -> 0.63), and past one wave two of four behind
-    (15680x528x3712, 246 tiles, 0.95 -> 0.86): not taken there.
+    0.01-0.41 (8192x288x8192 0.86 -> 0.63), and past one wave behind on three of five
+    (15680x528x3712, 246 tiles, 0.95 -> 0.86; 24576x304x4096 0.94 -> 0.77): not taken there.
 
     >>> cfg = HopperConfig(input="float16", tile_n=160, stages=4, epilogue="staged", policy="streamk")
     >>> wide_tile(cfg, 15024, 288, 15168, 132).tile_n, wide_tile(cfg, 16384, 304, 4096, 132).tile_n
