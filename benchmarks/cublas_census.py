@@ -124,9 +124,10 @@ def runs_transposed(dtype: str):
 
 def prior_differs(dtype: str, prior: dict):
     """``typed_cases``' filter: whether the heuristic's config for contiguous row-major operands of
-    this shape, whether ``gemm_parts`` copies their B K-major (``hopper.gemm_copies_b``), or the
-    config it then picks for the copy (``k_major_pick`` of the heuristic's), differs from what it
-    does with the ``--prior`` constants: the sizes a rule changes."""
+    this shape, the transposed product's (``hopper._swap_config``), whether ``gemm_parts`` copies
+    their B K-major (``hopper.gemm_copies_b``), or the config it then picks for the copy
+    (``k_major_pick`` of the heuristic's), differs from what it does with the ``--prior``
+    constants: the sizes a rule changes."""
     sms = hopper.device_sms()
 
     def keep(m: int, n: int, k: int) -> bool:
@@ -138,7 +139,9 @@ def prior_differs(dtype: str, prior: dict):
             if copies:  # as gemm_parts picks for the copy, whose rows of K are padded to 128 bytes
                 copy_flags = {**flags, "b_rows_off": False, "b_rows_off_128": False}
                 on_copy = hopper.k_major_pick(hopper.choose_config(m, n, k, dtype, sms, **copy_flags), m, n, k, sms)
-            return hopper.choose_config(m, n, k, dtype, sms, **flags), copies, on_copy
+            direct = hopper.choose_config(m, n, k, dtype, sms, **flags)
+            swapped = hopper._swap_config([a], [b], direct, out, m, n, k, dtype, sms, False)
+            return direct, swapped, copies, on_copy
         now = picks()
         with mock.patch.multiple(hopper, **prior):
             return picks() != now

@@ -320,6 +320,9 @@ WIDE_TILES: tuple[tuple[int, int, str], ...] | None = ((288, 4, "pair"), (320, 4
 WIDE_MAX_N = 768
 WIDE_MIN_K = 2048
 WIDE_FILL = 0.7
+# ... and in the transposed product (``_swap_config``) over a row-major A, with the columns
+# epilogue (whose buffers leave room for three stages): 288 and 320 only (384 not measured there)
+SWAP_WIDE_TILES: tuple[tuple[int, int, str], ...] | None = ((288, 3, "columns"), (320, 3, "columns"))
 SK_OVERHEAD = (1.2, 1.6)
 # ... over at most this many static waves, the config's and the cheapest width's (4 until the
 # twenty-seventh session: then, e.g., 12 waves of 128-wide tiles stayed where 8 of 192 were 0.15
@@ -985,9 +988,10 @@ def exact_width(cfg: HopperConfig, n: int) -> HopperConfig:
     return _same_columns(cfg, n, sorted(EXACT_WIDTHS)) or cfg
 
 
-def wide_tile(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
-    """``cfg``, or static wide tiles (``WIDE_TILES``, the narrowest with as few tile columns as the
-    widest) where ``gemm_parts`` reads B K-major: 16-bit, cooperative 128-row tiles, one CTA per
+def wide_tile(cfg: HopperConfig, m: int, n: int, k: int, sms: int, tiles=None) -> HopperConfig:
+    """``cfg``, or static wide tiles (``tiles``, default ``WIDE_TILES``: (tile_n, stages, epilogue),
+    the narrowest with as few tile columns as the widest) where ``gemm_parts`` reads B K-major
+    (``_swap_config``: ``SWAP_WIDE_TILES`` for the transposed product): 16-bit, cooperative 128-row tiles, one CTA per
     tile; ``n`` at most ``WIDE_MAX_N`` in fewer tile columns than 256-wide tiles take (257-384 in
     one, 513-768 in two), ``k`` at least ``WIDE_MIN_K``, and the tiles filling one wave on ``sms``
     SMs to at least ``WIDE_FILL``.  A narrow product's A is then read once (N = 288: one tile
@@ -1010,15 +1014,16 @@ def wide_tile(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConf
     >>> wide_tile(cfg, 8192, 288, 8192, 132).tile_n, wide_tile(cfg, 16384, 448, 4096, 132).tile_n
     (160, 160)
     """
-    if (not WIDE_TILES or n > WIDE_MAX_N or k < WIDE_MIN_K or cfg.input not in ("float16", "bfloat16")
+    tiles = WIDE_TILES if tiles is None else tiles
+    if (not tiles or n > WIDE_MAX_N or k < WIDE_MIN_K or cfg.input not in ("float16", "bfloat16")
             or cfg.pingpong or cfg.tile_m != TILE_M or cfg.cluster_size > 1 or not cfg.b_k_major):
         return cfg
-    columns = -(-n // WIDE_TILES[-1][0])
+    columns = -(-n // tiles[-1][0])
     if columns >= -(-n // 256):
         return cfg
-    width, stages, epilogue = next(w for w in WIDE_TILES if -(-n // w[0]) == columns)
-    tiles = -(-m // TILE_M) * columns
-    if not WIDE_FILL * sms <= tiles <= sms:
+    width, stages, epilogue = next(w for w in tiles if -(-n // w[0]) == columns)
+    count = -(-m // TILE_M) * columns
+    if not WIDE_FILL * sms <= count <= sms:
         return cfg
     return cfg.replace(tile_n=width, stages=stages, epilogue=epilogue, policy="static", sk_reduce="owner")
 
@@ -1077,23 +1082,28 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
                  sms: int, allow_tf32: bool) -> HopperConfig | None:
     """The config of the transposed product (``swap_pays``) with the "columns" epilogue, or None
     where ``gemm_parts`` keeps ``direct``: also where ``out`` is not row-major with 16-byte aligned
-    rows (its transposed view would not take the columns epilogue's 16-byte stores)."""
+    rows (its transposed view would not take the columns epilogue's 16-byte stores).  Over a
+    row-major A (the transposed product's B, then read K-major) its tiles may span a narrow M
+    (``wide_tile`` with ``SWAP_WIDE_TILES``)."""
     item = out.itemsize
     if (SWAP_MARGIN is None or out.strides[1] != item or out.strides[0] % 16 or out.data.ptr % 16
             or direct.epilogue != "staged" or not _swap_may_pay(m, n, direct.tile_n, SWAP_MARGIN)):
         return None
-    return _swap_cached(direct, m, n, k, dtype, sms, allow_tf32, SWAP_MARGIN,
+    wide = SWAP_WIDE_TILES if all(a_p.strides[1] == a_p.itemsize for a_p in a_parts) else None
+    return _swap_cached(direct, m, n, k, dtype, sms, allow_tf32, SWAP_MARGIN, wide,
                         **rows_flags([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts]))
 
 
 @functools.lru_cache(maxsize=1024)
 def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, allow_tf32: bool,
-                 margin: float, **flags) -> HopperConfig | None:
+                 margin: float, wide, **flags) -> HopperConfig | None:
     """``_swap_config``'s answer once the transposed operands' row flags are known (``margin``:
     the ``SWAP_MARGIN`` that ``swap_pays`` reads, so that a changed one is not answered from the
-    cache)."""
+    cache; ``wide``: the wide tiles the transposed product may take, or None)."""
     swapped = _choose_cached(n, m, k, dtype, sms, allow_tf32, **flags)
-    return swapped.replace(epilogue="columns") if swap_pays(direct, swapped, m, n) else None
+    if not swap_pays(direct, swapped, m, n):
+        return None
+    return wide_tile(swapped, n, m, k, sms, wide or ()).replace(epilogue="columns")
 
 
 def b_rows_off(b_parts, boundary: int = 32) -> bool:

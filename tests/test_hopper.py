@@ -2313,10 +2313,50 @@ def test_wide_tile_rule_on_the_cpu():
     assert hopper.wide_tile(cfg, 16800, 700, 4096, 132) == cfg  # 264: two whole waves (not measured)
     assert hopper.k_major_pick(cfg, 16384, 300, 4096, 132).tile_n == 320
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_wide_tile_in_the_transposed_product(dtype, monkeypatch):
+    """A narrow M that ``gemm_parts`` runs as B^T A^T: over a row-major A (the transposed product's
+    B, read K-major) its tiles span M (``SWAP_WIDE_TILES``, columns epilogue, three stages);
+    over a column-major A, or with the rule off, not."""
+    def swapped(m, n, k, a_strides):
+        a, b = _FakeArray((m, k), a_strides), _FakeArray((k, n), (2 * n, 2))
+        direct = hopper.choose_config(m, n, k, dtype, 132, **hopper.rows_flags([a], [b]))
+        return hopper._swap_config([a], [b], direct, _FakeArray((m, n), (2 * n, 2)), m, n, k, dtype, 132, False)
+
+    for (m, n, k), width in (((304, 14568, 6256), 320), ((544, 8088, 5824), 288), ((288, 15024, 15168), 288)):
+        cfg = swapped(m, n, k, (2 * k, 2))
+        assert (cfg.tile_n, cfg.stages, cfg.epilogue, cfg.policy) == (width, 3, "columns", "static"), (m, n, k)
+        assert cfg.smem_bytes <= hopper.SMEM_LIMIT
+        assert swapped(m, n, k, (2, 2 * m)).tile_n <= 256  # column-major A: its transpose is MN-major
+    assert swapped(368, 13584, 5000, (2 * 5000, 2)) is None  # 384 wide: not transposed, as before
+    monkeypatch.setattr(hopper, "SWAP_WIDE_TILES", None)
+    assert swapped(304, 14568, 6256, (2 * 6256, 2)).tile_n <= 256
+
+
 def test_wide_tile_rule_off(monkeypatch):
     cfg = HopperConfig(input="bfloat16", tile_n=192, stages=4, epilogue="staged", policy="streamk")
     monkeypatch.setattr(hopper, "WIDE_TILES", None)
     assert hopper.k_major_pick(cfg, 16384, 300, 4096, 132).tile_n == 176  # two tile columns: an exact width
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("m,n,k,width", [(304, 14568, 2256, 320), (544, 8088, 4096, 288), (280, 12000, 2100, 288)])
+def test_wide_tile_where_gemm_runs_the_transpose(kind, m, n, k, width, monkeypatch):
+    """A narrow M over a row-major A, which ``gemm_parts`` runs as B^T A^T into the output's
+    transposed view: wide tiles with the columns epilogue, and the right product (poisoned output);
+    with ``SWAP_WIDE_TILES`` off, at most 256 wide, the same product."""
+    if hopper.device_sms() != 132:
+        pytest.skip("the shapes are picked where wide tiles fill 0.7 of a wave on 132 SMs")
+    real, taken = hopper._swap_config, []
+    monkeypatch.setattr(hopper, "_swap_config", lambda *a: taken.append(real(*a)) or taken[-1])
+    _check(m, n, k, kind, None, seed=m + n)
+    assert [(c.tile_n, c.epilogue) for c in taken] == [(width, "columns")]
+    taken.clear()
+    monkeypatch.setattr(hopper, "SWAP_WIDE_TILES", None)
+    _check(m, n, k, kind, None, seed=m + n + 1)
+    assert len(taken) == 1 and taken[0].tile_n <= 256 and taken[0].epilogue == "columns"
 
 
 @pytest.mark.gpu
