@@ -321,8 +321,10 @@ WIDE_MAX_N = 768
 WIDE_MIN_K = 2048
 WIDE_FILL = 0.7
 # ... and in the transposed product (``_swap_config``) over a row-major A, with the columns
-# epilogue (whose buffers leave room for three stages): 288 and 320 only (384 not measured there)
+# epilogue (whose buffers leave room for three stages): 288 and 320 only (384 not measured there),
+# K above 64 k-steps (SWAP_WIDE_MIN_K: at K of 2080-4096 three of four such products lost)
 SWAP_WIDE_TILES: tuple[tuple[int, int, str], ...] | None = ((288, 3, "columns"), (320, 3, "columns"))
+SWAP_WIDE_MIN_K = 4097
 SK_OVERHEAD = (1.2, 1.6)
 # ... over at most this many static waves, the config's and the cheapest width's (4 until the
 # twenty-seventh session: then, e.g., 12 waves of 128-wide tiles stayed where 8 of 192 were 0.15
@@ -1083,13 +1085,20 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
     """The config of the transposed product (``swap_pays``) with the "columns" epilogue, or None
     where ``gemm_parts`` keeps ``direct``: also where ``out`` is not row-major with 16-byte aligned
     rows (its transposed view would not take the columns epilogue's 16-byte stores).  Over a
-    row-major A (the transposed product's B, then read K-major) its tiles may span a narrow M
-    (``wide_tile`` with ``SWAP_WIDE_TILES``)."""
+    row-major A (the transposed product's B, then read K-major) and K of at least
+    ``SWAP_WIDE_MIN_K`` its tiles may span a narrow M (``wide_tile`` with ``SWAP_WIDE_TILES``).
+
+    On the H200 (RESULTS.md, thirty-sixth session, × cuBLAS), 288 and 320 wide with the columns
+    epilogue over the transposed product's 160-256 wide tiles: ahead on 7 of 8 chosen narrow-M
+    products (544x8088x5824 0.74 -> 0.89, 304x14568x6256 0.73 -> 0.86; behind on 264x16384x4096
+    0.75 -> 0.70), and on 8 drawn as a user types them ahead on all five with K above 4096
+    (geomean fp16 0.64 -> 0.73, bf16 0.63 -> 0.72), behind on two of three with K of 2080-3200."""
     item = out.itemsize
     if (SWAP_MARGIN is None or out.strides[1] != item or out.strides[0] % 16 or out.data.ptr % 16
             or direct.epilogue != "staged" or not _swap_may_pay(m, n, direct.tile_n, SWAP_MARGIN)):
         return None
-    wide = SWAP_WIDE_TILES if all(a_p.strides[1] == a_p.itemsize for a_p in a_parts) else None
+    wide = (SWAP_WIDE_TILES if k >= SWAP_WIDE_MIN_K and all(a_p.strides[1] == a_p.itemsize for a_p in a_parts)
+            else None)
     return _swap_cached(direct, m, n, k, dtype, sms, allow_tf32, SWAP_MARGIN, wide,
                         **rows_flags([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts]))
 

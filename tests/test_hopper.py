@@ -2328,6 +2328,8 @@ def test_wide_tile_in_the_transposed_product(dtype, monkeypatch):
         assert (cfg.tile_n, cfg.stages, cfg.epilogue, cfg.policy) == (width, 3, "columns", "static"), (m, n, k)
         assert cfg.smem_bytes <= hopper.SMEM_LIMIT
         assert swapped(m, n, k, (2, 2 * m)).tile_n <= 256  # column-major A: its transpose is MN-major
+    assert swapped(304, 14568, 4096, (2 * 4096, 2)).tile_n <= 256  # K of 64 k-steps: not wide here
+    assert swapped(304, 14568, 4160, (2 * 4160, 2)).tile_n == 320
     assert swapped(368, 13584, 5000, (2 * 5000, 2)) is None  # 384 wide: not transposed, as before
     monkeypatch.setattr(hopper, "SWAP_WIDE_TILES", None)
     assert swapped(304, 14568, 6256, (2 * 6256, 2)).tile_n <= 256
@@ -2342,7 +2344,7 @@ def test_wide_tile_rule_off(monkeypatch):
 @pytest.mark.gpu
 @needs_sm90
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
-@pytest.mark.parametrize("m,n,k,width", [(304, 14568, 2256, 320), (544, 8088, 4096, 288), (280, 12000, 2100, 288)])
+@pytest.mark.parametrize("m,n,k,width", [(304, 14568, 4160, 320), (544, 8088, 4160, 288), (280, 12000, 5000, 288)])
 def test_wide_tile_where_gemm_runs_the_transpose(kind, m, n, k, width, monkeypatch):
     """A narrow M over a row-major A, which ``gemm_parts`` runs as B^T A^T into the output's
     transposed view: wide tiles with the columns epilogue, and the right product (poisoned output);
