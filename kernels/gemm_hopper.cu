@@ -726,7 +726,8 @@ __device__ __forceinline__ int part_col(int n0, int rb) { return n0 + (Config::k
 // column of the warpgroup's part (wg 0: within a warpgroup's part).
 __device__ __forceinline__ void coord_of(int i, int wg, int t, int& r, int& c) {
   const int lane = t & 31, warp = t >> 5;
-  const int blk = Config::kWide ? i / kAcc : 0, ib = Config::kWide ? i % kAcc : i;  // (else the same code as before)
+  // (one block unless wide: spelled out so that ptxas sees no division there)
+  const int blk = Config::kWide ? i / kAcc : 0, ib = Config::kWide ? i % kAcc : i;
   r = part_row(0, wg) + 64 * blk + warp * 16 + (lane >> 2) + 8 * ((ib >> 1) & 1);
   c = part_col(0, wg) + 8 * (ib >> 2) + 2 * (lane & 3) + (ib & 1);
 }

@@ -1112,7 +1112,9 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
     swapped = _choose_cached(n, m, k, dtype, sms, allow_tf32, **flags)
     if not swap_pays(direct, swapped, m, n):
         return None
-    return wide_tile(swapped, n, m, k, sms, wide or ()).replace(epilogue="columns")
+    if wide:
+        swapped = wide_tile(swapped, n, m, k, sms, wide)
+    return swapped.replace(epilogue="columns")
 
 
 def b_rows_off(b_parts, boundary: int = 32) -> bool:
