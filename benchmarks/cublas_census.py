@@ -135,10 +135,8 @@ def prior_differs(dtype: str, prior: dict):
 
         def picks():
             copies = hopper.gemm_copies_b([a], [b], out, m, n, k, dtype, sms)
-            on_copy = None
-            if copies:  # as gemm_parts picks for the copy, whose rows of K are padded to 128 bytes
-                copy_flags = {**flags, "b_rows_off": False, "b_rows_off_128": False}
-                on_copy = hopper.k_major_pick(hopper.choose_config(m, n, k, dtype, sms, **copy_flags), m, n, k, sms)
+            on_copy = (hopper.k_major_copy_config(m, n, k, dtype, sms, flags["a_rows_off_128"])
+                       if copies else None)
             direct = hopper.choose_config(m, n, k, dtype, sms, **flags)
             swapped = hopper._swap_config([a], [b], direct, out, m, n, k, dtype, sms, False)
             return direct, swapped, copies, on_copy

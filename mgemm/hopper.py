@@ -320,6 +320,11 @@ WIDE_TILES: tuple[tuple[int, int, str], ...] | None = ((288, 4, "pair"), (320, 4
 WIDE_MAX_N = 768
 WIDE_MIN_K = 2048
 WIDE_FILL = 0.7
+# ... static where they fill at least WIDE_SK_FILL of the wave, else stream-K (the owner fix-up):
+# at 0.71 of a wave (12032x280x8192, B copied K-major) 1.05 of cuBLAS against 0.98 static, at 0.83
+# level (0.90 / 0.91), at 0.97 static ahead (0.87 / 0.82); in the transposed product 0.70 and 0.83
+# of a wave 0.77 and 0.81 against 0.72 and 0.77 (RESULTS.md, thirty-seventh session); 0: never
+WIDE_SK_FILL = 0.9
 # ... and in the transposed product (``_swap_config``) over a row-major A, with the columns
 # epilogue (whose buffers leave room for three stages): 288 and 320 only (384 not measured there),
 # K above 64 k-steps (SWAP_WIDE_MIN_K: at K of 2080-4096 three of four such products lost)
@@ -401,6 +406,12 @@ QUAD_SK_POLICIES = ("streamk", "static")  # ... in place of the heuristic's conf
 # rules on 8 sizes drawn after, 0.73 -> 0.81 / 0.74 -> 0.82, behind only on 4232x480x2088 (0.65 ->
 # 0.61): the two sizes behind, of 21 us products, are below the work floor; None: never
 B_K_MAJOR: tuple[int, int, int, float] | None = (640, 4096, 2048, 5e9)
+# ... also where B's rows lie on 64-byte lines and the product on the copy would run tiles of the
+# width it runs in place (``k_major_copy_config``)?  Not by default: such rows read in place at
+# 0.92-0.95 of cuBLAS on 4200x480x5760 (128 wide either way), where the copy made it 0.79-0.83
+# (RESULTS.md, thirty-seventh session); where the copy's tiles are narrower (5000x416x6000: 160 in
+# place, 144 on the copy) it still pays (0.83 -> 0.97)
+K_MAJOR_SAME_WIDTH_ON_64 = False
 # 16-bit products whose heuristic configs, for C and for its transpose C^T = B^T A^T (N x M x K),
 # are both cooperative with the staged epilogue, the transposed one on the direct one's cluster
 # shape or on one CTA per tile: the transposed product, written into the output's transposed view
@@ -991,13 +1002,14 @@ def exact_width(cfg: HopperConfig, n: int) -> HopperConfig:
 
 
 def wide_tile(cfg: HopperConfig, m: int, n: int, k: int, sms: int, tiles=None) -> HopperConfig:
-    """``cfg``, or static wide tiles (``tiles``, default ``WIDE_TILES``: (tile_n, stages, epilogue),
+    """``cfg``, or wide tiles (``tiles``, default ``WIDE_TILES``: (tile_n, stages, epilogue),
     the narrowest with as few tile columns as the widest) where ``gemm_parts`` reads B K-major
     (``_swap_config``: ``SWAP_WIDE_TILES`` for the transposed product): 16-bit, cooperative 128-row tiles, one CTA per
     tile; ``n`` at most ``WIDE_MAX_N`` in fewer tile columns than 256-wide tiles take (257-384 in
     one, 513-768 in two), ``k`` at least ``WIDE_MIN_K``, and the tiles filling one wave on ``sms``
     SMs to at least ``WIDE_FILL``.  A narrow product's A is then read once (N = 288: one tile
-    column, not two of 144), as cuBLAS's tiles spanning N read it.
+    column, not two of 144), as cuBLAS's tiles spanning N read it.  Static where they fill at least
+    ``WIDE_SK_FILL`` of the wave, else stream-K with the owner fix-up (every SM busy).
 
     On the H200 (RESULTS.md, thirty-sixth session, B copied K-major, × cuBLAS): where the tiles
     filled 0.71-1.0 of one wave, ahead of the prior pick on 8 of 8 chosen shapes by 0.06-0.22
@@ -1007,6 +1019,7 @@ def wide_tile(cfg: HopperConfig, m: int, n: int, k: int, sms: int, tiles=None) -
     on 12680x336x9344 and 7192x528x4736 by 0.02-0.04); at 0.48-0.68 of a wave behind by
     0.01-0.41 (8192x288x8192 0.86 -> 0.63), and past one wave behind on three of five
     (15680x528x3712, 246 tiles, 0.95 -> 0.86; 24576x304x4096 0.94 -> 0.77): not taken there.
+    Stream-K over them below 0.9 of the wave: RESULTS.md, thirty-seventh session (``WIDE_SK_FILL``).
 
     >>> cfg = HopperConfig(input="float16", tile_n=160, stages=4, epilogue="staged", policy="streamk")
     >>> wide_tile(cfg, 15024, 288, 15168, 132).tile_n, wide_tile(cfg, 16384, 304, 4096, 132).tile_n
@@ -1015,6 +1028,8 @@ def wide_tile(cfg: HopperConfig, m: int, n: int, k: int, sms: int, tiles=None) -
     (384, 320)
     >>> wide_tile(cfg, 8192, 288, 8192, 132).tile_n, wide_tile(cfg, 16384, 448, 4096, 132).tile_n
     (160, 160)
+    >>> wide_tile(cfg, 16384, 304, 4096, 132).policy, wide_tile(cfg, 12032, 280, 8192, 132).policy
+    ('static', 'streamk')
     """
     tiles = WIDE_TILES if tiles is None else tiles
     if (not tiles or n > WIDE_MAX_N or k < WIDE_MIN_K or cfg.input not in ("float16", "bfloat16")
@@ -1027,7 +1042,8 @@ def wide_tile(cfg: HopperConfig, m: int, n: int, k: int, sms: int, tiles=None) -
     count = -(-m // TILE_M) * columns
     if not WIDE_FILL * sms <= count <= sms:
         return cfg
-    return cfg.replace(tile_n=width, stages=stages, epilogue=epilogue, policy="static", sk_reduce="owner")
+    policy = "streamk" if count < WIDE_SK_FILL * sms else "static"
+    return cfg.replace(tile_n=width, stages=stages, epilogue=epilogue, policy=policy, sk_reduce="owner")
 
 
 def k_major_pick(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
@@ -1178,21 +1194,24 @@ def _in_place_rows(outer: int, k: int, s_o: int, s_k: int, ptr: int, item: int, 
     return None
 
 
-def copies_b_k_major(b_parts, m: int, n: int, config: HopperConfig) -> bool:
+def copies_b_k_major(b_parts, m: int, n: int, config: HopperConfig, sms: int,
+                     a_rows_off_128: bool = False) -> bool:
     """Whether ``gemm_parts`` copies these 16-bit B parts (K_p × N) K-major before a product of
     ``m`` rows for which the heuristic picked ``config`` on the parts in place (``B_K_MAJOR``): one
     CTA per tile, at most ``B_K_MAJOR[0]`` columns, at least ``B_K_MAJOR[1]`` rows, K (the parts'
     together) at least ``B_K_MAJOR[2]``, ``m * n * K`` at least ``B_K_MAJOR[3]``, and every part read
     in place as a row-major B (MN-major)
-    whose rows do not all start on 128-byte lines.  Shapes and strides only.
+    whose rows do not all start on 128-byte lines; where they all start on 64-byte lines, only if the
+    product on the copy (``k_major_copy_config`` on ``sms`` SMs, A's rows as ``a_rows_off_128``
+    says) runs tiles of another width (``K_MAJOR_SAME_WIDTH_ON_64``).  Shapes and strides only.
 
     >>> import types
     >>> b = types.SimpleNamespace(shape=(2616, 624), strides=(1248, 2), itemsize=2,
     ...                           data=types.SimpleNamespace(ptr=0))
     >>> cfg = HopperConfig(input="float16", tile_n=160)
-    >>> copies_b_k_major([b], 8344, 624, cfg), copies_b_k_major([b], 4000, 624, cfg)
+    >>> copies_b_k_major([b], 8344, 624, cfg, 132), copies_b_k_major([b], 4000, 624, cfg, 132)
     (True, False)
-    >>> copies_b_k_major([b], 8344, 624, cfg.replace(tile_n=128, cluster_m=2))
+    >>> copies_b_k_major([b], 8344, 624, cfg.replace(tile_n=128, cluster_m=2), 132)
     False
     """
     k = sum(b.shape[0] for b in b_parts)
@@ -1204,15 +1223,26 @@ def copies_b_k_major(b_parts, m: int, n: int, config: HopperConfig) -> bool:
         read = _in_place_rows(b.shape[1], b.shape[0], b.strides[1], b.strides[0], b.data.ptr, 2)
         if read is None or read[0]:  # copied anyway, or read K-major already
             return False
-    return _rows_off(parts, (128,))[0]
+    off_128, off_64 = _rows_off(parts, (128, 64))
+    if not off_128:
+        return False
+    return (off_64 or K_MAJOR_SAME_WIDTH_ON_64
+            or k_major_copy_config(m, n, k, config.input, sms, a_rows_off_128).tile_n != config.tile_n)
+
+
+def k_major_copy_config(m: int, n: int, k: int, kind: str, sms: int, a_rows_off_128: bool = False) -> HopperConfig:
+    """The config ``gemm_parts`` picks for a product whose B it copied K-major (rows of K padded to
+    128 bytes, ``_k_major_copy``): the heuristic's for such a B, then ``k_major_pick``."""
+    return k_major_pick(choose_config(m, n, k, kind, sms, a_rows_off_128=a_rows_off_128), m, n, k, sms)
 
 
 def gemm_copies_b(a_parts, b_parts, out, m: int, n: int, k: int, kind: str, sms: int) -> bool:
     """Whether ``gemm_parts``, picking the config itself with ``beta == 0``, copies these B parts
     K-major: ``copies_b_k_major`` on the heuristic's config for the parts in place, where it does
     not run the transposed product (``_swap_config``) into ``out``."""
-    config = choose_config(m, n, k, kind, sms, **rows_flags(a_parts, b_parts))
-    return (copies_b_k_major(b_parts, m, n, config)
+    flags = rows_flags(a_parts, b_parts)
+    config = choose_config(m, n, k, kind, sms, **flags)
+    return (copies_b_k_major(b_parts, m, n, config, sms, flags["a_rows_off_128"])
             and _swap_config(a_parts, b_parts, config, out, m, n, k, kind, sms, False) is None)
 
 
@@ -2164,7 +2194,7 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
                        out=out.T, config=swapped, sms=sms, as_dtype=as_dtype)
             return out
     if (flags is not None and not (debug or timeline) and kind in ("float16", "bfloat16") and k
-            and copies_b_k_major(b_parts, m, n, config)):  # not transposed: B copied K-major, the config
+            and copies_b_k_major(b_parts, m, n, config, sms, flags["a_rows_off_128"])):  # not transposed: B copied K-major, the config
         # picked for the copy
         return gemm_parts(a_parts, [_k_major_copy(cp, b_p) for b_p in b_parts], c, alpha=alpha,
                           beta=beta, out=out, allow_tf32=allow_tf32, sms=sms, as_dtype=as_dtype,

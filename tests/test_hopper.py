@@ -838,11 +838,11 @@ def test_copies_b_k_major_where_measured(monkeypatch):
     one = HopperConfig(input="float16", tile_n=160)
 
     def copies(b_parts, m, n, cfg=one):
-        return hopper.copies_b_k_major(b_parts, m, n, cfg)
+        return hopper.copies_b_k_major(b_parts, m, n, cfg, 132)
 
     big_m, max_n = hopper.B_K_MAJOR[1], hopper.B_K_MAJOR[0]
     assert copies([b(2616, 624)], big_m, 624)
-    assert copies([b(2616, 640, ptr=0x10040)], big_m, 640)  # rows on 128, start off
+    assert copies([b(2616, 640, ptr=0x10020)], big_m, 640)  # rows on 128, start off
     assert copies([b(2616, 624, ld=640), b(100, 624)], big_m, 624)  # one part off
     assert not copies([b(2616, 624, ld=640), b(100, 624, ld=704)], big_m, 624)
     assert not copies([b(2616, 624)], big_m - 8, 624)
@@ -860,6 +860,13 @@ def test_copies_b_k_major_where_measured(monkeypatch):
     assert copies([b(2616, 312)], -(-work // (2616 * 312)), 312)  # the work floor
     assert not copies([b(2616, 312)], -(-work // (2616 * 312)) - 8, 312)
     assert not copies([b(2088, 480)], 4232, 480)  # 21 us: the copy cost more than it saved
+    # rows on 64-byte lines: copied only where the copy's tiles are of another width
+    on_64 = one.replace(tile_n=128, stages=6)
+    assert hopper.k_major_copy_config(4200, 480, 5760, "float16", 132).tile_n == 128
+    assert not copies([b(5760, 480)], 4200, 480, on_64)
+    assert copies([b(5760, 480, ptr=0x10020)], 4200, 480, on_64)  # a start off 64 bytes
+    assert copies([b(5760, 480, ld=488)], 4200, 480, on_64)  # rows off 64 bytes
+    assert copies([b(6000, 416)], 5000, 416)  # 160 in place, 144 on the copy
 
     def gemm_copies(m, n, k):  # contiguous row-major operands and output, as gemm_parts picks
         return hopper.gemm_copies_b([_FakeArray((m, k), (2 * k, 2))], [b(k, n)], _FakeArray((m, n), (2 * n, 2)),
@@ -867,6 +874,9 @@ def test_copies_b_k_major_where_measured(monkeypatch):
     assert gemm_copies(15024, 288, 15168) and gemm_copies(8200, 304, 2641)  # 128x160, one CTA a tile
     assert not gemm_copies(8952, 400, 4736)  # runs transposed (swap_pays)
     assert not gemm_copies(13984, 464, 14960)  # 2 x 2 clusters
+    assert gemm_copies(5000, 416, 6000) and not gemm_copies(4200, 480, 5760)  # rows on 64 bytes
+    monkeypatch.setattr(hopper, "K_MAJOR_SAME_WIDTH_ON_64", True)
+    assert copies([b(5760, 480)], 4200, 480, on_64) and gemm_copies(4200, 480, 5760)
     monkeypatch.setattr(hopper, "B_K_MAJOR", None)
     assert not copies([b(2616, 624)], big_m, 624)
     assert not gemm_copies(15024, 288, 15168)
@@ -2276,19 +2286,23 @@ def test_exact_width_where_b_is_read_k_major(kind, m, n, k, copied, width, monke
 @pytest.mark.gpu
 @needs_sm90
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
-@pytest.mark.parametrize("m,n,k,copied,width", [(12000, 280, 2100, True, 288), (16384, 300, 4096, False, 320),
-                                                 (8088, 544, 2048, True, 288), (16384, 368, 4096, True, 384)])
-def test_wide_tile_where_b_is_read_k_major(kind, m, n, k, copied, width, monkeypatch, k_major_copies):
+@pytest.mark.parametrize("m,n,k,copied,width,policy", [(12000, 280, 2100, True, 288, "streamk"),
+                                                        (16384, 300, 4096, False, 320, "static"),
+                                                        (8088, 544, 2048, True, 288, "static"),
+                                                        (16384, 368, 4096, True, 384, "static"),
+                                                        (13000, 340, 4096, False, 384, "streamk")])
+def test_wide_tile_where_b_is_read_k_major(kind, m, n, k, copied, width, policy, monkeypatch, k_major_copies):
     """Where ``gemm_parts`` picks the config and reads B K-major (B column-major, or the copy of a
-    narrow row-major B) and wide tiles fill most of one wave: static tiles of that width, and the right
-    product (poisoned output, C read on one run); with the rule off, at most 256 wide, the same product."""
+    narrow row-major B) and wide tiles fill most of one wave: tiles of that width, static from 0.9
+    of the wave, else stream-K, and the right product (poisoned output, C read on one run); with the
+    rule off, at most 256 wide, the same product."""
     if hopper.device_sms() != 132:
         pytest.skip("the shapes are picked where wide tiles fill 0.7 of a wave on 132 SMs")
     real, taken = hopper.k_major_pick, []
     monkeypatch.setattr(hopper, "k_major_pick", lambda *a: taken.append(real(*a)) or taken[-1])
     beta = 0.0 if copied else 0.5  # C read, and B^T A^T ruled out (swap_pays needs beta == 0)
     _check(m, n, k, kind, None, trans_b=not copied, beta=beta, seed=m + n)
-    assert [c.tile_n for c in taken] == [width] and taken[0].policy == "static" and len(k_major_copies) == int(copied)
+    assert [c.tile_n for c in taken] == [width] and taken[0].policy == policy and len(k_major_copies) == int(copied)
     taken.clear()
     monkeypatch.setattr(hopper, "WIDE_TILES", None)
     _check(m, n, k, kind, None, trans_b=not copied, beta=beta, seed=m + n + 1)
@@ -2300,6 +2314,10 @@ def test_wide_tile_rule_on_the_cpu():
     filled to 0.7, K, clusters and a row-major B left alone."""
     cfg = HopperConfig(input="bfloat16", tile_n=192, stages=4, epilogue="staged", policy="streamk")
     assert hopper.wide_tile(cfg, 16384, 384, 4096, 132).tile_n == 384  # 128 tiles: 0.97 of a wave
+    assert hopper.wide_tile(cfg, 16384, 384, 4096, 132).policy == "static"
+    assert hopper.wide_tile(cfg, 15232, 384, 4096, 132).policy == "static"  # 119 tiles: 0.902
+    assert hopper.wide_tile(cfg, 15104, 384, 4096, 132).policy == "streamk"  # 118 tiles: 0.894
+    assert hopper.wide_tile(cfg, 11904, 300, 4096, 132).policy == "streamk"  # 93 tiles: 0.70
     assert hopper.wide_tile(cfg, 16384, 385, 4096, 132) == cfg  # 385 columns: two tiles either way
     assert hopper.wide_tile(cfg, 16384, 256, 4096, 132) == cfg  # one 256-wide tile column already
     assert hopper.wide_tile(cfg, 11000, 300, 4096, 132) == cfg  # 86 tiles: 0.65 of a wave
@@ -2323,9 +2341,10 @@ def test_wide_tile_in_the_transposed_product(dtype, monkeypatch):
         direct = hopper.choose_config(m, n, k, dtype, 132, **hopper.rows_flags([a], [b]))
         return hopper._swap_config([a], [b], direct, _FakeArray((m, n), (2 * n, 2)), m, n, k, dtype, 132, False)
 
-    for (m, n, k), width in (((304, 14568, 6256), 320), ((544, 8088, 5824), 288), ((288, 15024, 15168), 288)):
+    for (m, n, k), width, policy in (((304, 14568, 6256), 320, "streamk"), ((544, 8088, 5824), 288, "static"),
+                                     ((288, 15024, 15168), 288, "streamk")):  # 114, 128, 118 tiles
         cfg = swapped(m, n, k, (2 * k, 2))
-        assert (cfg.tile_n, cfg.stages, cfg.epilogue, cfg.policy) == (width, 3, "columns", "static"), (m, n, k)
+        assert (cfg.tile_n, cfg.stages, cfg.epilogue, cfg.policy) == (width, 3, "columns", policy), (m, n, k)
         assert cfg.smem_bytes <= hopper.SMEM_LIMIT
         assert swapped(m, n, k, (2, 2 * m)).tile_n <= 256  # column-major A: its transpose is MN-major
     assert swapped(304, 14568, 4096, (2 * 4096, 2)).tile_n <= 256  # K of 64 k-steps: not wide here
@@ -2396,7 +2415,8 @@ def test_b_copied_k_major_in_parts(k_major_copies):
         a_parts.append(a), b_parts.append(b)
         ref = ref + a64 @ b64
     cfg = hopper.choose_config(m, n, sum(ks), "float16", hopper.device_sms(), **hopper.rows_flags(a_parts, b_parts))
-    if not hopper.copies_b_k_major(b_parts, m, n, cfg):
+    if not hopper.copies_b_k_major(b_parts, m, n, cfg, hopper.device_sms(),
+                                   hopper.rows_flags(a_parts, b_parts)["a_rows_off_128"]):
         pytest.skip(f"the heuristic's {cfg} on this GPU: no copy")
     out = poisoned((m, n), "float16")
     hopper.gemm_parts(a_parts, b_parts, out=out)
