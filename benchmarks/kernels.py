@@ -135,11 +135,13 @@ def timed_interleaved(fns: dict[str, Callable[[], object]], reps: int, warmup: i
     amount that varies with the host (benchmarks/RESULTS.md, thirteenth session).  ``host``, if
     given, collects each function's host seconds per call (meaningful with a shield, when no launch
     waits for the GPU); ``mhz`` the SM clock over a 20 µs spin queued right after each stop event
-    (outside the timed interval)."""
+    (outside the timed interval).  A function whose median host time per call reaches the shield
+    gets a ``WARNING host-bound`` line: its events then count host time the GPU waited."""
     for fn in fns.values():
         for _ in range(warmup):
             fn()
     times: dict[str, list[float]] = {name: [] for name in fns}
+    host_s: dict[str, list[float]] = {name: [] for name in fns}
     start, stop = cp.cuda.Event(), cp.cuda.Event()
     order = list(fns.items())
     for rep in range(reps):
@@ -157,10 +159,15 @@ def timed_interleaved(fns: dict[str, Callable[[], object]], reps: int, warmup: i
             clock = sm_mhz_after() if mhz is not None else None
             stop.synchronize()
             times[name].append(cp.cuda.get_elapsed_time(start, stop))
-            if host is not None:
-                host.setdefault(name, []).append(t1 - t0)
+            host_s[name].append(t1 - t0)
             if clock is not None:
                 mhz.setdefault(name, []).append(clock())
+    for name, spent in host_s.items():
+        if host is not None:
+            host.setdefault(name, []).extend(spent)
+        if shield_us and statistics.median(spent) * 1e6 >= shield_us:
+            print(f"WARNING host-bound {name}: {statistics.median(spent) * 1e6:.0f} us of host time a call, "
+                  f"past the {shield_us:.0f} us shield: its GPU time counts host waits", flush=True)
     return {name: statistics.median(t) for name, t in times.items()}
 
 

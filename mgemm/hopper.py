@@ -320,11 +320,14 @@ WIDE_TILES: tuple[tuple[int, int, str], ...] | None = ((288, 4, "pair"), (320, 4
 WIDE_MAX_N = 768
 WIDE_MIN_K = 2048
 WIDE_FILL = 0.7
-# ... static where they fill at least WIDE_SK_FILL of the wave, else stream-K (the owner fix-up):
-# at 0.71 of a wave (12032x280x8192, B copied K-major) 1.05 of cuBLAS against 0.98 static, at 0.83
-# level (0.90 / 0.91), at 0.97 static ahead (0.87 / 0.82); in the transposed product 0.70 and 0.83
-# of a wave 0.77 and 0.81 against 0.72 and 0.77 (RESULTS.md, thirty-seventh session); 0: never
-WIDE_SK_FILL = 0.9
+# ... static where they fill at least WIDE_SK_FILL of the wave, else stream-K (the owner fix-up).
+# On the H200 (RESULTS.md, thirty-seventh session, × cuBLAS, fp16): at 0.70-0.71 of a wave ahead of
+# static on four of four (12032x280x8192, B copied before the timing, 0.98 -> 1.05; 264x11816x13040
+# transposed 0.72 -> 0.77; 11832x344x11312 drawn, fp16 / bf16 0.78 -> 0.85 / 0.64 -> 0.66); from
+# 0.77 of a wave behind in 7 of 8 runs on four drawn sizes (14896x272x2464, 0.89 of a wave: 0.79 ->
+# 0.56), at 0.83 level (16384x264x4096 copied before the timing) or ahead (280x14080x5120
+# transposed, 0.77 -> 0.81); 0: never
+WIDE_SK_FILL = 0.75
 # ... and in the transposed product (``_swap_config``) over a row-major A, with the columns
 # epilogue (whose buffers leave room for three stages): 288 and 320 only (384 not measured there),
 # K above 64 k-steps (SWAP_WIDE_MIN_K: at K of 2080-4096 three of four such products lost)
@@ -1019,7 +1022,7 @@ def wide_tile(cfg: HopperConfig, m: int, n: int, k: int, sms: int, tiles=None) -
     on 12680x336x9344 and 7192x528x4736 by 0.02-0.04); at 0.48-0.68 of a wave behind by
     0.01-0.41 (8192x288x8192 0.86 -> 0.63), and past one wave behind on three of five
     (15680x528x3712, 246 tiles, 0.95 -> 0.86; 24576x304x4096 0.94 -> 0.77): not taken there.
-    Stream-K over them below 0.9 of the wave: RESULTS.md, thirty-seventh session (``WIDE_SK_FILL``).
+    Stream-K where they fill less of the wave: RESULTS.md, thirty-seventh session (``WIDE_SK_FILL``).
 
     >>> cfg = HopperConfig(input="float16", tile_n=160, stages=4, epilogue="staged", policy="streamk")
     >>> wide_tile(cfg, 15024, 288, 15168, 132).tile_n, wide_tile(cfg, 16384, 304, 4096, 132).tile_n
@@ -1115,16 +1118,19 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
         return None
     wide = (SWAP_WIDE_TILES if k >= SWAP_WIDE_MIN_K and all(a_p.strides[1] == a_p.itemsize for a_p in a_parts)
             else None)
-    return _swap_cached(direct, m, n, k, dtype, sms, allow_tf32, SWAP_MARGIN, wide,
+    limits = (WIDE_MAX_N, WIDE_MIN_K, WIDE_FILL, WIDE_SK_FILL) if wide else None
+    return _swap_cached(direct, m, n, k, dtype, sms, allow_tf32, SWAP_MARGIN, wide, limits,
                         **rows_flags([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts]))
 
 
 @functools.lru_cache(maxsize=1024)
 def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, allow_tf32: bool,
-                 margin: float, wide, **flags) -> HopperConfig | None:
+                 margin: float, wide, limits, **flags) -> HopperConfig | None:
     """``_swap_config``'s answer once the transposed operands' row flags are known (``margin``:
     the ``SWAP_MARGIN`` that ``swap_pays`` reads, so that a changed one is not answered from the
-    cache; ``wide``: the wide tiles the transposed product may take, or None)."""
+    cache; ``wide``: the wide tiles the transposed product may take, or None; ``limits``: for the
+    same reason, the ``wide_tile`` constants that may change its answer: ``WIDE_MAX_N``,
+    ``WIDE_MIN_K``, ``WIDE_FILL`` and ``WIDE_SK_FILL``)."""
     swapped = _choose_cached(n, m, k, dtype, sms, allow_tf32, **flags)
     if not swap_pays(direct, swapped, m, n):
         return None
@@ -1233,7 +1239,7 @@ def copies_b_k_major(b_parts, m: int, n: int, config: HopperConfig, sms: int,
 def k_major_copy_config(m: int, n: int, k: int, kind: str, sms: int, a_rows_off_128: bool = False) -> HopperConfig:
     """The config ``gemm_parts`` picks for a product whose B it copied K-major (rows of K padded to
     128 bytes, ``_k_major_copy``): the heuristic's for such a B, then ``k_major_pick``."""
-    return k_major_pick(choose_config(m, n, k, kind, sms, a_rows_off_128=a_rows_off_128), m, n, k, sms)
+    return k_major_pick(_choose_cached(m, n, k, kind, sms, False, a_rows_off_128=a_rows_off_128), m, n, k, sms)
 
 
 def gemm_copies_b(a_parts, b_parts, out, m: int, n: int, k: int, kind: str, sms: int) -> bool:

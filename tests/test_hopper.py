@@ -2249,15 +2249,11 @@ def k_major_copies(monkeypatch):
 
 
 @pytest.fixture
-def exact_widths_taken(monkeypatch):
-    """The tile widths ``gemm_parts`` launches after ``exact_width``, in order."""
-    real, taken = hopper.exact_width, []
-
-    def record(cfg, n):
-        out = real(cfg, n)
-        taken.append(out.tile_n)
-        return out
-    monkeypatch.setattr(hopper, "exact_width", record)
+def launched(monkeypatch):
+    """The configs ``gemm_parts`` launches (``_launch_setup``'s), in order: what it runs, not what
+    its rules ask along the way."""
+    real, taken = hopper._launch_setup, []
+    monkeypatch.setattr(hopper, "_launch_setup", lambda config, *a: taken.append(config) or real(config, *a))
     return taken
 
 
@@ -2267,8 +2263,7 @@ def exact_widths_taken(monkeypatch):
 @pytest.mark.parametrize("m,n,k,copied,width", [(8200, 288, 2641, True, 144), (6000, 336, 4096, False, 176),
                                                  (5000, 416, 4096, False, 144), (6000, 416, 2048, False, 224),
                                                  (3000, 304, 2048, False, 128)])
-def test_exact_width_where_b_is_read_k_major(kind, m, n, k, copied, width, monkeypatch, k_major_copies,
-                                             exact_widths_taken):
+def test_exact_width_where_b_is_read_k_major(kind, m, n, k, copied, width, monkeypatch, k_major_copies, launched):
     """Where ``gemm_parts`` picks the config and reads B K-major (B column-major, or the copy of a
     narrow row-major B), one CTA per tile: the narrowest exact width with as many tile columns,
     and the right product (poisoned output, C read on one run); with the rule off, the config's
@@ -2276,11 +2271,11 @@ def test_exact_width_where_b_is_read_k_major(kind, m, n, k, copied, width, monke
     if hopper.device_sms() != 132:
         pytest.skip("the shapes are picked where the heuristic puts one CTA per tile on 132 SMs")
     _check(m, n, k, kind, None, trans_b=not copied, beta=0.5 if n == 336 else 0.0, seed=m + n)
-    assert exact_widths_taken == [width] and len(k_major_copies) == int(copied)
-    exact_widths_taken.clear()
+    assert [c.tile_n for c in launched] == [width] and len(k_major_copies) == int(copied)
+    launched.clear()
     monkeypatch.setattr(hopper, "EXACT_WIDTHS", None)
     _check(m, n, k, kind, None, trans_b=not copied, seed=m + n + 1)
-    assert len(exact_widths_taken) == 1 and exact_widths_taken[0] % 32 == 0
+    assert len(launched) == 1 and launched[0].tile_n % 32 == 0
 
 
 @pytest.mark.gpu
@@ -2290,23 +2285,22 @@ def test_exact_width_where_b_is_read_k_major(kind, m, n, k, copied, width, monke
                                                         (16384, 300, 4096, False, 320, "static"),
                                                         (8088, 544, 2048, True, 288, "static"),
                                                         (16384, 368, 4096, True, 384, "static"),
-                                                        (13000, 340, 4096, False, 384, "streamk")])
-def test_wide_tile_where_b_is_read_k_major(kind, m, n, k, copied, width, policy, monkeypatch, k_major_copies):
+                                                        (12400, 340, 4096, False, 384, "streamk")])
+def test_wide_tile_where_b_is_read_k_major(kind, m, n, k, copied, width, policy, monkeypatch, k_major_copies,
+                                           launched):
     """Where ``gemm_parts`` picks the config and reads B K-major (B column-major, or the copy of a
-    narrow row-major B) and wide tiles fill most of one wave: tiles of that width, static from 0.9
+    narrow row-major B) and wide tiles fill most of one wave: tiles of that width, static from 0.75
     of the wave, else stream-K, and the right product (poisoned output, C read on one run); with the
     rule off, at most 256 wide, the same product."""
     if hopper.device_sms() != 132:
         pytest.skip("the shapes are picked where wide tiles fill 0.7 of a wave on 132 SMs")
-    real, taken = hopper.k_major_pick, []
-    monkeypatch.setattr(hopper, "k_major_pick", lambda *a: taken.append(real(*a)) or taken[-1])
     beta = 0.0 if copied else 0.5  # C read, and B^T A^T ruled out (swap_pays needs beta == 0)
     _check(m, n, k, kind, None, trans_b=not copied, beta=beta, seed=m + n)
-    assert [c.tile_n for c in taken] == [width] and taken[0].policy == policy and len(k_major_copies) == int(copied)
-    taken.clear()
+    assert [(c.tile_n, c.policy) for c in launched] == [(width, policy)] and len(k_major_copies) == int(copied)
+    launched.clear()
     monkeypatch.setattr(hopper, "WIDE_TILES", None)
     _check(m, n, k, kind, None, trans_b=not copied, beta=beta, seed=m + n + 1)
-    assert len(taken) == 1 and taken[0].tile_n <= 256
+    assert len(launched) == 1 and launched[0].tile_n <= 256
 
 
 def test_wide_tile_rule_on_the_cpu():
@@ -2315,8 +2309,8 @@ def test_wide_tile_rule_on_the_cpu():
     cfg = HopperConfig(input="bfloat16", tile_n=192, stages=4, epilogue="staged", policy="streamk")
     assert hopper.wide_tile(cfg, 16384, 384, 4096, 132).tile_n == 384  # 128 tiles: 0.97 of a wave
     assert hopper.wide_tile(cfg, 16384, 384, 4096, 132).policy == "static"
-    assert hopper.wide_tile(cfg, 15232, 384, 4096, 132).policy == "static"  # 119 tiles: 0.902
-    assert hopper.wide_tile(cfg, 15104, 384, 4096, 132).policy == "streamk"  # 118 tiles: 0.894
+    assert hopper.wide_tile(cfg, 12672, 384, 4096, 132).policy == "static"  # 99 tiles: 0.75
+    assert hopper.wide_tile(cfg, 12544, 384, 4096, 132).policy == "streamk"  # 98 tiles: 0.742
     assert hopper.wide_tile(cfg, 11904, 300, 4096, 132).policy == "streamk"  # 93 tiles: 0.70
     assert hopper.wide_tile(cfg, 16384, 385, 4096, 132) == cfg  # 385 columns: two tiles either way
     assert hopper.wide_tile(cfg, 16384, 256, 4096, 132) == cfg  # one 256-wide tile column already
@@ -2341,8 +2335,9 @@ def test_wide_tile_in_the_transposed_product(dtype, monkeypatch):
         direct = hopper.choose_config(m, n, k, dtype, 132, **hopper.rows_flags([a], [b]))
         return hopper._swap_config([a], [b], direct, _FakeArray((m, n), (2 * n, 2)), m, n, k, dtype, 132, False)
 
-    for (m, n, k), width, policy in (((304, 14568, 6256), 320, "streamk"), ((544, 8088, 5824), 288, "static"),
-                                     ((288, 15024, 15168), 288, "streamk")):  # 114, 128, 118 tiles
+    for (m, n, k), width, policy in (((304, 14568, 6256), 320, "static"), ((544, 8088, 5824), 288, "static"),
+                                     ((288, 15024, 15168), 288, "static"),  # 114, 128, 118 tiles
+                                     ((264, 11816, 13040), 288, "streamk")):  # 93: 0.70 of a wave
         cfg = swapped(m, n, k, (2 * k, 2))
         assert (cfg.tile_n, cfg.stages, cfg.epilogue, cfg.policy) == (width, 3, "columns", policy), (m, n, k)
         assert cfg.smem_bytes <= hopper.SMEM_LIMIT
