@@ -321,12 +321,12 @@ WIDE_MAX_N = 768
 WIDE_MIN_K = 2048
 WIDE_FILL = 0.7
 # ... static where they fill at least WIDE_SK_FILL of the wave, else stream-K (the owner fix-up).
-# On the H200 (RESULTS.md, thirty-seventh session, × cuBLAS, fp16): at 0.70-0.71 of a wave ahead of
-# static on four of four (12032x280x8192, B copied before the timing, 0.98 -> 1.05; 264x11816x13040
-# transposed 0.72 -> 0.77; 11832x344x11312 drawn, fp16 / bf16 0.78 -> 0.85 / 0.64 -> 0.66); from
-# 0.77 of a wave behind in 7 of 8 runs on four drawn sizes (14896x272x2464, 0.89 of a wave: 0.79 ->
-# 0.56), at 0.83 level (16384x264x4096 copied before the timing) or ahead (280x14080x5120
-# transposed, 0.77 -> 0.81); 0: never
+# On the H200 (RESULTS.md, thirty-seventh session, × cuBLAS): at 0.70-0.74 of a wave stream-K led
+# static in 14 of 18 runs (12032x280x8192, B copied before the timing, 0.98 -> 1.05; narrow-M
+# products run transposed all six drawn runs ahead, 264x12432x15712 0.73 -> 0.79; behind by
+# 0.01-0.03 on 11872x272x5096 and 11920x352x4544); from 0.77 of a wave behind in 7 of 8 runs on four
+# drawn sizes (14896x272x2464, 0.89 of a wave: 0.79 -> 0.56), at 0.83 level (14080x264x4096) or
+# ahead (280x14080x5120 transposed, 0.77 -> 0.81); 0: never
 WIDE_SK_FILL = 0.75
 # ... and in the transposed product (``_swap_config``) over a row-major A, with the columns
 # epilogue (whose buffers leave room for three stages): 288 and 320 only (384 not measured there),
