@@ -1051,7 +1051,17 @@ def wide_tile(cfg: HopperConfig, m: int, n: int, k: int, sms: int, tiles=None) -
 
 def k_major_pick(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
     """What ``gemm_parts`` runs where it picked ``cfg`` and reads B K-major: wide tiles
-    (``wide_tile``), else an exact width with as many tile columns (``exact_width``)."""
+    (``wide_tile``), else an exact width with as many tile columns (``exact_width``).  Cached:
+    each call of ``gemm`` on such a B asks it once or twice, and a config's ``replace`` (its
+    checks) costs about as much as the rest of the decision."""
+    return _k_major_cached(cfg, m, n, k, sms, (WIDE_TILES, WIDE_MAX_N, WIDE_MIN_K, WIDE_FILL, WIDE_SK_FILL,
+                                               EXACT_WIDTHS, EXACT_MAX_N))
+
+
+@functools.lru_cache(maxsize=1024)
+def _k_major_cached(cfg: HopperConfig, m: int, n: int, k: int, sms: int, limits) -> HopperConfig:
+    """``k_major_pick``'s answer (``limits``: the constants ``wide_tile`` and ``exact_width`` read,
+    so that a changed one is not answered from the cache)."""
     return exact_width(wide_tile(cfg, m, n, k, sms), n)
 
 
