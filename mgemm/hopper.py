@@ -413,7 +413,8 @@ B_K_MAJOR: tuple[int, int, int, float] | None = (640, 4096, 2048, 5e9)
 # width it runs in place (``k_major_copy_config``)?  Not by default: such rows read in place at
 # 0.92-0.95 of cuBLAS on 4200x480x5760 (128 wide either way), where the copy made it 0.79-0.83
 # (RESULTS.md, thirty-seventh session); where the copy's tiles are narrower (5000x416x6000: 160 in
-# place, 144 on the copy) it still pays (0.83 -> 0.97)
+# place, 144 on the copy) it still pays (0.83 -> 0.97); on five sizes drawn where this decides,
+# level (geomean fp16 0.79 -> 0.80, bf16 0.785 -> 0.787; per size -0.05..+0.04)
 K_MAJOR_SAME_WIDTH_ON_64 = False
 # 16-bit products whose heuristic configs, for C and for its transpose C^T = B^T A^T (N x M x K),
 # are both cooperative with the staged epilogue, the transposed one on the direct one's cluster
@@ -1054,8 +1055,14 @@ def k_major_pick(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperC
     (``wide_tile``), else an exact width with as many tile columns (``exact_width``).  Cached:
     each call of ``gemm`` on such a B asks it once or twice, and a config's ``replace`` (its
     checks) costs about as much as the rest of the decision."""
-    return _k_major_cached(cfg, m, n, k, sms, (WIDE_TILES, WIDE_MAX_N, WIDE_MIN_K, WIDE_FILL, WIDE_SK_FILL,
-                                               EXACT_WIDTHS, EXACT_MAX_N))
+    return _k_major_cached(cfg, m, n, k, sms, (WIDE_TILES, *_wide_limits(), EXACT_WIDTHS, EXACT_MAX_N))
+
+
+def _wide_limits() -> tuple:
+    """The constants besides the tile table that ``wide_tile`` reads: part of the caches' keys
+    over its answers (``_k_major_cached``, ``_swap_cached``), so a changed one is not answered
+    from them."""
+    return WIDE_MAX_N, WIDE_MIN_K, WIDE_FILL, WIDE_SK_FILL
 
 
 @functools.lru_cache(maxsize=1024)
@@ -1128,8 +1135,8 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
         return None
     wide = (SWAP_WIDE_TILES if k >= SWAP_WIDE_MIN_K and all(a_p.strides[1] == a_p.itemsize for a_p in a_parts)
             else None)
-    limits = (WIDE_MAX_N, WIDE_MIN_K, WIDE_FILL, WIDE_SK_FILL) if wide else None
-    return _swap_cached(direct, m, n, k, dtype, sms, allow_tf32, SWAP_MARGIN, wide, limits,
+    return _swap_cached(direct, m, n, k, dtype, sms, allow_tf32, SWAP_MARGIN, wide,
+                        _wide_limits() if wide else None,
                         **rows_flags([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts]))
 
 
@@ -1139,8 +1146,7 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
     """``_swap_config``'s answer once the transposed operands' row flags are known (``margin``:
     the ``SWAP_MARGIN`` that ``swap_pays`` reads, so that a changed one is not answered from the
     cache; ``wide``: the wide tiles the transposed product may take, or None; ``limits``: for the
-    same reason, the ``wide_tile`` constants that may change its answer: ``WIDE_MAX_N``,
-    ``WIDE_MIN_K``, ``WIDE_FILL`` and ``WIDE_SK_FILL``)."""
+    same reason, ``_wide_limits()`` where ``wide``)."""
     swapped = _choose_cached(n, m, k, dtype, sms, allow_tf32, **flags)
     if not swap_pays(direct, swapped, m, n):
         return None
@@ -2210,8 +2216,8 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
                        out=out.T, config=swapped, sms=sms, as_dtype=as_dtype)
             return out
     if (flags is not None and not (debug or timeline) and kind in ("float16", "bfloat16") and k
-            and copies_b_k_major(b_parts, m, n, config, sms, flags["a_rows_off_128"])):  # not transposed: B copied K-major, the config
-        # picked for the copy
+            and copies_b_k_major(b_parts, m, n, config, sms, flags["a_rows_off_128"])):
+        # not transposed: B copied K-major, the config picked for the copy
         return gemm_parts(a_parts, [_k_major_copy(cp, b_p) for b_p in b_parts], c, alpha=alpha,
                           beta=beta, out=out, allow_tf32=allow_tf32, sms=sms, as_dtype=as_dtype,
                           out_dtype=out_dtype, tune=tune)
