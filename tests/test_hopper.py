@@ -2349,6 +2349,24 @@ def test_wide_tile_in_the_transposed_product(dtype, monkeypatch):
     assert swapped(304, 14568, 6256, (2 * 6256, 2)).tile_n <= 256
 
 
+def test_wide_tile_caches_follow_the_constants(monkeypatch):
+    """``k_major_pick`` and the transposed product's config are cached; a changed ``wide_tile``
+    constant is not answered from those caches (the benchmarks' ``--prior`` compares both)."""
+    cfg = HopperConfig(input="float16", tile_n=160, stages=4, epilogue="staged", policy="streamk")
+    a, b = _FakeArray((264, 13040), (2 * 13040, 2)), _FakeArray((13040, 11816), (2 * 11816, 2))
+    out = _FakeArray((264, 11816), (2 * 11816, 2))
+
+    def picks():
+        direct = hopper.choose_config(264, 11816, 13040, "float16", 132, **hopper.rows_flags([a], [b]))
+        swapped = hopper._swap_config([a], [b], direct, out, 264, 11816, 13040, "float16", 132, False)
+        return hopper.k_major_pick(cfg, 12032, 280, 8192, 132).policy, (swapped.tile_n, swapped.policy)
+    assert picks() == ("streamk", (288, "streamk"))  # 94 and 93 tiles: 0.71 and 0.70 of a wave
+    monkeypatch.setattr(hopper, "WIDE_SK_FILL", 0)
+    assert picks() == ("static", (288, "static"))
+    monkeypatch.setattr(hopper, "WIDE_FILL", 0.8)
+    assert picks()[0] == "streamk" and picks()[1][0] <= 256  # not wide: the config's own policy
+
+
 def test_wide_tile_rule_off(monkeypatch):
     cfg = HopperConfig(input="bfloat16", tile_n=192, stages=4, epilogue="staged", policy="streamk")
     monkeypatch.setattr(hopper, "WIDE_TILES", None)
