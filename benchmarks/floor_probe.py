@@ -2,7 +2,8 @@
 kernel beside cuBLAS and an empty CuPy kernel, all timed in turns as GPU time (L2 flush, a spin
 that hides the host path, CUDA events, median).  What is left on a 1-tile product is the
 launch's fixed cost: getting the CTAs onto the SMs (shared-memory carve-out, 384 threads with
-``setmaxnreg``), the prologue (barriers, descriptor prefetch) and the exit.  Variants of the
+``setmaxnreg``), the prologue (barriers, descriptor prefetch) and the exit; an empty kernel
+holding 200 KB of shared memory shows what the carve-out switch alone costs.  Variants of the
 Hopper config separate the parts: fewer stages (less shared memory), ``per_tile``.
 
     python3 benchmarks/floor_probe.py [--reps 20] [MxNxK ...]
@@ -23,6 +24,11 @@ import numpy as np  # noqa: E402
 from mgemm import hopper, kernels  # noqa: E402
 
 EMPTY = cp.RawKernel(r'extern "C" __global__ void mgemm_empty() {}', "mgemm_empty")
+# The same empty kernel holding as much dynamic shared memory as the Hopper kernel's ring, so the
+# SMs must switch their shared-memory carve-out from the L2 flush's to the GEMM's on every launch.
+EMPTY_SMEM = cp.RawKernel(r'extern "C" __global__ void mgemm_empty_smem() { extern __shared__ char s[]; }',
+                          "mgemm_empty_smem")
+SMEM_BYTES = 200 * 1024
 
 
 def main(argv=None):
@@ -33,6 +39,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     rng = np.random.default_rng(0)
     sms = hopper.device_sms()
+    EMPTY_SMEM.max_dynamic_shared_size_bytes = SMEM_BYTES
     print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {sms} SMs; GPU time, median "
           f"of {args.reps}, in turns", flush=True)
     for spec in args.cases:
@@ -47,6 +54,7 @@ def main(argv=None):
         outs = {name: cp.empty((m, n), dtype=cp.float16) for name in [*variants, "cuBLAS", "portable"]}
         fns = {"empty": lambda: EMPTY((1,), (32,), ()),
                "empty-132x384": lambda: EMPTY((sms,), (384,), ()),
+               "empty-132x384-smem": lambda: EMPTY_SMEM((sms,), (384,), (), shared_mem=SMEM_BYTES),
                "cuBLAS": h.cublas_fn(a, b, "float16", outs["cuBLAS"]),
                "portable": lambda: kernels.gemm(a, b, out=outs["portable"])}
         for name, c in variants.items():
