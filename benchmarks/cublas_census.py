@@ -276,11 +276,25 @@ def main(argv=None):
                     pick += ", B copied K-major"
             print(f"  {spec:>16} {label:>10} {1e3 * ms[label]:8.2f} us {flops / ms[label] / 1e9:6.1f} TFLOP/s"
                   f" x cuBLAS {ms['cuBLAS'] / ms[label]:.2f} | {pick}", flush=True)
+        if callers:  # what the callers' calls launch, beside the heuristic's config as given
+            for label in ("hopper", *callers):
+                print(f"  {spec:>16} {label:>10} launches "
+                      f"{'; '.join(repr(cfg) for cfg in launched_configs(fns[label]))}", flush=True)
         for name, (cfg, sms_cap) in configs.items():
             plan = hopper.launch_info(ops[name][0].shape, ops[name][1].shape, cfg, sms=sms_cap)
             print(f"  {spec:>16} {name:>10} {1e3 * ms[name]:8.2f} us {flops / ms[name] / 1e9:6.1f} TFLOP/s"
                   f" x cuBLAS {ms['cuBLAS'] / ms[name]:.2f} | {cfg} | tiles {plan.tiles} grid {plan.grid}",
                   flush=True)
+
+
+def launched_configs(fn) -> list:
+    """The configs one call of ``fn`` launches the Hopper kernel with (``hopper._launch_setup``'s,
+    specialized to the operands): what a caller's call runs, beside the configs timed by name."""
+    real, taken = hopper._launch_setup, []
+    with mock.patch.object(hopper, "_launch_setup", lambda config, *a: taken.append(config) or real(config, *a)):
+        fn()
+    cp.cuda.Device().synchronize()
+    return taken
 
 
 def patched(constants: dict):

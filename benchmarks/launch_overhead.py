@@ -1,12 +1,14 @@
 """Host time per call of mgemm's kernel launchers beside cuBLAS, on a product small enough that
 the GPU is never the limit: the Python cost a small or skewed product pays on every call.
 
-    python3 benchmarks/launch_overhead.py [--calls 300] [--profile] [--steps]
+    python3 benchmarks/launch_overhead.py [--calls 300] [--profile] [--steps] [--shape MxNxK]
 
 ``--profile`` also prints where the Python time of each mgemm launcher goes (cProfile, top 30);
 ``--steps`` times the stages of one ``kernels.gemm`` launch on their own (argument checks, operand
 layout, kernel lookup, scratch, argument tuple, the launch itself through ``RawKernel`` and
-through its ``Function``).
+through its ``Function``).  ``--shape MxNxK`` times ``cupy.matmul`` and ``hopper.gemm`` (as a caller
+gets it) on row-major float16 operands of that shape instead: the host path of a product whose B
+``hopper.gemm`` copies K-major or runs transposed (``--profile`` for where it goes).
 """
 
 from __future__ import annotations
@@ -36,18 +38,17 @@ def per_call_us(fn, calls: int) -> float:
 
 def main() -> None:
     calls = int(sys.argv[sys.argv.index("--calls") + 1]) if "--calls" in sys.argv else 300
-    a = cp.random.standard_normal((256, 256), dtype=cp.float32).astype(cp.float16)
-    b = cp.random.standard_normal((256, 256), dtype=cp.float32).astype(cp.float16)
-    out = cp.empty((256, 256), dtype=cp.float16)
-    rows = {"cupy.matmul (cuBLAS)": lambda: cp.matmul(a, b, out=out),
-            "mgemm.kernels.gemm (portable)": lambda: kernels.gemm(a, b, out=out)}
-    for policy in ("static", "streamk", "dynamic"):
-        cfg = kernels.KernelConfig.default("float16", policy=policy)
-        rows[f"mgemm.kernels.gemm {policy}"] = lambda cfg=cfg: kernels.gemm(a, b, out=out, config=cfg)
-    if hopper.supported():
+    m, n, k = (map(int, sys.argv[sys.argv.index("--shape") + 1].split("x")) if "--shape" in sys.argv
+               else (256, 256, 256))
+    a = cp.random.standard_normal((m, k), dtype=cp.float32).astype(cp.float16)
+    b = cp.random.standard_normal((k, n), dtype=cp.float32).astype(cp.float16)
+    out = cp.empty((m, n), dtype=cp.float16)
+    rows = {"cupy.matmul (cuBLAS)": lambda: cp.matmul(a, b, out=out)}
+    if "--shape" in sys.argv:
         rows["mgemm.hopper.gemm"] = lambda: hopper.gemm(a, b, out=out)
-        cfg = hopper.HopperConfig(input="float16", policy="streamk")
-        rows["mgemm.hopper.gemm streamk"] = lambda: hopper.gemm(a, b, out=out, config=cfg)
+        calls = min(calls, 100)  # larger products: keep the launch queue from filling
+    else:
+        rows.update(portable_rows(a, b, out))
     for name, fn in rows.items():
         print(f"{name:>32}: {per_call_us(fn, calls):7.1f} µs of host time per call", flush=True)
     if "--profile" in sys.argv:
@@ -64,8 +65,22 @@ def main() -> None:
             cp.cuda.Device().synchronize()
             print(f"\n=== {name}: {calls} calls")
             pstats.Stats(prof).sort_stats("tottime").print_stats(30)
-    if "--steps" in sys.argv:
+    if "--steps" in sys.argv and "--shape" not in sys.argv:
         steps(a, b, out, calls)
+
+
+def portable_rows(a, b, out) -> dict:
+    """The 256³ rows: the portable kernel on its heuristic's config and on each policy, the
+    Hopper kernel on its heuristic's and on stream-K."""
+    rows = {"mgemm.kernels.gemm (portable)": lambda: kernels.gemm(a, b, out=out)}
+    for policy in ("static", "streamk", "dynamic"):
+        cfg = kernels.KernelConfig.default("float16", policy=policy)
+        rows[f"mgemm.kernels.gemm {policy}"] = lambda cfg=cfg: kernels.gemm(a, b, out=out, config=cfg)
+    if hopper.supported():
+        rows["mgemm.hopper.gemm"] = lambda: hopper.gemm(a, b, out=out)
+        cfg = hopper.HopperConfig(input="float16", policy="streamk")
+        rows["mgemm.hopper.gemm streamk"] = lambda: hopper.gemm(a, b, out=out, config=cfg)
+    return rows
 
 
 def steps(a, b, out, calls: int) -> None:
