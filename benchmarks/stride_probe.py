@@ -58,8 +58,9 @@ def main(argv=None) -> int:
                          "cuBLAS, hopper.gemm as a caller gets it ('auto'), the transposed product on "
                          "its config ('swapped') and on these changes to it")
     ap.add_argument("--swap-pad", action="store_true",
-                    help="with --swap-variant: also cuBLAS and the transposed product on the same values "
-                         "held in rows padded to 128 bytes ('cuBLAS-pad', 'swapped-pad')")
+                    help="with --swap-variant: also the transposed product on its config with the same "
+                         "values held in rows padded to 128 bytes: A's and B's ('swapped-pad'), A's "
+                         "('swapped-padA'), B's ('swapped-padB')")
     ap.add_argument("--b-col", action="store_true",
                     help="B column-major (K-major, its rows of K off 128 bytes where K is off 64 "
                          "elements): the heuristic's config, the same without clusters, and static "
@@ -154,18 +155,6 @@ def k_major_variants(args, rng) -> int:
     return 0
 
 
-def _once(make):
-    """A function of the output buffer that builds its call with ``make(out)`` the first time and
-    then only calls it (the output is the same buffer every time)."""
-    made = []
-
-    def call(out):
-        if not made:
-            made.append(make(out))
-        return made[0]()
-    return call
-
-
 def swap_variants(args, rng) -> int:
     """``--swap-variant``: a product ``hopper.gemm`` runs as B^T A^T into the output's transposed
     view (``_swap_config``): that transposed product on its own config ("swapped") and on the given
@@ -189,9 +178,10 @@ def swap_variants(args, rng) -> int:
                          hopper.gemm(pc.b.T, pc.a.T, out=out.T, config=cfg, as_dtype=pc.as_dtype))
         if args.swap_pad:  # the same values on rows padded to 128 bytes: what the rows' offsets cost
             a_pad, b_pad = padded(pc.a), padded(pc.b)
-            fns["cuBLAS-pad"] = _once(lambda out: h.cublas_fn(a_pad, b_pad, args.dtype, out))
-            fns["swapped-pad"] = (lambda out: hopper.gemm(b_pad.T, a_pad.T, out=out.T, config=base,
-                                                          as_dtype=pc.as_dtype))
+            for name, (a, b) in {"swapped-pad": (a_pad, b_pad), "swapped-padA": (a_pad, pc.b),
+                                 "swapped-padB": (pc.a, b_pad)}.items():
+                fns[name] = (lambda out, a=a, b=b: hopper.gemm(b.T, a.T, out=out.T, config=base,
+                                                               as_dtype=pc.as_dtype))
         ms = timed_configs(pc, args, pc.b, pc.b, {}, fns)
         ratios = " ".join(f"{name} {ms['cuBLAS'] / ms[name]:.2f}" for name in fns)
         print(f"  {spec:>16} cuBLAS {2.0 * m * n * k / ms['cuBLAS'] / 1e9:6.1f} TFLOP/s | x cuBLAS {ratios} | "
