@@ -333,6 +333,12 @@ WIDE_SK_FILL = 0.75
 # K above 64 k-steps (SWAP_WIDE_MIN_K: at K of 2080-4096 three of four such products lost)
 SWAP_WIDE_TILES: tuple[tuple[int, int, str], ...] | None = ((288, 3, "columns"), (320, 3, "columns"))
 SWAP_WIDE_MIN_K = 4097
+# The transposed product copies a row-major A (its B, read K-major) into rows padded to 128 bytes
+# where A's rows are off 128 bytes and N has at least this many columns (``pads_a_for_swap``):
+# rows that straddle 128-byte lines held narrow-M products at 0.61-0.75 of cuBLAS where padded
+# rows reached 0.78-0.98 (536x7160x9736 0.64 -> 0.89; RESULTS.md, thirty-eighth session), and the
+# copy moves 4 M K bytes, about 400 / N of the product's time; None: never
+SWAP_PAD_A_MIN_N: int | None = 4096
 SK_OVERHEAD = (1.2, 1.6)
 # ... over at most this many static waves, the config's and the cheapest width's (4 until the
 # twenty-seventh session: then, e.g., 12 waves of 128-wide tiles stayed where 8 of 192 were 0.15
@@ -1153,6 +1159,21 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
     if wide:
         swapped = wide_tile(swapped, n, m, k, sms, wide)
     return swapped.replace(epilogue="columns")
+
+
+def pads_a_for_swap(a_parts, n: int, a_rows_off_128: bool) -> bool:
+    """Whether ``gemm_parts``, running a product of ``n`` columns transposed, first copies its A
+    parts into rows padded to 128 bytes (``SWAP_PAD_A_MIN_N``): every part row-major (rows of K,
+    which the transposed product reads K-major) and their rows, as ``rows_flags`` says
+    (``a_rows_off_128``), not all on 128-byte lines.  Shapes and strides only.
+
+    >>> import types
+    >>> a = types.SimpleNamespace(shape=(536, 9736), strides=(19472, 2), itemsize=2)
+    >>> pads_a_for_swap([a], 7160, True), pads_a_for_swap([a], 2048, True), pads_a_for_swap([a], 7160, False)
+    (True, False, False)
+    """
+    return (SWAP_PAD_A_MIN_N is not None and a_rows_off_128 and n >= SWAP_PAD_A_MIN_N
+            and all(a_p.strides[1] == a_p.itemsize for a_p in a_parts if a_p.shape[1]))
 
 
 def b_rows_off(b_parts, boundary: int = 32) -> bool:
@@ -2154,7 +2175,8 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
     ``tune=True`` (float16 and bfloat16, no ``config``): the config ``mgemm.tune`` timed fastest
     for this kind of product, tuning it on these operands the first time.  Where the heuristic
     picks and ``beta == 0``, a 16-bit product whose transpose tiles better (``swap_pays``) runs as
-    B^T A^T into ``out``'s transposed view; where it does not, 16-bit B parts that
+    B^T A^T into ``out``'s transposed view, A first copied into rows padded to 128 bytes where
+    ``pads_a_for_swap``; where it does not, 16-bit B parts that
     ``copies_b_k_major`` names are copied K-major and the config is picked for the copies.  Where
     the heuristic picks and B is read K-major (in place or as that copy), its tiles may span a
     narrow N (``wide_tile``) or take an exact width with as many tile columns (``exact_width``).
@@ -2212,6 +2234,10 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
     if flags is not None and not (debug or timeline) and beta == 0 and kind in ("float16", "bfloat16") and k:
         swapped = _swap_config(a_parts, b_parts, config, out, m, n, k, kind, sms, allow_tf32)
         if swapped is not None:  # C^T = B^T A^T, written through out's transposed view
+            if pads_a_for_swap(a_parts, n, flags["a_rows_off_128"]):  # A's rows onto 128-byte lines
+                a_parts = [_padded_copy(cp, a_p, 128 // a_p.itemsize)[:, :a_p.shape[1]] if a_p.shape[1] else a_p
+                           for a_p in a_parts]
+                swapped = _swap_config(a_parts, b_parts, config, out, m, n, k, kind, sms, allow_tf32) or swapped
             gemm_parts([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts], alpha=alpha,
                        out=out.T, config=swapped, sms=sms, as_dtype=as_dtype)
             return out

@@ -2393,6 +2393,74 @@ def test_wide_tile_where_gemm_runs_the_transpose(kind, m, n, k, width, monkeypat
     assert len(taken) == 1 and taken[0].tile_n <= 256 and taken[0].epilogue == "columns"
 
 
+def test_pads_a_for_swap_rule(monkeypatch):
+    """``pads_a_for_swap``: row-major A parts whose rows are off 128 bytes under at least
+    ``SWAP_PAD_A_MIN_N`` columns; not a column-major A (the transposed product reads it MN-major),
+    not where the rows are on 128-byte lines, not with the rule off.  The flag is ``rows_flags``'."""
+    row_major = _FakeArray((536, 4200), (8400, 2))
+    flags = hopper.rows_flags([row_major], [_FakeArray((4200, 7160), (14320, 2))])
+    assert flags["a_rows_off_128"]
+    assert hopper.pads_a_for_swap([row_major], 7160, flags["a_rows_off_128"])
+    assert hopper.pads_a_for_swap([row_major, _FakeArray((536, 0), (0, 2))], 7160, True)  # empty parts skipped
+    assert not hopper.pads_a_for_swap([row_major], hopper.SWAP_PAD_A_MIN_N - 8, True)
+    assert not hopper.pads_a_for_swap([_FakeArray((536, 4200), (2, 1072))], 7160, True)  # column-major
+    assert not hopper.rows_flags([_FakeArray((536, 4224), (8448, 2))], [_FakeArray((4224, 7160), (14320, 2))])[
+        "a_rows_off_128"]
+    monkeypatch.setattr(hopper, "SWAP_PAD_A_MIN_N", None)
+    assert not hopper.pads_a_for_swap([row_major], 7160, True)
+
+
+@pytest.fixture
+def a_pads(monkeypatch):
+    """The shapes of every operand ``gemm_parts`` copies into padded rows (``_padded_copy``), in
+    order: where the transposed product reads its operands in place, only A's parts."""
+    real, taken = hopper._padded_copy, []
+    monkeypatch.setattr(hopper, "_padded_copy", lambda cp_, src, row: taken.append(src.shape) or real(cp_, src, row))
+    return taken
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("m,n,k", [(536, 7160, 4200), (280, 12104, 4504)])
+def test_transposed_product_pads_a(kind, m, n, k, monkeypatch, launched, a_pads):
+    """A narrow M over a row-major A whose rows are off 128 bytes, which ``gemm_parts`` runs as
+    B^T A^T: A copied into padded rows first (``pads_a_for_swap``), the transposed product's
+    columns epilogue, and the right product (poisoned output); with ``SWAP_PAD_A_MIN_N`` off, A
+    read in place and the same product."""
+    if hopper.device_sms() != 132:
+        pytest.skip("the shapes are picked where gemm runs the transpose on 132 SMs")
+    _check(m, n, k, kind, None, seed=m + k)
+    assert a_pads == [(m, k)]
+    assert [c.epilogue for c in launched] == ["columns"]
+    a_pads.clear()
+    launched.clear()
+    monkeypatch.setattr(hopper, "SWAP_PAD_A_MIN_N", None)
+    _check(m, n, k, kind, None, seed=m + k + 1)
+    assert not a_pads and [c.epilogue for c in launched] == ["columns"]
+
+
+@pytest.mark.gpu
+@needs_sm90
+def test_transposed_product_pads_a_in_parts(a_pads):
+    """Each non-empty K part of such an A is padded; the parts still add up."""
+    rng = np.random.default_rng(12)
+    m, n, ks = 536, 7160, (2104, 0, 2096)
+    a_parts, b_parts, ref = [], [], 0
+    for k in ks:
+        a, a64 = rand_operand((m, k), "float16", rng)
+        b, b64 = rand_operand((k, n), "float16", rng)
+        a_parts.append(a), b_parts.append(b)
+        ref = ref + a64 @ b64
+    out = poisoned((m, n), "float16")
+    hopper.gemm_parts(a_parts, b_parts, out=out)
+    if hopper.device_sms() == 132:
+        assert a_pads == [(m, k) for k in ks if k]
+    got = as_float64(out)
+    assert not bool(cp.isnan(got).any())
+    assert float(cp.linalg.norm(got - ref) / cp.linalg.norm(ref)) < BOUNDS["float16"]
+
+
 @pytest.mark.gpu
 @needs_sm90
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
