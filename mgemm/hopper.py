@@ -333,6 +333,10 @@ WIDE_SK_FILL = 0.75
 # K above 64 k-steps (SWAP_WIDE_MIN_K: at K of 2080-4096 three of four such products lost)
 SWAP_WIDE_TILES: tuple[tuple[int, int, str], ...] | None = ((288, 3, "columns"), (320, 3, "columns"))
 SWAP_WIDE_MIN_K = 4097
+# ... on 2 x 1 clusters (cluster_m = 2: a tile column's two CTAs multicast their B, the rows of A):
+# on four narrow-M products with A's and B's rows off 128 bytes, 0.64-0.73 of cuBLAS on single
+# CTAs against 0.77-0.88 on the clusters (RESULTS.md, thirty-eighth session); 1: single CTAs
+SWAP_WIDE_CLUSTER_M = 2
 # The transposed product copies a row-major A (its B, read K-major) into rows padded to 128 bytes
 # where A's rows are off 128 bytes and N has at least this many columns (``pads_a_for_swap``):
 # rows that straddle 128-byte lines held narrow-M products at 0.61-0.75 of cuBLAS where padded
@@ -1142,7 +1146,7 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
     wide = (SWAP_WIDE_TILES if k >= SWAP_WIDE_MIN_K and all(a_p.strides[1] == a_p.itemsize for a_p in a_parts)
             else None)
     return _swap_cached(direct, m, n, k, dtype, sms, allow_tf32, SWAP_MARGIN, wide,
-                        _wide_limits() if wide else None,
+                        (*_wide_limits(), SWAP_WIDE_CLUSTER_M) if wide else None,
                         **rows_flags([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts]))
 
 
@@ -1152,12 +1156,15 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
     """``_swap_config``'s answer once the transposed operands' row flags are known (``margin``:
     the ``SWAP_MARGIN`` that ``swap_pays`` reads, so that a changed one is not answered from the
     cache; ``wide``: the wide tiles the transposed product may take, or None; ``limits``: for the
-    same reason, ``_wide_limits()`` where ``wide``)."""
+    same reason, ``_wide_limits()`` and ``SWAP_WIDE_CLUSTER_M`` where ``wide``).  Wide tiles go
+    on clusters of ``SWAP_WIDE_CLUSTER_M`` x 1 CTAs."""
     swapped = _choose_cached(n, m, k, dtype, sms, allow_tf32, **flags)
     if not swap_pays(direct, swapped, m, n):
         return None
     if wide:
         swapped = wide_tile(swapped, n, m, k, sms, wide)
+        if swapped.wide and SWAP_WIDE_CLUSTER_M > 1:
+            swapped = swapped.replace(cluster_m=SWAP_WIDE_CLUSTER_M)
     return swapped.replace(epilogue="columns")
 
 

@@ -2359,10 +2359,13 @@ def test_wide_tile_caches_follow_the_constants(monkeypatch):
     def picks():
         direct = hopper.choose_config(264, 11816, 13040, "float16", 132, **hopper.rows_flags([a], [b]))
         swapped = hopper._swap_config([a], [b], direct, out, 264, 11816, 13040, "float16", 132, False)
-        return hopper.k_major_pick(cfg, 12032, 280, 8192, 132).policy, (swapped.tile_n, swapped.policy)
-    assert picks() == ("streamk", (288, "streamk"))  # 94 and 93 tiles: 0.71 and 0.70 of a wave
+        return hopper.k_major_pick(cfg, 12032, 280, 8192, 132).policy, (swapped.tile_n, swapped.policy,
+                                                                          swapped.cluster_m)
+    assert picks() == ("streamk", (288, "streamk", 2))  # 94 and 93 tiles: 0.71 and 0.70 of a wave
+    monkeypatch.setattr(hopper, "SWAP_WIDE_CLUSTER_M", 1)
+    assert picks() == ("streamk", (288, "streamk", 1))
     monkeypatch.setattr(hopper, "WIDE_SK_FILL", 0)
-    assert picks() == ("static", (288, "static"))
+    assert picks() == ("static", (288, "static", 1))
     monkeypatch.setattr(hopper, "WIDE_FILL", 0.8)
     assert picks()[0] == "streamk" and picks()[1][0] <= 256  # not wide: the config's own policy
 
@@ -2380,13 +2383,19 @@ def test_wide_tile_rule_off(monkeypatch):
 def test_wide_tile_where_gemm_runs_the_transpose(kind, m, n, k, width, monkeypatch):
     """A narrow M over a row-major A, which ``gemm_parts`` runs as B^T A^T into the output's
     transposed view: wide tiles with the columns epilogue, and the right product (poisoned output);
-    with ``SWAP_WIDE_TILES`` off, at most 256 wide, the same product."""
+    on single CTAs (``SWAP_WIDE_CLUSTER_M = 1``) the same; with ``SWAP_WIDE_TILES`` off, at most 256
+    wide, the same product."""
     if hopper.device_sms() != 132:
         pytest.skip("the shapes are picked where wide tiles fill 0.7 of a wave on 132 SMs")
     real, taken = hopper._swap_config, []
     monkeypatch.setattr(hopper, "_swap_config", lambda *a: taken.append(real(*a)) or taken[-1])
     _check(m, n, k, kind, None, seed=m + n)
-    assert [(c.tile_n, c.epilogue) for c in taken] == [(width, "columns")]
+    # (picked again on A's padded copy where A's rows are off 128 bytes: ``pads_a_for_swap``)
+    assert {(c.tile_n, c.epilogue, c.cluster_m) for c in taken} == {(width, "columns", hopper.SWAP_WIDE_CLUSTER_M)}
+    taken.clear()
+    monkeypatch.setattr(hopper, "SWAP_WIDE_CLUSTER_M", 1)
+    _check(m, n, k, kind, None, seed=m + n + 2)
+    assert {(c.tile_n, c.epilogue, c.cluster_m) for c in taken} == {(width, "columns", 1)}
     taken.clear()
     monkeypatch.setattr(hopper, "SWAP_WIDE_TILES", None)
     _check(m, n, k, kind, None, seed=m + n + 1)
