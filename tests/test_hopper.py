@@ -2419,6 +2419,19 @@ def test_pads_a_for_swap_rule(monkeypatch):
     assert not hopper.pads_a_for_swap([row_major], 7160, True)
 
 
+def _random_parts(m, n, ks, seed):
+    """float16 K parts (M x K_p of A, K_p x N of B, one pair per K_p of ``ks``) and their summed
+    product in float64."""
+    rng = np.random.default_rng(seed)
+    a_parts, b_parts, ref = [], [], 0
+    for k in ks:
+        a, a64 = rand_operand((m, k), "float16", rng)
+        b, b64 = rand_operand((k, n), "float16", rng)
+        a_parts.append(a), b_parts.append(b)
+        ref = ref + a64 @ b64
+    return a_parts, b_parts, ref
+
+
 @pytest.fixture
 def a_pads(monkeypatch):
     """The shapes of every operand ``gemm_parts`` copies into padded rows (``_padded_copy``), in
@@ -2453,14 +2466,8 @@ def test_transposed_product_pads_a(kind, m, n, k, monkeypatch, launched, a_pads)
 @needs_sm90
 def test_transposed_product_pads_a_in_parts(a_pads):
     """Each non-empty K part of such an A is padded; the parts still add up."""
-    rng = np.random.default_rng(12)
     m, n, ks = 536, 7160, (2104, 0, 2096)
-    a_parts, b_parts, ref = [], [], 0
-    for k in ks:
-        a, a64 = rand_operand((m, k), "float16", rng)
-        b, b64 = rand_operand((k, n), "float16", rng)
-        a_parts.append(a), b_parts.append(b)
-        ref = ref + a64 @ b64
+    a_parts, b_parts, ref = _random_parts(m, n, ks, seed=12)
     out = poisoned((m, n), "float16")
     hopper.gemm_parts(a_parts, b_parts, out=out)
     if hopper.device_sms() == 132:
@@ -2496,14 +2503,8 @@ def test_b_copied_k_major_matches_float64_reference(kind, m, n, k, trans_a, beta
 @needs_sm90
 def test_b_copied_k_major_in_parts(k_major_copies):
     """``gemm_parts`` copies each K part of such a B K-major: the parts still add up."""
-    rng = np.random.default_rng(11)
     m, n, ks = 8200, 304, (900, 1201)
-    a_parts, b_parts, ref = [], [], 0
-    for k in ks:
-        a, a64 = rand_operand((m, k), "float16", rng)
-        b, b64 = rand_operand((k, n), "float16", rng)
-        a_parts.append(a), b_parts.append(b)
-        ref = ref + a64 @ b64
+    a_parts, b_parts, ref = _random_parts(m, n, ks, seed=11)
     cfg = hopper.choose_config(m, n, sum(ks), "float16", hopper.device_sms(), **hopper.rows_flags(a_parts, b_parts))
     if not hopper.copies_b_k_major(b_parts, m, n, cfg, hopper.device_sms(),
                                    hopper.rows_flags(a_parts, b_parts)["a_rows_off_128"]):
