@@ -333,16 +333,17 @@ WIDE_SK_FILL = 0.75
 # K above 64 k-steps (SWAP_WIDE_MIN_K: at K of 2080-4096 three of four such products lost)
 SWAP_WIDE_TILES: tuple[tuple[int, int, str], ...] | None = ((288, 3, "columns"), (320, 3, "columns"))
 SWAP_WIDE_MIN_K = 4097
-# ... on 2 x 1 clusters (cluster_m = 2: a tile column's two CTAs multicast their B, the rows of A):
-# on four narrow-M products with A's and B's rows off 128 bytes, 0.64-0.73 of cuBLAS on single
-# CTAs against 0.77-0.88 on the clusters (RESULTS.md, thirty-eighth session); 1: single CTAs
+# ... on 2 x 1 clusters (cluster_m = 2: a tile column's two CTAs multicast their B, the rows of A,
+# whose offsets from 128-byte lines held these products back): on four narrow-M products with
+# A's and B's rows off 128 bytes, 0.64-0.73 of cuBLAS on single CTAs against 0.77-0.88 on the
+# clusters (RESULTS.md, thirty-eighth session); 1: single CTAs
 SWAP_WIDE_CLUSTER_M = 2
-# The transposed product copies a row-major A (its B, read K-major) into rows padded to 128 bytes
-# where A's rows are off 128 bytes and N has at least this many columns (``pads_a_for_swap``):
-# rows that straddle 128-byte lines held narrow-M products at 0.61-0.75 of cuBLAS where padded
-# rows reached 0.78-0.98 (536x7160x9736 0.64 -> 0.89; RESULTS.md, thirty-eighth session), and the
-# copy moves 4 M K bytes, about 400 / N of the product's time; None: never
-SWAP_PAD_A_MIN_N: int | None = 4096
+# The transposed product may copy a row-major A (its B, read K-major) into rows padded to 128
+# bytes where A's rows are off 128 bytes and N has at least this many columns (``pads_a_for_swap``;
+# the copy moves 4 M K bytes, about 400 / N of the product's time).  On single CTAs it took six
+# narrow-M products from 0.64-0.73 of cuBLAS to 0.76-0.86, but the 2 x 1 clusters above gain as
+# much without the copy and lose 0.01-0.06 with it (RESULTS.md, thirty-eighth session); None: never
+SWAP_PAD_A_MIN_N: int | None = None
 SK_OVERHEAD = (1.2, 1.6)
 # ... over at most this many static waves, the config's and the cheapest width's (4 until the
 # twenty-seventh session: then, e.g., 12 waves of 128-wide tiles stayed where 8 of 192 were 0.15
@@ -1176,7 +1177,11 @@ def pads_a_for_swap(a_parts, n: int, a_rows_off_128: bool) -> bool:
 
     >>> import types
     >>> a = types.SimpleNamespace(shape=(536, 9736), strides=(19472, 2), itemsize=2)
-    >>> pads_a_for_swap([a], 7160, True), pads_a_for_swap([a], 2048, True), pads_a_for_swap([a], 7160, False)
+    >>> pads_a_for_swap([a], 7160, True)  # off by default
+    False
+    >>> from unittest import mock
+    >>> with mock.patch(f"{__name__}.SWAP_PAD_A_MIN_N", 4096):
+    ...     pads_a_for_swap([a], 7160, True), pads_a_for_swap([a], 2048, True), pads_a_for_swap([a], 7160, False)
     (True, False, False)
     """
     return (SWAP_PAD_A_MIN_N is not None and a_rows_off_128 and n >= SWAP_PAD_A_MIN_N
@@ -2182,8 +2187,8 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
     ``tune=True`` (float16 and bfloat16, no ``config``): the config ``mgemm.tune`` timed fastest
     for this kind of product, tuning it on these operands the first time.  Where the heuristic
     picks and ``beta == 0``, a 16-bit product whose transpose tiles better (``swap_pays``) runs as
-    B^T A^T into ``out``'s transposed view, A first copied into rows padded to 128 bytes where
-    ``pads_a_for_swap``; where it does not, 16-bit B parts that
+    B^T A^T into ``out``'s transposed view (A first copied into rows padded to 128 bytes where
+    ``pads_a_for_swap``, off by default); where it does not, 16-bit B parts that
     ``copies_b_k_major`` names are copied K-major and the config is picked for the copies.  Where
     the heuristic picks and B is read K-major (in place or as that copy), its tiles may span a
     narrow N (``wide_tile``) or take an exact width with as many tile columns (``exact_width``).

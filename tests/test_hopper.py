@@ -2399,13 +2399,14 @@ def test_wide_tile_where_gemm_runs_the_transpose(kind, m, n, k, width, monkeypat
     taken.clear()
     monkeypatch.setattr(hopper, "SWAP_WIDE_TILES", None)
     _check(m, n, k, kind, None, seed=m + n + 1)
-    assert len(taken) == 1 and taken[0].tile_n <= 256 and taken[0].epilogue == "columns"
+    assert taken and all(c.tile_n <= 256 and c.epilogue == "columns" for c in taken)
 
 
 def test_pads_a_for_swap_rule(monkeypatch):
-    """``pads_a_for_swap``: row-major A parts whose rows are off 128 bytes under at least
-    ``SWAP_PAD_A_MIN_N`` columns; not a column-major A (the transposed product reads it MN-major),
+    """``pads_a_for_swap`` (off by default): row-major A parts whose rows are off 128 bytes under
+    at least ``SWAP_PAD_A_MIN_N`` columns; not a column-major A (the transposed product reads it MN-major),
     not where the rows are on 128-byte lines, not with the rule off.  The flag is ``rows_flags``'."""
+    monkeypatch.setattr(hopper, "SWAP_PAD_A_MIN_N", 4096)  # off by default: the rule as it would run
     row_major = _FakeArray((536, 4200), (8400, 2))
     flags = hopper.rows_flags([row_major], [_FakeArray((4200, 7160), (14320, 2))])
     assert flags["a_rows_off_128"]
@@ -2452,6 +2453,7 @@ def test_transposed_product_pads_a(kind, m, n, k, monkeypatch, launched, a_pads)
     read in place and the same product."""
     if hopper.device_sms() != 132:
         pytest.skip("the shapes are picked where gemm runs the transpose on 132 SMs")
+    monkeypatch.setattr(hopper, "SWAP_PAD_A_MIN_N", 4096)  # the rule is off by default
     _check(m, n, k, kind, None, seed=m + k)
     assert a_pads == [(m, k)]
     assert [c.epilogue for c in launched] == ["columns"]
@@ -2464,8 +2466,9 @@ def test_transposed_product_pads_a(kind, m, n, k, monkeypatch, launched, a_pads)
 
 @pytest.mark.gpu
 @needs_sm90
-def test_transposed_product_pads_a_in_parts(a_pads):
+def test_transposed_product_pads_a_in_parts(a_pads, monkeypatch):
     """Each non-empty K part of such an A is padded; the parts still add up."""
+    monkeypatch.setattr(hopper, "SWAP_PAD_A_MIN_N", 4096)
     m, n, ks = 536, 7160, (2104, 0, 2096)
     a_parts, b_parts, ref = _random_parts(m, n, ks, seed=12)
     out = poisoned((m, n), "float16")
