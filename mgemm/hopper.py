@@ -1304,7 +1304,13 @@ def gemm_copies_b(a_parts, b_parts, out, m: int, n: int, k: int, kind: str, sms:
 def _k_major_copy(cp, b):
     """A copy of ``b`` (K × N, rows of contiguous N) held K-major: the (K × N) view of an N × K
     buffer whose rows are padded to 128 bytes (``_padded_copy``: ``transpose_copy`` for such a B)."""
-    return _padded_copy(cp, b.T, 128 // b.itemsize)[:, :b.shape[0]].T
+    return _padded_rows(cp, b.T).T
+
+
+def _padded_rows(cp, x):
+    """A copy of ``x`` (rows × cols) whose rows start 128-byte multiples apart: the (rows × cols)
+    view of a ``_padded_copy``."""
+    return _padded_copy(cp, x, 128 // x.itemsize)[:, :x.shape[1]]
 
 
 def _config_cost(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> float:
@@ -2247,8 +2253,7 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
         swapped = _swap_config(a_parts, b_parts, config, out, m, n, k, kind, sms, allow_tf32)
         if swapped is not None:  # C^T = B^T A^T, written through out's transposed view
             if pads_a_for_swap(a_parts, n, flags["a_rows_off_128"]):  # A's rows onto 128-byte lines
-                a_parts = [_padded_copy(cp, a_p, 128 // a_p.itemsize)[:, :a_p.shape[1]] if a_p.shape[1] else a_p
-                           for a_p in a_parts]
+                a_parts = [_padded_rows(cp, a_p) if a_p.shape[1] else a_p for a_p in a_parts]
                 swapped = _swap_config(a_parts, b_parts, config, out, m, n, k, kind, sms, allow_tf32) or swapped
             gemm_parts([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts], alpha=alpha,
                        out=out.T, config=swapped, sms=sms, as_dtype=as_dtype)
