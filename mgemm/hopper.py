@@ -338,6 +338,12 @@ SWAP_WIDE_MIN_K = 4097
 # A's and B's rows off 128 bytes, 0.64-0.73 of cuBLAS on single CTAs against 0.77-0.88 on the
 # clusters (RESULTS.md, thirty-eighth session); 1: single CTAs
 SWAP_WIDE_CLUSTER_M = 2
+# ... only where A's rows are off 32-byte sectors (K an odd multiple of 8 in a contiguous 16-bit A:
+# the transposed product's ``b_rows_off``).  With A's rows on sectors the clusters trailed single
+# CTAs in 6 of 7 runs by 0.01-0.04 (320x12352x5088 0.90 -> 0.88, 288x14896x14704 0.89 -> 0.85) and
+# were level on one, where off sectors they led by 0.06-0.12 on all seven (RESULTS.md,
+# thirty-eighth and thirty-ninth sessions); False: wherever the tiles are wide
+SWAP_WIDE_CLUSTER_OFF_SECTORS = True
 # The transposed product may copy a row-major A (its B, read K-major) into rows padded to 128
 # bytes where A's rows are off 128 bytes and N has at least this many columns (``pads_a_for_swap``;
 # the copy moves 4 M K bytes, about 400 / N of the product's time).  On single CTAs it took six
@@ -1147,7 +1153,7 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
     wide = (SWAP_WIDE_TILES if k >= SWAP_WIDE_MIN_K and all(a_p.strides[1] == a_p.itemsize for a_p in a_parts)
             else None)
     return _swap_cached(direct, m, n, k, dtype, sms, allow_tf32, SWAP_MARGIN, wide,
-                        (*_wide_limits(), SWAP_WIDE_CLUSTER_M) if wide else None,
+                        (*_wide_limits(), SWAP_WIDE_CLUSTER_M, SWAP_WIDE_CLUSTER_OFF_SECTORS) if wide else None,
                         **rows_flags([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts]))
 
 
@@ -1157,14 +1163,17 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
     """``_swap_config``'s answer once the transposed operands' row flags are known (``margin``:
     the ``SWAP_MARGIN`` that ``swap_pays`` reads, so that a changed one is not answered from the
     cache; ``wide``: the wide tiles the transposed product may take, or None; ``limits``: for the
-    same reason, ``_wide_limits()`` and ``SWAP_WIDE_CLUSTER_M`` where ``wide``).  Wide tiles go
-    on clusters of ``SWAP_WIDE_CLUSTER_M`` x 1 CTAs."""
+    same reason, ``_wide_limits()`` and the two ``SWAP_WIDE_CLUSTER_*`` constants where ``wide``).
+    Wide tiles go on clusters of ``SWAP_WIDE_CLUSTER_M`` x 1 CTAs where A's rows (the transposed
+    product's B, ``flags["b_rows_off"]``) are off 32-byte sectors, or anywhere with
+    ``SWAP_WIDE_CLUSTER_OFF_SECTORS`` off."""
     swapped = _choose_cached(n, m, k, dtype, sms, allow_tf32, **flags)
     if not swap_pays(direct, swapped, m, n):
         return None
     if wide:
         swapped = wide_tile(swapped, n, m, k, sms, wide)
-        if swapped.wide and SWAP_WIDE_CLUSTER_M > 1:
+        if (swapped.wide and SWAP_WIDE_CLUSTER_M > 1
+                and (flags.get("b_rows_off") or not SWAP_WIDE_CLUSTER_OFF_SECTORS)):
             swapped = swapped.replace(cluster_m=SWAP_WIDE_CLUSTER_M)
     return swapped.replace(epilogue="columns")
 

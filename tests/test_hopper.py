@@ -2353,17 +2353,23 @@ def test_wide_tile_caches_follow_the_constants(monkeypatch):
     """``k_major_pick`` and the transposed product's config are cached; a changed ``wide_tile``
     constant is not answered from those caches (the benchmarks' ``--prior`` compares both)."""
     cfg = HopperConfig(input="float16", tile_n=160, stages=4, epilogue="staged", policy="streamk")
-    a, b = _FakeArray((264, 13040), (2 * 13040, 2)), _FakeArray((13040, 11816), (2 * 11816, 2))
+    a, b = _FakeArray((264, 13048), (2 * 13048, 2)), _FakeArray((13048, 11816), (2 * 11816, 2))
     out = _FakeArray((264, 11816), (2 * 11816, 2))
 
     def picks():
-        direct = hopper.choose_config(264, 11816, 13040, "float16", 132, **hopper.rows_flags([a], [b]))
-        swapped = hopper._swap_config([a], [b], direct, out, 264, 11816, 13040, "float16", 132, False)
+        direct = hopper.choose_config(264, 11816, 13048, "float16", 132, **hopper.rows_flags([a], [b]))
+        swapped = hopper._swap_config([a], [b], direct, out, 264, 11816, 13048, "float16", 132, False)
         return hopper.k_major_pick(cfg, 12032, 280, 8192, 132).policy, (swapped.tile_n, swapped.policy,
                                                                           swapped.cluster_m)
     assert picks() == ("streamk", (288, "streamk", 2))  # 94 and 93 tiles: 0.71 and 0.70 of a wave
     monkeypatch.setattr(hopper, "SWAP_WIDE_CLUSTER_M", 1)
     assert picks() == ("streamk", (288, "streamk", 1))
+    monkeypatch.setattr(hopper, "SWAP_WIDE_CLUSTER_M", 2)
+    a, b = _FakeArray((264, 13040), (2 * 13040, 2)), _FakeArray((13040, 11816), (2 * 11816, 2))  # on sectors
+    assert picks() == ("streamk", (288, "streamk", 1))
+    monkeypatch.setattr(hopper, "SWAP_WIDE_CLUSTER_OFF_SECTORS", False)
+    assert picks() == ("streamk", (288, "streamk", 2))
+    monkeypatch.setattr(hopper, "SWAP_WIDE_CLUSTER_M", 1)
     monkeypatch.setattr(hopper, "WIDE_SK_FILL", 0)
     assert picks() == ("static", (288, "static", 1))
     monkeypatch.setattr(hopper, "WIDE_FILL", 0.8)
@@ -2383,19 +2389,24 @@ def test_wide_tile_rule_off(monkeypatch):
 def test_wide_tile_where_gemm_runs_the_transpose(kind, m, n, k, width, monkeypatch):
     """A narrow M over a row-major A, which ``gemm_parts`` runs as B^T A^T into the output's
     transposed view: wide tiles with the columns epilogue, and the right product (poisoned output);
-    on single CTAs (``SWAP_WIDE_CLUSTER_M = 1``) the same; with ``SWAP_WIDE_TILES`` off, at most 256
-    wide, the same product."""
+    on 2 x 1 clusters where A's rows are off 32-byte sectors (K = 5000), else on single CTAs; the
+    other of the two (``SWAP_WIDE_CLUSTER_M = 1``, ``SWAP_WIDE_CLUSTER_OFF_SECTORS = False``) the
+    same; with ``SWAP_WIDE_TILES`` off, at most 256 wide, the same product."""
     if hopper.device_sms() != 132:
         pytest.skip("the shapes are picked where wide tiles fill 0.7 of a wave on 132 SMs")
     real, taken = hopper._swap_config, []
     monkeypatch.setattr(hopper, "_swap_config", lambda *a: taken.append(real(*a)) or taken[-1])
+    clusters = 2 if k % 16 else 1
     _check(m, n, k, kind, None, seed=m + n)
     # (picked again on A's padded copy where A's rows are off 128 bytes: ``pads_a_for_swap``)
-    assert {(c.tile_n, c.epilogue, c.cluster_m) for c in taken} == {(width, "columns", hopper.SWAP_WIDE_CLUSTER_M)}
+    assert {(c.tile_n, c.epilogue, c.cluster_m) for c in taken} == {(width, "columns", clusters)}
     taken.clear()
-    monkeypatch.setattr(hopper, "SWAP_WIDE_CLUSTER_M", 1)
+    if clusters == 2:
+        monkeypatch.setattr(hopper, "SWAP_WIDE_CLUSTER_M", 1)
+    else:
+        monkeypatch.setattr(hopper, "SWAP_WIDE_CLUSTER_OFF_SECTORS", False)
     _check(m, n, k, kind, None, seed=m + n + 2)
-    assert {(c.tile_n, c.epilogue, c.cluster_m) for c in taken} == {(width, "columns", 1)}
+    assert {(c.tile_n, c.epilogue, c.cluster_m) for c in taken} == {(width, "columns", 3 - clusters)}
     taken.clear()
     monkeypatch.setattr(hopper, "SWAP_WIDE_TILES", None)
     _check(m, n, k, kind, None, seed=m + n + 1)
