@@ -341,8 +341,10 @@ SWAP_WIDE_CLUSTER_M = 2
 # ... only where A's rows are off 32-byte sectors (K an odd multiple of 8 in a contiguous 16-bit A:
 # the transposed product's ``b_rows_off``).  With A's rows on sectors the clusters trailed single
 # CTAs in 6 of 7 runs by 0.01-0.04 (320x12352x5088 0.90 -> 0.88, 288x14896x14704 0.89 -> 0.85) and
-# were level on one, where off sectors they led by 0.06-0.12 on all seven (RESULTS.md,
-# thirty-eighth and thirty-ninth sessions); False: wherever the tiles are wide
+# were level on one, where off sectors they led by 0.06-0.16 in all eleven (RESULTS.md,
+# thirty-eighth and thirty-ninth sessions); then on twelve runs drawn where this rule changes the
+# call, single CTAs ahead in nine, level in one, behind by 0.03-0.04 in two (geomean fp16 0.831 ->
+# 0.841, bf16 0.831 -> 0.840); False: wherever the tiles are wide
 SWAP_WIDE_CLUSTER_OFF_SECTORS = True
 # The transposed product may copy a row-major A (its B, read K-major) into rows padded to 128
 # bytes where A's rows are off 128 bytes and N has at least this many columns (``pads_a_for_swap``;
