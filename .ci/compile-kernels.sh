@@ -254,14 +254,16 @@ hvariants+=("MGEMM_BF16 MGEMM_BF16 256 4 STREAMK" "MGEMM_F16 MGEMM_F16 128 6 STA
             "MGEMM_F16 MGEMM_F16 208 4 STATIC 1 1 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_COLUMNS"
             # wide tiles over a K-major B (mgemm/hopper.py WIDE_TILE_NS: two m64 blocks per
             # warpgroup, half the columns each), each width, stream-K, A column-major, clusters of
-            # 2 and 4 along M, tf32, the columns epilogue
+            # 2 and 4 along M, tf32, the columns epilogue (its default chunk, and 48 columns at a
+            # time on four stages: OUT_COLS)
             "MGEMM_F16 MGEMM_F16 288 4 STATIC 1 1 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_PAIR"
             "MGEMM_BF16 MGEMM_BF16 320 3 STREAMK 1 1 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_STAGED"
             "MGEMM_F16 MGEMM_F16 384 3 STREAMK 0 1 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_STAGED"
             "MGEMM_BF16 MGEMM_BF16 288 4 STREAMK 1 1 -DMGEMM_CLUSTER_M=2 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_PAIR"
             "MGEMM_BF16 MGEMM_BF16 320 4 STATIC 1 1 -DMGEMM_CLUSTER_M=4 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_PAIR"
             "MGEMM_TF32 MGEMM_F32 288 3 DYNAMIC 1 1"
-            "MGEMM_F16 MGEMM_F16 288 3 STATIC 1 1 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_COLUMNS")
+            "MGEMM_F16 MGEMM_F16 288 3 STATIC 1 1 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_COLUMNS"
+            "MGEMM_BF16 MGEMM_BF16 288 4 STREAMK 1 1 -DMGEMM_CLUSTER_M=2 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_COLUMNS -DMGEMM_OUT_COLS=48")
 hstatus=0
 pids=()
 for v in "${hvariants[@]}"; do

@@ -136,6 +136,9 @@
 // box), so the parts accumulate in registers instead of through the output.
 #define MGEMM_K_PARTS 1
 #endif
+#ifndef MGEMM_OUT_COLS
+#define MGEMM_OUT_COLS 0  // COLUMNS: output columns staged at a time (0: the default chunk, kOutCols)
+#endif
 #ifndef MGEMM_PROMOTE
 // 0: the wgmmas accumulate a work unit's whole K range in their registers.  P > 0 (cooperative
 // consumers, TILE_N <= 192): they accumulate P k-iterations at a time into a second set of
@@ -243,8 +246,9 @@ struct Config {
   // permute their 16-byte pieces by XOR with the row (the TMA's 128-byte swizzle), others rotate
   // them by the row (kOutRotate).
   static constexpr int kRowBytes = kWgN * (int)sizeof(Out);
-  static constexpr int kOutCols = (kRowBytes <= 256 || kExactWgN ? kRowBytes : kRowBytes % 256 == 0 ? 256
-                                   : kRowBytes % 128 == 0 ? 128 : kRowBytes / 2) / (int)sizeof(Out);
+  static constexpr int kOutCols = MGEMM_OUT_COLS > 0 ? MGEMM_OUT_COLS
+                                  : (kRowBytes <= 256 || kExactWgN ? kRowBytes : kRowBytes % 256 == 0 ? 256
+                                     : kRowBytes % 128 == 0 ? 128 : kRowBytes / 2) / (int)sizeof(Out);
   static constexpr int kOutPitch = kOutCols * (int)sizeof(Out);  // bytes per staged row
   static constexpr bool kOutRotate = kOutPitch % 128 != 0;
   static constexpr int kOutChunks = kWgN / kOutCols;
@@ -293,6 +297,7 @@ struct Config {
                 "staged rows: an even number of 16-byte pieces, 8 at least");
   static_assert(!kTmaStore || !kOutRotate, "TMA store: staged rows of whole 128-byte boxes");
   static_assert(!kStagedEpilogue || kWgN % kOutCols == 0, "staged rows: a whole number of chunks per tile row");
+  static_assert(MGEMM_OUT_COLS == 0 || kColumnsEpilogue, "OUT_COLS: the COLUMNS epilogue's chunk");
   static_assert(!kColumnsEpilogue || (kWgN % kOutCols == 0 && kOutCols * (kColBytes / 16) % 128 == 0),
                 "staged columns: a whole number of chunks per tile row, of whole 16-byte pieces per thread");
   static_assert(!kTmaStore || (kStageBytes % 1024 == 0 && kSharedBytes <= 1024), "TMA store boxes: 1024-byte aligned");

@@ -188,6 +188,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import math
 import struct
 import threading
 from dataclasses import dataclass
@@ -505,6 +506,9 @@ class HopperConfig(RenderedConfig):
     # accumulation truncates): float32 emulated with bfloat16 pieces (``mgemm.emulate``).
     # Cooperative consumers, tile_n <= 192 (two accumulator sets per thread).
     promote: int = 0
+    # "columns" epilogue: 0 stages ``out_chunk_bytes``' default chunk of a warpgroup's columns at a
+    # time; C > 0 stages C columns at a time (a smaller buffer: room for another ring stage)
+    out_cols: int = 0
 
     def __post_init__(self):
         if self.input not in INPUTS:
@@ -532,6 +536,12 @@ class HopperConfig(RenderedConfig):
         if self.tile_n % 128 and self.tile_n != 64 and (self.pingpong or (self.cluster_size > 1 and not self.b_k_major)):
             raise ValueError(f"tile_n={self.tile_n} needs cooperative consumers, and one CTA per tile unless B is "
                              f"K-major (b_k_major=True)")
+        if self.out_cols:
+            pieces = 64 * ELEMENT_BYTES[self.output] // 16  # 16-byte pieces of a staged 64-row column
+            if self.epilogue != "columns" or self.out_cols < 0 or self.wg_n % self.out_cols or (self.out_cols * pieces) % 128:
+                raise ValueError(f"out_cols={self.out_cols!r}: the columns epilogue's chunk, a divisor of a "
+                                 f"warpgroup's {self.wg_n} columns of whole 128-thread rounds of 16-byte "
+                                 f"pieces (a multiple of {128 // math.gcd(128, pieces)}), epilogue='columns'")
         if self.epilogue == "tma" and self.out_chunk_bytes % 128:
             raise ValueError(f"epilogue='tma' stores whole 128-byte boxes: {self.tile_n} {self.output} "
                              f"columns are staged {self.out_chunk_bytes} bytes at a time (use 'staged')")
@@ -659,7 +669,9 @@ class HopperConfig(RenderedConfig):
         (192 16-bit columns), half the row when it is not a whole number of 128-byte chunks either
         (160 or 224 16-bit columns: the kernel then rotates the staged pieces instead of the TMA's
         XOR swizzle); the whole row of an exact width (``EXACT_TILE_NS``, or a wide tile's
-        warpgroup of 144 or 176 columns)."""
+        warpgroup of 144 or 176 columns); ``out_cols`` columns where set."""
+        if self.out_cols:
+            return self.out_cols * ELEMENT_BYTES[self.output]
         row = self.wg_n * ELEMENT_BYTES[self.output]
         if row <= 256 or self.wg_n % 32:
             return row
@@ -714,6 +726,7 @@ class HopperConfig(RenderedConfig):
             "MGEMM_K_PARTS": str(self.k_parts),
             "MGEMM_TIMELINE": str(int(self.timeline)),
             "MGEMM_PROMOTE": str(self.promote),
+            "MGEMM_OUT_COLS": str(self.out_cols),
             "MGEMM_SMEM_BYTES": str(self.smem_bytes),  # the kernel static_asserts it equals its own
         }
 
@@ -731,6 +744,7 @@ class HopperConfig(RenderedConfig):
                 + ("" if self.k_parts == 1 else f" parts={self.k_parts}")
                 + ("" if self.sk_waves == 1 else f" skw{self.sk_waves}")
                 + ("" if not self.promote else f" promote{self.promote}")
+                + ("" if not self.out_cols else f" oc{self.out_cols}")
                 + (" record" if self.record else "") + (" timeline" if self.timeline else ""))
 
 

@@ -115,6 +115,16 @@ def test_config_validates():
     assert cfg.smem_bytes == 1024 + 4 * (128 + 192) * 128 + 512 + 2 * 64 * 160
     assert HopperConfig(input="bfloat16", tile_n=224, epilogue="staged").out_chunk_bytes == 224
     assert HopperConfig(input="float16", tile_n=96, epilogue="staged").out_chunk_bytes == 192
+    # the columns epilogue's chunk (out_cols): 288 wide on four stages fits with 48 columns at a time
+    with pytest.raises(ValueError, match="227 KB|more than 232448"):
+        HopperConfig(input="float16", tile_n=288, stages=4, epilogue="columns")
+    cols = HopperConfig(input="float16", tile_n=288, stages=4, epilogue="columns", out_cols=48)
+    assert cols.out_chunk_bytes == 96 and cols.smem_bytes == 1024 + 4 * (128 + 288) * 128 + 512 + 2 * 64 * 96
+    assert "#define MGEMM_OUT_COLS 48" in cols.render() and "oc48" in str(cols)
+    assert cols.key() != cols.replace(out_cols=16).key()
+    for bad in (dict(out_cols=40), dict(out_cols=-16), dict(out_cols=288), dict(out_cols=48, epilogue="staged")):
+        with pytest.raises(ValueError, match="out_cols"):
+            HopperConfig(**{**dict(input="float16", tile_n=288, stages=3, epilogue="columns"), **bad})
     with pytest.raises(ValueError):
         HopperConfig(policy="greedy")
     with pytest.raises(ValueError):
@@ -1541,6 +1551,8 @@ def test_transpose_kernel_compiles_without_spills(tmp_path):
                                               policy="streamk", a_k_major=False),
                                  HopperConfig(input="bfloat16", tile_m=64, tile_n=64, stages=12, pingpong=True,
                                               epilogue="columns", output="float32"),
+                                 HopperConfig(input="float16", tile_n=288, stages=4, epilogue="columns",
+                                              policy="streamk", out_cols=48, cluster_m=2),
                                  # cooperative 64-row tiles split along N
                                  HopperConfig(input="float16", tile_m=64, tile_n=256, stages=4, epilogue="columns",
                                               policy="streamk", a_k_major=False),
@@ -2411,6 +2423,26 @@ def test_wide_tile_where_gemm_runs_the_transpose(kind, m, n, k, width, monkeypat
     monkeypatch.setattr(hopper, "SWAP_WIDE_TILES", None)
     _check(m, n, k, kind, None, seed=m + n + 1)
     assert taken and all(c.tile_n <= 256 and c.epilogue == "columns" for c in taken)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("m,n,k", [(280, 12000, 5000), (544, 8088, 4160)])
+def test_transposed_wide_tile_columns_in_chunks(kind, m, n, k, monkeypatch):
+    """The transposed product's 288-wide tiles on four stages with the columns epilogue staging 48
+    columns at a time (``out_cols``): the right product, every element written (poisoned output),
+    on 2 x 1 clusters (K = 5000) and on single CTAs."""
+    real, taken = hopper._swap_config, []
+
+    def chunked(*args):
+        cfg = real(*args)
+        taken.append(cfg if cfg is None or cfg.tile_n != 288 else cfg.replace(stages=4, out_cols=48))
+        return taken[-1]
+    monkeypatch.setattr(hopper, "_swap_config", chunked)
+    _check(m, n, k, kind, None, seed=m + k)
+    if hopper.device_sms() == 132:  # the shapes are picked where 288-wide tiles fill 0.7 of a wave
+        assert {(c.tile_n, c.stages, c.out_cols) for c in taken} == {(288, 4, 48)}
 
 
 def test_pads_a_for_swap_rule(monkeypatch):
