@@ -347,6 +347,12 @@ SWAP_WIDE_CLUSTER_M = 2
 # call, single CTAs ahead in nine, level in one, behind by 0.03-0.04 in two (geomean fp16 0.831 ->
 # 0.841, bf16 0.831 -> 0.840); False: wherever the tiles are wide
 SWAP_WIDE_CLUSTER_OFF_SECTORS = True
+# ... and of these widths on more stages, the columns epilogue staging fewer columns at a time to
+# make room ((tile_n, stages, out_cols)): 288 wide on four stages, 48 columns at a time, where the
+# default chunk (144) leaves room for three.  On eight narrow-M products (RESULTS.md, thirty-ninth
+# session, fp16) 0.74-0.92 of cuBLAS on three stages, 0.79-1.02 on four (264x15128x5264 0.74 ->
+# 0.90, 544x6952x6000 0.83 -> 0.98); the smaller chunk alone costs up to 0.01.  (): none
+SWAP_WIDE_CHUNKED: tuple[tuple[int, int, int], ...] = ((288, 4, 48),)
 # The transposed product may copy a row-major A (its B, read K-major) into rows padded to 128
 # bytes where A's rows are off 128 bytes and N has at least this many columns (``pads_a_for_swap``;
 # the copy moves 4 M K bytes, about 400 / N of the product's time).  On single CTAs it took six
@@ -1169,7 +1175,8 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
     wide = (SWAP_WIDE_TILES if k >= SWAP_WIDE_MIN_K and all(a_p.strides[1] == a_p.itemsize for a_p in a_parts)
             else None)
     return _swap_cached(direct, m, n, k, dtype, sms, allow_tf32, SWAP_MARGIN, wide,
-                        (*_wide_limits(), SWAP_WIDE_CLUSTER_M, SWAP_WIDE_CLUSTER_OFF_SECTORS) if wide else None,
+                        (*_wide_limits(), SWAP_WIDE_CLUSTER_M, SWAP_WIDE_CLUSTER_OFF_SECTORS, SWAP_WIDE_CHUNKED)
+                        if wide else None,
                         **rows_flags([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts]))
 
 
@@ -1179,10 +1186,11 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
     """``_swap_config``'s answer once the transposed operands' row flags are known (``margin``:
     the ``SWAP_MARGIN`` that ``swap_pays`` reads, so that a changed one is not answered from the
     cache; ``wide``: the wide tiles the transposed product may take, or None; ``limits``: for the
-    same reason, ``_wide_limits()`` and the two ``SWAP_WIDE_CLUSTER_*`` constants where ``wide``).
+    same reason, ``_wide_limits()`` and the ``SWAP_WIDE_*`` constants below where ``wide``).
     Wide tiles go on clusters of ``SWAP_WIDE_CLUSTER_M`` x 1 CTAs where A's rows (the transposed
     product's B, ``flags["b_rows_off"]``) are off 32-byte sectors, or anywhere with
-    ``SWAP_WIDE_CLUSTER_OFF_SECTORS`` off."""
+    ``SWAP_WIDE_CLUSTER_OFF_SECTORS`` off; widths in ``SWAP_WIDE_CHUNKED`` take its stages and
+    columns epilogue chunk."""
     swapped = _choose_cached(n, m, k, dtype, sms, allow_tf32, **flags)
     if not swap_pays(direct, swapped, m, n):
         return None
@@ -1191,6 +1199,9 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
         if (swapped.wide and SWAP_WIDE_CLUSTER_M > 1
                 and (flags.get("b_rows_off") or not SWAP_WIDE_CLUSTER_OFF_SECTORS)):
             swapped = swapped.replace(cluster_m=SWAP_WIDE_CLUSTER_M)
+        for width, stages, out_cols in SWAP_WIDE_CHUNKED:
+            if swapped.wide and swapped.tile_n == width:
+                swapped = swapped.replace(stages=stages, out_cols=out_cols)
     return swapped.replace(epilogue="columns")
 
 

@@ -2340,8 +2340,9 @@ def test_wide_tile_rule_on_the_cpu():
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_wide_tile_in_the_transposed_product(dtype, monkeypatch):
     """A narrow M that ``gemm_parts`` runs as B^T A^T: over a row-major A (the transposed product's
-    B, read K-major) its tiles span M (``SWAP_WIDE_TILES``, columns epilogue, three stages);
-    over a column-major A, or with the rule off, not."""
+    B, read K-major) its tiles span M (``SWAP_WIDE_TILES``, columns epilogue, three stages; 288
+    wide on four, 48 columns staged at a time, ``SWAP_WIDE_CHUNKED``); over a column-major A, or
+    with the rule off, not."""
     def swapped(m, n, k, a_strides):
         a, b = _FakeArray((m, k), a_strides), _FakeArray((k, n), (2 * n, 2))
         direct = hopper.choose_config(m, n, k, dtype, 132, **hopper.rows_flags([a], [b]))
@@ -2351,12 +2352,16 @@ def test_wide_tile_in_the_transposed_product(dtype, monkeypatch):
                                      ((288, 15024, 15168), 288, "static"),  # 114, 128, 118 tiles
                                      ((264, 11816, 13040), 288, "streamk")):  # 93: 0.70 of a wave
         cfg = swapped(m, n, k, (2 * k, 2))
-        assert (cfg.tile_n, cfg.stages, cfg.epilogue, cfg.policy) == (width, 3, "columns", policy), (m, n, k)
+        chunked = (4, 48) if width == 288 else (3, 0)
+        assert (cfg.tile_n, cfg.stages, cfg.out_cols, cfg.epilogue, cfg.policy) == (width, *chunked, "columns",
+                                                                                    policy), (m, n, k)
         assert cfg.smem_bytes <= hopper.SMEM_LIMIT
         assert swapped(m, n, k, (2, 2 * m)).tile_n <= 256  # column-major A: its transpose is MN-major
     assert swapped(304, 14568, 4096, (2 * 4096, 2)).tile_n <= 256  # K of 64 k-steps: not wide here
     assert swapped(304, 14568, 4160, (2 * 4160, 2)).tile_n == 320
     assert swapped(368, 13584, 5000, (2 * 5000, 2)) is None  # 384 wide: not transposed, as before
+    monkeypatch.setattr(hopper, "SWAP_WIDE_CHUNKED", ())
+    assert (swapped(544, 8088, 5824, (2 * 5824, 2)).stages, swapped(544, 8088, 5824, (2 * 5824, 2)).out_cols) == (3, 0)
     monkeypatch.setattr(hopper, "SWAP_WIDE_TILES", None)
     assert swapped(304, 14568, 6256, (2 * 6256, 2)).tile_n <= 256
 
@@ -2431,18 +2436,18 @@ def test_wide_tile_where_gemm_runs_the_transpose(kind, m, n, k, width, monkeypat
 @pytest.mark.parametrize("m,n,k", [(280, 12000, 5000), (544, 8088, 4160)])
 def test_transposed_wide_tile_columns_in_chunks(kind, m, n, k, monkeypatch):
     """The transposed product's 288-wide tiles on four stages with the columns epilogue staging 48
-    columns at a time (``out_cols``): the right product, every element written (poisoned output),
-    on 2 x 1 clusters (K = 5000) and on single CTAs."""
+    columns at a time (``SWAP_WIDE_CHUNKED``), and with the rule off on three stages and the whole
+    144 columns of a warpgroup at once: the right product both ways, every element written
+    (poisoned output), on 2 x 1 clusters (K = 5000) and on single CTAs."""
     real, taken = hopper._swap_config, []
-
-    def chunked(*args):
-        cfg = real(*args)
-        taken.append(cfg if cfg is None or cfg.tile_n != 288 else cfg.replace(stages=4, out_cols=48))
-        return taken[-1]
-    monkeypatch.setattr(hopper, "_swap_config", chunked)
-    _check(m, n, k, kind, None, seed=m + k)
-    if hopper.device_sms() == 132:  # the shapes are picked where 288-wide tiles fill 0.7 of a wave
-        assert {(c.tile_n, c.stages, c.out_cols) for c in taken} == {(288, 4, 48)}
+    monkeypatch.setattr(hopper, "_swap_config", lambda *a: taken.append(real(*a)) or taken[-1])
+    for seed, chunked in ((m + k, (4, 48)), (m + k + 1, (3, 0))):
+        if not chunked[1]:
+            monkeypatch.setattr(hopper, "SWAP_WIDE_CHUNKED", ())
+        taken.clear()
+        _check(m, n, k, kind, None, seed=seed)
+        if hopper.device_sms() == 132:  # the shapes are picked where 288-wide tiles fill 0.7 of a wave
+            assert {(c.tile_n, c.stages, c.out_cols) for c in taken} == {(288, *chunked)}
 
 
 def test_pads_a_for_swap_rule(monkeypatch):
