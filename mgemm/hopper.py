@@ -544,7 +544,8 @@ class HopperConfig(RenderedConfig):
                              f"K-major (b_k_major=True)")
         if self.out_cols:
             pieces = 64 * ELEMENT_BYTES[self.output] // 16  # 16-byte pieces of a staged 64-row column
-            if self.epilogue != "columns" or self.out_cols < 0 or self.wg_n % self.out_cols or (self.out_cols * pieces) % 128:
+            if (self.epilogue != "columns" or self.out_cols < 0 or self.wg_n % self.out_cols
+                    or (self.out_cols * pieces) % 128):
                 raise ValueError(f"out_cols={self.out_cols!r}: the columns epilogue's chunk, a divisor of a "
                                  f"warpgroup's {self.wg_n} columns of whole 128-thread rounds of 16-byte "
                                  f"pieces (a multiple of {128 // math.gcd(128, pieces)}), epilogue='columns'")
