@@ -351,7 +351,9 @@ SWAP_WIDE_CLUSTER_OFF_SECTORS = True
 # make room ((tile_n, stages, out_cols)): 288 wide on four stages, 48 columns at a time, where the
 # default chunk (144) leaves room for three.  On eight narrow-M products (RESULTS.md, thirty-ninth
 # session, fp16) 0.74-0.92 of cuBLAS on three stages, 0.79-1.02 on four (264x15128x5264 0.74 ->
-# 0.90, 544x6952x6000 0.83 -> 0.98); the smaller chunk alone costs up to 0.01.  (): none
+# 0.90, 544x6952x6000 0.83 -> 0.98); the smaller chunk alone costs up to 0.01.  Then on six
+# sizes drawn where the rule changes the call, fp16 and bf16: ahead in 12 of 12 runs by 0.07-0.20,
+# geomean 0.816 -> 0.943 and 0.813 -> 0.946 (288x14480x4304 0.83 -> 1.03).  (): none
 SWAP_WIDE_CHUNKED: tuple[tuple[int, int, int], ...] = ((288, 4, 48),)
 # The transposed product may copy a row-major A (its B, read K-major) into rows padded to 128
 # bytes where A's rows are off 128 bytes and N has at least this many columns (``pads_a_for_swap``;
