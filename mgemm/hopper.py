@@ -330,7 +330,8 @@ WIDE_FILL = 0.7
 # ahead (280x14080x5120 transposed, 0.77 -> 0.81); 0: never
 WIDE_SK_FILL = 0.75
 # ... and in the transposed product (``_swap_config``) over a row-major A, with the columns
-# epilogue (whose buffers leave room for three stages): 288 and 320 only (384 not measured there),
+# epilogue (whose default buffers leave room for three stages; 288 takes four, SWAP_WIDE_CHUNKED
+# below): 288 and 320 only (384 not measured there),
 # K above 64 k-steps (SWAP_WIDE_MIN_K: at K of 2080-4096 three of four such products lost)
 SWAP_WIDE_TILES: tuple[tuple[int, int, str], ...] | None = ((288, 3, "columns"), (320, 3, "columns"))
 SWAP_WIDE_MIN_K = 4097
