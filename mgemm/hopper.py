@@ -1179,9 +1179,14 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
     wide = (SWAP_WIDE_TILES if k >= SWAP_WIDE_MIN_K and all(a_p.strides[1] == a_p.itemsize for a_p in a_parts)
             else None)
     return _swap_cached(direct, m, n, k, dtype, sms, allow_tf32, SWAP_MARGIN, wide,
-                        (*_wide_limits(), SWAP_WIDE_CLUSTER_M, SWAP_WIDE_CLUSTER_OFF_SECTORS, SWAP_WIDE_CHUNKED)
-                        if wide else None,
+                        _swap_wide_limits() if wide else None,
                         **rows_flags([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts]))
+
+
+def _swap_wide_limits() -> tuple:
+    """``_wide_limits()`` and the ``SWAP_WIDE_*`` constants ``_swap_cached`` reads on wide tiles:
+    part of its cache's key."""
+    return (*_wide_limits(), SWAP_WIDE_CLUSTER_M, SWAP_WIDE_CLUSTER_OFF_SECTORS, SWAP_WIDE_CHUNKED)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -1190,7 +1195,7 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
     """``_swap_config``'s answer once the transposed operands' row flags are known (``margin``:
     the ``SWAP_MARGIN`` that ``swap_pays`` reads, so that a changed one is not answered from the
     cache; ``wide``: the wide tiles the transposed product may take, or None; ``limits``: for the
-    same reason, ``_wide_limits()`` and the ``SWAP_WIDE_*`` constants below where ``wide``).
+    same reason, ``_swap_wide_limits()`` where ``wide``).
     Wide tiles go on clusters of ``SWAP_WIDE_CLUSTER_M`` x 1 CTAs where A's rows (the transposed
     product's B, ``flags["b_rows_off"]``) are off 32-byte sectors, or anywhere with
     ``SWAP_WIDE_CLUSTER_OFF_SECTORS`` off; widths in ``SWAP_WIDE_CHUNKED`` take its stages and
@@ -1200,12 +1205,13 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
         return None
     if wide:
         swapped = wide_tile(swapped, n, m, k, sms, wide)
-        if (swapped.wide and SWAP_WIDE_CLUSTER_M > 1
-                and (flags.get("b_rows_off") or not SWAP_WIDE_CLUSTER_OFF_SECTORS)):
-            swapped = swapped.replace(cluster_m=SWAP_WIDE_CLUSTER_M)
-        for width, stages, out_cols in SWAP_WIDE_CHUNKED:
-            if swapped.wide and swapped.tile_n == width:
-                swapped = swapped.replace(stages=stages, out_cols=out_cols)
+        if swapped.wide:
+            if SWAP_WIDE_CLUSTER_M > 1 and (flags.get("b_rows_off") or not SWAP_WIDE_CLUSTER_OFF_SECTORS):
+                swapped = swapped.replace(cluster_m=SWAP_WIDE_CLUSTER_M)
+            chunked = {width: (stages, cols) for width, stages, cols in SWAP_WIDE_CHUNKED}
+            if swapped.tile_n in chunked:
+                stages, cols = chunked[swapped.tile_n]
+                swapped = swapped.replace(stages=stages, out_cols=cols)
     return swapped.replace(epilogue="columns")
 
 
