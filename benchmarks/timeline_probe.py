@@ -2,7 +2,7 @@
 beside the launch's GPU time and cuBLAS's.
 
 For each case, the heuristic's config (the cooperative 128-wide tile where the heuristic picks
-pingpong, which the timeline does not cover) and each ``--variant`` (``label:field=value,...``,
+pingpong, and one CTA per tile where it picks clusters: the timeline covers neither) and each ``--variant`` (``label:field=value,...``,
 changes to that config; ``sms=N`` caps the CTAs) are timed in turns with cuBLAS (GPU time, median
 of --reps), then run once more with the timeline on; ``mgemm.timeline.summarize`` splits the
 consumer warpgroups' time into setup, mainloops, the work after each mainloop (fix-up,
@@ -53,6 +53,8 @@ def main(argv=None):
         base = pc.config
         if base.pingpong:
             base = hopper.choose_config(m, n, k, pc.dtype, sms_all, tile_n=128)
+        elif base.cluster_size > 1:
+            base = base.replace(cluster_m=1, cluster_n=1)
         configs = {"heuristic": (base, None)}
         for v in args.variant:
             label, cfg, sms = h.parse_variant(v, base)

@@ -332,9 +332,14 @@ WIDE_SK_FILL = 0.75
 # ... and in the transposed product (``_swap_config``) over a row-major A, with the columns
 # epilogue (whose default buffers leave room for three stages; 288 takes four, SWAP_WIDE_CHUNKED
 # below): 288 and 320 only (384 not measured there),
-# K above 64 k-steps (SWAP_WIDE_MIN_K: at K of 2080-4096 three of four such products lost)
+# K of at least SWAP_WIDE_MIN_K[width].  On three stages, at K of 2080-4096 three of four such
+# products lost (320 wide on 296x11952x3200 and 320x13808x2080; thirty-sixth session): 320 from 65
+# k-steps.  288 on four stages (SWAP_WIDE_CHUNKED): on six sizes drawn at K of 2072-4000, where
+# 4097 kept the transposed product on 192- or 160-wide stream-K tiles, ahead in 12 of 12 runs
+# (fp16 and bf16) by 0.11-0.28 (520x7112x2584 0.56 -> 0.86, 560x6728x3104 0.80 -> 1.00;
+# RESULTS.md, fortieth session): from 32 k-steps
 SWAP_WIDE_TILES: tuple[tuple[int, int, str], ...] | None = ((288, 3, "columns"), (320, 3, "columns"))
-SWAP_WIDE_MIN_K = 4097
+SWAP_WIDE_MIN_K: dict[int, int] = {288: 2048, 320: 4097}
 # ... on 2 x 1 clusters (cluster_m = 2: a tile column's two CTAs multicast their B, the rows of A,
 # whose offsets from 128-byte lines held these products back): on four narrow-M products with
 # A's and B's rows off 128 bytes, 0.64-0.73 of cuBLAS on single CTAs against 0.77-0.88 on the
@@ -1164,8 +1169,8 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
     """The config of the transposed product (``swap_pays``) with the "columns" epilogue, or None
     where ``gemm_parts`` keeps ``direct``: also where ``out`` is not row-major with 16-byte aligned
     rows (its transposed view would not take the columns epilogue's 16-byte stores).  Over a
-    row-major A (the transposed product's B, then read K-major) and K of at least
-    ``SWAP_WIDE_MIN_K`` its tiles may span a narrow M (``wide_tile`` with ``SWAP_WIDE_TILES``).
+    row-major A (the transposed product's B, then read K-major) its tiles may span a narrow M
+    (``wide_tile`` with those of ``SWAP_WIDE_TILES`` whose ``SWAP_WIDE_MIN_K`` K reaches).
 
     On the H200 (RESULTS.md, thirty-sixth session, × cuBLAS), 288 and 320 wide with the columns
     epilogue over the transposed product's 160-256 wide tiles: ahead on 7 of 8 chosen narrow-M
@@ -1176,8 +1181,9 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
     if (SWAP_MARGIN is None or out.strides[1] != item or out.strides[0] % 16 or out.data.ptr % 16
             or direct.epilogue != "staged" or not _swap_may_pay(m, n, direct.tile_n, SWAP_MARGIN)):
         return None
-    wide = (SWAP_WIDE_TILES if k >= SWAP_WIDE_MIN_K and all(a_p.strides[1] == a_p.itemsize for a_p in a_parts)
-            else None)
+    wide = None
+    if SWAP_WIDE_TILES and all(a_p.strides[1] == a_p.itemsize for a_p in a_parts):
+        wide = tuple(t for t in SWAP_WIDE_TILES if k >= SWAP_WIDE_MIN_K.get(t[0], WIDE_MIN_K)) or None
     return _swap_cached(direct, m, n, k, dtype, sms, allow_tf32, SWAP_MARGIN, wide,
                         _swap_wide_limits() if wide else None,
                         **rows_flags([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts]))

@@ -2341,8 +2341,8 @@ def test_wide_tile_rule_on_the_cpu():
 def test_wide_tile_in_the_transposed_product(dtype, monkeypatch):
     """A narrow M that ``gemm_parts`` runs as B^T A^T: over a row-major A (the transposed product's
     B, read K-major) its tiles span M (``SWAP_WIDE_TILES``, columns epilogue, three stages; 288
-    wide on four, 48 columns staged at a time, ``SWAP_WIDE_CHUNKED``); over a column-major A, or
-    with the rule off, not."""
+    wide on four, 48 columns staged at a time, ``SWAP_WIDE_CHUNKED``) where K reaches the width's
+    ``SWAP_WIDE_MIN_K``; over a column-major A, or with the rule off, not."""
     def swapped(m, n, k, a_strides):
         a, b = _FakeArray((m, k), a_strides), _FakeArray((k, n), (2 * n, 2))
         direct = hopper.choose_config(m, n, k, dtype, 132, **hopper.rows_flags([a], [b]))
@@ -2357,8 +2357,11 @@ def test_wide_tile_in_the_transposed_product(dtype, monkeypatch):
                                                                                     policy), (m, n, k)
         assert cfg.smem_bytes <= hopper.SMEM_LIMIT
         assert swapped(m, n, k, (2, 2 * m)).tile_n <= 256  # column-major A: its transpose is MN-major
-    assert swapped(304, 14568, 4096, (2 * 4096, 2)).tile_n <= 256  # K of 64 k-steps: not wide here
+    assert swapped(304, 14568, 4096, (2 * 4096, 2)).tile_n <= 256  # 320 wide from 65 k-steps
     assert swapped(304, 14568, 4160, (2 * 4160, 2)).tile_n == 320
+    assert swapped(264, 14568, 2112, (2 * 2112, 2)).tile_n == 288  # 288 wide from 32 k-steps
+    monkeypatch.setitem(hopper.SWAP_WIDE_MIN_K, 288, 2176)
+    assert swapped(264, 14568, 2112, (2 * 2112, 2)).tile_n <= 256
     assert swapped(368, 13584, 5000, (2 * 5000, 2)) is None  # 384 wide: not transposed, as before
     monkeypatch.setattr(hopper, "SWAP_WIDE_CHUNKED", ())
     assert (swapped(544, 8088, 5824, (2 * 5824, 2)).stages, swapped(544, 8088, 5824, (2 * 5824, 2)).out_cols) == (3, 0)
