@@ -343,6 +343,7 @@ struct Shared {
   unsigned long long full[Config::kStages], empty[Config::kStages];
   unsigned long long unit_full[Config::kUnits], unit_empty[Config::kUnits];
   WorkUnit units[Config::kUnits];
+  long long t_posted;  // TIMELINE: when the producer posted the first unit
 };
 static_assert(sizeof(Shared) <= Config::kSharedBytes, "barrier area too small for this many stages");
 
@@ -463,10 +464,12 @@ struct RingPos {
   }
 };
 
-// TIMELINE: entries of 8 long longs after the entry counter (record[0]; entries from record + 2,
-// 8-byte aligned): (cta, consumer warpgroup, tile, k_begin, k_end, t_take, t_mainloop, t_done) per
-// unit, in ns of the global timer; the last entry of each warpgroup has tile -1 and holds (.., t_start
-// of the CTA, t_end of units, t_exit).  Written by each consumer warpgroup's first thread.
+// TIMELINE: entries of 10 long longs after the entry counter (record[0]; entries from record + 2,
+// 8-byte aligned): (cta, consumer warpgroup, tile, k_begin, k_end, t_take, t_mainloop, t_done,
+// t_stored, t_ready) per unit, in ns of the global timer; the last entry of each warpgroup has tile
+// -1 and holds (.., t_start of the CTA, t_end of units, t_exit, t_wait: when the warpgroup began to
+// wait for its first unit, t_posted: when the producer posted it).  Written by each consumer
+// warpgroup's first thread.
 struct Timeline {
   // per entry (mgemm.timeline.FIELDS): CTA, warpgroup, tile, k_begin, k_end, then ns stamps: taken,
   // mainloop done, done, partial stored (split units), every partial of the tile visible (units
@@ -549,6 +552,8 @@ __device__ __forceinline__ void produce(const TmaParts& tas, const TmaParts& tbs
     const int slot = u % Config::kUnits;
     mbar_wait(&sh.unit_empty[slot], ((u / Config::kUnits) & 1) ^ 1);
     if (!more) w.tile = -1;  // the end: consumers stop at it
+    if constexpr (Config::kTimeline)
+      if (u == 0) sh.t_posted = Timeline::now();
     sh.units[slot] = w;
     mbar_arrive(&sh.unit_full[slot]);
     if (!more) return;
@@ -1212,6 +1217,7 @@ __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const T
   bool has_pending = false;
   Timeline tl{record};
   long long* pending_entry = nullptr;  // timeline: the pending unit's entry
+  const long long t_wait = Config::kTimeline ? Timeline::now() : 0;  // timeline: set up, waiting for unit 0
   for (int u = 0;; ++u) {
     if constexpr (Config::kTimeline)
       if (tl.on() && tl.cur) tl.cur[7] = Timeline::now();  // the previous unit is done
@@ -1275,6 +1281,8 @@ __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const T
         tl.open(wg, -1, 0, 0, t_start);
         tl.cur[6] = t_units;
         tl.cur[7] = Timeline::now();
+        tl.cur[8] = t_wait;
+        tl.cur[9] = sh.t_posted;
       }
     return;
   }

@@ -20,10 +20,11 @@ from __future__ import annotations
 import numpy as np
 
 #: One entry: CTA, consumer warpgroup, tile (-1: the warpgroup's exit entry), k-iterations
-#: [k_begin, k_end), and times in ns (exit entries: CTA start, end of units, exit): taken,
-#: mainloop done, done; for a split unit, when its partial was stored and released (else 0), and
-#: for a unit whose tile this warpgroup reduced with the spread fix-up, when every contributor's
-#: partial was visible to it (else 0).
+#: [k_begin, k_end), and times in ns: taken, mainloop done, done; for a split unit, when its
+#: partial was stored and released (else 0), and for a unit whose tile this warpgroup reduced with
+#: the spread fix-up, when every contributor's partial was visible to it (else 0).  Exit entries:
+#: CTA start, end of units, exit, when the warpgroup was set up and began to wait for its first
+#: unit, and when the producer posted that unit.
 FIELDS = ("cta", "wg", "tile", "k_begin", "k_end", "t_take", "t_mainloop", "t_done", "t_stored",
           "t_ready")
 
@@ -87,7 +88,8 @@ def summarize(entries) -> dict[str, float]:
     """Microseconds: the launch's span (first CTA start to last exit), how far the CTA starts and
     exits spread, per-phase totals summed over the consumer warpgroups (``PHASES``, which add up to
     warpgroups x span), the median mainloop per k-iteration and the median and largest time after
-    a mainloop."""
+    a mainloop, and how long after its CTA's start (median) a warpgroup began to wait for its
+    first unit and the producer posted it (the setup's two sides)."""
     work, exits = _split(entries)
     if len(exits) == 0:
         raise ValueError("no exit entries: not a timeline of a finished launch")
@@ -118,6 +120,10 @@ def summarize(entries) -> dict[str, float]:
            "mainloop per k-iteration (median)": float(np.median(per_k)) * us if len(per_k) else 0.0,
            "after mainloop (median)": float(np.median(after)) * us if len(after) else 0.0,
            "after mainloop (max)": float(after.max()) * us if len(after) else 0.0}
+    for name, col in (("waiting for unit 0 from (median)", 8), ("unit 0 posted at (median)", 9)):
+        stamped = exits[exits[:, col] != 0]
+        if len(stamped):
+            out[name] = float(np.median(stamped[:, col] - stamped[:, 5])) * us
     for name, ns in phase.items():
         out[name] = ns * us
     return out

@@ -10,12 +10,13 @@ from mgemm import timeline
 def entries():
     # CTA 0 (both warpgroups): start 0, units of tile 0 [0, 4) and tile 2 [0, 4), exit at 100.
     # CTA 1: starts at 10, one unit of tile 1 [0, 4), leaves at 60.  The last two fields (partial
-    # stored, partials visible) are 0 but on tile 0's unit, as if it were split and reduced.
+    # stored, partials visible) are 0 but on tile 0's unit, as if it were split and reduced; in the
+    # exit entries they say when the warpgroup waited for its first unit and the producer posted it.
     rows = []
     for wg in (0, 1):
         rows += [[0, wg, 0, 0, 4, 5, 25, 30, 27, 28], [0, wg, 2, 0, 4, 35, 55, 60, 0, 0],
-                 [0, wg, -1, 0, 0, 0, 62, 100, 0, 0], [1, wg, 1, 0, 4, 12, 32, 40, 0, 0],
-                 [1, wg, -1, 0, 0, 10, 45, 60, 0, 0]]
+                 [0, wg, -1, 0, 0, 0, 62, 100, 1, 3], [1, wg, 1, 0, 4, 12, 32, 40, 0, 0],
+                 [1, wg, -1, 0, 0, 10, 45, 60, 11, 14]]
     return np.array(rows, dtype=np.int64)
 
 
@@ -48,6 +49,8 @@ def test_summary_phases_add_up_to_warpgroups_times_span():
     assert s["start spread"] == pytest.approx(0.010) and s["exit spread"] == pytest.approx(0.040)
     assert s["mainloop per k-iteration (median)"] == pytest.approx(0.005)
     assert s["after mainloop (max)"] == pytest.approx(0.008)
+    assert s["waiting for unit 0 from (median)"] == pytest.approx(0.001)
+    assert s["unit 0 posted at (median)"] == pytest.approx(0.0035)  # 3 and 4 ns after the starts
     line = timeline.format_summary(s)
     assert line.startswith("span 0.1 us over 4 warpgroups") and "mainloop 30%" in line
 
