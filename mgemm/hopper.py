@@ -458,6 +458,8 @@ K_MAJOR_SAME_WIDTH_ON_64 = False
 # 18 shapes, ahead in 20 of 22 runs where it fires; on 12 drawn after, ahead in 20 of 24 runs,
 # behind by 0.01-0.02 in four).  None: never
 SWAP_MARGIN: float | None = 0.97
+# ... the epilogues the two heuristic configs may have ("tma": K of at most TMA_STORE_K k-steps)
+SWAP_EPILOGUES: tuple[str, ...] = ("staged",)
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
 
@@ -1148,7 +1150,7 @@ def swap_pays(direct: HopperConfig, swapped: HopperConfig, m: int, n: int) -> bo
     if SWAP_MARGIN is None:
         return False
     for cfg in (direct, swapped):
-        if cfg.input not in ("float16", "bfloat16") or cfg.pingpong or cfg.epilogue != "staged":
+        if cfg.input not in ("float16", "bfloat16") or cfg.pingpong or cfg.epilogue not in SWAP_EPILOGUES:
             return False
     if (swapped.cluster_m, swapped.cluster_n) not in ((direct.cluster_m, direct.cluster_n), (1, 1)):
         return False
@@ -1179,12 +1181,12 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
     (geomean fp16 0.64 -> 0.73, bf16 0.63 -> 0.72), behind on two of three with K of 2080-3200."""
     item = out.itemsize
     if (SWAP_MARGIN is None or out.strides[1] != item or out.strides[0] % 16 or out.data.ptr % 16
-            or direct.epilogue != "staged" or not _swap_may_pay(m, n, direct.tile_n, SWAP_MARGIN)):
+            or direct.epilogue not in SWAP_EPILOGUES or not _swap_may_pay(m, n, direct.tile_n, SWAP_MARGIN)):
         return None
     wide = None
     if SWAP_WIDE_TILES and all(a_p.strides[1] == a_p.itemsize for a_p in a_parts):
         wide = tuple(t for t in SWAP_WIDE_TILES if k >= SWAP_WIDE_MIN_K.get(t[0], WIDE_MIN_K)) or None
-    return _swap_cached(direct, m, n, k, dtype, sms, allow_tf32, SWAP_MARGIN, wide,
+    return _swap_cached(direct, m, n, k, dtype, sms, allow_tf32, (SWAP_MARGIN, SWAP_EPILOGUES), wide,
                         _swap_wide_limits() if wide else None,
                         **rows_flags([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts]))
 
@@ -1197,10 +1199,10 @@ def _swap_wide_limits() -> tuple:
 
 @functools.lru_cache(maxsize=1024)
 def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, allow_tf32: bool,
-                 margin: float, wide, limits, **flags) -> HopperConfig | None:
-    """``_swap_config``'s answer once the transposed operands' row flags are known (``margin``:
-    the ``SWAP_MARGIN`` that ``swap_pays`` reads, so that a changed one is not answered from the
-    cache; ``wide``: the wide tiles the transposed product may take, or None; ``limits``: for the
+                 rule: tuple, wide, limits, **flags) -> HopperConfig | None:
+    """``_swap_config``'s answer once the transposed operands' row flags are known (``rule``:
+    the ``SWAP_MARGIN`` and ``SWAP_EPILOGUES`` that ``swap_pays`` reads, so that a changed one is
+    not answered from the cache; ``wide``: the wide tiles the transposed product may take, or None; ``limits``: for the
     same reason, ``_swap_wide_limits()`` where ``wide``).
     Wide tiles go on clusters of ``SWAP_WIDE_CLUSTER_M`` x 1 CTAs where A's rows (the transposed
     product's B, ``flags["b_rows_off"]``) are off 32-byte sectors, or anywhere with
