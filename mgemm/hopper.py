@@ -458,8 +458,13 @@ K_MAJOR_SAME_WIDTH_ON_64 = False
 # 18 shapes, ahead in 20 of 22 runs where it fires; on 12 drawn after, ahead in 20 of 24 runs,
 # behind by 0.01-0.02 in four).  None: never
 SWAP_MARGIN: float | None = 0.97
-# ... the epilogues the two heuristic configs may have ("tma": K of at most TMA_STORE_K k-steps)
-SWAP_EPILOGUES: tuple[str, ...] = ("staged",)
+# ... and where the direct config stores through TMA (K of at most TMA_STORE_K k-steps), from K
+# of SWAP_TMA_MIN_K.  On eight sizes drawn where transposing there changes the call (RESULTS.md,
+# fortieth session; fp16 and bf16, × cuBLAS): at K of 1280-1712 ahead in 10 of 10 runs by
+# 0.03-0.19 (12168x560x1712 0.67 -> 0.84, 4176x536x1392 0.69 -> 0.85), at K of 312-992 behind in 6
+# of 6 by 0.04-0.10 (536x8432x992 0.80 -> 0.71, 11208x1328x312 0.89 -> 0.79): the columns epilogue
+# stores while the tile's SM waits, where TMA stores run on under the next tile.  None: never
+SWAP_TMA_MIN_K: int | None = 1024
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
 
@@ -1128,11 +1133,13 @@ def _padded_work(m: int, n: int, tile_n: int) -> float:
     return _tiles(m, n, tile_n) * tile_n * WAVE_COST.get(tile_n, 1.0)
 
 
-def swap_pays(direct: HopperConfig, swapped: HopperConfig, m: int, n: int) -> bool:
+def swap_pays(direct: HopperConfig, swapped: HopperConfig, m: int, n: int,
+              epilogues: tuple[str, ...] = ("staged",)) -> bool:
     """Whether ``gemm_parts`` runs an ``m x n`` product as its transpose (B^T A^T, ``n x m``, into
     the output's transposed view, on ``swapped`` with the "columns" epilogue) rather than on
-    ``direct`` (``SWAP_MARGIN``): 16-bit, both configs cooperative with the staged epilogue (longer
-    K: the TMA-store epilogue of short K has no columns form), ``swapped`` on ``direct``'s cluster
+    ``direct`` (``SWAP_MARGIN``): 16-bit, both configs cooperative with one of ``epilogues`` (the
+    staged one, longer K; ``_swap_config`` adds the TMA-store one of shorter K from
+    ``SWAP_TMA_MIN_K``: the columns form replaces either), ``swapped`` on ``direct``'s cluster
     shape or on one CTA per tile, and its padded work (``_padded_work``) below ``SWAP_MARGIN`` of
     the direct one's.  The kernel's tiles are 128 rows by a width of 64-256, so an M that fills
     128-row tiles poorly beside an N that fills them better runs faster transposed: 2112x1024x8192
@@ -1150,7 +1157,7 @@ def swap_pays(direct: HopperConfig, swapped: HopperConfig, m: int, n: int) -> bo
     if SWAP_MARGIN is None:
         return False
     for cfg in (direct, swapped):
-        if cfg.input not in ("float16", "bfloat16") or cfg.pingpong or cfg.epilogue not in SWAP_EPILOGUES:
+        if cfg.input not in ("float16", "bfloat16") or cfg.pingpong or cfg.epilogue not in epilogues:
             return False
     if (swapped.cluster_m, swapped.cluster_n) not in ((direct.cluster_m, direct.cluster_n), (1, 1)):
         return False
@@ -1181,14 +1188,20 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
     (geomean fp16 0.64 -> 0.73, bf16 0.63 -> 0.72), behind on two of three with K of 2080-3200."""
     item = out.itemsize
     if (SWAP_MARGIN is None or out.strides[1] != item or out.strides[0] % 16 or out.data.ptr % 16
-            or direct.epilogue not in SWAP_EPILOGUES or not _swap_may_pay(m, n, direct.tile_n, SWAP_MARGIN)):
+            or direct.epilogue not in _swap_epilogues(k) or not _swap_may_pay(m, n, direct.tile_n, SWAP_MARGIN)):
         return None
     wide = None
     if SWAP_WIDE_TILES and all(a_p.strides[1] == a_p.itemsize for a_p in a_parts):
         wide = tuple(t for t in SWAP_WIDE_TILES if k >= SWAP_WIDE_MIN_K.get(t[0], WIDE_MIN_K)) or None
-    return _swap_cached(direct, m, n, k, dtype, sms, allow_tf32, (SWAP_MARGIN, SWAP_EPILOGUES), wide,
+    return _swap_cached(direct, m, n, k, dtype, sms, allow_tf32, (SWAP_MARGIN, _swap_epilogues(k)), wide,
                         _swap_wide_limits() if wide else None,
                         **rows_flags([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts]))
+
+
+def _swap_epilogues(k: int) -> tuple[str, ...]:
+    """The heuristic epilogues under which ``swap_pays`` may transpose a product of this K
+    (``SWAP_TMA_MIN_K``)."""
+    return ("staged", "tma") if SWAP_TMA_MIN_K is not None and k >= SWAP_TMA_MIN_K else ("staged",)
 
 
 def _swap_wide_limits() -> tuple:
@@ -1201,15 +1214,15 @@ def _swap_wide_limits() -> tuple:
 def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, allow_tf32: bool,
                  rule: tuple, wide, limits, **flags) -> HopperConfig | None:
     """``_swap_config``'s answer once the transposed operands' row flags are known (``rule``:
-    the ``SWAP_MARGIN`` and ``SWAP_EPILOGUES`` that ``swap_pays`` reads, so that a changed one is
-    not answered from the cache; ``wide``: the wide tiles the transposed product may take, or None; ``limits``: for the
+    ``SWAP_MARGIN`` and the epilogues ``swap_pays`` takes (``_swap_epilogues``), so that a changed
+    one is not answered from the cache; ``wide``: the wide tiles the transposed product may take, or None; ``limits``: for the
     same reason, ``_swap_wide_limits()`` where ``wide``).
     Wide tiles go on clusters of ``SWAP_WIDE_CLUSTER_M`` x 1 CTAs where A's rows (the transposed
     product's B, ``flags["b_rows_off"]``) are off 32-byte sectors, or anywhere with
     ``SWAP_WIDE_CLUSTER_OFF_SECTORS`` off; widths in ``SWAP_WIDE_CHUNKED`` take its stages and
     columns epilogue chunk."""
     swapped = _choose_cached(n, m, k, dtype, sms, allow_tf32, **flags)
-    if not swap_pays(direct, swapped, m, n):
+    if not swap_pays(direct, swapped, m, n, rule[1]):
         return None
     if wide:
         swapped = wide_tile(swapped, n, m, k, sms, wide)

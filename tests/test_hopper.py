@@ -941,7 +941,8 @@ def test_swap_where_the_transpose_tiles_better(dtype, monkeypatch):
         yes, direct, swapped = pays(m, n, k)
         assert not yes and swapped.cluster_size > 1 and swapped.cluster_size != direct.cluster_size
     assert not pays(7128, 7488, 8256)[0]  # 0.983 of the padded work: level, measured
-    assert not pays(2112, 1024, 1024)[0]  # K of 16 steps: TMA stores
+    assert not pays(2112, 1024, 1024)[0]  # K of 16 steps: TMA stores, which swap_pays takes if asked
+    assert hopper.swap_pays(*pays(2112, 1024, 1024)[1:], 2112, 1024, ("staged", "tma"))
     assert not pays(8192, 8192, 8192)[0] and not pays(64, 8192, 8192)[0]  # level; pingpong's thin tile
     tf32 = hopper.choose_config(2112, 1024, 8192, "float32", 132, allow_tf32=True)
     assert not hopper.swap_pays(tf32, hopper.choose_config(1024, 2112, 8192, "float32", 132, allow_tf32=True),
@@ -957,6 +958,18 @@ def test_swap_where_the_transpose_tiles_better(dtype, monkeypatch):
                 _FakeArray((2112, 1024), (2050, 2)),  # rows off 16 bytes
                 _FakeArray((2112, 1024), (2048, 2), ptr=0x10002)):
         assert hopper._swap_config([a], [b], direct, out, 2112, 1024, 8192, dtype, 132, False) is None
+    def short(m, n, k):  # _swap_config over row-major operands where the direct config stores through TMA
+        a_, b_ = _FakeArray((m, k), (2 * k, 2)), _FakeArray((k, n), (2 * n, 2))
+        d = hopper.choose_config(m, n, k, dtype, 132, **hopper.rows_flags([a_], [b_]))
+        assert d.epilogue == "tma"
+        return hopper._swap_config([a_], [b_], d, _FakeArray((m, n), (2 * n, 2)), m, n, k, dtype, 132, False)
+    assert short(4176, 536, 1024).epilogue == short(4176, 536, 1392).epilogue == "columns"  # K from SWAP_TMA_MIN_K
+    assert short(4176, 536, 960) is None
+    monkeypatch.setattr(hopper, "SWAP_TMA_MIN_K", 960)
+    assert short(4176, 536, 960).tile_n == 192
+    monkeypatch.setattr(hopper, "SWAP_TMA_MIN_K", None)
+    assert short(4176, 536, 1392) is None
+    monkeypatch.undo()
     rng = np.random.default_rng(7)  # the shape-only bound refuses none that swap_pays takes
     for m, n, k in (8 * rng.integers(32, 2048, size=3) for _ in range(300)):
         yes, direct, _ = pays(int(m), int(n), int(k))
@@ -2234,7 +2247,8 @@ def test_columns_epilogue_equals_direct_and_falls_back(kind, out_dtype, tile_n, 
 @pytest.mark.parametrize("m,n,k,trans_a,trans_b,margin", [(2112, 1024, 8192, False, False, None),
                                                           (2111, 1024, 8191, True, True, None),
                                                           (2111, 1024, 8191, False, True, None),
-                                                          (1999, 904, 5003, True, False, 2.0)])
+                                                          (1999, 904, 5003, True, False, 2.0),
+                                                          (4176, 536, 1392, False, False, None)])  # TMA stores
 def test_swapped_product_matches_float64_reference(kind, m, n, k, trans_a, trans_b, margin, monkeypatch):
     """Where ``swap_pays`` (``margin``: ``SWAP_MARGIN`` raised so it does on any SM count), ``gemm``
     runs the transposed product through the output's transposed view with the columns epilogue;
