@@ -1186,14 +1186,14 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
     products (544x8088x5824 0.74 -> 0.89, 304x14568x6256 0.73 -> 0.86; behind on 264x16384x4096
     0.75 -> 0.70), and on 8 drawn as a user types them ahead on all five with K above 4096
     (geomean fp16 0.64 -> 0.73, bf16 0.63 -> 0.72), behind on two of three with K of 2080-3200."""
-    item = out.itemsize
+    item, epilogues = out.itemsize, _swap_epilogues(k)
     if (SWAP_MARGIN is None or out.strides[1] != item or out.strides[0] % 16 or out.data.ptr % 16
-            or direct.epilogue not in _swap_epilogues(k) or not _swap_may_pay(m, n, direct.tile_n, SWAP_MARGIN)):
+            or direct.epilogue not in epilogues or not _swap_may_pay(m, n, direct.tile_n, SWAP_MARGIN)):
         return None
     wide = None
     if SWAP_WIDE_TILES and all(a_p.strides[1] == a_p.itemsize for a_p in a_parts):
         wide = tuple(t for t in SWAP_WIDE_TILES if k >= SWAP_WIDE_MIN_K.get(t[0], WIDE_MIN_K)) or None
-    return _swap_cached(direct, m, n, k, dtype, sms, allow_tf32, (SWAP_MARGIN, _swap_epilogues(k)), wide,
+    return _swap_cached(direct, m, n, k, dtype, sms, allow_tf32, (SWAP_MARGIN, epilogues), wide,
                         _swap_wide_limits() if wide else None,
                         **rows_flags([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts]))
 
@@ -1215,8 +1215,8 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
                  rule: tuple, wide, limits, **flags) -> HopperConfig | None:
     """``_swap_config``'s answer once the transposed operands' row flags are known (``rule``:
     ``SWAP_MARGIN`` and the epilogues ``swap_pays`` takes (``_swap_epilogues``), so that a changed
-    one is not answered from the cache; ``wide``: the wide tiles the transposed product may take, or None; ``limits``: for the
-    same reason, ``_swap_wide_limits()`` where ``wide``).
+    one is not answered from the cache; ``wide``: the wide tiles the transposed product may take,
+    or None; ``limits``: for the same reason, ``_swap_wide_limits()`` where ``wide``).
     Wide tiles go on clusters of ``SWAP_WIDE_CLUSTER_M`` x 1 CTAs where A's rows (the transposed
     product's B, ``flags["b_rows_off"]``) are off 32-byte sectors, or anywhere with
     ``SWAP_WIDE_CLUSTER_OFF_SECTORS`` off; widths in ``SWAP_WIDE_CHUNKED`` take its stages and
