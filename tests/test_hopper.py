@@ -963,10 +963,10 @@ def test_swap_where_the_transpose_tiles_better(dtype, monkeypatch):
         d = hopper.choose_config(m, n, k, dtype, 132, **hopper.rows_flags([a_], [b_]))
         assert d.epilogue == "tma"
         return hopper._swap_config([a_], [b_], d, _FakeArray((m, n), (2 * n, 2)), m, n, k, dtype, 132, False)
-    assert short(4176, 536, 1024).epilogue == short(4176, 536, 1392).epilogue == "columns"  # K from SWAP_TMA_MIN_K
-    assert short(4176, 536, 960) is None
-    monkeypatch.setattr(hopper, "SWAP_TMA_MIN_K", 960)
-    assert short(4176, 536, 960).tile_n == 192
+    assert short(4176, 536, 1280).epilogue == short(4176, 536, 1392).epilogue == "columns"  # K from SWAP_TMA_MIN_K
+    assert short(4176, 536, 1216) is None
+    monkeypatch.setattr(hopper, "SWAP_TMA_MIN_K", 1216)
+    assert short(4176, 536, 1216).tile_n == 192
     monkeypatch.setattr(hopper, "SWAP_TMA_MIN_K", None)
     assert short(4176, 536, 1392) is None
     monkeypatch.undo()
