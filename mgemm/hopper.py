@@ -463,7 +463,8 @@ SWAP_MARGIN: float | None = 0.97
 # fortieth session; fp16 and bf16, × cuBLAS): at K of 1280-1712 ahead in 10 of 10 runs by
 # 0.03-0.19 (12168x560x1712 0.67 -> 0.84, 4176x536x1392 0.69 -> 0.85), at K of 312-992 behind in 6
 # of 6 by 0.04-0.10 (536x8432x992 0.80 -> 0.71, 11208x1328x312 0.89 -> 0.79): the columns epilogue
-# stores while the tile's SM waits, where TMA stores run on under the next tile.  None: never
+# stores while the tile's SM waits, where TMA stores run on under the next tile.  From the least K
+# measured ahead (no fresh draw has confirmed the bound yet); None: never
 SWAP_TMA_MIN_K: int | None = 1280
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
