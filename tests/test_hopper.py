@@ -959,10 +959,9 @@ def test_swap_where_the_transpose_tiles_better(dtype, monkeypatch):
                 _FakeArray((2112, 1024), (2048, 2), ptr=0x10002)):
         assert hopper._swap_config([a], [b], direct, out, 2112, 1024, 8192, dtype, 132, False) is None
     def short(m, n, k):  # _swap_config over row-major operands where the direct config stores through TMA
-        a_, b_ = _FakeArray((m, k), (2 * k, 2)), _FakeArray((k, n), (2 * n, 2))
-        d = hopper.choose_config(m, n, k, dtype, 132, **hopper.rows_flags([a_], [b_]))
+        d, swapped = _swap_pick(m, n, k, dtype)
         assert d.epilogue == "tma"
-        return hopper._swap_config([a_], [b_], d, _FakeArray((m, n), (2 * n, 2)), m, n, k, dtype, 132, False)
+        return swapped
     assert short(4176, 536, 1280).epilogue == short(4176, 536, 1392).epilogue == "columns"  # K from SWAP_TMA_MIN_K
     assert short(4176, 536, 1216) is None
     monkeypatch.setattr(hopper, "SWAP_TMA_MIN_K", 1216)
@@ -1274,6 +1273,15 @@ class _RowsArray(_FakeArray):
     def __getitem__(self, rows):
         start, stop, _ = rows.indices(self.shape[0])
         return _RowsArray((stop - start, self.shape[1]), self.strides, slice(start, stop))
+
+
+def _swap_pick(m, n, k, dtype, a_strides=None):
+    """The heuristic's direct config on 132 SMs for an m x n x k product of a row-major B and
+    output, A row-major (or on ``a_strides``) and, as row flags show them to ``gemm_parts``, what
+    ``_swap_config`` answers for it."""
+    a, b = _FakeArray((m, k), a_strides or (2 * k, 2)), _FakeArray((k, n), (2 * n, 2))
+    direct = hopper.choose_config(m, n, k, dtype, 132, **hopper.rows_flags([a], [b]))
+    return direct, hopper._swap_config([a], [b], direct, _FakeArray((m, n), (2 * n, 2)), m, n, k, dtype, 132, False)
 
 
 def _tail_split_calls(real, m, n, k, monkeypatch, c=None, beta=0.0):
@@ -2358,9 +2366,7 @@ def test_wide_tile_in_the_transposed_product(dtype, monkeypatch):
     wide on four, 48 columns staged at a time, ``SWAP_WIDE_CHUNKED``) where K reaches the width's
     ``SWAP_WIDE_MIN_K``; over a column-major A, or with the rule off, not."""
     def swapped(m, n, k, a_strides):
-        a, b = _FakeArray((m, k), a_strides), _FakeArray((k, n), (2 * n, 2))
-        direct = hopper.choose_config(m, n, k, dtype, 132, **hopper.rows_flags([a], [b]))
-        return hopper._swap_config([a], [b], direct, _FakeArray((m, n), (2 * n, 2)), m, n, k, dtype, 132, False)
+        return _swap_pick(m, n, k, dtype, a_strides)[1]
 
     for (m, n, k), width, policy in (((304, 14568, 6256), 320, "static"), ((544, 8088, 5824), 288, "static"),
                                      ((288, 15024, 15168), 288, "static"),  # 114, 128, 118 tiles
