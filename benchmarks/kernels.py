@@ -272,7 +272,7 @@ def parse_variant(spec: str, base):
         key, val = kv.split("=", 1)
         if key == "sms":
             sms = int(val)
-        elif key in ("pingpong", "a_k_major", "b_k_major"):
+        elif key in ("pingpong", "a_k_major", "b_k_major", "overlap"):
             changes[key] = val == "1"
         else:
             changes[key] = int(val) if val.lstrip("-").isdigit() else val

@@ -121,6 +121,12 @@
 #ifndef MGEMM_CONSUMER_REGS
 #define MGEMM_CONSUMER_REGS 232  // setmaxnreg of the consumer warpgroups (128 P + 256 C <= 65536)
 #endif
+#ifndef MGEMM_OVERLAP
+// 1 (cooperative, static / dynamic / per_tile, at most 96 accumulators a thread): two accumulator
+// sets; each tile's epilogue runs after the next tile's first wgmmas are issued, under them,
+// instead of between the two mainloops.  0: one set, each epilogue between two mainloops.
+#define MGEMM_OVERLAP 0
+#endif
 #ifndef MGEMM_SK_REDUCE
 // Stream-K fix-up of a split tile.  OWNER: the CTA that ends the tile adds the other contributors'
 // partials to its registers, one after another.  SPREAD (cooperative consumers): every
@@ -182,6 +188,7 @@ struct Config {
   static constexpr bool kColumnsEpilogue = MGEMM_EPILOGUE == MGEMM_EPILOGUE_COLUMNS;
   static constexpr bool kSpreadFixUp = MGEMM_SK_REDUCE == MGEMM_SK_REDUCE_SPREAD;
   static constexpr bool kPingpong = MGEMM_PINGPONG;
+  static constexpr bool kOverlap = MGEMM_OVERLAP;
   // m64 row blocks one consumer warpgroup multiplies per k16 step: 1 (cooperative: its half of the
   // tile), kTileM / 64 (pingpong: the whole tile).
   static constexpr int kMBlocks = kPingpong ? kTileM / 64 : 1;
@@ -278,6 +285,10 @@ struct Config {
                     128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536,
                 "setmaxnreg: multiples of 8 in [24, 256] that fit the register file");
   static_assert(kStages >= 2, "the ring needs two stages at least");
+  static_assert(!kOverlap || (!kPingpong && kCoopAcc <= 96 && kPromote == 0 && !kTimeline &&
+                              MGEMM_POLICY != MGEMM_POLICY_STREAMK),
+                "OVERLAP: cooperative consumers, at most 96 accumulators a thread (two sets), no PROMOTE or "
+                "TIMELINE, a policy that splits no tile");
   static_assert(kPromote >= 0 && (kPromote == 0 || (!kPingpong && kTileN <= 192)),
                 "PROMOTE: cooperative consumers and TILE_N <= 192 (two accumulator sets per thread)");
   static_assert((kAKMajor && kBKMajor) || sizeof(In) == 2, "MN-major operands need 16-bit inputs (no tf32 transpose)");
@@ -1289,6 +1300,67 @@ __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const T
 }
 
 
+// --- overlapped epilogues (MGEMM_OVERLAP 1) -------------------------------------------------------
+//
+// As mainloop, with `under()` run once the first k-iteration's wgmmas are issued (at once when
+// there is no k-iteration), so that it runs while the tensor cores work on them.  One call site of
+// `under`, so that its code is there once.
+template <class Under>
+__device__ __forceinline__ void mainloop_under(float (&acc)[kCoopAcc], unsigned char* ring, Shared& sh, int nk,
+                                               int wg, RingPos& pos, Under&& under) {
+#pragma unroll
+  for (int i = 0; i < kCoopAcc; ++i) acc[i] = 0.f;
+  const bool releaser = (threadIdx.x & 31) == 0;
+  if (nk > 0) issue_k_iteration(acc, ring, sh, wg, pos, 1);
+  under();
+  if (nk <= 0) {
+    wgmma_wait<0>();  // (none in flight; said, so that ptxas sees every path to acc's readers wait)
+    return;
+  }
+  int prev = pos.stage;
+  pos.advance();
+  for (int i = 1; i < nk; ++i) {
+    issue_k_iteration(acc, ring, sh, wg, pos, 1);
+    wgmma_wait<1>();  // the group before this one is done: its stage may be refilled
+    if (releaser) release_stage(&sh.empty[prev]);
+    prev = pos.stage;
+    pos.advance();
+  }
+  wgmma_wait<0>();
+  fence_regs(acc);
+  if (releaser) release_stage(&sh.empty[prev]);
+}
+
+// Cooperative consumers that hold each tile's result (times alpha) in a second register set and
+// store it under the next unit's first wgmmas (after the end marker, under none).
+__device__ __forceinline__ void consume_overlap(unsigned char* ring, Shared& sh, const Out* C, Out* D, int M, int N,
+                                                long long ldc_m, long long ldc_n, long long ldd_m, long long ldd_n,
+                                                double alpha, double beta, const TmaDesc* d_desc) {
+  const int wg = threadIdx.x / 128 - 1;
+  const float a = (float)alpha;
+  RingPos pos;
+  float acc[kCoopAcc], held[kCoopAcc];
+  int held_m0 = -1, held_n0 = 0;  // the held tile (none yet)
+  for (int u = 0;; ++u) {
+    const WorkUnit w = take_unit(sh, u);
+    const bool end = w.tile < 0;
+    mainloop_under(acc, ring, sh, end ? 0 : w.k_end - w.k_begin, wg, pos, [&] {
+      if (held_m0 >= 0)
+        epilogue(held, wg, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, held_m0, held_n0, 1.0, beta,
+                 ring + Config::kOutStageOffset, -1, d_desc);  // (alpha applied)
+    });
+    if (end) break;
+    // held = alpha acc now, while no wgmma is in flight: the epilogue then reads registers that
+    // no wgmma defined, so ptxas adds no wait for the next unit's wgmmas before it (C7517)
+#pragma unroll
+    for (int i = 0; i < kCoopAcc; ++i) held[i] = a * acc[i];
+    fence_regs(held);
+    held_m0 = w.row * Config::kTileM;
+    held_n0 = w.col * Config::kTileN;
+  }
+  drain_stores();
+}
+
 // --- pingpong consumers (MGEMM_PINGPONG 1) -------------------------------------------------------
 //
 // Every consumer thread still reads every unit slot (so the slots and their 256-arrival "empty"
@@ -1508,7 +1580,9 @@ extern "C" __global__ void __launch_bounds__(Config::kThreads, 1) MGEMM_CLUSTER_
 #else
     const TmaDesc* d_desc = nullptr;
 #endif
-    if constexpr (Config::kPingpong)
+    if constexpr (Config::kOverlap)
+      consume_overlap(ring, sh, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta, d_desc);
+    else if constexpr (Config::kPingpong)
       consume_pingpong(ring, sh, grid, args, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta, flags, workspace,
                        d_desc);
     else

@@ -52,7 +52,11 @@ a named-barrier "math turn" (ids 2 and 3, 256 threads) lets a warpgroup start it
 after the other has issued all of its previous unit's, so one epilogue runs under the other's
 mainloop.  Every policy works with it (stream-K partials per warpgroup, fix-up barrier ids 4
 and 5).  ``producer_regs`` / ``consumer_regs``: the setmaxnreg split (default 40 / 232; 24 / 240
-fits too, but the producer's stream-K and dynamic bookkeeping spill at 24).
+fits too, but the producer's stream-K and dynamic bookkeeping spill at 24).  ``overlap=True``
+(cooperative, at most 96 accumulators a thread, a policy that splits no tile): each tile's result,
+times alpha, waits in a second register set, and its epilogue runs once the next unit's first
+wgmmas are issued, under them, not between the two mainloops (alpha applied first, so that the
+epilogue reads registers no wgmma defined and ptxas adds no wait for the wgmmas in flight).
 
 Clusters (``cluster_m`` 2 or 4, ``cluster_n`` 2, at most 4 CTAs; opt-in; default 1 x 1):
 ``__cluster_dims__(size, 1, 1)``, the CTAs of a cluster on a block of ``cluster_m`` x
@@ -531,6 +535,11 @@ class HopperConfig(RenderedConfig):
     # "columns" epilogue: 0 stages ``out_chunk_bytes``' default chunk of a warpgroup's columns at a
     # time; C > 0 stages C columns at a time (a smaller buffer: room for another ring stage)
     out_cols: int = 0
+    # True: a second set of accumulators holds each tile's result (times alpha) until the next
+    # unit's first wgmmas are issued, and its epilogue runs under them instead of between the two
+    # mainloops.  Cooperative consumers, at most 96 accumulators a thread, a policy that splits no
+    # tile (static, dynamic, per_tile), no promote or timeline.
+    overlap: bool = False
 
     def __post_init__(self):
         if self.input not in INPUTS:
@@ -609,6 +618,11 @@ class HopperConfig(RenderedConfig):
             raise ValueError(f"promote={self.promote} needs cooperative consumers and tile_n <= 192 "
                              f"(two accumulator sets per thread), got pingpong={self.pingpong}, "
                              f"tile_n={self.tile_n}")
+        if self.overlap and (self.pingpong or self.acc_per_thread > 96 or self.policy == "streamk"
+                             or self.promote or self.timeline):
+            raise ValueError(f"overlap=True holds a second set of accumulators: cooperative consumers, at "
+                             f"most 96 accumulators a thread (this tile: {self.acc_per_thread}), a policy "
+                             f"that splits no tile (not 'streamk'), no promote or timeline")
         if not 1 <= self.k_parts <= MAX_K_PARTS:
             raise ValueError(f"k_parts must be in [1, {MAX_K_PARTS}], got {self.k_parts!r}")
         if self.cluster_m not in CLUSTER_MS:
@@ -750,6 +764,7 @@ class HopperConfig(RenderedConfig):
             "MGEMM_TIMELINE": str(int(self.timeline)),
             "MGEMM_PROMOTE": str(self.promote),
             "MGEMM_OUT_COLS": str(self.out_cols),
+            "MGEMM_OVERLAP": str(int(self.overlap)),
             "MGEMM_SMEM_BYTES": str(self.smem_bytes),  # the kernel static_asserts it equals its own
         }
 
@@ -768,6 +783,7 @@ class HopperConfig(RenderedConfig):
                 + ("" if self.sk_waves == 1 else f" skw{self.sk_waves}")
                 + ("" if not self.promote else f" promote{self.promote}")
                 + ("" if not self.out_cols else f" oc{self.out_cols}")
+                + (" overlap" if self.overlap else "")
                 + (" record" if self.record else "") + (" timeline" if self.timeline else ""))
 
 

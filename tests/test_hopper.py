@@ -187,6 +187,22 @@ def test_config_validates():
     assert HopperConfig(input="bfloat16").tile_k == 64
 
 
+def test_overlap_config_validates_renders_and_keys():
+    """overlap: a second accumulator set (at most 96 accumulators a thread), cooperative consumers,
+    a policy that splits no tile, no promote or timeline; rendered as MGEMM_OVERLAP and keyed."""
+    a = HopperConfig(input="float16", tile_n=128, epilogue="tma")
+    o = a.replace(overlap=True)
+    assert "#define MGEMM_OVERLAP 0\n" in a.render() and "#define MGEMM_OVERLAP 1\n" in o.render()
+    assert a.key() != o.key() and str(o).endswith(" overlap") and "overlap" not in str(a)
+    for ok in (dict(tile_n=192), dict(tile_m=64, tile_n=256, stages=4), dict(policy="dynamic"),
+               dict(policy="per_tile", cluster_m=2), dict(input="tf32")):
+        assert a.replace(overlap=True, **ok).overlap
+    for bad in (dict(tile_n=256), dict(tile_n=288, epilogue="staged", stages=3), dict(policy="streamk"), dict(promote=4),
+                dict(timeline=True), dict(pingpong=True, tile_m=64, tile_n=64)):
+        with pytest.raises(ValueError, match="second set of accumulators"):
+            a.replace(overlap=True, **bad)
+
+
 def test_cluster_config_validates_renders_and_keys():
     """cluster_m: 1 (default), 2 or 4; cluster_n 1 or 2; at most 4 CTAs; clusters only with static /
     per_tile, cooperative consumers, no record and tile_n >= 128 (128 or 256 with a row-major B,
@@ -2747,6 +2763,45 @@ def test_register_split_24_240(policy, pingpong):
                        pingpong=pingpong, tile_m=64 if pingpong else 128)
     for i, (m, n, k) in enumerate([(257, 263, 129), (640, 520, 2050), (1100, 1300, 900)]):
         _check(m, n, k, "bfloat16", cfg, seed=90 + i, beta=0.5 if i % 2 else 0.0, sms=3 if i == 2 else None)
+
+
+# --- overlapped epilogues (GPU) ----------------------------------------------------------------------
+
+# (kind, tile_m, tile_n, stages, epilogue): the two accumulator sets at 64 (128 x 128, 64-row split
+# tiles, tf32) and 96 (128 x 192) a thread, through each epilogue form.
+OVERLAP = [("float16", 128, 128, 4, "tma"), ("bfloat16", 128, 192, 4, "staged"), ("tf32", 128, 128, 4, "pair"),
+           ("float16", 64, 256, 4, "staged"), ("bfloat16", 128, 128, 6, "columns")]
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("policy", ["static", "dynamic", "per_tile"])
+@pytest.mark.parametrize("kind,tile_m,tile_n,stages,epilogue", OVERLAP)
+def test_overlap_matches_float64_reference(kind, tile_m, tile_n, stages, epilogue, policy):
+    """Each tile's epilogue under the next unit's first wgmmas: edge shapes (K = 1, K below one
+    k-iteration, one tile), then few SMs, so that every CTA holds and stores many tiles in turn
+    (odd and even counts), beta != 0 (the paired epilogue with C) and alpha != 1."""
+    cfg = HopperConfig(input=kind, tile_m=tile_m, tile_n=tile_n, stages=stages, policy=policy,
+                       epilogue=epilogue, overlap=True)
+    for i, (m, n, k) in enumerate(SHAPES):
+        _check(m, n, k, kind, cfg, seed=200 + i, beta=0.5 if i % 2 else 0.0, alpha=1.0 if i % 3 else 0.75)
+    for j, (m, n, k, sms) in enumerate(BUDGETS + [(4096, 2048, 256, None)]):
+        _check(m, n, k, kind, cfg, sms=sms, seed=210 + j, beta=0.5 if j % 2 else 0.0, alpha=0.5 if j % 3 else 1.0)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (True, False), (False, True), (True, True)])
+def test_overlap_every_operand_layout_clusters_and_k_zero(trans_a, trans_b):
+    """Both operand layouts, 2-CTA clusters, K parts and K = 0 (every held tile stored as beta C)."""
+    for i, cfg in enumerate([HopperConfig(input="float16", tile_n=128, stages=6, epilogue="tma", overlap=True),
+                             HopperConfig(input="float16", tile_n=128, stages=6, epilogue="staged",
+                                          cluster_m=2, overlap=True)]):
+        for j, (m, n, k) in enumerate([(257, 263, 129), (1100, 1300, 900), (2000, 600, 64)]):
+            _check(m, n, k, "float16", cfg, trans_a=trans_a, trans_b=trans_b, seed=220 + 3 * i + j,
+                   beta=0.5 if j == 1 else 0.0, sms=4 if j == 1 else None)
+        _check(300, 41, 0, "float16", cfg, beta=2.0, sms=3)
+        _check(300, 260, 0, "float16", cfg, beta=0.0)
 
 
 # --- 2-CTA clusters with B multicast (GPU) -------------------------------------------------------
