@@ -633,6 +633,15 @@ __device__ __forceinline__ void release_stage(unsigned long long* empty) {
   }
 }
 
+// release_stage by the threads where `p` holds: one CTA's as a predicated arrival (no branch).
+__device__ __forceinline__ void release_stage_if(bool p, unsigned long long* empty) {
+  if constexpr (Config::kClusterSize > 1) {
+    if (p) release_stage(empty);
+  } else {
+    mbar_arrive_if(p, empty);
+  }
+}
+
 // m64 block j of a cooperative thread's accumulators (wide tiles: rows 64 j .. 64 j + 63 of the
 // tile; else the only one), as the array a wgmma or the staged epilogue takes.
 __device__ __forceinline__ float (&acc_block(float (&acc)[kCoopAcc], int j))[kAcc] {
@@ -1322,13 +1331,13 @@ __device__ __forceinline__ void mainloop_under(float (&acc)[kCoopAcc], unsigned 
   for (int i = 1; i < nk; ++i) {
     issue_k_iteration(acc, ring, sh, wg, pos, 1);
     wgmma_wait<1>();  // the group before this one is done: its stage may be refilled
-    if (releaser) release_stage(&sh.empty[prev]);
+    release_stage_if(releaser, &sh.empty[prev]);
     prev = pos.stage;
     pos.advance();
   }
   wgmma_wait<0>();
   fence_regs(acc);
-  if (releaser) release_stage(&sh.empty[prev]);
+  release_stage_if(releaser, &sh.empty[prev]);
 }
 
 // Cooperative consumers that hold each tile's result (times alpha) in a second register set and
