@@ -468,7 +468,9 @@ SWAP_MARGIN: float | None = 0.97
 # 0.03-0.19 (12168x560x1712 0.67 -> 0.84, 4176x536x1392 0.69 -> 0.85), at K of 312-992 behind in 6
 # of 6 by 0.04-0.10 (536x8432x992 0.80 -> 0.71, 11208x1328x312 0.89 -> 0.79): the columns epilogue
 # stores while the tile's SM waits, where TMA stores run on under the next tile.  From the least K
-# measured ahead (no fresh draw has confirmed the bound yet); None: never
+# measured ahead.  On six sizes drawn after (forty-first session, K of 1376-1712): ahead in 9 of 12
+# runs by 0.01-0.26, level in one, behind by 0.04-0.05 in two (6680x2168x1712, where both products
+# take the same 256-wide cluster tiles); geomean 0.79-0.80 -> 0.88-0.89.  None: never
 SWAP_TMA_MIN_K: int | None = 1280
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
