@@ -57,6 +57,9 @@ fits too, but the producer's stream-K and dynamic bookkeeping spill at 24).  ``o
 times alpha, waits in a second register set, and its epilogue runs once the next unit's first
 wgmmas are issued, under them, not between the two mainloops (alpha applied first, so that the
 epilogue reads registers no wgmma defined and ptxas adds no wait for the wgmmas in flight).
+Correct on the GPU, but 8-20 % behind the plain order where each CTA has many short tiles
+(8192x8192x256 0.78 of cuBLAS against 0.98; RESULTS.md, forty-first session): the heuristic
+does not take it.
 
 Clusters (``cluster_m`` 2 or 4, ``cluster_n`` 2, at most 4 CTAs; opt-in; default 1 x 1):
 ``__cluster_dims__(size, 1, 1)``, the CTAs of a cluster on a block of ``cluster_m`` x
