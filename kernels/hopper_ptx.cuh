@@ -35,6 +35,12 @@ __device__ __forceinline__ void mbar_init_fence() {
 __device__ __forceinline__ void mbar_arrive(unsigned long long* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
+// mbar_arrive where `p` holds, as a predicated instruction rather than a branch (no divergence
+// for the compiler to reconverge around).
+__device__ __forceinline__ void mbar_arrive_if(bool p, unsigned long long* bar) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n"
+               ::"r"(smem_addr(bar)), "r"((int)p) : "memory");
+}
 // One arrival that also announces `bytes` of TMA traffic the phase must wait for.
 __device__ __forceinline__ void mbar_arrive_expect_tx(unsigned long long* bar, unsigned bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
@@ -77,12 +83,6 @@ __device__ __forceinline__ int cluster_count_x() {
 // consumer waited for them), and the peer's producer only issues copies after the phase flips.
 // Release at cluster scope instead compiles to a MEMBAR.ALL.GPU before every arrival (and an
 // acquire at cluster scope on the producer's wait to an L1 invalidation, CCTL.IVALL, per stage).
-// mbar_arrive where `p` holds, as a predicated instruction rather than a branch (no divergence
-// for the compiler to reconverge around).
-__device__ __forceinline__ void mbar_arrive_if(bool p, unsigned long long* bar) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n"
-               ::"r"(smem_addr(bar)), "r"((int)p) : "memory");
-}
 __device__ __forceinline__ void mbar_arrive_remote(unsigned long long* bar, int cta) {
   asm volatile(
       "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"

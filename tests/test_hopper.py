@@ -2793,7 +2793,8 @@ def test_overlap_matches_float64_reference(kind, tile_m, tile_n, stages, epilogu
 @needs_sm90
 @pytest.mark.parametrize("trans_a,trans_b", [(False, False), (True, False), (False, True), (True, True)])
 def test_overlap_every_operand_layout_clusters_and_k_zero(trans_a, trans_b):
-    """Both operand layouts, 2-CTA clusters, K parts and K = 0 (every held tile stored as beta C)."""
+    """Both operand layouts, one CTA per tile and 2-CTA clusters, and K = 0 (every held tile stored
+    as beta C)."""
     for i, cfg in enumerate([HopperConfig(input="float16", tile_n=128, stages=6, epilogue="tma", overlap=True),
                              HopperConfig(input="float16", tile_n=128, stages=6, epilogue="staged",
                                           cluster_m=2, overlap=True)]):
