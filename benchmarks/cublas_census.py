@@ -125,9 +125,9 @@ def runs_transposed(dtype: str):
 def prior_differs(dtype: str, prior: dict):
     """``typed_cases``' filter: whether the heuristic's config for contiguous row-major operands of
     this shape, the transposed product's (``hopper._swap_config``), whether ``gemm_parts`` copies
-    their B K-major (``hopper.gemm_copies_b``), or the config it then picks for the copy
-    (``k_major_pick`` of the heuristic's), differs from what it does with the ``--prior``
-    constants: the sizes a rule changes."""
+    their B K-major (``hopper.gemm_copies_b``), the config it then picks for the copy
+    (``k_major_pick`` of the heuristic's), or its staging buffers (``hopper.tma_buffers``), differs
+    from what it does with the ``--prior`` constants: the sizes a rule changes."""
     sms = hopper.device_sms()
 
     def keep(m: int, n: int, k: int) -> bool:
@@ -139,7 +139,8 @@ def prior_differs(dtype: str, prior: dict):
                        if copies else None)
             direct = hopper.choose_config(m, n, k, dtype, sms, **flags)
             swapped = hopper._swap_config([a], [b], direct, out, m, n, k, dtype, sms, False)
-            return direct, swapped, copies, on_copy
+            buffered = hopper.tma_buffers(direct) if n % 8 == 0 else direct  # (rows on 16 bytes)
+            return direct, swapped, copies, on_copy, buffered
         now = picks()
         with mock.patch.multiple(hopper, **prior):
             return picks() != now

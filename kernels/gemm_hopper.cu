@@ -127,6 +127,13 @@
 // instead of between the two mainloops.  0: one set, each epilogue between two mainloops.
 #define MGEMM_OVERLAP 0
 #endif
+#ifndef MGEMM_OUT_BUFFERS
+// TMA epilogue of an even number of chunks per warpgroup row: 2 gives each consumer warpgroup two
+// staging buffers, odd chunks through the second, so that a chunk waits only for the bulk stores
+// of the chunk before last to have read its buffer, not for those of the chunk just stored.  1: one
+// buffer, each chunk's stores read before the next chunk is written.
+#define MGEMM_OUT_BUFFERS 1
+#endif
 #ifndef MGEMM_SK_REDUCE
 // Stream-K fix-up of a split tile.  OWNER: the CTA that ends the tile adds the other contributors'
 // partials to its registers, one after another.  SPREAD (cooperative consumers): every
@@ -189,6 +196,7 @@ struct Config {
   static constexpr bool kSpreadFixUp = MGEMM_SK_REDUCE == MGEMM_SK_REDUCE_SPREAD;
   static constexpr bool kPingpong = MGEMM_PINGPONG;
   static constexpr bool kOverlap = MGEMM_OVERLAP;
+  static constexpr int kOutBuffers = MGEMM_OUT_BUFFERS;  // TMA: staging buffer sets, used by alternate chunks
   // m64 row blocks one consumer warpgroup multiplies per k16 step: 1 (cooperative: its half of the
   // tile), kTileM / 64 (pingpong: the whole tile).
   static constexpr int kMBlocks = kPingpong ? kTileM / 64 : 1;
@@ -267,7 +275,7 @@ struct Config {
   static constexpr int kOutBoxCols = 128 / (int)sizeof(Out), kOutBoxBytes = 64 * 128;
   static constexpr int kOutStageOffset = kStages * kStageBytes + (kTmaStore ? 1024 : kSharedBytes);
   // + 1024: the dynamic shared base is aligned up to 1024 bytes inside the kernel.
-  static constexpr int kSmemBytes = 1024 + kOutStageOffset + kOutStageBytes;
+  static constexpr int kSmemBytes = 1024 + kOutStageOffset + kOutBuffers * kOutStageBytes;
 
   static_assert((kTileN % 32 == 0 || (kTileN % 16 == 0 && kBKMajor && !kPingpong && kTileM == 128)) && kTileN >= 64 &&
                     (kTileN <= 256 || kWide),
@@ -289,6 +297,8 @@ struct Config {
                               MGEMM_POLICY != MGEMM_POLICY_STREAMK),
                 "OVERLAP: cooperative consumers, at most 96 accumulators a thread (two sets), no PROMOTE or "
                 "TIMELINE, a policy that splits no tile");
+  static_assert(kOutBuffers == 1 || (kOutBuffers == 2 && kTmaStore && kOutChunks % 2 == 0),
+                "OUT_BUFFERS 2: the TMA epilogue, an even number of chunks per warpgroup row");
   static_assert(kPromote >= 0 && (kPromote == 0 || (!kPingpong && kTileN <= 192)),
                 "PROMOTE: cooperative consumers and TILE_N <= 192 (two accumulator sets per thread)");
   static_assert((kAKMajor && kBKMajor) || sizeof(In) == 2, "MN-major operands need 16-bit inputs (no tf32 transpose)");
@@ -834,7 +844,7 @@ __device__ __forceinline__ void store_piece(Out* dst, const uint4& v, int left) 
 // STAGED: the 64 rows x kWgN columns of the output from row r0, column c0 (part_row, part_col)
 // that consumer warpgroup wg holds, as alpha * acc, kOutCols columns (chunk CH, then the next by
 // recursion: the accumulator indices stay compile-time) at a time, through `buf` (64 x kOutPitch
-// bytes, the warpgroup's own): the pairs a thread holds go to shared memory with the 16-byte
+// bytes, the warpgroup's own, at `bufs`; OUT_BUFFERS 2: odd chunks through its twin in the second set): the pairs a thread holds go to shared memory with the 16-byte
 // pieces of each row XOR-permuted by the row (r & 7: the 8 rows one store instruction touches land
 // on distinct banks), then each thread stores whole 16-byte pieces, a warp two or more full rows.
 // The warpgroup's own named barrier (kWgBar + wg) orders the writes and reads of `buf`, including
@@ -847,14 +857,15 @@ __device__ __forceinline__ void store_piece(Out* dst, const uint4& v, int left) 
 // the output are not written) and, before buf is written again, waits until they have been read.
 template <int CH = 0>
 __device__ __forceinline__ void epilogue_staged(const float (&acc)[kAcc], int wg, Out* D, int M, int N,
-                                                long long ldd_m, int r0, int c0, float a, unsigned char* buf,
+                                                long long ldd_m, int r0, int c0, float a, unsigned char* bufs,
                                                 const TmaDesc* d_desc) {
   constexpr int kPieces = Config::kOutPitch / 16, kPer16 = 16 / (int)sizeof(Out);
   constexpr int kFirst = CH * Config::kOutCols / 2, kLast = (CH + 1) * Config::kOutCols / 2;
   const int t = threadIdx.x & 127;
   const int bar = Config::kWgBar + wg;
-  if constexpr (Config::kTmaStore)
-    if (t == 0) tma_store_wait_read();  // the bulk stores of the previous chunk or tile have read buf
+  unsigned char* const buf = bufs + (Config::kOutBuffers > 1 && CH % 2 == 1 ? Config::kOutStageBytes : 0);  // odd: 2nd set
+  if constexpr (Config::kTmaStore)  // the bulk stores of the previous chunk or tile (two buffers: of
+    if (t == 0) tma_store_wait_read<Config::kOutBuffers - 1>();  // the one before, which used buf) have read buf
   named_sync<128>(bar);  // every thread is done reading buf (the previous chunk or tile)
 #pragma unroll
   for (int i = kFirst; i < kLast; i += 2) {
@@ -890,7 +901,7 @@ __device__ __forceinline__ void epilogue_staged(const float (&acc)[kAcc], int wg
       store_piece(D + gr * ldd_m + gc, v, N - gc);
     }
   }
-  if constexpr (CH + 1 < Config::kOutChunks) epilogue_staged<CH + 1>(acc, wg, D, M, N, ldd_m, r0, c0, a, buf, d_desc);
+  if constexpr (CH + 1 < Config::kOutChunks) epilogue_staged<CH + 1>(acc, wg, D, M, N, ldd_m, r0, c0, a, bufs, d_desc);
 }
 
 // COLUMNS: as epilogue_staged, for a column-major D (ldd_m == 1; the launcher's transposed

@@ -141,8 +141,12 @@ __device__ __forceinline__ void tma_store_2d(const TmaDesc* desc, const void* sr
                : "memory");
 }
 __device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-// This thread's bulk stores have all read their shared memory (it may be written again).
-__device__ __forceinline__ void tma_store_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+// This thread's bulk stores, all but the newest `Pending` groups, have read their shared memory (it
+// may be written again).
+template <int Pending = 0>
+__device__ __forceinline__ void tma_store_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(Pending) : "memory");
+}
 // This thread's bulk stores are all complete (written to global memory).
 __device__ __forceinline__ void tma_store_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 

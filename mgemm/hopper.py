@@ -264,8 +264,12 @@ THIN_TILE = (64, 64, 12)  # (tile_m, tile_n, stages)
 # it splits (stream-K), with the thin tile's own policy if FEW_TILES_THIN[2] and the thin tiles are
 # too many for stream-K to split each eight or more ways (see choose_config)
 FEW_TILES_THIN = (0.25, 64, True)
-SHORT_K = 8  # K of at most this many 64-wide steps is short (see choose_config)
+SHORT_K = 4  # K of at most this many 64-wide steps is short (see choose_config)
 TMA_STORE_K = 32  # the TMA-store epilogue for K of at most this many 64-wide steps (choose_config)
+# Where gemm_parts picks 16-bit 128 x 256 tiles on 4 stages under TMA stores: (stages, out_buffers)
+# instead, two staging buffers a warpgroup so that its row's second chunk need not wait for the
+# first chunk's stores to read theirs (``tma_buffers``; None: as picked)
+TMA_BUFFERS: tuple[int, int] | None = (3, 2)
 # 256-wide tiles over at least 8 waves of the SMs, K of at least 96 64-wide steps, the last wave
 # partial: stream-K over that wave only, whole tiles first (sk_waves=0; fit_policy)
 MANY_WAVES = (8, 96)
@@ -545,6 +549,11 @@ class HopperConfig(RenderedConfig):
     # mainloops.  Cooperative consumers, at most 96 accumulators a thread, a policy that splits no
     # tile (static, dynamic, per_tile), no promote or timeline.
     overlap: bool = False
+    # "tma" epilogue of an even number of chunks per warpgroup row (``out_chunk_bytes``): 2 gives
+    # each consumer warpgroup two staging buffers, odd chunks through the second, so that a chunk
+    # waits only for the bulk stores of the chunk before last to have read its buffer (1: those of
+    # the chunk just stored)
+    out_buffers: int = 1
 
     def __post_init__(self):
         if self.input not in INPUTS:
@@ -595,6 +604,8 @@ class HopperConfig(RenderedConfig):
         if 128 * self.producer_regs + CONSUMER_THREADS * self.consumer_regs > 65536:
             raise ValueError(f"producer_regs {self.producer_regs} and consumer_regs {self.consumer_regs} "
                              f"need more than the 65536 registers of an SM")
+        if self.out_buffers not in (1, 2):
+            raise ValueError(f"out_buffers must be 1 or 2, got {self.out_buffers!r}")
         if self.smem_bytes > SMEM_LIMIT:
             raise ValueError(f"{self.stages} stages of {self.tile_m}x{self.tile_n} need {self.smem_bytes} "
                              f"bytes of shared memory, more than {SMEM_LIMIT}")
@@ -628,6 +639,9 @@ class HopperConfig(RenderedConfig):
             raise ValueError(f"overlap=True holds a second set of accumulators: cooperative consumers, at "
                              f"most 96 accumulators a thread (this tile: {self.acc_per_thread}), a policy "
                              f"that splits no tile (not 'streamk'), no promote or timeline")
+        if self.out_buffers == 2 and (self.epilogue != "tma" or self.out_chunks % 2):
+            raise ValueError(f"out_buffers=2 is for the 'tma' epilogue with an even number of chunks per "
+                             f"warpgroup row, got epilogue={self.epilogue!r} with {self.out_chunks} chunk(s)")
         if not 1 <= self.k_parts <= MAX_K_PARTS:
             raise ValueError(f"k_parts must be in [1, {MAX_K_PARTS}], got {self.k_parts!r}")
         if self.cluster_m not in CLUSTER_MS:
@@ -736,13 +750,18 @@ class HopperConfig(RenderedConfig):
         return part if part <= 256 else self.wg_n
 
     @property
+    def out_chunks(self) -> int:
+        """Chunks of ``out_chunk_bytes`` in a warpgroup's row (Config::kOutChunks)."""
+        return self.wg_n * ELEMENT_BYTES[self.output] // self.out_chunk_bytes
+
+    @property
     def smem_bytes(self) -> int:
         """Alignment slack (1024) + the stage ring + the barrier area (512; 1024 with the TMA
         store, whose boxes are 1024-byte aligned) + the staged epilogue's buffers (two warpgroups
         x 64 rows x ``out_chunk_bytes``), as Config::kSmemBytes."""
         out = 0
         if self.epilogue in ("staged", "tma", "columns"):
-            out = 2 * 64 * self.out_chunk_bytes
+            out = 2 * 64 * self.out_chunk_bytes * self.out_buffers
         barriers = 1024 if self.epilogue == "tma" else 512
         return 1024 + self.stages * (self.tile_m + self.b_rows) * 128 + barriers + out
 
@@ -770,6 +789,7 @@ class HopperConfig(RenderedConfig):
             "MGEMM_PROMOTE": str(self.promote),
             "MGEMM_OUT_COLS": str(self.out_cols),
             "MGEMM_OVERLAP": str(int(self.overlap)),
+            "MGEMM_OUT_BUFFERS": str(self.out_buffers),
             "MGEMM_SMEM_BYTES": str(self.smem_bytes),  # the kernel static_asserts it equals its own
         }
 
@@ -789,6 +809,7 @@ class HopperConfig(RenderedConfig):
                 + ("" if not self.promote else f" promote{self.promote}")
                 + ("" if not self.out_cols else f" oc{self.out_cols}")
                 + (" overlap" if self.overlap else "")
+                + ("" if self.out_buffers == 1 else f" ob{self.out_buffers}")
                 + (" record" if self.record else "") + (" timeline" if self.timeline else ""))
 
 
@@ -1984,6 +2005,25 @@ def get_kernel(config: HopperConfig, device: int | None = None):
     return compile_kernel(config, compile_options(), KERNEL_NAME, dev)
 
 
+def tma_buffers(cfg: HopperConfig) -> HopperConfig:
+    """``cfg``, or where it is a 16-bit, cooperative 128 x 256 config on 4 stages storing through
+    TMA with one staging buffer set, ``TMA_BUFFERS``' stages and buffer sets: what ``gemm_parts``
+    runs where it picked ``cfg`` and the output takes the bulk stores.  A warpgroup's 256 columns
+    go out as two 256-byte chunks; with one buffer the second waits for the first's stores to have
+    read it, with two it does not, and the second buffer takes the fourth stage's room.
+
+    >>> tma_buffers(HopperConfig(input="float16", tile_n=256, stages=4, epilogue="tma")).out_buffers
+    2
+    >>> tma_buffers(HopperConfig(input="float16", tile_n=128, stages=4, epilogue="tma")).out_buffers
+    1
+    """
+    if (TMA_BUFFERS is None or cfg.input not in ("float16", "bfloat16") or cfg.epilogue != "tma"
+            or cfg.tile_n != 256 or cfg.tile_m != TILE_M or cfg.pingpong or cfg.stages != 4 or cfg.out_buffers != 1):
+        return cfg
+    stages, buffers = TMA_BUFFERS
+    return cfg.replace(stages=stages, out_buffers=buffers)
+
+
 @functools.lru_cache(maxsize=1024)
 def _choose_cached(m: int, n: int, k: int, dtype: str, sms: int, allow_tf32: bool,
                    b_rows_off: bool = False, b_rows_off_128: bool = False,
@@ -2380,6 +2420,8 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
         d_desc = _output_desc(out, res_dtype, beta)
         if d_desc is None:  # rows TMA cannot address, which the thread stores can
             config = config.replace(epilogue="staged")
+        elif flags is not None and d_desc != _NO_DESC:  # the heuristic's, bulk stores: their buffers
+            config = tma_buffers(config)
     setup = _launch_setup(config, dev, sms, m, n, ends[-1], res_dtype, debug, a_k, b_k, len(ops), timeline)
     config, kernel, lp = setup.config, setup.kernel, setup.plan
     descs_a, descs_b = [], []
