@@ -39,7 +39,11 @@ rows x 128 bytes that the warpgroup's first thread stores with bulk tensor store
 (``cp.async.bulk.tensor``, the output's descriptor a kernel parameter) while the warpgroup goes
 on to its next tile; TMA clips the edges, but only to 16-byte granules, so where a row's N
 elements do not end on a 16-byte boundary (or the rows overlap or run in reverse) the launch
-takes ``staged`` instead.  ``columns``: as ``staged`` for a column-major output, whose 64-row
+takes ``staged`` instead.  Before a warpgroup writes its buffer it waits for the stores of the
+previous chunk to have read it; ``out_buffers=2`` (an even number of chunks per row, as 256 16-bit
+columns are) takes odd chunks through a second buffer set, so a chunk waits only for the chunk
+before last (``tma_buffers``: what ``gemm_parts`` runs for the heuristic's 128 x 256 tiles).
+``columns``: as ``staged`` for a column-major output, whose 64-row
 columns go out as 16-byte pieces: the heuristic's where ``gemm_parts`` runs the transposed
 product B^T A^T into the output's transposed view (``swap_pays``).  ``gemm`` raises on GPUs
 other than sm_90; ``supported()`` tells the caller to use ``mgemm.kernels.gemm`` instead.
@@ -2326,7 +2330,8 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
     ``pads_a_for_swap``, off by default); where it does not, 16-bit B parts that
     ``copies_b_k_major`` names are copied K-major and the config is picked for the copies.  Where
     the heuristic picks and B is read K-major (in place or as that copy), its tiles may span a
-    narrow N (``wide_tile``) or take an exact width with as many tile columns (``exact_width``).
+    narrow N (``wide_tile``) or take an exact width with as many tile columns (``exact_width``);
+    where its 128 x 256 tiles store through TMA, they take two staging buffers (``tma_buffers``).
     """
     a_parts, b_parts = list(a_parts), list(b_parts)
     if debug and timeline:
