@@ -125,9 +125,9 @@ def runs_transposed(dtype: str):
 def prior_differs(dtype: str, prior: dict):
     """``typed_cases``' filter: whether the heuristic's config for contiguous row-major operands of
     this shape, the transposed product's (``hopper._swap_config``), whether ``gemm_parts`` copies
-    their B K-major (``hopper.gemm_copies_b``), the config it then picks for the copy
-    (``k_major_pick`` of the heuristic's), or its staging buffers (``hopper.tma_buffers``), differs
-    from what it does with the ``--prior`` constants: the sizes a rule changes."""
+    their B K-major (``hopper.gemm_copies_b``), or the config it then picks for the copy
+    (``k_major_pick`` of the heuristic's), differs from what it does with the ``--prior``
+    constants: the sizes a rule changes."""
     sms = hopper.device_sms()
 
     def keep(m: int, n: int, k: int) -> bool:
@@ -139,10 +139,9 @@ def prior_differs(dtype: str, prior: dict):
                        if copies else None)
             direct = hopper.choose_config(m, n, k, dtype, sms, **flags)
             swapped = hopper._swap_config([a], [b], direct, out, m, n, k, dtype, sms, False)
-            buffered = hopper.tma_buffers(direct) if n % 8 == 0 else direct  # (rows on 16 bytes)
-            return direct, swapped, copies, on_copy, buffered
+            return direct, swapped, copies, on_copy
         now = picks()
-        with mock.patch.multiple(hopper, **prior):
+        with patched(prior):
             return picks() != now
     return keep
 
@@ -209,7 +208,7 @@ def main(argv=None):
         m, n, k = pc.case.m, pc.case.n, pc.case.k
         configs = {"hopper": (pc.config, None)}
         if prior:
-            with mock.patch.multiple(hopper, **prior):
+            with patched(prior):
                 prior_cfg = hopper.choose_config(m, n, k, args.dtype, sms, **hopper.rows_flags([pc.a], [pc.b]))
             if prior_cfg != pc.config:
                 configs["prior"] = (prior_cfg, None)
@@ -298,9 +297,27 @@ def launched_configs(fn) -> list:
     return taken
 
 
+def _clear_hopper_caches() -> None:
+    """Empty every memo of ``mgemm.hopper`` (``functools.lru_cache``): their keys do not hold every
+    constant a rule reads (``_choose_cached`` is keyed by the shape alone, ``SHORT_K`` is not in it)."""
+    for value in vars(hopper).values():
+        if callable(getattr(value, "cache_clear", None)):
+            value.cache_clear()
+
+
+@contextlib.contextmanager
 def patched(constants: dict):
-    """A context that sets these ``mgemm.hopper`` constants (none: nothing)."""
-    return mock.patch.multiple(hopper, **constants) if constants else contextlib.nullcontext()
+    """A context that sets these ``mgemm.hopper`` constants (none: nothing), with the module's memos
+    emptied on the way in and out, so that neither side answers from the other's picks."""
+    if not constants:
+        yield
+        return
+    _clear_hopper_caches()
+    try:
+        with mock.patch.multiple(hopper, **constants):
+            yield
+    finally:
+        _clear_hopper_caches()
 
 
 def caller_gemm(pc, out, tune: bool, patch: dict):

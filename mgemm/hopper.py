@@ -42,7 +42,8 @@ elements do not end on a 16-byte boundary (or the rows overlap or run in reverse
 takes ``staged`` instead.  Before a warpgroup writes its buffer it waits for the stores of the
 previous chunk to have read it; ``out_buffers=2`` (an even number of chunks per row, as 256 16-bit
 columns are) takes odd chunks through a second buffer set, so a chunk waits only for the chunk
-before last (``tma_buffers``: what ``gemm_parts`` runs for the heuristic's 128 x 256 tiles).
+before last (opt-in: on 3 stages, to fit, it was behind the heuristic's 4 on sizes drawn as a
+user types them; RESULTS.md, forty-second session).
 ``columns``: as ``staged`` for a column-major output, whose 64-row
 columns go out as 16-byte pieces: the heuristic's where ``gemm_parts`` runs the transposed
 product B^T A^T into the output's transposed view (``swap_pays``).  ``gemm`` raises on GPUs
@@ -268,12 +269,8 @@ THIN_TILE = (64, 64, 12)  # (tile_m, tile_n, stages)
 # it splits (stream-K), with the thin tile's own policy if FEW_TILES_THIN[2] and the thin tiles are
 # too many for stream-K to split each eight or more ways (see choose_config)
 FEW_TILES_THIN = (0.25, 64, True)
-SHORT_K = 4  # K of at most this many 64-wide steps is short (see choose_config)
+SHORT_K = 4  # K of at most this many 64-wide steps is short (see choose_config; 8 until the 42nd session)
 TMA_STORE_K = 32  # the TMA-store epilogue for K of at most this many 64-wide steps (choose_config)
-# Where gemm_parts picks 16-bit 128 x 256 tiles on 4 stages under TMA stores: (stages, out_buffers)
-# instead, two staging buffers a warpgroup so that its row's second chunk need not wait for the
-# first chunk's stores to read theirs (``tma_buffers``; None: as picked)
-TMA_BUFFERS: tuple[int, int] | None = (3, 2)
 # 256-wide tiles over at least 8 waves of the SMs, K of at least 96 64-wide steps, the last wave
 # partial: stream-K over that wave only, whole tiles first (sk_waves=0; fit_policy)
 MANY_WAVES = (8, 96)
@@ -860,7 +857,11 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     ahead of 128-wide ones on all nine shapes measured, RESULTS.md seventeenth session:
     1600x2352x4096 0.98 against 0.83, 2112x1600x16384 0.98 against 0.89) or when K is short (at
     most ``SHORT_K`` 64-wide steps: a tile's fixed costs, loads in flight and the epilogue,
-    dominate, and narrow tiles halve them per CTA).  Otherwise the candidate
+    dominate, and narrow tiles halve them per CTA; at K of 5-8 steps the 256-wide tiles on 4
+    stages with TMA stores were ahead in 7 of 12 runs on six sizes drawn as a user types them,
+    fp16 and bf16, by up to 0.16 of cuBLAS (9680x6080x424 0.81 -> 0.96), level in one, behind in four by
+    0.01-0.02, and level or ahead on 4096x4096x512, 6144x6144x384 and 8192x8192x512: RESULTS.md,
+    forty-second session).  Otherwise the candidate
     with the fewest estimated SM-time units: whole waves times the tile area, the narrower tile
     charged 10 % for its lower reuse per loaded byte.  On the H200 (benchmarks/RESULTS.md, fifth
     session) the narrow tile was 1.0-1.3x the wide one on 896x2432x8192, 1024x2112x8192 and
@@ -2009,25 +2010,6 @@ def get_kernel(config: HopperConfig, device: int | None = None):
     return compile_kernel(config, compile_options(), KERNEL_NAME, dev)
 
 
-def tma_buffers(cfg: HopperConfig) -> HopperConfig:
-    """``cfg``, or where it is a 16-bit, cooperative 128 x 256 config on 4 stages storing through
-    TMA with one staging buffer set, ``TMA_BUFFERS``' stages and buffer sets: what ``gemm_parts``
-    runs where it picked ``cfg`` and the output takes the bulk stores.  A warpgroup's 256 columns
-    go out as two 256-byte chunks; with one buffer the second waits for the first's stores to have
-    read it, with two it does not, and the second buffer takes the fourth stage's room.
-
-    >>> tma_buffers(HopperConfig(input="float16", tile_n=256, stages=4, epilogue="tma")).out_buffers
-    2
-    >>> tma_buffers(HopperConfig(input="float16", tile_n=128, stages=4, epilogue="tma")).out_buffers
-    1
-    """
-    if (TMA_BUFFERS is None or cfg.input not in ("float16", "bfloat16") or cfg.epilogue != "tma"
-            or cfg.tile_n != 256 or cfg.tile_m != TILE_M or cfg.pingpong or cfg.stages != 4 or cfg.out_buffers != 1):
-        return cfg
-    stages, buffers = TMA_BUFFERS
-    return cfg.replace(stages=stages, out_buffers=buffers)
-
-
 @functools.lru_cache(maxsize=1024)
 def _choose_cached(m: int, n: int, k: int, dtype: str, sms: int, allow_tf32: bool,
                    b_rows_off: bool = False, b_rows_off_128: bool = False,
@@ -2330,8 +2312,7 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
     ``pads_a_for_swap``, off by default); where it does not, 16-bit B parts that
     ``copies_b_k_major`` names are copied K-major and the config is picked for the copies.  Where
     the heuristic picks and B is read K-major (in place or as that copy), its tiles may span a
-    narrow N (``wide_tile``) or take an exact width with as many tile columns (``exact_width``);
-    where its 128 x 256 tiles store through TMA, they take two staging buffers (``tma_buffers``).
+    narrow N (``wide_tile``) or take an exact width with as many tile columns (``exact_width``).
     """
     a_parts, b_parts = list(a_parts), list(b_parts)
     if debug and timeline:
@@ -2425,8 +2406,6 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
         d_desc = _output_desc(out, res_dtype, beta)
         if d_desc is None:  # rows TMA cannot address, which the thread stores can
             config = config.replace(epilogue="staged")
-        elif flags is not None and d_desc != _NO_DESC:  # the heuristic's, bulk stores: their buffers
-            config = tma_buffers(config)
     setup = _launch_setup(config, dev, sms, m, n, ends[-1], res_dtype, debug, a_k, b_k, len(ops), timeline)
     config, kernel, lp = setup.config, setup.kernel, setup.plan
     descs_a, descs_b = [], []

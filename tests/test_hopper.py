@@ -2336,28 +2336,6 @@ def launched(monkeypatch):
 @pytest.mark.gpu
 @needs_sm90
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
-def test_heuristic_128x256_tma_tiles_take_two_buffers(kind, monkeypatch, launched):
-    """Where ``gemm_parts`` picks 128 x 256 tiles under TMA stores, it launches them with
-    ``TMA_BUFFERS`` (3 stages, two staging buffer sets) and the product is right; not where the
-    output takes no bulk stores (beta != 0: the paired stores), nor an explicit config, nor with
-    the rule off."""
-    m, n, k = 4096, 4096, 1024
-    base = hopper.choose_config(m, n, k, kind, hopper.device_sms())
-    if (base.tile_n, base.epilogue, base.stages) != (256, "tma", 4):
-        pytest.skip(f"the heuristic picks {base} here on this GPU")
-    _check(m, n, k, kind, None, seed=5)
-    assert [(c.stages, c.out_buffers) for c in launched] == [hopper.TMA_BUFFERS]
-    launched.clear()
-    _check(m, n, k, kind, None, beta=0.5, seed=6)
-    _check(m, n, k, kind, base, seed=7)
-    monkeypatch.setattr(hopper, "TMA_BUFFERS", None)
-    _check(m, n, k, kind, None, seed=8)
-    assert [(c.stages, c.out_buffers) for c in launched] == [(4, 1)] * 3
-
-
-@pytest.mark.gpu
-@needs_sm90
-@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
 @pytest.mark.parametrize("m,n,k,copied,width", [(8200, 288, 2641, True, 144), (6000, 336, 4096, False, 176),
                                                  (5000, 416, 4096, False, 144), (6000, 416, 2048, False, 224),
                                                  (3000, 304, 2048, False, 128)])
