@@ -844,9 +844,10 @@ __device__ __forceinline__ void store_piece(Out* dst, const uint4& v, int left) 
 // STAGED: the 64 rows x kWgN columns of the output from row r0, column c0 (part_row, part_col)
 // that consumer warpgroup wg holds, as alpha * acc, kOutCols columns (chunk CH, then the next by
 // recursion: the accumulator indices stay compile-time) at a time, through `buf` (64 x kOutPitch
-// bytes, the warpgroup's own, at `bufs`; OUT_BUFFERS 2: odd chunks through its twin in the second set): the pairs a thread holds go to shared memory with the 16-byte
-// pieces of each row XOR-permuted by the row (r & 7: the 8 rows one store instruction touches land
-// on distinct banks), then each thread stores whole 16-byte pieces, a warp two or more full rows.
+// bytes, the warpgroup's own, at `bufs`; OUT_BUFFERS 2: odd chunks through its twin in the second
+// set): the pairs a thread holds go to shared memory with the 16-byte pieces of each row
+// XOR-permuted by the row (r & 7: the 8 rows one store instruction touches land on distinct
+// banks), then each thread stores whole 16-byte pieces, a warp two or more full rows.
 // The warpgroup's own named barrier (kWgBar + wg) orders the writes and reads of `buf`, including
 // against the previous chunk's, block's or tile's reads.  Needs beta == 0, D row-major, 16-byte
 // aligned rows.  Cooperative: wg's part of the tile; pingpong: wg's tile has kMBlocks row blocks,

@@ -43,9 +43,8 @@ takes ``staged`` instead.  Before a warpgroup writes its buffer it waits for the
 previous chunk to have read it; ``out_buffers=2`` (an even number of chunks per row, as 256 16-bit
 columns are) takes odd chunks through a second buffer set, so a chunk waits only for the chunk
 before last (opt-in: on 3 stages, to fit, it was behind the heuristic's 4 on sizes drawn as a
-user types them; RESULTS.md, forty-second session).
-``columns``: as ``staged`` for a column-major output, whose 64-row
-columns go out as 16-byte pieces: the heuristic's where ``gemm_parts`` runs the transposed
+user types them; RESULTS.md, forty-second session).  ``columns``: as ``staged`` for a
+column-major output, whose 64-row columns go out as 16-byte pieces: the heuristic's where ``gemm_parts`` runs the transposed
 product B^T A^T into the output's transposed view (``swap_pays``).  ``gemm`` raises on GPUs
 other than sm_90; ``supported()`` tells the caller to use ``mgemm.kernels.gemm`` instead.
 
@@ -759,7 +758,7 @@ class HopperConfig(RenderedConfig):
     def smem_bytes(self) -> int:
         """Alignment slack (1024) + the stage ring + the barrier area (512; 1024 with the TMA
         store, whose boxes are 1024-byte aligned) + the staged epilogue's buffers (two warpgroups
-        x 64 rows x ``out_chunk_bytes``), as Config::kSmemBytes."""
+        x 64 rows x ``out_chunk_bytes``, times ``out_buffers``), as Config::kSmemBytes."""
         out = 0
         if self.epilogue in ("staged", "tma", "columns"):
             out = 2 * 64 * self.out_chunk_bytes * self.out_buffers
