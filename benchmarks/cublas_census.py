@@ -308,7 +308,9 @@ def _clear_hopper_caches() -> None:
 @contextlib.contextmanager
 def patched(constants: dict):
     """A context that sets these ``mgemm.hopper`` constants (none: nothing), with the module's memos
-    emptied on the way in and out, so that neither side answers from the other's picks."""
+    emptied on the way in and out, so that neither side answers from the other's picks.  The
+    picks are then made afresh on every timed call of "auto-prior": on large shapes its host time
+    can pass the spin (the census prints ``WARNING host-bound``), so compare the config rows there."""
     if not constants:
         yield
         return

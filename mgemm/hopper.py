@@ -859,8 +859,8 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     dominate, and narrow tiles halve them per CTA; at K of 5-8 steps the 256-wide tiles on 4
     stages with TMA stores were ahead in 7 of 12 runs on six sizes drawn as a user types them,
     fp16 and bf16, by up to 0.16 of cuBLAS (9680x6080x424 0.81 -> 0.96), level in one, behind in four by
-    0.01-0.02, and level or ahead on 4096x4096x512, 6144x6144x384 and 8192x8192x512: RESULTS.md,
-    forty-second session).  Otherwise the candidate
+    0.01-0.02, and level or ahead on 4096x4096x512, 6144x6144x384 and 8192x8192x512; on a second
+    draw ahead in 10 of 10 by 0.03-0.14, geomean 0.85 -> 0.92: RESULTS.md, forty-second session).  Otherwise the candidate
     with the fewest estimated SM-time units: whole waves times the tile area, the narrower tile
     charged 10 % for its lower reuse per loaded byte.  On the H200 (benchmarks/RESULTS.md, fifth
     session) the narrow tile was 1.0-1.3x the wide one on 896x2432x8192, 1024x2112x8192 and
