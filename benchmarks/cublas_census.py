@@ -297,18 +297,22 @@ def launched_configs(fn) -> list:
     return taken
 
 
+# ``mgemm.hopper``'s memos of the rules' picks, whose keys do not hold every constant a rule reads
+# (``_choose_cached`` is keyed by the shape alone: ``SHORT_K`` is not in it).  Its other memos (TMA
+# descriptors, kernels and launch plans of a given config) hold no pick and are kept.
+PICK_MEMOS = ("_choose_cached", "_swap_may_pay", "_swap_cached", "_k_major_cached", "_tail_split_cached")
+
+
 def _clear_hopper_caches() -> None:
-    """Empty every memo of ``mgemm.hopper`` (``functools.lru_cache``): their keys do not hold every
-    constant a rule reads (``_choose_cached`` is keyed by the shape alone, ``SHORT_K`` is not in it)."""
-    for value in vars(hopper).values():
-        if callable(getattr(value, "cache_clear", None)):
-            value.cache_clear()
+    """Empty ``PICK_MEMOS``."""
+    for name in PICK_MEMOS:
+        getattr(hopper, name).cache_clear()
 
 
 @contextlib.contextmanager
 def patched(constants: dict):
-    """A context that sets these ``mgemm.hopper`` constants (none: nothing), with the module's memos
-    emptied on the way in and out, so that neither side answers from the other's picks.  The
+    """A context that sets these ``mgemm.hopper`` constants (none: nothing), with its memos of picks
+    (``PICK_MEMOS``) emptied on the way in and out, so that neither side answers from the other's.  The
     picks are then made afresh on every timed call of "auto-prior": on large shapes its host time
     can pass the spin (the census prints ``WARNING host-bound``), so compare the config rows there."""
     if not constants:

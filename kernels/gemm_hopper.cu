@@ -865,8 +865,10 @@ __device__ __forceinline__ void epilogue_staged(const float (&acc)[kAcc], int wg
   const int t = threadIdx.x & 127;
   const int bar = Config::kWgBar + wg;
   unsigned char* const buf = bufs + (Config::kOutBuffers > 1 && CH % 2 == 1 ? Config::kOutStageBytes : 0);  // odd: 2nd set
-  if constexpr (Config::kTmaStore)  // the bulk stores of the previous chunk or tile (two buffers: of
-    if (t == 0) tma_store_wait_read<Config::kOutBuffers - 1>();  // the one before, which used buf) have read buf
+  // the bulk stores of the previous chunk or tile have read buf (two buffer sets: of the chunk
+  // before, which used buf; the previous chunk's may still read the other set)
+  if constexpr (Config::kTmaStore)
+    if (t == 0) tma_store_wait_read<Config::kOutBuffers - 1>();
   named_sync<128>(bar);  // every thread is done reading buf (the previous chunk or tile)
 #pragma unroll
   for (int i = kFirst; i < kLast; i += 2) {

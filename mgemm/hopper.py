@@ -44,8 +44,9 @@ previous chunk to have read it; ``out_buffers=2`` (an even number of chunks per 
 columns are) takes odd chunks through a second buffer set, so a chunk waits only for the chunk
 before last (opt-in: on 3 stages, to fit, it was behind the heuristic's 4 on sizes drawn as a
 user types them; RESULTS.md, forty-second session).  ``columns``: as ``staged`` for a
-column-major output, whose 64-row columns go out as 16-byte pieces: the heuristic's where ``gemm_parts`` runs the transposed
-product B^T A^T into the output's transposed view (``swap_pays``).  ``gemm`` raises on GPUs
+column-major output, whose 64-row columns go out as 16-byte pieces: the heuristic's where
+``gemm_parts`` runs the transposed product B^T A^T into the output's transposed view
+(``swap_pays``).  ``gemm`` raises on GPUs
 other than sm_90; ``supported()`` tells the caller to use ``mgemm.kernels.gemm`` instead.
 
 Consumer modes.  Cooperative (default): both consumer warpgroups on every 128-row tile, 64 rows
@@ -858,10 +859,10 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     most ``SHORT_K`` 64-wide steps: a tile's fixed costs, loads in flight and the epilogue,
     dominate, and narrow tiles halve them per CTA; at K of 5-8 steps the 256-wide tiles on 4
     stages with TMA stores were ahead in 7 of 12 runs on six sizes drawn as a user types them,
-    fp16 and bf16, by up to 0.16 of cuBLAS (9680x6080x424 0.81 -> 0.96), level in one, behind in four by
-    0.01-0.02, and level or ahead on 4096x4096x512, 6144x6144x384 and 8192x8192x512; on a second
-    draw ahead in 10 of 10 by 0.03-0.14, geomean 0.85 -> 0.92: RESULTS.md, forty-second session).  Otherwise the candidate
-    with the fewest estimated SM-time units: whole waves times the tile area, the narrower tile
+    fp16 and bf16, by up to 0.16 of cuBLAS (9680x6080x424 0.81 -> 0.96), level in one, behind in
+    four by 0.01-0.02, and level or ahead on 4096x4096x512, 6144x6144x384 and 8192x8192x512; on a
+    second draw ahead in 10 of 10 by 0.03-0.14, geomean 0.85 -> 0.92: RESULTS.md, forty-second
+    session).  Otherwise the candidate with the fewest estimated SM-time units: whole waves times the tile area, the narrower tile
     charged 10 % for its lower reuse per loaded byte.  On the H200 (benchmarks/RESULTS.md, fifth
     session) the narrow tile was 1.0-1.3x the wide one on 896x2432x8192, 1024x2112x8192 and
     8192x8192x256 (two runs); the wide one wins at 4096³ and 8192³.  ``tile_n`` fixes the tile
