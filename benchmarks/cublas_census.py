@@ -69,7 +69,9 @@ def random_cases(count: int, seed: int, waves: tuple[float, float] = (1, 3),
             k = (int(rng.integers(2 ** k_log2[0] // 8, 2 ** k_log2[1] // 8 + 1)) * 8 if off_rows
                  else int(2 ** rng.integers(k_log2[0], k_log2[1] + 1)))
             out.append(f"{m}x{n}x{k}")
-    return out
+    if len(out) == count:
+        return out
+    raise SystemExit(f"typed_cases: {len(out)} of {count} shapes kept in {MAX_DRAWS} draws: {out}")
 
 
 def cublas_kernels(fn, calls: int = 3) -> list[dict]:
@@ -91,16 +93,24 @@ def cublas_kernels(fn, calls: int = 3) -> list[dict]:
     return kernels[-per_call:] if per_call else kernels
 
 
+MAX_DRAWS = 5000  # typed_cases gives up after this many draws
+
+
 def typed_cases(count: int, seed: int, keep=None) -> list[str]:
     """``count`` shapes drawn as a user types them: M, N and K log-uniform from 256 to 16384,
-    rounded to multiples of 8, 5-2000 GFLOP; with ``keep``, only those where ``keep(m, n, k)``."""
+    rounded to multiples of 8, 5-2000 GFLOP; with ``keep``, only those where ``keep(m, n, k)``.
+    Raises after ``MAX_DRAWS`` draws without ``count`` shapes (a filter that keeps none)."""
     rng = np.random.default_rng(seed)
     out = []
-    while len(out) < count:
+    for _ in range(MAX_DRAWS):
+        if len(out) == count:
+            return out
         m, n, k = (int(8 * round(np.exp(rng.uniform(np.log(256), np.log(16384))) / 8)) for _ in range(3))
         if 5 <= 2 * m * n * k / 1e9 <= 2000 and (keep is None or keep(m, n, k)):
             out.append(f"{m}x{n}x{k}")
-    return out
+    if len(out) == count:
+        return out
+    raise SystemExit(f"typed_cases: {len(out)} of {count} shapes kept in {MAX_DRAWS} draws: {out}")
 
 
 def contiguous(m: int, n: int, k: int):
@@ -125,9 +135,9 @@ def runs_transposed(dtype: str):
 def prior_differs(dtype: str, prior: dict):
     """``typed_cases``' filter: whether the heuristic's config for contiguous row-major operands of
     this shape, the transposed product's (``hopper._swap_config``), whether ``gemm_parts`` copies
-    their B K-major (``hopper.gemm_copies_b``), or the config it then picks for the copy
-    (``k_major_pick`` of the heuristic's), differs from what it does with the ``--prior``
-    constants: the sizes a rule changes."""
+    their B K-major (``hopper.gemm_copies_b``), the config it then picks for the copy
+    (``k_major_pick`` of the heuristic's), or its staging buffers (``hopper.tma_buffers``), differs
+    from what it does with the ``--prior`` constants: the sizes a rule changes."""
     sms = hopper.device_sms()
 
     def keep(m: int, n: int, k: int) -> bool:
@@ -139,7 +149,8 @@ def prior_differs(dtype: str, prior: dict):
                        if copies else None)
             direct = hopper.choose_config(m, n, k, dtype, sms, **flags)
             swapped = hopper._swap_config([a], [b], direct, out, m, n, k, dtype, sms, False)
-            return direct, swapped, copies, on_copy
+            buffered = hopper.tma_buffers(direct) if n % 8 == 0 else direct  # (rows on 16 bytes)
+            return direct, swapped, copies, on_copy, buffered
         now = picks()
         with patched(prior):
             return picks() != now

@@ -42,8 +42,9 @@ elements do not end on a 16-byte boundary (or the rows overlap or run in reverse
 takes ``staged`` instead.  Before a warpgroup writes its buffer it waits for the stores of the
 previous chunk to have read it; ``out_buffers=2`` (an even number of chunks per row, as 256 16-bit
 columns are) takes odd chunks through a second buffer set, so a chunk waits only for the chunk
-before last (opt-in: on 3 stages, to fit, it was behind the heuristic's 4 on sizes drawn as a
-user types them; RESULTS.md, forty-second session).  ``columns``: as ``staged`` for a
+before last (``tma_buffers``: what ``gemm_parts`` runs for the heuristic's 128 x 256 tiles of
+one CTA a cluster, on 3 stages to fit; on clusters it was behind the heuristic's 4 stages with one
+buffer; RESULTS.md, forty-second and forty-third sessions).  ``columns``: as ``staged`` for a
 column-major output, whose 64-row columns go out as 16-byte pieces: the heuristic's where
 ``gemm_parts`` runs the transposed product B^T A^T into the output's transposed view
 (``swap_pays``).  ``gemm`` raises on GPUs
@@ -271,6 +272,13 @@ THIN_TILE = (64, 64, 12)  # (tile_m, tile_n, stages)
 FEW_TILES_THIN = (0.25, 64, True)
 SHORT_K = 4  # K of at most this many 64-wide steps is short (see choose_config; 8 until the 42nd session)
 TMA_STORE_K = 32  # the TMA-store epilogue for K of at most this many 64-wide steps (choose_config)
+# The L2 promotion (bytes: 0, 64, 128 or 256) of the operands' TMA loads: (rows on 128-byte lines,
+# rows off them) (``_operand_desc``)
+L2_PROMOTION = (256, 256)
+# Where gemm_parts picks 16-bit 128 x 256 tiles on 4 stages under TMA stores, one CTA a cluster:
+# (stages, out_buffers) instead, two staging buffers a warpgroup so that its row's second chunk need
+# not wait for the first chunk's stores to read theirs (``tma_buffers``; None: as picked)
+TMA_BUFFERS: tuple[int, int] | None = (3, 2)
 # 256-wide tiles over at least 8 waves of the SMs, K of at least 96 64-wide steps, the last wave
 # partial: stream-K over that wave only, whole tiles first (sk_waves=0; fit_policy)
 MANY_WAVES = (8, 96)
@@ -2010,6 +2018,32 @@ def get_kernel(config: HopperConfig, device: int | None = None):
     return compile_kernel(config, compile_options(), KERNEL_NAME, dev)
 
 
+def tma_buffers(cfg: HopperConfig) -> HopperConfig:
+    """``cfg``, or where it is a 16-bit, cooperative 128 x 256 config of one CTA a cluster on 4
+    stages storing through TMA with one staging buffer set, ``TMA_BUFFERS``' stages and buffer
+    sets: what ``gemm_parts`` runs where it picked ``cfg`` and the output takes the bulk stores.  A
+    warpgroup's 256 columns go out as two 256-byte chunks; with one buffer the second waits for the
+    first's stores to have read it, with two it does not, and the second buffer takes the fourth
+    stage's room.  On the H200 it was ahead on eight squares of K 384-2048 (by 0.01-0.04 of
+    cuBLAS; 12288x12288x768 0.92 -> 0.96) and in 11 of 16 runs on sizes drawn as a user types
+    them, level in two, behind by 0.01 in three (RESULTS.md, forty-third session).  Clusters keep
+    one buffer: their 3-stage rows were behind in 13 of 16 runs (forty-second session).
+
+    >>> tma_buffers(HopperConfig(input="float16", tile_n=256, stages=4, epilogue="tma")).out_buffers
+    2
+    >>> tma_buffers(HopperConfig(input="float16", tile_n=128, stages=4, epilogue="tma")).out_buffers
+    1
+    >>> tma_buffers(HopperConfig(input="float16", tile_n=256, stages=4, epilogue="tma", cluster_m=2)).out_buffers
+    1
+    """
+    if (TMA_BUFFERS is None or cfg.input not in ("float16", "bfloat16") or cfg.epilogue != "tma"
+            or cfg.tile_n != 256 or cfg.tile_m != TILE_M or cfg.pingpong or cfg.stages != 4
+            or cfg.out_buffers != 1 or cfg.cluster_size > 1):
+        return cfg
+    stages, buffers = TMA_BUFFERS
+    return cfg.replace(stages=stages, out_buffers=buffers)
+
+
 @functools.lru_cache(maxsize=1024)
 def _choose_cached(m: int, n: int, k: int, dtype: str, sms: int, allow_tf32: bool,
                    b_rows_off: bool = False, b_rows_off_128: bool = False,
@@ -2035,11 +2069,15 @@ def tma_desc(ptr: int, kind: str, inner: int, outer: int, ld: int, box_inner: in
 
 
 @functools.lru_cache(maxsize=64)  # a launch encodes two or three; repeated calls reuse them
-def _encode(ptr: int, kind: str, inner: int, outer: int, ld: int, box_inner: int, box_outer: int) -> bytes:
-    """``tma_desc``'s 128 bytes, from ``cuTensorMapEncodeTiled``.  A block task brings operands
-    at new addresses, so every launch encodes its descriptors: through ctypes on the driver
-    library where it loads (4.6 µs a descriptor on the H200 host), else through cuda.bindings'
-    wrapper (12.7 µs; RESULTS.md, twenty-first session), which also gives the enum values."""
+def _encode(ptr: int, kind: str, inner: int, outer: int, ld: int, box_inner: int, box_outer: int,
+            l2_promotion: int = 256) -> bytes:
+    """``tma_desc``'s 128 bytes, from ``cuTensorMapEncodeTiled``, its loads' L2 promotion
+    ``l2_promotion`` bytes (0, 64, 128 or 256).  A block task brings operands at new addresses,
+    so every launch encodes its descriptors: through ctypes on the driver library where it loads
+    (4.6 µs a descriptor on the H200 host), else through cuda.bindings' wrapper (12.7 µs;
+    RESULTS.md, twenty-first session), which also gives the enum values."""
+    if l2_promotion not in _L2_PROMOTIONS:
+        raise ValueError(f"l2_promotion must be one of {tuple(_L2_PROMOTIONS)}, got {l2_promotion!r}")
     enc = _encoder()
     item = ITEMSIZE[kind]
     if enc is not None:
@@ -2051,7 +2089,9 @@ def _encode(ptr: int, kind: str, inner: int, outer: int, ld: int, box_inner: int
             bufs = _per_thread.encode = ((u64 * 16)(), (u64 * 2)(), (u64 * 1)(), (u32 * 2)())
         out, dims, strides, box = bufs
         dims[0], dims[1], strides[0], box[0], box[1] = inner, outer, ld * item, box_inner, box_outer
-        err = fn(out, types[kind], 2, ptr, dims, strides, box, types["ones"], *types["modes"])
+        interleave, swizzle, _, fill = types["modes"]
+        err = fn(out, types[kind], 2, ptr, dims, strides, box, types["ones"], interleave, swizzle,
+                 types["promotion"][l2_promotion], fill)
         if err:
             raise RuntimeError(f"cuTensorMapEncodeTiled failed (CUresult {err}): {kind} {outer}x{inner} "
                                f"ld={ld} box={box_outer}x{box_inner} ptr={ptr:#x}")
@@ -2062,18 +2102,22 @@ def _encode(ptr: int, kind: str, inner: int, outer: int, ld: int, box_inner: int
         getattr(cu.CUtensorMapDataType, _TMA_DTYPE[kind]), 2, ptr,
         [cu.cuuint64_t(inner), cu.cuuint64_t(outer)], [cu.cuuint64_t(ld * item)],
         [cu.cuuint32_t(box_inner), cu.cuuint32_t(box_outer)], [cu.cuuint32_t(1), cu.cuuint32_t(1)],
-        *_tma_modes(cu))
+        *_tma_modes(cu, l2_promotion))
     if err != cu.CUresult.CUDA_SUCCESS:
         raise RuntimeError(f"cuTensorMapEncodeTiled failed ({err}): {kind} {outer}x{inner} ld={ld} "
                            f"box={box_outer}x{box_inner} ptr={ptr:#x}")
     return np.array([int(w) for w in tmap.opaque], dtype=np.uint64).tobytes()
 
 
-def _tma_modes(cu) -> tuple:
-    """Interleave, swizzle, L2 promotion and out-of-bounds fill of every mgemm descriptor."""
+_L2_PROMOTIONS = {0: "NONE", 64: "L2_64B", 128: "L2_128B", 256: "L2_256B"}
+
+
+def _tma_modes(cu, l2_promotion: int = 256) -> tuple:
+    """Interleave, swizzle, L2 promotion (``l2_promotion`` bytes) and out-of-bounds fill of an
+    mgemm descriptor."""
     return (cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
             cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
-            cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            getattr(cu.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{_L2_PROMOTIONS[l2_promotion]}"),
             cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
 
 
@@ -2114,6 +2158,7 @@ def _encoder():
             types = {kind: int(getattr(cu.CUtensorMapDataType, name)) for kind, name in _TMA_DTYPE.items()}
             types["ones"] = (u32 * 2)(1, 1)
             types["modes"] = tuple(int(mode) for mode in _tma_modes(cu))
+            types["promotion"] = {size: int(_tma_modes(cu, size)[2]) for size in _L2_PROMOTIONS}
             _ENCODER.append((fn, types))
         except Exception:  # no libcuda.so.1 by that name, or no cuda.bindings: the wrapper's path
             _ENCODER.append(None)
@@ -2125,10 +2170,12 @@ def _operand_desc(ptr: int, kind: str, k_major: bool, k: int, mn: int, ld: int, 
     brings: M, N, or with clusters M / ``cluster_n`` and N / ``cluster_m``): K-major, boxes of
     ``rows × tile_k`` over the (MN, K) tensor;
     MN-major, boxes of ``tile_k × 64`` over the (K, MN) tensor, ``rows / 64`` of them per stage,
-    rounded up (kernels/gemm_hopper.cu loads them side by side)."""
+    rounded up (kernels/gemm_hopper.cu loads them side by side).  Its loads' L2 promotion is
+    ``L2_PROMOTION``'s for rows on 128-byte lines or off them."""
+    promotion = L2_PROMOTION[bool((ld * ITEMSIZE[kind]) % 128 or ptr % 128)]
     if k_major:
-        return _encode(ptr, kind, k, mn, ld, tile_k, rows)
-    return _encode(ptr, kind, mn, k, ld, MN_BOX, tile_k)
+        return _encode(ptr, kind, k, mn, ld, tile_k, rows, promotion)
+    return _encode(ptr, kind, mn, k, ld, MN_BOX, tile_k, promotion)
 
 
 def max_active_clusters(kernel, config: HopperConfig) -> int | None:
@@ -2312,7 +2359,9 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
     ``pads_a_for_swap``, off by default); where it does not, 16-bit B parts that
     ``copies_b_k_major`` names are copied K-major and the config is picked for the copies.  Where
     the heuristic picks and B is read K-major (in place or as that copy), its tiles may span a
-    narrow N (``wide_tile``) or take an exact width with as many tile columns (``exact_width``).
+    narrow N (``wide_tile``) or take an exact width with as many tile columns (``exact_width``);
+    where its 128 x 256 tiles of one CTA store through TMA, they take two staging buffers
+    (``tma_buffers``).
     """
     a_parts, b_parts = list(a_parts), list(b_parts)
     if debug and timeline:
@@ -2406,6 +2455,8 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
         d_desc = _output_desc(out, res_dtype, beta)
         if d_desc is None:  # rows TMA cannot address, which the thread stores can
             config = config.replace(epilogue="staged")
+        elif flags is not None and d_desc != _NO_DESC:  # the heuristic's, bulk stores: their buffers
+            config = tma_buffers(config)
     setup = _launch_setup(config, dev, sms, m, n, ends[-1], res_dtype, debug, a_k, b_k, len(ops), timeline)
     config, kernel, lp = setup.config, setup.kernel, setup.plan
     descs_a, descs_b = [], []

@@ -1153,14 +1153,15 @@ def test_descriptors_through_the_driver_match_cuda_bindings(kind):
     """The descriptors a launch encodes through ctypes on the driver library are byte for byte
     those of cuda.bindings' wrapper (the path taken where libcuda cannot be loaded): boxes of
     128 bytes of rows over rows of many, few and not a multiple of 16 bytes of elements, padded
-    leading dimensions, bases off 256 bytes."""
+    leading dimensions, bases off 256 bytes, each L2 promotion."""
     assert hopper._encoder() is not None, "the driver library did not load through ctypes"
     item = hopper.ITEMSIZE[kind]
     buf = cp.empty(1 << 22, dtype=cp.uint8)
     cases = [(buf.data.ptr, kind, 4096, 300, 4160, 128 // item, 128),
              (buf.data.ptr + 128, kind, 77, 1024, 80, 128 // item, 64),
-             (buf.data.ptr + 1024, kind, 336, 261, 344, 128 // item, 64)]
-    saved = list(hopper._ENCODER)
+             (buf.data.ptr + 1024, kind, 336, 261, 344, 128 // item, 64),
+             *((buf.data.ptr + 48, kind, 1160, 300, 1160, 128 // item, 128, size) for size in (0, 64, 128))]
+    saved, made = list(hopper._ENCODER), []
     try:
         for case in cases:
             hopper._encode.cache_clear()
@@ -1171,6 +1172,8 @@ def test_descriptors_through_the_driver_match_cuda_bindings(kind):
             hopper._ENCODER[:] = saved
             assert len(driver) == 128 and driver == bindings, case
             assert driver != bytes(128)
+            made.append(driver)
+        assert len(set(made[-3:])) == 3, "the L2 promotions encode alike"
     finally:
         hopper._ENCODER[:] = saved
         hopper._encode.cache_clear()
@@ -2331,6 +2334,28 @@ def launched(monkeypatch):
     real, taken = hopper._launch_setup, []
     monkeypatch.setattr(hopper, "_launch_setup", lambda config, *a: taken.append(config) or real(config, *a))
     return taken
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+def test_heuristic_128x256_tma_tiles_take_two_buffers(kind, monkeypatch, launched):
+    """Where ``gemm_parts`` picks 128 x 256 tiles under TMA stores, it launches them with
+    ``TMA_BUFFERS`` (3 stages, two staging buffer sets) and the product is right; not where the
+    output takes no bulk stores (beta != 0: the paired stores), nor an explicit config, nor with
+    the rule off."""
+    m, n, k = 4096, 4096, 1024
+    base = hopper.choose_config(m, n, k, kind, hopper.device_sms())
+    if (base.tile_n, base.epilogue, base.stages) != (256, "tma", 4):
+        pytest.skip(f"the heuristic picks {base} here on this GPU")
+    _check(m, n, k, kind, None, seed=5)
+    assert [(c.stages, c.out_buffers) for c in launched] == [hopper.TMA_BUFFERS]
+    launched.clear()
+    _check(m, n, k, kind, None, beta=0.5, seed=6)
+    _check(m, n, k, kind, base, seed=7)
+    monkeypatch.setattr(hopper, "TMA_BUFFERS", None)
+    _check(m, n, k, kind, None, seed=8)
+    assert [(c.stages, c.out_buffers) for c in launched] == [(4, 1)] * 3
 
 
 @pytest.mark.gpu
