@@ -23,13 +23,15 @@ skips the profiler.
     python3 benchmarks/cublas_census.py [--reps 10] [--dtype float16]
         [--random N --seed S --waves 1,3 --k-log2 11,14 [--off-rows]]
         [--typed N [--transposed-only] [--prior-differs]]
-        [--variant LABEL:FIELDS ...] [--prior [NAME=LITERAL;...]] [--tune | --caller] [--no-census] [MxNxK ...]
+        [--variant LABEL:FIELDS ...] [--prior [NAME=LITERAL;...]] [--tune | --caller] [--no-census]
+        [--rotate] [--shield-us 300] [MxNxK ...]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -197,8 +199,11 @@ def main(argv=None):
                    help="also hopper.gemm as a caller gets it ('auto'; with --prior, 'auto-prior' too)")
     p.add_argument("--rotate", action="store_true",
                    help="turn the order of the timed implementations by one each rep")
+    p.add_argument("--shield-us", type=float, default=h.SHIELD_US,
+                   help="the GPU spin before each timed call, µs (host paths longer than it are counted)")
     args = p.parse_args(argv)
     h.ROTATE = args.rotate
+    h.SHIELD_US = args.shield_us
     if args.tune and not os.environ.get("MGEMM_CACHE_DIR"):
         os.environ["MGEMM_CACHE_DIR"] = tempfile.mkdtemp(prefix="mgemm-tune-")
     waves = tuple(float(x) for x in args.waves.split(","))
@@ -314,27 +319,31 @@ def launched_configs(fn) -> list:
 PICK_MEMOS = ("_choose_cached", "_swap_may_pay", "_swap_cached", "_k_major_cached", "_tail_split_cached")
 
 
-def _clear_hopper_caches() -> None:
-    """Empty ``PICK_MEMOS``."""
-    for name in PICK_MEMOS:
-        getattr(hopper, name).cache_clear()
+_PRIOR_MEMOS: dict = {}  # the constants patched (their items, sorted) -> their own memos of picks
+
+
+def _memos_for(constants: dict) -> dict:
+    """Fresh ``functools.lru_cache`` wrappers of the ``PICK_MEMOS`` functions, one set per set of
+    ``constants``, made once and kept: each side of a comparison answers from its own picks."""
+    key = tuple(sorted((name, repr(value)) for name, value in constants.items()))
+    if key not in _PRIOR_MEMOS:
+        _PRIOR_MEMOS[key] = {}
+        for name in PICK_MEMOS:
+            memo = getattr(hopper, name)
+            _PRIOR_MEMOS[key][name] = functools.lru_cache(maxsize=memo.cache_info().maxsize)(memo.__wrapped__)
+    return _PRIOR_MEMOS[key]
 
 
 @contextlib.contextmanager
 def patched(constants: dict):
-    """A context that sets these ``mgemm.hopper`` constants (none: nothing), with its memos of picks
-    (``PICK_MEMOS``) emptied on the way in and out, so that neither side answers from the other's.  The
-    picks are then made afresh on every timed call of "auto-prior": on large shapes its host time
-    can pass the spin (the census prints ``WARNING host-bound``), so compare the config rows there."""
+    """A context that sets these ``mgemm.hopper`` constants (none: nothing) and swaps in memos of
+    picks (``PICK_MEMOS``) of their own (``_memos_for``), so that neither side answers from the
+    other's picks and neither makes them afresh on every timed call."""
     if not constants:
         yield
         return
-    _clear_hopper_caches()
-    try:
-        with mock.patch.multiple(hopper, **constants):
-            yield
-    finally:
-        _clear_hopper_caches()
+    with mock.patch.multiple(hopper, **constants, **_memos_for(constants)):
+        yield
 
 
 def caller_gemm(pc, out, tune: bool, patch: dict):

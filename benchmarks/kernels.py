@@ -119,7 +119,7 @@ ROTATE = False
 
 
 def timed_interleaved(fns: dict[str, Callable[[], object]], reps: int, warmup: int = 2,
-                      shield_us: float = SHIELD_US, host: dict[str, list[float]] | None = None,
+                      shield_us: float | None = None, host: dict[str, list[float]] | None = None,
                       mhz: dict[str, list[float]] | None = None) -> dict[str, float]:
     """Median milliseconds of each of `fns`, timed in turns: each rep runs every function once
     (L2 flush before each, CUDA events around it).  Timing one function's reps after another's
@@ -136,7 +136,9 @@ def timed_interleaved(fns: dict[str, Callable[[], object]], reps: int, warmup: i
     given, collects each function's host seconds per call (meaningful with a shield, when no launch
     waits for the GPU); ``mhz`` the SM clock over a 20 µs spin queued right after each stop event
     (outside the timed interval).  A function whose median host time per call reaches the shield
-    gets a ``WARNING host-bound`` line: its events then count host time the GPU waited."""
+    gets a ``WARNING host-bound`` line: its events then count host time the GPU waited.  The shield
+    is ``SHIELD_US`` where not given (read at the call: a probe may set it)."""
+    shield_us = SHIELD_US if shield_us is None else shield_us
     for fn in fns.values():
         for _ in range(warmup):
             fn()
