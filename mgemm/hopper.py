@@ -273,8 +273,12 @@ FEW_TILES_THIN = (0.25, 64, True)
 SHORT_K = 4  # K of at most this many 64-wide steps is short (see choose_config; 8 until the 42nd session)
 TMA_STORE_K = 32  # the TMA-store epilogue for K of at most this many 64-wide steps (choose_config)
 # The L2 promotion (bytes: 0, 64, 128 or 256) of the operands' TMA loads: (rows on 128-byte lines,
-# rows off them) (``_operand_desc``)
-L2_PROMOTION = (256, 256)
+# rows off them) (``_operand_desc``).  Rows off the lines at 128 instead of 256: ahead in 20 of 22
+# runs on single-CTA launches with both operands' rows off (fp16 geomean 0.84 -> 0.91 of cuBLAS,
+# 2176x2088x9376 0.66 -> 0.78; behind by 0.06 in one) and in 11 of 18 on a typed draw (0.77 ->
+# 0.82; behind by 0.01-0.03 in four); 64 and 0 did as 128, and aligned rows lost on 256x256x65536
+# below 256 (RESULTS.md, forty-third session)
+L2_PROMOTION = (256, 128)
 # Where gemm_parts picks 16-bit 128 x 256 tiles on 4 stages under TMA stores, one CTA a cluster:
 # (stages, out_buffers) instead, two staging buffers a warpgroup so that its row's second chunk need
 # not wait for the first chunk's stores to read theirs (``tma_buffers``; None: as picked)

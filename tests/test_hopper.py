@@ -1179,6 +1179,25 @@ def test_descriptors_through_the_driver_match_cuda_bindings(kind):
         hopper._encode.cache_clear()
 
 
+def test_operand_descriptors_promote_by_their_rows(monkeypatch):
+    """``_operand_desc`` encodes with ``L2_PROMOTION``'s first size where the operand's rows (row
+    stride and start) lie on 128-byte lines and with its second where they do not, K-major and
+    MN-major alike; ``_encode`` refuses a size the driver has no mode for (before any driver call)."""
+    sizes = []
+    monkeypatch.setattr(hopper, "_encode", lambda *args: sizes.append(args[-1]) or bytes(128))
+    monkeypatch.setattr(hopper, "L2_PROMOTION", (256, 64))
+    base = 1 << 20
+    for k_major in (True, False):
+        hopper._operand_desc(base, "float16", k_major, 4096, 1024, 4096, 64, 128)  # 8192-byte rows
+        hopper._operand_desc(base, "float16", k_major, 1160, 1024, 1160, 64, 128)  # 2320-byte rows
+        hopper._operand_desc(base + 16, "float16", k_major, 4096, 1024, 4096, 64, 128)  # start off
+        hopper._operand_desc(base, "tf32", k_major, 1000, 1024, 1056, 32, 128)  # 4224-byte rows
+    assert sizes == [256, 64, 64, 256] * 2
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="l2_promotion"):
+        hopper._encode(base, "float16", 64, 64, 64, 64, 64, 32)
+
+
 def test_launch_parameters_follow_the_kernels_signature():
     """``hopper.PARAMS`` (what the driver launch packs) lists the kernel's parameters in the order
     and of the kinds kernels/gemm_hopper.cu declares them, the TMA-store epilogue's descriptor
