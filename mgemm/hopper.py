@@ -25,7 +25,10 @@ M or N (tf32 with B row-major) is a transpose and goes through the tiled shared-
 row-major B with rows off 128 bytes under a tall A where the heuristic picks (``B_K_MAJOR``,
 ``copies_b_k_major``), which the kernel reads faster K-major; over a K-major B the heuristic's
 tiles may span a narrow N (288, 320 or 384 wide: ``wide_tile``) or take an exact width (144, 176,
-208 or 240: ``exact_width``).  Epilogue ``staged`` (the
+208 or 240: ``exact_width``).  An operand's descriptor promotes its loads in the L2 to 256 bytes
+where its rows lie on 128-byte lines and to 128 where they do not (``L2_PROMOTION``: 0.84 -> 0.90
+of cuBLAS on single-CTA launches with both operands' rows off the lines, forty-third session).
+Epilogue ``staged`` (the
 heuristic's for K > 2048): with beta = 0 and an output whose rows start 16-byte aligned, each consumer
 warpgroup writes its rows, 64 at a time, into its own shared-memory buffer, 256 bytes of each
 row at a time (128 where a tile row is not a whole number of 256-byte pieces, half the row where
