@@ -71,9 +71,7 @@ def random_cases(count: int, seed: int, waves: tuple[float, float] = (1, 3),
             k = (int(rng.integers(2 ** k_log2[0] // 8, 2 ** k_log2[1] // 8 + 1)) * 8 if off_rows
                  else int(2 ** rng.integers(k_log2[0], k_log2[1] + 1)))
             out.append(f"{m}x{n}x{k}")
-    if len(out) == count:
-        return out
-    raise SystemExit(f"typed_cases: {len(out)} of {count} shapes kept in {MAX_DRAWS} draws: {out}")
+    return out
 
 
 def cublas_kernels(fn, calls: int = 3) -> list[dict]:
