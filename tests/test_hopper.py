@@ -2359,10 +2359,10 @@ def launched(monkeypatch):
 @needs_sm90
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
 def test_heuristic_128x256_tma_tiles_take_two_buffers(kind, monkeypatch, launched):
-    """Where ``gemm_parts`` picks 128 x 256 tiles under TMA stores, it launches them with
-    ``TMA_BUFFERS`` (3 stages, two staging buffer sets) and the product is right; not where the
-    output takes no bulk stores (beta != 0: the paired stores), nor an explicit config, nor with
-    the rule off."""
+    """Where ``gemm_parts`` picks 128 x 256 tiles of one CTA under TMA stores, it launches them
+    with ``TMA_BUFFERS`` (3 stages, two staging buffer sets) and the product is right; not where
+    the output takes no bulk stores (beta != 0: the paired stores), nor an explicit config, nor
+    with the rule off (clusters keep one buffer: ``tma_buffers``' doctest)."""
     m, n, k = 4096, 4096, 1024
     base = hopper.choose_config(m, n, k, kind, hopper.device_sms())
     if (base.tile_n, base.epilogue, base.stages) != (256, "tma", 4):
