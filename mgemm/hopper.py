@@ -2096,9 +2096,7 @@ def _encode(ptr: int, kind: str, inner: int, outer: int, ld: int, box_inner: int
             bufs = _per_thread.encode = ((u64 * 16)(), (u64 * 2)(), (u64 * 1)(), (u32 * 2)())
         out, dims, strides, box = bufs
         dims[0], dims[1], strides[0], box[0], box[1] = inner, outer, ld * item, box_inner, box_outer
-        interleave, swizzle, _, fill = types["modes"]
-        err = fn(out, types[kind], 2, ptr, dims, strides, box, types["ones"], interleave, swizzle,
-                 types["promotion"][l2_promotion], fill)
+        err = fn(out, types[kind], 2, ptr, dims, strides, box, types["ones"], *types["modes"][l2_promotion])
         if err:
             raise RuntimeError(f"cuTensorMapEncodeTiled failed (CUresult {err}): {kind} {outer}x{inner} "
                                f"ld={ld} box={box_outer}x{box_inner} ptr={ptr:#x}")
@@ -2164,8 +2162,7 @@ def _encoder():
             fn.restype = ctypes.c_int
             types = {kind: int(getattr(cu.CUtensorMapDataType, name)) for kind, name in _TMA_DTYPE.items()}
             types["ones"] = (u32 * 2)(1, 1)
-            types["modes"] = tuple(int(mode) for mode in _tma_modes(cu))
-            types["promotion"] = {size: int(_tma_modes(cu, size)[2]) for size in _L2_PROMOTIONS}
+            types["modes"] = {size: tuple(int(mode) for mode in _tma_modes(cu, size)) for size in _L2_PROMOTIONS}
             _ENCODER.append((fn, types))
         except Exception:  # no libcuda.so.1 by that name, or no cuda.bindings: the wrapper's path
             _ENCODER.append(None)
