@@ -411,11 +411,16 @@ SK_GIVE_WAY = 1.06
 # 128)): 2-CTA clusters multicasting B (half of B's reads through the L2 that such rows overload),
 # static, of the width whose cluster waves cost least, where that costs no more than the heuristic's
 # config: (tile_n, stages, cost of an SM's column of a 128-row tile relative to 128 wide), fitted to
-# 21 shapes and checked on 16 drawn after (RESULTS.md, twenty-second session); () turns the rule
-# off (choose_config)
+# 21 shapes and checked on 16 drawn after (RESULTS.md, twenty-second session); under the 128-byte
+# L2 promotion of such rows (L2_PROMOTION), on ten sizes drawn where it decides, still ahead in 13
+# of 20 runs (geomean fp16 0.873 -> 0.909, bf16 0.864 -> 0.914; forty-fourth session); () turns
+# the rule off (choose_config)
 OFF_ROWS_CLUSTERS = ((128, 6, 1.0), (256, 4, 0.8))
 # ... where their waves cost at most this share of the config's: (rows also off 32-byte sectors,
-# rows on sectors); the former overload the L2 more (RESULTS.md, twentieth and twenty-second sessions)
+# rows on sectors); the former overload the L2 more (RESULTS.md, twentieth and twenty-second
+# sessions).  (1.0, 1.0) under the promotion: level on ten sizes drawn where the margin decides
+# (geomean 0.826 against 0.825 fp16; ahead in 12 of 20 runs, behind in 8 by up to 0.24, mostly
+# where without the clusters the product ran transposed or on a copy of B; forty-fourth session)
 OFF_ROWS_CLUSTER_MARGIN = (1.2, 1.0)
 # ... but products of at most NARROW_N columns on 32-byte sectors (not b_rows_off), whose few
 # tile columns the clusters' 128 or 256 widths pad, take static tiles of the NARROW_WIDTHS
@@ -430,7 +435,9 @@ NARROW_WIDTHS = ((160, 4, 1.03, 16), (192, 4, 0.94, None), (224, 4, 0.94, None))
 # their CTAs sit on a tile column past N (an odd number of tile columns), and, at the widths of
 # SPLIT_OVER_BLOCKS, the 2-CTA config would not run as two launches (tail_split) (RESULTS.md,
 # twenty-fourth session: 256 wide, the split ahead of 2 x 2 on five of five shapes; twenty-sixth:
-# 128 wide, 2 x 2 ahead of the split on ten of eleven, level on one); False: never
+# 128 wide, 2 x 2 ahead of the split on ten of eleven, level on one; forty-fourth, under the
+# 128-byte promotion, eight sizes drawn where it decides, fp16: ahead on six by 0.01-0.03, level on
+# two); False: never
 OFF_ROWS_BLOCKS = True
 BLOCK_PAD = 0.1
 SPLIT_OVER_BLOCKS = (256,)
@@ -477,6 +484,12 @@ B_K_MAJOR: tuple[int, int, int, float] | None = (640, 4096, 2048, 5e9)
 # place, 144 on the copy) it still pays (0.83 -> 0.97); on five sizes drawn where this decides,
 # level (geomean fp16 0.79 -> 0.80, bf16 0.785 -> 0.787; per size -0.05..+0.04)
 K_MAJOR_SAME_WIDTH_ON_64 = False
+# ... also where the heuristic puts the product in place on clusters (the off-rows rules' 2-CTA or
+# 2 x 2 clusters, whose multicasts halve B's loads)?  Not by default: on ten sizes drawn where it
+# decides (fp16 and bf16, the copy's config 128-256 wide, one CTA a tile), the copy was behind the
+# clusters in 13 of 20 runs by 0.03-0.16 (4976x328x9864 0.85 -> 0.74, 7232x456x2816 1.06 -> 0.99),
+# level in 5, ahead by 0.01-0.02 in two (RESULTS.md, forty-fourth session)
+B_K_MAJOR_OVER_CLUSTERS = False
 # 16-bit products whose heuristic configs, for C and for its transpose C^T = B^T A^T (N x M x K),
 # are both cooperative with the staged epilogue, the transposed one on the direct one's cluster
 # shape or on one CTA per tile: the transposed product, written into the output's transposed view
@@ -1064,7 +1077,8 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
         return quad_streamk(cfg, m, n, k, sms)  # ahead of the off-rows clusters too (RESULTS.md)
     if ((b_rows_off or b_rows_off_128) and not explicit and not shared
             and kind in ("float16", "bfloat16")):
-        cfg = _off_rows_clusters(cfg, m, n, k, sms, OFF_ROWS_CLUSTER_MARGIN[0 if b_rows_off else 1])
+        cfg = _off_rows_clusters(cfg, m, n, k, sms, OFF_ROWS_CLUSTER_MARGIN[0 if b_rows_off else 1],
+                                 on_sectors=not b_rows_off)
         if a_rows_off_128:
             cfg = _off_rows_blocks(cfg, m, n, k, kind, sms, b_rows_off=b_rows_off,
                                    b_rows_off_128=b_rows_off_128)
@@ -1383,11 +1397,11 @@ def copies_b_k_major(b_parts, m: int, n: int, config: HopperConfig, sms: int,
                      a_rows_off_128: bool = False) -> bool:
     """Whether ``gemm_parts`` copies these 16-bit B parts (K_p × N) K-major before a product of
     ``m`` rows for which the heuristic picked ``config`` on the parts in place (``B_K_MAJOR``): one
-    CTA per tile, at most ``B_K_MAJOR[0]`` columns, at least ``B_K_MAJOR[1]`` rows, K (the parts'
-    together) at least ``B_K_MAJOR[2]``, ``m * n * K`` at least ``B_K_MAJOR[3]``, and every part read
-    in place as a row-major B (MN-major)
-    whose rows do not all start on 128-byte lines; where they all start on 64-byte lines, only if the
-    product on the copy (``k_major_copy_config`` on ``sms`` SMs, A's rows as ``a_rows_off_128``
+    CTA per tile (clusters too with ``B_K_MAJOR_OVER_CLUSTERS``), at most ``B_K_MAJOR[0]`` columns,
+    at least ``B_K_MAJOR[1]`` rows, K (the parts' together) at least ``B_K_MAJOR[2]``, ``m * n * K``
+    at least ``B_K_MAJOR[3]``, and every part read in place as a row-major B (MN-major) whose rows
+    do not all start on 128-byte lines; where they all start on 64-byte lines, only if the product
+    on the copy (``k_major_copy_config`` on ``sms`` SMs, A's rows as ``a_rows_off_128``
     says) runs tiles of another width (``K_MAJOR_SAME_WIDTH_ON_64``).  Shapes and strides only.
 
     >>> import types
@@ -1400,7 +1414,8 @@ def copies_b_k_major(b_parts, m: int, n: int, config: HopperConfig, sms: int,
     False
     """
     k = sum(b.shape[0] for b in b_parts)
-    if (not B_K_MAJOR or config.cluster_size > 1 or n > B_K_MAJOR[0] or m < B_K_MAJOR[1] or k < B_K_MAJOR[2]
+    if (not B_K_MAJOR or (config.cluster_size > 1 and not B_K_MAJOR_OVER_CLUSTERS)
+            or n > B_K_MAJOR[0] or m < B_K_MAJOR[1] or k < B_K_MAJOR[2]
             or m * n * k < B_K_MAJOR[3] or any(b.itemsize != 2 for b in b_parts)):
         return False
     parts = [b for b in b_parts if b.shape[0]]
@@ -1454,14 +1469,13 @@ def _config_cost(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> float:
 
 
 def _off_rows_clusters(cfg: HopperConfig, m: int, n: int, k: int, sms: int,
-                       margin: float = 1.0) -> HopperConfig:
+                       margin: float = 1.0, *, on_sectors: bool = True) -> HopperConfig:
     """``cfg``, or static 2-CTA clusters (``cluster_m=2``, B multicast) of the ``OFF_ROWS_CLUSTERS``
     width whose waves of ``sms // 2`` clusters cost least, where that cost is at most ``margin``
     times ``_config_cost(cfg)``.  Cooperative 128-row configs only (thin pingpong tiles keep theirs).
-    With ``margin`` at most ``OFF_ROWS_CLUSTER_MARGIN[1]`` (B's rows on 32-byte sectors) and at
-    most ``NARROW_N`` columns, the static ``NARROW_WIDTHS`` tile whose waves cost least replaces the
-    clusters where it costs less than they do: itself where it costs less than ``cfg`` too, else
-    ``cfg``.
+    With B's rows on 32-byte sectors (``on_sectors``) and at most ``NARROW_N`` columns, the static
+    ``NARROW_WIDTHS`` tile whose waves cost least replaces the clusters where it costs less than
+    they do: itself where it costs less than ``cfg`` too, else ``cfg``.
 
     >>> cfg = choose_config(4096, 4104, 4096, "float16", 132, b_rows_off=True)
     >>> cfg.cluster_m, cfg.tile_n, cfg.policy
@@ -1477,7 +1491,7 @@ def _off_rows_clusters(cfg: HopperConfig, m: int, n: int, k: int, sms: int,
     own = _config_cost(cfg, m, n, k, sms)
     if best > margin * own:
         return cfg
-    if n <= NARROW_N and margin <= OFF_ROWS_CLUSTER_MARGIN[1]:  # few tile columns on sectors: a
+    if n <= NARROW_N and on_sectors:  # few tile columns on sectors: a
         # static width that pads fewer of them (rows off sectors too overload the L2: clusters)
         narrow = min((_static_cost(m, n, w, c, sms), w, st) for w, st, c, most in NARROW_WIDTHS
                      if most is None or -(-k // 64) <= most)

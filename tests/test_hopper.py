@@ -729,6 +729,12 @@ def test_heuristic_b_rows_off_128_take_clusters(dtype, monkeypatch):
         monkeypatch.setattr(hopper, "OFF_ROWS_CLUSTER_MARGIN", (1.0, 1.0))
         assert pick(shape).cluster_m == 1, shape
         monkeypatch.undo()
+    # the narrow widths replace clusters only over rows on sectors, whatever the margins
+    with monkeypatch.context() as mp:
+        mp.setattr(hopper, "OFF_ROWS_CLUSTER_MARGIN", (1.0, 1.0))
+        narrow = (5379, 552, 809)
+        assert hopper.choose_config(*narrow, dtype, 132, b_rows_off_128=True).cluster_m == 1
+        assert hopper.choose_config(*narrow, dtype, 132, b_rows_off=True, b_rows_off_128=True).cluster_m == 2
     # never with rows on 128 bytes, an explicit width, a shared GPU, the thin tile or tf32
     for shape in [(8192, 8192, 8192), (4096, 4096, 4096), (1408, 1536, 16384), (8192, 8192, 256),
                   (4096, 4104, 4096)]:
@@ -880,7 +886,8 @@ def test_b_rows_off_128_byte_lines(shape, strides, ptr, off):
 def test_copies_b_k_major_where_measured(monkeypatch):
     """``copies_b_k_major``: a 16-bit row-major B read in place with rows off 128-byte lines, at most
     ``B_K_MAJOR[0]`` columns, at least ``B_K_MAJOR[1]`` rows of A and ``B_K_MAJOR[2]`` of K,
-    ``B_K_MAJOR[3]`` of M x N x K, the heuristic on one CTA per tile; not a K-major B, rows on 128 bytes, a B copied anyway (rows off
+    ``B_K_MAJOR[3]`` of M x N x K, the heuristic on one CTA per tile (on clusters too only with
+    ``B_K_MAJOR_OVER_CLUSTERS``); not a K-major B, rows on 128 bytes, a B copied anyway (rows off
     16 bytes), 4-byte elements, clusters, or with the rule off."""
     def b(k, n, ld=None, ptr=0x10000, item=2, k_major=False):
         if k_major:
@@ -908,6 +915,10 @@ def test_copies_b_k_major_where_measured(monkeypatch):
     assert not copies([b(2616, 624, item=4)], big_m, 624)
     assert not copies([b(2616, 624), b(100, 624, k_major=True)], big_m, 624)
     assert not copies([b(2616, 624)], big_m, 624, one.replace(tile_n=128, cluster_m=2))
+    with monkeypatch.context() as mp:  # clusters as well, where asked
+        mp.setattr(hopper, "B_K_MAJOR_OVER_CLUSTERS", True)
+        assert copies([b(2616, 624)], big_m, 624, one.replace(tile_n=128, cluster_m=2))
+        assert not copies([b(2616, 640)], big_m, 640, one.replace(tile_n=128, cluster_m=2))
     work = hopper.B_K_MAJOR[3]
     assert copies([b(2616, 312)], -(-work // (2616 * 312)), 312)  # the work floor
     assert not copies([b(2616, 312)], -(-work // (2616 * 312)) - 8, 312)
