@@ -232,7 +232,11 @@ def main(argv=None):
             base = pc.config
             if swap:  # the heuristic's config for the transposed product, then the changes
                 base = hopper.choose_config(n, m, k, args.dtype, sms, **hopper.rows_flags([pc.b.T], [pc.a.T]))
-            label, cfg, sms_cap = h.parse_variant(spec_v, base)
+            try:
+                label, cfg, sms_cap = h.parse_variant(spec_v, base)
+            except ValueError as err:  # a change this shape's config does not take (a width that
+                print(f"  {spec:>16} {v.split(':')[0]:>10} skipped: {err}", flush=True)  # TMA stores do not)
+                continue
             configs[label] = (cfg, sms_cap)
             swapped[label] = swap
         splits = {}  # "split" / "prior-split": (config of the first band, tail_split's result)

@@ -301,6 +301,23 @@ FEW_TILES_SK = (2.0, 30, 64)
 # static 128x128 tiles over at least two waves take 128 x OFF_ROWS_WIDTH tiles instead, which
 # read fewer bytes of B per FLOP through the L2 that such rows overload (choose_config); None: never
 OFF_ROWS_WIDTH: int | None = 192
+# ... and where such tiles fill from OFF_ROWS_ONE_WAVE of a wave to one whole wave, the wider ones
+# fit in one wave too, and the off-rows clusters below would not take the 128-wide tiles: the
+# wider tiles, final (those clusters, which the margin would take against them, lost).  Only the
+# heuristic's own config: the transposed product's config that ``swap_pays`` weighs and the rest
+# band that ``tail_split`` prices keep the 128-wide tiles (``one_wave=False``), whose cost the
+# wave model knows (through those two the rule flipped swaps and splits measured ahead before,
+# 4856x304x2104 1.00 -> 0.93, 2128x4248x2584 0.97 -> 0.91).  On seven sizes drawn in the class
+# (narrow M, 105-130 tiles of 128 x 128), fp16 and bf16: ahead in 11 of 14 runs by 0.02-0.11 of
+# cuBLAS (592x3288x8104 0.74 -> 0.85, 304x5256x9504 0.58 -> 0.65), level in one, behind by
+# 0.01-0.02 in two; 2-CTA and 2 x 2 clusters of 128 x 256 behind 192 on all seven; then on three
+# sizes drawn after, fp16: ahead on all three by 0.03-0.06 (272x5032x2600 0.66 -> 0.72).  Where
+# the clusters took the 128-wide tiles, 192 lost on all eight drawn, fp16 (1320x1032x6624 1.29 ->
+# 0.98, 1000x1960x13200 0.84 -> 0.70; OFF_ROWS_ONE_WAVE_OVER_CLUSTERS).  RESULTS.md, forty-fourth
+# session; None: never
+OFF_ROWS_ONE_WAVE: float | None = 0.75
+# ... also where the off-rows clusters would take the 128-wide tiles (measured behind, above)
+OFF_ROWS_ONE_WAVE_OVER_CLUSTERS = False
 FEW_STAGES_K = (4, 4)  # K of at most 4 64-wide steps: the cooperative tiles on 4 stages (choose_config)
 # 16-bit products whose 128-wide stream-K tiles run from MID_WAVES[0] to MID_WAVES[1] waves take
 # 128 x MID_TILE[0] tiles on MID_TILE[1] stages where those pad no more columns, or a few more
@@ -876,7 +893,8 @@ def choose_policy(tiles: int, slots: int, k_iters: int, shared: bool = False) ->
 
 def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: bool = False,
                   shared: bool = False, tile_n: int | None = None, b_rows_off: bool = False,
-                  b_rows_off_128: bool = False, a_rows_off_128: bool = False) -> HopperConfig:
+                  b_rows_off_128: bool = False, a_rows_off_128: bool = False,
+                  one_wave: bool = True) -> HopperConfig:
     """Tile width and policy for an ``m × n × k`` product on ``sms`` SMs.  Pure and deterministic.
 
     The tile: 128 wide when the 256-wide tiles would fill less than ``WIDE_WAVE_FILL`` of one wave
@@ -1021,13 +1039,15 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     (64, 64, True, 'static')
     """
     cfg = _choose_config(m, n, k, dtype, sms, allow_tf32=allow_tf32, shared=shared, tile_n=tile_n,
-                         b_rows_off=b_rows_off, b_rows_off_128=b_rows_off_128, a_rows_off_128=a_rows_off_128)
+                         b_rows_off=b_rows_off, b_rows_off_128=b_rows_off_128, a_rows_off_128=a_rows_off_128,
+                         one_wave=one_wave)
     return cfg if tile_n is not None else _same_columns_160(cfg, n)
 
 
 def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: bool = False,
                    shared: bool = False, tile_n: int | None = None, b_rows_off: bool = False,
-                   b_rows_off_128: bool = False, a_rows_off_128: bool = False) -> HopperConfig:
+                   b_rows_off_128: bool = False, a_rows_off_128: bool = False,
+                   one_wave: bool = True) -> HopperConfig:
     """``choose_config`` without its last rule (``_same_columns_160``)."""
     kind = input_kind(dtype, allow_tf32)
     explicit = tile_n is not None
@@ -1070,9 +1090,15 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
     if not explicit and not shared and kind in ("float16", "bfloat16"):
         cfg = _cheapest_waves(_fill_waves(cfg, m, n, k, sms), m, n, k, sms)
     if (b_rows_off and OFF_ROWS_WIDTH and not explicit and not shared and kind in ("float16", "bfloat16")
-            and not cfg.pingpong and cfg.tile_n == 128 and cfg.policy == "static"
-            and _tiles(m, n, 128) >= 2 * sms):
-        cfg = _static_width(cfg, OFF_ROWS_WIDTH, dict(CHEAPEST_WIDTHS)[OFF_ROWS_WIDTH], k)
+            and not cfg.pingpong and cfg.tile_n == 128 and cfg.policy == "static"):
+        wide = _static_width(cfg, OFF_ROWS_WIDTH, dict(CHEAPEST_WIDTHS)[OFF_ROWS_WIDTH], k)
+        if _tiles(m, n, 128) >= 2 * sms:
+            cfg = wide
+        elif (one_wave and OFF_ROWS_ONE_WAVE is not None and OFF_ROWS_ONE_WAVE * sms <= _tiles(m, n, 128) <= sms
+              and _tiles(m, n, OFF_ROWS_WIDTH) <= sms
+              and (OFF_ROWS_ONE_WAVE_OVER_CLUSTERS
+                   or _off_rows_clusters(cfg, m, n, k, sms, OFF_ROWS_CLUSTER_MARGIN[0], on_sectors=False) == cfg)):
+            return wide  # one wave either way: the wider tiles, on single CTAs (not the clusters below)
     if not (explicit or shared) and kind in ("float16", "bfloat16") and _quad_streamk_pays(cfg, m, n, k, sms):
         return quad_streamk(cfg, m, n, k, sms)  # ahead of the off-rows clusters too (RESULTS.md)
     if ((b_rows_off or b_rows_off_128) and not explicit and not shared
@@ -1298,7 +1324,7 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
     product's B, ``flags["b_rows_off"]``) are off 32-byte sectors, or anywhere with
     ``SWAP_WIDE_CLUSTER_OFF_SECTORS`` off; widths in ``SWAP_WIDE_CHUNKED`` take its stages and
     columns epilogue chunk."""
-    swapped = _choose_cached(n, m, k, dtype, sms, allow_tf32, **flags)
+    swapped = _choose_cached(n, m, k, dtype, sms, allow_tf32, one_wave=False, **flags)
     if not swap_pays(direct, swapped, m, n, rule[1]):
         return None
     if wide:
@@ -1643,8 +1669,9 @@ def tail_split(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, 
     short, and K has ``TAIL_SPLIT_MIN_K_STEPS`` steps or more (a second launch's fixed costs): the
     rows ``m1`` that fill all waves but the last (whole tile rows, whole pairs of them with
     clusters of 2 x 1 or 2 x 2 CTAs), the config ``choose_config`` picks for the other ``m - m1``
-    rows (``same_columns=False``: before its last rule, ``_same_columns_160``), and the wave-cost
-    model's estimate of both launches over that of the one (``_launch_cost``).  None where there
+    rows without the one-wave rule (``OFF_ROWS_ONE_WAVE``, whose wider tiles the model prices above
+    the ones they replace; ``same_columns=False``: before its last rule, ``_same_columns_160``), and
+    the wave-cost model's estimate of both launches over that of the one (``_launch_cost``).  None where there
     is no such split, or where the rest would run the thin pingpong tile (which the model does not
     price).  Pure.  ``gemm_parts`` runs the two launches where ``cfg`` is a 2 x 1 cluster config
     (the ones measured ahead; split 2 x 2 launches were mixed, RESULTS.md, twenty-fourth session)
@@ -1678,7 +1705,7 @@ def tail_split(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, 
         return None
     pick = choose_config if same_columns else _choose_config
     rest = pick(m - m1, n, k, dtype, sms, b_rows_off=b_rows_off, b_rows_off_128=b_rows_off_128,
-                a_rows_off_128=a_rows_off_128)
+                a_rows_off_128=a_rows_off_128, one_wave=False)
     if rest.pingpong:
         return None
     ratio = ((_launch_cost(cfg, m1, n, k, sms) + _launch_cost(rest, m - m1, n, k, sms))
@@ -2068,9 +2095,9 @@ def tma_buffers(cfg: HopperConfig) -> HopperConfig:
 @functools.lru_cache(maxsize=1024)
 def _choose_cached(m: int, n: int, k: int, dtype: str, sms: int, allow_tf32: bool,
                    b_rows_off: bool = False, b_rows_off_128: bool = False,
-                   a_rows_off_128: bool = False) -> HopperConfig:
+                   a_rows_off_128: bool = False, one_wave: bool = True) -> HopperConfig:
     return choose_config(m, n, k, dtype, sms, allow_tf32=allow_tf32, b_rows_off=b_rows_off,
-                         b_rows_off_128=b_rows_off_128, a_rows_off_128=a_rows_off_128)
+                         b_rows_off_128=b_rows_off_128, a_rows_off_128=a_rows_off_128, one_wave=one_wave)
 
 
 # --- TMA descriptors (the driver's cuTensorMapEncodeTiled, lazily) ---------------------------------

@@ -697,6 +697,45 @@ def test_heuristic_b_rows_off_128_bytes_take_wider_tiles(dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_heuristic_b_rows_off_one_wave_takes_wider_tiles(dtype, monkeypatch):
+    """B's rows off 32-byte sectors, static 128 x 128 tiles of one CTA filling OFF_ROWS_ONE_WAVE of
+    a wave to one wave, the 192-wide ones in one wave too, and no off-rows clusters for the 128-wide
+    tiles: 128 x 192 static on single CTAs (RESULTS.md, forty-fourth session: the sizes it switched);
+    not where the clusters take the 128-wide tiles, below the share of a wave, over a wave, for the
+    transposed product's config that swap_pays weighs, or with the rule off."""
+    off = dict(b_rows_off=True, b_rows_off_128=True, a_rows_off_128=True)
+
+    def pick(m, n, k, **kw):
+        return hopper.choose_config(m, n, k, dtype, 132, **off, **kw)
+    for shape in [(592, 3288, 8104), (304, 5256, 9504), (272, 4424, 15984), (360, 5192, 14664),
+                  (632, 3192, 3560), (328, 5368, 2608), (360, 4472, 3896), (272, 5032, 2600),
+                  (344, 5144, 8056), (4208, 504, 2368)]:
+        cfg = pick(*shape)
+        assert (cfg.tile_n, cfg.policy, cfg.cluster_size, cfg.pingpong) == (192, "static", 1, False), shape
+        assert pick(*shape, one_wave=False).tile_n == 128, shape
+        with monkeypatch.context() as mp:
+            mp.setattr(hopper, "OFF_ROWS_ONE_WAVE", None)
+            assert pick(*shape).tile_n == 128, shape
+    assert pick(1888, 968, 3072).cluster_m == 2  # the clusters take the 128-wide tiles: kept
+    with monkeypatch.context() as mp:
+        mp.setattr(hopper, "OFF_ROWS_ONE_WAVE_OVER_CLUSTERS", True)
+        assert (pick(1888, 968, 3072).tile_n, pick(1888, 968, 3072).cluster_size) == (192, 1)
+    assert pick(592, 3288, 8104, tile_n=128).tile_n == 128  # an explicit width
+    assert hopper.choose_config(592, 3288, 8104, dtype, 132, b_rows_off_128=True).tile_n == 128  # on sectors
+    # the share of a wave: 128 x 128 tiles of 5 rows and 26 columns (130) against fewer columns
+    assert hopper._tiles(592, 3288, 128) == 130 and pick(592, 3288, 8104).tile_n == 192
+    # wherever it fires, the tile counts are as the rule says
+    rng = np.random.default_rng(44)
+    for _ in range(400):
+        m, n, k = (int(x) * 8 for x in rng.integers(16, 2000, size=3))
+        cfg, before = pick(m, n, k), pick(m, n, k, one_wave=False)
+        if cfg != before:
+            assert (before.tile_n, before.policy, before.cluster_size) == (128, "static", 1)
+            assert hopper.OFF_ROWS_ONE_WAVE * 132 <= hopper._tiles(m, n, 128) <= 132
+            assert hopper._tiles(m, n, 192) <= 132 and cfg.tile_n == 192 and cfg.cluster_size == 1
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_heuristic_b_rows_off_128_take_clusters(dtype, monkeypatch):
     """B read in place with rows off 128-byte lines: cooperative configs become static 2-CTA
     clusters of the OFF_ROWS_CLUSTERS width whose waves cost least, where that costs no more than
@@ -1448,7 +1487,10 @@ def test_tail_split_rule():
         assert cfg.policy == "static" and waves >= 2 and 0 < m1 < m and m1 % rows == 0
         assert -(-k // 64) >= hopper.TAIL_SPLIT_MIN_K_STEPS
         assert m1 // rows * cols <= (waves - 1) * slots < (m1 // rows + 1) * cols
-        assert rest == hopper.choose_config(m - m1, n, k, "float16", 132, **off) and not rest.pingpong
+        # the rest band's config as the heuristic picks it, before the one-wave rule (whose wider
+        # tiles the wave model would price above the 128-wide ones they replace)
+        assert rest == hopper.choose_config(m - m1, n, k, "float16", 132, **off, one_wave=False)
+        assert not rest.pingpong
         assert ratio > 0
     assert seen > 50
 
