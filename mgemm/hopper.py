@@ -964,7 +964,14 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     With rows on sectors but off 128 bytes (N a multiple of 16) the same change was ahead on
     3664x3824x7664 (0.70 -> 0.86) but level on average over six shapes drawn (1776x5648x1024 0.92
     -> 0.83), so those keep their tile.  (Where they cost no more, the clusters below then
-    replace both.)
+    replace both.)  From ``OFF_ROWS_ONE_WAVE`` (0.75) of a wave up to one wave, where the wider tiles
+    fit in one wave too and the clusters below would not take the 128-wide ones, the wider tiles
+    are final: on narrow-M products of 105-130 such tiles, 128 x 192 ran ahead in 14 of 17 runs
+    by 0.02-0.11 of cuBLAS (RESULTS.md, forty-fourth session: 592x3288x8104 0.74 -> 0.85), level
+    in one, behind by 0.01-0.02 in two, while the clusters, which would take 192's waves at their
+    margin, ran behind.  ``one_wave=False`` leaves this rule out: the transposed product's config
+    that ``swap_pays`` weighs and ``tail_split``'s rest band are picked so, since the wave model
+    prices the wider tiles above the ones they replace.
 
     ``b_rows_off_128``: B is read in place with rows that do not start on 128-byte lines (the
     rows of N of a row-major B, or of K of a column-major one: ``b_rows_off(b_parts, 128)``;

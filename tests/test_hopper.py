@@ -724,6 +724,17 @@ def test_heuristic_b_rows_off_one_wave_takes_wider_tiles(dtype, monkeypatch):
     assert hopper.choose_config(592, 3288, 8104, dtype, 132, b_rows_off_128=True).tile_n == 128  # on sectors
     # the share of a wave: 128 x 128 tiles of 5 rows and 26 columns (130) against fewer columns
     assert hopper._tiles(592, 3288, 128) == 130 and pick(592, 3288, 8104).tile_n == 192
+    # swap_pays weighs the transposed product's config without the rule: 4856x304x2104 stays on
+    # its clusters, where the transposed product (304x4856, in the class) would have taken 192
+    m, n, k = 4856, 304, 2104
+    a, b, out = _FakeArray((m, k), (2 * k, 2)), _FakeArray((k, n), (2 * n, 2)), _FakeArray((m, n), (2 * n, 2))
+    flags, t_flags = hopper.rows_flags([a], [b]), hopper.rows_flags([b.T], [a.T])
+    direct = hopper.choose_config(m, n, k, dtype, 132, **flags)
+    assert direct.cluster_m == 2 and hopper.choose_config(n, m, k, dtype, 132, **t_flags).tile_n == 192
+    assert hopper._swap_config([a], [b], direct, out, m, n, k, dtype, 132, False) is None
+    # (against the transposed config with the rule, swap_pays would take it)
+    assert hopper.swap_pays(direct, hopper.choose_config(n, m, k, dtype, 132, **t_flags), m, n,
+                            hopper._swap_epilogues(k))
     # wherever it fires, the tile counts are as the rule says
     rng = np.random.default_rng(44)
     for _ in range(400):
