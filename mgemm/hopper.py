@@ -525,6 +525,17 @@ SWAP_MARGIN: float | None = 0.97
 # runs by 0.01-0.26, level in one, behind by 0.04-0.05 in two (6680x2168x1712, where both products
 # take the same 256-wide cluster tiles); geomean 0.79-0.80 -> 0.88-0.89.  None: never
 SWAP_TMA_MIN_K: int | None = 1280
+# 16-bit products over B rows off 32-byte sectors (``b_rows_off``) and a row-major A whose
+# heuristic config is one wave of static single-CTA tiles with the staged epilogue, from
+# OFF_ROWS_ONE_WAVE of a wave of 128-wide ones (the tiles that OFF_ROWS_ONE_WAVE widens): the
+# transposed product B^T A^T instead, on static 2-CTA clusters that multicast A^T (its B, read
+# K-major), on whichever of these widths (tile_n, stages), spanning M, pads M least while its
+# clusters fit one wave (``_one_wave_swap``): tiles of a width cut to M where the direct ones are
+# 128 rows.  On the H200 (RESULTS.md, forty-fifth session, fp16, five sizes of the class, × cuBLAS):
+# 288x5592x2920 0.79 -> 0.93, 568x2840x5968 0.65 -> 0.76, 1544x1256x8392 0.80 -> 1.03 (144 wide),
+# 352x5224x5704 0.93 -> 0.99, 1328x1480x5688 0.88 -> 0.99 (128 wide); the other width 0.01-0.12
+# behind where it padded more, 176 wide behind on all five.  None: never
+ONE_WAVE_SWAP: tuple[tuple[int, int], ...] | None = ((128, 6), (144, 5))
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
 
@@ -1298,14 +1309,51 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
     (geomean fp16 0.64 -> 0.73, bf16 0.63 -> 0.72), behind on two of three with K of 2080-3200."""
     item, epilogues = out.itemsize, _swap_epilogues(k)
     if (SWAP_MARGIN is None or out.strides[1] != item or out.strides[0] % 16 or out.data.ptr % 16
-            or direct.epilogue not in epilogues or not _swap_may_pay(m, n, direct.tile_n, SWAP_MARGIN)):
+            or direct.epilogue not in epilogues):
+        return None
+    a_row_major = all(a_p.strides[1] == a_p.itemsize for a_p in a_parts)
+    if a_row_major and ONE_WAVE_SWAP and b_rows_off(b_parts):
+        one_wave = _one_wave_swap(direct, m, n, sms, ONE_WAVE_SWAP, OFF_ROWS_ONE_WAVE)
+        if one_wave is not None:
+            return one_wave
+    if not _swap_may_pay(m, n, direct.tile_n, SWAP_MARGIN):
         return None
     wide = None
-    if SWAP_WIDE_TILES and all(a_p.strides[1] == a_p.itemsize for a_p in a_parts):
+    if SWAP_WIDE_TILES and a_row_major:
         wide = tuple(t for t in SWAP_WIDE_TILES if k >= SWAP_WIDE_MIN_K.get(t[0], WIDE_MIN_K)) or None
     return _swap_cached(direct, m, n, k, dtype, sms, allow_tf32, (SWAP_MARGIN, epilogues), wide,
                         _swap_wide_limits() if wide else None,
                         **rows_flags([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts]))
+
+
+@functools.lru_cache(maxsize=1024)
+def _one_wave_swap(direct: HopperConfig, m: int, n: int, sms: int, widths, share: float | None
+                   ) -> HopperConfig | None:
+    """The transposed product's config that ``_swap_config`` takes over a B whose rows are off
+    32-byte sectors and a row-major A (``ONE_WAVE_SWAP``: ``widths``, ``share``
+    (``OFF_ROWS_ONE_WAVE``), passed so that a changed one is not answered from the cache), or None
+    where the rule does not apply: ``direct`` 16-bit, static, cooperative 128-row tiles of one CTA
+    with the staged epilogue, in one wave, where ``m x n`` takes ``share`` of a wave of 128 x 128
+    tiles to one wave.  Static clusters of 2 x 1 CTAs (A^T multicast) of the width of ``widths``
+    that pads M least (the narrower on a tie) among those whose clusters fit in one wave.
+
+    >>> cfg = HopperConfig(input="float16", tile_n=192, stages=4, epilogue="staged")
+    >>> [_one_wave_swap(cfg, m, n, 132, ((128, 6), (144, 5)), 0.75).tile_n
+    ...  for m, n in ((288, 5592), (568, 2840), (1544, 1256), (352, 5224), (1328, 1480))]
+    [144, 144, 144, 128, 128]
+    >>> _one_wave_swap(cfg, 4728, 856, 132, ((128, 6), (144, 5)), 0.75) is None  # two waves
+    True
+    """
+    if (share is None or direct.input not in ("float16", "bfloat16") or direct.pingpong
+            or direct.tile_m != TILE_M or direct.cluster_size > 1 or direct.policy != "static"
+            or direct.epilogue != "staged" or not share * sms <= _tiles(m, n, 128) <= sms
+            or _tiles(m, n, direct.tile_n) > sms):
+        return None
+    fits = [(-(-m // w) * w, w, st) for w, st in widths if _cluster_waves(n, m, w, 1, sms)[0] <= 1]
+    if not fits:
+        return None
+    _, width, stages = min(fits)
+    return direct.replace(tile_n=width, stages=stages, cluster_m=2, cluster_n=1, epilogue="columns")
 
 
 def _swap_epilogues(k: int) -> tuple[str, ...]:

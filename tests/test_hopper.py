@@ -1409,6 +1409,48 @@ def _swap_pick(m, n, k, dtype, a_strides=None):
     return direct, hopper._swap_config([a], [b], direct, _FakeArray((m, n), (2 * n, 2)), m, n, k, dtype, 132, False)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_one_wave_swap_over_b_rows_off_sectors(dtype, monkeypatch):
+    """B's rows off 32-byte sectors, A row-major, the heuristic's config one wave of static
+    single-CTA tiles from OFF_ROWS_ONE_WAVE of a wave of 128-wide ones: the transposed product on
+    static 2 x 1 clusters of the ONE_WAVE_SWAP width that pads M least (RESULTS.md, forty-fifth
+    session: the five sizes timed); not with B's rows on sectors, A column-major, two waves, a
+    cluster config, or the rule off."""
+    widths = {(288, 5592, 2920): 144, (568, 2840, 5968): 144, (1544, 1256, 8392): 144,
+              (352, 5224, 5704): 128, (1328, 1480, 5688): 128}
+    for (m, n, k), width in widths.items():
+        direct, swapped = _swap_pick(m, n, k, dtype)
+        assert (direct.tile_n, direct.policy, direct.cluster_size) == (192, "static", 1), (m, n, k)
+        assert (swapped.tile_n, swapped.cluster_m, swapped.cluster_n, swapped.policy, swapped.epilogue
+                ) == (width, 2, 1, "static", "columns"), (m, n, k)
+        assert swapped.stages == dict(hopper.ONE_WAVE_SWAP)[width]
+        assert _swap_pick(m, n, k, dtype, a_strides=(2, 2 * m))[1] is None, (m, n, k)  # A column-major
+        with monkeypatch.context() as mp:
+            mp.setattr(hopper, "ONE_WAVE_SWAP", None)
+            assert _swap_pick(m, n, k, dtype)[1] is None, (m, n, k)
+    assert _swap_pick(1328, 1472, 5688, dtype)[1] is None  # B's rows on 128-byte lines
+    assert _swap_pick(4728, 856, 4400, dtype)[1] is None  # two waves of 128 x 128
+    direct, swapped = _swap_pick(1888, 968, 3072, dtype)  # the off-rows clusters: swap_pays decides
+    assert direct.cluster_m == 2 and (swapped is None or swapped.cluster_size == direct.cluster_size)
+    # wherever it fires: one wave of clusters, each the width that pads M least
+    rng = np.random.default_rng(45)
+    fired = 0
+    for _ in range(3000):
+        m, n, k = (int(x) * 8 for x in rng.integers(16, 2000, size=3))
+        n |= 8  # rows off 32-byte sectors
+        direct, swapped = _swap_pick(m, n, k, dtype)
+        if swapped is None or swapped.tile_n not in dict(hopper.ONE_WAVE_SWAP) or swapped.cluster_m != 2:
+            continue
+        if (direct.cluster_size, direct.policy, direct.epilogue) != (1, "static", "staged"):
+            continue
+        fired += 1
+        assert hopper._tiles(m, n, direct.tile_n) <= 132 and hopper._tiles(m, n, 128) <= 132
+        assert hopper._cluster_waves(n, m, swapped.tile_n, 1, 132)[0] == 1
+        pads = {w: -(-m // w) * w for w in dict(hopper.ONE_WAVE_SWAP)}
+        assert pads[swapped.tile_n] == min(pads.values())
+    assert fired
+
+
 def _tail_split_calls(real, m, n, k, monkeypatch, c=None, beta=0.0):
     """What gemm_parts launches for an m x n x k float16 product (row-major operands) when the
     heuristic chooses: (rows of A, rows of out, config, rows of C) per launch, through fakes of
@@ -2384,7 +2426,9 @@ def test_columns_epilogue_equals_direct_and_falls_back(kind, out_dtype, tile_n, 
                                                           (2111, 1024, 8191, True, True, None),
                                                           (2111, 1024, 8191, False, True, None),
                                                           (1999, 904, 5003, True, False, 2.0),
-                                                          (4176, 536, 1392, False, False, None)])  # TMA stores
+                                                          (4176, 536, 1392, False, False, None),  # TMA stores
+                                                          (288, 5592, 2920, False, False, None),  # ONE_WAVE_SWAP:
+                                                          (1328, 1480, 5688, False, False, None)])  # 144, 128
 def test_swapped_product_matches_float64_reference(kind, m, n, k, trans_a, trans_b, margin, monkeypatch):
     """Where ``swap_pays`` (``margin``: ``SWAP_MARGIN`` raised so it does on any SM count), ``gemm``
     runs the transposed product through the output's transposed view with the columns epilogue;
