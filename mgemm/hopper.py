@@ -525,17 +525,27 @@ SWAP_MARGIN: float | None = 0.97
 # runs by 0.01-0.26, level in one, behind by 0.04-0.05 in two (6680x2168x1712, where both products
 # take the same 256-wide cluster tiles); geomean 0.79-0.80 -> 0.88-0.89.  None: never
 SWAP_TMA_MIN_K: int | None = 1280
-# 16-bit products over B rows off 32-byte sectors (``b_rows_off``) and a row-major A whose
-# heuristic config is one wave of static single-CTA tiles with the staged epilogue, from
-# OFF_ROWS_ONE_WAVE of a wave of 128-wide ones (the tiles that OFF_ROWS_ONE_WAVE widens): the
-# transposed product B^T A^T instead, on static 2-CTA clusters that multicast A^T (its B, read
-# K-major), on whichever of these widths (tile_n, stages), spanning M, pads M least while its
-# clusters fit one wave (``_one_wave_swap``): tiles of a width cut to M where the direct ones are
-# 128 rows.  On the H200 (RESULTS.md, forty-fifth session, fp16, five sizes of the class, × cuBLAS):
-# 288x5592x2920 0.79 -> 0.93, 568x2840x5968 0.65 -> 0.76, 1544x1256x8392 0.80 -> 1.03 (144 wide),
-# 352x5224x5704 0.93 -> 0.99, 1328x1480x5688 0.88 -> 0.99 (128 wide); the other width 0.01-0.12
-# behind where it padded more, 176 wide behind on all five.  None: never
+# 16-bit products over a row-major A and a B read with rows off ONE_WAVE_SWAP_ROWS bytes
+# (``b_rows_off``) whose heuristic config is one wave of static single-CTA tiles with the staged
+# epilogue, from OFF_ROWS_ONE_WAVE of a wave of 128-wide ones: the transposed product B^T A^T
+# instead, on static 2-CTA clusters that multicast A^T (its B, read K-major), on whichever of these
+# widths (tile_n, stages), spanning M, pads M least while its clusters fit one wave
+# (``_one_wave_swap``): tiles of a width cut to M where the direct ones are 128 rows.  On the H200
+# (RESULTS.md, forty-fifth session, fp16, × cuBLAS): fitted on five sizes with B's rows off 32-byte
+# sectors, 288x5592x2920 0.79 -> 0.93, 568x2840x5968 0.65 -> 0.76, 1544x1256x8392 0.80 -> 1.03 (144
+# wide), 352x5224x5704 0.93 -> 0.99, 1328x1480x5688 0.88 -> 0.99 (128 wide), the other width
+# 0.01-0.12 behind where it padded more, 176 wide behind on all five; on ten drawn after, fp16 and
+# bf16, ahead in 17 of 20 runs (520x2840x8440 0.69 -> 0.93-0.94, 1136x1784x8472 0.75-0.77 ->
+# 0.97-0.98), level in one, behind by 0.01-0.03 in two.  Where the off-rows clusters take the tiles
+# the transposed product lost on all ten sizes timed, and over B rows on 128-byte lines on four of
+# five.  None: never
 ONE_WAVE_SWAP: tuple[tuple[int, int], ...] | None = ((128, 6), (144, 5))
+# ... B's rows off this boundary (bytes): 32 (sectors) as fitted; 128 (lines) takes B rows on
+# sectors too, ahead on 8 of 11 such sizes timed (264x5136x6112 0.65 -> 0.85), behind on three by
+# 0.03-0.09 (368x5072x3920 0.96 -> 0.87)
+ONE_WAVE_SWAP_ROWS = 128
+# ... also where the direct config stores through TMA, from K of SWAP_TMA_MIN_K (_swap_config)
+ONE_WAVE_SWAP_TMA = True
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
 
@@ -1312,8 +1322,9 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
             or direct.epilogue not in epilogues):
         return None
     a_row_major = all(a_p.strides[1] == a_p.itemsize for a_p in a_parts)
-    if a_row_major and ONE_WAVE_SWAP and b_rows_off(b_parts):
-        one_wave = _one_wave_swap(direct, m, n, sms, ONE_WAVE_SWAP, OFF_ROWS_ONE_WAVE)
+    if a_row_major and ONE_WAVE_SWAP and b_rows_off(b_parts, ONE_WAVE_SWAP_ROWS):
+        one_wave = _one_wave_swap(direct, m, n, sms, ONE_WAVE_SWAP, OFF_ROWS_ONE_WAVE,
+                                  ("staged", "tma") if ONE_WAVE_SWAP_TMA else ("staged",))
         if one_wave is not None:
             return one_wave
     if not _swap_may_pay(m, n, direct.tile_n, SWAP_MARGIN):
@@ -1327,13 +1338,14 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
 
 
 @functools.lru_cache(maxsize=1024)
-def _one_wave_swap(direct: HopperConfig, m: int, n: int, sms: int, widths, share: float | None
-                   ) -> HopperConfig | None:
+def _one_wave_swap(direct: HopperConfig, m: int, n: int, sms: int, widths, share: float | None,
+                   epilogues: tuple[str, ...] = ("staged",)) -> HopperConfig | None:
     """The transposed product's config that ``_swap_config`` takes over a B whose rows are off
-    32-byte sectors and a row-major A (``ONE_WAVE_SWAP``: ``widths``, ``share``
-    (``OFF_ROWS_ONE_WAVE``), passed so that a changed one is not answered from the cache), or None
+    ``ONE_WAVE_SWAP_ROWS`` bytes and a row-major A (``ONE_WAVE_SWAP``: ``widths``, ``share``
+    (``OFF_ROWS_ONE_WAVE``) and ``epilogues`` (the staged one, and the TMA-store one under
+    ``ONE_WAVE_SWAP_TMA``), passed so that a changed one is not answered from the cache), or None
     where the rule does not apply: ``direct`` 16-bit, static, cooperative 128-row tiles of one CTA
-    with the staged epilogue, in one wave, where ``m x n`` takes ``share`` of a wave of 128 x 128
+    with one of ``epilogues``, in one wave, where ``m x n`` takes ``share`` of a wave of 128 x 128
     tiles to one wave.  Static clusters of 2 x 1 CTAs (A^T multicast) of the width of ``widths``
     that pads M least (the narrower on a tie) among those whose clusters fit in one wave.
 
@@ -1346,7 +1358,7 @@ def _one_wave_swap(direct: HopperConfig, m: int, n: int, sms: int, widths, share
     """
     if (share is None or direct.input not in ("float16", "bfloat16") or direct.pingpong
             or direct.tile_m != TILE_M or direct.cluster_size > 1 or direct.policy != "static"
-            or direct.epilogue != "staged" or not share * sms <= _tiles(m, n, 128) <= sms
+            or direct.epilogue not in epilogues or not share * sms <= _tiles(m, n, 128) <= sms
             or _tiles(m, n, direct.tile_n) > sms):
         return None
     fits = [(-(-m // w) * w, w, st) for w, st in widths if _cluster_waves(n, m, w, 1, sms)[0] <= 1]

@@ -1411,11 +1411,12 @@ def _swap_pick(m, n, k, dtype, a_strides=None):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_one_wave_swap_over_b_rows_off_sectors(dtype, monkeypatch):
-    """B's rows off 32-byte sectors, A row-major, the heuristic's config one wave of static
-    single-CTA tiles from OFF_ROWS_ONE_WAVE of a wave of 128-wide ones: the transposed product on
-    static 2 x 1 clusters of the ONE_WAVE_SWAP width that pads M least (RESULTS.md, forty-fifth
-    session: the five sizes timed); not with B's rows on sectors, A column-major, two waves, a
-    cluster config, or the rule off."""
+    """B's rows off 128-byte lines (ONE_WAVE_SWAP_ROWS), A row-major, the heuristic's config one
+    wave of static single-CTA tiles from OFF_ROWS_ONE_WAVE of a wave of 128-wide ones: the
+    transposed product on static 2 x 1 clusters of the ONE_WAVE_SWAP width that pads M least
+    (RESULTS.md, forty-fifth session: the five sizes fitted); not with B's rows on 128-byte lines,
+    A column-major, two waves, a cluster config, or the rule off; under TMA stores only with
+    ONE_WAVE_SWAP_TMA."""
     widths = {(288, 5592, 2920): 144, (568, 2840, 5968): 144, (1544, 1256, 8392): 144,
               (352, 5224, 5704): 128, (1328, 1480, 5688): 128}
     for (m, n, k), width in widths.items():
@@ -1429,6 +1430,19 @@ def test_one_wave_swap_over_b_rows_off_sectors(dtype, monkeypatch):
             mp.setattr(hopper, "ONE_WAVE_SWAP", None)
             assert _swap_pick(m, n, k, dtype)[1] is None, (m, n, k)
     assert _swap_pick(1328, 1472, 5688, dtype)[1] is None  # B's rows on 128-byte lines
+    # B's rows on sectors, off 128-byte lines (ONE_WAVE_SWAP_ROWS): 128 x 128 static one wave
+    direct, swapped = _swap_pick(264, 5136, 6112, dtype)
+    assert (direct.tile_n, swapped.tile_n, swapped.cluster_m) == (128, 144, 2)
+    with monkeypatch.context() as mp:
+        mp.setattr(hopper, "ONE_WAVE_SWAP_ROWS", 32)
+        assert _swap_pick(264, 5136, 6112, dtype)[1] is None
+        assert _swap_pick(288, 5592, 2920, dtype)[1].tile_n == 144
+    # the direct config storing through TMA (K of SWAP_TMA_MIN_K to TMA_STORE_K steps)
+    direct, swapped = _swap_pick(520, 3176, 1704, dtype)
+    assert direct.epilogue == "tma" and (swapped.tile_n, swapped.epilogue) == (144, "columns")
+    with monkeypatch.context() as mp:
+        mp.setattr(hopper, "ONE_WAVE_SWAP_TMA", False)
+        assert _swap_pick(520, 3176, 1704, dtype)[1] is None
     assert _swap_pick(4728, 856, 4400, dtype)[1] is None  # two waves of 128 x 128
     direct, swapped = _swap_pick(1888, 968, 3072, dtype)  # the off-rows clusters: swap_pays decides
     assert direct.cluster_m == 2 and (swapped is None or swapped.cluster_size == direct.cluster_size)
@@ -1437,11 +1451,11 @@ def test_one_wave_swap_over_b_rows_off_sectors(dtype, monkeypatch):
     fired = 0
     for _ in range(3000):
         m, n, k = (int(x) * 8 for x in rng.integers(16, 2000, size=3))
-        n |= 8  # rows off 32-byte sectors
+        n |= 8  # rows off 32-byte sectors (and 128-byte lines)
         direct, swapped = _swap_pick(m, n, k, dtype)
         if swapped is None or swapped.tile_n not in dict(hopper.ONE_WAVE_SWAP) or swapped.cluster_m != 2:
             continue
-        if (direct.cluster_size, direct.policy, direct.epilogue) != (1, "static", "staged"):
+        if (direct.cluster_size, direct.policy) != (1, "static") or direct.epilogue not in ("staged", "tma"):
             continue
         fired += 1
         assert hopper._tiles(m, n, direct.tile_n) <= 132 and hopper._tiles(m, n, 128) <= 132
