@@ -541,10 +541,15 @@ SWAP_TMA_MIN_K: int | None = 1280
 # five.  None: never
 ONE_WAVE_SWAP: tuple[tuple[int, int], ...] | None = ((128, 6), (144, 5))
 # ... B's rows off this boundary (bytes): 32 (sectors) as fitted; 128 (lines) takes B rows on
-# sectors too, ahead on 8 of 11 such sizes timed (264x5136x6112 0.65 -> 0.85), behind on three by
-# 0.03-0.09 (368x5072x3920 0.96 -> 0.87)
+# sectors too: fitted on 11 such sizes, fp16 (ahead on 8, 264x5136x6112 0.65 -> 0.85; behind on
+# three by 0.03-0.09, 368x5072x3920 0.96 -> 0.87), then on 8 drawn after, fp16 and bf16, ahead in
+# 11 of 16 runs (264x4752x14176 0.59-0.60 -> 0.83-0.88), behind by 0.02-0.06 in four, geomean
+# 0.85-0.86 -> 0.93-0.95; on a draw of the whole rule the one loss of six was such a size
+# (368x4880x9376, 0.91-1.03 -> 0.77-0.90)
 ONE_WAVE_SWAP_ROWS = 128
-# ... also where the direct config stores through TMA, from K of SWAP_TMA_MIN_K (_swap_config)
+# ... also where the direct config stores through TMA, from K of SWAP_TMA_MIN_K (_swap_config):
+# on five such sizes (K of 1376-1872), fp16 and bf16, ahead in 9 of 10 runs by 0.03-0.11
+# (360x4264x1712 0.75-0.77 -> 0.85-0.86), level in one
 ONE_WAVE_SWAP_TMA = True
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
@@ -1306,7 +1311,8 @@ def _swap_may_pay(m: int, n: int, tile_n: int, margin: float) -> bool:
 
 def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k: int, dtype: str,
                  sms: int, allow_tf32: bool) -> HopperConfig | None:
-    """The config of the transposed product (``swap_pays``) with the "columns" epilogue, or None
+    """The config of the transposed product (``swap_pays``, or first ``_one_wave_swap`` where B's
+    rows are off ``ONE_WAVE_SWAP_ROWS`` bytes and A is row-major) with the "columns" epilogue, or None
     where ``gemm_parts`` keeps ``direct``: also where ``out`` is not row-major with 16-byte aligned
     rows (its transposed view would not take the columns epilogue's 16-byte stores).  Over a
     row-major A (the transposed product's B, then read K-major) its tiles may span a narrow M
@@ -2466,8 +2472,9 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
     of its full waves and the rest go as two such launches, each into its band of rows.
     ``tune=True`` (float16 and bfloat16, no ``config``): the config ``mgemm.tune`` timed fastest
     for this kind of product, tuning it on these operands the first time.  Where the heuristic
-    picks and ``beta == 0``, a 16-bit product whose transpose tiles better (``swap_pays``) runs as
-    B^T A^T into ``out``'s transposed view (A first copied into rows padded to 128 bytes where
+    picks and ``beta == 0``, a 16-bit product whose transpose tiles better (``swap_pays``, or
+    ``ONE_WAVE_SWAP``'s one wave over B rows off 128-byte lines) runs as B^T A^T into ``out``'s
+    transposed view (A first copied into rows padded to 128 bytes where
     ``pads_a_for_swap``, off by default); where it does not, 16-bit B parts that
     ``copies_b_k_major`` names are copied K-major and the config is picked for the copies.  Where
     the heuristic picks and B is read K-major (in place or as that copy), its tiles may span a
