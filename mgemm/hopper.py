@@ -543,7 +543,7 @@ ONE_WAVE_SWAP: tuple[tuple[int, int], ...] | None = ((128, 6), (144, 5))
 # ... B's rows off this boundary (bytes): 32 (sectors) as fitted; 128 (lines) takes B rows on
 # sectors too: fitted on 11 such sizes, fp16 (ahead on 8, 264x5136x6112 0.65 -> 0.85; behind on
 # three by 0.03-0.09, 368x5072x3920 0.96 -> 0.87), then on 8 drawn after, fp16 and bf16, ahead in
-# 11 of 16 runs (264x4752x14176 0.59-0.60 -> 0.83-0.88), behind by 0.02-0.06 in four, geomean
+# 10 of 16 runs (264x4752x14176 0.59-0.60 -> 0.83-0.88), level in two, behind by 0.02-0.06 in four, geomean
 # 0.85-0.86 -> 0.93-0.95; on a draw of the whole rule the one loss of six was such a size
 # (368x4880x9376, 0.91-1.03 -> 0.77-0.90)
 ONE_WAVE_SWAP_ROWS = 128
