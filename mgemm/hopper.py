@@ -545,11 +545,15 @@ ONE_WAVE_SWAP: tuple[tuple[int, int], ...] | None = ((128, 6), (144, 5))
 # three by 0.03-0.09, 368x5072x3920 0.96 -> 0.87), then on 8 drawn after, fp16 and bf16, ahead in
 # 10 of 16 runs (264x4752x14176 0.59-0.60 -> 0.83-0.88), level in two, behind by 0.02-0.06 in four, geomean
 # 0.85-0.86 -> 0.93-0.95; on a draw of the whole rule the one loss of six was such a size
-# (368x4880x9376, 0.91-1.03 -> 0.77-0.90)
+# (368x4880x9376, 0.91-1.03 -> 0.77-0.90); on a second such draw of six, ahead in 9 of 12 runs
+# (536x2848x9376 0.59-0.62 -> 0.76-0.82), behind by 0.02 in one and on 600x3104x1712 (TMA stores,
+# since left out: ONE_WAVE_SWAP_TMA)
 ONE_WAVE_SWAP_ROWS = 128
-# ... also where the direct config stores through TMA, from K of SWAP_TMA_MIN_K (_swap_config):
-# on five such sizes (K of 1376-1872), fp16 and bf16, ahead in 9 of 10 runs by 0.03-0.11
-# (360x4264x1712 0.75-0.77 -> 0.85-0.86), level in one
+# ... also where the direct config stores through TMA, from K of SWAP_TMA_MIN_K, over B rows off
+# 32-byte sectors (_swap_config): on three such sizes (K of 1472-1872), fp16 and bf16, ahead in 5
+# of 6 runs by 0.06-0.11 (360x4264x1712 0.75-0.77 -> 0.85-0.86), level in one.  Over rows on
+# sectors (off 128 bytes) it lost: 600x3104x1712 0.96-1.00 -> 0.81-0.82, against 0.03-0.07 ahead
+# on 792x2192x1712 and 576x3312x1376
 ONE_WAVE_SWAP_TMA = True
 MAX_K_PARTS = 8  # kKParts: descriptor pairs in the kernel's parameters (2 KB at 8)
 
@@ -1329,8 +1333,9 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
         return None
     a_row_major = all(a_p.strides[1] == a_p.itemsize for a_p in a_parts)
     if a_row_major and ONE_WAVE_SWAP and b_rows_off(b_parts, ONE_WAVE_SWAP_ROWS):
+        tma = ONE_WAVE_SWAP_TMA and b_rows_off(b_parts)  # (rows off sectors: measured ahead there)
         one_wave = _one_wave_swap(direct, m, n, sms, ONE_WAVE_SWAP, OFF_ROWS_ONE_WAVE,
-                                  ("staged", "tma") if ONE_WAVE_SWAP_TMA else ("staged",))
+                                  ("staged", "tma") if tma else ("staged",))
         if one_wave is not None:
             return one_wave
     if not _swap_may_pay(m, n, direct.tile_n, SWAP_MARGIN):
@@ -1349,7 +1354,7 @@ def _one_wave_swap(direct: HopperConfig, m: int, n: int, sms: int, widths, share
     """The transposed product's config that ``_swap_config`` takes over a B whose rows are off
     ``ONE_WAVE_SWAP_ROWS`` bytes and a row-major A (``ONE_WAVE_SWAP``: ``widths``, ``share``
     (``OFF_ROWS_ONE_WAVE``) and ``epilogues`` (the staged one, and the TMA-store one under
-    ``ONE_WAVE_SWAP_TMA``), passed so that a changed one is not answered from the cache), or None
+    ``ONE_WAVE_SWAP_TMA`` over rows off 32-byte sectors), passed so that a changed one is not answered from the cache), or None
     where the rule does not apply: ``direct`` 16-bit, static, cooperative 128-row tiles of one CTA
     with one of ``epilogues``, in one wave, where ``m x n`` takes ``share`` of a wave of 128 x 128
     tiles to one wave.  Static clusters of 2 x 1 CTAs (A^T multicast) of the width of ``widths``

@@ -1416,7 +1416,7 @@ def test_one_wave_swap_over_b_rows_off_sectors(dtype, monkeypatch):
     transposed product on static 2 x 1 clusters of the ONE_WAVE_SWAP width that pads M least
     (RESULTS.md, forty-fifth session: the five sizes fitted); not with B's rows on 128-byte lines,
     A column-major, two waves, a cluster config, or the rule off; under TMA stores only with
-    ONE_WAVE_SWAP_TMA."""
+    ONE_WAVE_SWAP_TMA and B's rows off 32-byte sectors."""
     widths = {(288, 5592, 2920): 144, (568, 2840, 5968): 144, (1544, 1256, 8392): 144,
               (352, 5224, 5704): 128, (1328, 1480, 5688): 128}
     for (m, n, k), width in widths.items():
@@ -1443,6 +1443,10 @@ def test_one_wave_swap_over_b_rows_off_sectors(dtype, monkeypatch):
     with monkeypatch.context() as mp:
         mp.setattr(hopper, "ONE_WAVE_SWAP_TMA", False)
         assert _swap_pick(520, 3176, 1704, dtype)[1] is None
+    # ... only over rows off 32-byte sectors: on them (off 128 bytes) the direct TMA stores stay
+    direct, swapped = _swap_pick(600, 3104, 1712, dtype)
+    assert direct.epilogue == "tma" and swapped is None
+    assert _swap_pick(600, 3104, 2112, dtype)[1].cluster_m == 2  # the staged epilogue: taken
     assert _swap_pick(4728, 856, 4400, dtype)[1] is None  # two waves of 128 x 128
     direct, swapped = _swap_pick(1888, 968, 3072, dtype)  # the off-rows clusters: swap_pays decides
     assert direct.cluster_m == 2 and (swapped is None or swapped.cluster_size == direct.cluster_size)
