@@ -988,8 +988,11 @@ def test_copies_b_k_major_where_measured(monkeypatch):
     assert not gemm_copies(8952, 400, 4736)  # runs transposed (swap_pays)
     assert not gemm_copies(13984, 464, 14960)  # 2 x 2 clusters
     assert gemm_copies(5000, 416, 6000) and not gemm_copies(4200, 480, 5760)  # rows on 64 bytes
+    assert _swap_pick(4200, 480, 5760, "float16")[1].cluster_m == 2  # one wave: ONE_WAVE_SWAP
     monkeypatch.setattr(hopper, "K_MAJOR_SAME_WIDTH_ON_64", True)
-    assert copies([b(5760, 480)], 4200, 480, on_64) and gemm_copies(4200, 480, 5760)
+    assert copies([b(5760, 480)], 4200, 480, on_64) and not gemm_copies(4200, 480, 5760)  # transposed
+    monkeypatch.setattr(hopper, "ONE_WAVE_SWAP", None)
+    assert gemm_copies(4200, 480, 5760)
     monkeypatch.setattr(hopper, "B_K_MAJOR", None)
     assert not copies([b(2616, 624)], big_m, 624)
     assert not gemm_copies(15024, 288, 15168)
