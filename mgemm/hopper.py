@@ -1332,10 +1332,11 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
             or direct.epilogue not in epilogues):
         return None
     a_row_major = all(a_p.strides[1] == a_p.itemsize for a_p in a_parts)
-    if a_row_major and ONE_WAVE_SWAP and b_rows_off(b_parts, ONE_WAVE_SWAP_ROWS):
-        tma = ONE_WAVE_SWAP_TMA and b_rows_off(b_parts)  # (rows off sectors: measured ahead there)
+    off_rows, off_sectors = (_rows_off(b_parts, (ONE_WAVE_SWAP_ROWS, 32)) if a_row_major and ONE_WAVE_SWAP
+                             else (False, False))  # (b_rows_off at both boundaries, one pass)
+    if off_rows:  # under TMA stores only over rows off sectors (measured ahead there)
         one_wave = _one_wave_swap(direct, m, n, sms, ONE_WAVE_SWAP, OFF_ROWS_ONE_WAVE,
-                                  ("staged", "tma") if tma else ("staged",))
+                                  ("staged", "tma") if ONE_WAVE_SWAP_TMA and off_sectors else ("staged",))
         if one_wave is not None:
             return one_wave
     if not _swap_may_pay(m, n, direct.tile_n, SWAP_MARGIN):
