@@ -507,6 +507,10 @@ K_MAJOR_SAME_WIDTH_ON_64 = False
 # clusters in 13 of 20 runs by 0.03-0.16 (4976x328x9864 0.85 -> 0.74, 7232x456x2816 1.06 -> 0.99),
 # level in 5, ahead by 0.01-0.02 in two (RESULTS.md, forty-fourth session)
 B_K_MAJOR_OVER_CLUSTERS = False
+# ... but over those clusters wherever the product on the copy runs wide tiles (``WIDE_TILES``, one
+# tile column over N of 257-320 where the clusters' 128 or 256 wide tiles pad N to 384 or 512, two
+# over N up to 640)?  (True: measured in the forty-sixth session, RESULTS.md)
+B_K_MAJOR_WIDE_OVER_CLUSTERS = True
 # 16-bit products whose heuristic configs, for C and for its transpose C^T = B^T A^T (N x M x K),
 # are both cooperative with the staged epilogue, the transposed one on the direct one's cluster
 # shape or on one CTA per tile: the transposed product, written into the output's transposed view
@@ -1502,7 +1506,8 @@ def copies_b_k_major(b_parts, m: int, n: int, config: HopperConfig, sms: int,
                      a_rows_off_128: bool = False) -> bool:
     """Whether ``gemm_parts`` copies these 16-bit B parts (K_p × N) K-major before a product of
     ``m`` rows for which the heuristic picked ``config`` on the parts in place (``B_K_MAJOR``): one
-    CTA per tile (clusters too with ``B_K_MAJOR_OVER_CLUSTERS``), at most ``B_K_MAJOR[0]`` columns,
+    CTA per tile (on clusters only where the copy's tiles are wide, ``B_K_MAJOR_WIDE_OVER_CLUSTERS``,
+    or wherever with ``B_K_MAJOR_OVER_CLUSTERS``), at most ``B_K_MAJOR[0]`` columns,
     at least ``B_K_MAJOR[1]`` rows, K (the parts' together) at least ``B_K_MAJOR[2]``, ``m * n * K``
     at least ``B_K_MAJOR[3]``, and every part read in place as a row-major B (MN-major) whose rows
     do not all start on 128-byte lines; where they all start on 64-byte lines, only if the product
@@ -1515,11 +1520,16 @@ def copies_b_k_major(b_parts, m: int, n: int, config: HopperConfig, sms: int,
     >>> cfg = HopperConfig(input="float16", tile_n=160)
     >>> copies_b_k_major([b], 8344, 624, cfg, 132), copies_b_k_major([b], 4000, 624, cfg, 132)
     (True, False)
-    >>> copies_b_k_major([b], 8344, 624, cfg.replace(tile_n=128, cluster_m=2), 132)
+    >>> clusters = cfg.replace(tile_n=128, cluster_m=2)
+    >>> copies_b_k_major([b], 8344, 624, clusters, 132)  # 2 x 320 on the copy, 5 x 128 in place
+    True
+    >>> b.shape, b.strides = (9864, 328), (656, 2)
+    >>> copies_b_k_major([b], 4976, 328, clusters, 132)  # 128 wide on the copy too
     False
     """
     k = sum(b.shape[0] for b in b_parts)
-    if (not B_K_MAJOR or (config.cluster_size > 1 and not B_K_MAJOR_OVER_CLUSTERS)
+    wide_only = config.cluster_size > 1 and not B_K_MAJOR_OVER_CLUSTERS  # over clusters: wide tiles only
+    if (not B_K_MAJOR or (wide_only and not B_K_MAJOR_WIDE_OVER_CLUSTERS)
             or n > B_K_MAJOR[0] or m < B_K_MAJOR[1] or k < B_K_MAJOR[2]
             or m * n * k < B_K_MAJOR[3] or any(b.itemsize != 2 for b in b_parts)):
         return False
@@ -1531,6 +1541,8 @@ def copies_b_k_major(b_parts, m: int, n: int, config: HopperConfig, sms: int,
     off_128, off_64 = _rows_off(parts, (128, 64))
     if not off_128:
         return False
+    if wide_only:
+        return k_major_copy_config(m, n, k, config.input, sms, a_rows_off_128).tile_n in WIDE_TILE_NS
     return (off_64 or K_MAJOR_SAME_WIDTH_ON_64
             or k_major_copy_config(m, n, k, config.input, sms, a_rows_off_128).tile_n != config.tile_n)
 
@@ -2527,8 +2539,10 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
         if tuned is not None:
             return gemm_parts(a_parts, b_parts, c, alpha=alpha, beta=beta, out=out, config=tuned,
                               sms=sms, as_dtype=as_dtype, out_dtype=out_dtype)
+    copy_b = (flags is not None and not (debug or timeline) and kind in ("float16", "bfloat16") and k
+              and copies_b_k_major(b_parts, m, n, config, sms, flags["a_rows_off_128"]))
     if (flags is not None and TAIL_SPLIT and not (debug or timeline) and kind in ("float16", "bfloat16")
-            and (config.cluster_m, config.cluster_n) == (2, 1)):  # measured there (RESULTS.md, 23rd, 24th sessions)
+            and (config.cluster_m, config.cluster_n) == (2, 1) and not copy_b):  # the copy's config instead  # measured there (RESULTS.md, 23rd, 24th sessions)
         split = _tail_split_cached(config, m, n, k, kind, sms, **flags)
         if split is not None and split[2] <= TAIL_SPLIT:  # two launches, on two bands of rows
             m1, rest, _ = split
@@ -2547,9 +2561,7 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
             gemm_parts([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts], alpha=alpha,
                        out=out.T, config=swapped, sms=sms, as_dtype=as_dtype)
             return out
-    if (flags is not None and not (debug or timeline) and kind in ("float16", "bfloat16") and k
-            and copies_b_k_major(b_parts, m, n, config, sms, flags["a_rows_off_128"])):
-        # not transposed: B copied K-major, the config picked for the copy
+    if copy_b:  # not transposed: B copied K-major, the config picked for the copy
         return gemm_parts(a_parts, [_k_major_copy(cp, b_p) for b_p in b_parts], c, alpha=alpha,
                           beta=beta, out=out, allow_tf32=allow_tf32, sms=sms, as_dtype=as_dtype,
                           out_dtype=out_dtype, tune=tune)

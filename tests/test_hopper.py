@@ -936,8 +936,8 @@ def test_b_rows_off_128_byte_lines(shape, strides, ptr, off):
 def test_copies_b_k_major_where_measured(monkeypatch):
     """``copies_b_k_major``: a 16-bit row-major B read in place with rows off 128-byte lines, at most
     ``B_K_MAJOR[0]`` columns, at least ``B_K_MAJOR[1]`` rows of A and ``B_K_MAJOR[2]`` of K,
-    ``B_K_MAJOR[3]`` of M x N x K, the heuristic on one CTA per tile (on clusters too only with
-    ``B_K_MAJOR_OVER_CLUSTERS``); not a K-major B, rows on 128 bytes, a B copied anyway (rows off
+    ``B_K_MAJOR[3]`` of M x N x K, the heuristic on one CTA per tile (on clusters where the copy's
+    tiles are wide, ``B_K_MAJOR_WIDE_OVER_CLUSTERS``, or wherever with ``B_K_MAJOR_OVER_CLUSTERS``); not a K-major B, rows on 128 bytes, a B copied anyway (rows off
     16 bytes), 4-byte elements, clusters, or with the rule off."""
     def b(k, n, ld=None, ptr=0x10000, item=2, k_major=False):
         if k_major:
@@ -964,7 +964,17 @@ def test_copies_b_k_major_where_measured(monkeypatch):
     assert not copies([b(2616, 620)], big_m, 620)  # rows off 16 bytes: copied
     assert not copies([b(2616, 624, item=4)], big_m, 624)
     assert not copies([b(2616, 624), b(100, 624, k_major=True)], big_m, 624)
-    assert not copies([b(2616, 624)], big_m, 624, one.replace(tile_n=128, cluster_m=2))
+    clusters = one.replace(tile_n=128, cluster_m=2)
+    assert hopper.k_major_copy_config(big_m, 624, 2616, "float16", 132).tile_n == 160
+    assert not copies([b(2616, 624)], big_m, 624, clusters)  # over clusters: not to 160-wide tiles
+    assert hopper.k_major_copy_config(8344, 624, 2616, "float16", 132).tile_n == 320
+    assert copies([b(2616, 624)], 8344, 624, clusters)  # ... but to wide ones
+    assert copies([b(11864, 280)], 13504, 280, clusters)  # 128 x 288 on the copy
+    assert not copies([b(2616, 640)], 8344, 640, clusters)  # on 128-byte lines
+    with monkeypatch.context() as mp:
+        mp.setattr(hopper, "B_K_MAJOR_WIDE_OVER_CLUSTERS", False)
+        assert not copies([b(2616, 624)], 8344, 624, clusters)
+        assert copies([b(2616, 624)], 8344, 624)  # one CTA a tile: as before
     with monkeypatch.context() as mp:  # clusters as well, where asked
         mp.setattr(hopper, "B_K_MAJOR_OVER_CLUSTERS", True)
         assert copies([b(2616, 624)], big_m, 624, one.replace(tile_n=128, cluster_m=2))
@@ -2772,14 +2782,17 @@ def test_transposed_product_pads_a_in_parts(a_pads, monkeypatch):
 @pytest.mark.parametrize("m,n,k,trans_a,beta", [(8200, 304, 2641, False, 0.0),
                                                (8192, 336, 2101, False, 0.5),
                                                (8200, 288, 3001, True, 0.0),
-                                               (5624, 432, 2200, False, 0.0)])
+                                               (5624, 432, 2200, False, 0.0),
+                                               (12560, 280, 2312, False, 0.5),
+                                               (7344, 600, 4312, False, 0.0)])
 def test_b_copied_k_major_matches_float64_reference(kind, m, n, k, trans_a, beta, monkeypatch, k_major_copies):
     """Where ``copies_b_k_major`` holds (a row-major B with rows off 128 bytes, few columns, many
-    rows, one CTA per tile on the H200's 132 SMs), ``gemm`` copies B K-major and multiplies on the
-    copy: the product's result, every element written (poisoned output), A row- or column-major,
-    with and without C; with the rule off the same product stays in place."""
+    rows, one CTA per tile on the H200's 132 SMs, or 2-CTA clusters where the copy's tiles are
+    wide: 12560 x 280 on 288, 7344 x 600 on 2 x 320 instead of the clusters' two launches of
+    ``tail_split``), ``gemm`` copies B K-major and multiplies on the copy: the product's
+    result, every element written (poisoned output), A row- or column-major, with and without C; with the rule off the same product stays in place."""
     if hopper.device_sms() != 132:
-        pytest.skip("the shapes are picked where the heuristic puts one CTA per tile on 132 SMs")
+        pytest.skip("the shapes are picked where the copy holds on 132 SMs")
     _check(m, n, k, kind, None, trans_a=trans_a, beta=beta, alpha=0.75, seed=m + k)
     assert k_major_copies == [(k, n)]
     k_major_copies.clear()
