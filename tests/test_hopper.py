@@ -1460,7 +1460,7 @@ def test_one_wave_swap_over_b_rows_off_sectors(dtype, monkeypatch):
     direct, swapped = _swap_pick(600, 3104, 1712, dtype)
     assert direct.epilogue == "tma" and swapped is None
     assert _swap_pick(600, 3104, 2112, dtype)[1].cluster_m == 2  # the staged epilogue: taken
-    assert _swap_pick(4728, 856, 4400, dtype)[1] is None  # two waves of 128 x 128
+    assert _swap_pick(4728, 856, 4400, dtype)[1].tile_n == 288  # two waves: SWAP_ONE_WAVE_WIDE's
     direct, swapped = _swap_pick(1888, 968, 3072, dtype)  # the off-rows clusters: swap_pays decides
     assert direct.cluster_m == 2 and (swapped is None or swapped.cluster_size == direct.cluster_size)
     # wherever it fires: one wave of clusters, each the width that pads M least
@@ -1480,6 +1480,39 @@ def test_one_wave_swap_over_b_rows_off_sectors(dtype, monkeypatch):
         pads = {w: -(-m // w) * w for w in dict(hopper.ONE_WAVE_SWAP)}
         assert pads[swapped.tile_n] == min(pads.values())
     assert fired
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_one_wave_of_wide_tiles_transposed(dtype, monkeypatch):
+    """M and N past WIDE_MAX_N, A row-major, the heuristic's config more than one wave: the
+    transposed product on one wave of SWAP_ONE_WAVE_WIDE-wide tiles (RESULTS.md, forty-sixth
+    session), on 2 x 1 clusters where A's rows are off 32-byte sectors (SWAP_WIDE_CLUSTER_M), four
+    stages staging 48 columns at a time (SWAP_WIDE_CHUNKED); not where the direct config is one
+    wave, the wide tiles take more than one, K is short, A is column-major, or the rule is off."""
+    fired = {(4728, 856, 4400): 1, (856, 5432, 6088): 2, (792, 5072, 11208): 2, (776, 4968, 3304): 2}
+    for (m, n, k), cluster_m in fired.items():
+        direct, swapped = _swap_pick(m, n, k, dtype)
+        assert hopper._tiles(m, n, direct.tile_n) > 132, (m, n, k)
+        assert (swapped.tile_n, swapped.stages, swapped.out_cols, swapped.policy, swapped.epilogue,
+                swapped.cluster_m, swapped.cluster_n) == (288, 4, 48, "static", "columns", cluster_m, 1)
+        assert _swap_pick(m, n, k, dtype, a_strides=(2, 2 * m))[1] is None, (m, n, k)  # A column-major
+        with monkeypatch.context() as mp:
+            mp.setattr(hopper, "SWAP_ONE_WAVE_WIDE", None)
+            assert _swap_pick(m, n, k, dtype)[1] is None, (m, n, k)
+    assert _swap_pick(808, 4144, 10352, dtype)[1] is None  # one wave of 128 x 256 already
+    assert _swap_pick(872, 5632, 10568, dtype)[1] is None  # four columns of 288: 176 tiles
+    assert _swap_pick(4728, 856, 1992, dtype)[1] is None  # K below SWAP_WIDE_MIN_K[288]
+    direct, _ = _swap_pick(8728, 312, 2352, dtype)  # narrow N: B's K-major copy decides
+    assert not hopper._wide_one_wave(direct, 8728, 312, 2352, 132, 288)
+    rng = np.random.default_rng(46)
+    seen = 0
+    for _ in range(3000):
+        m, n, k = (int(x) * 8 for x in rng.integers(97, 2000, size=3))
+        direct, swapped = _swap_pick(m, n, k, dtype)
+        if hopper._wide_one_wave(direct, m, n, k, 132, 288):
+            seen += 1
+            assert swapped.tile_n == 288 and hopper._tiles(n, m, 288) <= 132 < hopper._tiles(m, n, direct.tile_n)
+    assert seen
 
 
 def _tail_split_calls(real, m, n, k, monkeypatch, c=None, beta=0.0):
@@ -2459,7 +2492,9 @@ def test_columns_epilogue_equals_direct_and_falls_back(kind, out_dtype, tile_n, 
                                                           (1999, 904, 5003, True, False, 2.0),
                                                           (4176, 536, 1392, False, False, None),  # TMA stores
                                                           (288, 5592, 2920, False, False, None),  # ONE_WAVE_SWAP:
-                                                          (1328, 1480, 5688, False, False, None)])  # 144, 128
+                                                          (1328, 1480, 5688, False, False, None),  # 144, 128
+                                                          (4728, 856, 4400, False, False, None),  # SWAP_ONE_WAVE_WIDE:
+                                                          (776, 4968, 3304, False, True, None)])  # 1 CTA, 2 x 1
 def test_swapped_product_matches_float64_reference(kind, m, n, k, trans_a, trans_b, margin, monkeypatch):
     """Where ``swap_pays`` (``margin``: ``SWAP_MARGIN`` raised so it does on any SM count), ``gemm``
     runs the transposed product through the output's transposed view with the columns epilogue;
