@@ -405,17 +405,19 @@ SWAP_WIDE_CLUSTER_OFF_SECTORS = True
 # sizes drawn where the rule changes the call, fp16 and bf16: ahead in 12 of 12 runs by 0.07-0.20,
 # geomean 0.816 -> 0.943 and 0.813 -> 0.946 (288x14480x4304 0.83 -> 1.03).  (): none
 SWAP_WIDE_CHUNKED: tuple[tuple[int, int, int], ...] = ((288, 4, 48),)
-# ... and over M and N past WIDE_MAX_N, whether or not ``swap_pays``, one wave of the transposed
-# product's tiles SWAP_ONE_WAVE_WIDE wide (tiles ``WIDE_FILL`` of a wave to one, K of at least
+# ... and over M and N past WIDE_MAX_N, where ``swap_pays`` does not, one wave of the transposed
+# product's tiles SWAP_ONE_WAVE_WIDE[0] wide (tiles ``WIDE_FILL`` of a wave to one, K of at least
 # ``SWAP_WIDE_MIN_K``) where the direct config takes more than one wave of cooperative 128-row tiles
-# (``_wide_one_wave``), dressed as the narrow-M wide tiles above (clusters, chunks).  On the H200
-# (RESULTS.md, forty-sixth session, fp16 × cuBLAS): 4728x856x4400 0.67 -> 0.93 (17 columns of 288
-# across M), 776x4968x3304 0.58 -> 0.84 (three columns spanning M, 2 x 1 clusters: A's rows off
-# sectors), 856x5432x6088 0.69 -> 0.95, 792x5072x11208 0.71 -> 0.92; behind where the direct
-# product ran one wave already (808x4144x10352, 128 x 256: 0.84 -> 0.78; 1080x3288x3144, 2-CTA
-# clusters of 128 x 256: 0.86 -> 0.83), and 320 wide in three columns level or behind
-# (872x5632x10568 0.80 -> 0.89, 952x5144x11160 0.79 -> 0.51); None: never
-SWAP_ONE_WAVE_WIDE: int | None = 288
+# (``_wide_one_wave``), dressed as the narrow-M wide tiles above (four stages, 48-column chunks),
+# on the 2 x 1 clusters over A's rows off sectors only where the tiles span M in at most
+# SWAP_ONE_WAVE_WIDE[1] columns.  On the H200 (RESULTS.md, forty-sixth session, × cuBLAS), fp16
+# and bf16 alike: 4728x856x4400 0.67 -> 0.93 (17 columns of 288 across M), 840x5528x6264 0.70 ->
+# 0.96 and 776x4968x3304 0.58 -> 0.84 (three columns, clusters), 2384x1784x2800 0.67 -> 0.93,
+# 1040x4224x12976 0.75 -> 0.92; behind where ``swap_pays`` ran it transposed on 256-wide tiles
+# (3432x1056x5648 0.96 -> 0.88, 960x4136x6744 0.80 -> 0.50), on clusters across twelve columns
+# (3408x1328x3880 0.76 -> 0.51, 3416x1304x13240 0.64 -> 0.54), and where the direct product ran one
+# wave already (808x4144x10352, 128 x 256: 0.84 -> 0.78); None: never
+SWAP_ONE_WAVE_WIDE: tuple[int, int] | None = (288, 3)
 # The transposed product may copy a row-major A (its B, read K-major) into rows padded to 128
 # bytes where A's rows are off 128 bytes and N has at least this many columns (``pads_a_for_swap``;
 # the copy moves 4 M K bytes, about 400 / N of the product's time).  On single CTAs it took six
@@ -1357,7 +1359,7 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
     wide = None
     if SWAP_WIDE_TILES and a_row_major:
         wide = tuple(t for t in SWAP_WIDE_TILES if k >= SWAP_WIDE_MIN_K.get(t[0], WIDE_MIN_K)) or None
-    wave = a_row_major and _wide_one_wave(direct, m, n, k, sms, SWAP_ONE_WAVE_WIDE)
+    wave = a_row_major and _wide_one_wave(direct, m, n, k, sms, (SWAP_ONE_WAVE_WIDE or (None,))[0])
     if not (wave or _swap_may_pay(m, n, direct.tile_n, SWAP_MARGIN)):
         return None
     return _swap_cached(direct, m, n, k, dtype, sms, allow_tf32, (SWAP_MARGIN, epilogues), wide,
@@ -1367,7 +1369,7 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
 
 def _wide_one_wave(direct: HopperConfig, m: int, n: int, k: int, sms: int, width: int | None) -> bool:
     """Whether ``_swap_config`` runs this product transposed on one wave of ``width``-wide tiles
-    (``SWAP_ONE_WAVE_WIDE``) whatever ``swap_pays`` says: 16-bit, M and N past ``WIDE_MAX_N`` (a
+    (``SWAP_ONE_WAVE_WIDE``) where ``swap_pays`` does not: 16-bit, M and N past ``WIDE_MAX_N`` (a
     narrower N has the wide tiles of B's K-major copy, a narrower M those of ``swap_pays``), K of at
     least ``SWAP_WIDE_MIN_K[width]``, ``direct`` cooperative 128-row tiles of more than one wave on
     ``sms`` SMs, and the transposed product's tiles filling ``WIDE_FILL`` of one wave to one.
@@ -1437,23 +1439,28 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
     ``SWAP_MARGIN`` and the epilogues ``swap_pays`` takes (``_swap_epilogues``), so that a changed
     one is not answered from the cache; ``wide``: the wide tiles the transposed product may take,
     or None; ``limits``: for the same reason, ``_swap_wide_limits()`` where ``wide`` or ``wave``;
-    ``wave``: ``_wide_one_wave`` holds, so the transposed product runs ``SWAP_ONE_WAVE_WIDE``-wide
-    tiles, static from ``WIDE_SK_FILL`` of the wave, else stream-K, ``swap_pays`` or not).
+    ``wave``: ``_wide_one_wave`` holds, so where ``swap_pays`` does not, the transposed product
+    runs ``SWAP_ONE_WAVE_WIDE`` tiles, static from ``WIDE_SK_FILL`` of the wave, else stream-K).
     Wide tiles go on clusters of ``SWAP_WIDE_CLUSTER_M`` x 1 CTAs where A's rows (the transposed
     product's B, ``flags["b_rows_off"]``) are off 32-byte sectors, or anywhere with
     ``SWAP_WIDE_CLUSTER_OFF_SECTORS`` off; widths in ``SWAP_WIDE_CHUNKED`` take its stages and
     columns epilogue chunk."""
     swapped = _choose_cached(n, m, k, dtype, sms, allow_tf32, one_wave=False, **flags)
-    if wave:  # one wave of wide tiles
-        swapped = swapped.replace(
-            tile_m=TILE_M, tile_n=SWAP_ONE_WAVE_WIDE, pingpong=False, cluster_m=1, cluster_n=1,
-            policy="static" if _tiles(n, m, SWAP_ONE_WAVE_WIDE) >= WIDE_SK_FILL * sms else "streamk",
-            stages=dict((w, st) for w, st, _ in SWAP_WIDE_TILES or ()).get(SWAP_ONE_WAVE_WIDE, 3),
-            epilogue="columns", sk_reduce="owner")
-    elif not swap_pays(direct, swapped, m, n, rule[1]):
+    if swap_pays(direct, swapped, m, n, rule[1]):
+        wave = False  # the transposed product pays on its own tiles: those
+    elif not wave:
         return None
+    else:  # one wave of wide tiles; on clusters (A's rows off sectors) only spanning M in few columns
+        width, columns = SWAP_ONE_WAVE_WIDE
+        if flags.get("b_rows_off") and SWAP_WIDE_CLUSTER_M > 1 and -(-m // width) > columns:
+            return None
+        swapped = swapped.replace(
+            tile_m=TILE_M, tile_n=width, pingpong=False, cluster_m=1, cluster_n=1,
+            policy="static" if _tiles(n, m, width) >= WIDE_SK_FILL * sms else "streamk",
+            stages=dict((w, st) for w, st, _ in SWAP_WIDE_TILES or ()).get(width, 3),
+            epilogue="columns", sk_reduce="owner")
     if wide or wave:
-        swapped = wide_tile(swapped, n, m, k, sms, wide) if wide else swapped
+        swapped = swapped if wave else wide_tile(swapped, n, m, k, sms, wide)
         if swapped.wide:
             if SWAP_WIDE_CLUSTER_M > 1 and (flags.get("b_rows_off") or not SWAP_WIDE_CLUSTER_OFF_SECTORS):
                 swapped = swapped.replace(cluster_m=SWAP_WIDE_CLUSTER_M)

@@ -1484,12 +1484,15 @@ def test_one_wave_swap_over_b_rows_off_sectors(dtype, monkeypatch):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_one_wave_of_wide_tiles_transposed(dtype, monkeypatch):
-    """M and N past WIDE_MAX_N, A row-major, the heuristic's config more than one wave: the
-    transposed product on one wave of SWAP_ONE_WAVE_WIDE-wide tiles (RESULTS.md, forty-sixth
-    session), on 2 x 1 clusters where A's rows are off 32-byte sectors (SWAP_WIDE_CLUSTER_M), four
-    stages staging 48 columns at a time (SWAP_WIDE_CHUNKED); not where the direct config is one
-    wave, the wide tiles take more than one, K is short, A is column-major, or the rule is off."""
-    fired = {(4728, 856, 4400): 1, (856, 5432, 6088): 2, (792, 5072, 11208): 2, (776, 4968, 3304): 2}
+    """M and N past WIDE_MAX_N, A row-major, the heuristic's config more than one wave and
+    ``swap_pays`` not holding: the transposed product on one wave of SWAP_ONE_WAVE_WIDE tiles
+    (RESULTS.md, forty-sixth session), four stages staging 48 columns at a time
+    (SWAP_WIDE_CHUNKED), on 2 x 1 clusters where A's rows are off 32-byte sectors
+    (SWAP_WIDE_CLUSTER_M) and only where the tiles span M in at most SWAP_ONE_WAVE_WIDE[1]
+    columns; not where the direct config is one wave, the wide tiles take more than one, K is
+    short, A is column-major, or the rule is off."""
+    fired = {(4728, 856, 4400): 1, (856, 5432, 6088): 2, (792, 5072, 11208): 2, (776, 4968, 3304): 2,
+             (840, 5528, 6264): 2, (2384, 1784, 2800): 1, (1040, 4224, 12976): 1}
     for (m, n, k), cluster_m in fired.items():
         direct, swapped = _swap_pick(m, n, k, dtype)
         assert hopper._tiles(m, n, direct.tile_n) > 132, (m, n, k)
@@ -1502,6 +1505,8 @@ def test_one_wave_of_wide_tiles_transposed(dtype, monkeypatch):
     assert _swap_pick(808, 4144, 10352, dtype)[1] is None  # one wave of 128 x 256 already
     assert _swap_pick(872, 5632, 10568, dtype)[1] is None  # four columns of 288: 176 tiles
     assert _swap_pick(4728, 856, 1992, dtype)[1] is None  # K below SWAP_WIDE_MIN_K[288]
+    assert _swap_pick(3408, 1328, 3880, dtype)[1] is None  # clusters across twelve columns
+    assert _swap_pick(3432, 1056, 5648, dtype)[1].tile_n == 256  # swap_pays: its own tiles
     direct, _ = _swap_pick(8728, 312, 2352, dtype)  # narrow N: B's K-major copy decides
     assert not hopper._wide_one_wave(direct, 8728, 312, 2352, 132, 288)
     rng = np.random.default_rng(46)
@@ -1509,9 +1514,10 @@ def test_one_wave_of_wide_tiles_transposed(dtype, monkeypatch):
     for _ in range(3000):
         m, n, k = (int(x) * 8 for x in rng.integers(97, 2000, size=3))
         direct, swapped = _swap_pick(m, n, k, dtype)
-        if hopper._wide_one_wave(direct, m, n, k, 132, 288):
+        if swapped is not None and swapped.tile_n == 288:
             seen += 1
-            assert swapped.tile_n == 288 and hopper._tiles(n, m, 288) <= 132 < hopper._tiles(m, n, direct.tile_n)
+            assert hopper._tiles(n, m, 288) <= 132 < hopper._tiles(m, n, direct.tile_n), (m, n, k)
+            assert swapped.cluster_size == 1 or -(-m // 288) <= 3, (m, n, k)
     assert seen
 
 
@@ -2494,7 +2500,7 @@ def test_columns_epilogue_equals_direct_and_falls_back(kind, out_dtype, tile_n, 
                                                           (288, 5592, 2920, False, False, None),  # ONE_WAVE_SWAP:
                                                           (1328, 1480, 5688, False, False, None),  # 144, 128
                                                           (4728, 856, 4400, False, False, None),  # SWAP_ONE_WAVE_WIDE:
-                                                          (776, 4968, 3304, False, True, None)])  # 1 CTA, 2 x 1
+                                                          (840, 5528, 6264, False, True, None)])  # 1 CTA, 2 x 1
 def test_swapped_product_matches_float64_reference(kind, m, n, k, trans_a, trans_b, margin, monkeypatch):
     """Where ``swap_pays`` (``margin``: ``SWAP_MARGIN`` raised so it does on any SM count), ``gemm``
     runs the transposed product through the output's transposed view with the columns epilogue;
