@@ -521,8 +521,10 @@ K_MAJOR_SAME_WIDTH_ON_64 = False
 # level in 5, ahead by 0.01-0.02 in two (RESULTS.md, forty-fourth session)
 B_K_MAJOR_OVER_CLUSTERS = False
 # ... but over those clusters wherever the product on the copy runs wide tiles (``WIDE_TILES``, one
-# tile column over N of 257-320 where the clusters' 128 or 256 wide tiles pad N to 384 or 512, two
-# over N up to 640)?  (True: measured in the forty-sixth session, RESULTS.md)
+# tile column over N of 257-320 where the clusters' 128-wide tiles pad N to 384, two over N up to
+# 640)?  Yes: on 13 sizes drawn where it decides, ahead in 21 of 21 runs (fp16 and bf16) by
+# 0.10-0.37 of cuBLAS, geomean fp16 0.65 -> 0.89 (13504x280x11864 0.56 -> 0.93; RESULTS.md,
+# forty-sixth session)
 B_K_MAJOR_WIDE_OVER_CLUSTERS = True
 # 16-bit products whose heuristic configs, for C and for its transpose C^T = B^T A^T (N x M x K),
 # are both cooperative with the staged epilogue, the transposed one on the direct one's cluster
@@ -2588,10 +2590,14 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
         if tuned is not None:
             return gemm_parts(a_parts, b_parts, c, alpha=alpha, beta=beta, out=out, config=tuned,
                               sms=sms, as_dtype=as_dtype, out_dtype=out_dtype)
+    # B copied K-major (below, where the product does not run transposed): decided before the
+    # tail split, so the copy's config runs instead of the clusters' two launches
     copy_b = (flags is not None and not (debug or timeline) and kind in ("float16", "bfloat16") and k
-              and copies_b_k_major(b_parts, m, n, config, sms, flags["a_rows_off_128"]))
+              and copies_b_k_major(b_parts, m, n, config, sms, flags["a_rows_off_128"])
+              and not (beta == 0 and _swap_config(a_parts, b_parts, config, out, m, n, k, kind, sms,
+                                                  allow_tf32) is not None))
     if (flags is not None and TAIL_SPLIT and not (debug or timeline) and kind in ("float16", "bfloat16")
-            and (config.cluster_m, config.cluster_n) == (2, 1) and not copy_b):  # the copy's config instead  # measured there (RESULTS.md, 23rd, 24th sessions)
+            and (config.cluster_m, config.cluster_n) == (2, 1) and not copy_b):  # measured there (RESULTS.md, 23rd, 24th sessions)
         split = _tail_split_cached(config, m, n, k, kind, sms, **flags)
         if split is not None and split[2] <= TAIL_SPLIT:  # two launches, on two bands of rows
             m1, rest, _ = split
