@@ -523,7 +523,7 @@ B_K_MAJOR_OVER_CLUSTERS = False
 # ... but over those clusters wherever the product on the copy runs wide tiles (``WIDE_TILES``, one
 # tile column over N of 257-320 where the clusters' 128-wide tiles pad N to 384, two over N up to
 # 640)?  Yes: on 13 sizes drawn where it decides, ahead in 21 of 21 runs (fp16 and bf16) by
-# 0.10-0.37 of cuBLAS, geomean fp16 0.65 -> 0.89 (13504x280x11864 0.56 -> 0.93; RESULTS.md,
+# 0.10-0.38 of cuBLAS, geomean fp16 0.65 -> 0.89 (13504x280x11864 0.56 -> 0.93; RESULTS.md,
 # forty-sixth session)
 B_K_MAJOR_WIDE_OVER_CLUSTERS = True
 # 16-bit products whose heuristic configs, for C and for its transpose C^T = B^T A^T (N x M x K),
