@@ -1583,6 +1583,42 @@ def test_tail_split_runs_two_bands_of_rows(monkeypatch):
             _tail_split_calls(real, *shape, monkeypatch)
 
 
+def test_b_copy_comes_before_the_tail_split(monkeypatch):
+    """Where the heuristic runs 2-CTA clusters whose last wave ``tail_split`` would cut off, but
+    B is copied K-major for the copy's wide tiles (``B_K_MAJOR_WIDE_OVER_CLUSTERS``), gemm_parts
+    copies B and runs one product on the copy (as ``gemm_copies_b`` says), not the two bands; with
+    the rule off, the two bands."""
+    m, n, k = 7344, 600, 4312
+    a, b = _RowsArray((m, k), (2 * k, 2)), _RowsArray((k, n), (2 * n, 2))
+    out = _RowsArray((m, n), (2 * n, 2))
+    flags = hopper.rows_flags([a], [b])
+    cfg = hopper.choose_config(m, n, k, "float16", 132, **flags)
+    assert (cfg.cluster_m, cfg.cluster_n) == (2, 1)
+    assert hopper.tail_split(cfg, m, n, k, "float16", 132, **flags)[2] <= hopper.TAIL_SPLIT
+    assert hopper.gemm_copies_b([a], [b], out, m, n, k, "float16", 132)
+    copy = _RowsArray((k, n), (2, 2 * 640))
+    calls = []
+
+    def fake_prepare(cp, a0, b0, c0, out0, *, config, choose, sms, **kw):
+        cfg0 = config if config is not None else choose(a0.shape[0], n, k, "float16", 132, False)
+        return types.SimpleNamespace(kind="float16", dev=0, sms=132, config=cfg0, res_dtype="float16",
+                                     out=out0 if out0 is not None else out)
+
+    real = hopper.gemm_parts
+    monkeypatch.setattr(hopper, "prepare_call", fake_prepare)
+    monkeypatch.setattr(hopper, "_cupy", lambda: None)
+    monkeypatch.setattr(hopper, "_k_major_copy", lambda cp, b0: copy)
+    monkeypatch.setattr(hopper, "gemm_parts", lambda a_parts, b_parts, c=None, *, out=None, config=None, **kw:
+                        calls.append((a_parts[0].rows, b_parts, config)) or out)
+    real([a], [b], out=out)
+    assert calls == [(slice(0, m), [copy], None)]  # one product, on the copy, its config its own
+    calls.clear()
+    monkeypatch.setattr(hopper, "B_K_MAJOR_WIDE_OVER_CLUSTERS", False)
+    real([a], [b], out=out)
+    m1 = hopper.tail_split(cfg, m, n, k, "float16", 132, **flags)[0]
+    assert [(rows, b_parts) for rows, b_parts, _ in calls] == [(slice(0, m1), [b]), (slice(m1, m), [b])]
+
+
 def test_tail_split_rule():
     """tail_split: static cooperative configs of two waves or more only; the first band is whole
     tile rows (pairs of them with clusters) filling all waves but the last; the ratio is the
