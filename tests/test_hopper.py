@@ -937,7 +937,8 @@ def test_copies_b_k_major_where_measured(monkeypatch):
     """``copies_b_k_major``: a 16-bit row-major B read in place with rows off 128-byte lines, at most
     ``B_K_MAJOR[0]`` columns, at least ``B_K_MAJOR[1]`` rows of A and ``B_K_MAJOR[2]`` of K,
     ``B_K_MAJOR[3]`` of M x N x K, the heuristic on one CTA per tile (on clusters where the copy's
-    tiles are wide, ``B_K_MAJOR_WIDE_OVER_CLUSTERS``, or wherever with ``B_K_MAJOR_OVER_CLUSTERS``); not a K-major B, rows on 128 bytes, a B copied anyway (rows off
+    tiles are wide, ``B_K_MAJOR_WIDE_OVER_CLUSTERS``, or wherever with
+    ``B_K_MAJOR_OVER_CLUSTERS``); not a K-major B, rows on 128 bytes, a B copied anyway (rows off
     16 bytes), 4-byte elements, clusters, or with the rule off."""
     def b(k, n, ld=None, ptr=0x10000, item=2, k_major=False):
         if k_major:
@@ -1529,21 +1530,27 @@ def _tail_split_calls(real, m, n, k, monkeypatch, c=None, beta=0.0):
     a, b = _RowsArray((m, k), (2 * k, 2)), _RowsArray((k, n), (2 * n, 2))
     out = _RowsArray((m, n), (2 * n, 2))
 
-    def fake_prepare(cp, a0, b0, c0, out0, *, config, choose, sms, **kw):
-        cfg = config if config is not None else choose(a0.shape[0], n, k, "float16", 132, False)
-        return types.SimpleNamespace(kind="float16", dev=0, sms=132, config=cfg, res_dtype="float16",
-                                     out=out0 if out0 is not None else out)
-
     def fake_parts(a_parts, b_parts, c0=None, *, out=None, config=None, **kw):
         assert b_parts == [b] and config is not None and kw["sms"] == 132
         launches.append((a_parts[0].rows, out.rows, config, None if c0 is None else c0.rows))
         return out
 
-    monkeypatch.setattr(hopper, "prepare_call", fake_prepare)
-    monkeypatch.setattr(hopper, "_cupy", lambda: None)
+    _fake_prepare(monkeypatch, n, k, out)
     monkeypatch.setattr(hopper, "gemm_parts", fake_parts)
     result = real([a], [b], c, beta=beta)
     return launches, result, out
+
+
+def _fake_prepare(monkeypatch, n, k, out):
+    """Fakes of ``prepare_call`` (the heuristic's float16 config on 132 SMs where the caller gives
+    none; ``out`` where it gives no output) and of ``_cupy``, for driving ``gemm_parts`` on the CPU."""
+    def fake_prepare(cp, a0, b0, c0, out0, *, config, choose, sms, **kw):
+        cfg = config if config is not None else choose(a0.shape[0], n, k, "float16", 132, False)
+        return types.SimpleNamespace(kind="float16", dev=0, sms=132, config=cfg, res_dtype="float16",
+                                     out=out0 if out0 is not None else out)
+
+    monkeypatch.setattr(hopper, "prepare_call", fake_prepare)
+    monkeypatch.setattr(hopper, "_cupy", lambda: None)
 
 
 def test_tail_split_runs_two_bands_of_rows(monkeypatch):
@@ -1598,15 +1605,8 @@ def test_b_copy_comes_before_the_tail_split(monkeypatch):
     assert hopper.gemm_copies_b([a], [b], out, m, n, k, "float16", 132)
     copy = _RowsArray((k, n), (2, 2 * 640))
     calls = []
-
-    def fake_prepare(cp, a0, b0, c0, out0, *, config, choose, sms, **kw):
-        cfg0 = config if config is not None else choose(a0.shape[0], n, k, "float16", 132, False)
-        return types.SimpleNamespace(kind="float16", dev=0, sms=132, config=cfg0, res_dtype="float16",
-                                     out=out0 if out0 is not None else out)
-
     real = hopper.gemm_parts
-    monkeypatch.setattr(hopper, "prepare_call", fake_prepare)
-    monkeypatch.setattr(hopper, "_cupy", lambda: None)
+    _fake_prepare(monkeypatch, n, k, out)
     monkeypatch.setattr(hopper, "_k_major_copy", lambda cp, b0: copy)
     monkeypatch.setattr(hopper, "gemm_parts", lambda a_parts, b_parts, c=None, *, out=None, config=None, **kw:
                         calls.append((a_parts[0].rows, b_parts, config)) or out)
@@ -2867,7 +2867,8 @@ def test_b_copied_k_major_matches_float64_reference(kind, m, n, k, trans_a, beta
     rows, one CTA per tile on the H200's 132 SMs, or 2-CTA clusters where the copy's tiles are
     wide: 12560 x 280 on 288, 7344 x 600 on 2 x 320 instead of the clusters' two launches of
     ``tail_split``), ``gemm`` copies B K-major and multiplies on the copy: the product's
-    result, every element written (poisoned output), A row- or column-major, with and without C; with the rule off the same product stays in place."""
+    result, every element written (poisoned output), A row- or column-major, with and without C;
+    with the rule off the same product stays in place."""
     if hopper.device_sms() != 132:
         pytest.skip("the shapes are picked where the copy holds on 132 SMs")
     _check(m, n, k, kind, None, trans_a=trans_a, beta=beta, alpha=0.75, seed=m + k)
