@@ -286,9 +286,12 @@ L2_PROMOTION = (256, 128)
 # (stages, out_buffers) instead, two staging buffers a warpgroup so that its row's second chunk need
 # not wait for the first chunk's stores to read theirs (``tma_buffers``; None: as picked)
 TMA_BUFFERS: tuple[int, int] | None = (3, 2)
-# 256-wide tiles over at least 8 waves of the SMs, K of at least 96 64-wide steps, the last wave
-# partial: stream-K over that wave only, whole tiles first (sk_waves=0; fit_policy)
-MANY_WAVES = (8, 96)
+# 256-wide tiles over at least MANY_WAVES[0] waves of the SMs (of 2-CTA clusters: blocks of two
+# tiles over half the SMs), K of at least MANY_WAVES[1] 64-wide steps, the last wave partial:
+# stream-K over that wave only, whole tiles first (sk_waves=0; _many_waves).  (8, 96) on single
+# CTAs until the forty-seventh session; MANY_WAVES_CLUSTER_M: the largest cluster_m it covers
+MANY_WAVES = (7, 64)
+MANY_WAVES_CLUSTER_M = 2
 # One partial wave (half the SMs or more hold a tile, none two): static, not stream-K, for 128-wide
 # tiles and for 192-wide ones up to this many 64-wide K steps (fit_policy; 64 until the
 # twenty-sixth session, which measured static ahead at 69 and 74 steps)
@@ -1164,6 +1167,7 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
         if a_rows_off_128:
             cfg = _off_rows_blocks(cfg, m, n, k, kind, sms, b_rows_off=b_rows_off,
                                    b_rows_off_128=b_rows_off_128)
+        cfg = _many_waves(cfg, m, n, k, sms)
     return cfg
 
 
@@ -2122,16 +2126,40 @@ def fit_policy(config: HopperConfig, m: int, n: int, k: int, sms: int, *,
     if (policy == "streamk" and not config.pingpong and 2 * tiles < sms and k_iters <= FEW_TILES_SK[2]
             and k_iters <= FEW_TILES_SK[0] * tiles * k_iters / sms + FEW_TILES_SK[1]):
         policy = "static"  # few tiles, K too short for the split to pay: see the docstring
-    if (policy == "static" and not shared and not config.pingpong and config.tile_n == 256
-            and tiles >= MANY_WAVES[0] * sms and tiles % sms and k_iters >= MANY_WAVES[1]):
-        policy = "streamk"
-        config = config.replace(sk_waves=0)
+    if policy == "static" and not shared:
+        config = _many_waves(config.replace(policy=policy), m, n, k, sms)
+        policy = config.policy
     # Tiles split four or more ways add their partials through every contributor ("spread"):
     # 256x256x65536 (4 tiles, ~33 contributors each) 0.59-0.60 of cuBLAS against 0.35-0.37 for
     # the owner adding them alone; split two or three ways the owner is faster (H200, RESULTS.md).
     split = schedule.streamk_tiles(rows * cols, sms, k_iters, config.sk_waves)
     spread = policy == "streamk" and not config.pingpong and sms >= 4 * split
     return config.replace(policy=policy, sk_reduce="spread" if spread else "owner")
+
+
+def _many_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
+    """``cfg``, or, where ``MANY_WAVES`` holds for its static 256-wide tiles (one CTA each or 2-CTA
+    clusters up to ``MANY_WAVES_CLUSTER_M``, counted in the clusters' blocks over ``sms //
+    cluster_m`` slots), stream-K over the partial last wave alone with the owner fix-up.
+
+    On the H200 (RESULTS.md, forty-seventh session, fp16 × cuBLAS) over 2-CTA clusters:
+    5640x5328x6320 (7.3 waves of blocks, 99 K steps) 0.90 -> 0.94, 2560x16080x6920 (9.5, 109)
+    0.95 -> 0.97, 14864x8784x5136 (31.3, 81) 0.95 -> 0.97; at fewer steps level or behind
+    (2136x8680x3664 4.6 waves, 58 steps 0.91 / 0.91; 11608x3504x2168 34 steps 0.96 -> 0.94;
+    2112x9592x1152 18 steps 0.85 -> 0.80).
+
+    >>> cfg = HopperConfig(tile_n=256, policy="static", cluster_m=2)
+    >>> _many_waves(cfg, 5640, 5328, 6320, 132).sk_waves, _many_waves(cfg, 2136, 8680, 3664, 132).policy
+    (0, 'static')
+    """
+    if (MANY_WAVES is None or cfg.policy != "static" or cfg.pingpong or cfg.tile_n != 256
+            or cfg.cluster_n != 1 or cfg.cluster_m > MANY_WAVES_CLUSTER_M):
+        return cfg
+    rows, cols, k_iters = schedule.tile_grid(m, n, k, cfg.tile_m, cfg.tile_n, cfg.tile_k)
+    units, slots = -(-rows // cfg.cluster_m) * cols, max(1, sms // cfg.cluster_m)
+    if units >= MANY_WAVES[0] * slots and units % slots and k_iters >= MANY_WAVES[1]:
+        return cfg.replace(policy="streamk", sk_waves=0, sk_reduce="owner")
+    return cfg
 
 
 @functools.lru_cache(maxsize=256)

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import types
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -378,6 +379,26 @@ def test_heuristic_is_deterministic_and_sensible():
         hopper.choose_config(512, 512, 512, "float32", 132)
     with pytest.raises(TypeError):
         hopper.choose_config(8, 8, 8, "float64", 132)
+
+
+def test_many_waves_split_the_last_wave_over_clusters_too():
+    """MANY_WAVES: static 256-wide tiles over many waves with a partial last one and long K take
+    stream-K over that wave alone, on one CTA a tile and on the off-rows 2-CTA clusters alike (the
+    clusters' waves counted in blocks of two tiles over half the SMs); short K stays static."""
+    flags = dict(b_rows_off_128=True)  # B's rows of 5328 halves: off 128-byte lines
+    cfg = hopper.choose_config(5640, 5328, 6320, "float16", 132, **flags)  # 23 x 21 blocks, 99 steps
+    assert (cfg.tile_n, cfg.cluster_m, cfg.policy, cfg.sk_waves, cfg.sk_reduce) == (256, 2, "streamk", 0, "owner")
+    lp = hopper.plan_launch(cfg, 5640, 5328, 6320, 132)
+    assert lp.sk_tiles == (23 * 21) % 66  # the partial wave's blocks alone are split
+    short = hopper.choose_config(11608, 3504, 2168, "float16", 132, b_rows_off=True)  # 34 steps
+    assert (short.cluster_m, short.policy) == (2, "static")
+    with mock.patch.multiple(hopper, MANY_WAVES_CLUSTER_M=1):
+        assert hopper.choose_config(5640, 5328, 6320, "float16", 132, **flags).policy == "static"
+    with mock.patch.multiple(hopper, MANY_WAVES=None):
+        assert hopper.choose_config(8192, 8192, 8192, "float16", 132).policy == "static"
+    single = hopper.choose_config(4856, 8768, 4352, "bfloat16", 132)  # rows on 128 bytes, 10.1 waves
+    assert (single.cluster_m, single.policy, single.sk_waves) == (1, "streamk", 0)
+    assert hopper.choose_config(4096, 4096, 4096, "bfloat16", 132).policy == "static"  # 3.9 waves
 
 
 @pytest.mark.parametrize("m,n,k", [(8192, 8192, 8192), (4096, 4096, 4096), (896, 2432, 8192),
@@ -753,6 +774,7 @@ def test_heuristic_b_rows_off_128_take_clusters(dtype, monkeypatch):
     OFF_ROWS_CLUSTER_MARGIN times the config before (RESULTS.md, twenty-second session: the shapes
     it switched and kept)."""
     stages = {w: st for w, st, _ in hopper.OFF_ROWS_CLUSTERS}
+    monkeypatch.setattr(hopper, "MANY_WAVES", None)  # the policy of many waves: its own test
 
     def pick(shape, **kw):
         return hopper.choose_config(*shape, dtype, 132, b_rows_off=(shape[1] * 2) % 32 != 0,
@@ -797,6 +819,7 @@ def test_heuristic_b_rows_off_128_take_clusters(dtype, monkeypatch):
     # wherever it fires: cluster waves no dearer than the config without the rule (the 160-wide
     # rule after it off: it narrows what this one leaves)
     monkeypatch.setattr(hopper, "SAME_COLUMNS_160", None)
+    monkeypatch.setattr(hopper, "MANY_WAVES", None)  # undone above
     rng = np.random.default_rng(7)
     for _ in range(300):
         m, n = (int(x) for x in rng.integers(128, 9000, 2))
@@ -3264,7 +3287,7 @@ def cluster_ids(rows):
 # k-iteration each (fewer stream-K iterations than clusters), a partial last wave of blocks, tile
 # rows and columns past the block grid, and K = 0.
 SK_CLUSTERS = [("float16", 128, 6, 2, 2), ("bfloat16", 128, 6, 2, 1), ("float16", 256, 4, 4, 1),
-               ("bfloat16", 256, 4, 1, 2), ("tf32", 128, 4, 2, 2)]
+               ("bfloat16", 256, 4, 1, 2), ("tf32", 128, 4, 2, 2), ("float16", 256, 4, 2, 1)]
 SK_BLOCK_SHAPES = [(256, 256, 8192), (384, 200, 5000), (256, 256, 128), (1000, 1500, 700), (129, 640, 3000),
                    (1, 300, 4096)]
 
