@@ -289,9 +289,9 @@ TMA_BUFFERS: tuple[int, int] | None = (3, 2)
 # 256-wide tiles over at least MANY_WAVES[0] waves of the SMs (of 2-CTA clusters: blocks of two
 # tiles over half the SMs), K of at least MANY_WAVES[1] 64-wide steps, the last wave partial:
 # stream-K over that wave only, whole tiles first (sk_waves=0; _many_waves).  (8, 96) on single
-# CTAs until the forty-seventh session; MANY_WAVES_CLUSTER_M: the largest cluster_m it covers
+# CTAs until the forty-seventh session; MANY_WAVES_CLUSTERS: the (cluster_m, cluster_n) it covers
 MANY_WAVES = (7, 64)
-MANY_WAVES_CLUSTER_M = 2
+MANY_WAVES_CLUSTERS = ((1, 1), (2, 1), (2, 2))
 # One partial wave (half the SMs or more hold a tile, none two): static, not stream-K, for 128-wide
 # tiles and for 192-wide ones up to this many 64-wide K steps (fit_policy; 64 until the
 # twenty-sixth session, which measured static ahead at 69 and 74 steps)
@@ -2138,9 +2138,9 @@ def fit_policy(config: HopperConfig, m: int, n: int, k: int, sms: int, *,
 
 
 def _many_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
-    """``cfg``, or, where ``MANY_WAVES`` holds for its static 256-wide tiles (one CTA each or 2-CTA
-    clusters up to ``MANY_WAVES_CLUSTER_M``, counted in the clusters' blocks over ``sms //
-    cluster_m`` slots), stream-K over the partial last wave alone with the owner fix-up.
+    """``cfg``, or, where ``MANY_WAVES`` holds for its static 256-wide tiles (one CTA each or
+    clusters of a ``MANY_WAVES_CLUSTERS`` shape, counted in the clusters' blocks over the clusters
+    a wave holds), stream-K over the partial last wave alone with the owner fix-up.
 
     On the H200 (RESULTS.md, forty-seventh session, fp16 × cuBLAS) over 2-CTA clusters:
     5640x5328x6320 (7.3 waves of blocks, 99 K steps) 0.90 -> 0.94, 2560x16080x6920 (9.5, 109)
@@ -2152,11 +2152,13 @@ def _many_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperCo
     >>> _many_waves(cfg, 5640, 5328, 6320, 132).sk_waves, _many_waves(cfg, 2136, 8680, 3664, 132).policy
     (0, 'static')
     """
+    shape = (cfg.cluster_m, cfg.cluster_n)
     if (MANY_WAVES is None or cfg.policy != "static" or cfg.pingpong or cfg.tile_n != 256
-            or cfg.cluster_n != 1 or cfg.cluster_m > MANY_WAVES_CLUSTER_M):
+            or shape not in MANY_WAVES_CLUSTERS):
         return cfg
     rows, cols, k_iters = schedule.tile_grid(m, n, k, cfg.tile_m, cfg.tile_n, cfg.tile_k)
-    units, slots = -(-rows // cfg.cluster_m) * cols, max(1, sms // cfg.cluster_m)
+    units = -(-rows // cfg.cluster_m) * -(-cols // cfg.cluster_n)
+    slots = max(1, quad_clusters(sms) if shape == (2, 2) else sms // cfg.cluster_size)
     if units >= MANY_WAVES[0] * slots and units % slots and k_iters >= MANY_WAVES[1]:
         return cfg.replace(policy="streamk", sk_waves=0, sk_reduce="owner")
     return cfg

@@ -392,7 +392,7 @@ def test_many_waves_split_the_last_wave_over_clusters_too():
     assert lp.sk_tiles == (23 * 21) % 66  # the partial wave's blocks alone are split
     short = hopper.choose_config(11608, 3504, 2168, "float16", 132, b_rows_off=True)  # 34 steps
     assert (short.cluster_m, short.policy) == (2, "static")
-    with mock.patch.multiple(hopper, MANY_WAVES_CLUSTER_M=1):
+    with mock.patch.multiple(hopper, MANY_WAVES_CLUSTERS=((1, 1),)):
         assert hopper.choose_config(5640, 5328, 6320, "float16", 132, **flags).policy == "static"
     with mock.patch.multiple(hopper, MANY_WAVES=None):
         assert hopper.choose_config(8192, 8192, 8192, "float16", 132).policy == "static"
@@ -3287,7 +3287,8 @@ def cluster_ids(rows):
 # k-iteration each (fewer stream-K iterations than clusters), a partial last wave of blocks, tile
 # rows and columns past the block grid, and K = 0.
 SK_CLUSTERS = [("float16", 128, 6, 2, 2), ("bfloat16", 128, 6, 2, 1), ("float16", 256, 4, 4, 1),
-               ("bfloat16", 256, 4, 1, 2), ("tf32", 128, 4, 2, 2), ("float16", 256, 4, 2, 1)]
+               ("bfloat16", 256, 4, 1, 2), ("tf32", 128, 4, 2, 2), ("float16", 256, 4, 2, 1),
+               ("bfloat16", 256, 4, 2, 2)]
 SK_BLOCK_SHAPES = [(256, 256, 8192), (384, 200, 5000), (256, 256, 128), (1000, 1500, 700), (129, 640, 3000),
                    (1, 300, 4096)]
 
