@@ -286,8 +286,8 @@ L2_PROMOTION = (256, 128)
 # (stages, out_buffers) instead, two staging buffers a warpgroup so that its row's second chunk need
 # not wait for the first chunk's stores to read theirs (``tma_buffers``; None: as picked)
 TMA_BUFFERS: tuple[int, int] | None = (3, 2)
-# 256-wide tiles over at least MANY_WAVES[0] waves of the SMs (of 2-CTA clusters: blocks of two
-# tiles over half the SMs), K of at least MANY_WAVES[1] 64-wide steps, the last wave partial:
+# 256-wide tiles over at least MANY_WAVES[0] waves of the SMs (on clusters: waves of their blocks
+# over the clusters one wave holds), K of at least MANY_WAVES[1] 64-wide steps, the last wave partial:
 # stream-K over that wave only, whole tiles first (sk_waves=0; _many_waves).  (8, 96) on single
 # CTAs until the forty-seventh session; MANY_WAVES_CLUSTERS: the (cluster_m, cluster_n) it covers
 MANY_WAVES = (7, 64)
@@ -2140,7 +2140,8 @@ def fit_policy(config: HopperConfig, m: int, n: int, k: int, sms: int, *,
 def _many_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
     """``cfg``, or, where ``MANY_WAVES`` holds for its static 256-wide tiles (one CTA each or
     clusters of a ``MANY_WAVES_CLUSTERS`` shape, counted in the clusters' blocks over the clusters
-    a wave holds), stream-K over the partial last wave alone with the owner fix-up.
+    a wave holds), stream-K over the partial last wave alone, with the owner fix-up (``fit_policy``
+    then gives single CTAs the spread one where each split tile has four or more contributors).
 
     On the H200 (RESULTS.md, forty-seventh session, fp16 × cuBLAS) over 2-CTA clusters:
     5640x5328x6320 (7.3 waves of blocks, 99 K steps) 0.90 -> 0.94, 2560x16080x6920 (9.5, 109)
