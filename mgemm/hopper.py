@@ -2127,8 +2127,9 @@ def fit_policy(config: HopperConfig, m: int, n: int, k: int, sms: int, *,
             and k_iters <= FEW_TILES_SK[0] * tiles * k_iters / sms + FEW_TILES_SK[1]):
         policy = "static"  # few tiles, K too short for the split to pay: see the docstring
     if policy == "static" and not shared:
-        config = _many_waves(config.replace(policy=policy), m, n, k, sms)
-        policy = config.policy
+        many = _many_waves(config.replace(policy=policy), m, n, k, sms)
+        if many.policy == "streamk":  # the owner fix-up even on a few split tiles (_many_waves)
+            return many
     # Tiles split four or more ways add their partials through every contributor ("spread"):
     # 256x256x65536 (4 tiles, ~33 contributors each) 0.59-0.60 of cuBLAS against 0.35-0.37 for
     # the owner adding them alone; split two or three ways the owner is faster (H200, RESULTS.md).
@@ -2140,8 +2141,9 @@ def fit_policy(config: HopperConfig, m: int, n: int, k: int, sms: int, *,
 def _many_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
     """``cfg``, or, where ``MANY_WAVES`` holds for its static 256-wide tiles (one CTA each or
     clusters of a ``MANY_WAVES_CLUSTERS`` shape, counted in the clusters' blocks over the clusters
-    a wave holds), stream-K over the partial last wave alone, with the owner fix-up (``fit_policy``
-    then gives single CTAs the spread one where each split tile has four or more contributors).
+    a wave holds), stream-K over the partial last wave alone, with the owner fix-up: where that
+    wave's few tiles had four or more contributors each, single CTAs ran 0.02-0.05 faster on it than
+    on the spread fix-up (4968x6080x5880 0.90 -> 0.92, 12032x4928x4160 0.91 -> 0.96, fp16).
 
     On the H200 (RESULTS.md, forty-seventh session, fp16 × cuBLAS) over 2-CTA clusters:
     5640x5328x6320 (7.3 waves of blocks, 99 K steps) 0.90 -> 0.94, 2560x16080x6920 (9.5, 109)
