@@ -2108,7 +2108,7 @@ def fit_policy(config: HopperConfig, m: int, n: int, k: int, sms: int, *,
     'streamk'
 
     Many waves of 256-wide tiles with a partial last one (``MANY_WAVES``) take stream-K over the
-    partial wave alone, after the whole ones (``sk_waves=0``): on the H200 (RESULTS.md, fourteenth
+    partial wave alone, after the whole ones (``sk_waves=0``, ``_many_waves``): on the H200 (RESULTS.md, fourteenth
     session, fp16 × cuBLAS) 6144³ 0.98 against 0.97 static, 8192³ 0.98-1.00 against 0.96-0.98
     (bf16 1.00 against 0.98), 10240³ 1.01 against 0.98; at 4096³ (3.9 waves) static stays ahead,
     0.96 against 0.94.
