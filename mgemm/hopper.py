@@ -1688,9 +1688,15 @@ def _cluster_waves(m: int, n: int, width: int, cluster_n: int, sms: int) -> tupl
     """(waves, clusters a wave holds, columns of blocks) of static clusters of 2 x ``cluster_n``
     tiles of 128 x ``width``: one cluster per block of two tile rows and ``cluster_n`` tile
     columns, ``sms // 2`` pairs or ``quad_clusters(sms)`` 2 x 2 blocks a wave."""
-    slots = sms // 2 if cluster_n == 1 else quad_clusters(sms)
+    slots = _wave_clusters(2, cluster_n, sms)
     rows, cols = -(-m // (2 * TILE_M)), -(-n // (cluster_n * width))
     return -(-(rows * cols) // max(1, slots)), slots, cols
+
+
+def _wave_clusters(cluster_m: int, cluster_n: int, sms: int) -> int:
+    """Clusters of ``cluster_m`` x ``cluster_n`` CTAs that the wave-cost model puts in one wave of
+    ``sms`` SMs: ``quad_clusters(sms)`` of 2 x 2, else ``sms`` over the cluster's size."""
+    return quad_clusters(sms) if (cluster_m, cluster_n) == (2, 2) else sms // (cluster_m * cluster_n)
 
 
 def quad_clusters(sms: int) -> int:
@@ -2163,11 +2169,16 @@ def _many_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperCo
             or shape not in MANY_WAVES_CLUSTERS):
         return cfg
     rows, cols, k_iters = schedule.tile_grid(m, n, k, cfg.tile_m, cfg.tile_n, cfg.tile_k)
-    units = -(-rows // cfg.cluster_m) * -(-cols // cfg.cluster_n)
-    slots = max(1, quad_clusters(sms) if shape == (2, 2) else sms // cfg.cluster_size)
+    units, slots = _blocks(cfg, rows, cols), max(1, _wave_clusters(*shape, sms))
     if units >= MANY_WAVES[0] * slots and units % slots and k_iters >= MANY_WAVES[1]:
         return cfg.replace(policy="streamk", sk_waves=0, sk_reduce="owner")
     return cfg
+
+
+def _blocks(config: HopperConfig, rows: int, cols: int) -> int:
+    """Blocks of ``config.cluster_m`` x ``config.cluster_n`` tiles over a ``rows`` x ``cols`` tile
+    grid (one a tile without clusters): what a cluster launch schedules."""
+    return -(-rows // config.cluster_m) * -(-cols // config.cluster_n)
 
 
 @functools.lru_cache(maxsize=256)
@@ -2199,7 +2210,7 @@ def plan_launch(config: HopperConfig, m: int, n: int, k: int, slots: int) -> Lau
     """
     rows, cols, k_iters = schedule.tile_grid(m, n, k, config.tile_m, config.tile_n, config.tile_k)
     size = config.cluster_size
-    tiles = -(-rows // config.cluster_m) * -(-cols // config.cluster_n)  # with clusters: blocks
+    tiles = _blocks(config, rows, cols)  # with clusters: blocks
     if size > 1 and config.policy != "streamk":
         clusters = tiles if config.policy == "per_tile" else max(1, min(slots // size, tiles))
         return LaunchPlan(rows, cols, k_iters, size * clusters, 0)
