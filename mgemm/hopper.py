@@ -2638,11 +2638,14 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
             return gemm_parts(a_parts, b_parts, c, alpha=alpha, beta=beta, out=out, config=tuned,
                               sms=sms, as_dtype=as_dtype, out_dtype=out_dtype)
     # B copied K-major (below, where the product does not run transposed): decided before the
-    # tail split, so the copy's config runs instead of the clusters' two launches
-    copy_b = (flags is not None and not (debug or timeline) and kind in ("float16", "bfloat16") and k
-              and copies_b_k_major(b_parts, m, n, config, sms, flags["a_rows_off_128"])
-              and not (beta == 0 and _swap_config(a_parts, b_parts, config, out, m, n, k, kind, sms,
-                                                  allow_tf32) is not None))
+    # tail split, so the copy's config runs instead of the clusters' two launches; the transpose
+    # is looked up here for such products only, and once
+    picked = flags is not None and not (debug or timeline) and kind in ("float16", "bfloat16") and k
+    swap_ok = picked and beta == 0
+    copies = picked and copies_b_k_major(b_parts, m, n, config, sms, flags["a_rows_off_128"])
+    swapped = (_swap_config(a_parts, b_parts, config, out, m, n, k, kind, sms, allow_tf32)
+               if swap_ok and copies else None)
+    copy_b = copies and swapped is None
     if (flags is not None and TAIL_SPLIT and not (debug or timeline) and kind in ("float16", "bfloat16")
             and (config.cluster_m, config.cluster_n) == (2, 1) and not copy_b):  # measured there (RESULTS.md, 23rd, 24th sessions)
         split = _tail_split_cached(config, m, n, k, kind, sms, **flags)
@@ -2654,8 +2657,9 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
                            out=out[rows], config=cfg, allow_tf32=allow_tf32, sms=sms,
                            as_dtype=as_dtype, out_dtype=out_dtype)
             return out
-    if flags is not None and not (debug or timeline) and beta == 0 and kind in ("float16", "bfloat16") and k:
-        swapped = _swap_config(a_parts, b_parts, config, out, m, n, k, kind, sms, allow_tf32)
+    if swap_ok:
+        if not copies:
+            swapped = _swap_config(a_parts, b_parts, config, out, m, n, k, kind, sms, allow_tf32)
         if swapped is not None:  # C^T = B^T A^T, written through out's transposed view
             if pads_a_for_swap(a_parts, n, flags["a_rows_off_128"]):  # A's rows onto 128-byte lines
                 a_parts = [_padded_rows(cp, a_p) if a_p.shape[1] else a_p for a_p in a_parts]

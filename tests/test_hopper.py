@@ -1642,6 +1642,33 @@ def test_b_copy_comes_before_the_tail_split(monkeypatch):
     assert [(rows, b_parts) for rows, b_parts, _ in calls] == [(slice(0, m1), [b]), (slice(m1, m), [b])]
 
 
+def test_transpose_before_b_copy_looked_up_once(monkeypatch):
+    """Where B would be copied K-major but the product runs transposed (``_swap_config``),
+    gemm_parts runs the transposed product alone, on B^T A^T without a copy, and looks the
+    transpose up once; with ``beta != 0`` (no transpose) it copies B."""
+    m, n, k = 15952, 264, 4528
+    a, b = _RowsArray((m, k), (2 * k, 2)), _RowsArray((k, n), (2 * n, 2))
+    out = _RowsArray((m, n), (2 * n, 2))
+    flags = hopper.rows_flags([a], [b])
+    cfg = hopper.choose_config(m, n, k, "float16", 132, **flags)
+    assert hopper.copies_b_k_major([b], m, n, cfg, 132, flags["a_rows_off_128"])
+    swapped = hopper._swap_config([a], [b], cfg, out, m, n, k, "float16", 132, False)
+    assert swapped is not None and not hopper.gemm_copies_b([a], [b], out, m, n, k, "float16", 132)
+    lookups, calls, real, real_swap = [], [], hopper.gemm_parts, hopper._swap_config
+    _fake_prepare(monkeypatch, n, k, out)
+    monkeypatch.setattr(hopper, "_swap_config", lambda *args: lookups.append(args) or real_swap(*args))
+    monkeypatch.setattr(hopper, "_k_major_copy", lambda cp, b0: pytest.fail("B copied"))
+    monkeypatch.setattr(hopper, "gemm_parts", lambda a_parts, b_parts, c=None, *, out=None, config=None, **kw:
+                        calls.append((a_parts[0].shape, b_parts[0].shape, out.shape, config)) or out)
+    real([a], [b], out=out)
+    assert calls == [((n, k), (k, m), (n, m), swapped)] and len(lookups) == 1
+    copy = _RowsArray((k, n), (2, 2 * 320))
+    monkeypatch.setattr(hopper, "_k_major_copy", lambda cp, b0: copy)
+    calls.clear()
+    real([a], [b], _RowsArray((m, n), (2 * n, 2)), beta=0.5, out=out)
+    assert [(shape_b, config) for _, shape_b, _, config in calls] == [(copy.shape, None)]
+
+
 def test_tail_split_rule():
     """tail_split: static cooperative configs of two waves or more only; the first band is whole
     tile rows (pairs of them with clusters) filling all waves but the last; the ratio is the
