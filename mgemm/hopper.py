@@ -634,6 +634,11 @@ class HopperConfig(RenderedConfig):
     # launch's sk_tiles; the kernel is the same).  1: every CTA gets one to two tiles' worth of K;
     # 0: whole tiles first, then every CTA a sliver of the few left over (``schedule.streamk_tiles``)
     sk_waves: int = 1
+    # Stream-K under one wave of tiles (blocks with clusters): 0 splits the K iterations evenly over
+    # every slot (a CTA's range may straddle two tiles); S > 0 launches S CTAs (clusters) a tile
+    # (block), fewer where the slots or the k-iterations do not allow S, each one equal k-slice:
+    # split-K, every tile's slices read in step (host only: the launch's grid; the same kernel)
+    sk_ways: int = 0
     # 0: the wgmmas accumulate a unit's whole K range.  P > 0: windows of P k-iterations, each added
     # to the unit's accumulators with float32 adds (rounded to nearest; a tensor core's own float32
     # accumulation truncates): float32 emulated with bfloat16 pieces (``mgemm.emulate``).
@@ -726,6 +731,9 @@ class HopperConfig(RenderedConfig):
         if ITEMSIZE[self.input] != 2 and not (self.a_k_major and self.b_k_major):
             raise ValueError("tf32 operands must be K-major (wgmma has no transpose for tf32)")
         schedule.check_sk_waves(self.sk_waves)
+        if not isinstance(self.sk_ways, int) or self.sk_ways < 0 or (self.sk_ways and self.policy != "streamk"):
+            raise ValueError(f"sk_ways must be a non-negative integer, and 0 unless policy='streamk', got "
+                             f"sk_ways={self.sk_ways!r} with policy={self.policy!r}")
         if not isinstance(self.promote, int) or self.promote < 0:
             raise ValueError(f"promote must be a non-negative integer, got {self.promote!r}")
         if self.promote and (self.pingpong or self.tile_n > 192):
@@ -904,6 +912,7 @@ class HopperConfig(RenderedConfig):
                 + ("" if self.sk_reduce == "owner" else f" sk={self.sk_reduce}")
                 + ("" if self.k_parts == 1 else f" parts={self.k_parts}")
                 + ("" if self.sk_waves == 1 else f" skw{self.sk_waves}")
+                + ("" if not self.sk_ways else f" ways{self.sk_ways}")
                 + ("" if not self.promote else f" promote{self.promote}")
                 + ("" if not self.out_cols else f" oc{self.out_cols}")
                 + (" overlap" if self.overlap else "")
@@ -2207,6 +2216,13 @@ def plan_launch(config: HopperConfig, m: int, n: int, k: int, slots: int) -> Lau
 
     >>> plan_launch(HopperConfig(policy="streamk", sk_reduce="spread"), 512, 512, 32768, 132).grid
     128
+
+    ``sk_ways`` splits each of fewer tiles than slots into that many equal k-slices (fewer where
+    the slots do not hold them all, or K has fewer iterations): 49 tiles two ways on 98 CTAs, 40 tiles three ways on 120.
+
+    >>> ways = HopperConfig(policy="streamk", sk_ways=3)
+    >>> plan_launch(ways, 896, 896, 8192, 132).grid, plan_launch(ways, 640, 1024, 8192, 132).grid
+    (98, 120)
     """
     rows, cols, k_iters = schedule.tile_grid(m, n, k, config.tile_m, config.tile_n, config.tile_k)
     size = config.cluster_size
@@ -2223,6 +2239,8 @@ def plan_launch(config: HopperConfig, m: int, n: int, k: int, slots: int) -> Lau
         # 512x512x32768 (16 tiles) on 128 CTAs ran in 49.8 µs against 64.5 on 132 (H200, fp16,
         # RESULTS.md thirteenth session), 256x256x65536 (4 tiles) in 43.6 against 44.8
         grid = tiles * (grid // tiles)
+    if sk == tiles and config.sk_ways:
+        grid = tiles * max(1, min(config.sk_ways, slots // tiles, k_iters))
     return LaunchPlan(rows, cols, k_iters, size * grid, sk)
 
 

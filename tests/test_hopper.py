@@ -1398,6 +1398,40 @@ def test_plan_launch_spread_splits_every_tile_evenly(m, n, k):
     assert owner.grid == 132
 
 
+@pytest.mark.parametrize("m,n,k,ways,cm,cn", [(896, 896, 8192, 2, 1, 1), (640, 1024, 8192, 3, 1, 1),
+                                             (888, 888, 13696, 4, 1, 1), (1000, 900, 5000, 2, 2, 2),
+                                             (300, 2000, 4100, 3, 2, 1), (256, 256, 1000, 40, 1, 1)])
+def test_plan_launch_sk_ways_splits_every_tile_in_equal_slices(m, n, k, ways, cm, cn):
+    """sk_ways: under one wave, each tile (block) split into the same number of k-slices, that
+    many or as many as the slots (k-iterations) allow, one CTA (cluster) each; the mirror gives every CTA one slice
+    of one tile, every tile's k-iterations exactly once, the slices no more than one apart."""
+    cfg = HopperConfig(input="float16", tile_n=128, stages=6, policy="streamk", sk_ways=ways,
+                       cluster_m=cm, cluster_n=cn)
+    lp = hopper.plan_launch(cfg, m, n, k, 132)
+    blocks = -(-lp.rows // cm) * -(-lp.cols // cn)
+    clusters = lp.grid // (cm * cn)
+    per = min(ways, 132 // (cm * cn) // blocks, lp.k_iters)
+    assert lp.sk_tiles == blocks and clusters == blocks * per
+    units = schedule.assignment("streamk", -(-lp.rows // cm), -(-lp.cols // cn), lp.k_iters, clusters,
+                                sk_tiles=lp.sk_tiles)
+    covered = {}
+    for c, mine in enumerate(units):
+        assert len(mine) == 1 and mine[0][0] == c // per  # one slice of one block
+        t, kb, ke = mine[0]
+        covered.setdefault(t, []).append((kb, ke))
+    for t, slices in covered.items():
+        slices.sort()
+        assert slices[0][0] == 0 and slices[-1][1] == lp.k_iters
+        assert all(a[1] == b[0] for a, b in zip(slices, slices[1:]))
+        sizes = [ke - kb for kb, ke in slices]
+        assert max(sizes) - min(sizes) <= 1
+    assert "ways" in str(cfg)
+    with pytest.raises(ValueError, match="sk_ways"):
+        cfg.replace(policy="static")
+    with pytest.raises(ValueError, match="sk_ways"):
+        cfg.replace(sk_ways=-1)
+
+
 def test_plan_launch_matches_mirror():
     cfg = HopperConfig(tile_n=256, policy="streamk")
     lp = hopper.plan_launch(cfg, 1000, 3000, 4000, 132)
@@ -3341,6 +3375,35 @@ def test_cluster_streamk_matches_float64_reference(kind, tile_n, stages, cm, cn,
         _check(1000, 1500, 700, kind, cfg.replace(sk_waves=waves), trans_b=cm == 4 and tile_n == 128,
                sms=5 * cm * cn, seed=330 + j, beta=0.5)
     _check(300, 41 * cn, 0, kind, cfg, beta=2.0)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("sk_reduce", hopper.SK_REDUCES)
+@pytest.mark.parametrize("kind,tile_n,stages,cm,cn", [("float16", 128, 6, 1, 1), ("bfloat16", 256, 4, 1, 1),
+                                                      ("float16", 128, 6, 2, 2), ("bfloat16", 128, 6, 1, 2),
+                                                      ("tf32", 128, 4, 2, 1)])
+def test_streamk_sk_ways_matches_float64_reference(kind, tile_n, stages, cm, cn, sk_reduce):
+    """Split-K (sk_ways): each tile (block) in equal k-slices, one CTA (cluster) a slice, every
+    slice of every tile added once: ragged edges, beta, two and three ways, as many ways as the
+    slots allow (40 asked), slices of one k-iteration, and the kernel's log equal to the mirror's."""
+    cfg = HopperConfig(input=kind, tile_n=tile_n, stages=stages, policy="streamk", sk_reduce=sk_reduce,
+                       cluster_m=cm, cluster_n=cn)
+    for i, (m, n, k, ways) in enumerate([(896, 888, 6000, 2), (520, 1000, 4100, 3), (256, 256, 8192, 40),
+                                         (300, 260, 192, 5)]):
+        _check(m, n, k, kind, cfg.replace(sk_ways=ways), trans_b=i % 2 == 1 and kind != "tf32",
+               seed=340 + i, beta=0.5 if i % 2 else 0.0)
+    if cm * cn == 1:
+        rng = np.random.default_rng(349)
+        a, _ = rand_operand((520, 4100), kind, rng)
+        b, _ = rand_operand((4100, 1000), kind, rng)
+        ways = cfg.replace(sk_ways=3)
+        _, record = hopper.gemm(a, b, config=ways, debug=True, allow_tf32=kind == "tf32",
+                                as_dtype="bfloat16" if kind == "bfloat16" else None)
+        lp = hopper.launch_info(a.shape, b.shape, ways.replace(record=True))
+        assert lp.grid == 3 * lp.tiles
+        expect = schedule.assignment("streamk", lp.rows, lp.cols, lp.k_iters, lp.grid, sk_tiles=lp.sk_tiles)
+        assert schedule.from_record(record.tolist(), lp.grid) == expect
 
 
 @pytest.mark.gpu
