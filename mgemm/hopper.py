@@ -492,6 +492,12 @@ TAIL_SPLIT_MIN_K_STEPS = 32  # ... and K of at least this many 64-wide steps (me
 # ran behind 128 CTAs of one CTA a tile); None: never
 QUAD_SK: tuple[float, int, float, int] | None = (0.75, 64, 1.2, 2)
 QUAD_SK_POLICIES = ("streamk", "static")  # ... in place of the heuristic's config with these policies
+# 16-bit products that the heuristic runs as stream-K on 128 x 128 tiles, one CTA per tile, so few
+# that a wave holds SPLIT_K[0] to SPLIT_K[1] CTAs a tile (sms // tiles): split-K (sk_ways), that
+# many equal k-slices a tile, every tile's slices read in step, the owner fix-up, in place of
+# stream-K over every SM and of QUAD_SK's clusters (_split_k; RESULTS.md, forty-eighth session);
+# None: never
+SPLIT_K: tuple[int, int] | None = (2, 4)
 # 16-bit products whose row-major B is read in place with rows off 128-byte lines, of at most
 # B_K_MAJOR[0] columns, at least B_K_MAJOR[1] rows, K of at least B_K_MAJOR[2] and M x N x K of at
 # least B_K_MAJOR[3] (the copy's few microseconds against the product's), on which the
@@ -637,7 +643,8 @@ class HopperConfig(RenderedConfig):
     # Stream-K under one wave of tiles (blocks with clusters): 0 splits the K iterations evenly over
     # every slot (a CTA's range may straddle two tiles); S > 0 launches S CTAs (clusters) a tile
     # (block), fewer where the slots or the k-iterations do not allow S, each one equal k-slice:
-    # split-K, every tile's slices read in step (host only: the launch's grid; the same kernel)
+    # split-K, every tile's slices read in step (host only: the launch's grid; the same kernel).
+    # Other policies split no tile: 0 there
     sk_ways: int = 0
     # 0: the wgmmas accumulate a unit's whole K range.  P > 0: windows of P k-iterations, each added
     # to the unit's accumulators with float32 adds (rounded to nearest; a tensor core's own float32
@@ -731,9 +738,10 @@ class HopperConfig(RenderedConfig):
         if ITEMSIZE[self.input] != 2 and not (self.a_k_major and self.b_k_major):
             raise ValueError("tf32 operands must be K-major (wgmma has no transpose for tf32)")
         schedule.check_sk_waves(self.sk_waves)
-        if not isinstance(self.sk_ways, int) or self.sk_ways < 0 or (self.sk_ways and self.policy != "streamk"):
-            raise ValueError(f"sk_ways must be a non-negative integer, and 0 unless policy='streamk', got "
-                             f"sk_ways={self.sk_ways!r} with policy={self.policy!r}")
+        if not isinstance(self.sk_ways, int) or self.sk_ways < 0:
+            raise ValueError(f"sk_ways must be a non-negative integer, got {self.sk_ways!r}")
+        if self.policy != "streamk":  # other policies split no tile
+            object.__setattr__(self, "sk_ways", 0)
         if not isinstance(self.promote, int) or self.promote < 0:
             raise ValueError(f"promote must be a non-negative integer, got {self.promote!r}")
         if self.promote and (self.pingpong or self.tile_n > 192):
@@ -1092,9 +1100,12 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     fp16, N of 272-304): ahead on 5 of 6 shapes by 0.01-0.10 of cuBLAS (6376x304x12168 0.95 ->
     1.05), level on one.
 
-    >>> cfg = choose_config(768, 1024, 16384, "float16", 132)
+    >>> cfg = choose_config(1152, 1024, 16384, "float16", 132)  # 72 tiles
     >>> cfg.policy, cfg.cluster_m, cfg.cluster_n
     ('streamk', 2, 2)
+    >>> cfg = choose_config(768, 1024, 16384, "float16", 132)  # 48 tiles: split-K two ways
+    >>> cfg.policy, cfg.cluster_m, cfg.sk_ways
+    ('streamk', 1, 2)
     >>> choose_config(8192, 8192, 8192, "bfloat16", 132).tile_n
     256
     >>> choose_config(4096, 4104, 4096, "float16", 132).tile_n
@@ -1167,7 +1178,8 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
               and (OFF_ROWS_ONE_WAVE_OVER_CLUSTERS
                    or _off_rows_clusters(cfg, m, n, k, sms, OFF_ROWS_CLUSTER_MARGIN[0], on_sectors=False) == cfg)):
             return wide  # one wave either way: the wider tiles, on single CTAs (not the clusters below)
-    if not (explicit or shared) and kind in ("float16", "bfloat16") and _quad_streamk_pays(cfg, m, n, k, sms):
+    if (not (explicit or shared) and kind in ("float16", "bfloat16") and _quad_streamk_pays(cfg, m, n, k, sms)
+            and not _split_k(cfg, m, n, sms).sk_ways):
         return quad_streamk(cfg, m, n, k, sms)  # ahead of the off-rows clusters too (RESULTS.md)
     if ((b_rows_off or b_rows_off_128) and not explicit and not shared
             and kind in ("float16", "bfloat16")):
@@ -1177,7 +1189,7 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
             cfg = _off_rows_blocks(cfg, m, n, k, kind, sms, b_rows_off=b_rows_off,
                                    b_rows_off_128=b_rows_off_128)
         cfg = _many_waves(cfg, m, n, k, sms)
-    return cfg
+    return cfg if explicit or shared else _split_k(cfg, m, n, sms)
 
 
 def _same_columns_160(cfg: HopperConfig, n: int) -> HopperConfig:
@@ -1274,7 +1286,7 @@ def wide_tile(cfg: HopperConfig, m: int, n: int, k: int, sms: int, tiles=None) -
     if not WIDE_FILL * sms <= count <= sms:
         return cfg
     policy = "streamk" if count < WIDE_SK_FILL * sms else "static"
-    return cfg.replace(tile_n=width, stages=stages, epilogue=epilogue, policy=policy, sk_reduce="owner")
+    return cfg.replace(tile_n=width, stages=stages, epilogue=epilogue, policy=policy, sk_reduce="owner", sk_ways=0)
 
 
 def k_major_pick(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
@@ -1473,7 +1485,7 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
             tile_m=TILE_M, tile_n=width, pingpong=False, cluster_m=1, cluster_n=1,
             policy="static" if _tiles(n, m, width) >= WIDE_SK_FILL * sms else "streamk",
             stages=dict((w, st) for w, st, _ in SWAP_WIDE_TILES or ()).get(width, 3),
-            epilogue="columns", sk_reduce="owner")
+            epilogue="columns", sk_reduce="owner", sk_ways=0)
     if wide or wave:
         swapped = swapped if wave else wide_tile(swapped, n, m, k, sms, wide)
         if swapped.wide:
@@ -1758,6 +1770,33 @@ def _quad_blocks(rows: int, cols: int, k_iters: int, sms: int) -> tuple[int, boo
     return blocks, clusters >= 4 * schedule.streamk_tiles(blocks, clusters, k_iters)
 
 
+def _split_k(cfg: HopperConfig, m: int, n: int, sms: int) -> HopperConfig:
+    """``cfg``, or, where ``SPLIT_K`` holds (16-bit stream-K on 128 x 128 tiles, one CTA each,
+    ``sms // tiles`` from ``SPLIT_K[0]`` to ``SPLIT_K[1]``), split-K: that many CTAs a tile, each one
+    equal k-slice (``sk_ways``), with the owner fix-up.
+
+    Stream-K splits the tiles' K iterations evenly over every SM, so a CTA's range straddles tiles
+    and the CTAs on the tiles of one row or column read different k-slabs of A or B at any moment;
+    split-K leaves some SMs idle (49 tiles: 98 CTAs of 132) but its slices of all tiles start
+    together and read the same slabs in step.  On the H200 (RESULTS.md, forty-eighth session, fp16,
+    × cuBLAS, nine products of 28-63 tiles over K of 6144-15816) split-K on single CTAs against
+    the heuristic then (stream-K over 132 CTAs, or 2 x 2 clusters): 888x888x13696 0.64 -> 0.74
+    (0.52 -> 0.35 µs a k-iteration in the timeline), 272x1616x7952 0.72 -> 0.84, 328x1416x6144
+    0.76 -> 0.86, 984x480x7632 0.82 -> 0.90 (over clusters), 1056x792x13424 0.65 -> 0.71,
+    1192x264x8080 0.77 -> 0.81 (four ways: the spread fix-up before), level on two, behind on
+    784x912x8176 by 0.02 (clusters).
+
+    >>> cfg = HopperConfig(input="float16", tile_n=128, stages=6, policy="streamk")
+    >>> [_split_k(cfg, m, n, 132).sk_ways for m, n in ((888, 888), (272, 1616), (1192, 264), (256, 256), (1024, 1088))]
+    [2, 3, 4, 0, 0]
+    """
+    if (SPLIT_K is None or cfg.policy != "streamk" or cfg.input not in ("float16", "bfloat16") or cfg.pingpong
+            or cfg.tile_m != TILE_M or cfg.tile_n != 128 or cfg.cluster_size > 1):
+        return cfg
+    ways = sms // _tiles(m, n, cfg.tile_n)
+    return cfg.replace(sk_ways=ways, sk_reduce="owner") if SPLIT_K[0] <= ways <= SPLIT_K[1] else cfg
+
+
 def quad_streamk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
     """``cfg`` as stream-K over 2 x 2 blocks of its tiles and the 4-CTA clusters one wave holds,
     with the fix-up ``fit_policy`` would pick for blocks on clusters: "spread" where each block is
@@ -1771,7 +1810,7 @@ def quad_streamk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperC
     """
     rows, cols, k_iters = schedule.tile_grid(m, n, k, cfg.tile_m, cfg.tile_n, cfg.tile_k)
     _, spread = _quad_blocks(rows, cols, k_iters, sms)
-    return cfg.replace(policy="streamk", cluster_m=2, cluster_n=2, sk_waves=1,
+    return cfg.replace(policy="streamk", cluster_m=2, cluster_n=2, sk_waves=1, sk_ways=0,
                        sk_reduce="spread" if spread else "owner")
 
 

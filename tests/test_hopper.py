@@ -501,16 +501,19 @@ def test_heuristic_quad_streamk_below_a_wave(dtype):
     2 x 2 clusters where the blocks pad at most a fifth more tiles (owner fix-up; spread on one or
     two blocks); not from 0.75 of a wave, on four spread blocks, short K, tf32, an explicit width,
     or a shared GPU; B's rows off 128 bytes take them before the off-rows rules."""
-    for shape, reduce in [((1024, 1024, 16384), "owner"), ((768, 1024, 16384), "owner"),
-                          ((640, 1280, 12288), "owner"), ((512, 2048, 16384), "owner"),
-                          ((512, 1024, 16384), "owner"), ((256, 256, 65536), "spread"),
+    for shape, reduce in [((1152, 1024, 16384), "owner"), ((256, 256, 65536), "spread"),
                           ((256, 512, 65536), "spread"), ((1416, 960, 17576), "owner"),
                           ((2112, 432, 4096), "owner"), ((1024, 1536, 8192), "owner")]:
         cfg = hopper.choose_config(*shape, dtype, 132)
-        assert (cfg.policy, cfg.cluster_m, cfg.cluster_n, cfg.tile_n, cfg.sk_reduce) == \
-            ("streamk", 2, 2, 128, reduce), shape
+        assert (cfg.policy, cfg.cluster_m, cfg.cluster_n, cfg.tile_n, cfg.sk_reduce, cfg.sk_ways) == \
+            ("streamk", 2, 2, 128, reduce, 0), shape
         lp = hopper.plan_launch(cfg, *shape, 4 * hopper.quad_clusters(132))
         assert lp.grid <= 4 * hopper.quad_clusters(132) and lp.sk_tiles > 0
+    # two to four CTAs a tile on single CTAs: split-K first (SPLIT_K)
+    for shape in [(1024, 1024, 16384), (768, 1024, 16384), (640, 1280, 12288), (512, 2048, 16384),
+                  (512, 1024, 16384)]:
+        cfg = hopper.choose_config(*shape, dtype, 132)
+        assert (cfg.cluster_size, cfg.sk_reduce, cfg.sk_ways) == (1, "owner", 132 // hopper._tiles(*shape[:2], 128))
     for shape in [(896, 896, 16384), (512, 512, 32768), (256, 1024, 32768), (1024, 1024, 2048),
                   (3064, 576, 5584), (1408, 1536, 16384), (896, 2432, 8192), (128, 256, 131072),
                   (520, 1088, 23368)]:
@@ -1426,8 +1429,7 @@ def test_plan_launch_sk_ways_splits_every_tile_in_equal_slices(m, n, k, ways, cm
         sizes = [ke - kb for kb, ke in slices]
         assert max(sizes) - min(sizes) <= 1
     assert "ways" in str(cfg)
-    with pytest.raises(ValueError, match="sk_ways"):
-        cfg.replace(policy="static")
+    assert cfg.replace(policy="static").sk_ways == 0  # other policies split no tile
     with pytest.raises(ValueError, match="sk_ways"):
         cfg.replace(sk_ways=-1)
 
