@@ -521,10 +521,11 @@ def test_heuristic_quad_streamk_below_a_wave(dtype):
     assert hopper.choose_config(1024, 1024, 16384, dtype, 132, tile_n=128).cluster_size == 1
     assert hopper.choose_config(1024, 1024, 16384, dtype, 132, shared=True).cluster_n == 1
     assert hopper.choose_config(1024, 1024, 16384, "float32", 132, allow_tf32=True).cluster_n == 1
-    for shape in [(1752, 416, 37456), (2272, 456, 6784), (744, 736, 12376)]:  # B's rows off 128 bytes
+    for shape, ways in [((1752, 416, 37456), 2), ((2272, 456, 6784), 0), ((744, 736, 12376), 3)]:  # B's rows off 128 bytes
         flags = dict(b_rows_off=shape[1] * 2 % 32 != 0, b_rows_off_128=True, a_rows_off_128=shape[2] % 64 != 0)
         cfg = hopper.choose_config(*shape, dtype, 132, **flags)
-        assert (cfg.policy, cfg.cluster_m, cfg.cluster_n) == ("streamk", 2, 2), shape
+        assert (cfg.policy, cfg.cluster_m, cfg.cluster_n, cfg.sk_ways) == \
+            (("streamk", 1, 1, ways) if ways else ("streamk", 2, 2, 0)), shape
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
