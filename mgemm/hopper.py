@@ -495,8 +495,8 @@ QUAD_SK_POLICIES = ("streamk", "static")  # ... in place of the heuristic's conf
 # 16-bit products that the heuristic runs as stream-K on 128 x 128 tiles, one CTA per tile, so few
 # that a wave holds SPLIT_K[0] to SPLIT_K[1] CTAs a tile (sms // tiles): split-K (sk_ways), that
 # many equal k-slices a tile, every tile's slices read in step, the owner fix-up, in place of
-# stream-K over every SM, and of QUAD_SK's clusters where A's rows are on 128-byte lines (_split_k;
-# RESULTS.md, forty-eighth session); None: never
+# stream-K over every SM, and of QUAD_SK's clusters where A's and B's rows are on 128-byte lines
+# (_split_k; RESULTS.md, forty-eighth session); None: never
 SPLIT_K: tuple[int, int] | None = (2, 4)
 # 16-bit products whose row-major B is read in place with rows off 128-byte lines, of at most
 # B_K_MAJOR[0] columns, at least B_K_MAJOR[1] rows, K of at least B_K_MAJOR[2] and M x N x K of at
@@ -1179,7 +1179,8 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
                    or _off_rows_clusters(cfg, m, n, k, sms, OFF_ROWS_CLUSTER_MARGIN[0], on_sectors=False) == cfg)):
             return wide  # one wave either way: the wider tiles, on single CTAs (not the clusters below)
     if (not (explicit or shared) and kind in ("float16", "bfloat16") and _quad_streamk_pays(cfg, m, n, k, sms)
-            and (a_rows_off_128 or not _split_k(cfg, m, n, sms).sk_ways)):  # split-K first: _split_k
+            and (a_rows_off_128 or b_rows_off or b_rows_off_128  # split-K first on lines: _split_k
+                 or not _split_k(cfg, m, n, sms).sk_ways)):
         return quad_streamk(cfg, m, n, k, sms)  # ahead of the off-rows clusters too (RESULTS.md)
     if ((b_rows_off or b_rows_off_128) and not explicit and not shared
             and kind in ("float16", "bfloat16")):
@@ -1774,8 +1775,9 @@ def _split_k(cfg: HopperConfig, m: int, n: int, sms: int) -> HopperConfig:
     """``cfg``, or, where ``SPLIT_K`` holds (16-bit stream-K on 128 x 128 tiles, one CTA each,
     ``sms // tiles`` from ``SPLIT_K[0]`` to ``SPLIT_K[1]``), split-K: that many CTAs a tile, each one
     equal k-slice (``sk_ways``), with the owner fix-up.  ``choose_config`` takes it in place of
-    stream-K over every SM, and of the 2 x 2 clusters (``_quad_streamk_pays``) where A's rows are on
-    128-byte lines; A's rows off them keep the clusters, whose multicast halves each CTA's loads.
+    stream-K over every SM, and of the 2 x 2 clusters (``_quad_streamk_pays``) where A's and B's
+    rows are on 128-byte lines; rows off them keep the clusters, whose multicast halves each CTA's
+    loads of the operands such rows make costly.
 
     Stream-K splits the tiles' K iterations evenly over every SM, so a CTA's range straddles tiles
     and the CTAs on the tiles of one row or column read different k-slabs of A or B at any moment;
@@ -1787,11 +1789,13 @@ def _split_k(cfg: HopperConfig, m: int, n: int, sms: int) -> HopperConfig:
     0.76 -> 0.86, 984x480x7632 0.82 -> 0.90 (over clusters), 1056x792x13424 0.65 -> 0.71,
     1192x264x8080 0.77 -> 0.81 (four ways: the spread fix-up before), level on two, behind on
     784x912x8176 by 0.02 (clusters).  Then on sizes drawn as a user types them where the rule
-    changed the launch, fp16 and bf16: against stream-K ahead in 9 of 10 runs by 0.02-0.17
-    (592x1088x10128 bf16 0.75 -> 0.90), level in one; against the 2 x 2 clusters over A's rows off
-    128-byte lines behind in 6 of 8 by 0.05-0.23 (1672x448x11592 1.19 -> 0.96), level in two, and
-    on the clusters' own products, A on lines, ahead on four of five (512x2048x16384 0.84 -> 0.96,
-    1024x1024x16384 0.86 -> 0.95), 0.03 behind on 768x1024x16384.
+    changed the launch, fp16 and bf16 (two draws): against stream-K ahead in 20 of 22 runs by
+    0.02-0.18 (592x1088x10128 bf16 0.75 -> 0.90, 352x2080x6912 0.85 -> 1.03), level in one, behind
+    by 0.02 in one.  Against the 2 x 2 clusters: where A's or B's rows were off 128-byte lines
+    behind in 10 of 16 runs by 0.02-0.23 (1672x448x11592 1.19 -> 0.96, 1968x432x8128 1.10 ->
+    0.92), so the clusters stay there; with both on lines ahead on five of six (512x2048x16384
+    0.84 -> 0.96, 1024x1024x16384 0.86 -> 0.95, 704x832x12864 0.94 -> 1.05), 0.03 behind on
+    768x1024x16384.
 
     >>> cfg = HopperConfig(input="float16", tile_n=128, stages=6, policy="streamk")
     >>> [_split_k(cfg, m, n, 132).sk_ways for m, n in ((888, 888), (272, 1616), (1192, 264), (256, 256), (1024, 1088))]

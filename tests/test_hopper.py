@@ -509,14 +509,15 @@ def test_heuristic_quad_streamk_below_a_wave(dtype):
             ("streamk", 2, 2, 128, reduce, 0), shape
         lp = hopper.plan_launch(cfg, *shape, 4 * hopper.quad_clusters(132))
         assert lp.grid <= 4 * hopper.quad_clusters(132) and lp.sk_tiles > 0
-    # two to four CTAs a tile on single CTAs: split-K first (SPLIT_K) where A's rows are on 128-byte
-    # lines; off them the clusters stay
+    # two to four CTAs a tile on single CTAs: split-K first (SPLIT_K) where A's and B's rows are on
+    # 128-byte lines; off them the clusters stay
     for shape in [(1024, 1024, 16384), (768, 1024, 16384), (640, 1280, 12288), (512, 2048, 16384),
                   (512, 1024, 16384)]:
         cfg = hopper.choose_config(*shape, dtype, 132)
         assert (cfg.cluster_size, cfg.sk_reduce, cfg.sk_ways) == (1, "owner", 132 // hopper._tiles(*shape[:2], 128))
-        cfg = hopper.choose_config(*shape, dtype, 132, a_rows_off_128=True)
-        assert (cfg.cluster_m, cfg.cluster_n, cfg.sk_ways) == (2, 2, 0)
+        for off in ("a_rows_off_128", "b_rows_off_128", "b_rows_off"):
+            cfg = hopper.choose_config(*shape, dtype, 132, **{off: True})
+            assert (cfg.cluster_m, cfg.cluster_n, cfg.sk_ways) == (2, 2, 0), off
     for shape in [(896, 896, 16384), (512, 512, 32768), (256, 1024, 32768), (1024, 1024, 2048),
                   (3064, 576, 5584), (1408, 1536, 16384), (896, 2432, 8192), (128, 256, 131072),
                   (520, 1088, 23368)]:
