@@ -498,6 +498,9 @@ QUAD_SK_POLICIES = ("streamk", "static")  # ... in place of the heuristic's conf
 # stream-K over every SM, and of QUAD_SK's clusters where A's and B's rows are on 128-byte lines
 # (_split_k; RESULTS.md, forty-eighth session); None: never
 SPLIT_K: tuple[int, int] | None = (2, 4)
+# ... and in place of such static tiles (one partial wave, or fewer tiles than half the SMs on a
+# short K: fit_policy) where K has at least this many 64-wide steps (None: never)
+SPLIT_K_FROM_STATIC: int | None = 40
 # 16-bit products whose row-major B is read in place with rows off 128-byte lines, of at most
 # B_K_MAJOR[0] columns, at least B_K_MAJOR[1] rows, K of at least B_K_MAJOR[2] and M x N x K of at
 # least B_K_MAJOR[3] (the copy's few microseconds against the product's), on which the
@@ -1180,7 +1183,7 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
             return wide  # one wave either way: the wider tiles, on single CTAs (not the clusters below)
     if (not (explicit or shared) and kind in ("float16", "bfloat16") and _quad_streamk_pays(cfg, m, n, k, sms)
             and (a_rows_off_128 or b_rows_off or b_rows_off_128  # split-K first on lines: _split_k
-                 or not _split_k(cfg, m, n, sms).sk_ways)):
+                 or not _split_k(cfg, m, n, k, sms).sk_ways)):
         return quad_streamk(cfg, m, n, k, sms)  # ahead of the off-rows clusters too (RESULTS.md)
     if ((b_rows_off or b_rows_off_128) and not explicit and not shared
             and kind in ("float16", "bfloat16")):
@@ -1190,7 +1193,7 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
             cfg = _off_rows_blocks(cfg, m, n, k, kind, sms, b_rows_off=b_rows_off,
                                    b_rows_off_128=b_rows_off_128)
         cfg = _many_waves(cfg, m, n, k, sms)
-    return cfg if explicit or shared else _split_k(cfg, m, n, sms)
+    return cfg if explicit or shared else _split_k(cfg, m, n, k, sms)
 
 
 def _same_columns_160(cfg: HopperConfig, n: int) -> HopperConfig:
@@ -1771,7 +1774,7 @@ def _quad_blocks(rows: int, cols: int, k_iters: int, sms: int) -> tuple[int, boo
     return blocks, clusters >= 4 * schedule.streamk_tiles(blocks, clusters, k_iters)
 
 
-def _split_k(cfg: HopperConfig, m: int, n: int, sms: int) -> HopperConfig:
+def _split_k(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
     """``cfg``, or, where ``SPLIT_K`` holds (16-bit stream-K on 128 x 128 tiles, one CTA each,
     ``sms // tiles`` from ``SPLIT_K[0]`` to ``SPLIT_K[1]``), split-K: that many CTAs a tile, each one
     equal k-slice (``sk_ways``), with the owner fix-up.  ``choose_config`` takes it in place of
@@ -1798,14 +1801,28 @@ def _split_k(cfg: HopperConfig, m: int, n: int, sms: int) -> HopperConfig:
     768x1024x16384.
 
     >>> cfg = HopperConfig(input="float16", tile_n=128, stages=6, policy="streamk")
-    >>> [_split_k(cfg, m, n, 132).sk_ways for m, n in ((888, 888), (272, 1616), (1192, 264), (256, 256), (1024, 1088))]
+    >>> [_split_k(cfg, m, n, 8192, 132).sk_ways for m, n in ((888, 888), (272, 1616), (1192, 264), (256, 256), (1024, 1088))]
     [2, 3, 4, 0, 0]
+
+    Static tiles of this kind (one partial wave, or few tiles on a short K: ``fit_policy``) take it
+    from ``SPLIT_K_FROM_STATIC`` (40) 64-wide K steps.  On the H200 (same session, fp16, 128 x 128
+    tiles, two to four CTAs a tile): at K of 47-62 steps and 175 ahead of static on 10 of 10
+    products by 0.04-0.16 (1024x704x3704 0.78 -> 0.94, 2760x320x11168 0.80 -> 0.92); over K of 8,
+    16, 24, 32 and 40 steps on four products, behind by 0.21-0.30, 0.13-0.19, 0.07-0.10, 0.01-0.04,
+    and ahead by 0.01-0.03 at 40.
+
+    >>> static = cfg.replace(policy="static")
+    >>> _split_k(static, 1024, 704, 2560, 132).sk_ways, _split_k(static, 1024, 704, 2048, 132).policy
+    (2, 'static')
     """
-    if (SPLIT_K is None or cfg.policy != "streamk" or cfg.input not in ("float16", "bfloat16") or cfg.pingpong
-            or cfg.tile_m != TILE_M or cfg.tile_n != 128 or cfg.cluster_size > 1):
+    if (SPLIT_K is None or cfg.policy not in ("streamk", "static") or cfg.input not in ("float16", "bfloat16")
+            or cfg.pingpong or cfg.tile_m != TILE_M or cfg.tile_n != 128 or cfg.cluster_size > 1):
+        return cfg
+    if cfg.policy == "static" and (SPLIT_K_FROM_STATIC is None or -(-k // cfg.tile_k) < SPLIT_K_FROM_STATIC):
         return cfg
     ways = sms // _tiles(m, n, cfg.tile_n)
-    return cfg.replace(sk_ways=ways, sk_reduce="owner") if SPLIT_K[0] <= ways <= SPLIT_K[1] else cfg
+    return (cfg.replace(policy="streamk", sk_ways=ways, sk_reduce="owner", sk_waves=1)
+            if SPLIT_K[0] <= ways <= SPLIT_K[1] else cfg)
 
 
 def quad_streamk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:

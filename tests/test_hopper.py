@@ -650,11 +650,16 @@ def test_heuristic_few_tiles_split_only_with_long_k(dtype, monkeypatch):
     def policy(*shape):
         return hopper.choose_config(*shape, dtype, 132).policy
 
-    monkeypatch.setattr(hopper, "QUAD_SK", None)  # the rule after this one, off
+    monkeypatch.setattr(hopper, "QUAD_SK", None)  # the rules after this one, off
+    monkeypatch.setattr(hopper, "SPLIT_K_FROM_STATIC", None)
     flipped = [(2384, 304, 1024), (144, 1344, 512), (896, 864, 1024), (1184, 640, 256),
                (1024, 1024, 512), (1664, 528, 2048), (128, 2192, 1024), (416, 1440, 4096)]
     for shape in flipped:
         assert policy(*shape) == "static", shape
+    monkeypatch.setattr(hopper, "SPLIT_K_FROM_STATIC", 40)  # 64 K steps, 48 tiles: split-K two ways
+    assert hopper.choose_config(416, 1440, 4096, dtype, 132).sk_ways == 2
+    assert policy(1664, 528, 2048) == "static"  # 32 steps
+    monkeypatch.setattr(hopper, "SPLIT_K_FROM_STATIC", None)
     for shape in [(1536, 592, 8192), (800, 1040, 32768), (1024, 720, 16384), (256, 1296, 16384),
                   (480, 720, 32768), (4208, 80, 8192), (256, 256, 65536), (128, 128, 4096)]:
         assert policy(*shape) == "streamk", shape
