@@ -1792,23 +1792,24 @@ def _split_k(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfi
     0.76 -> 0.86, 984x480x7632 0.82 -> 0.90 (over clusters), 1056x792x13424 0.65 -> 0.71,
     1192x264x8080 0.77 -> 0.81 (four ways: the spread fix-up before), level on two, behind on
     784x912x8176 by 0.02 (clusters).  Then on sizes drawn as a user types them where the rule
-    changed the launch, fp16 and bf16 (two draws): against stream-K ahead in 20 of 22 runs by
-    0.02-0.18 (592x1088x10128 bf16 0.75 -> 0.90, 352x2080x6912 0.85 -> 1.03), level in one, behind
+    changed the launch, fp16 and bf16 (three draws): against stream-K ahead in 37 of 39 runs by
+    0.01-0.25 (784x576x11440 bf16 0.68 -> 0.93, 352x2080x6912 0.85 -> 1.03), level in one, behind
     by 0.02 in one.  Against the 2 x 2 clusters: where A's or B's rows were off 128-byte lines
-    behind in 10 of 16 runs by 0.02-0.23 (1672x448x11592 1.19 -> 0.96, 1968x432x8128 1.10 ->
-    0.92), so the clusters stay there; with both on lines ahead on five of six (512x2048x16384
-    0.84 -> 0.96, 1024x1024x16384 0.86 -> 0.95, 704x832x12864 0.94 -> 1.05), 0.03 behind on
-    768x1024x16384.
+    behind in 13 of 19 runs by 0.02-0.23 (1672x448x11592 1.19 -> 0.96, 1968x432x8128 1.10 ->
+    0.92), level in five, so the clusters stay there; with both on lines ahead on six of seven
+    (512x2048x16384 0.84 -> 0.96, 1024x1024x16384 0.86 -> 0.95, 704x832x12864 0.94 -> 1.05), 0.03
+    behind on 768x1024x16384.
 
     >>> cfg = HopperConfig(input="float16", tile_n=128, stages=6, policy="streamk")
-    >>> [_split_k(cfg, m, n, 8192, 132).sk_ways for m, n in ((888, 888), (272, 1616), (1192, 264), (256, 256), (1024, 1088))]
+    >>> shapes = ((888, 888), (272, 1616), (1192, 264), (256, 256), (1024, 1088))
+    >>> [_split_k(cfg, m, n, 8192, 132).sk_ways for m, n in shapes]
     [2, 3, 4, 0, 0]
 
     Static tiles of this kind (one partial wave, or few tiles on a short K: ``fit_policy``) take it
     from ``SPLIT_K_FROM_STATIC`` (40) 64-wide K steps.  On the H200 (same session, fp16, 128 x 128
     tiles, two to four CTAs a tile): at K of 47-62 steps and 175 ahead of static on 10 of 10
     products by 0.04-0.16 (1024x704x3704 0.78 -> 0.94, 2760x320x11168 0.80 -> 0.92); over K of 8,
-    16, 24, 32 and 40 steps on four products, behind by 0.21-0.30, 0.13-0.19, 0.07-0.10, 0.01-0.04,
+    16, 24, 32 and 40 steps on four products, behind by 0.24-0.30, 0.13-0.19, 0.07-0.10, 0.01-0.04,
     and ahead by 0.01-0.03 at 40.
 
     >>> static = cfg.replace(policy="static")
