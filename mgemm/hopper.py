@@ -501,6 +501,10 @@ SPLIT_K: tuple[int, int] | None = (2, 4)
 # ... and in place of such static tiles (one partial wave, or fewer tiles than half the SMs on a
 # short K: fit_policy) where K has at least this many 64-wide steps (None: never)
 SPLIT_K_FROM_STATIC: int | None = 40
+# ... and stream-K over QUAD_SK's 2 x 2 blocks with the owner fix-up (blocks split fewer than four
+# ways) as split-K over them, where the clusters a wave holds take two or more a block
+# (quad_streamk; RESULTS.md, forty-eighth session)
+QUAD_SPLIT_K = True
 # 16-bit products whose row-major B is read in place with rows off 128-byte lines, of at most
 # B_K_MAJOR[0] columns, at least B_K_MAJOR[1] rows, K of at least B_K_MAJOR[2] and M x N x K of at
 # least B_K_MAJOR[3] (the copy's few microseconds against the product's), on which the
@@ -1829,17 +1833,26 @@ def _split_k(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfi
 def quad_streamk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
     """``cfg`` as stream-K over 2 x 2 blocks of its tiles and the 4-CTA clusters one wave holds,
     with the fix-up ``fit_policy`` would pick for blocks on clusters: "spread" where each block is
-    split four or more ways, else "owner".
+    split four or more ways (every block then takes the same whole number of clusters:
+    ``plan_launch``), else "owner", and then, under ``QUAD_SPLIT_K``, split-K where the clusters
+    hold two or more a block (``sk_ways``: 8-15 blocks on an H200's 30 clusters).  On the H200
+    (RESULTS.md, forty-eighth session, fp16 × cuBLAS) split-K against stream-K over such blocks:
+    984x480x7632 (8 blocks) 0.78 -> 0.89, 488x776x9960 (8) 0.76 -> 0.86, 736x592x15816 (9) 0.79 ->
+    0.85, 1192x264x8080 (10) 0.70 -> 0.76, 328x1416x6144 (12) 0.73 -> 0.81, 272x1616x7952 (14)
+    0.67 -> 0.69; one a block (16 blocks, 64 CTAs) lost (888x888x13696 0.70 -> 0.56).
 
     >>> quad_streamk(HopperConfig(tile_n=128), 256, 256, 65536, 132).sk_reduce  # 1 block, 30 ways
     'spread'
     >>> cfg = quad_streamk(HopperConfig(tile_n=128), 1024, 1024, 16384, 132)  # 16 blocks
-    >>> cfg.policy, cfg.cluster_m, cfg.cluster_n, cfg.sk_reduce
-    ('streamk', 2, 2, 'owner')
+    >>> cfg.policy, cfg.cluster_m, cfg.cluster_n, cfg.sk_reduce, cfg.sk_ways
+    ('streamk', 2, 2, 'owner', 0)
+    >>> quad_streamk(HopperConfig(tile_n=128), 984, 480, 7632, 132).sk_ways  # 8 blocks, 30 clusters
+    3
     """
     rows, cols, k_iters = schedule.tile_grid(m, n, k, cfg.tile_m, cfg.tile_n, cfg.tile_k)
-    _, spread = _quad_blocks(rows, cols, k_iters, sms)
-    return cfg.replace(policy="streamk", cluster_m=2, cluster_n=2, sk_waves=1, sk_ways=0,
+    blocks, spread = _quad_blocks(rows, cols, k_iters, sms)
+    ways = quad_clusters(sms) // blocks if QUAD_SPLIT_K and not spread else 0
+    return cfg.replace(policy="streamk", cluster_m=2, cluster_n=2, sk_waves=1, sk_ways=ways if ways >= 2 else 0,
                        sk_reduce="spread" if spread else "owner")
 
 
@@ -2286,7 +2299,8 @@ def plan_launch(config: HopperConfig, m: int, n: int, k: int, slots: int) -> Lau
     128
 
     ``sk_ways`` splits each of fewer tiles than slots into that many equal k-slices (fewer where
-    the slots do not hold them all, or K has fewer iterations): 49 tiles two ways on 98 CTAs, 40 tiles three ways on 120.
+    the slots do not hold them all, or K has fewer iterations): 49 tiles two ways on 98 CTAs, 40
+    tiles three ways on 120.
 
     >>> ways = HopperConfig(policy="streamk", sk_ways=3)
     >>> plan_launch(ways, 896, 896, 8192, 132).grid, plan_launch(ways, 640, 1024, 8192, 132).grid
