@@ -503,8 +503,9 @@ SPLIT_K: tuple[int, int] | None = (2, 4)
 SPLIT_K_FROM_STATIC: int | None = 40
 # ... and stream-K over QUAD_SK's 2 x 2 blocks with the owner fix-up (blocks split fewer than four
 # ways) as split-K over them, where the clusters a wave holds take two or more a block
-# (quad_streamk; RESULTS.md, forty-eighth session)
-QUAD_SPLIT_K = True
+# (quad_streamk).  Off: ahead on six of six chosen products, then level on 16 sizes drawn after it
+# (4 ahead, 4 behind by 0.02-0.04, 8 within 0.01; RESULTS.md, forty-eighth session)
+QUAD_SPLIT_K = False
 # 16-bit products whose row-major B is read in place with rows off 128-byte lines, of at most
 # B_K_MAJOR[0] columns, at least B_K_MAJOR[1] rows, K of at least B_K_MAJOR[2] and M x N x K of at
 # least B_K_MAJOR[3] (the copy's few microseconds against the product's), on which the
@@ -1834,20 +1835,18 @@ def quad_streamk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperC
     """``cfg`` as stream-K over 2 x 2 blocks of its tiles and the 4-CTA clusters one wave holds,
     with the fix-up ``fit_policy`` would pick for blocks on clusters: "spread" where each block is
     split four or more ways (every block then takes the same whole number of clusters:
-    ``plan_launch``), else "owner", and then, under ``QUAD_SPLIT_K``, split-K where the clusters
-    hold two or more a block (``sk_ways``: 8-15 blocks on an H200's 30 clusters).  On the H200
-    (RESULTS.md, forty-eighth session, fp16 × cuBLAS) split-K against stream-K over such blocks:
-    984x480x7632 (8 blocks) 0.78 -> 0.89, 488x776x9960 (8) 0.76 -> 0.86, 736x592x15816 (9) 0.79 ->
-    0.85, 1192x264x8080 (10) 0.70 -> 0.76, 328x1416x6144 (12) 0.73 -> 0.81, 272x1616x7952 (14)
-    0.67 -> 0.69; one a block (16 blocks, 64 CTAs) lost (888x888x13696 0.70 -> 0.56).
+    ``plan_launch``), else "owner", and then, under ``QUAD_SPLIT_K`` (off), split-K where the
+    clusters hold two or more a block (``sk_ways``: 8-15 blocks on an H200's 30 clusters).  On the
+    H200 (RESULTS.md, forty-eighth session, fp16 × cuBLAS) split-K against stream-K over such blocks
+    led on six chosen products (984x480x7632, 8 blocks, 0.78 -> 0.89; 272x1616x7952, 14 blocks, 0.67
+    -> 0.69), then on 16 sizes drawn as a user types them was level: 4 runs ahead by 0.02-0.08
+    (1672x480x4296 0.75 -> 0.83), 4 behind by 0.02-0.04 (1480x424x7704 1.33 -> 1.29), 8 within 0.01.
 
     >>> quad_streamk(HopperConfig(tile_n=128), 256, 256, 65536, 132).sk_reduce  # 1 block, 30 ways
     'spread'
     >>> cfg = quad_streamk(HopperConfig(tile_n=128), 1024, 1024, 16384, 132)  # 16 blocks
     >>> cfg.policy, cfg.cluster_m, cfg.cluster_n, cfg.sk_reduce, cfg.sk_ways
     ('streamk', 2, 2, 'owner', 0)
-    >>> quad_streamk(HopperConfig(tile_n=128), 984, 480, 7632, 132).sk_ways  # 8 blocks, 30 clusters
-    3
     """
     rows, cols, k_iters = schedule.tile_grid(m, n, k, cfg.tile_m, cfg.tile_n, cfg.tile_k)
     blocks, spread = _quad_blocks(rows, cols, k_iters, sms)

@@ -496,7 +496,7 @@ def test_heuristic_partial_wave_runs_static(monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_heuristic_quad_streamk_below_a_wave(dtype):
+def test_heuristic_quad_streamk_below_a_wave(dtype, monkeypatch):
     """Stream-K or static below 0.75 of a wave of 128-wide tiles, K of 64 steps or more, runs over
     2 x 2 clusters where the blocks pad at most a fifth more tiles (owner fix-up; spread on one or
     two blocks); not from 0.75 of a wave, on four spread blocks, short K, tf32, an explicit width,
@@ -515,11 +515,13 @@ def test_heuristic_quad_streamk_below_a_wave(dtype):
                   (512, 1024, 16384)]:
         cfg = hopper.choose_config(*shape, dtype, 132)
         assert (cfg.cluster_size, cfg.sk_reduce, cfg.sk_ways) == (1, "owner", 132 // hopper._tiles(*shape[:2], 128))
-        blocks = -(-shape[0] // 256) * -(-shape[1] // 256)
-        ways = hopper.quad_clusters(132) // blocks  # QUAD_SPLIT_K: split-K over the blocks from two ways
         for off in ("a_rows_off_128", "b_rows_off_128", "b_rows_off"):
             cfg = hopper.choose_config(*shape, dtype, 132, **{off: True})
-            assert (cfg.cluster_m, cfg.cluster_n, cfg.sk_ways) == (2, 2, ways if ways >= 2 else 0), off
+            assert (cfg.cluster_m, cfg.cluster_n, cfg.sk_ways) == (2, 2, 0), off
+    # QUAD_SPLIT_K (off by default): split-K over the blocks where the clusters hold two or more each
+    monkeypatch.setattr(hopper, "QUAD_SPLIT_K", True)
+    assert hopper.quad_streamk(HopperConfig(tile_n=128), 984, 480, 7632, 132).sk_ways == 3  # 8 blocks
+    assert hopper.quad_streamk(HopperConfig(tile_n=128), 1024, 1024, 16384, 132).sk_ways == 0  # 16 blocks
     for shape in [(896, 896, 16384), (512, 512, 32768), (256, 1024, 32768), (1024, 1024, 2048),
                   (3064, 576, 5584), (1408, 1536, 16384), (896, 2432, 8192), (128, 256, 131072),
                   (520, 1088, 23368)]:
