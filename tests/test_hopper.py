@@ -3423,6 +3423,19 @@ def test_streamk_sk_ways_matches_float64_reference(kind, tile_n, stages, cm, cn,
 
 @pytest.mark.gpu
 @needs_sm90
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+def test_pingpong_sk_ways_matches_float64_reference(kind):
+    """Split-K (sk_ways) on the thin pingpong tiles (64 x 64, one consumer warpgroup a tile, the
+    owner fix-up): thin and ragged products, two to four ways, slices of one k-iteration."""
+    cfg = HopperConfig(input=kind, tile_m=64, tile_n=64, stages=12, pingpong=True, policy="streamk")
+    for i, (m, n, k, ways) in enumerate([(64, 2048, 6000, 4), (48, 3000, 4100, 2), (2000, 40, 5000, 3),
+                                         (200, 300, 192, 4)]):
+        _check(m, n, k, kind, cfg.replace(sk_ways=ways), trans_b=i % 2 == 1, seed=360 + i,
+               beta=0.5 if i % 2 else 0.0)
+
+
+@pytest.mark.gpu
+@needs_sm90
 @pytest.mark.parametrize("sk_reduce", hopper.SK_REDUCES)
 def test_cluster_streamk_repeats_bitwise(sk_reduce):
     """The fix-ups add in a fixed order: the same bits on every run, 2 x 2 clusters of 128-wide
