@@ -1826,7 +1826,10 @@ def _split_k(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfi
     The thin pingpong tiles (``THIN_TILE``, at most 64 rows or columns) on stream-K take it too
     (``SPLIT_K_THIN``): on the H200 (same session, fp16 × cuBLAS) ahead on six of seven chosen
     products by 0.03-0.12 (48x3072x16384 0.84 -> 0.95, 32x2560x32768 0.75 -> 0.87, 64x2048x16384
-    0.82 -> 0.88), level on 4096x64x16384 (0.96 -> 0.95).
+    0.82 -> 0.88), level on 4096x64x16384 (0.96 -> 0.95); then on ten thin products drawn after
+    the rule (8-48 rows or columns, K of 344-22688) ahead on seven by 0.02-0.16 (48x2408x18296
+    0.69 -> 0.85, 2480x48x808 0.63 -> 0.73), level on two, behind by 0.02 on 3688x24x10544:
+    geomean 0.724 -> 0.781.
 
     >>> thin = HopperConfig(input="float16", tile_m=64, tile_n=64, stages=12, pingpong=True, policy="streamk")
     >>> _split_k(thin, 64, 2048, 16384, 132).sk_ways, _split_k(thin, 48, 3072, 16384, 132).sk_ways
