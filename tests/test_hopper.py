@@ -673,6 +673,22 @@ def test_heuristic_few_tiles_split_only_with_long_k(dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_heuristic_split_k_on_thin_tiles(dtype, monkeypatch):
+    """Thin products on stream-K split-K two to four CTAs a 64 x 64 tile (SPLIT_K_THIN); a whole
+    static wave of thin tiles, tf32 and a shared GPU keep their launch."""
+    for shape, ways in [((48, 3072, 16384), 2), ((64, 2048, 16384), 4), ((32, 2560, 32768), 3),
+                        ((2480, 48, 808), 3)]:
+        cfg = hopper.choose_config(*shape, dtype, 132)
+        assert (cfg.pingpong, cfg.tile_m, cfg.tile_n, cfg.policy, cfg.sk_ways) == (True, 64, 64, "streamk", ways), shape
+        assert hopper.plan_launch(cfg, *shape, 132).grid == ways * hopper._tiles(*shape[:2], 64, 64)
+    assert hopper.choose_config(64, 8192, 8192, dtype, 132).sk_ways == 0  # static, one wave
+    assert hopper.choose_config(48, 3072, 16384, dtype, 132, shared=True).sk_ways == 0
+    assert hopper.choose_config(48, 3072, 16384, "float32", 132, allow_tf32=True).sk_ways == 0
+    monkeypatch.setattr(hopper, "SPLIT_K_THIN", False)
+    assert hopper.choose_config(48, 3072, 16384, dtype, 132).sk_ways == 0
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_heuristic_few_tiles_take_the_thin_tile(dtype, monkeypatch):
     """128x128 tiles filling at most FEW_TILES_THIN[0] of the SMs, K of at most FEW_TILES_THIN[1]
     steps: the thin pingpong tile, with the same policy where the 128x128 tiles run unsplit and
