@@ -1104,6 +1104,14 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     0.01) in two, against stream-K (1752x416x37456 0.51 -> 0.83) and against the off-rows rules'
     static clusters (2272x456x6784 0.93 -> 1.03).
 
+    Where a wave holds two to four CTAs a 128 x 128 stream-K tile (one CTA each), split-K runs
+    instead (``SPLIT_K``, ``_split_k``): that many CTAs a tile, each one equal k-slice, all
+    slices read in step, the owner fix-up; in place of the 2 x 2 clusters too where A's and B's
+    rows are on 128-byte lines; in place of such static tiles from K of ``SPLIT_K_FROM_STATIC``
+    steps; and on the thin pingpong tiles' stream-K (``SPLIT_K_THIN``).  On the H200 (RESULTS.md,
+    forty-eighth session) on 18 sizes drawn as a user types them after the rule: fp16 0.720 ->
+    0.816, bf16 0.690 -> 0.765 of cuBLAS, ahead in 18 of 18 runs.
+
     Last, 192-wide tiles (one CTA per tile, the staged epilogue) become 160 wide where those take
     as many tile columns (``SAME_COLUMNS_160``, ``_same_columns_160``): the same tile grid, waves
     and policy, a sixth fewer columns multiplied.  On the H200 (RESULTS.md, thirty-third session,
