@@ -1440,7 +1440,7 @@ def test_plan_launch_sk_ways_splits_every_tile_in_equal_slices(m, n, k, ways, cm
     cfg = HopperConfig(input="float16", tile_n=128, stages=6, policy="streamk", sk_ways=ways,
                        cluster_m=cm, cluster_n=cn)
     lp = hopper.plan_launch(cfg, m, n, k, 132)
-    blocks = -(-lp.rows // cm) * -(-lp.cols // cn)
+    blocks = hopper._blocks(cfg, lp.rows, lp.cols)
     clusters = lp.grid // (cm * cn)
     per = min(ways, 132 // (cm * cn) // blocks, lp.k_iters)
     assert lp.sk_tiles == blocks and clusters == blocks * per
