@@ -1029,20 +1029,28 @@ __device__ __forceinline__ void store_partial(const float (&acc)[kCoopAcc], floa
   release_partial(flags, slot_id, t_stored);
 }
 
-// SK_REDUCE SPREAD: the partial as the tile itself, row-major kTileM x kTileN floats (accumulators
-// i, i + 1 are adjacent columns: one 8-byte store), so that a 16-byte chunk of the slot is four
-// adjacent columns of one row, which spread_reduce stores as they come.
+// SK_REDUCE SPREAD: the partial as pairs of accumulators, pair-major and consumer thread minor:
+// slot pair p * T + t holds thread t's accumulators 2p, 2p + 1 (two adjacent columns), so that a
+// warp's 8-byte stores fill two whole 128-byte lines, and a 16-byte chunk of the slot (threads t,
+// t + 1, t even) is four adjacent columns of one row, which spread_reduce stores as they come
+// (partial_coord).  Stored as the tile itself (row-major), each warp store touched eight lines:
+// against that, level or up to 1.8 µs faster on nine few-tile products of 35-60 µs (RESULTS.md,
+// forty-ninth session); storing a 128 x 128 partial still takes 2-3 µs there.
 __device__ __forceinline__ void store_partial_tile(const float (&acc)[kCoopAcc], float* ws, const SkFlags& flags,
                                                    int slot_id, long long* t_stored) {
+  constexpr int T = Config::kConsumerThreads;
   const int t = threadIdx.x - 128;
-  float* slot = ws + (long long)slot_id * kCoopAcc * Config::kConsumerThreads;
+  float2* slot = reinterpret_cast<float2*>(ws + (long long)slot_id * kCoopAcc * T);
 #pragma unroll
-  for (int i = 0; i < kCoopAcc; i += 2) {
-    int r, c;
-    coord_of(i, t >> 7, t & 127, r, c);
-    *reinterpret_cast<float2*>(slot + r * Config::kTileN + c) = make_float2(acc[i], acc[i + 1]);
-  }
+  for (int i = 0; i < kCoopAcc; i += 2) slot[(i / 2) * T + t] = make_float2(acc[i], acc[i + 1]);
   release_partial(flags, slot_id, t_stored);
+}
+
+// The tile row and column of a spread partial's 16-byte chunk f (store_partial_tile's layout).
+__device__ __forceinline__ void partial_coord(int f, int& r, int& c) {
+  constexpr int T = Config::kConsumerThreads;
+  const int q = 2 * f, t = q % T;
+  coord_of(2 * (q / T), t >> 7, t & 127, r, c);
 }
 
 __device__ __forceinline__ void add_partial(float (&acc)[kCoopAcc], const float* ws, const SkFlags& flags, int cta) {
@@ -1078,12 +1086,12 @@ __device__ __forceinline__ void fix_up(const S& sched, const WorkUnit& w, float 
   }
 }
 
-// SK_REDUCE SPREAD: every split unit's partial goes to a workspace slot, as the tile row-major
-// (store_partial_tile); once a CTA has stored the partials of its whole stream-K range, it reduces
-// each of its split tiles: it waits for every contributor of the tile, adds its share of the tile's
-// elements over all their partials (in an order fixed by the tile's contributor count: the same
-// bits on every run) and stores that share, four adjacent columns at a time.  Storing the whole
-// range before any wait matters: a CTA's second unit is the
+// SK_REDUCE SPREAD: every split unit's partial goes to a workspace slot (store_partial_tile); once
+// a CTA has stored the partials of its whole stream-K range, it reduces each of its split tiles:
+// it waits for every contributor of the tile, adds its share of the tile's elements over all their
+// partials (in an order fixed by the tile's contributor count: the same bits on every run) and
+// stores that share, four adjacent columns at a time.  Storing the whole range before any wait
+// matters: a CTA's second unit is the
 // lower tile's tail, which the tile's other contributors wait for; had the CTA waited on its first
 // tile before computing the second, each CTA would wait for the next one's second unit, and the
 // waits would chain through the grid (one unit after another: 14 TFLOP/s on 896x2432x8192).
@@ -1221,7 +1229,7 @@ __device__ __forceinline__ void spread_reduce(const S& sched, const WorkUnit& w,
         v[j].w += __shfl_xor_sync(0xffffffffu, v[j].w, off);
       }
     if (p != 0) continue;
-    // Chunk f: columns 4f % kTileN .. + 3 of tile row 4f / kTileN.  Not unrolled, and every
+    // Chunk f: four columns of one tile row (partial_coord).  Not unrolled, and every
     // store through one store_four: this code runs once per launch on cold instruction caches,
     // where each new line of code costs a fetch (RESULTS.md, seventeenth session).
 #pragma unroll 1
@@ -1232,7 +1240,9 @@ __device__ __forceinline__ void spread_reduce(const S& sched, const WorkUnit& w,
 #pragma unroll
       for (int q = 1; q < kBatch; ++q)
         if (j == q) x = v[q];
-      const int gr = m0 + 4 * f / Config::kTileN, gc = n0 + 4 * f % Config::kTileN;
+      int r, c;
+      partial_coord(f, r, c);
+      const int gr = m0 + r, gc = n0 + c;
       if (gr < M) store_four(x, gr, gc, C, D, N, ldc_m, ldc_n, ldd_m, ldd_n, a, b, beta != 0.0);
     }
   }
