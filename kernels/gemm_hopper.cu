@@ -324,10 +324,11 @@ struct Config {
   static_assert(!kTmaStore || (kStageBytes % 1024 == 0 && kSharedBytes <= 1024), "TMA store boxes: 1024-byte aligned");
   static_assert(!kTimeline || (!kPingpong && !kRecord && kClusterSize == 1),
                 "TIMELINE: cooperative consumers, one CTA per tile, not with RECORD");
-  static_assert(kClusterSize == 1 || (!kPingpong && !kRecord && kTileN >= 128 &&
+  static_assert(kClusterSize == 1 || (!kPingpong && !kRecord && (kTileN >= 128 || kClusterM == 1) &&
                                       (MGEMM_POLICY == MGEMM_POLICY_STATIC || MGEMM_POLICY == MGEMM_POLICY_PER_TILE ||
                                        MGEMM_POLICY == MGEMM_POLICY_STREAMK)),
-                "clusters: cooperative consumers, static, per_tile or stream-K, no record, TILE_N 128 or more");
+                "clusters: cooperative consumers, static, per_tile or stream-K, no record, TILE_N 128 or more "
+                "where B is multicast (CLUSTER_M > 1)");
 };
 
 #ifdef MGEMM_SMEM_BYTES  // the launcher's size must be the kernel's (mgemm/hopper.py smem_bytes)

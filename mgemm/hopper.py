@@ -508,6 +508,11 @@ SPLIT_K_THIN = True
 # (quad_streamk).  Off: ahead on six of six chosen products, then level on 16 sizes drawn after it
 # (4 ahead, 4 behind by 0.02-0.04, 8 within 0.01; RESULTS.md, forty-eighth session)
 QUAD_SPLIT_K = False
+# 16-bit products that the heuristic runs as stream-K with the spread fix-up on at most this many
+# 128 x 128 tiles, one CTA each (a tile split tens of ways over a long K): halves of those tiles,
+# 128 x 64, on 1 x 2 clusters that multicast A (_paired_halves; RESULTS.md, forty-ninth session);
+# 0: never
+PAIRED_HALVES = 2
 # 16-bit products whose row-major B is read in place with rows off 128-byte lines, of at most
 # B_K_MAJOR[0] columns, at least B_K_MAJOR[1] rows, K of at least B_K_MAJOR[2] and M x N x K of at
 # least B_K_MAJOR[3] (the copy's few microseconds against the product's), on which the
@@ -786,7 +791,7 @@ class HopperConfig(RenderedConfig):
             if self.record:
                 raise ValueError(f"{what} with record=True (debug=True) is not supported: the record "
                                  f"mirror knows no tile blocks")
-            if self.tile_n < 128:
+            if self.tile_n < 128 and self.cluster_m > 1:
                 raise ValueError(f"{what} with tile_n={self.tile_n} is not supported: each CTA multicasts "
                                  f"its part of B, whole 64-wide MN-major boxes (tile_n 128 or 256) or K-major "
                                  f"rows (tile_n 128 or more)")
@@ -1208,7 +1213,35 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
             cfg = _off_rows_blocks(cfg, m, n, k, kind, sms, b_rows_off=b_rows_off,
                                    b_rows_off_128=b_rows_off_128)
         cfg = _many_waves(cfg, m, n, k, sms)
-    return cfg if explicit or shared else _split_k(cfg, m, n, k, sms)
+    return cfg if explicit or shared else _paired_halves(_split_k(cfg, m, n, k, sms), m, n, k, sms)
+
+
+def _paired_halves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
+    """``cfg``, or, where it is 16-bit stream-K with the spread fix-up on at most ``PAIRED_HALVES``
+    128 x 128 tiles, one CTA each, the same over 128 x 64 tiles (eight stages) on 1 x 2 clusters:
+    each pair of halves is one 128 x 128 tile whose A rows the two CTAs multicast, and a CTA's
+    partial is half a tile, so the fix-up moves half the bytes.  Not where the product is at most
+    64 x 64.
+
+    On the H200 (RESULTS.md, forty-ninth session, × cuBLAS as a caller gets it, against the rule
+    off): on 13 products of one or two such tiles over K of 4096-131072, ahead in 26 of 26 runs
+    by 0.03-0.15 (geomean fp16 0.603 -> 0.678, bf16 0.604 -> 0.687; 128x128x131072 0.75 -> 0.80,
+    96x112x98304 0.74 -> 0.85, 128x128x8192 0.48 -> 0.63); on eight thin ones (at most 64 rows
+    or columns, which take this path on so few tiles) ahead on five by 0.02-0.12 (128x32x65536
+    0.59 -> 0.71), level on two, behind on 64x64x131072 (0.68 -> 0.60 fp16, 0.67 -> 0.64 bf16).
+
+    >>> spread = HopperConfig(input="float16", tile_n=128, stages=6, policy="streamk", sk_reduce="spread")
+    >>> c = _paired_halves(spread, 128, 128, 131072, 132)
+    >>> c.tile_n, c.stages, c.cluster_n, c.sk_reduce
+    (64, 8, 2, 'spread')
+    >>> _paired_halves(spread, 256, 256, 65536, 132).tile_n  # four tiles: not here
+    128
+    """
+    if (not PAIRED_HALVES or cfg.input not in ("float16", "bfloat16") or cfg.policy != "streamk"
+            or cfg.sk_reduce != "spread" or cfg.tile_n != 128 or cfg.tile_m != TILE_M or cfg.pingpong
+            or cfg.cluster_size > 1 or _tiles(m, n, 128) > PAIRED_HALVES or max(m, n) <= 64):
+        return cfg
+    return cfg.replace(tile_n=64, stages=8, cluster_n=2)
 
 
 def _same_columns_160(cfg: HopperConfig, n: int) -> HopperConfig:

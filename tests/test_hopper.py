@@ -269,6 +269,7 @@ def test_cluster_config_validates_renders_and_keys():
         HopperConfig(cluster_m=2, record=True)
     with pytest.raises(ValueError, match="cluster_m=2 with tile_n=64"):
         HopperConfig(cluster_m=2, tile_n=64)
+    HopperConfig(cluster_n=2, tile_n=64, policy="streamk")  # A multicast alone: B whole in each CTA
     # widths of odd multiples of 32 from 160 on: with a K-major B (each CTA its share of the rows)
     HopperConfig(tile_n=160, cluster_m=2)
     HopperConfig(tile_n=224, cluster_m=4)
@@ -496,6 +497,29 @@ def test_heuristic_partial_wave_runs_static(monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_heuristic_paired_halves_on_one_or_two_spread_tiles(dtype, monkeypatch):
+    """Stream-K with the spread fix-up on one or two 128 x 128 tiles runs over their 128 x 64
+    halves on 1 x 2 clusters (PAIRED_HALVES), whatever K, thin products of so few tiles too; not
+    on three tiles or more, a product of at most 64 x 64, tf32, an explicit width or a shared GPU;
+    0 turns it off."""
+    for shape in [(128, 128, 131072), (96, 112, 98304), (80, 128, 30000), (128, 128, 4096), (128, 256, 65536),
+                  (256, 128, 49152), (128, 192, 32768), (200, 100, 20000), (128, 32, 65536), (64, 128, 131072)]:
+        cfg = hopper.choose_config(*shape, dtype, 132)
+        assert (cfg.policy, cfg.sk_reduce, cfg.tile_m, cfg.tile_n, cfg.stages, cfg.cluster_m, cfg.cluster_n) == \
+            ("streamk", "spread", 128, 64, 8, 1, 2), shape
+        lp = hopper.plan_launch(cfg, *shape, 132)
+        assert lp.grid == 132 and lp.sk_tiles == hopper._blocks(cfg, lp.rows, lp.cols)
+    for shape in [(256, 256, 65536), (384, 384, 65536), (64, 64, 131072), (512, 512, 32768)]:
+        cfg = hopper.choose_config(*shape, dtype, 132)
+        assert (cfg.tile_n, cfg.cluster_n) != (64, 2), shape
+    assert hopper.choose_config(128, 128, 65536, dtype, 132, tile_n=128).tile_n == 128
+    assert hopper.choose_config(128, 128, 65536, dtype, 132, shared=True).cluster_n == 1
+    assert hopper.choose_config(128, 128, 65536, "float32", 132, allow_tf32=True).cluster_n == 1
+    monkeypatch.setattr(hopper, "PAIRED_HALVES", 0)
+    assert hopper.choose_config(128, 128, 65536, dtype, 132).cluster_n == 1
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_heuristic_quad_streamk_below_a_wave(dtype, monkeypatch):
     """Stream-K or static below 0.75 of a wave of 128-wide tiles, K of 64 steps or more, runs over
     2 x 2 clusters where the blocks pad at most a fifth more tiles (owner fix-up; spread on one or
@@ -525,7 +549,7 @@ def test_heuristic_quad_streamk_below_a_wave(dtype, monkeypatch):
     for shape in [(896, 896, 16384), (512, 512, 32768), (256, 1024, 32768), (1024, 1024, 2048),
                   (3064, 576, 5584), (1408, 1536, 16384), (896, 2432, 8192), (128, 256, 131072),
                   (520, 1088, 23368)]:
-        assert hopper.choose_config(*shape, dtype, 132).cluster_size == 1, shape
+        assert hopper.choose_config(*shape, dtype, 132).cluster_m == 1, shape  # 128x256: PAIRED_HALVES
     assert hopper.choose_config(1024, 1024, 16384, dtype, 132, tile_n=128).cluster_size == 1
     assert hopper.choose_config(1024, 1024, 16384, dtype, 132, shared=True).cluster_n == 1
     assert hopper.choose_config(1024, 1024, 16384, "float32", 132, allow_tf32=True).cluster_n == 1
@@ -3380,7 +3404,7 @@ def cluster_ids(rows):
 # rows and columns past the block grid, and K = 0.
 SK_CLUSTERS = [("float16", 128, 6, 2, 2), ("bfloat16", 128, 6, 2, 1), ("float16", 256, 4, 4, 1),
                ("bfloat16", 256, 4, 1, 2), ("tf32", 128, 4, 2, 2), ("float16", 256, 4, 2, 1),
-               ("bfloat16", 256, 4, 2, 2)]
+               ("bfloat16", 256, 4, 2, 2), ("float16", 64, 8, 1, 2), ("bfloat16", 64, 8, 1, 2)]
 SK_BLOCK_SHAPES = [(256, 256, 8192), (384, 200, 5000), (256, 256, 128), (1000, 1500, 700), (129, 640, 3000),
                    (1, 300, 4096)]
 
@@ -3413,7 +3437,7 @@ def test_cluster_streamk_matches_float64_reference(kind, tile_n, stages, cm, cn,
 @pytest.mark.parametrize("sk_reduce", hopper.SK_REDUCES)
 @pytest.mark.parametrize("kind,tile_n,stages,cm,cn", [("float16", 128, 6, 1, 1), ("bfloat16", 256, 4, 1, 1),
                                                       ("float16", 128, 6, 2, 2), ("bfloat16", 128, 6, 1, 2),
-                                                      ("tf32", 128, 4, 2, 1)])
+                                                      ("tf32", 128, 4, 2, 1), ("float16", 64, 8, 1, 2)])
 def test_streamk_sk_ways_matches_float64_reference(kind, tile_n, stages, cm, cn, sk_reduce):
     """Split-K (sk_ways): each tile (block) in equal k-slices, one CTA (cluster) a slice, every
     slice of every tile added once: ragged edges, beta, two and three ways, as many ways as the
@@ -3472,7 +3496,8 @@ def test_cluster_streamk_repeats_bitwise(sk_reduce):
 # (kind, tile_n, stages, cluster_m, cluster_n): B in quarters (K-major rows, MN-major boxes), 2 x 2
 # blocks and pairs along N (A halves: K-major rows, MN-major boxes)
 CLUSTER_BLOCKS = [("float16", 256, 4, 4, 1), ("bfloat16", 128, 6, 4, 1), ("float16", 128, 6, 2, 2),
-                  ("bfloat16", 256, 4, 2, 2), ("float16", 256, 4, 1, 2), ("tf32", 128, 4, 2, 2)]
+                  ("bfloat16", 256, 4, 2, 2), ("float16", 256, 4, 1, 2), ("tf32", 128, 4, 2, 2),
+                  ("bfloat16", 64, 8, 1, 2)]
 # Tile rows and columns that are no multiple of the block (1, 3, 5 rows; 1, 3, 5, 6 columns of
 # 256 and 128), tiles wholly past M and N, a block of one CTA's work, and few clusters.
 BLOCK_SHAPES = [(300, 700, 500), (385, 1300, 190), (129, 257, 64), (1000, 1500, 700), (600, 650, 1111)]
