@@ -1225,10 +1225,11 @@ def _paired_halves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hoppe
 
     On the H200 (RESULTS.md, forty-ninth session, × cuBLAS as a caller gets it, against the rule
     off): on 13 products of one or two such tiles over K of 4096-131072, ahead in 26 of 26 runs
-    by 0.03-0.15 (geomean fp16 0.603 -> 0.678, bf16 0.604 -> 0.687; 128x128x131072 0.75 -> 0.80,
-    96x112x98304 0.74 -> 0.85, 128x128x8192 0.48 -> 0.63); on eight thin ones (at most 64 rows
-    or columns, which take this path on so few tiles) ahead on five by 0.02-0.12 (128x32x65536
-    0.59 -> 0.71), level on two, behind on 64x64x131072 (0.68 -> 0.60 fp16, 0.67 -> 0.64 bf16).
+    by 0.03-0.15 (geomean fp16 0.603 -> 0.678, bf16 0.604 -> 0.687; in bf16 128x128x131072 0.73
+    -> 0.82, 96x112x98304 0.74 -> 0.85, 128x128x8192 0.48 -> 0.63); on eight thin ones (at most
+    64 rows or columns, which take this path on so few tiles) ahead on five by 0.02-0.13
+    (128x32x65536 0.59 -> 0.71), level on two, behind on 64x64x131072 (0.68 -> 0.60 fp16, 0.67 ->
+    0.64 bf16).
 
     >>> spread = HopperConfig(input="float16", tile_n=128, stages=6, policy="streamk", sk_reduce="spread")
     >>> c = _paired_halves(spread, 128, 128, 131072, 132)
