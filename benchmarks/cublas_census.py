@@ -20,11 +20,18 @@ first call, which the timing leaves out; the cache in a fresh directory unless
 ``hopper.gemm`` as a caller gets it under the prior constants ("auto-prior"); ``--no-census``
 skips the profiler.
 
+Each function runs after the one before it in the turn, whose code the SMs keep cached: a config
+that launches the same binary as the function before it (host-only fields such as ``sk_ways``;
+"auto" right after the heuristic's config) reads 1-2 µs faster on few-tile products than one
+that follows another binary.  ``--scrub`` runs code larger than the SMs' instruction caches before
+each timed call (``kernels.icache_scrub``), so every function starts cold and the order no longer
+matters (RESULTS.md, forty-ninth session).
+
     python3 benchmarks/cublas_census.py [--reps 10] [--dtype float16]
         [--random N --seed S --waves 1,3 --k-log2 11,14 [--off-rows]]
         [--typed N [--transposed-only] [--prior-differs]]
         [--variant LABEL:FIELDS ...] [--prior [NAME=LITERAL;...]] [--tune | --caller] [--no-census]
-        [--rotate] [--shield-us 300] [MxNxK ...]
+        [--rotate] [--scrub] [--shield-us 300] [MxNxK ...]
 """
 
 from __future__ import annotations
@@ -197,10 +204,14 @@ def main(argv=None):
                    help="also hopper.gemm as a caller gets it ('auto'; with --prior, 'auto-prior' too)")
     p.add_argument("--rotate", action="store_true",
                    help="turn the order of the timed implementations by one each rep")
+    p.add_argument("--scrub", action="store_true",
+                   help="run code larger than the SMs' instruction caches before each timed call, so "
+                        "that no config finds the code of the one before it cached")
     p.add_argument("--shield-us", type=float, default=h.SHIELD_US,
                    help="the GPU spin before each timed call, µs (host paths longer than it are counted)")
     args = p.parse_args(argv)
     h.ROTATE = args.rotate
+    h.SCRUB = args.scrub
     h.SHIELD_US = args.shield_us
     if args.tune and not os.environ.get("MGEMM_CACHE_DIR"):
         os.environ["MGEMM_CACHE_DIR"] = tempfile.mkdtemp(prefix="mgemm-tune-")

@@ -89,6 +89,31 @@ def gpu_spin(us: float, clocks=None):
     SPIN((1,), (1,), (np.uint64(int(us * 1000)), clocks if clocks is not None else np.uint64(0)))
 
 
+#: Instructions in the code scrub (``icache_scrub``): 16 bytes each, 256 KB of code in all.
+SCRUB_INSTRUCTIONS = 16384
+#: ``--scrub``: ``timed_interleaved`` runs ``icache_scrub`` before each timed call
+SCRUB = False
+_SCRUB_KERNEL = None
+
+
+def icache_scrub():
+    """Run straight-line code larger than the SMs' instruction caches on every SM, so that the next
+    kernel fetches its code afresh.  Without it, a config timed right after another launch of the
+    same binary (fields that are host only, or one config under two labels) finds its code already
+    cached and reads 1-2 µs faster on few-tile products (RESULTS.md, forty-ninth session)."""
+    global _SCRUB_KERNEL
+    if _SCRUB_KERNEL is None:
+        body = 'asm volatile("membar.cta;");\n' * SCRUB_INSTRUCTIONS
+        src = 'extern "C" __global__ void mgemm_bench_scrub() {\n' + body + "}\n"
+        try:  # ptxas at -O0: a second, against tens of seconds optimizing one 16k-instruction block
+            _SCRUB_KERNEL = cp.RawKernel(src, "mgemm_bench_scrub", options=("--ptxas-options=-O0",))
+            _SCRUB_KERNEL.compile()
+        except Exception:  # noqa: BLE001  (an NVRTC without -Xptxas: the slow compile, once)
+            _SCRUB_KERNEL = cp.RawKernel(src, "mgemm_bench_scrub")
+    sms = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["multiProcessorCount"]
+    _SCRUB_KERNEL((4 * sms,), (32,), ())
+
+
 def sm_mhz_after(us: float = 20.0) -> Callable[[], float]:
     """A reader of the SM clock in MHz over a ``us``-long spin queued now (call it once the spin
     has run; it reads the value back from the GPU)."""
@@ -150,6 +175,8 @@ def timed_interleaved(fns: dict[str, Callable[[], object]], reps: int, warmup: i
         # with ROTATE, each rep starts one function later, so no function always runs first
         shift = rep % len(order) if ROTATE else 0
         for name, fn in order[shift:] + order[:shift]:
+            if SCRUB:
+                icache_scrub()
             l2_flush()
             if shield_us:
                 gpu_spin(shield_us)
