@@ -1115,7 +1115,10 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     rows are on 128-byte lines; in place of such static tiles from K of ``SPLIT_K_FROM_STATIC``
     steps; and on the thin pingpong tiles' stream-K (``SPLIT_K_THIN``).  On the H200 (RESULTS.md,
     forty-eighth session) on 18 sizes drawn as a user types them after the rule: fp16 0.720 ->
-    0.816, bf16 0.690 -> 0.765 of cuBLAS, ahead in 18 of 18 runs.
+    0.816, bf16 0.690 -> 0.765 of cuBLAS, ahead in 18 of 18 runs.  Stream-K with the spread
+    fix-up on one or two such tiles runs on their 128 x 64 halves, paired on 1 x 2 clusters that
+    multicast A (``PAIRED_HALVES``, ``_paired_halves``): on 13 such products (forty-ninth
+    session) fp16 0.603 -> 0.678, bf16 0.604 -> 0.687, ahead in 26 of 26 runs.
 
     Last, 192-wide tiles (one CTA per tile, the staged epilogue) become 160 wide where those take
     as many tile columns (``SAME_COLUMNS_160``, ``_same_columns_160``): the same tile grid, waves
@@ -1129,6 +1132,9 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     >>> cfg = choose_config(768, 1024, 16384, "float16", 132)  # 48 tiles: split-K two ways
     >>> cfg.policy, cfg.cluster_m, cfg.sk_ways
     ('streamk', 1, 2)
+    >>> cfg = choose_config(128, 128, 131072, "float16", 132)  # one tile: its halves, paired
+    >>> cfg.tile_n, cfg.cluster_n, cfg.sk_reduce
+    (64, 2, 'spread')
     >>> choose_config(8192, 8192, 8192, "bfloat16", 132).tile_n
     256
     >>> choose_config(4096, 4104, 4096, "float16", 132).tile_n
@@ -1213,10 +1219,10 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
             cfg = _off_rows_blocks(cfg, m, n, k, kind, sms, b_rows_off=b_rows_off,
                                    b_rows_off_128=b_rows_off_128)
         cfg = _many_waves(cfg, m, n, k, sms)
-    return cfg if explicit or shared else _paired_halves(_split_k(cfg, m, n, k, sms), m, n, k, sms)
+    return cfg if explicit or shared else _paired_halves(_split_k(cfg, m, n, k, sms), m, n)
 
 
-def _paired_halves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
+def _paired_halves(cfg: HopperConfig, m: int, n: int) -> HopperConfig:
     """``cfg``, or, where it is 16-bit stream-K with the spread fix-up on at most ``PAIRED_HALVES``
     128 x 128 tiles, one CTA each, the same over 128 x 64 tiles (eight stages) on 1 x 2 clusters:
     each pair of halves is one 128 x 128 tile whose A rows the two CTAs multicast, and a CTA's
@@ -1232,10 +1238,10 @@ def _paired_halves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hoppe
     0.64 bf16).
 
     >>> spread = HopperConfig(input="float16", tile_n=128, stages=6, policy="streamk", sk_reduce="spread")
-    >>> c = _paired_halves(spread, 128, 128, 131072, 132)
+    >>> c = _paired_halves(spread, 128, 128)
     >>> c.tile_n, c.stages, c.cluster_n, c.sk_reduce
     (64, 8, 2, 'spread')
-    >>> _paired_halves(spread, 256, 256, 65536, 132).tile_n  # four tiles: not here
+    >>> _paired_halves(spread, 256, 256).tile_n  # four tiles: not here
     128
     """
     if (not PAIRED_HALVES or cfg.input not in ("float16", "bfloat16") or cfg.policy != "streamk"
