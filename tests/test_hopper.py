@@ -509,7 +509,7 @@ def test_heuristic_paired_halves_on_one_or_two_spread_tiles(dtype, monkeypatch):
             ("streamk", "spread", 128, 64, 8, 1, 2), shape
         lp = hopper.plan_launch(cfg, *shape, 132)
         assert lp.grid == 132 and lp.sk_tiles == hopper._blocks(cfg, lp.rows, lp.cols)
-    for shape in [(256, 256, 65536), (384, 384, 65536), (64, 64, 131072), (512, 512, 32768)]:
+    for shape in [(128, 384, 65536), (256, 256, 65536), (384, 384, 65536), (64, 64, 131072), (512, 512, 32768)]:
         cfg = hopper.choose_config(*shape, dtype, 132)
         assert (cfg.tile_n, cfg.cluster_n) != (64, 2), shape
     assert hopper.choose_config(128, 128, 65536, dtype, 132, tile_n=128).tile_n == 128
