@@ -110,8 +110,7 @@ def icache_scrub():
             _SCRUB_KERNEL.compile()
         except Exception:  # noqa: BLE001  (an NVRTC without -Xptxas: the slow compile, once)
             _SCRUB_KERNEL = cp.RawKernel(src, "mgemm_bench_scrub")
-    sms = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["multiProcessorCount"]
-    _SCRUB_KERNEL((4 * sms,), (32,), ())
+    _SCRUB_KERNEL((4 * kernels.device_sms(),), (32,), ())
 
 
 def sm_mhz_after(us: float = 20.0) -> Callable[[], float]:
