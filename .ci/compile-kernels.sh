@@ -276,7 +276,18 @@ hvariants+=("MGEMM_BF16 MGEMM_BF16 256 4 STREAMK" "MGEMM_F16 MGEMM_F16 128 6 STA
             "MGEMM_BF16 MGEMM_BF16 320 4 STATIC 1 1 -DMGEMM_CLUSTER_M=4 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_PAIR"
             "MGEMM_TF32 MGEMM_F32 288 3 DYNAMIC 1 1"
             "MGEMM_F16 MGEMM_F16 288 3 STATIC 1 1 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_COLUMNS"
-            "MGEMM_BF16 MGEMM_BF16 288 4 STREAMK 1 1 -DMGEMM_CLUSTER_M=2 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_COLUMNS -DMGEMM_OUT_COLS=48")
+            "MGEMM_BF16 MGEMM_BF16 288 4 STREAMK 1 1 -DMGEMM_CLUSTER_M=2 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_COLUMNS -DMGEMM_OUT_COLS=48"
+            # trimmed binaries (mgemm/hopper.py trim_config): every tile split under the spread
+            # fix-up (one CTA, 2 x 2 clusters, 64-wide halves on 1 x 2), and the output through
+            # the staged, TMA or columns epilogue's own path (cooperative, wide, pingpong)
+            "MGEMM_F16 MGEMM_F16 128 6 STREAMK 1 1 -DMGEMM_SK_REDUCE=MGEMM_SK_REDUCE_SPREAD -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_STAGED -DMGEMM_SPLIT_ONLY=1"
+            "MGEMM_BF16 MGEMM_BF16 128 6 STREAMK 1 1 -DMGEMM_CLUSTER_M=2 -DMGEMM_CLUSTER_N=2 -DMGEMM_SK_REDUCE=MGEMM_SK_REDUCE_SPREAD -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_STAGED -DMGEMM_SPLIT_ONLY=1"
+            "MGEMM_F16 MGEMM_F16 64 8 STREAMK 1 1 -DMGEMM_CLUSTER_N=2 -DMGEMM_SK_REDUCE=MGEMM_SK_REDUCE_SPREAD -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_STAGED -DMGEMM_SPLIT_ONLY=1"
+            "MGEMM_F16 MGEMM_F16 128 4 STATIC 1 1 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_TMA -DMGEMM_PLAIN_OUT=1"
+            "MGEMM_BF16 MGEMM_BF16 192 4 STREAMK 1 0 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_STAGED -DMGEMM_PLAIN_OUT=1"
+            "MGEMM_F16 MGEMM_F16 288 3 STATIC 1 1 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_COLUMNS -DMGEMM_PLAIN_OUT=1"
+            "MGEMM_F16 MGEMM_F16 64 12 STATIC 1 1 -DMGEMM_PINGPONG=1 -DMGEMM_TILE_M=64 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_STAGED -DMGEMM_PLAIN_OUT=1"
+            "MGEMM_TF32 MGEMM_F32 128 4 STREAMK 1 1 -DMGEMM_SK_REDUCE=MGEMM_SK_REDUCE_SPREAD -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_TMA -DMGEMM_PLAIN_OUT=1")
 hstatus=0
 pids=()
 for v in "${hvariants[@]}"; do
@@ -300,12 +311,20 @@ echo "compile-kernels: ${#hvariants[@]} Hopper variants (sm_90a) OK"
 # last wait): a stage release at cluster scope put a MEMBAR.ALL.GPU in front of every arrive, and
 # the producer's wait at cluster scope two more CCTL.IVALL.
 NVDISASM=${NVDISASM:-$(command -v nvdisasm || true)}
+# A trimmed binary (SPLIT_ONLY, PLAIN_OUT) holds a fraction of the whole one's code: 700-2200
+# SASS instructions against 6000-9700 on the heuristic's configs.
+TRIMMED_MAX=4000
 if [[ -n $NVDISASM && -x $NVDISASM ]]; then
   sass_bad=0 sass_n=0
   for cubin in "$out"/hopper_*.cubin; do
     sass=$("$NVDISASM" -c "$cubin") || { echo "nvdisasm failed on $cubin"; sass_bad=1; continue; }
     name=$(basename "$cubin" .cubin) sass_n=$((sass_n + 1))
     grep -q HGMMA <<<"$sass" || { echo "no HGMMA in $name"; sass_bad=1; }
+    if [[ $name == *SPLIT_ONLY* || $name == *PLAIN_OUT* ]]; then  # the fallbacks are out
+      count=$(grep -cE '^\s+/\*[0-9a-f]{4,}\*/' <<<"$sass" || true)
+      echo "$name: $count instructions"
+      (( count <= TRIMMED_MAX )) || { echo "$name: more than $TRIMMED_MAX instructions: not trimmed"; sass_bad=1; }
+    fi
     if [[ $name == *CLUSTER_[MN]_2* ]]; then
       membar=$(grep -c "MEMBAR.ALL.GPU" <<<"$sass" || true) ivall=$(grep -c "CCTL.IVALL" <<<"$sass" || true)
       echo "$name: MEMBAR.ALL.GPU x$membar, CCTL.IVALL x$ivall"

@@ -328,7 +328,13 @@ def launched_configs(fn) -> list:
     """The configs one call of ``fn`` launches the Hopper kernel with (``hopper._launch_setup``'s,
     specialized to the operands): what a caller's call runs, beside the configs timed by name."""
     real, taken = hopper._launch_setup, []
-    with mock.patch.object(hopper, "_launch_setup", lambda config, *a: taken.append(config) or real(config, *a)):
+
+    def record(*a):
+        setup = real(*a)
+        taken.append(setup.config)
+        return setup
+
+    with mock.patch.object(hopper, "_launch_setup", record):
         fn()
     cp.cuda.Device().synchronize()
     return taken

@@ -142,6 +142,18 @@
 // one, for tiles split many ways (few tiles, long K).
 #define MGEMM_SK_REDUCE MGEMM_SK_REDUCE_OWNER
 #endif
+#ifndef MGEMM_SPLIT_ONLY
+// 1 (SK_REDUCE SPREAD): every unit of the launch is a split tile (the launcher checks: a whole
+// tile traps), so the binary has no whole-tile epilogue and the fix-up's code follows the
+// mainloop instead of lying past it: less code to fetch on a cold start.
+#define MGEMM_SPLIT_ONLY 0
+#endif
+#ifndef MGEMM_PLAIN_OUT
+// 1 (STAGED, TMA or COLUMNS epilogue): the launch has beta == 0 and an output the epilogue's own
+// path takes (the launcher checks: anything else traps), so the binary leaves out the paired and
+// element-wise fallbacks, most of its code.
+#define MGEMM_PLAIN_OUT 0
+#endif
 #ifndef MGEMM_K_PARTS
 // K held as this many separate parts (A and B each as that many tensors, one TMA descriptor per
 // part, a block task's K chunks): the producer walks them in order as one K range, every part
@@ -194,6 +206,10 @@ struct Config {
   static constexpr bool kStagedEpilogue = MGEMM_EPILOGUE == MGEMM_EPILOGUE_STAGED || kTmaStore;
   static constexpr bool kColumnsEpilogue = MGEMM_EPILOGUE == MGEMM_EPILOGUE_COLUMNS;
   static constexpr bool kSpreadFixUp = MGEMM_SK_REDUCE == MGEMM_SK_REDUCE_SPREAD;
+  static constexpr bool kSplitOnly = MGEMM_SPLIT_ONLY;
+  static constexpr bool kPlainOut = MGEMM_PLAIN_OUT;
+  static_assert(!kPlainOut || kStagedEpilogue || kColumnsEpilogue, "PLAIN_OUT: a staged, TMA or columns epilogue");
+  static_assert(!kSplitOnly || kSpreadFixUp, "SPLIT_ONLY: the spread fix-up");
   static constexpr bool kPingpong = MGEMM_PINGPONG;
   static constexpr bool kOverlap = MGEMM_OVERLAP;
   static constexpr int kOutBuffers = MGEMM_OUT_BUFFERS;  // TMA: staging buffer sets, used by alternate chunks
@@ -987,6 +1003,10 @@ __device__ __forceinline__ void epilogue(const float (&acc)[kCoopAcc], int rb, c
       return;
     }
   }
+  if constexpr (Config::kPlainOut) {
+    __trap();  // the launcher promised the staged (or columns) path above
+    return;
+  }
   if constexpr (Config::kPairEpilogue) {
     if (pairs_ok(D, ldd_m, ldd_n) && (beta == 0.0 || pairs_ok(C, ldc_m, ldc_n))) {
       if (beta == 0.0)
@@ -1300,7 +1320,9 @@ __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const T
           if (w.k_begin > 0) fix_up(sched, w, acc, workspace, flags);
         }
       }
-      if (!reduce_w) {
+      if constexpr (Config::kSplitOnly) {
+        if (!reduce_w) __trap();  // a whole tile: the launcher promised none
+      } else if (!reduce_w) {
         epilogue(acc, wg, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, w.row * Config::kTileM,
                  w.col * Config::kTileN, alpha, beta, out_stage, -1, d_desc);
         continue;

@@ -251,6 +251,7 @@ EXACT_TILE_NS = (144, 176, 208, 240)
 WIDE_TILE_NS = (288, 320, 384)
 MN_BOX = 64  # elements of M or N per MN-major TMA box (128 bytes of a 16-bit input)
 EPILOGUES = ("pair", "direct", "staged", "tma", "columns")
+PLAIN_EPILOGUES = ("staged", "tma", "columns")  # those with a path of their own (HopperConfig.plain_out)
 SK_REDUCES = ("owner", "spread")  # how a split tile's stream-K partials are added (see HopperConfig)
 REGS = (40, 232)  # setmaxnreg of (producer, consumers): the defaults
 CLUSTER_MS = (1, 2, 4)  # a thread-block cluster's CTAs on tiles adjacent along M (B multicast)
@@ -513,6 +514,11 @@ QUAD_SPLIT_K = False
 # 128 x 64, on 1 x 2 clusters that multicast A (_paired_halves; RESULTS.md, forty-ninth session);
 # 0: never
 PAIRED_HALVES = 2
+# A launch compiles its config without the code it cannot run (HopperConfig.split_only where every
+# tile is split under the spread fix-up, plain_out where the output takes the staged, TMA or
+# columns epilogue's own path): a third to an eighth of the SASS, and the fix-up's code right
+# after the mainloop.  False: every launch runs the whole binary.
+TRIM_CODE = True
 # 16-bit products whose row-major B is read in place with rows off 128-byte lines, of at most
 # B_K_MAJOR[0] columns, at least B_K_MAJOR[1] rows, K of at least B_K_MAJOR[2] and M x N x K of at
 # least B_K_MAJOR[3] (the copy's few microseconds against the product's), on which the
@@ -679,6 +685,14 @@ class HopperConfig(RenderedConfig):
     # waits only for the bulk stores of the chunk before last to have read its buffer (1: those of
     # the chunk just stored)
     out_buffers: int = 1
+    # Code the launch never runs, left out of the binary (less to fetch into cold instruction
+    # caches; a launch sets these itself where they hold, ``TRIM_CODE``).  split_only (stream-K,
+    # spread fix-up): every unit is a split tile, so there is no whole-tile epilogue; a launch
+    # with a whole tile is refused (``plan_launch``).  plain_out ("staged", "tma" or "columns"
+    # epilogue): beta == 0 and an output that epilogue's own path takes (``plain_output``), so the
+    # paired and element-wise fallbacks are left out.  The kernel traps where either fails.
+    split_only: bool = False
+    plain_out: bool = False
 
     def __post_init__(self):
         if self.input not in INPUTS:
@@ -771,6 +785,12 @@ class HopperConfig(RenderedConfig):
         if self.out_buffers == 2 and (self.epilogue != "tma" or self.out_chunks % 2):
             raise ValueError(f"out_buffers=2 is for the 'tma' epilogue with an even number of chunks per "
                              f"warpgroup row, got epilogue={self.epilogue!r} with {self.out_chunks} chunk(s)")
+        if self.split_only and (self.policy != "streamk" or self.sk_reduce != "spread"):
+            raise ValueError(f"split_only=True is for stream-K with the spread fix-up, got policy="
+                             f"{self.policy!r}, sk_reduce={self.sk_reduce!r}")
+        if self.plain_out and self.epilogue not in PLAIN_EPILOGUES:
+            raise ValueError(f"plain_out=True leaves the fallbacks out of a {PLAIN_EPILOGUES} epilogue, "
+                             f"got epilogue={self.epilogue!r}")
         if not 1 <= self.k_parts <= MAX_K_PARTS:
             raise ValueError(f"k_parts must be in [1, {MAX_K_PARTS}], got {self.k_parts!r}")
         if self.cluster_m not in CLUSTER_MS:
@@ -919,6 +939,8 @@ class HopperConfig(RenderedConfig):
             "MGEMM_OUT_COLS": str(self.out_cols),
             "MGEMM_OVERLAP": str(int(self.overlap)),
             "MGEMM_OUT_BUFFERS": str(self.out_buffers),
+            "MGEMM_SPLIT_ONLY": str(int(self.split_only)),
+            "MGEMM_PLAIN_OUT": str(int(self.plain_out)),
             "MGEMM_SMEM_BYTES": str(self.smem_bytes),  # the kernel static_asserts it equals its own
         }
 
@@ -940,6 +962,7 @@ class HopperConfig(RenderedConfig):
                 + ("" if not self.out_cols else f" oc{self.out_cols}")
                 + (" overlap" if self.overlap else "")
                 + ("" if self.out_buffers == 1 else f" ob{self.out_buffers}")
+                + (" split-only" if self.split_only else "") + (" plain-out" if self.plain_out else "")
                 + (" record" if self.record else "") + (" timeline" if self.timeline else ""))
 
 
@@ -2388,7 +2411,27 @@ def plan_launch(config: HopperConfig, m: int, n: int, k: int, slots: int) -> Lau
         grid = tiles * (grid // tiles)
     if sk == tiles and config.sk_ways:
         grid = tiles * max(1, min(config.sk_ways, slots // tiles, k_iters))
-    return LaunchPlan(rows, cols, k_iters, size * grid, sk)
+    lp = LaunchPlan(rows, cols, k_iters, size * grid, sk)
+    if config.split_only and not every_tile_split(config, lp):
+        raise ValueError(f"split_only=True, but {m}x{n}x{k} on {slots} slots runs whole tiles "
+                         f"(grid {lp.grid}, {lp.sk_tiles} of {tiles} tiles or blocks split)")
+    return lp
+
+
+def every_tile_split(config: HopperConfig, lp: LaunchPlan) -> bool:
+    """Whether stream-K's split runs every tile (with clusters, every block of tiles) in pieces:
+    all of them in the stream-K range, each range shorter than a tile's k-iterations (so none
+    holds a whole tile), as ``split_only`` needs.
+
+    >>> spread = HopperConfig(policy="streamk", sk_reduce="spread")
+    >>> every_tile_split(spread, plan_launch(spread, 512, 512, 32768, 132))  # 16 tiles, 8 ways each
+    True
+    >>> every_tile_split(spread, plan_launch(spread, 2048, 2048, 512, 132))  # 256 tiles
+    False
+    """
+    blocks = _blocks(config, lp.rows, lp.cols)
+    per_range = -(-blocks * lp.k_iters // max(1, lp.grid // config.cluster_size))
+    return config.policy == "streamk" and lp.sk_tiles == blocks and per_range < lp.k_iters
 
 
 # --- compilation (CuPy, lazily) --------------------------------------------------------------------
@@ -2865,7 +2908,8 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
             config = config.replace(epilogue="staged")
         elif flags is not None and d_desc != _NO_DESC:  # the heuristic's, bulk stores: their buffers
             config = tma_buffers(config)
-    setup = _launch_setup(config, dev, sms, m, n, ends[-1], res_dtype, debug, a_k, b_k, len(ops), timeline)
+    setup = _launch_setup(config, dev, sms, m, n, ends[-1], res_dtype, debug, a_k, b_k, len(ops), timeline,
+                          plain_output(out, config.epilogue, beta), TRIM_CODE)
     config, kernel, lp = setup.config, setup.kernel, setup.plan
     descs_a, descs_b = [], []
     for ((a_arr, _, lda), (b_arr, _, ldb)), (k_p, rows_a, rows_b) in zip(ops, dims):
@@ -2955,17 +2999,63 @@ class _Setup(NamedTuple):
 @functools.lru_cache(maxsize=256)
 def _launch_setup(config: HopperConfig, dev: int, sms: int, m: int, n: int, k_iters: int,
                   res_dtype: str, debug: bool, a_k: bool, b_k: bool, k_parts: int,
-                  timeline: bool) -> _Setup:
+                  timeline: bool, plain: bool = False, trim: bool = False) -> _Setup:
     """The config specialized to the operands (output type, layouts, K parts, logs), its kernel on
     ``dev``, the resident CTAs on ``sms`` SMs and the launch plan over ``k_iters`` k-iterations (each
     K part's own, summed, as the mirror walks them): once per distinct launch, which a block task
     repeats for every block of its shape (the steps one by one cost about 10 µs of host time a
-    call on the H200 host; RESULTS.md, twenty-first session)."""
+    call on the H200 host; RESULTS.md, twenty-first session).  ``trim``: without the code the
+    launch cannot run (``trim_config``; ``plain``: ``plain_output`` holds)."""
     config = config.replace(output=res_dtype, record=debug, a_k_major=a_k, b_k_major=b_k,
                             k_parts=k_parts, timeline=timeline)
-    kernel = get_kernel(config, dev)
-    lp = plan_launch(config, m, n, k_iters * config.tile_k, _slots(kernel, config, sms))
-    return _Setup(config, kernel, lp, config.threads, config.smem_bytes, param_layout(config))
+    k = k_iters * config.tile_k
+    # the trimmed binary the launch will most likely take, compiled first (the plan needs a kernel)
+    guess = trim_config(config, None, plain) if trim else config
+    kernel = get_kernel(guess, dev)
+    lp = plan_launch(config, m, n, k, _slots(kernel, guess, sms))
+    final = trim_config(config, lp, plain) if trim else config
+    if final != guess:
+        kernel = get_kernel(final, dev)
+    return _Setup(final, kernel, lp, config.threads, config.smem_bytes, param_layout(config))
+
+
+def trim_config(config: HopperConfig, lp: LaunchPlan | None, plain: bool) -> HopperConfig:
+    """``config`` without the code a launch of plan ``lp`` cannot run (where ``TRIM_CODE``): split_only
+    where stream-K with the spread fix-up splits every tile, else plain_out where ``plain``
+    (``plain_output``) and the epilogue has a path of its own.  ``lp`` None: the guess before the
+    plan, every tile split.
+
+    >>> spread = HopperConfig(policy="streamk", sk_reduce="spread", epilogue="staged")
+    >>> trim_config(spread, plan_launch(spread, 512, 512, 32768, 132), True).split_only
+    True
+    >>> t = trim_config(spread, plan_launch(spread, 2048, 2048, 512, 132), True)  # whole tiles too
+    >>> t.split_only, t.plain_out
+    (False, True)
+    >>> trim_config(spread, plan_launch(spread, 2048, 2048, 512, 132), False).plain_out  # beta != 0
+    False
+    """
+    if config.split_only or config.plain_out:
+        return config
+    if (config.policy == "streamk" and config.sk_reduce == "spread"
+            and (lp is None or every_tile_split(config, lp))):
+        return config.replace(split_only=True)
+    if plain and config.epilogue in PLAIN_EPILOGUES:
+        return config.replace(plain_out=True)
+    return config
+
+
+def plain_output(out, epilogue: str, beta: float) -> bool:
+    """Whether the kernel's ``epilogue`` stores ``out`` through its own path (beta == 0 and, for
+    "staged" and "tma", rows of unit stride whose base and pitch are 16-byte aligned; "columns"
+    the same with rows and columns exchanged): the condition ``HopperConfig.plain_out`` promises,
+    kernels/gemm_hopper.cu's ``staged_ok`` and ``columns_ok``."""
+    if beta != 0 or epilogue not in PLAIN_EPILOGUES or out.data.ptr % 16:
+        return False
+    item = out.itemsize
+    ld_m, ld_n = out.strides[0] // item, out.strides[1] // item
+    if epilogue == "columns":
+        ld_m, ld_n = ld_n, ld_m
+    return ld_n == 1 and (ld_m * item) % 16 == 0
 
 
 #: TMA element kinds of the outputs (float32 is the FLOAT32 kind tf32 inputs use)

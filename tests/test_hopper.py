@@ -227,6 +227,63 @@ def test_out_buffers_config_validates_renders_and_keys():
         a.replace(out_buffers=3)
 
 
+def test_trimmed_configs_validate_render_and_key():
+    """split_only (stream-K, spread fix-up) and plain_out (staged, TMA or columns epilogue): code
+    a launch cannot run left out; rendered, keyed, refused elsewhere, and a launch chooses them
+    only where they hold (``trim_config``, ``plain_output``)."""
+    spread = HopperConfig(input="float16", policy="streamk", sk_reduce="spread", epilogue="staged")
+    for field, on in (("split_only", spread.replace(split_only=True)),
+                      ("plain_out", spread.replace(plain_out=True))):
+        assert f"#define MGEMM_{field.upper()} 1\n" in on.render()
+        assert f"#define MGEMM_{field.upper()} 0\n" in spread.render()
+        assert on.key() != spread.key() and field.replace("_", "-") in str(on)
+    for bad in (dict(policy="static"), dict(sk_reduce="owner")):
+        with pytest.raises(ValueError, match="split_only=True is for stream-K"):
+            spread.replace(split_only=True, **bad)
+    for epi in ("pair", "direct"):
+        with pytest.raises(ValueError, match="plain_out=True"):
+            spread.replace(plain_out=True, epilogue=epi)
+    # a launch that runs whole tiles refuses split_only
+    with pytest.raises(ValueError, match="runs whole tiles"):
+        hopper.plan_launch(spread.replace(split_only=True), 2048, 2048, 512, 132)
+    assert hopper.plan_launch(spread.replace(split_only=True), 512, 512, 32768, 132).grid == 128
+    # clusters: every 2 x 2 block split (256x256x65536 is one block over 33 clusters)
+    quad = spread.replace(cluster_m=2, cluster_n=2)
+    assert hopper.trim_config(quad, hopper.plan_launch(quad, 256, 256, 65536, 132), False).split_only
+    # one k-iteration: no tile can be split
+    assert not hopper.every_tile_split(spread, hopper.plan_launch(spread, 128, 128, 64, 132))
+    static = HopperConfig(input="float16", epilogue="tma")
+    lp = hopper.plan_launch(static, 4096, 4096, 4096, 132)
+    assert hopper.trim_config(static, lp, True).plain_out
+    assert hopper.trim_config(static, lp, False) == static
+    assert hopper.trim_config(static.replace(epilogue="pair"), lp, True).epilogue == "pair"
+    assert hopper.trim_config(static.replace(epilogue="pair"), lp, True) == static.replace(epilogue="pair")
+
+
+def _output(shape, dtype, strides=None, offset=0):
+    """A stand-in for a CuPy array: what ``plain_output`` reads."""
+    item = np.dtype(dtype).itemsize
+    strides = strides or (shape[1] * item, item)
+    return types.SimpleNamespace(shape=shape, itemsize=item, strides=strides,
+                                 data=types.SimpleNamespace(ptr=4096 + offset))
+
+
+def test_plain_output_mirrors_the_kernels_conditions():
+    """``plain_output``: beta == 0 and rows of unit stride, base and pitch 16-byte aligned (staged,
+    TMA), the same with rows and columns exchanged (columns): kernels/gemm_hopper.cu's staged_ok
+    and columns_ok."""
+    row = _output((100, 64), "float16")
+    assert hopper.plain_output(row, "staged", 0.0) and hopper.plain_output(row, "tma", 0.0)
+    assert not hopper.plain_output(row, "staged", 0.5)
+    assert not hopper.plain_output(row, "pair", 0.0)
+    assert not hopper.plain_output(row, "columns", 0.0)
+    assert not hopper.plain_output(_output((100, 64), "float16", offset=2), "staged", 0.0)
+    assert not hopper.plain_output(_output((100, 63), "float16"), "staged", 0.0)  # 126-byte pitch
+    assert hopper.plain_output(_output((100, 63), "float16", strides=(128, 2)), "staged", 0.0)
+    col = _output((64, 100), "float32", strides=(4, 256))
+    assert hopper.plain_output(col, "columns", 0.0) and not hopper.plain_output(col, "staged", 0.0)
+
+
 def test_cluster_config_validates_renders_and_keys():
     """cluster_m: 1 (default), 2 or 4; cluster_n 1 or 2; at most 4 CTAs; clusters only with static /
     per_tile, cooperative consumers, no record and tile_n >= 128 (128 or 256 with a row-major B,
@@ -2424,6 +2481,54 @@ def test_spread_fix_up_matches_float64_and_repeats(m, n, k, sms, tile_n, kind, w
     lp = hopper.launch_info(a.shape, b.shape, cfg.replace(record=True), sms=sms)
     expect = schedule.assignment("streamk", lp.rows, lp.cols, lp.k_iters, lp.grid, sk_tiles=lp.sk_tiles)
     assert schedule.from_record(record.tolist(), lp.grid) == expect
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+def test_launches_take_the_trimmed_binary_where_it_holds(kind, monkeypatch):
+    """A launch compiles its config without the code it cannot run (``trim_config``): split_only
+    where the spread fix-up splits every tile (with beta != 0 too: the fix-up reads C), plain_out
+    where the output takes the staged, TMA or columns epilogue's own path, the whole binary
+    elsewhere; each against the float64 reference into a poisoned output (a trimmed binary traps
+    on the paths it lacks)."""
+    taken = []
+    real = hopper.get_kernel
+    monkeypatch.setattr(hopper, "get_kernel", lambda cfg, dev=None: taken.append(cfg) or real(cfg, dev))
+    spread = HopperConfig(input=kind, policy="streamk", sk_reduce="spread", epilogue="staged")
+    row = lambda m, n: poisoned((m, n), kind)
+    off = lambda m, n: poisoned((m, n + 1), kind)[:, 1:]  # one element off 16 bytes
+    col = lambda m, n: poisoned((n, m), kind).T
+    cases = [  # m, n, k, config, sms, beta, output, (split_only, plain_out)
+        (512, 512, 8192, spread, None, 0.0, row, (True, False)),  # 16 tiles, 8 ways each
+        (512, 512, 8192, spread, None, 0.5, off, (True, False)),
+        (256, 256, 16384, spread.replace(cluster_m=2, cluster_n=2), None, 0.0, row, (True, False)),
+        (1000, 1504, 700, spread, 20, 0.0, row, (False, True)),  # whole tiles first; rows of 16 bytes
+        (1000, 1504, 700, spread, 20, 0.0, off, (False, False)),
+        (1000, 1504, 700, spread.replace(policy="static", sk_reduce="owner", epilogue="tma"), None, 0.0, row,
+         (False, True)),
+        (1000, 1504, 700, spread.replace(policy="static", sk_reduce="owner", epilogue="tma"), None, 0.5, row,
+         (False, False)),
+        (1000, 1504, 700, spread.replace(sk_reduce="owner", epilogue="columns"), None, 0.0, col, (False, True)),
+        (1000, 1504, 700, spread.replace(sk_reduce="owner", epilogue="columns"), None, 0.0, row, (False, False)),
+    ]
+    rng = np.random.default_rng(17)
+    as_dtype = "bfloat16" if kind == "bfloat16" else None
+    for m, n, k, cfg, sms, beta, view, trimmed in cases:
+        a, a64 = rand_operand((m, k), kind, rng)
+        b, b64 = rand_operand((k, n), kind, rng)
+        c, c64 = rand_operand((m, n), kind, rng)
+        out = view(m, n)
+        hopper._launch_setup.cache_clear()
+        taken.clear()
+        hopper.gemm(a, b, c, alpha=0.75, beta=beta, out=out, config=cfg, sms=sms, as_dtype=as_dtype)
+        what = f"{cfg} {m}x{n}x{k} beta={beta}"
+        assert (taken[-1].split_only, taken[-1].plain_out) == trimmed, what
+        ref = 0.75 * (a64 @ b64) + beta * c64
+        got = as_float64(out, kind)
+        assert not bool(cp.isnan(got).any()), what
+        assert float(cp.linalg.norm(got - ref)) / float(cp.linalg.norm(ref)) < BOUNDS[kind], what
+    hopper._launch_setup.cache_clear()
 
 
 @pytest.mark.gpu
