@@ -142,13 +142,6 @@
 // one, for tiles split many ways (few tiles, long K).
 #define MGEMM_SK_REDUCE MGEMM_SK_REDUCE_OWNER
 #endif
-#ifndef MGEMM_CLUSTER_K
-// 1, or 2 to 4 (stream-K split-K, sk_ways = this, the owner fix-up, one CTA per tile otherwise):
-// each tile's k-slices on the CTAs of one cluster; a contributor leaves its partial in its own
-// shared memory (the ring, free once its one unit is done) and the owner (the last rank) adds
-// them from there (distributed shared memory) instead of through global memory and flags.
-#define MGEMM_CLUSTER_K 1
-#endif
 #ifndef MGEMM_SPLIT_ONLY
 // 1 (SK_REDUCE SPREAD): every unit of the launch is a split tile (the launcher checks: a whole
 // tile traps), so the binary has no whole-tile epilogue and the fix-up's code follows the
@@ -237,12 +230,7 @@ struct Config {
   static constexpr int kProducerRegs = MGEMM_PRODUCER_REGS, kConsumerRegs = MGEMM_CONSUMER_REGS;
   static constexpr int kClusterM = MGEMM_CLUSTER_M;  // a cluster's CTAs along M (on one column of tiles)
   static constexpr int kClusterN = MGEMM_CLUSTER_N;  // ... and along N (on one row of tiles)
-  static constexpr int kClusterSize = kClusterM * kClusterN;  // CTAs on a block of tiles
-  static constexpr int kClusterK = MGEMM_CLUSTER_K;             // ... or CTAs on one tile's k-slices
-  static constexpr int kLaunchCluster = kClusterSize * kClusterK;
-  static_assert(kClusterK == 1 || (kClusterK >= 2 && kClusterK <= 4 && kClusterSize == 1 && !kPingpong &&
-                                   !kSpreadFixUp && MGEMM_POLICY == MGEMM_POLICY_STREAMK),
-                "CLUSTER_K: 2 to 4 CTAs a tile under stream-K's owner fix-up, cooperative, one CTA per tile");
+  static constexpr int kClusterSize = kClusterM * kClusterN;
   static constexpr int kKParts = MGEMM_K_PARTS;      // K parts, one descriptor pair each
   static constexpr int kPromote = MGEMM_PROMOTE;     // k-iterations per promoted window (0: none)
   static constexpr int kMnBox = 64;            // MN-major: elements of M or N per box (128 bytes)
@@ -394,7 +382,6 @@ struct Shared {
   unsigned long long unit_full[Config::kUnits], unit_empty[Config::kUnits];
   WorkUnit units[Config::kUnits];
   long long t_posted;  // TIMELINE: when the producer posted the first unit
-  unsigned long long partial_full;  // CLUSTER_K: one arrival per contributor of the tile
 };
 static_assert(sizeof(Shared) <= Config::kSharedBytes, "barrier area too small for this many stages");
 
@@ -1120,43 +1107,6 @@ __device__ __forceinline__ void fix_up(const S& sched, const WorkUnit& w, float 
   }
 }
 
-// CLUSTER_K: a contributor's partial, in its own ring as [acc index / 4][consumer thread] float4s,
-// announced to the owner (the cluster's last rank).  The ring is free: the CTA's one unit is done
-// (its loads all consumed), once both warpgroups' wgmmas have read their last stage.  The CTA
-// stays (the kernel's last cluster barrier) until the owner has added it.
-__device__ __forceinline__ void share_partial(const float (&acc)[kCoopAcc], unsigned char* ring, Shared& sh) {
-  constexpr int T = Config::kConsumerThreads;
-  static_assert(kCoopAcc % 4 == 0 && kCoopAcc * T * 4 <= Config::kStages * Config::kStageBytes,
-                "CLUSTER_K: the partial fits in the ring");
-  const int t = threadIdx.x - 128;
-  consumer_sync<T>();  // both warpgroups' wgmmas are done with the ring
-  float4* part = reinterpret_cast<float4*>(ring);
-#pragma unroll
-  for (int i = 0; i < kCoopAcc; i += 4) part[(i / 4) * T + t] = make_float4(acc[i], acc[i + 1], acc[i + 2], acc[i + 3]);
-  consumer_sync<T>();
-  if (threadIdx.x == 128) mbar_arrive_remote_release(&sh.partial_full, Config::kClusterK - 1);
-}
-
-// CLUSTER_K: the owner adds the other ranks' partials from their shared memory, nearest first (the
-// order fix_up adds them in: the same bits as the partials through global memory).
-__device__ __forceinline__ void gather_partials(float (&acc)[kCoopAcc], unsigned char* ring, Shared& sh) {
-  constexpr int T = Config::kConsumerThreads;
-  const int t = threadIdx.x - 128;
-  mbar_wait_cluster(&sh.partial_full, 0);
-  const unsigned base = smem_addr(ring) + 16u * t;
-#pragma unroll 1
-  for (int r = Config::kClusterK - 2; r >= 0; --r) {
-#pragma unroll
-    for (int i = 0; i < kCoopAcc; i += 4) {
-      const float4 v = ld_dsmem_f4(base + 16u * (i / 4) * T, r);
-      acc[i] += v.x;
-      acc[i + 1] += v.y;
-      acc[i + 2] += v.z;
-      acc[i + 3] += v.w;
-    }
-  }
-}
-
 // SK_REDUCE SPREAD: every split unit's partial goes to a workspace slot (store_partial_tile); once
 // a CTA has stored the partials of its whole stream-K range, it reduces each of its split tiles:
 // it waits for every contributor of the tile, adds its share of the tile's elements over all their
@@ -1364,18 +1314,10 @@ __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const T
           }
         } else {
           if (w.k_end < g.k_iters) {  // a contributor: hand the partial to the tile's owner
-            if constexpr (Config::kClusterK > 1)
-              share_partial(acc, ring, sh);
-            else
-              store_partial(acc, workspace, flags, owner_slot(sched), tl.stamp(tl.cur, Timeline::kStored));
+            store_partial(acc, workspace, flags, owner_slot(sched), tl.stamp(tl.cur, Timeline::kStored));
             continue;
           }
-          if (w.k_begin > 0) {
-            if constexpr (Config::kClusterK > 1)
-              gather_partials(acc, ring, sh);
-            else
-              fix_up(sched, w, acc, workspace, flags);
-          }
+          if (w.k_begin > 0) fix_up(sched, w, acc, workspace, flags);
         }
       }
       if constexpr (Config::kSplitOnly) {
@@ -1630,8 +1572,8 @@ using namespace mgemm::hopper;
 // flags, each below sk_epoch at launch (a partial is complete when its flag holds sk_epoch > 0).
 // workspace: grid x 128 x TILE_N floats when stream-K splits tiles (SK_REDUCE SPREAD: 2 x grid of
 // each; sync then holds 1 + 2 x grid ints).
-#if MGEMM_CLUSTER_M * MGEMM_CLUSTER_N * MGEMM_CLUSTER_K > 1  // the launcher's grid: whole clusters
-#define MGEMM_CLUSTER_DIMS __cluster_dims__(MGEMM_CLUSTER_M * MGEMM_CLUSTER_N * MGEMM_CLUSTER_K, 1, 1)
+#if MGEMM_CLUSTER_M * MGEMM_CLUSTER_N > 1  // the launcher's grid is a multiple of the cluster size
+#define MGEMM_CLUSTER_DIMS __cluster_dims__(MGEMM_CLUSTER_M * MGEMM_CLUSTER_N, 1, 1)
 #else
 #define MGEMM_CLUSTER_DIMS
 #endif
@@ -1657,12 +1599,11 @@ extern "C" __global__ void __launch_bounds__(Config::kThreads, 1) MGEMM_CLUSTER_
       mbar_init(&sh.unit_full[u], 1);
       mbar_init(&sh.unit_empty[u], Config::kConsumerThreads);
     }
-    if constexpr (Config::kClusterK > 1) mbar_init(&sh.partial_full, Config::kClusterK - 1);
     mbar_init_fence();
   }
   // The last block-wide barrier: from here on the roles never meet in one.  Clusters: the
   // cluster's, so that peers arrive on and multicast to initialized barriers only.
-  if constexpr (Config::kLaunchCluster > 1)
+  if constexpr (Config::kClusterSize > 1)
     cluster_sync_aligned();
   else
     __syncthreads();
@@ -1707,6 +1648,5 @@ extern "C" __global__ void __launch_bounds__(Config::kThreads, 1) MGEMM_CLUSTER_
   // Clusters: every thread of every CTA, so that none leaves (its shared memory with it) while a
   // peer's consumers may still arrive on its "empty" barriers.  The peers' multicasts into this
   // CTA are all awaited by its own consumers, which walk the same units.
-  // CLUSTER_K: the owner reads its contributors' shared memory until its fix-up is done.
-  if constexpr (Config::kLaunchCluster > 1) cluster_sync();
+  if constexpr (Config::kClusterSize > 1) cluster_sync();
 }

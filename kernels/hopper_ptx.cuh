@@ -90,38 +90,6 @@ __device__ __forceinline__ void mbar_arrive_remote(unsigned long long* bar, int 
       "r"(cta)
       : "memory");
 }
-// One arrival on the mbarrier at `bar`'s offset in the CTA of rank `cta`, releasing at cluster
-// scope: the shared-memory writes this CTA's threads made before it (ordered to this thread by a
-// CTA barrier) are visible to the peer's threads once they have waited on that barrier with
-// mbar_wait_cluster.  Once per launch (MGEMM_CLUSTER_K), not per stage.
-__device__ __forceinline__ void mbar_arrive_remote_release(unsigned long long* bar, int cta) {
-  asm volatile(
-      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(smem_addr(bar)),
-      "r"(cta)
-      : "memory");
-}
-// mbar_wait, acquiring at cluster scope (pairs with mbar_arrive_remote_release).
-__device__ __forceinline__ void mbar_wait_cluster(unsigned long long* bar, int parity) {
-  const unsigned addr = smem_addr(bar);
-  unsigned done;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done) : "r"(addr), "r"(parity) : "memory");
-  } while (!done);
-}
-// 16 bytes at `addr`'s offset in the shared memory of the CTA of rank `cta` (distributed shared
-// memory).
-__device__ __forceinline__ float4 ld_dsmem_f4(unsigned addr, int cta) {
-  float4 v;
-  asm volatile(
-      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %4, %5;\n"
-      "ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [remote];\n}\n"
-      : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr), "r"(cta) : "memory");
-  return v;
-}
 // Cluster-wide barrier of every thread of every CTA of the cluster: arrive (release) then wait
 // (acquire).  The .aligned form where all threads of each warp execute it together (after the
 // barrier setup); the plain form at the end of the kernel, where the producer's warp arrives from

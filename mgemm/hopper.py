@@ -257,7 +257,6 @@ REGS = (40, 232)  # setmaxnreg of (producer, consumers): the defaults
 CLUSTER_MS = (1, 2, 4)  # a thread-block cluster's CTAs on tiles adjacent along M (B multicast)
 CLUSTER_NS = (1, 2)  # ... and along N (A multicast)
 CLUSTER_MAX = 4  # CTAs per cluster at most
-CLUSTER_KS = (1, 2, 3, 4)  # a tile's k-slices on the CTAs of one cluster (HopperConfig.cluster_k)
 CLUSTER_POLICIES = ("static", "per_tile", "streamk")  # the policies whose schedule a cluster walks
 LAUNCH_REGS = 168  # what ptxas gives each of the 384 threads under __launch_bounds__(384, 1)
 
@@ -694,12 +693,6 @@ class HopperConfig(RenderedConfig):
     # paired and element-wise fallbacks are left out.  The kernel traps where either fails.
     split_only: bool = False
     plain_out: bool = False
-    # Split-K (stream-K with sk_ways = cluster_k ways, the owner fix-up, one CTA per tile
-    # otherwise) with each tile's cluster_k k-slices on the CTAs of one cluster: the owner adds the
-    # contributors' partials from their shared memory (distributed shared memory), not through
-    # global memory and flags.  A launch that does not split every tile that many ways is refused
-    # (``plan_launch``).
-    cluster_k: int = 1
 
     def __post_init__(self):
         if self.input not in INPUTS:
@@ -798,14 +791,6 @@ class HopperConfig(RenderedConfig):
         if self.plain_out and self.epilogue not in PLAIN_EPILOGUES:
             raise ValueError(f"plain_out=True leaves the fallbacks out of a {PLAIN_EPILOGUES} epilogue, "
                              f"got epilogue={self.epilogue!r}")
-        if self.cluster_k not in CLUSTER_KS:
-            raise ValueError(f"cluster_k must be one of {CLUSTER_KS}, got {self.cluster_k!r}")
-        if self.cluster_k > 1 and (self.policy != "streamk" or self.sk_ways != self.cluster_k
-                                   or self.sk_reduce != "owner" or self.cluster_size > 1 or self.pingpong
-                                   or self.timeline or self.record):
-            raise ValueError(f"cluster_k={self.cluster_k} is split-K over a cluster: policy='streamk' with "
-                             f"sk_ways={self.cluster_k}, sk_reduce='owner', cooperative consumers, one CTA a "
-                             f"tile otherwise (cluster_m = cluster_n = 1), no timeline or record")
         if not 1 <= self.k_parts <= MAX_K_PARTS:
             raise ValueError(f"k_parts must be in [1, {MAX_K_PARTS}], got {self.k_parts!r}")
         if self.cluster_m not in CLUSTER_MS:
@@ -847,13 +832,8 @@ class HopperConfig(RenderedConfig):
     # --- what the C++ derives from the constants (kept in step with kernels/gemm_hopper.cu) ---
     @property
     def cluster_size(self) -> int:
-        """CTAs per thread-block cluster on a block of tiles: ``cluster_m * cluster_n``."""
+        """CTAs per thread-block cluster: ``cluster_m * cluster_n``."""
         return self.cluster_m * self.cluster_n
-
-    @property
-    def launch_cluster(self) -> int:
-        """CTAs per thread-block cluster as launched: ``cluster_size * cluster_k``."""
-        return self.cluster_size * self.cluster_k
 
     @property
     def split_n(self) -> bool:
@@ -961,7 +941,6 @@ class HopperConfig(RenderedConfig):
             "MGEMM_OUT_BUFFERS": str(self.out_buffers),
             "MGEMM_SPLIT_ONLY": str(int(self.split_only)),
             "MGEMM_PLAIN_OUT": str(int(self.plain_out)),
-            "MGEMM_CLUSTER_K": str(self.cluster_k),
             "MGEMM_SMEM_BYTES": str(self.smem_bytes),  # the kernel static_asserts it equals its own
         }
 
@@ -984,7 +963,6 @@ class HopperConfig(RenderedConfig):
                 + (" overlap" if self.overlap else "")
                 + ("" if self.out_buffers == 1 else f" ob{self.out_buffers}")
                 + (" split-only" if self.split_only else "") + (" plain-out" if self.plain_out else "")
-                + ("" if self.cluster_k == 1 else f" ck{self.cluster_k}")
                 + (" record" if self.record else "") + (" timeline" if self.timeline else ""))
 
 
@@ -2434,10 +2412,6 @@ def plan_launch(config: HopperConfig, m: int, n: int, k: int, slots: int) -> Lau
     if sk == tiles and config.sk_ways:
         grid = tiles * max(1, min(config.sk_ways, slots // tiles, k_iters))
     lp = LaunchPlan(rows, cols, k_iters, size * grid, sk)
-    if config.cluster_k > 1 and (sk != tiles or grid != tiles * config.cluster_k):
-        raise ValueError(f"cluster_k={config.cluster_k}, but {m}x{n}x{k} on {slots} slots does not split "
-                         f"each of its {tiles} tiles {config.cluster_k} ways ({k_iters} k-iterations, grid "
-                         f"{grid})")
     if config.split_only and not every_tile_split(config, lp):
         raise ValueError(f"split_only=True, but {m}x{n}x{k} on {slots} slots runs whole tiles "
                          f"(grid {lp.grid}, {lp.sk_tiles} of {tiles} tiles or blocks split)")
@@ -2649,12 +2623,12 @@ def _operand_desc(ptr: int, kind: str, k_major: bool, k: int, mn: int, ld: int, 
 def max_active_clusters(kernel, config: HopperConfig) -> int | None:
     """cuOccupancyMaxActiveClusters for a cluster kernel (its cluster size is compile-time:
     ``__cluster_dims__``), or None where cuda.bindings cannot say."""
-    key = (kernel.kernel.ptr, config.threads, config.smem_bytes, config.launch_cluster)
+    key = (kernel.kernel.ptr, config.threads, config.smem_bytes, config.cluster_size)
     if key not in _clusters:
         try:
             from cuda.bindings import driver as cu  # noqa: PLC0415
             launch = cu.CUlaunchConfig()
-            launch.gridDimX, launch.gridDimY, launch.gridDimZ = config.launch_cluster, 1, 1
+            launch.gridDimX, launch.gridDimY, launch.gridDimZ = config.cluster_size, 1, 1
             launch.blockDimX, launch.blockDimY, launch.blockDimZ = config.threads, 1, 1
             launch.sharedMemBytes = config.smem_bytes
             launch.numAttrs = 0
@@ -2671,13 +2645,13 @@ _clusters: dict[tuple, int | None] = {}
 def _slots(kernel, config: HopperConfig, sms: int) -> int:
     """Resident CTAs for ``sms`` SMs: SMs × occupancy; with clusters, whole clusters only (SMs
     rounded down to a multiple of the cluster size, at most what the driver can co-schedule)."""
-    if config.launch_cluster == 1:
+    if config.cluster_size == 1:
         return sms * max(1, occupancy(kernel, config))
-    clusters = sms // config.launch_cluster
+    clusters = sms // config.cluster_size
     most = max_active_clusters(kernel, config)
     if most is not None:
         clusters = min(clusters, most)
-    return config.launch_cluster * max(1, clusters)
+    return config.cluster_size * max(1, clusters)
 
 
 # --- launch ----------------------------------------------------------------------------------------

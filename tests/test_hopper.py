@@ -284,26 +284,6 @@ def test_plain_output_mirrors_the_kernels_conditions():
     assert hopper.plain_output(col, "columns", 0.0) and not hopper.plain_output(col, "staged", 0.0)
 
 
-def test_cluster_k_config_validates_renders_and_plans():
-    """cluster_k: split-K with a tile's k-slices on one cluster's CTAs; rendered, keyed, launched as
-    clusters of that many CTAs, refused beside what it is not built for and on launches that do
-    not split every tile that many ways."""
-    cfg = HopperConfig(input="float16", policy="streamk", sk_ways=2, cluster_k=2)
-    assert "#define MGEMM_CLUSTER_K 2\n" in cfg.render() and str(cfg).endswith(" ck2")
-    assert cfg.key() != cfg.replace(cluster_k=1).key()
-    assert cfg.launch_cluster == 2 and cfg.cluster_size == 1
-    for bad in (dict(cluster_k=5), dict(sk_ways=4), dict(policy="static"), dict(sk_reduce="spread"),
-                dict(cluster_m=2), dict(pingpong=True, tile_m=64), dict(timeline=True)):
-        with pytest.raises(ValueError, match="cluster_k"):
-            cfg.replace(**bad)
-    lp = hopper.plan_launch(cfg, 1024, 1024, 4096, 132)
-    assert (lp.grid, lp.sk_tiles) == (128, 64)
-    with pytest.raises(ValueError, match="does not split each of its 64 tiles 2 ways"):
-        hopper.plan_launch(cfg, 1024, 1024, 4096, 100)
-    with pytest.raises(ValueError, match="does not split"):
-        hopper.plan_launch(cfg, 1024, 1024, 64, 132)  # one k-iteration
-
-
 def test_cluster_config_validates_renders_and_keys():
     """cluster_m: 1 (default), 2 or 4; cluster_n 1 or 2; at most 4 CTAs; clusters only with static /
     per_tile, cooperative consumers, no record and tile_n >= 128 (128 or 256 with a row-major B,
@@ -3584,37 +3564,6 @@ def test_streamk_sk_ways_matches_float64_reference(kind, tile_n, stages, cm, cn,
         assert lp.grid == 3 * lp.tiles
         expect = schedule.assignment("streamk", lp.rows, lp.cols, lp.k_iters, lp.grid, sk_tiles=lp.sk_tiles)
         assert schedule.from_record(record.tolist(), lp.grid) == expect
-
-
-@pytest.mark.gpu
-@needs_sm90
-@pytest.mark.parametrize("kind,tile_n,stages", [("float16", 128, 6), ("bfloat16", 192, 4), ("tf32", 128, 4),
-                                                ("float16", 256, 4), ("bfloat16", 64, 8)])
-@pytest.mark.parametrize("ways", [2, 3, 4])
-def test_cluster_k_split_k_matches_float64_and_the_global_fix_up(kind, tile_n, stages, ways):
-    """Split-K over a cluster (cluster_k): each tile's k-slices on the CTAs of one cluster, the owner
-    adding the partials from their shared memory: against float64 (ragged edges, beta, alpha, slices
-    of one k-iteration, a column-major A), and bitwise equal to the same split through global
-    memory (the same partials added in the same order)."""
-    cfg = HopperConfig(input=kind, tile_n=tile_n, stages=stages, policy="streamk", sk_ways=ways)
-    ck = cfg.replace(cluster_k=ways)
-    wide = 600 if tile_n >= 128 else 300  # at most 33 tiles: four ways fit in a wave
-    for i, (m, n, k, sms) in enumerate([(700, wide, 4100, None), (300, 260, 64 * ways, None),
-                                        (256, 512, 5000, 16 * ways)]):
-        _check(m, n, k, kind, ck, trans_a=i == 1 and kind != "tf32", beta=0.5 if i % 2 else 0.0,
-               alpha=0.75 if i else 1.0, sms=sms, seed=360 + i)
-    rng = np.random.default_rng(369)
-    a, _ = rand_operand((700, 3000), kind, rng)
-    b, _ = rand_operand((3000, wide - 100), kind, rng)
-    run = lambda c: hopper.gemm(a, b, config=c, allow_tf32=kind == "tf32", out_dtype="float32",
-                                as_dtype="bfloat16" if kind == "bfloat16" else None)
-    assert bool((run(ck) == run(cfg)).all())
-    lp = hopper.launch_info(a.shape, b.shape, ck)
-    assert lp.grid == ways * lp.tiles
-    # a launch that cannot split every tile that many ways is refused before it runs
-    with pytest.raises(ValueError, match=f"cluster_k={ways}"):
-        hopper.gemm(a, b, config=ck, sms=ways * lp.tiles - 1, allow_tf32=kind == "tf32",
-                    as_dtype="bfloat16" if kind == "bfloat16" else None)
 
 
 @pytest.mark.gpu
