@@ -514,6 +514,10 @@ QUAD_SPLIT_K = False
 # 128 x 64, on 1 x 2 clusters that multicast A (_paired_halves; RESULTS.md, forty-ninth session);
 # 0: never
 PAIRED_HALVES = 2
+# 16-bit products the heuristic runs in one wave of at most this share of the SMs' 128 x 128
+# tiles, static on single CTAs: 128 x 64 tiles (eight stages), twice the CTAs in that one wave
+# (_half_wave_halves; RESULTS.md, fiftieth session); None: never
+HALF_WAVE_HALVES = 0.5
 # A launch compiles its config without the code it cannot run (HopperConfig.split_only where every
 # tile is split under the spread fix-up, plain_out where the output takes the staged, TMA or
 # columns epilogue's own path): a third to an eighth of the SASS, and the fix-up's code right
@@ -1242,7 +1246,33 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
             cfg = _off_rows_blocks(cfg, m, n, k, kind, sms, b_rows_off=b_rows_off,
                                    b_rows_off_128=b_rows_off_128)
         cfg = _many_waves(cfg, m, n, k, sms)
-    return cfg if explicit or shared else _paired_halves(_split_k(cfg, m, n, k, sms), m, n)
+    if explicit or shared:
+        return cfg
+    return _half_wave_halves(_paired_halves(_split_k(cfg, m, n, k, sms), m, n), m, n, sms)
+
+
+def _half_wave_halves(cfg: HopperConfig, m: int, n: int, sms: int) -> HopperConfig:
+    """``cfg``, or, where it runs 16-bit 128 x 128 tiles in one wave of at most
+    ``HALF_WAVE_HALVES`` of ``sms``, static (or one CTA a tile) on single cooperative CTAs, the same
+    over 128 x 64 tiles on eight stages: twice the CTAs, each half the columns, still one wave.
+    (Those products have too short a K for the heuristic to split it.)
+
+    >>> static = HopperConfig(input="float16", tile_n=128, stages=6, epilogue="tma")
+    >>> c = _half_wave_halves(static, 1024, 1024, 132)  # 64 tiles: 128 halves
+    >>> c.tile_n, c.stages
+    (64, 8)
+    >>> _half_wave_halves(static, 1024, 2048, 132).tile_n  # 128 tiles: most of a wave already
+    128
+    >>> _half_wave_halves(static.replace(cluster_m=2, cluster_n=2), 1000, 1000, 132).tile_n
+    128
+    """
+    tiles = _tiles(m, n, 128)
+    if (HALF_WAVE_HALVES is None or cfg.input not in ("float16", "bfloat16")
+            or cfg.policy not in ("static", "per_tile") or cfg.tile_n != 128 or cfg.tile_m != TILE_M
+            or cfg.pingpong or cfg.cluster_size > 1 or tiles > HALF_WAVE_HALVES * sms
+            or _tiles(m, n, 64) > sms):
+        return cfg
+    return cfg.replace(tile_n=64, stages=8)
 
 
 def _paired_halves(cfg: HopperConfig, m: int, n: int) -> HopperConfig:

@@ -554,6 +554,29 @@ def test_heuristic_partial_wave_runs_static(monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_heuristic_half_wave_halves(dtype, monkeypatch):
+    """Static 128 x 128 tiles on single CTAs that fill at most half a wave run as 128 x 64 tiles
+    on eight stages (HALF_WAVE_HALVES), still one wave; not where the tiles fill more of it, on
+    clusters, thin products, tf32, an explicit width or a shared GPU; None turns it off."""
+    for shape in [(1024, 1024, 1024), (2048, 512, 2048), (512, 2048, 2048), (648, 896, 1392), (72, 5760, 1560)]:
+        cfg = hopper.choose_config(*shape, dtype, 132)
+        assert (cfg.policy, cfg.tile_m, cfg.tile_n, cfg.stages, cfg.cluster_size) == ("static", 128, 64, 8, 1), shape
+        lp = hopper.plan_launch(cfg, *shape, 132)
+        assert 66 < lp.tiles <= 132 and lp.grid == lp.tiles, shape
+    for shape in [(1024, 2048, 1024), (1536, 1536, 1536), (64, 8192, 1024), (4096, 4096, 4096)]:
+        cfg = hopper.choose_config(*shape, dtype, 132)
+        assert (cfg.tile_m, cfg.tile_n) != (128, 64), shape
+    # rows off 128-byte lines: the 2 x 2 clusters stay
+    cfg = hopper.choose_config(1000, 1000, 1000, dtype, 132, b_rows_off_128=True, a_rows_off_128=True)
+    assert (cfg.tile_n, cfg.cluster_size) == (128, 4)
+    assert hopper.choose_config(1024, 1024, 1024, dtype, 132, tile_n=128).tile_n == 128
+    assert hopper.choose_config(1024, 1024, 1024, dtype, 132, shared=True).tile_n == 128
+    assert hopper.choose_config(1024, 1024, 1024, "float32", 132, allow_tf32=True).tile_n == 128
+    monkeypatch.setattr(hopper, "HALF_WAVE_HALVES", None)
+    assert hopper.choose_config(1024, 1024, 1024, dtype, 132).tile_n == 128
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_heuristic_paired_halves_on_one_or_two_spread_tiles(dtype, monkeypatch):
     """Stream-K with the spread fix-up on one or two 128 x 128 tiles runs over their 128 x 64
     halves on 1 x 2 clusters (PAIRED_HALVES), whatever K, thin products of so few tiles too; not
@@ -930,8 +953,10 @@ def test_heuristic_b_rows_off_128_take_clusters(dtype, monkeypatch):
     assert hopper.choose_config(4096, 4104, 4096, "float32", 132, allow_tf32=True,
                                 b_rows_off_128=True).cluster_m == 1
     # wherever it fires: cluster waves no dearer than the config without the rule (the 160-wide
-    # rule after it off: it narrows what this one leaves)
+    # rule after it off: it narrows what this one leaves; and the halves of a half wave, which
+    # take what it does not)
     monkeypatch.setattr(hopper, "SAME_COLUMNS_160", None)
+    monkeypatch.setattr(hopper, "HALF_WAVE_HALVES", None)
     monkeypatch.setattr(hopper, "MANY_WAVES", None)  # undone above
     rng = np.random.default_rng(7)
     for _ in range(300):
