@@ -514,9 +514,9 @@ QUAD_SPLIT_K = False
 # 128 x 64, on 1 x 2 clusters that multicast A (_paired_halves; RESULTS.md, forty-ninth session);
 # 0: never
 PAIRED_HALVES = 2
-# 16-bit products the heuristic runs in one wave of at most this share of the SMs' 128 x 128
-# tiles, static on single CTAs: 128 x 64 tiles (eight stages), twice the CTAs in that one wave
-# (_half_wave_halves; RESULTS.md, fiftieth session); None: never
+# 16-bit products of more than one row of tiles that the heuristic runs in one wave of at most
+# this share of the SMs' 128 x 128 tiles, static on single CTAs: 128 x 64 tiles (eight stages),
+# twice the CTAs in that one wave (_half_wave_halves; RESULTS.md, fiftieth session); None: never
 HALF_WAVE_HALVES = 0.5
 # A launch compiles its config without the code it cannot run (HopperConfig.split_only where every
 # tile is split under the spread fix-up, plain_out where the output takes the staged, TMA or
@@ -1145,7 +1145,10 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     0.816, bf16 0.690 -> 0.765 of cuBLAS, ahead in 18 of 18 runs.  Stream-K with the spread
     fix-up on one or two such tiles runs on their 128 x 64 halves, paired on 1 x 2 clusters that
     multicast A (``PAIRED_HALVES``, ``_paired_halves``): on 13 such products (forty-ninth
-    session) fp16 0.603 -> 0.678, bf16 0.604 -> 0.687, ahead in 26 of 26 runs.
+    session) fp16 0.603 -> 0.678, bf16 0.604 -> 0.687, ahead in 26 of 26 runs.  Static 128 x 128
+    tiles on single CTAs that fill at most half a wave run as 128 x 64 tiles, twice the CTAs
+    (``HALF_WAVE_HALVES``, ``_half_wave_halves``): on 14 products drawn where that fires (fiftieth
+    session), fp16 0.748 -> 0.807, bf16 0.756 -> 0.810 of cuBLAS.
 
     Last, 192-wide tiles (one CTA per tile, the staged epilogue) become 160 wide where those take
     as many tile columns (``SAME_COLUMNS_160``, ``_same_columns_160``): the same tile grid, waves
@@ -1255,7 +1258,14 @@ def _half_wave_halves(cfg: HopperConfig, m: int, n: int, sms: int) -> HopperConf
     """``cfg``, or, where it runs 16-bit 128 x 128 tiles in one wave of at most
     ``HALF_WAVE_HALVES`` of ``sms``, static (or one CTA a tile) on single cooperative CTAs, the same
     over 128 x 64 tiles on eight stages: twice the CTAs, each half the columns, still one wave.
-    (Those products have too short a K for the heuristic to split it.)
+    (Those products have too short a K for the heuristic to split it.)  Not where M fills one row
+    of tiles.
+
+    On the H200 (RESULTS.md, fiftieth session, × cuBLAS as a caller gets it, every launch cold,
+    against the rule off): fitted on three products (1024x1024x1024 0.81 -> 0.91, 2048x512x2048 and
+    512x2048x2048 0.74 -> 0.83); on 14 drawn where it fired, fp16 0.748 -> 0.807 and bf16 0.756 ->
+    0.810, ahead in 21 of 28 runs by 0.02-0.11, level in four, behind on 72x5760x1560 (0.74 -> 0.68, bf16 0.79
+    -> 0.69), whence the one row of tiles left out, and on 784x896x1176 in bf16 (0.80 -> 0.75).
 
     >>> static = HopperConfig(input="float16", tile_n=128, stages=6, epilogue="tma")
     >>> c = _half_wave_halves(static, 1024, 1024, 132)  # 64 tiles: 128 halves
@@ -1267,7 +1277,7 @@ def _half_wave_halves(cfg: HopperConfig, m: int, n: int, sms: int) -> HopperConf
     128
     """
     tiles = _tiles(m, n, 128)
-    if (HALF_WAVE_HALVES is None or cfg.input not in ("float16", "bfloat16")
+    if (HALF_WAVE_HALVES is None or m <= TILE_M or cfg.input not in ("float16", "bfloat16")
             or cfg.policy not in ("static", "per_tile") or cfg.tile_n != 128 or cfg.tile_m != TILE_M
             or cfg.pingpong or cfg.cluster_size > 1 or tiles > HALF_WAVE_HALVES * sms
             or _tiles(m, n, 64) > sms):

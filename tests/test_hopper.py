@@ -556,14 +556,16 @@ def test_heuristic_partial_wave_runs_static(monkeypatch):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_heuristic_half_wave_halves(dtype, monkeypatch):
     """Static 128 x 128 tiles on single CTAs that fill at most half a wave run as 128 x 64 tiles
-    on eight stages (HALF_WAVE_HALVES), still one wave; not where the tiles fill more of it, on
-    clusters, thin products, tf32, an explicit width or a shared GPU; None turns it off."""
-    for shape in [(1024, 1024, 1024), (2048, 512, 2048), (512, 2048, 2048), (648, 896, 1392), (72, 5760, 1560)]:
+    on eight stages (HALF_WAVE_HALVES), still one wave; not where the tiles fill more of it, on one
+    row of tiles, on clusters, thin products, tf32, an explicit width or a shared GPU; None turns
+    it off."""
+    for shape in [(1024, 1024, 1024), (2048, 512, 2048), (512, 2048, 2048), (648, 896, 1392), (4752, 128, 896)]:
         cfg = hopper.choose_config(*shape, dtype, 132)
         assert (cfg.policy, cfg.tile_m, cfg.tile_n, cfg.stages, cfg.cluster_size) == ("static", 128, 64, 8, 1), shape
         lp = hopper.plan_launch(cfg, *shape, 132)
         assert 66 < lp.tiles <= 132 and lp.grid == lp.tiles, shape
-    for shape in [(1024, 2048, 1024), (1536, 1536, 1536), (64, 8192, 1024), (4096, 4096, 4096)]:
+    for shape in [(1024, 2048, 1024), (1536, 1536, 1536), (64, 8192, 1024), (4096, 4096, 4096), (72, 5760, 1560),
+                  (128, 8192, 1024)]:
         cfg = hopper.choose_config(*shape, dtype, 132)
         assert (cfg.tile_m, cfg.tile_n) != (128, 64), shape
     # rows off 128-byte lines: the 2 x 2 clusters stay
