@@ -1264,8 +1264,9 @@ def _half_wave_halves(cfg: HopperConfig, m: int, n: int, sms: int) -> HopperConf
     On the H200 (RESULTS.md, fiftieth session, × cuBLAS as a caller gets it, every launch cold,
     against the rule off): fitted on three products (1024x1024x1024 0.81 -> 0.91, 2048x512x2048 and
     512x2048x2048 0.74 -> 0.83); on 14 drawn where it fired, fp16 0.748 -> 0.807 and bf16 0.756 ->
-    0.810, ahead in 21 of 28 runs by 0.02-0.11, level in four, behind on 72x5760x1560 (0.74 -> 0.68, bf16 0.79
-    -> 0.69), whence the one row of tiles left out, and on 784x896x1176 in bf16 (0.80 -> 0.75).
+    0.810: ahead in 21 of 28 runs by 0.02-0.11 and level in four.  Behind in three: on
+    72x5760x1560 (0.74 -> 0.68, bf16 0.79 -> 0.69), whence the one row of tiles left out, and on
+    784x896x1176 in bf16 (0.80 -> 0.75).
 
     >>> static = HopperConfig(input="float16", tile_n=128, stages=6, epilogue="tma")
     >>> c = _half_wave_halves(static, 1024, 1024, 132)  # 64 tiles: 128 halves
