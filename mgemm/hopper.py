@@ -518,6 +518,9 @@ PAIRED_HALVES = 2
 # this share of the SMs' 128 x 128 tiles, static on single CTAs: 128 x 64 tiles (eight stages),
 # twice the CTAs in that one wave (_half_wave_halves; RESULTS.md, fiftieth session); None: never
 HALF_WAVE_HALVES = 0.5
+# ... and where those tiles run on 2 x 1 or 2 x 2 clusters (rows off 128-byte lines), the halves
+# paired on 1 x 2 clusters that multicast A
+HALF_WAVE_CLUSTERS = True
 # A launch compiles its config without the code it cannot run (HopperConfig.split_only where every
 # tile is split under the spread fix-up, plain_out where the output takes the staged, TMA or
 # columns epilogue's own path): a third to an eighth of the SASS, and the fix-up's code right
@@ -1280,9 +1283,11 @@ def _half_wave_halves(cfg: HopperConfig, m: int, n: int, sms: int) -> HopperConf
     tiles = _tiles(m, n, 128)
     if (HALF_WAVE_HALVES is None or m <= TILE_M or cfg.input not in ("float16", "bfloat16")
             or cfg.policy not in ("static", "per_tile") or cfg.tile_n != 128 or cfg.tile_m != TILE_M
-            or cfg.pingpong or cfg.cluster_size > 1 or tiles > HALF_WAVE_HALVES * sms
-            or _tiles(m, n, 64) > sms):
+            or cfg.pingpong or tiles > HALF_WAVE_HALVES * sms or _tiles(m, n, 64) > sms
+            or (cfg.cluster_size > 1 and not HALF_WAVE_CLUSTERS)):
         return cfg
+    if cfg.cluster_size > 1:  # 2 x 1 or 2 x 2 clusters: the halves of a tile paired, A multicast
+        return cfg.replace(tile_n=64, stages=8, cluster_m=1, cluster_n=2)
     return cfg.replace(tile_n=64, stages=8)
 
 
