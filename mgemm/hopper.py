@@ -519,7 +519,8 @@ PAIRED_HALVES = 2
 # twice the CTAs in that one wave (_half_wave_halves; RESULTS.md, fiftieth session); None: never
 HALF_WAVE_HALVES = 0.5
 # ... and where those tiles run on 2 x 1 or 2 x 2 clusters (rows off 128-byte lines), the halves
-# paired on 1 x 2 clusters that multicast A
+# paired on 1 x 2 clusters that multicast A; 2 x 1 clusters stay where N > 2 M (they multicast B,
+# then most of the reads)
 HALF_WAVE_CLUSTERS = True
 # A launch compiles its config without the code it cannot run (HopperConfig.split_only where every
 # tile is split under the spread fix-up, plain_out where the output takes the staged, TMA or
@@ -1149,9 +1150,10 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     fix-up on one or two such tiles runs on their 128 x 64 halves, paired on 1 x 2 clusters that
     multicast A (``PAIRED_HALVES``, ``_paired_halves``): on 13 such products (forty-ninth
     session) fp16 0.603 -> 0.678, bf16 0.604 -> 0.687, ahead in 26 of 26 runs.  Static 128 x 128
-    tiles on single CTAs that fill at most half a wave run as 128 x 64 tiles, twice the CTAs
-    (``HALF_WAVE_HALVES``, ``_half_wave_halves``): on 14 products drawn where that fires (fiftieth
-    session), fp16 0.748 -> 0.807, bf16 0.756 -> 0.810 of cuBLAS.
+    tiles that fill at most half a wave run as 128 x 64 tiles, twice the CTAs, on 1 x 2 clusters
+    where they ran on clusters (``HALF_WAVE_HALVES``, ``_half_wave_halves``): on 14 products drawn
+    where that fires on single CTAs (fiftieth session), fp16 0.748 -> 0.807, bf16 0.756 -> 0.810 of
+    cuBLAS; on 16 over clusters, fp16 0.724 -> 0.763, bf16 0.750 -> 0.797.
 
     Last, 192-wide tiles (one CTA per tile, the staged epilogue) become 160 wide where those take
     as many tile columns (``SAME_COLUMNS_160``, ``_same_columns_160``): the same tile grid, waves
@@ -1262,14 +1264,21 @@ def _half_wave_halves(cfg: HopperConfig, m: int, n: int, sms: int) -> HopperConf
     ``HALF_WAVE_HALVES`` of ``sms``, static (or one CTA a tile) on single cooperative CTAs, the same
     over 128 x 64 tiles on eight stages: twice the CTAs, each half the columns, still one wave.
     (Those products have too short a K for the heuristic to split it.)  Not where M fills one row
-    of tiles.
+    of tiles.  Where ``cfg`` runs 2 x 1 or 2 x 2 clusters (``HALF_WAVE_CLUSTERS``: rows off
+    128-byte lines), the halves of a tile pair on 1 x 2 clusters that multicast A; 2 x 1 clusters,
+    which multicast B, stay where N > 2 M.
 
     On the H200 (RESULTS.md, fiftieth session, × cuBLAS as a caller gets it, every launch cold,
     against the rule off): fitted on three products (1024x1024x1024 0.81 -> 0.91, 2048x512x2048 and
     512x2048x2048 0.74 -> 0.83); on 14 drawn where it fired, fp16 0.748 -> 0.807 and bf16 0.756 ->
     0.810: ahead in 21 of 28 runs by 0.02-0.11 and level in four.  Behind in three: on
     72x5760x1560 (0.74 -> 0.68, bf16 0.79 -> 0.69), whence the one row of tiles left out, and on
-    784x896x1176 in bf16 (0.80 -> 0.75).
+    784x896x1176 in bf16 (0.80 -> 0.75).  Over clusters, fp16, the same way: fitted on 13 products
+    (ahead on nine by 0.02-0.10, 1600x544x1952 0.84 -> 0.94; level on two; behind on
+    1352x696x4024, 0.85 -> 0.80, and 6752x88x1568, 0.78 -> 0.76); then on 16 drawn where it
+    fired, fp16 0.724 -> 0.763 and bf16 0.750 -> 0.797, ahead in 25 of 32 runs, behind in four:
+    160x3744x3520 (0.69 -> 0.55, bf16 0.67 -> 0.57), whence N > 2 M left out, and 2568x296x2416
+    (0.77 -> 0.71, bf16 0.86 -> 0.83).
 
     >>> static = HopperConfig(input="float16", tile_n=128, stages=6, epilogue="tma")
     >>> c = _half_wave_halves(static, 1024, 1024, 132)  # 64 tiles: 128 halves
@@ -1277,14 +1286,18 @@ def _half_wave_halves(cfg: HopperConfig, m: int, n: int, sms: int) -> HopperConf
     (64, 8)
     >>> _half_wave_halves(static, 1024, 2048, 132).tile_n  # 128 tiles: most of a wave already
     128
-    >>> _half_wave_halves(static.replace(cluster_m=2, cluster_n=2), 1000, 1000, 132).tile_n
+    >>> c = _half_wave_halves(static.replace(cluster_m=2, cluster_n=2), 1000, 1000, 132)
+    >>> c.tile_n, c.cluster_m, c.cluster_n
+    (64, 1, 2)
+    >>> _half_wave_halves(static.replace(cluster_m=2), 160, 3744, 132).tile_n  # B multicast stays
     128
     """
     tiles = _tiles(m, n, 128)
     if (HALF_WAVE_HALVES is None or m <= TILE_M or cfg.input not in ("float16", "bfloat16")
             or cfg.policy not in ("static", "per_tile") or cfg.tile_n != 128 or cfg.tile_m != TILE_M
             or cfg.pingpong or tiles > HALF_WAVE_HALVES * sms or _tiles(m, n, 64) > sms
-            or (cfg.cluster_size > 1 and not HALF_WAVE_CLUSTERS)):
+            or (cfg.cluster_size > 1 and not HALF_WAVE_CLUSTERS)
+            or ((cfg.cluster_m, cfg.cluster_n) == (2, 1) and n > 2 * m)):
         return cfg
     if cfg.cluster_size > 1:  # 2 x 1 or 2 x 2 clusters: the halves of a tile paired, A multicast
         return cfg.replace(tile_n=64, stages=8, cluster_m=1, cluster_n=2)

@@ -556,9 +556,9 @@ def test_heuristic_partial_wave_runs_static(monkeypatch):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_heuristic_half_wave_halves(dtype, monkeypatch):
     """Static 128 x 128 tiles on single CTAs that fill at most half a wave run as 128 x 64 tiles
-    on eight stages (HALF_WAVE_HALVES), still one wave; not where the tiles fill more of it, on one
-    row of tiles, on clusters, thin products, tf32, an explicit width or a shared GPU; None turns
-    it off."""
+    on eight stages (HALF_WAVE_HALVES), still one wave, paired on 1 x 2 clusters where they ran on
+    clusters; not where the tiles fill more of it, on one row of tiles, thin products, tf32, an
+    explicit width or a shared GPU; None turns it off."""
     for shape in [(1024, 1024, 1024), (2048, 512, 2048), (512, 2048, 2048), (648, 896, 1392), (4752, 128, 896)]:
         cfg = hopper.choose_config(*shape, dtype, 132)
         assert (cfg.policy, cfg.tile_m, cfg.tile_n, cfg.stages, cfg.cluster_size) == ("static", 128, 64, 8, 1), shape
@@ -568,7 +568,14 @@ def test_heuristic_half_wave_halves(dtype, monkeypatch):
                   (128, 8192, 1024)]:
         cfg = hopper.choose_config(*shape, dtype, 132)
         assert (cfg.tile_m, cfg.tile_n) != (128, 64), shape
-    # rows off 128-byte lines: the 2 x 2 clusters stay
+    # rows off 128-byte lines: 2 x 2 and 2 x 1 cluster configs as halves paired on 1 x 2 clusters,
+    # but not 2 x 1 clusters (B multicast) where N > 2 M (HALF_WAVE_CLUSTERS)
+    for shape in [(1000, 1000, 1000), (920, 800, 2584), (1400, 632, 2424)]:
+        cfg = hopper.choose_config(*shape, dtype, 132, b_rows_off_128=True, a_rows_off_128=True)
+        assert (cfg.policy, cfg.tile_n, cfg.stages, cfg.cluster_m, cfg.cluster_n) == ("static", 64, 8, 1, 2), shape
+    cfg = hopper.choose_config(160, 3744, 3520, dtype, 132, b_rows_off_128=True)
+    assert (cfg.tile_n, cfg.cluster_m, cfg.cluster_n) == (128, 2, 1)
+    monkeypatch.setattr(hopper, "HALF_WAVE_CLUSTERS", False)
     cfg = hopper.choose_config(1000, 1000, 1000, dtype, 132, b_rows_off_128=True, a_rows_off_128=True)
     assert (cfg.tile_n, cfg.cluster_size) == (128, 4)
     assert hopper.choose_config(1024, 1024, 1024, dtype, 132, tile_n=128).tile_n == 128
