@@ -3079,10 +3079,10 @@ def _launch_setup(config: HopperConfig, dev: int, sms: int, m: int, n: int, k_it
 
 
 def trim_config(config: HopperConfig, lp: LaunchPlan | None, plain: bool) -> HopperConfig:
-    """``config`` without the code a launch of plan ``lp`` cannot run (where ``TRIM_CODE``): split_only
-    where stream-K with the spread fix-up splits every tile, else plain_out where ``plain``
-    (``plain_output``) and the epilogue has a path of its own.  ``lp`` None: the guess before the
-    plan, every tile split.
+    """``config`` without the code a launch of plan ``lp`` cannot run (``_launch_setup`` asks
+    where ``TRIM_CODE``): split_only where stream-K with the spread fix-up splits every tile, else
+    plain_out where ``plain`` (``plain_output``) and the epilogue has a path of its own.  ``lp``
+    None: the guess before the plan, every tile split.
 
     >>> spread = HopperConfig(policy="streamk", sk_reduce="spread", epilogue="staged")
     >>> trim_config(spread, plan_launch(spread, 512, 512, 32768, 132), True).split_only
