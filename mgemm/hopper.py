@@ -1278,7 +1278,10 @@ def _half_wave_halves(cfg: HopperConfig, m: int, n: int, sms: int) -> HopperConf
     1352x696x4024, 0.85 -> 0.80, and 6752x88x1568, 0.78 -> 0.76); then on 16 drawn where it
     fired, fp16 0.724 -> 0.763 and bf16 0.750 -> 0.797, ahead in 25 of 32 runs, behind in four:
     160x3744x3520 (0.69 -> 0.55, bf16 0.67 -> 0.57), whence N > 2 M left out, and 2568x296x2416
-    (0.77 -> 0.71, bf16 0.86 -> 0.83).
+    (0.77 -> 0.71, bf16 0.86 -> 0.83).  A second draw after both refinements: over clusters ahead
+    in 14 of 14 runs (fp16 0.750 -> 0.829, bf16 0.780 -> 0.842); on single CTAs ahead in 4 of 10,
+    behind in five (528x1600x2344 0.80 -> 0.65): over both draws' 17 single-CTA products fp16
+    0.747 -> 0.792, bf16 0.754 -> 0.799, ahead in 25 of 34 runs, behind in six.
 
     >>> static = HopperConfig(input="float16", tile_n=128, stages=6, epilogue="tma")
     >>> c = _half_wave_halves(static, 1024, 1024, 132)  # 64 tiles: 128 halves
