@@ -522,6 +522,9 @@ HALF_WAVE_HALVES = 0.5
 # paired on 1 x 2 clusters that multicast A; 2 x 1 clusters stay where N > 2 M (they multicast B,
 # then most of the reads)
 HALF_WAVE_CLUSTERS = True
+# ... and on single CTAs where N > M, the halves along M: 64 x 128 tiles (cooperative, each consumer
+# warpgroup half the columns); False: 128 x 64 there too
+HALF_WAVE_ALONG_M = True
 # A launch compiles its config without the code it cannot run (HopperConfig.split_only where every
 # tile is split under the spread fix-up, plain_out where the output takes the staged, TMA or
 # columns epilogue's own path): a third to an eighth of the SASS, and the fix-up's code right
@@ -1266,7 +1269,8 @@ def _half_wave_halves(cfg: HopperConfig, m: int, n: int, sms: int) -> HopperConf
     (Those products have too short a K for the heuristic to split it.)  Not where M fills one row
     of tiles.  Where ``cfg`` runs 2 x 1 or 2 x 2 clusters (``HALF_WAVE_CLUSTERS``: rows off
     128-byte lines), the halves of a tile pair on 1 x 2 clusters that multicast A; 2 x 1 clusters,
-    which multicast B, stay where N > 2 M.
+    which multicast B, stay where N > 2 M.  On single CTAs where N > M, the tiles are halved
+    along M instead, 64 x 128 (``HALF_WAVE_ALONG_M``).
 
     On the H200 (RESULTS.md, fiftieth session, × cuBLAS as a caller gets it, every launch cold,
     against the rule off): fitted on three products (1024x1024x1024 0.81 -> 0.91, 2048x512x2048 and
@@ -1285,8 +1289,11 @@ def _half_wave_halves(cfg: HopperConfig, m: int, n: int, sms: int) -> HopperConf
 
     >>> static = HopperConfig(input="float16", tile_n=128, stages=6, epilogue="tma")
     >>> c = _half_wave_halves(static, 1024, 1024, 132)  # 64 tiles: 128 halves
-    >>> c.tile_n, c.stages
-    (64, 8)
+    >>> c.tile_m, c.tile_n, c.stages
+    (128, 64, 8)
+    >>> c = _half_wave_halves(static, 512, 2048, 132)  # N > M: halved along M
+    >>> c.tile_m, c.tile_n, c.stages
+    (64, 128, 8)
     >>> _half_wave_halves(static, 1024, 2048, 132).tile_n  # 128 tiles: most of a wave already
     128
     >>> c = _half_wave_halves(static.replace(cluster_m=2, cluster_n=2), 1000, 1000, 132)
@@ -1304,6 +1311,8 @@ def _half_wave_halves(cfg: HopperConfig, m: int, n: int, sms: int) -> HopperConf
         return cfg
     if cfg.cluster_size > 1:  # 2 x 1 or 2 x 2 clusters: the halves of a tile paired, A multicast
         return cfg.replace(tile_n=64, stages=8, cluster_m=1, cluster_n=2)
+    if HALF_WAVE_ALONG_M and n > m:
+        return cfg.replace(tile_m=SPLIT_N_TILE_M, stages=8)
     return cfg.replace(tile_n=64, stages=8)
 
 

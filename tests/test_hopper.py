@@ -556,14 +556,20 @@ def test_heuristic_partial_wave_runs_static(monkeypatch):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_heuristic_half_wave_halves(dtype, monkeypatch):
     """Static 128 x 128 tiles on single CTAs that fill at most half a wave run as 128 x 64 tiles
-    on eight stages (HALF_WAVE_HALVES), still one wave, paired on 1 x 2 clusters where they ran on
-    clusters; not where the tiles fill more of it, on one row of tiles, thin products, tf32, an
+    on eight stages (HALF_WAVE_HALVES), still one wave, as 64 x 128 tiles on single CTAs where N > M
+    (HALF_WAVE_ALONG_M), paired on 1 x 2 clusters where they ran on clusters; not where the tiles fill more of it, on one row of tiles, thin products, tf32, an
     explicit width or a shared GPU; None turns it off."""
-    for shape in [(1024, 1024, 1024), (2048, 512, 2048), (512, 2048, 2048), (648, 896, 1392), (4752, 128, 896)]:
+    halves = {(1024, 1024, 1024): (128, 64), (2048, 512, 2048): (128, 64), (4752, 128, 896): (128, 64),
+              (512, 2048, 2048): (64, 128), (648, 896, 1392): (64, 128)}  # N > M: along M
+    for shape, (tm, tn) in halves.items():
         cfg = hopper.choose_config(*shape, dtype, 132)
-        assert (cfg.policy, cfg.tile_m, cfg.tile_n, cfg.stages, cfg.cluster_size) == ("static", 128, 64, 8, 1), shape
+        assert (cfg.policy, cfg.tile_m, cfg.tile_n, cfg.stages, cfg.cluster_size) == ("static", tm, tn, 8, 1), shape
         lp = hopper.plan_launch(cfg, *shape, 132)
         assert 66 < lp.tiles <= 132 and lp.grid == lp.tiles, shape
+    with monkeypatch.context() as mp:
+        mp.setattr(hopper, "HALF_WAVE_ALONG_M", False)
+        cfg = hopper.choose_config(512, 2048, 2048, dtype, 132)
+        assert (cfg.tile_m, cfg.tile_n) == (128, 64)
     for shape in [(1024, 2048, 1024), (1536, 1536, 1536), (64, 8192, 1024), (4096, 4096, 4096), (72, 5760, 1560),
                   (128, 8192, 1024)]:
         cfg = hopper.choose_config(*shape, dtype, 132)
@@ -834,6 +840,7 @@ def test_heuristic_few_tiles_take_the_thin_tile(dtype, monkeypatch):
         assert not hopper.choose_config(*shape, dtype, 132).pingpong, shape
     assert thin(unsplit[0]) == (tm, tn, st, True, "static")
     monkeypatch.setattr(hopper, "FEW_TILES_THIN", (0, 0, False))  # without the rule: 128x128
+    monkeypatch.setattr(hopper, "HALF_WAVE_HALVES", None)  # (not their halves)
     for shape in unsplit:
         assert hopper.choose_config(*shape, dtype, 132).tile_m == hopper.TILE_M, shape
 
