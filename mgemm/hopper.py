@@ -1285,7 +1285,11 @@ def _half_wave_halves(cfg: HopperConfig, m: int, n: int, sms: int) -> HopperConf
     (0.77 -> 0.71, bf16 0.86 -> 0.83).  A second draw after both refinements: over clusters ahead
     in 14 of 14 runs (fp16 0.750 -> 0.829, bf16 0.780 -> 0.842); on single CTAs ahead in 4 of 10,
     behind in five (528x1600x2344 0.80 -> 0.65): over both draws' 17 single-CTA products fp16
-    0.747 -> 0.792, bf16 0.754 -> 0.799, ahead in 25 of 34 runs, behind in six.
+    0.747 -> 0.792, bf16 0.754 -> 0.799, ahead in 25 of 34 runs, behind in six.  Halved along M
+    where N > M: as fast or faster on the seven such products measured (fitted; 528x1600x2344 0.66
+    -> 0.81, 160x2432x2088 0.64 -> 0.79), then on ten drawn after it ahead of no halves in 20 of
+    20 runs (fp16 0.757 -> 0.852, bf16 0.773 -> 0.865) and of 128 x 64 halves in eight, level in
+    ten, behind in two by 0.02 (fp16 0.819 -> 0.852, bf16 0.835 -> 0.865).
 
     >>> static = HopperConfig(input="float16", tile_n=128, stages=6, epilogue="tma")
     >>> c = _half_wave_halves(static, 1024, 1024, 132)  # 64 tiles: 128 halves
