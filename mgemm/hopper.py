@@ -3149,11 +3149,10 @@ def _output_desc(out, res_dtype: str, beta: float) -> bytes | None:
     tensor's edge only to 16-byte granules, so it would overwrite the elements after the row's
     end up to the next boundary: another array's, or the padding of a column slice)."""
     m, n = out.shape
-    item = out.itemsize
-    s_m, s_n = out.strides
-    if beta != 0 or s_n != item or out.data.ptr % 16 or (s_m // item * item) % 16:
+    if not plain_output(out, "tma", beta):
         return _NO_DESC
-    ld = s_m // item if m > 1 else n  # one row: any stride will do
+    item = out.itemsize
+    ld = out.strides[0] // item if m > 1 else n  # one row: any stride will do
     if ld < n or (n * item) % 16:
         return None
     return _encode(out.data.ptr, _OUT_TMA_KIND[res_dtype], n, m, ld, 128 // item, 64)
