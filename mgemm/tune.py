@@ -63,9 +63,10 @@ AGREE = 2e-2
 
 def candidates(base, m: int, n: int, k: int) -> dict[str, Any]:
     """``VARIANTS`` applied to ``base`` (the heuristic's config), with the heuristic's epilogue
-    and stage rules for their width (``hopper._static_width``): label -> config.  Thin (pingpong)
-    and other non-cooperative bases start from the cooperative 128 x 128 tile.  Configs the kernel
-    does not take and the one equal to ``base`` are left out.
+    and stage rules for their width (``hopper._static_width``): label -> config.  Every variant
+    is a cooperative 128-row tile: thin (pingpong) bases start from the cooperative 128 x 128
+    tile, and 64-row bases (split along N) take 128 rows.  Configs the kernel does not take and
+    the one equal to ``base`` are left out.
 
     >>> from mgemm import hopper
     >>> base = hopper.choose_config(2144, 11840, 1368, "float16", 132)
@@ -74,8 +75,10 @@ def candidates(base, m: int, n: int, k: int) -> dict[str, Any]:
     """
     from . import hopper
 
-    coop = (base.replace(cluster_m=1, cluster_n=1) if not base.pingpong
-            else hopper.HopperConfig(input=base.input, output=base.output))
+    if base.pingpong:
+        coop = hopper.HopperConfig(input=base.input, output=base.output)
+    else:  # (each variant sets its own stages)
+        coop = base.replace(cluster_m=1, cluster_n=1, tile_m=hopper.TILE_M, stages=4)
     out = {}
     for label, fields in VARIANTS:
         fields = dict(fields)

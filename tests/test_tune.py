@@ -19,10 +19,13 @@ from gpu_operands import as_float64, poisoned, rand_operand
 
 @pytest.mark.parametrize("shape", [(2144, 11840, 1368), (1040, 632, 5016), (8192, 8192, 8192),
                                    (64, 8192, 8192), (256, 256, 65536), (5000, 3000, 512),
-                                   (2144, 1480, 1368), (6312, 9144, 4712), (3264, 632, 1648)])
+                                   (2144, 1480, 1368), (6312, 9144, 4712), (3264, 632, 1648),
+                                   (1024, 1024, 1024), (700, 900, 1100), (528, 1600, 2344)])
 def test_candidates_are_valid_distinct_and_follow_the_epilogue_rule(shape):
     """Every variant for the heuristic's pick, thin and cluster picks too (row flags as for
-    contiguous operands: 2144x1480x1368 takes 2 x 2 clusters)."""
+    contiguous operands: 2144x1480x1368 takes 2 x 2 clusters), and the half-wave picks: 128 x 64
+    tiles (1024³), on 1 x 2 clusters (700x900x1100), and 64-row tiles split along N
+    (528x1600x2344), whose variants still take 128 rows."""
     m, n, k = shape
     base = hopper.choose_config(m, n, k, "float16", 132, b_rows_off=n % 16 != 0,
                                 b_rows_off_128=n % 64 != 0, a_rows_off_128=k % 64 != 0)
