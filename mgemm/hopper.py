@@ -269,6 +269,10 @@ WIDE_WAVE_FILL = 0.9
 # Products of at most 64 rows or columns: pingpong consumers on 64 x 64 tiles, 12 stages (no rows of
 # A or columns of B loaded and multiplied as zeros, and more tiles to share out; see choose_config).
 THIN_TILE = (64, 64, 12)  # (tile_m, tile_n, stages)
+# 16-bit thin products whose THIN_TILE tiles are more than one wave: the tile twice as long along
+# the long side (64 x 128 where M is thin, 128 x 64 where N is), on THIN_LONG[1] stages; None: off
+# (see choose_config)
+THIN_LONG = (128, 8)
 # 16-bit products whose 128x128 tiles fill at most FEW_TILES_THIN[0] of the SMs, K of at most
 # FEW_TILES_THIN[1] 64-wide steps: THIN_TILE too, with the same policy where that is unsplit; where
 # it splits (stream-K), with the thin tile's own policy if FEW_TILES_THIN[2] and the thin tiles are
@@ -1046,6 +1050,11 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     H200 (RESULTS.md, eleventh session) this ran at 0.93-0.99 of cuBLAS on 64x8192x8192 against
     0.74-0.75 for the 128x128 stream-K tile, and ahead of it on every thin shape measured
     (8192x64x8192, 32x8192x8192, 16x8192x16384, 64x16384x4096, 48x4096x16384, 64x2048x8192).
+    Float16 and bfloat16 thin products with more 64 x 64 tiles than SMs take them twice as long
+    along the long side (``THIN_LONG``: 64 x 128 where M is thin, 128 x 64 where N is, on 8
+    stages): on the H200 (RESULTS.md, fifty-first session, fp16, every launch cold) 32x16384x16384
+    went from 0.83 to 0.95 of cuBLAS, 16x16384x16384 0.77 -> 0.92, 8x32768x8192 0.73 -> 0.86,
+    48x16384x8192 0.92 -> 0.97 and 64x16384x16384 0.93 -> 0.97.
     Not where stream-K would split each thin tile eight or more ways (few tiles, long K): the
     pingpong consumers have only the owner fix-up, and the cooperative tile's "spread" one is
     taken there (256x256x65536: 0.61-0.62 against 0.51-0.53 for 64 x 64 tiles split 8 ways).
@@ -1204,8 +1213,11 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
     epilogue = "tma" if steps <= TMA_STORE_K else "staged"
     tm, tn, st = THIN_TILE
     if tile_n is None and min(m, n) <= tm:
-        thin = fit_policy(HopperConfig(input=kind, tile_m=tm, tile_n=tn, stages=st, pingpong=True,
-                                       epilogue=epilogue), m, n, k, sms, shared=shared)
+        thin = HopperConfig(input=kind, tile_m=tm, tile_n=tn, stages=st, pingpong=True, epilogue=epilogue)
+        if THIN_LONG and kind in ("float16", "bfloat16") and _tiles(m, n, tn, tm) > sms:
+            long, stages = THIN_LONG
+            thin = thin.replace(stages=stages, **({"tile_n": long} if m <= tm else {"tile_m": long}))
+        thin = fit_policy(thin, m, n, k, sms, shared=shared)
         if not (thin.policy == "streamk" and sms >= 8 * _tiles(m, n, tn, tm)):
             return thin if shared else _split_k(thin, m, n, k, sms)
     if tile_n is None:

@@ -1343,11 +1343,12 @@ def test_heuristic_few_stages_for_the_shortest_k():
 
 
 @pytest.mark.parametrize("dtype,allow_tf32", [("float16", False), ("bfloat16", False), ("float32", True)])
-def test_heuristic_thin_products(dtype, allow_tf32):
+def test_heuristic_thin_products(dtype, allow_tf32, monkeypatch):
     """At most 64 rows or columns: pingpong consumers on 64 x 64 tiles (64x8192x8192: 0.93-0.99 of
     cuBLAS against 0.74-0.75 for the 128x128 stream-K tile on the H200), with the policy
-    fit_policy picks; but the cooperative tile and its spread fix-up where stream-K would split
-    each thin tile eight or more ways; and an explicit tile_n keeps the cooperative tiles."""
+    fit_policy picks; 16-bit ones past a wave of them on tiles twice as long (THIN_LONG); but the
+    cooperative tile and its spread fix-up where stream-K would split each thin tile eight or more
+    ways; and an explicit tile_n keeps the cooperative tiles."""
     def choose(*shape, **kw):
         return hopper.choose_config(*shape, dtype, 132, allow_tf32=allow_tf32, **kw)
     cfg = choose(64, 8192, 8192)
@@ -1365,6 +1366,19 @@ def test_heuristic_thin_products(dtype, allow_tf32):
     assert (cols.tile_m, cols.tile_n, cols.pingpong, cols.policy) == (64, 64, True, "static")
     assert choose(8192, 1, 8192).pingpong and not choose(8192, 65, 8192).pingpong
     assert not choose(64, 8192, 8192, tile_n=128).pingpong
+    # past one wave of thin tiles, 16-bit products take them twice as long along the long side
+    # (THIN_LONG); at one wave (64 x 8448: 132 tiles), tf32 and with the rule off they do not
+    long, stages = hopper.THIN_LONG
+    sixteen = dtype != "float32"
+    for shape, tile in (((32, 16384, 8192), (64, long)), ((16384, 32, 8192), (long, 64)),
+                        ((8, 40000, 1024), (64, long)), ((64, 8448, 8192), (64, 64))):
+        cfg = choose(*shape)
+        want = tile if sixteen else (64, 64)
+        assert (cfg.tile_m, cfg.tile_n, cfg.pingpong) == (*want, True), shape
+        assert cfg.stages == (stages if want != (64, 64) else 12), shape
+        assert cfg.smem_bytes <= hopper.SMEM_LIMIT
+    monkeypatch.setattr(hopper, "THIN_LONG", None)
+    assert (choose(32, 16384, 8192).tile_n, choose(16384, 32, 8192).tile_m) == (64, 64)
 
 
 def test_output_desc_follows_the_kernels_staged_condition(monkeypatch):
@@ -2177,14 +2191,17 @@ SHAPES = [(1, 1, 1), (257, 263, 129), (1, 300, 77), (300, 1, 45), (2000, 9, 64),
                                                         (64, 64 * 140, 300, True, True, 0.0),
                                                         (50, 2200, 8192, False, False, 0.0),
                                                         (3000, 40, 900, True, True, 0.0),
-                                                        (8192, 64, 1000, False, True, 0.0)])
+                                                        (8192, 64, 1000, False, True, 0.0),
+                                                        (24, 20000, 520, True, False, 0.5),
+                                                        (16000, 40, 700, False, True, 0.0),
+                                                        (48, 11000, 1500, False, True, 0.0)])
 def test_thin_products_on_the_heuristic_config(kind, m, n, k, trans_a, trans_b, beta):
     """Products of at most 64 rows or columns on the config the heuristic picks (THIN_TILE, pingpong
-    64 x 64, static or stream-K by the tile count), every operand layout, the staged and paired
-    epilogues."""
+    64 x 64, static or stream-K by the tile count; 16-bit ones past a wave of those on 64 x 128 or
+    128 x 64, THIN_LONG), every operand layout, the staged and paired epilogues."""
     cfg = hopper.choose_config(m, n, k, "float32" if kind == "tf32" else kind, hopper.device_sms(),
                                allow_tf32=kind == "tf32")
-    assert cfg.pingpong and cfg.tile_m == 64
+    assert cfg.pingpong and min(cfg.tile_m, cfg.tile_n) == 64
     _check(m, n, k, kind, None, trans_a=trans_a, trans_b=trans_b, beta=beta, alpha=0.5, seed=m + n)
 
 
