@@ -273,6 +273,9 @@ THIN_TILE = (64, 64, 12)  # (tile_m, tile_n, stages)
 # the long side (64 x 128 where M is thin, 128 x 64 where N is), on THIN_LONG[1] stages; None: off
 # (see choose_config)
 THIN_LONG = (128, 8)
+# ... and thin-M products (fewer than 64 rows) whose THIN_TILE tiles run static in one wave more
+# than half full: THIN_LONG's tiles split-K this many ways (as many CTAs); None: off (choose_config)
+THIN_LONG_SPLIT = 2
 # 16-bit products whose 128x128 tiles fill at most FEW_TILES_THIN[0] of the SMs, K of at most
 # FEW_TILES_THIN[1] 64-wide steps: THIN_TILE too, with the same policy where that is unsplit; where
 # it splits (stream-K), with the thin tile's own policy if FEW_TILES_THIN[2] and the thin tiles are
@@ -1054,7 +1057,11 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     along the long side (``THIN_LONG``: 64 x 128 where M is thin, 128 x 64 where N is, on 8
     stages): on the H200 (RESULTS.md, fifty-first session, fp16, every launch cold) 32x16384x16384
     went from 0.83 to 0.95 of cuBLAS, 16x16384x16384 0.77 -> 0.92, 8x32768x8192 0.73 -> 0.86,
-    48x16384x8192 0.92 -> 0.97 and 64x16384x16384 0.93 -> 0.97.
+    48x16384x8192 0.92 -> 0.97 and 64x16384x16384 0.93 -> 0.97.  Where fewer than 64 rows make
+    static 64 x 64 tiles fill one wave more than half, the 64 x 128 tiles split-K two ways
+    (``THIN_LONG_SPLIT``, as many CTAs): on ten products drawn in that class (same session) ahead
+    of the 64 x 64 tiles in 20 of 20 runs by 0.01-0.19 (31x8304x21896 0.82 -> 0.99); not at 64 rows,
+    where 64x8192x8192 fell from 0.95 to 0.93 (0.98 -> 0.93 in the forty-ninth session).
     Not where stream-K would split each thin tile eight or more ways (few tiles, long K): the
     pingpong consumers have only the owner fix-up, and the cooperative tile's "spread" one is
     taken there (256x256x65536: 0.61-0.62 against 0.51-0.53 for 64 x 64 tiles split 8 ways).
@@ -1218,6 +1225,10 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
             long, stages = THIN_LONG
             thin = thin.replace(stages=stages, **({"tile_n": long} if m <= tm else {"tile_m": long}))
         thin = fit_policy(thin, m, n, k, sms, shared=shared)
+        if (THIN_LONG_SPLIT and THIN_LONG and kind in ("float16", "bfloat16") and not shared and m < tm
+                and thin.policy == "static" and thin.tile_n == tn and sms < 2 * _tiles(m, n, tn, tm) <= 2 * sms):
+            return thin.replace(tile_n=THIN_LONG[0], stages=THIN_LONG[1], policy="streamk",
+                                sk_ways=THIN_LONG_SPLIT, sk_reduce="owner", sk_waves=1)
         if not (thin.policy == "streamk" and sms >= 8 * _tiles(m, n, tn, tm)):
             return thin if shared else _split_k(thin, m, n, k, sms)
     if tile_n is None:

@@ -1377,6 +1377,20 @@ def test_heuristic_thin_products(dtype, allow_tf32, monkeypatch):
         assert (cfg.tile_m, cfg.tile_n, cfg.pingpong) == (*want, True), shape
         assert cfg.stages == (stages if want != (64, 64) else 12), shape
         assert cfg.smem_bytes <= hopper.SMEM_LIMIT
+    # fewer than 64 rows whose static thin tiles fill one wave more than half: the long tiles
+    # split-K THIN_LONG_SPLIT ways (as many CTAs); not at 64 rows, thin N, a shared GPU or tf32
+    cfg = choose(16, 8192, 8192)
+    if sixteen:
+        assert (cfg.tile_m, cfg.tile_n, cfg.stages, cfg.pingpong) == (64, long, stages, True)
+        assert (cfg.policy, cfg.sk_ways, cfg.sk_reduce) == ("streamk", hopper.THIN_LONG_SPLIT, "owner")
+        assert hopper.plan_launch(cfg, 16, 8192, 8192, 132).grid == 64 * hopper.THIN_LONG_SPLIT
+    else:
+        assert (cfg.tile_n, cfg.policy) == (64, "static")
+    for shape in ((64, 8192, 8192), (8192, 16, 8192)):
+        assert (choose(*shape).tile_n, choose(*shape).policy) == (64, "static"), shape
+    assert (choose(16, 8192, 8192, shared=True).tile_n, choose(16, 8192, 8192, shared=True).policy) == (64, "dynamic")
+    monkeypatch.setattr(hopper, "THIN_LONG_SPLIT", None)
+    assert (choose(16, 8192, 8192).tile_n, choose(16, 8192, 8192).policy) == (64, "static")
     monkeypatch.setattr(hopper, "THIN_LONG", None)
     assert (choose(32, 16384, 8192).tile_n, choose(16384, 32, 8192).tile_m) == (64, 64)
 
@@ -2194,11 +2208,14 @@ SHAPES = [(1, 1, 1), (257, 263, 129), (1, 300, 77), (300, 1, 45), (2000, 9, 64),
                                                         (8192, 64, 1000, False, True, 0.0),
                                                         (24, 20000, 520, True, False, 0.5),
                                                         (16000, 40, 700, False, True, 0.0),
-                                                        (48, 11000, 1500, False, True, 0.0)])
+                                                        (48, 11000, 1500, False, True, 0.0),
+                                                        (20, 7000, 3000, False, True, 0.5),
+                                                        (8, 8200, 1100, True, False, 0.0)])
 def test_thin_products_on_the_heuristic_config(kind, m, n, k, trans_a, trans_b, beta):
     """Products of at most 64 rows or columns on the config the heuristic picks (THIN_TILE, pingpong
     64 x 64, static or stream-K by the tile count; 16-bit ones past a wave of those on 64 x 128 or
-    128 x 64, THIN_LONG), every operand layout, the staged and paired epilogues."""
+    128 x 64, THIN_LONG, and below one but more than half on 64 x 128 split-K two ways,
+    THIN_LONG_SPLIT), every operand layout, the staged and paired epilogues."""
     cfg = hopper.choose_config(m, n, k, "float32" if kind == "tf32" else kind, hopper.device_sms(),
                                allow_tf32=kind == "tf32")
     assert cfg.pingpong and min(cfg.tile_m, cfg.tile_n) == 64
