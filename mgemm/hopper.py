@@ -270,9 +270,9 @@ WIDE_WAVE_FILL = 0.9
 # A or columns of B loaded and multiplied as zeros, and more tiles to share out; see choose_config).
 THIN_TILE = (64, 64, 12)  # (tile_m, tile_n, stages)
 # 16-bit thin products whose THIN_TILE tiles are more than one wave: the tile twice as long along
-# the long side (64 x 128 where M is thin, 128 x 64 where N is), on THIN_LONG[1] stages; None: off
-# (see choose_config)
-THIN_LONG = (128, 8)
+# the long side (64 x 128 where M is thin, 128 x 64 where N is), on THIN_LONG[1] stages, where it
+# runs static or K has at least THIN_LONG[2] 64-wide steps; None: off (see choose_config)
+THIN_LONG = (128, 8, 16)
 # ... and thin-M products (fewer than 64 rows) whose THIN_TILE tiles run static in one wave more
 # than half full: THIN_LONG's tiles split-K this many ways (as many CTAs); None: off (choose_config)
 THIN_LONG_SPLIT = 2
@@ -1057,7 +1057,12 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     along the long side (``THIN_LONG``: 64 x 128 where M is thin, 128 x 64 where N is, on 8
     stages): on the H200 (RESULTS.md, fifty-first session, fp16, every launch cold) 32x16384x16384
     went from 0.83 to 0.95 of cuBLAS, 16x16384x16384 0.77 -> 0.92, 8x32768x8192 0.73 -> 0.86,
-    48x16384x8192 0.92 -> 0.97 and 64x16384x16384 0.93 -> 0.97.  Where fewer than 64 rows make
+    48x16384x8192 0.92 -> 0.97 and 64x16384x16384 0.93 -> 0.97.  Not where the longer tiles run
+    stream-K over K of fewer than ``THIN_LONG[2]`` 64-wide steps: on two draws of thin products
+    (same session, fp16 and bf16) such launches were behind on 10768x11x928 (1.12 -> 0.96),
+    32x25152x696 and 24840x16x544 by 0.03-0.08, level on 38088x32x752 and ahead by 0.01-0.05 on
+    8x17304x376 and 25x26168x552; the static ones were ahead or level in every run, and those
+    over longer K in all but two (by 0.01-0.03).  Where fewer than 64 rows make
     static 64 x 64 tiles fill one wave more than half, the 64 x 128 tiles split-K two ways
     (``THIN_LONG_SPLIT``, as many CTAs): on ten products drawn in that class (same session) ahead
     of the 64 x 64 tiles in 20 of 20 runs by 0.01-0.19 (31x8304x21896 0.82 -> 0.99); not at 64 rows,
@@ -1220,11 +1225,14 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
     epilogue = "tma" if steps <= TMA_STORE_K else "staged"
     tm, tn, st = THIN_TILE
     if tile_n is None and min(m, n) <= tm:
-        thin = HopperConfig(input=kind, tile_m=tm, tile_n=tn, stages=st, pingpong=True, epilogue=epilogue)
+        base = HopperConfig(input=kind, tile_m=tm, tile_n=tn, stages=st, pingpong=True, epilogue=epilogue)
+        thin = fit_policy(base, m, n, k, sms, shared=shared)
         if THIN_LONG and kind in ("float16", "bfloat16") and _tiles(m, n, tn, tm) > sms:
-            long, stages = THIN_LONG
-            thin = thin.replace(stages=stages, **({"tile_n": long} if m <= tm else {"tile_m": long}))
-        thin = fit_policy(thin, m, n, k, sms, shared=shared)
+            long, stages, sk_steps = THIN_LONG
+            longer = fit_policy(base.replace(stages=stages, **({"tile_n": long} if m <= tm else {"tile_m": long})),
+                                m, n, k, sms, shared=shared)
+            if longer.policy != "streamk" or steps >= sk_steps:
+                thin = longer
         if (THIN_LONG_SPLIT and THIN_LONG and kind in ("float16", "bfloat16") and not shared and m < tm
                 and thin.policy == "static" and thin.tile_n == tn and sms < 2 * _tiles(m, n, tn, tm) <= 2 * sms):
             return thin.replace(tile_n=THIN_LONG[0], stages=THIN_LONG[1], policy="streamk",

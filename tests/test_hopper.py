@@ -1368,10 +1368,13 @@ def test_heuristic_thin_products(dtype, allow_tf32, monkeypatch):
     assert not choose(64, 8192, 8192, tile_n=128).pingpong
     # past one wave of thin tiles, 16-bit products take them twice as long along the long side
     # (THIN_LONG); at one wave (64 x 8448: 132 tiles), tf32 and with the rule off they do not
-    long, stages = hopper.THIN_LONG
+    long, stages, sk_steps = hopper.THIN_LONG
     sixteen = dtype != "float32"
+    # (10768x11x928 and 24840x16x544: the longer tiles would run stream-K over fewer than sk_steps)
     for shape, tile in (((32, 16384, 8192), (64, long)), ((16384, 32, 8192), (long, 64)),
-                        ((8, 40000, 1024), (64, long)), ((64, 8448, 8192), (64, 64))):
+                        ((8, 40000, 1024), (64, long)), ((64, 8448, 8192), (64, 64)),
+                        ((10768, 11, 928), (64, 64)), ((24840, 16, 544), (64, 64)),
+                        ((24840, 16, 64 * sk_steps), (long, 64))):
         cfg = choose(*shape)
         want = tile if sixteen else (64, 64)
         assert (cfg.tile_m, cfg.tile_n, cfg.pingpong) == (*want, True), shape
