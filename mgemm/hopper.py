@@ -1225,18 +1225,10 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
     epilogue = "tma" if steps <= TMA_STORE_K else "staged"
     tm, tn, st = THIN_TILE
     if tile_n is None and min(m, n) <= tm:
-        base = HopperConfig(input=kind, tile_m=tm, tile_n=tn, stages=st, pingpong=True, epilogue=epilogue)
-        thin = fit_policy(base, m, n, k, sms, shared=shared)
-        if THIN_LONG and kind in ("float16", "bfloat16") and _tiles(m, n, tn, tm) > sms:
-            long, stages, sk_steps = THIN_LONG
-            longer = fit_policy(base.replace(stages=stages, **({"tile_n": long} if m <= tm else {"tile_m": long})),
-                                m, n, k, sms, shared=shared)
-            if longer.policy != "streamk" or steps >= sk_steps:
-                thin = longer
-        if (THIN_LONG_SPLIT and THIN_LONG and kind in ("float16", "bfloat16") and not shared and m < tm
-                and thin.policy == "static" and thin.tile_n == tn and sms < 2 * _tiles(m, n, tn, tm) <= 2 * sms):
-            return thin.replace(tile_n=THIN_LONG[0], stages=THIN_LONG[1], policy="streamk",
-                                sk_ways=THIN_LONG_SPLIT, sk_reduce="owner", sk_waves=1)
+        thin = _thin_config(HopperConfig(input=kind, tile_m=tm, tile_n=tn, stages=st, pingpong=True,
+                                         epilogue=epilogue), m, n, k, sms, shared)
+        if thin.sk_ways:  # (THIN_LONG_SPLIT: split already)
+            return thin
         if not (thin.policy == "streamk" and sms >= 8 * _tiles(m, n, tn, tm)):
             return thin if shared else _split_k(thin, m, n, k, sms)
     if tile_n is None:
@@ -2155,6 +2147,32 @@ def _tail_split_cached(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sm
                        b_rows_off: bool = False, b_rows_off_128: bool = False, a_rows_off_128: bool = False):
     return tail_split(cfg, m, n, k, dtype, sms, b_rows_off=b_rows_off, b_rows_off_128=b_rows_off_128,
                       a_rows_off_128=a_rows_off_128)
+
+
+def _thin_config(base: HopperConfig, m: int, n: int, k: int, sms: int, shared: bool) -> HopperConfig:
+    """The thin product's pingpong config (``choose_config``): ``base`` (``THIN_TILE``) with the
+    policy ``fit_policy`` picks; for float16 and bfloat16 past one wave of its tiles, the tiles
+    twice as long along the long side where they run static or over K of at least
+    ``THIN_LONG[2]`` steps (``THIN_LONG``); and below one wave but more than half, static, with
+    fewer than 64 rows, the longer tiles split-K ``THIN_LONG_SPLIT`` ways.
+
+    >>> _thin_config(HopperConfig(input="float16", tile_m=64, tile_n=64, stages=12, pingpong=True),
+    ...              16, 8192, 8192, 132, False).sk_ways
+    2
+    """
+    thin = fit_policy(base, m, n, k, sms, shared=shared)
+    if not THIN_LONG or base.input not in ("float16", "bfloat16"):
+        return thin
+    long, stages, sk_steps = THIN_LONG
+    tiles = _tiles(m, n, base.tile_n, base.tile_m)
+    if tiles > sms:
+        longer = fit_policy(base.replace(stages=stages, **({"tile_n": long} if m <= base.tile_m else {"tile_m": long})),
+                            m, n, k, sms, shared=shared)
+        return longer if longer.policy != "streamk" or -(-k // base.tile_k) >= sk_steps else thin
+    if THIN_LONG_SPLIT and not shared and m < base.tile_m and thin.policy == "static" and 2 * tiles > sms:
+        return thin.replace(tile_n=long, stages=stages, policy="streamk", sk_ways=THIN_LONG_SPLIT,
+                            sk_reduce="owner", sk_waves=1)
+    return thin
 
 
 def _tiles(m: int, n: int, tile_n: int, tile_m: int = TILE_M) -> int:
