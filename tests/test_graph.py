@@ -200,8 +200,6 @@ def test_bench_runs_start_from_the_persisted_layout(client):
     """Each timed run of ``mgemm bench`` starts with every input chunk once, on the worker it was
     persisted on: the copies a product fetched are dropped, not the originals (left to the
     active memory manager, chunks changed workers from run to run)."""
-    from distributed import wait
-
     import mgemm
     from mgemm import bench
 
