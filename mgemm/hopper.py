@@ -181,10 +181,13 @@ with the k16 steps it adds; ``mgemm.emulate`` (float32 as bfloat16 pieces) runs 
 brought its error on an 8192² block with K = 32768 from 3.7e-5 to 2.8e-7 at 4 % of the speed (H200,
 fifteenth session).
 
-Not yet done: clusters under stream-K or larger than 4; 256-row tiles; a split-K with
-a separate reduction for few tiles and long K (one 128x128 tile split 132 ways, 128x128x131072:
-0.77–0.79 after the fourteenth session's fix-up rewrite, 7–10 µs of it after the last mainloop);
-1024x2112x8192 (0.76–0.82: 136 tiles on 132 SMs, all split two ways); a shorter host path.
+Not yet done (H200, fp16 × cuBLAS, every launch cold; RESULTS.md, fifty-first session):
+clusters larger than 4 CTAs; 256-row tiles; a cheaper fix-up for few tiles over long K (the spread
+fix-up stores and adds about 5 µs after the last mainloop: 256x256x65536 0.88–0.92,
+128x128x131072 0.87); 1024x2112x8192 0.92 (88 tiles of 128 x 192, stream-K); operands whose rows
+lie off 128-byte lines read in place (3000³ 0.86, 5000³ 0.90, 1000x1000x65536 0.83); one wave of
+fewer tiles than SMs (1536³ 0.87: 96 tiles of 128 x 192); products of a few GFLOP, whose fixed
+costs set them (1000³ 0.86).
 
 On the H200, from the repository root, with wheels of mgemm's Python dependencies in .whl::
 
