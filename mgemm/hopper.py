@@ -1230,8 +1230,6 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
     if tile_n is None and min(m, n) <= tm:
         thin = _thin_config(HopperConfig(input=kind, tile_m=tm, tile_n=tn, stages=st, pingpong=True,
                                          epilogue=epilogue), m, n, k, sms, shared)
-        if thin.sk_ways:  # (THIN_LONG_SPLIT: split already)
-            return thin
         if not (thin.policy == "streamk" and sms >= 8 * _tiles(m, n, tn, tm)):
             return thin if shared else _split_k(thin, m, n, k, sms)
     if tile_n is None:
