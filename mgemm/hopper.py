@@ -509,6 +509,12 @@ QUAD_SK_POLICIES = ("streamk", "static")  # ... in place of the heuristic's conf
 # stream-K over every SM, and of QUAD_SK's clusters where A's and B's rows are on 128-byte lines
 # (_split_k; RESULTS.md, forty-eighth session); None: never
 SPLIT_K: tuple[int, int] | None = (2, 4)
+# 16-bit products over a deep K whose 128 x 256 tiles a wave holds DEEP_SPLIT[0] to DEEP_SPLIT[1]
+# CTAs of (sms // tiles), each of at least DEEP_SPLIT[2] 64-wide K steps: split-K on those tiles,
+# that many CTAs a tile, the spread fix-up, B multicast over 2 x 1 clusters where B's rows are off
+# 128-byte lines and the tile rows pair up (_deep_split; RESULTS.md, fifty-second session); None:
+# never
+DEEP_SPLIT: tuple[int, int, int] | None = (3, 8, 96)
 # ... and in place of such static tiles (one partial wave, or fewer tiles than half the SMs on a
 # short K: fit_policy) where K has at least this many 64-wide steps (None: never)
 SPLIT_K_FROM_STATIC: int | None = 40
@@ -1270,6 +1276,10 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
               and (OFF_ROWS_ONE_WAVE_OVER_CLUSTERS
                    or _off_rows_clusters(cfg, m, n, k, sms, OFF_ROWS_CLUSTER_MARGIN[0], on_sectors=False) == cfg)):
             return wide  # one wave either way: the wider tiles, on single CTAs (not the clusters below)
+    if not (explicit or shared) and kind in ("float16", "bfloat16"):
+        deep = _deep_split(cfg, m, n, k, sms, b_rows_off or b_rows_off_128)
+        if deep is not None:
+            return deep
     if (not (explicit or shared) and kind in ("float16", "bfloat16") and _quad_streamk_pays(cfg, m, n, k, sms)
             and (a_rows_off_128 or b_rows_off or b_rows_off_128  # split-K first on lines: _split_k
                  or not _split_k(cfg, m, n, k, sms).sk_ways)):
@@ -2018,6 +2028,44 @@ def _split_k(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfi
     ways = sms // _tiles(m, n, cfg.tile_n, cfg.tile_m)
     return (cfg.replace(policy="streamk", sk_ways=ways, sk_reduce="owner", sk_waves=1)
             if SPLIT_K[0] <= ways <= SPLIT_K[1] else cfg)
+
+
+def _deep_split(cfg: HopperConfig, m: int, n: int, k: int, sms: int, b_off_lines: bool) -> HopperConfig | None:
+    """Split-K on 128 x 256 tiles where ``DEEP_SPLIT`` holds (a wave holds 3 to 8 CTAs a tile, each
+    a k-slice of at least 96 64-wide steps), else None: ``sms // tiles`` CTAs a tile, each one
+    equal k-slice, the spread fix-up; on 2 x 1 clusters that multicast B where ``b_off_lines`` (B's
+    rows off 128-byte lines) and the tile rows come in pairs.  The wider tile reads a quarter fewer
+    operand bytes per FLOP than the 128 x 128 tiles that split-K, stream-K or the 2 x 2 clusters
+    run otherwise there, and over such a K its fix-up, twice the partial bytes, is a small share.
+
+    On the H200 (RESULTS.md, fifty-second session, fp16 × cuBLAS, chosen products): 1024x1024x65536
+    0.89 -> 0.96, 768x768x65536 0.84 -> 0.96, 640x1280x65536 0.81 -> 0.97, 1024x1024x50000 0.83 ->
+    0.95, 768x1024x32768 0.76 -> 0.89, and with B's rows off the lines on clusters 1000x1000x65536
+    0.83 -> 0.97 (0.78 on single CTAs), 1000x1000x32768 0.86 -> 0.96, 1200x800x50000 0.75 -> 0.81
+    (0.60 on single CTAs).  Where a slice had 64 steps (1024x1024x16384) the split 128 x 128
+    tiles stayed ahead (0.96 against 0.92); eight tiles, 8 ways (512x512x65536, half the SMs) ran
+    0.60 against 0.74.  With the rows on the lines the clusters were level or behind by 0.01-0.02,
+    and where they pad an odd row of tiles behind by up to 0.23 (800x1500x30000, 640x1280x65536).
+
+    >>> cfg = HopperConfig(input="float16", tile_n=128, stages=6, policy="streamk")
+    >>> deep = _deep_split(cfg, 1000, 1000, 65536, 132, True)
+    >>> deep.tile_n, deep.sk_ways, deep.sk_reduce, deep.cluster_m
+    (256, 4, 'spread', 2)
+    >>> _deep_split(cfg, 600, 1000, 65536, 132, True).cluster_m  # five tile rows
+    1
+    >>> _deep_split(cfg, 1024, 1024, 16384, 132, False) is None  # slices of 64 steps
+    True
+    """
+    if DEEP_SPLIT is None:
+        return None
+    lo, hi, min_steps = DEEP_SPLIT
+    tiles = _tiles(m, n, 256)
+    ways = sms // tiles
+    if not (lo <= ways <= hi and -(-k // 64) // ways >= min_steps):
+        return None
+    pairs = b_off_lines and -(-m // TILE_M) % 2 == 0
+    return cfg.replace(tile_m=TILE_M, tile_n=256, stages=dict(TILE_CHOICES)[256], pingpong=False, policy="streamk",
+                       sk_ways=ways, sk_reduce="spread", sk_waves=1, cluster_m=2 if pairs else 1, cluster_n=1)
 
 
 def quad_streamk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:

@@ -808,6 +808,33 @@ def test_heuristic_split_k_on_thin_tiles(dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_heuristic_deep_split_on_wide_tiles(dtype, monkeypatch):
+    """Products whose 128 x 256 tiles a wave holds 3 to 8 CTAs of, each a k-slice of 96 steps or
+    more, split-K on those tiles with the spread fix-up (DEEP_SPLIT); B multicast over 2 x 1
+    clusters where B's rows are off 128-byte lines and the tile rows pair up; not on shallower
+    slices, too few or too many tiles, a shared GPU, an explicit width or tf32."""
+    def choose(m, n, k, **kw):
+        flags = dict(b_rows_off_128=(2 * n) % 128 != 0, b_rows_off=(2 * n) % 32 != 0)
+        return hopper.choose_config(m, n, k, kw.pop("dtype", dtype), 132, **flags, **kw)
+
+    for shape, ways, cm in [((1024, 1024, 65536), 4, 1), ((768, 768, 65536), 7, 1), ((1000, 1000, 65536), 4, 2),
+                            ((600, 1000, 65536), 6, 1), ((1200, 800, 50000), 3, 2), ((800, 1500, 30000), 3, 1),
+                            ((512, 1024, 65536), 8, 1)]:
+        cfg = choose(*shape)
+        assert (cfg.tile_m, cfg.tile_n, cfg.pingpong, cfg.policy) == (128, 256, False, "streamk"), shape
+        assert (cfg.sk_ways, cfg.sk_reduce, cfg.cluster_m, cfg.cluster_n) == (ways, "spread", cm, 1), shape
+        lp = hopper.plan_launch(cfg, *shape, 132)
+        assert lp.grid == ways * lp.tiles and lp.k_iters // ways >= hopper.DEEP_SPLIT[2], shape
+    for shape in [(1024, 1024, 16384), (1024, 768, 16384), (512, 512, 65536), (2048, 1024, 32768)]:
+        assert choose(*shape).tile_n != 256 or choose(*shape).policy != "streamk", shape
+    assert choose(1024, 1024, 65536, shared=True).sk_ways == 0
+    assert choose(1024, 1024, 65536, tile_n=128).tile_n == 128
+    assert choose(1024, 1024, 65536, dtype="float32", allow_tf32=True).tile_n == 128
+    monkeypatch.setattr(hopper, "DEEP_SPLIT", None)
+    assert choose(1024, 1024, 65536).tile_n == 128
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_heuristic_few_tiles_take_the_thin_tile(dtype, monkeypatch):
     """128x128 tiles filling at most FEW_TILES_THIN[0] of the SMs, K of at most FEW_TILES_THIN[1]
     steps: the thin pingpong tile, with the same policy where the 128x128 tiles run unsplit and
@@ -2243,6 +2270,27 @@ def test_b_rows_off_128_on_the_heuristic_config(kind, m, n, k, trans_a, beta):
     if cfg.cluster_m != 2:  # sized for 132 SMs (H200, H100 SXM)
         pytest.skip(f"the heuristic picks no cluster here on {hopper.device_sms()} SMs: {cfg}")
     assert cfg.policy == "static"
+    _check(m, n, k, kind, None, trans_a=trans_a, beta=beta, alpha=0.5, seed=m + n + k)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("m,n,k,trans_a,beta,cluster_m", [(1000, 1000, 24576, False, 0.0, 2),
+                                                          (1024, 1024, 24576, True, 0.5, 1),
+                                                          (600, 1000, 40000, False, 0.0, 1),
+                                                          (800, 1500, 20008, True, 0.0, 1),
+                                                          (1200, 800, 20000, False, 0.5, 2)])
+def test_deep_split_on_the_heuristic_config(kind, m, n, k, trans_a, beta, cluster_m):
+    """Deep-K products on the heuristic's split-K over 128 x 256 tiles with the spread fix-up
+    (DEEP_SPLIT): single CTAs, and 2 x 1 clusters where B's rows are off 128-byte lines; both A
+    layouts, beta."""
+    b = cp.empty((k, n), dtype=cp.float16)
+    cfg = hopper.choose_config(m, n, k, kind, hopper.device_sms(), **hopper.b_rows_flags([b]),
+                               a_rows_off_128=not trans_a and (2 * k) % 128 != 0)
+    if cfg.sk_ways == 0:  # sized for 132 SMs (H200, H100 SXM)
+        pytest.skip(f"no deep split on {hopper.device_sms()} SMs: {cfg}")
+    assert (cfg.tile_n, cfg.sk_reduce, cfg.cluster_m) == (256, "spread", cluster_m)
     _check(m, n, k, kind, None, trans_a=trans_a, beta=beta, alpha=0.5, seed=m + n + k)
 
 
