@@ -181,11 +181,12 @@ with the k16 steps it adds; ``mgemm.emulate`` (float32 as bfloat16 pieces) runs 
 brought its error on an 8192² block with K = 32768 from 3.7e-5 to 2.8e-7 at 4 % of the speed (H200,
 fifteenth session).
 
-Not yet done (H200, fp16 × cuBLAS, every launch cold; RESULTS.md, fifty-first session):
+Not yet done (H200, fp16 × cuBLAS, every launch cold; RESULTS.md, fifty-first and fifty-second
+sessions):
 clusters larger than 4 CTAs; 256-row tiles; a cheaper fix-up for few tiles over long K (the spread
 fix-up stores and adds about 5 µs after the last mainloop: 256x256x65536 0.88–0.92,
 128x128x131072 0.87); 1024x2112x8192 0.92 (88 tiles of 128 x 192, stream-K); operands whose rows
-lie off 128-byte lines read in place (3000³ 0.86, 5000³ 0.90, 1000x1000x65536 0.83); one wave of
+lie off 128-byte lines read in place (3000³ 0.86, 5000³ 0.90); one wave of
 fewer tiles than SMs (1536³ 0.87: 96 tiles of 128 x 192); products of a few GFLOP, whose fixed
 costs set them (1000³ 0.86).
 
@@ -1173,6 +1174,12 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     off-rows rules: on 8 such shapes drawn in the class, ahead in 14 of 16 runs and level (within
     0.01) in two, against stream-K (1752x416x37456 0.51 -> 0.83) and against the off-rows rules'
     static clusters (2272x456x6784 0.93 -> 1.03).
+
+    Deep-K products whose 128 x 256 tiles a wave holds 3 to 8 CTAs of, each a k-slice of 96 or
+    more 64-wide steps, run split-K on those tiles with the spread fix-up, on 2 x 1 clusters that
+    multicast B where its rows are off 128-byte lines (``DEEP_SPLIT``, ``_deep_split``), ahead of
+    the rules below: on twelve products drawn in that class (RESULTS.md, fifty-second session)
+    fp16 0.793 -> 0.925, bf16 0.791 -> 0.924 of cuBLAS, ahead in 23 of 24 runs, level in one.
 
     Where a wave holds two to four CTAs a 128 x 128 stream-K tile (one CTA each), split-K runs
     instead (``SPLIT_K``, ``_split_k``): that many CTAs a tile, each one equal k-slice, all
