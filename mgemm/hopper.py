@@ -511,11 +511,11 @@ QUAD_SK_POLICIES = ("streamk", "static")  # ... in place of the heuristic's conf
 # (_split_k; RESULTS.md, forty-eighth session); None: never
 SPLIT_K: tuple[int, int] | None = (2, 4)
 # 16-bit products over a deep K whose 128 x 256 tiles a wave holds DEEP_SPLIT[0] to DEEP_SPLIT[1]
-# CTAs of (sms // tiles), each of at least DEEP_SPLIT[2] 64-wide K steps: split-K on those tiles,
-# that many CTAs a tile, the spread fix-up, B multicast over 2 x 1 clusters where B's rows are off
-# 128-byte lines and the tile rows pair up (_deep_split; RESULTS.md, fifty-second session); None:
-# never
-DEEP_SPLIT: tuple[int, int, int] | None = (3, 8, 96)
+# CTAs of (sms // tiles), each of at least DEEP_SPLIT[2] 64-wide K steps, and whose columns those
+# tiles pad to at most DEEP_SPLIT[3] times the 128-wide ones': split-K on those tiles, that many
+# CTAs a tile, the spread fix-up, B multicast over 2 x 1 clusters where B's rows are off 128-byte
+# lines and the tile rows pair up (_deep_split; RESULTS.md, fifty-second session); None: never
+DEEP_SPLIT: tuple[int, int, int, float] | None = (3, 8, 96, 1.15)
 # ... and in place of such static tiles (one partial wave, or fewer tiles than half the SMs on a
 # short K: fit_policy) where K has at least this many 64-wide steps (None: never)
 SPLIT_K_FROM_STATIC: int | None = 40
@@ -2053,6 +2053,10 @@ def _deep_split(cfg: HopperConfig, m: int, n: int, k: int, sms: int, b_off_lines
     tiles stayed ahead (0.96 against 0.92); eight tiles, 8 ways (512x512x65536, half the SMs) ran
     0.60 against 0.74.  With the rows on the lines the clusters were level or behind by 0.01-0.02,
     and where they pad an odd row of tiles behind by up to 0.23 (800x1500x30000, 640x1280x65536).
+    Where the wider tiles pad N by a fifth more than the 128-wide ones, the split ran behind:
+    640x640x65536 0.83 -> 0.75-0.77 (768 columns for 640), 1451x336x37888 0.82 -> 0.73 launched
+    directly (512 for 336); it was level on 704x576x79920 and ahead on 1989x264x42456 (0.71 ->
+    0.81), and ahead at 14 % more (1200x800x50000, 896x896x40960), so ``DEEP_SPLIT[3]`` is 1.15.
 
     >>> cfg = HopperConfig(input="float16", tile_n=128, stages=6, policy="streamk")
     >>> deep = _deep_split(cfg, 1000, 1000, 65536, 132, True)
@@ -2062,13 +2066,16 @@ def _deep_split(cfg: HopperConfig, m: int, n: int, k: int, sms: int, b_off_lines
     1
     >>> _deep_split(cfg, 1024, 1024, 16384, 132, False) is None  # slices of 64 steps
     True
+    >>> _deep_split(cfg, 640, 640, 65536, 132, False) is None  # 768 columns for 640
+    True
     """
     if DEEP_SPLIT is None:
         return None
-    lo, hi, min_steps = DEEP_SPLIT
+    lo, hi, min_steps, pad = DEEP_SPLIT
     tiles = _tiles(m, n, 256)
     ways = sms // tiles
-    if not (lo <= ways <= hi and -(-k // 64) // ways >= min_steps):
+    if not (lo <= ways <= hi and -(-k // 64) // ways >= min_steps
+            and -(-n // 256) * 256 <= pad * -(-n // 128) * 128):
         return None
     pairs = b_off_lines and -(-m // TILE_M) % 2 == 0
     return cfg.replace(tile_m=TILE_M, tile_n=256, stages=dict(TILE_CHOICES)[256], pingpong=False, policy="streamk",
