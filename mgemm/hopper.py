@@ -511,10 +511,11 @@ QUAD_SK_POLICIES = ("streamk", "static")  # ... in place of the heuristic's conf
 # (_split_k; RESULTS.md, forty-eighth session); None: never
 SPLIT_K: tuple[int, int] | None = (2, 4)
 # 16-bit products over a deep K whose 128 x 256 tiles a wave holds DEEP_SPLIT[0] to DEEP_SPLIT[1]
-# CTAs of (sms // tiles), each of at least DEEP_SPLIT[2] 64-wide K steps, and whose columns those
-# tiles pad to at most DEEP_SPLIT[3] times the 128-wide ones': split-K on those tiles, that many
-# CTAs a tile, the spread fix-up, B multicast over 2 x 1 clusters where B's rows are off 128-byte
-# lines and the tile rows pair up (_deep_split; RESULTS.md, fifty-second session); None: never
+# CTAs of (sms // tiles), each of at least DEEP_SPLIT[2] 64-wide K steps, where 256-wide tiles
+# would pad M or N to at most DEEP_SPLIT[3] times what 128-wide ones do: split-K on those tiles,
+# that many CTAs a tile, the spread fix-up, B multicast over 2 x 1 clusters where B's rows are off
+# 128-byte lines and the tile rows pair up (_deep_split; RESULTS.md, fifty-second session); None:
+# never
 DEEP_SPLIT: tuple[int, int, int, float] | None = (3, 8, 96, 1.15)
 # ... and in place of such static tiles (one partial wave, or fewer tiles than half the SMs on a
 # short K: fit_policy) where K has at least this many 64-wide steps (None: never)
@@ -2053,10 +2054,16 @@ def _deep_split(cfg: HopperConfig, m: int, n: int, k: int, sms: int, b_off_lines
     tiles stayed ahead (0.96 against 0.92); eight tiles, 8 ways (512x512x65536, half the SMs) ran
     0.60 against 0.74.  With the rows on the lines the clusters were level or behind by 0.01-0.02,
     and where they pad an odd row of tiles behind by up to 0.23 (800x1500x30000, 640x1280x65536).
-    Where the wider tiles pad N by a fifth more than the 128-wide ones, the split ran behind:
-    640x640x65536 0.83 -> 0.75-0.77 (768 columns for 640), 1451x336x37888 0.82 -> 0.73 launched
-    directly (512 for 336); it was level on 704x576x79920 and ahead on 1989x264x42456 (0.71 ->
-    0.81), and ahead at 14 % more (1200x800x50000, 896x896x40960), so ``DEEP_SPLIT[3]`` is 1.15.
+    Where the wider tiles pad N by a fifth or more beyond the 128-wide ones, the split launched
+    directly ran behind on 9 of 12 drawn products by 0.03-0.12 (fp16; 640x640x65536 0.86 -> 0.76,
+    768 columns for 640; 2064x288x26224 0.53 -> 0.41) and ahead on three by 0.02-0.03.  But where
+    M pads little, the caller then runs the product transposed (``swap_pays``: the wide tiles'
+    padded work is the larger), on the transposed product's own config, and against the caller's
+    launch without the split that was ahead in 17 of 20 runs (fp16 and bf16, ten products) by
+    0.03-0.17 (2095x344x28216 0.68 -> 0.84, 1584x368x74200 0.63 -> 0.80), level in two, behind
+    by 0.03 in one.  So the split stays out only where 256-wide tiles would pad both M and N by
+    more than ``DEEP_SPLIT[3]`` (1.15): 640x640x65536 and 581x520x52752 ran 0.85 and 0.59 without
+    it, 0.76 and 0.56 with it.
 
     >>> cfg = HopperConfig(input="float16", tile_n=128, stages=6, policy="streamk")
     >>> deep = _deep_split(cfg, 1000, 1000, 65536, 132, True)
@@ -2066,8 +2073,10 @@ def _deep_split(cfg: HopperConfig, m: int, n: int, k: int, sms: int, b_off_lines
     1
     >>> _deep_split(cfg, 1024, 1024, 16384, 132, False) is None  # slices of 64 steps
     True
-    >>> _deep_split(cfg, 640, 640, 65536, 132, False) is None  # 768 columns for 640
+    >>> _deep_split(cfg, 640, 640, 65536, 132, False) is None  # 768 columns and rows for 640
     True
+    >>> _deep_split(cfg, 1584, 368, 74200, 132, False).sk_ways  # 512 columns for 368, M pads little
+    5
     """
     if DEEP_SPLIT is None:
         return None
@@ -2075,11 +2084,16 @@ def _deep_split(cfg: HopperConfig, m: int, n: int, k: int, sms: int, b_off_lines
     tiles = _tiles(m, n, 256)
     ways = sms // tiles
     if not (lo <= ways <= hi and -(-k // 64) // ways >= min_steps
-            and -(-n // 256) * 256 <= pad * -(-n // 128) * 128):
+            and min(_pad_256(n), _pad_256(m)) <= pad):
         return None
     pairs = b_off_lines and -(-m // TILE_M) % 2 == 0
     return cfg.replace(tile_m=TILE_M, tile_n=256, stages=dict(TILE_CHOICES)[256], pingpong=False, policy="streamk",
                        sk_ways=ways, sk_reduce="spread", sk_waves=1, cluster_m=2 if pairs else 1, cluster_n=1)
+
+
+def _pad_256(x: int) -> float:
+    """What 256-wide tiles cover of ``x`` against what 128-wide ones do (1.2 for 640: 768 / 640)."""
+    return -(-x // 256) * 256 / (-(-x // 128) * 128)
 
 
 def quad_streamk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:

@@ -815,20 +815,22 @@ def test_heuristic_deep_split_on_wide_tiles(dtype, monkeypatch):
     """Products whose 128 x 256 tiles a wave holds 3 to 8 CTAs of, each a k-slice of 96 steps or
     more, split-K on those tiles with the spread fix-up (DEEP_SPLIT); B multicast over 2 x 1
     clusters where B's rows are off 128-byte lines and the tile rows pair up; not on shallower
-    slices, too few or too many tiles, a shared GPU, an explicit width or tf32."""
+    slices, too few or too many tiles, where 256-wide tiles would pad both M and N by more than
+    15 %, a shared GPU, an explicit width or tf32."""
     def choose(m, n, k, **kw):
         flags = dict(b_rows_off_128=(2 * n) % 128 != 0, b_rows_off=(2 * n) % 32 != 0)
         return hopper.choose_config(m, n, k, kw.pop("dtype", dtype), 132, **flags, **kw)
 
     for shape, ways, cm in [((1024, 1024, 65536), 4, 1), ((768, 768, 65536), 7, 1), ((1000, 1000, 65536), 4, 2),
                             ((600, 1000, 65536), 6, 1), ((1200, 800, 50000), 3, 2), ((800, 1500, 30000), 3, 1),
-                            ((512, 1024, 65536), 8, 1)]:
+                            ((512, 1024, 65536), 8, 1), ((1584, 368, 74200), 5, 1)]:
         cfg = choose(*shape)
         assert (cfg.tile_m, cfg.tile_n, cfg.pingpong, cfg.policy) == (128, 256, False, "streamk"), shape
         assert (cfg.sk_ways, cfg.sk_reduce, cfg.cluster_m, cfg.cluster_n) == (ways, "spread", cm, 1), shape
         lp = hopper.plan_launch(cfg, *shape, 132)
         assert lp.grid == ways * lp.tiles and lp.k_iters // ways >= hopper.DEEP_SPLIT[2], shape
-    for shape in [(1024, 1024, 16384), (1024, 768, 16384), (512, 512, 65536), (2048, 1024, 32768)]:
+    for shape in [(1024, 1024, 16384), (1024, 768, 16384), (512, 512, 65536), (2048, 1024, 32768),
+                  (640, 640, 65536), (581, 520, 52752)]:  # shallow slices, 2 ways, 8 tiles, M and N padded
         assert choose(*shape).tile_n != 256 or choose(*shape).policy != "streamk", shape
     assert choose(1024, 1024, 65536, shared=True).sk_ways == 0
     assert choose(1024, 1024, 65536, tile_n=128).tile_n == 128
