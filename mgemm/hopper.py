@@ -517,6 +517,9 @@ SPLIT_K: tuple[int, int] | None = (2, 4)
 # 128-byte lines and the tile rows pair up (_deep_split; RESULTS.md, fifty-second session); None:
 # never
 DEEP_SPLIT: tuple[int, int, int, float] | None = (3, 8, 96, 1.15)
+# ... on those clusters too where the tile rows are odd but at least this many (one row of CTAs
+# in ten or fewer past M; None: only even rows)
+DEEP_SPLIT_ODD_ROWS: int | None = 9
 # ... and in place of such static tiles (one partial wave, or fewer tiles than half the SMs on a
 # short K: fit_policy) where K has at least this many 64-wide steps (None: never)
 SPLIT_K_FROM_STATIC: int | None = 40
@@ -2042,7 +2045,8 @@ def _deep_split(cfg: HopperConfig, m: int, n: int, k: int, sms: int, b_off_lines
     """Split-K on 128 x 256 tiles where ``DEEP_SPLIT`` holds (a wave holds 3 to 8 CTAs a tile, each
     a k-slice of at least 96 64-wide steps), else None: ``sms // tiles`` CTAs a tile, each one
     equal k-slice, the spread fix-up; on 2 x 1 clusters that multicast B where ``b_off_lines`` (B's
-    rows off 128-byte lines) and the tile rows come in pairs.  The wider tile reads a quarter fewer
+    rows off 128-byte lines) and the tile rows come in pairs, or are odd but ``DEEP_SPLIT_ODD_ROWS``
+    or more (a padded row of clusters then costs little).  The wider tile reads a quarter fewer
     operand bytes per FLOP than the 128 x 128 tiles that split-K, stream-K or the 2 x 2 clusters
     run otherwise there, and over such a K its fix-up, twice the partial bytes, is a small share.
 
@@ -2054,6 +2058,10 @@ def _deep_split(cfg: HopperConfig, m: int, n: int, k: int, sms: int, b_off_lines
     tiles stayed ahead (0.96 against 0.92); eight tiles, 8 ways (512x512x65536, half the SMs) ran
     0.60 against 0.74.  With the rows on the lines the clusters were level or behind by 0.01-0.02,
     and where they pad an odd row of tiles behind by up to 0.23 (800x1500x30000, 640x1280x65536).
+    With B's rows off the lines over an odd number of tile rows (fifteen products, ten drawn), the
+    clusters were behind single CTAs by 0.01-0.24 on all seven of 3-7 rows, and ahead by 0.02-0.24
+    on seven of eight of 9-27 rows (1088x936x107768 0.66 -> 0.84, 3184x216x40688 0.82 -> 0.95),
+    level on the eighth; so odd rows take them from 9 (``DEEP_SPLIT_ODD_ROWS``).
     Where the wider tiles pad N by a fifth or more beyond the 128-wide ones, the split launched
     directly ran behind on 9 of 12 drawn products by 0.03-0.12 (fp16; 640x640x65536 0.86 -> 0.76,
     768 columns for 640; 2064x288x26224 0.53 -> 0.41) and ahead on three by 0.02-0.03.  But where
@@ -2071,6 +2079,8 @@ def _deep_split(cfg: HopperConfig, m: int, n: int, k: int, sms: int, b_off_lines
     (256, 4, 'spread', 2)
     >>> _deep_split(cfg, 600, 1000, 65536, 132, True).cluster_m  # five tile rows
     1
+    >>> _deep_split(cfg, 1070, 968, 58648, 132, True).cluster_m  # nine
+    2
     >>> _deep_split(cfg, 1024, 1024, 16384, 132, False) is None  # slices of 64 steps
     True
     >>> _deep_split(cfg, 640, 640, 65536, 132, False) is None  # 768 columns and rows for 640
@@ -2086,7 +2096,8 @@ def _deep_split(cfg: HopperConfig, m: int, n: int, k: int, sms: int, b_off_lines
     if not (lo <= ways <= hi and -(-k // 64) // ways >= min_steps
             and min(_pad_256(n), _pad_256(m)) <= pad):
         return None
-    pairs = b_off_lines and -(-m // TILE_M) % 2 == 0
+    rows = -(-m // TILE_M)
+    pairs = b_off_lines and (rows % 2 == 0 or (DEEP_SPLIT_ODD_ROWS is not None and rows >= DEEP_SPLIT_ODD_ROWS))
     return cfg.replace(tile_m=TILE_M, tile_n=256, stages=dict(TILE_CHOICES)[256], pingpong=False, policy="streamk",
                        sk_ways=ways, sk_reduce="spread", sk_waves=1, cluster_m=2 if pairs else 1, cluster_n=1)
 
