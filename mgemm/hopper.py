@@ -1183,7 +1183,11 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     more 64-wide steps, run split-K on those tiles with the spread fix-up, on 2 x 1 clusters that
     multicast B where its rows are off 128-byte lines (``DEEP_SPLIT``, ``_deep_split``), ahead of
     the rules below: on twelve products drawn in that class (RESULTS.md, fifty-second session)
-    fp16 0.793 -> 0.925, bf16 0.791 -> 0.924 of cuBLAS, ahead in 23 of 24 runs, level in one.
+    fp16 0.793 -> 0.925, bf16 0.791 -> 0.924 of cuBLAS, ahead in 23 of 24 runs, level in one; on
+    twelve more (after the padding bound) 0.759 -> 0.822 and 0.748 -> 0.805, ahead in 15 of 24,
+    behind in six, all on odd tile rows over B's rows off the lines, which then took the clusters
+    from nine rows (``DEEP_SPLIT_ODD_ROWS``: ten drawn after it, 0.754 -> 0.835 and 0.737 -> 0.839
+    against single CTAs there, ahead in 17 of 20 runs, behind by 0.02 in two).
 
     Where a wave holds two to four CTAs a 128 x 128 stream-K tile (one CTA each), split-K runs
     instead (``SPLIT_K``, ``_split_k``): that many CTAs a tile, each one equal k-slice, all
