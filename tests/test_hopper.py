@@ -815,9 +815,8 @@ def test_heuristic_deep_split_on_wide_tiles(dtype, monkeypatch):
     """Products whose 128 x 256 tiles a wave holds 3 to 8 CTAs of, each a k-slice of 96 steps or
     more, split-K on those tiles with the spread fix-up (DEEP_SPLIT); B multicast over 2 x 1
     clusters where B's rows are off 128-byte lines and the tile rows pair up or are odd but 9 or
-    more (DEEP_SPLIT_ODD_ROWS); not on shallower
-    slices, too few or too many tiles, where 256-wide tiles would pad both M and N by more than
-    15 %, a shared GPU, an explicit width or tf32."""
+    more (DEEP_SPLIT_ODD_ROWS); not on shallower slices, too few or too many tiles, where 256-wide
+    tiles would pad both M and N by more than 15 %, a shared GPU, an explicit width or tf32."""
     def choose(m, n, k, **kw):
         flags = dict(b_rows_off_128=(2 * n) % 128 != 0, b_rows_off=(2 * n) % 32 != 0)
         return hopper.choose_config(m, n, k, kw.pop("dtype", dtype), 132, **flags, **kw)
