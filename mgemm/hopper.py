@@ -520,6 +520,10 @@ DEEP_SPLIT: tuple[int, int, int, float] | None = (3, 8, 96, 1.15)
 # ... on those clusters too where the tile rows are odd but at least this many (one row of CTAs
 # in ten or fewer past M; None: only even rows)
 DEEP_SPLIT_ODD_ROWS: int | None = 9
+# ... and where a wave holds more than DEEP_SPLIT[1] and at most this many CTAs a tile: the same
+# split, always on the 2 x 1 clusters, whatever B's rows, where those tiles pad N by at most
+# DEEP_SPLIT[3] and the clusters' rows of tiles are as above (None: never)
+DEEP_SPLIT_FEW: int | None = 16
 # ... and in place of such static tiles (one partial wave, or fewer tiles than half the SMs on a
 # short K: fit_policy) where K has at least this many 64-wide steps (None: never)
 SPLIT_K_FROM_STATIC: int | None = 40
@@ -2077,6 +2081,14 @@ def _deep_split(cfg: HopperConfig, m: int, n: int, k: int, sms: int, b_off_lines
     more than ``DEEP_SPLIT[3]`` (1.15): 640x640x65536 and 581x520x52752 ran 0.85 and 0.59 without
     it, 0.76 and 0.56 with it.
 
+    Fewer tiles, 9 to 16 CTAs a tile (``DEEP_SPLIT_FEW``), take the split only on the 2 x 1
+    clusters, whatever B's rows: over ten such products (8-14 tiles, slices of 96 steps or more;
+    fp16) the clusters were ahead of the heuristic's launch by 0.07-0.32 on all six whose 256-wide
+    tiles pad N little and whose tile rows pair up (1299x248x106312 0.70 -> 1.02, 208x1448x121888
+    0.59 -> 0.90, 512x512x65536 0.77 -> 0.85, on single CTAs 0.76) and behind or level on three of
+    the four others (835x280x56352 0.71 -> 0.59, 264x800x78416 0.60 -> 0.52 over three rows).
+    (512x512x65536 and 512x768x65536, slices of 64 and 93 steps, stay below ``DEEP_SPLIT[2]``.)
+
     >>> cfg = HopperConfig(input="float16", tile_n=128, stages=6, policy="streamk")
     >>> deep = _deep_split(cfg, 1000, 1000, 65536, 132, True)
     >>> deep.tile_n, deep.sk_ways, deep.sk_reduce, deep.cluster_m
@@ -2091,17 +2103,29 @@ def _deep_split(cfg: HopperConfig, m: int, n: int, k: int, sms: int, b_off_lines
     True
     >>> _deep_split(cfg, 1584, 368, 74200, 132, False).sk_ways  # 512 columns for 368, M pads little
     5
+    >>> few = _deep_split(cfg, 1299, 248, 106312, 132, False)  # 11 tiles, 12 CTAs each: clusters
+    >>> few.sk_ways, few.cluster_m
+    (12, 2)
+    >>> _deep_split(cfg, 896, 416, 86384, 132, False) is None  # ... not over 7 rows
+    True
     """
     if DEEP_SPLIT is None:
         return None
     lo, hi, min_steps, pad = DEEP_SPLIT
     tiles = _tiles(m, n, 256)
     ways = sms // tiles
-    if not (lo <= ways <= hi and -(-k // 64) // ways >= min_steps
-            and min(_pad_256(n), _pad_256(m)) <= pad):
-        return None
     rows = -(-m // TILE_M)
-    pairs = b_off_lines and (rows % 2 == 0 or (DEEP_SPLIT_ODD_ROWS is not None and rows >= DEEP_SPLIT_ODD_ROWS))
+    rows_pair = rows % 2 == 0 or (DEEP_SPLIT_ODD_ROWS is not None and rows >= DEEP_SPLIT_ODD_ROWS)
+    if ways < lo or -(-k // 64) // ways < min_steps:
+        return None
+    if hi < ways <= (DEEP_SPLIT_FEW or 0):  # few tiles: only on clusters
+        if not (rows_pair and _pad_256(n) <= pad):
+            return None
+        pairs = True
+    elif ways <= hi and min(_pad_256(n), _pad_256(m)) <= pad:
+        pairs = b_off_lines and rows_pair
+    else:
+        return None
     return cfg.replace(tile_m=TILE_M, tile_n=256, stages=dict(TILE_CHOICES)[256], pingpong=False, policy="streamk",
                        sk_ways=ways, sk_reduce="spread", sk_waves=1, cluster_m=2 if pairs else 1, cluster_n=1)
 

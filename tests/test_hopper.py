@@ -815,8 +815,9 @@ def test_heuristic_deep_split_on_wide_tiles(dtype, monkeypatch):
     """Products whose 128 x 256 tiles a wave holds 3 to 8 CTAs of, each a k-slice of 96 steps or
     more, split-K on those tiles with the spread fix-up (DEEP_SPLIT); B multicast over 2 x 1
     clusters where B's rows are off 128-byte lines and the tile rows pair up or are odd but 9 or
-    more (DEEP_SPLIT_ODD_ROWS); not on shallower slices, too few or too many tiles, where 256-wide
-    tiles would pad both M and N by more than 15 %, a shared GPU, an explicit width or tf32."""
+    more (DEEP_SPLIT_ODD_ROWS); 9 to 16 CTAs a tile only on those clusters, where N pads little
+    (DEEP_SPLIT_FEW); not on shallower slices, too few or too many tiles, where 256-wide tiles
+    would pad both M and N by more than 15 %, a shared GPU, an explicit width or tf32."""
     def choose(m, n, k, **kw):
         flags = dict(b_rows_off_128=(2 * n) % 128 != 0, b_rows_off=(2 * n) % 32 != 0)
         return hopper.choose_config(m, n, k, kw.pop("dtype", dtype), 132, **flags, **kw)
@@ -824,7 +825,7 @@ def test_heuristic_deep_split_on_wide_tiles(dtype, monkeypatch):
     for shape, ways, cm in [((1024, 1024, 65536), 4, 1), ((768, 768, 65536), 7, 1), ((1000, 1000, 65536), 4, 2),
                             ((600, 1000, 65536), 6, 1), ((1200, 800, 50000), 3, 2), ((800, 1500, 30000), 3, 1),
                             ((512, 1024, 65536), 8, 1), ((1584, 368, 74200), 5, 2), ((1070, 968, 58648), 3, 2),
-                            ((784, 1136, 30176), 3, 1)]:
+                            ((784, 1136, 30176), 3, 1), ((1299, 248, 106312), 12, 2), ((208, 1448, 121888), 11, 2)]:
         cfg = choose(*shape)
         assert (cfg.tile_m, cfg.tile_n, cfg.pingpong, cfg.policy) == (128, 256, False, "streamk"), shape
         assert (cfg.sk_ways, cfg.sk_reduce, cfg.cluster_m, cfg.cluster_n) == (ways, "spread", cm, 1), shape
@@ -834,13 +835,16 @@ def test_heuristic_deep_split_on_wide_tiles(dtype, monkeypatch):
         # the clusters a wave holds allow over those blocks
         assert lp.grid == ways * lp.tiles if cm == 1 else lp.grid % 2 == 0 and lp.grid <= 132, shape
     for shape in [(1024, 1024, 16384), (1024, 768, 16384), (512, 512, 65536), (2048, 1024, 32768),
-                  (640, 640, 65536), (581, 520, 52752)]:  # shallow slices, 2 ways, 8 tiles, M and N padded
+                  (640, 640, 65536), (581, 520, 52752), (896, 416, 86384), (835, 280, 56352)]:
+        # shallow slices, 2 ways, 8 tiles over 64 steps, M and N padded; few tiles over 7 rows, N padded
         assert choose(*shape).tile_n != 256 or choose(*shape).policy != "streamk", shape
     assert choose(1024, 1024, 65536, shared=True).sk_ways == 0
     assert choose(1024, 1024, 65536, tile_n=128).tile_n == 128
     assert choose(1024, 1024, 65536, dtype="float32", allow_tf32=True).tile_n == 128
     monkeypatch.setattr(hopper, "DEEP_SPLIT_ODD_ROWS", None)
     assert choose(1070, 968, 58648).cluster_m == 1
+    monkeypatch.setattr(hopper, "DEEP_SPLIT_FEW", None)
+    assert choose(208, 1448, 121888).tile_n == 128
     monkeypatch.setattr(hopper, "DEEP_SPLIT", None)
     assert choose(1024, 1024, 65536).tile_n == 128
 
@@ -2292,11 +2296,13 @@ def test_b_rows_off_128_on_the_heuristic_config(kind, m, n, k, trans_a, beta):
                                                           (600, 1000, 40000, False, 0.0, 1),
                                                           (800, 1500, 20008, True, 0.0, 1),
                                                           (1200, 800, 20000, False, 0.5, 2),
-                                                          (1070, 968, 24000, True, 0.0, 2)])
+                                                          (1070, 968, 24000, True, 0.0, 2),
+                                                          (256, 1280, 80000, False, 0.5, 2)])
 def test_deep_split_on_the_heuristic_config(kind, m, n, k, trans_a, beta, cluster_m):
     """Deep-K products on the heuristic's split-K over 128 x 256 tiles with the spread fix-up
     (DEEP_SPLIT): single CTAs, and 2 x 1 clusters where B's rows are off 128-byte lines (nine tile
-    rows: one row of clusters past M); both A layouts, beta."""
+    rows: one row of clusters past M) or the tiles are few (ten, 13 CTAs each: DEEP_SPLIT_FEW);
+    both A layouts, beta."""
     b = cp.empty((k, n), dtype=cp.float16)
     cfg = hopper.choose_config(m, n, k, kind, hopper.device_sms(), **hopper.b_rows_flags([b]),
                                a_rows_off_128=not trans_a and (2 * k) % 128 != 0)
