@@ -1557,7 +1557,14 @@ def swap_pays(direct: HopperConfig, swapped: HopperConfig, m: int, n: int,
             return False
     if (swapped.cluster_m, swapped.cluster_n) not in ((direct.cluster_m, direct.cluster_n), (1, 1)):
         return False
+    if _deep(direct) and not _deep(swapped) and DEEP_SPLIT is not None and _pad_256(n) <= DEEP_SPLIT[3]:
+        return False  # padded work does not price the deep split (_deep_split): keep it where N pads little
     return _padded_work(n, m, swapped.tile_n) < SWAP_MARGIN * _padded_work(m, n, direct.tile_n)
+
+
+def _deep(cfg: HopperConfig) -> bool:
+    """Whether ``cfg`` is ``_deep_split``'s: split-K on 128 x 256 tiles (no other rule splits those)."""
+    return cfg.tile_n == 256 and cfg.sk_ways > 0
 
 
 @functools.lru_cache(maxsize=4096)
