@@ -1191,7 +1191,10 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     twelve more (after the padding bound) 0.759 -> 0.822 and 0.748 -> 0.805, ahead in 15 of 24,
     behind in six, all on odd tile rows over B's rows off the lines, which then took the clusters
     from nine rows (``DEEP_SPLIT_ODD_ROWS``: ten drawn after it, 0.754 -> 0.835 and 0.737 -> 0.839
-    against single CTAs there, ahead in 17 of 20 runs, behind by 0.02 in two).
+    against single CTAs there, ahead in 17 of 20 runs, behind by 0.02 in two).  Fewer tiles, 9 to
+    16 CTAs each, take the split on those clusters only (``DEEP_SPLIT_FEW``): on eight drawn after
+    the rule fp16 0.689 -> 0.902, bf16 0.668 -> 0.897, and on seven more after ``swap_pays`` kept
+    such splits 0.680 -> 0.860 and 0.691 -> 0.892 (28 of 30 runs ahead).
 
     Where a wave holds two to four CTAs a 128 x 128 stream-K tile (one CTA each), split-K runs
     instead (``SPLIT_K``, ``_split_k``): that many CTAs a tile, each one equal k-slice, all
@@ -1537,7 +1540,9 @@ def swap_pays(direct: HopperConfig, swapped: HopperConfig, m: int, n: int,
     staged one, longer K; ``_swap_config`` adds the TMA-store one of shorter K from
     ``SWAP_TMA_MIN_K``: the columns form replaces either), ``swapped`` on ``direct``'s cluster
     shape or on one CTA per tile, and its padded work (``_padded_work``) below ``SWAP_MARGIN`` of
-    the direct one's.  The kernel's tiles are 128 rows by a width of 64-256, so an M that fills
+    the direct one's; never from a deep split (``_deep_split``) whose tiles pad N little to a
+    transposed product on other tiles, whose padded work does not price the split (176x840x115184:
+    0.91-0.93 of cuBLAS kept, 0.64-0.70 transposed; RESULTS.md, fifty-second session).  The kernel's tiles are 128 rows by a width of 64-256, so an M that fills
     128-row tiles poorly beside an N that fills them better runs faster transposed: 2112x1024x8192
     on 88 tiles of 128 x 192 instead of 136 of 128 x 128 went from 0.76-0.79 of cuBLAS to
     0.91-0.94 on the H200 (RESULTS.md, thirty-second session).  Where the transpose took another
@@ -2095,6 +2100,10 @@ def _deep_split(cfg: HopperConfig, m: int, n: int, k: int, sms: int, b_off_lines
     0.59 -> 0.90, 512x512x65536 0.77 -> 0.85, on single CTAs 0.76) and behind or level on three of
     the four others (835x280x56352 0.71 -> 0.59, 264x800x78416 0.60 -> 0.52 over three rows).
     (512x512x65536 and 512x768x65536, slices of 64 and 93 steps, stay below ``DEEP_SPLIT[2]``.)
+    On eight products drawn after it, fp16 0.689 -> 0.902 and bf16 0.668 -> 0.897, ahead in 14
+    of 16 runs by 0.17-0.40; the two behind were one product (176x840x115184) that the caller ran
+    transposed on 128 x 128 tiles, where the split launched directly ran 0.91-0.93 against
+    0.64-0.70: ``swap_pays`` now keeps a deep split where N pads little.
 
     >>> cfg = HopperConfig(input="float16", tile_n=128, stages=6, policy="streamk")
     >>> deep = _deep_split(cfg, 1000, 1000, 65536, 132, True)
