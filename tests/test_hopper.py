@@ -841,6 +841,14 @@ def test_heuristic_deep_split_on_wide_tiles(dtype, monkeypatch):
     assert choose(1024, 1024, 65536, shared=True).sk_ways == 0
     assert choose(1024, 1024, 65536, tile_n=128).tile_n == 128
     assert choose(1024, 1024, 65536, dtype="float32", allow_tf32=True).tile_n == 128
+    # the caller keeps such a split rather than the transposed product on 128-wide tiles, whose
+    # padded work is less (swap_pays): 176x840x115184 0.91-0.93 kept, 0.64-0.70 transposed
+    direct, swapped = choose(176, 840, 115184), choose(840, 176, 115184)
+    assert (direct.sk_ways, direct.cluster_m, swapped.tile_n) == (16, 2, 128)
+    assert not hopper.swap_pays(direct, swapped, 176, 840)
+    monkeypatch.setattr(hopper, "_deep", lambda cfg: False)
+    assert hopper.swap_pays(direct, swapped, 176, 840)
+    monkeypatch.undo()
     monkeypatch.setattr(hopper, "DEEP_SPLIT_ODD_ROWS", None)
     assert choose(1070, 968, 58648).cluster_m == 1
     monkeypatch.setattr(hopper, "DEEP_SPLIT_FEW", None)
