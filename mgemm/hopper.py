@@ -2062,8 +2062,9 @@ def _split_k(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfi
 
 
 def _deep_split(cfg: HopperConfig, m: int, n: int, k: int, sms: int, b_off_lines: bool) -> HopperConfig | None:
-    """Split-K on 128 x 256 tiles where ``DEEP_SPLIT`` holds (a wave holds 3 to 8 CTAs a tile, each
-    a k-slice of at least 96 64-wide steps), else None: ``sms // tiles`` CTAs a tile, each one
+    """Split-K on 128 x 256 tiles where ``DEEP_SPLIT`` holds (a wave holds 3 to 8 CTAs a tile, or
+    up to ``DEEP_SPLIT_FEW`` on clusters, each a k-slice of at least 96 64-wide steps), else None:
+    ``sms // tiles`` CTAs a tile (as many as the clusters a wave holds allow), each one
     equal k-slice, the spread fix-up; on 2 x 1 clusters that multicast B where ``b_off_lines`` (B's
     rows off 128-byte lines) and the tile rows come in pairs, or are odd but ``DEEP_SPLIT_ODD_ROWS``
     or more (a padded row of clusters then costs little).  The wider tile reads a quarter fewer
