@@ -3925,6 +3925,22 @@ def test_gemm_parts_every_operand_layout(kind, trans_a, trans_b, mixed):
 
 @pytest.mark.gpu
 @needs_sm90
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+def test_gemm_parts_deep_split(kind):
+    """A block task's K chunks under the deep split (DEEP_SPLIT: split-K on 128 x 256 tiles, the
+    spread fix-up, 2 x 1 clusters over B's rows off 128-byte lines): the slices cross the parts'
+    boundaries; the heuristic's launch and the config given."""
+    ks = [20000, 8000, 40, 12000]
+    cfg = hopper.choose_config(1000, 1000, sum(ks), kind, hopper.device_sms(), b_rows_off_128=True)
+    if cfg.sk_ways == 0:  # sized for 132 SMs (H200, H100 SXM)
+        pytest.skip(f"no deep split on {hopper.device_sms()} SMs: {cfg}")
+    assert (cfg.tile_n, cfg.sk_reduce, cfg.cluster_m) == (256, "spread", 2)
+    _parts_check(kind, ks, 1000, 1000, None, beta=0.5, alpha=0.75, seed=5)
+    _parts_check(kind, ks, 1000, 1000, cfg.replace(cluster_m=1), seed=6)
+
+
+@pytest.mark.gpu
+@needs_sm90
 @pytest.mark.parametrize("cfg", [HopperConfig(input="float16", tile_n=256, policy="streamk",
                                               epilogue="staged"),
                                  HopperConfig(input="float16", tile_n=256, cluster_m=2)])
