@@ -2311,9 +2311,9 @@ def test_deep_split_on_the_heuristic_config(kind, m, n, k, trans_a, beta, cluste
     (DEEP_SPLIT): single CTAs, and 2 x 1 clusters where B's rows are off 128-byte lines (nine tile
     rows: one row of clusters past M) or the tiles are few (ten, 13 CTAs each: DEEP_SPLIT_FEW);
     both A layouts, beta."""
+    a = cp.empty((k, m), dtype=cp.float16).T if trans_a else cp.empty((m, k), dtype=cp.float16)
     b = cp.empty((k, n), dtype=cp.float16)
-    cfg = hopper.choose_config(m, n, k, kind, hopper.device_sms(), **hopper.b_rows_flags([b]),
-                               a_rows_off_128=not trans_a and (2 * k) % 128 != 0)
+    cfg = hopper.choose_config(m, n, k, kind, hopper.device_sms(), **hopper.rows_flags([a], [b]))
     if cfg.sk_ways == 0:  # sized for 132 SMs (H200, H100 SXM)
         pytest.skip(f"no deep split on {hopper.device_sms()} SMs: {cfg}")
     assert (cfg.tile_n, cfg.sk_reduce, cfg.cluster_m) == (256, "spread", cluster_m)
@@ -3931,7 +3931,9 @@ def test_gemm_parts_deep_split(kind):
     spread fix-up, 2 x 1 clusters over B's rows off 128-byte lines): the slices cross the parts'
     boundaries; the heuristic's launch and the config given."""
     ks = [20000, 8000, 40, 12000]
-    cfg = hopper.choose_config(1000, 1000, sum(ks), kind, hopper.device_sms(), b_rows_off_128=True)
+    flags = hopper.rows_flags([cp.empty((1000, k), cp.float16) for k in ks],
+                              [cp.empty((k, 1000), cp.float16) for k in ks])
+    cfg = hopper.choose_config(1000, 1000, sum(ks), kind, hopper.device_sms(), **flags)
     if cfg.sk_ways == 0:  # sized for 132 SMs (H200, H100 SXM)
         pytest.skip(f"no deep split on {hopper.device_sms()} SMs: {cfg}")
     assert (cfg.tile_n, cfg.sk_reduce, cfg.cluster_m) == (256, "spread", 2)
