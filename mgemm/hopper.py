@@ -388,6 +388,12 @@ WIDE_FILL = 0.7
 # drawn sizes (14896x272x2464, 0.89 of a wave: 0.79 -> 0.56), at 0.83 level (14080x264x4096) or
 # ahead (280x14080x5120 transposed, 0.77 -> 0.81); 0: never
 WIDE_SK_FILL = 0.75
+# ... and K of at least WIDE_SK_MIN_K (shorter K: static wherever they fill WIDE_FILL).  On the H200
+# (RESULTS.md, fifty-third session, narrow-M products transposed on 288-wide tiles filling 0.70-0.74
+# of a wave, fp16 and bf16, × cuBLAS): at K of 1456-3144 static ahead in 16 of 16 runs by 0.04-0.16
+# (272x12520x1632 0.70 -> 0.83-0.86); at K of 4544-5464 the two level within 0.03 (above), from
+# 7312 stream-K ahead.  0: stream-K at any K
+WIDE_SK_MIN_K = 6144
 # ... and in the transposed product (``_swap_config``) over a row-major A, with the columns
 # epilogue (whose default buffers leave room for three stages; 288 takes four, SWAP_WIDE_CHUNKED
 # below): 288 and 320 only (384 not measured there),
@@ -398,7 +404,10 @@ WIDE_SK_FILL = 0.75
 # (fp16 and bf16) by 0.11-0.28 (520x7112x2584 0.56 -> 0.86, 560x6728x3104 0.80 -> 1.00;
 # RESULTS.md, fortieth session): from 32 k-steps
 SWAP_WIDE_TILES: tuple[tuple[int, int, str], ...] | None = ((288, 3, "columns"), (320, 3, "columns"))
-SWAP_WIDE_MIN_K: dict[int, int] = {288: 2048, 320: 4097}
+SWAP_WIDE_MIN_K: dict[int, int] = {288: 1280, 320: 4097}
+# ... also where ``swap_pays`` would not transpose the product on its own tiles but its wide tiles
+# pad less (``_wide_swap_pays``); False: only where ``swap_pays`` does
+SWAP_WIDE_PRICED = True
 # ... on 2 x 1 clusters (cluster_m = 2: a tile column's two CTAs multicast their B, the rows of A,
 # whose offsets from 128-byte lines held these products back): on four narrow-M products with
 # A's and B's rows off 128 bytes, 0.64-0.73 of cuBLAS on single CTAs against 0.77-0.88 on the
@@ -1464,10 +1473,12 @@ def wide_tile(cfg: HopperConfig, m: int, n: int, k: int, sms: int, tiles=None) -
     the narrowest with as few tile columns as the widest) where ``gemm_parts`` reads B K-major
     (``_swap_config``: ``SWAP_WIDE_TILES`` for the transposed product): 16-bit, cooperative 128-row tiles, one CTA per
     tile; ``n`` at most ``WIDE_MAX_N`` in fewer tile columns than 256-wide tiles take (257-384 in
-    one, 513-768 in two), ``k`` at least ``WIDE_MIN_K``, and the tiles filling one wave on ``sms``
+    one, 513-768 in two), ``k`` at least ``WIDE_MIN_K`` (for ``WIDE_TILES``; the caller bounds K
+    for other ``tiles``), and the tiles filling one wave on ``sms``
     SMs to at least ``WIDE_FILL``.  A narrow product's A is then read once (N = 288: one tile
     column, not two of 144), as cuBLAS's tiles spanning N read it.  Static where they fill at least
-    ``WIDE_SK_FILL`` of the wave, else stream-K with the owner fix-up (every SM busy).
+    ``WIDE_SK_FILL`` of the wave or where K is below ``WIDE_SK_MIN_K``, else stream-K with the
+    owner fix-up (every SM busy).
 
     On the H200 (RESULTS.md, thirty-sixth session, B copied K-major, × cuBLAS): where the tiles
     filled 0.71-1.0 of one wave, ahead of the prior pick on 8 of 8 chosen shapes by 0.06-0.22
@@ -1488,9 +1499,11 @@ def wide_tile(cfg: HopperConfig, m: int, n: int, k: int, sms: int, tiles=None) -
     (160, 160)
     >>> wide_tile(cfg, 16384, 304, 4096, 132).policy, wide_tile(cfg, 12032, 280, 8192, 132).policy
     ('static', 'streamk')
+    >>> wide_tile(cfg, 12032, 280, 4096, 132).policy  # 0.71 of a wave but K below WIDE_SK_MIN_K
+    'static'
     """
-    tiles = WIDE_TILES if tiles is None else tiles
-    if (not tiles or n > WIDE_MAX_N or k < WIDE_MIN_K or cfg.input not in ("float16", "bfloat16")
+    tiles, min_k = (WIDE_TILES, WIDE_MIN_K) if tiles is None else (tiles, 0)
+    if (not tiles or n > WIDE_MAX_N or k < min_k or cfg.input not in ("float16", "bfloat16")
             or cfg.pingpong or cfg.tile_m != TILE_M or cfg.cluster_size > 1 or not cfg.b_k_major):
         return cfg
     columns = -(-n // tiles[-1][0])
@@ -1500,7 +1513,7 @@ def wide_tile(cfg: HopperConfig, m: int, n: int, k: int, sms: int, tiles=None) -
     count = -(-m // TILE_M) * columns
     if not WIDE_FILL * sms <= count <= sms:
         return cfg
-    policy = "streamk" if count < WIDE_SK_FILL * sms else "static"
+    policy = "streamk" if count < WIDE_SK_FILL * sms and k >= WIDE_SK_MIN_K else "static"
     return cfg.replace(tile_n=width, stages=stages, epilogue=epilogue, policy=policy, sk_reduce="owner", sk_ways=0)
 
 
@@ -1516,7 +1529,7 @@ def _wide_limits() -> tuple:
     """The constants besides the tile table that ``wide_tile`` reads: part of the caches' keys
     over its answers (``_k_major_cached``, ``_swap_cached``), so a changed one is not answered
     from them."""
-    return WIDE_MAX_N, WIDE_MIN_K, WIDE_FILL, WIDE_SK_FILL
+    return WIDE_MAX_N, WIDE_MIN_K, WIDE_FILL, WIDE_SK_FILL, WIDE_SK_MIN_K
 
 
 @functools.lru_cache(maxsize=1024)
@@ -1533,14 +1546,14 @@ def _padded_work(m: int, n: int, tile_n: int) -> float:
 
 
 def swap_pays(direct: HopperConfig, swapped: HopperConfig, m: int, n: int,
-              epilogues: tuple[str, ...] = ("staged",)) -> bool:
+              epilogues: tuple[str, ...] = ("staged",), width: int | None = None) -> bool:
     """Whether ``gemm_parts`` runs an ``m x n`` product as its transpose (B^T A^T, ``n x m``, into
     the output's transposed view, on ``swapped`` with the "columns" epilogue) rather than on
     ``direct`` (``SWAP_MARGIN``): 16-bit, both configs cooperative with one of ``epilogues`` (the
     staged one, longer K; ``_swap_config`` adds the TMA-store one of shorter K from
     ``SWAP_TMA_MIN_K``: the columns form replaces either), ``swapped`` on ``direct``'s cluster
     shape or on one CTA per tile, and its padded work (``_padded_work``) below ``SWAP_MARGIN`` of
-    the direct one's; never from a deep split (``_deep_split``) whose tiles pad N little to a
+    the direct one's (``width``: of tiles that wide instead, ``_wide_swap_pays``); never from a deep split (``_deep_split``) whose tiles pad N little to a
     transposed product on other tiles, whose padded work does not price the split (176x840x115184:
     0.91-0.93 of cuBLAS kept, 0.64-0.70 transposed; RESULTS.md, fifty-second session).  The kernel's tiles are 128 rows by a width of 64-256, so an M that fills
     128-row tiles poorly beside an N that fills them better runs faster transposed: 2112x1024x8192
@@ -1564,7 +1577,31 @@ def swap_pays(direct: HopperConfig, swapped: HopperConfig, m: int, n: int,
         return False
     if _deep(direct) and not _deep(swapped) and DEEP_SPLIT is not None and _pad_256(n) <= DEEP_SPLIT[3]:
         return False  # padded work does not price the deep split (_deep_split): keep it where N pads little
-    return _padded_work(n, m, swapped.tile_n) < SWAP_MARGIN * _padded_work(m, n, direct.tile_n)
+    return _padded_work(n, m, width or swapped.tile_n) < SWAP_MARGIN * _padded_work(m, n, direct.tile_n)
+
+
+def _wide_swap_pays(direct: HopperConfig, swapped: HopperConfig, m: int, n: int, k: int, sms: int,
+                    wide, epilogues: tuple[str, ...]) -> bool:
+    """Whether ``_swap_cached`` runs the transposed product where ``swap_pays`` does not, because
+    its tiles would span a narrow M (``wide_tile`` with ``wide``, the transposed product's
+    ``SWAP_WIDE_TILES``) and so pad less (``SWAP_WIDE_PRICED``): ``swap_pays``'s test with the wide
+    tiles' padded work.  An M of 257-288 pads 128-row tiles to 384 rows but one 288-wide tile
+    column to 288; at short K the transposed product's own tiles (192 wide, the TMA-store
+    epilogue's widths) pad it as much, so ``swap_pays`` alone never reaches the wide tiles there.
+    Only where ``direct`` takes more than one wave: the wide tiles take one, whose CTAs each run a
+    tile wider than the direct one's.
+
+    >>> cfg = HopperConfig(input="float16", tile_n=192, stages=4, epilogue="tma", policy="streamk")
+    >>> kmaj = cfg.replace(b_k_major=True)
+    >>> _wide_swap_pays(cfg, kmaj, 272, 12336, 1376, 132, ((288, 3, "columns"),), ("staged", "tma"))
+    True
+    >>> _wide_swap_pays(cfg, kmaj, 1000, 12336, 1376, 132, ((288, 3, "columns"),), ("staged", "tma"))
+    False
+    """
+    if not SWAP_WIDE_PRICED or _tiles(m, n, direct.tile_n) <= sms:
+        return False  # one wave already: the transposed product's one wave of wider tiles takes longer
+    tiles = wide_tile(swapped, n, m, k, sms, wide)
+    return tiles.wide and swap_pays(direct, swapped, m, n, epilogues, tiles.tile_n)
 
 
 def _deep(cfg: HopperConfig) -> bool:
@@ -1573,12 +1610,13 @@ def _deep(cfg: HopperConfig) -> bool:
 
 
 @functools.lru_cache(maxsize=4096)
-def _swap_may_pay(m: int, n: int, tile_n: int, margin: float) -> bool:
-    """A bound on ``swap_pays`` from the shape alone, before the transposed product's operands and
-    config are looked at: whether the transposed output's tiles of some width have padded work
-    below ``margin`` of the direct ones' (``tile_n`` wide).  Most products have none."""
+def _swap_may_pay(m: int, n: int, tile_n: int, margin: float, wide: tuple[int, ...] = ()) -> bool:
+    """A bound on ``swap_pays`` (and ``_wide_swap_pays``, ``wide``: its tile widths) from the shape
+    alone, before the transposed product's operands and config are looked at: whether the
+    transposed output's tiles of some width have padded work below ``margin`` of the direct ones'
+    (``tile_n`` wide).  Most products have none."""
     direct = _padded_work(m, n, tile_n)
-    return any(_padded_work(n, m, w) < margin * direct for w in TILE_NS)
+    return any(_padded_work(n, m, w) < margin * direct for w in TILE_NS + wide)
 
 
 def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k: int, dtype: str,
@@ -1611,7 +1649,8 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
     if SWAP_WIDE_TILES and a_row_major:
         wide = tuple(t for t in SWAP_WIDE_TILES if k >= SWAP_WIDE_MIN_K.get(t[0], WIDE_MIN_K)) or None
     wave = a_row_major and _wide_one_wave(direct, m, n, k, sms, (SWAP_ONE_WAVE_WIDE or (None,))[0])
-    if not (wave or _swap_may_pay(m, n, direct.tile_n, SWAP_MARGIN)):
+    priced = tuple(t[0] for t in wide or ()) if SWAP_WIDE_PRICED else ()
+    if not (wave or _swap_may_pay(m, n, direct.tile_n, SWAP_MARGIN, priced)):
         return None
     return _swap_cached(direct, m, n, k, dtype, sms, allow_tf32, (SWAP_MARGIN, epilogues), wide,
                         _swap_wide_limits() if wide or wave else None, wave,
@@ -1622,7 +1661,7 @@ def _wide_one_wave(direct: HopperConfig, m: int, n: int, k: int, sms: int, width
     """Whether ``_swap_config`` runs this product transposed on one wave of ``width``-wide tiles
     (``SWAP_ONE_WAVE_WIDE``) where ``swap_pays`` does not: 16-bit, M and N past ``WIDE_MAX_N`` (a
     narrower N has the wide tiles of B's K-major copy, a narrower M those of ``swap_pays``), K of at
-    least ``SWAP_WIDE_MIN_K[width]``, ``direct`` cooperative 128-row tiles of more than one wave on
+    least ``SWAP_WIDE_MIN_K[width]`` and ``WIDE_MIN_K`` (measured from 2048), ``direct`` cooperative 128-row tiles of more than one wave on
     ``sms`` SMs, and the transposed product's tiles filling ``WIDE_FILL`` of one wave to one.
 
     >>> cfg = HopperConfig(input="float16", tile_n=192, stages=4, epilogue="staged")
@@ -1633,7 +1672,8 @@ def _wide_one_wave(direct: HopperConfig, m: int, n: int, k: int, sms: int, width
     False
     """
     if (width is None or direct.input not in ("float16", "bfloat16") or direct.pingpong
-            or direct.tile_m != TILE_M or min(m, n) <= WIDE_MAX_N or k < SWAP_WIDE_MIN_K.get(width, WIDE_MIN_K)
+            or direct.tile_m != TILE_M or min(m, n) <= WIDE_MAX_N
+            or k < max(SWAP_WIDE_MIN_K.get(width, WIDE_MIN_K), WIDE_MIN_K)
             or _tiles(m, n, direct.tile_n) <= sms):
         return False
     return WIDE_FILL * sms <= _tiles(n, m, width) <= sms
@@ -1680,7 +1720,7 @@ def _swap_wide_limits() -> tuple:
     """``_wide_limits()`` and the ``SWAP_WIDE_*`` constants ``_swap_cached`` reads on wide tiles:
     part of its cache's key."""
     return (*_wide_limits(), SWAP_WIDE_CLUSTER_M, SWAP_WIDE_CLUSTER_OFF_SECTORS, SWAP_WIDE_CHUNKED,
-            SWAP_ONE_WAVE_WIDE)
+            SWAP_ONE_WAVE_WIDE, SWAP_WIDE_PRICED)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -1691,14 +1731,15 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
     one is not answered from the cache; ``wide``: the wide tiles the transposed product may take,
     or None; ``limits``: for the same reason, ``_swap_wide_limits()`` where ``wide`` or ``wave``;
     ``wave``: ``_wide_one_wave`` holds, so where ``swap_pays`` does not, the transposed product
-    runs ``SWAP_ONE_WAVE_WIDE`` tiles, static from ``WIDE_SK_FILL`` of the wave, else stream-K).
+    runs ``SWAP_ONE_WAVE_WIDE`` tiles, static from ``WIDE_SK_FILL`` of the wave or below K of
+    ``WIDE_SK_MIN_K``, else stream-K).
     Wide tiles go on clusters of ``SWAP_WIDE_CLUSTER_M`` x 1 CTAs where A's rows (the transposed
     product's B, ``flags["b_rows_off"]``) are off 32-byte sectors, or anywhere with
     ``SWAP_WIDE_CLUSTER_OFF_SECTORS`` off; widths in ``SWAP_WIDE_CHUNKED`` take its stages and
     columns epilogue chunk."""
     swapped = _choose_cached(n, m, k, dtype, sms, allow_tf32, one_wave=False, **flags)
-    if swap_pays(direct, swapped, m, n, rule[1]):
-        wave = False  # the transposed product pays on its own tiles: those
+    if swap_pays(direct, swapped, m, n, rule[1]) or (wide and _wide_swap_pays(direct, swapped, m, n, k, sms, wide, rule[1])):
+        wave = False  # the transposed product pays on its own tiles (or the wide ones below): those
     elif not wave:
         return None
     else:  # one wave of wide tiles; on clusters (A's rows off sectors) only spanning M in few columns
@@ -1707,7 +1748,7 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
             return None
         swapped = swapped.replace(
             tile_m=TILE_M, tile_n=width, pingpong=False, cluster_m=1, cluster_n=1,
-            policy="static" if _tiles(n, m, width) >= WIDE_SK_FILL * sms else "streamk",
+            policy="streamk" if _tiles(n, m, width) < WIDE_SK_FILL * sms and k >= WIDE_SK_MIN_K else "static",
             stages=dict((w, st) for w, st, _ in SWAP_WIDE_TILES or ()).get(width, 3),
             epilogue="columns", sk_reduce="owner", sk_ways=0)
     if wide or wave:

@@ -1715,6 +1715,31 @@ def _swap_pick(m, n, k, dtype, a_strides=None):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_swap_priced_on_wide_tiles(dtype, monkeypatch):
+    """A narrow M (257-288 or 513-576 rows) whose transposed product's own tiles pad it as much as
+    the direct ones (192 wide at short K), A row-major, the direct config past one wave: the
+    transposed product on 288-wide tiles, which pad it less (``_wide_swap_pays``; RESULTS.md,
+    fifty-third session: the sizes of its first draw), static below K of ``WIDE_SK_MIN_K``; not
+    with ``SWAP_WIDE_PRICED`` off, over a column-major A, below ``SWAP_WIDE_MIN_K[288]``, or where
+    the direct config takes one wave."""
+    fired = {(272, 12936, 1392): 1, (277, 12960, 1312): 1, (288, 14704, 1408): 1, (265, 12056, 1704): 2,
+             (274, 12056, 2048): 1, (288, 15544, 1280): 1}
+    for (m, n, k), cluster_m in fired.items():
+        direct, swapped = _swap_pick(m, n, k, dtype)
+        assert hopper._tiles(m, n, direct.tile_n) > 132, (m, n, k)
+        assert (swapped.tile_n, swapped.stages, swapped.out_cols, swapped.policy, swapped.epilogue,
+                swapped.cluster_m) == (288, 4, 48, "static", "columns", cluster_m), (m, n, k)
+        assert _swap_pick(m, n, k, dtype, a_strides=(2, 2 * m))[1] is None, (m, n, k)  # A column-major
+        with monkeypatch.context() as mp:
+            mp.setattr(hopper, "SWAP_WIDE_PRICED", False)
+            assert _swap_pick(m, n, k, dtype)[1] is None, (m, n, k)
+    assert _swap_pick(272, 12936, 1272, dtype)[1] is None  # K below SWAP_WIDE_MIN_K[288]
+    assert _swap_pick(576, 6472, 3456, dtype)[1] is None  # one wave of 128 x 256 tiles already
+    # where swap_pays holds on the transposed product's own tiles, the wide ones all the same
+    assert _swap_pick(520, 6736, 1928, dtype)[1].tile_n == 288
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_one_wave_swap_over_b_rows_off_sectors(dtype, monkeypatch):
     """B's rows off 128-byte lines (ONE_WAVE_SWAP_ROWS), A row-major, the heuristic's config one
     wave of static single-CTA tiles from OFF_ROWS_ONE_WAVE of a wave of 128-wide ones: the
@@ -1796,7 +1821,7 @@ def test_one_wave_of_wide_tiles_transposed(dtype, monkeypatch):
             assert _swap_pick(m, n, k, dtype)[1] is None, (m, n, k)
     assert _swap_pick(808, 4144, 10352, dtype)[1] is None  # one wave of 128 x 256 already
     assert _swap_pick(872, 5632, 10568, dtype)[1] is None  # four columns of 288: 176 tiles
-    assert _swap_pick(4728, 856, 1992, dtype)[1] is None  # K below SWAP_WIDE_MIN_K[288]
+    assert _swap_pick(4728, 856, 1992, dtype)[1] is None  # K below WIDE_MIN_K
     assert _swap_pick(3408, 1328, 3880, dtype)[1] is None  # clusters across twelve columns
     assert _swap_pick(3432, 1056, 5648, dtype)[1].tile_n == 256  # swap_pays: its own tiles
     direct, _ = _swap_pick(8728, 312, 2352, dtype)  # narrow N: B's K-major copy decides
@@ -3013,16 +3038,16 @@ def test_exact_width_where_b_is_read_k_major(kind, m, n, k, copied, width, monke
 @pytest.mark.gpu
 @needs_sm90
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
-@pytest.mark.parametrize("m,n,k,copied,width,policy", [(12000, 280, 2100, True, 288, "streamk"),
+@pytest.mark.parametrize("m,n,k,copied,width,policy", [(12000, 280, 2100, True, 288, "static"),
                                                         (16384, 300, 4096, False, 320, "static"),
                                                         (8088, 544, 2048, True, 288, "static"),
                                                         (16384, 368, 4096, True, 384, "static"),
-                                                        (12400, 340, 4096, False, 384, "streamk")])
+                                                        (12400, 340, 6144, False, 384, "streamk")])
 def test_wide_tile_where_b_is_read_k_major(kind, m, n, k, copied, width, policy, monkeypatch, k_major_copies,
                                            launched):
     """Where ``gemm_parts`` picks the config and reads B K-major (B column-major, or the copy of a
     narrow row-major B) and wide tiles fill most of one wave: tiles of that width, static from 0.75
-    of the wave, else stream-K, and the right product (poisoned output, C read on one run); with the
+    of the wave or below K of WIDE_SK_MIN_K, else stream-K, and the right product (poisoned output, C read on one run); with the
     rule off, at most 256 wide, the same product."""
     if hopper.device_sms() != 132:
         pytest.skip("the shapes are picked where wide tiles fill 0.7 of a wave on 132 SMs")
@@ -3037,13 +3062,14 @@ def test_wide_tile_where_b_is_read_k_major(kind, m, n, k, copied, width, policy,
 
 def test_wide_tile_rule_on_the_cpu():
     """``wide_tile``'s limits, without a GPU: fewer tile columns than 256-wide tiles, one wave
-    filled to 0.7, K, clusters and a row-major B left alone."""
+    filled to 0.7, K (and stream-K only from WIDE_SK_MIN_K), clusters and a row-major B left alone."""
     cfg = HopperConfig(input="bfloat16", tile_n=192, stages=4, epilogue="staged", policy="streamk")
     assert hopper.wide_tile(cfg, 16384, 384, 4096, 132).tile_n == 384  # 128 tiles: 0.97 of a wave
     assert hopper.wide_tile(cfg, 16384, 384, 4096, 132).policy == "static"
     assert hopper.wide_tile(cfg, 12672, 384, 4096, 132).policy == "static"  # 99 tiles: 0.75
-    assert hopper.wide_tile(cfg, 12544, 384, 4096, 132).policy == "streamk"  # 98 tiles: 0.742
-    assert hopper.wide_tile(cfg, 11904, 300, 4096, 132).policy == "streamk"  # 93 tiles: 0.70
+    assert hopper.wide_tile(cfg, 12544, 384, 6144, 132).policy == "streamk"  # 98 tiles: 0.742
+    assert hopper.wide_tile(cfg, 11904, 300, 6144, 132).policy == "streamk"  # 93 tiles: 0.70
+    assert hopper.wide_tile(cfg, 11904, 300, 6143, 132).policy == "static"  # K below WIDE_SK_MIN_K
     assert hopper.wide_tile(cfg, 16384, 385, 4096, 132) == cfg  # 385 columns: two tiles either way
     assert hopper.wide_tile(cfg, 16384, 256, 4096, 132) == cfg  # one 256-wide tile column already
     assert hopper.wide_tile(cfg, 11000, 300, 4096, 132) == cfg  # 86 tiles: 0.65 of a wave
@@ -3108,6 +3134,10 @@ def test_wide_tile_caches_follow_the_constants(monkeypatch):
     monkeypatch.setattr(hopper, "SWAP_WIDE_CLUSTER_OFF_SECTORS", False)
     assert picks() == ("streamk", (288, "streamk", 2))
     monkeypatch.setattr(hopper, "SWAP_WIDE_CLUSTER_M", 1)
+    monkeypatch.setattr(hopper, "WIDE_SK_MIN_K", 13049)  # K of both products below it: static
+    assert picks() == ("static", (288, "static", 1))
+    monkeypatch.setattr(hopper, "WIDE_SK_MIN_K", 6144)
+    assert picks() == ("streamk", (288, "streamk", 1))
     monkeypatch.setattr(hopper, "WIDE_SK_FILL", 0)
     assert picks() == ("static", (288, "static", 1))
     monkeypatch.setattr(hopper, "WIDE_FILL", 0.8)
@@ -3149,6 +3179,28 @@ def test_wide_tile_where_gemm_runs_the_transpose(kind, m, n, k, width, monkeypat
     monkeypatch.setattr(hopper, "SWAP_WIDE_TILES", None)
     _check(m, n, k, kind, None, seed=m + n + 1)
     assert taken and all(c.tile_n <= 256 and c.epilogue == "columns" for c in taken)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("m,n,k", [(272, 12936, 1392), (265, 12056, 1704)])
+def test_wide_tile_where_only_it_makes_the_transpose_pay(kind, m, n, k, monkeypatch):
+    """A narrow M at short K, where ``gemm_parts`` runs B^T A^T only because its 288-wide tiles pad
+    M less (``_wide_swap_pays``): those tiles, static, with the columns epilogue (on 2 x 1 clusters
+    where A's rows are off 32-byte sectors, K = 1704), and the right product (poisoned output);
+    with ``SWAP_WIDE_PRICED`` off the direct product, the same."""
+    real, taken = hopper._swap_config, []
+    monkeypatch.setattr(hopper, "_swap_config", lambda *a: taken.append(real(*a)) or taken[-1])
+    _check(m, n, k, kind, None, seed=m + k)
+    if hopper.device_sms() == 132:  # the shapes are picked where 288-wide tiles fill 0.7 of a wave
+        assert {(c.tile_n, c.policy, c.epilogue, c.cluster_m) for c in taken} == {
+            (288, "static", "columns", 2 if k % 16 else 1)}
+    taken.clear()
+    monkeypatch.setattr(hopper, "SWAP_WIDE_PRICED", False)
+    _check(m, n, k, kind, None, seed=m + k + 1)
+    if hopper.device_sms() == 132:
+        assert taken and set(taken) == {None}
 
 
 @pytest.mark.gpu
