@@ -3042,7 +3042,7 @@ def test_exact_width_where_b_is_read_k_major(kind, m, n, k, copied, width, monke
                                                         (16384, 300, 4096, False, 320, "static"),
                                                         (8088, 544, 2048, True, 288, "static"),
                                                         (16384, 368, 4096, True, 384, "static"),
-                                                        (12400, 340, 6144, False, 384, "streamk")])
+                                                        (12400, 340, 4096, False, 384, "streamk")])
 def test_wide_tile_where_b_is_read_k_major(kind, m, n, k, copied, width, policy, monkeypatch, k_major_copies,
                                            launched):
     """Where ``gemm_parts`` picks the config and reads B K-major (B column-major, or the copy of a
@@ -3067,9 +3067,9 @@ def test_wide_tile_rule_on_the_cpu():
     assert hopper.wide_tile(cfg, 16384, 384, 4096, 132).tile_n == 384  # 128 tiles: 0.97 of a wave
     assert hopper.wide_tile(cfg, 16384, 384, 4096, 132).policy == "static"
     assert hopper.wide_tile(cfg, 12672, 384, 4096, 132).policy == "static"  # 99 tiles: 0.75
-    assert hopper.wide_tile(cfg, 12544, 384, 6144, 132).policy == "streamk"  # 98 tiles: 0.742
-    assert hopper.wide_tile(cfg, 11904, 300, 6144, 132).policy == "streamk"  # 93 tiles: 0.70
-    assert hopper.wide_tile(cfg, 11904, 300, 6143, 132).policy == "static"  # K below WIDE_SK_MIN_K
+    assert hopper.wide_tile(cfg, 12544, 384, 4096, 132).policy == "streamk"  # 98 tiles: 0.742
+    assert hopper.wide_tile(cfg, 11904, 300, 4096, 132).policy == "streamk"  # 93 tiles: 0.70
+    assert hopper.wide_tile(cfg, 11904, 300, 4095, 132).policy == "static"  # K below WIDE_SK_MIN_K
     assert hopper.wide_tile(cfg, 16384, 385, 4096, 132) == cfg  # 385 columns: two tiles either way
     assert hopper.wide_tile(cfg, 16384, 256, 4096, 132) == cfg  # one 256-wide tile column already
     assert hopper.wide_tile(cfg, 11000, 300, 4096, 132) == cfg  # 86 tiles: 0.65 of a wave
@@ -3136,7 +3136,7 @@ def test_wide_tile_caches_follow_the_constants(monkeypatch):
     monkeypatch.setattr(hopper, "SWAP_WIDE_CLUSTER_M", 1)
     monkeypatch.setattr(hopper, "WIDE_SK_MIN_K", 13049)  # K of both products below it: static
     assert picks() == ("static", (288, "static", 1))
-    monkeypatch.setattr(hopper, "WIDE_SK_MIN_K", 6144)
+    monkeypatch.setattr(hopper, "WIDE_SK_MIN_K", 4096)
     assert picks() == ("streamk", (288, "streamk", 1))
     monkeypatch.setattr(hopper, "WIDE_SK_FILL", 0)
     assert picks() == ("static", (288, "static", 1))
