@@ -543,6 +543,12 @@ DEEP_SPLIT_FEW: int | None = 16
 # ... and in place of such static tiles (one partial wave, or fewer tiles than half the SMs on a
 # short K: fit_policy) where K has at least this many 64-wide steps (None: never)
 SPLIT_K_FROM_STATIC: int | None = 40
+# 16-bit products that the heuristic runs on static 128 x 128 tiles (one CTA or clusters) of one
+# wave that holds one CTA a tile (more than half the SMs), over K of at least SPLIT_K_192[0] 64-wide
+# steps, where SPLIT_K_192[1] CTAs on each of their 128 x 192 tiles fit one wave: split-K on those
+# tiles, that many equal k-slices a tile, one CTA each, the owner fix-up (_split_k_192; RESULTS.md,
+# fifty-third session); None: never
+SPLIT_K_192: tuple[int, int] | None = (128, 2)
 # ... and on the thin pingpong tiles (THIN_TILE) where they run stream-K (_split_k)
 SPLIT_K_THIN = True
 # ... and stream-K over QUAD_SK's 2 x 2 blocks with the owner fix-up (blocks split fewer than four
@@ -1332,7 +1338,44 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
         cfg = _many_waves(cfg, m, n, k, sms)
     if explicit or shared:
         return cfg
-    return _half_wave_halves(_paired_halves(_split_k(cfg, m, n, k, sms), m, n), m, n, sms)
+    return _half_wave_halves(_paired_halves(_split_k(_split_k_192(cfg, m, n, k, sms), m, n, k, sms), m, n), m, n, sms)
+
+
+def _split_k_192(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
+    """``cfg``, or where ``SPLIT_K_192`` holds (16-bit, static cooperative 128 x 128 tiles of one
+    wave that holds one CTA a tile, K of at least ``SPLIT_K_192[0]`` 64-wide steps, and
+    ``SPLIT_K_192[1]`` CTAs a tile of 128 x 192 tiles fitting ``sms``): split-K on 128 x 192 tiles,
+    that many CTAs a tile, each one equal k-slice, one CTA per tile, the owner fix-up.  Such a
+    product leaves the SMs past its tiles idle while each CTA runs a long K; the wider tiles' split
+    puts twice as many CTAs on fewer, wider tiles, each over half the K.
+
+    On the H200 (RESULTS.md, fifty-third session, fp16, × cuBLAS), against the heuristic's static
+    128 x 128 tiles (single CTAs, 2 x 1 or 2 x 2 clusters), on 20 products of 66-131 such tiles:
+    from K = 8152 ahead on 13 of 14 by 0.02-0.26 (278x3928x22376 0.48 -> 0.74, 301x3792x15784
+    0.57 -> 0.77, 567x1864x16616 0.64 -> 0.74), behind on 1584x784x10664 by 0.03; at K of
+    5856-7792 ahead on two, behind on three by 0.06-0.13 (664x2088x6224 1.03 -> 0.90).  Where the
+    heuristic ran stream-K over 2 x 2 clusters instead it lost on three of four (not taken there).
+
+    >>> cfg = HopperConfig(input="float16", tile_n=128, stages=6, epilogue="staged", cluster_m=2, cluster_n=2)
+    >>> c = _split_k_192(cfg, 278, 3928, 22376, 132)
+    >>> c.tile_n, c.stages, c.policy, c.sk_ways, c.sk_reduce, c.cluster_size
+    (192, 4, 'streamk', 2, 'owner', 1)
+    >>> _split_k_192(cfg, 664, 2088, 6224, 132) == cfg  # K short of 128 steps
+    True
+    >>> _split_k_192(cfg.replace(policy="streamk"), 278, 3928, 22376, 132) == cfg.replace(policy="streamk")
+    True
+    >>> _split_k_192(cfg, 1000, 1000, 22376, 132) == cfg  # 64 tiles: a wave holds two CTAs a tile
+    True
+    """
+    if (SPLIT_K_192 is None or cfg.input not in ("float16", "bfloat16") or cfg.pingpong
+            or cfg.tile_m != TILE_M or cfg.tile_n != 128 or cfg.policy != "static" or cfg.sk_ways
+            or -(-k // 64) < SPLIT_K_192[0]):
+        return cfg
+    tiles, ways = _tiles(m, n, 128), SPLIT_K_192[1]
+    if not sms // 2 < tiles <= sms or ways * _tiles(m, n, 192) > sms:
+        return cfg
+    return cfg.replace(tile_n=192, stages=dict(CHEAPEST_WIDTHS)[192], policy="streamk", cluster_m=1,
+                       cluster_n=1, sk_ways=ways, sk_reduce="owner", sk_waves=1, epilogue="staged")
 
 
 def _half_wave_halves(cfg: HopperConfig, m: int, n: int, sms: int) -> HopperConfig:
