@@ -1355,6 +1355,12 @@ def _split_k_192(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperC
     0.57 -> 0.77, 567x1864x16616 0.64 -> 0.74), behind on 1584x784x10664 by 0.03; at K of
     5856-7792 ahead on two, behind on three by 0.06-0.13 (664x2088x6224 1.03 -> 0.90).  Where the
     heuristic ran stream-K over 2 x 2 clusters instead it lost on three of four (not taken there).
+    Then as a caller gets it, fp16 and bf16, on ten products drawn where it fired and two that the
+    cluster rules' tests pin: ahead in 18 of 24 runs by 0.02-0.30 (552x2080x21512 0.53-0.58 ->
+    0.80, 1408x1072x16384 0.63-0.78 -> 0.93-1.01), level in two; behind by 0.07-0.17 in four, on
+    the two products that ``gemm_parts`` had run transposed on the deep split (3216x360x26904
+    0.91 -> 0.84, 2954x296x33432 1.31 -> 1.16), which the split now leaves alone: not where
+    ``swap_pays`` would run the product transposed on ``_deep_split``'s tiles.
 
     >>> cfg = HopperConfig(input="float16", tile_n=128, stages=6, epilogue="staged", cluster_m=2, cluster_n=2)
     >>> c = _split_k_192(cfg, 278, 3928, 22376, 132)
@@ -1374,6 +1380,9 @@ def _split_k_192(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperC
     tiles, ways = _tiles(m, n, 128), SPLIT_K_192[1]
     if not sms // 2 < tiles <= sms or ways * _tiles(m, n, 192) > sms:
         return cfg
+    deep = _deep_split(cfg, n, m, k, sms, False)
+    if deep is not None and swap_pays(cfg, deep, m, n):
+        return cfg  # the transposed product's deep split, which gemm_parts then runs (measured ahead)
     return cfg.replace(tile_n=192, stages=dict(CHEAPEST_WIDTHS)[192], policy="streamk", cluster_m=1,
                        cluster_n=1, sk_ways=ways, sk_reduce="owner", sk_waves=1, epilogue="staged")
 

@@ -543,14 +543,45 @@ def test_heuristic_one_wave_of_wide_tiles():
 def test_heuristic_partial_wave_runs_static(monkeypatch):
     """One partial wave at least half full runs static on 128-wide tiles and on 192-wide ones up
     to PARTIAL_WAVE_STATIC_K k-steps; stream-K below half a wave and for 192 on longer K (before
-    the quad stream-K rule, which comes after: QUAD_SK off here)."""
+    the quad stream-K rule, which comes after: QUAD_SK off here, and the 192-wide split-K that
+    replaces some of these static tiles: SPLIT_K_192 off)."""
     monkeypatch.setattr(hopper, "QUAD_SK", None)
+    monkeypatch.setattr(hopper, "SPLIT_K_192", None)
     for shape in [(1920, 800, 8192), (2112, 432, 4096), (1408, 1072, 16384), (1072, 1952, 4096),
                   (528, 3984, 4360), (6400, 272, 4680)]:
         assert hopper.choose_config(*shape, "float16", 132).policy == "static", shape
     assert hopper.choose_config(1280, 1856, 16384, "float16", 132).policy == "streamk"
     assert hopper.choose_config(1024, 2112, 8192, "float16", 132).policy == "streamk"
     assert hopper.choose_config(512, 512, 32768, "float16", 132).policy == "streamk"  # 16 tiles
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_heuristic_split_k_192(dtype, monkeypatch):
+    """Static 128 x 128 tiles of one wave holding one CTA a tile (single CTAs or clusters) over K of
+    at least SPLIT_K_192[0] steps: split-K on 128 x 192 tiles (160 where those take as many
+    columns: the last rule), two CTAs a tile, the owner fix-up (RESULTS.md, fifty-third session:
+    the products drawn); not at shorter K, where two CTAs a 192-wide tile overfill the wave,
+    where the transposed product takes the deep split, or with the rule off."""
+    def pick(m, n, k):
+        return hopper.choose_config(m, n, k, dtype, 132, b_rows_off=(n * 2) % 32 != 0,
+                                    b_rows_off_128=(n * 2) % 128 != 0, a_rows_off_128=(k * 2) % 128 != 0)
+
+    fired = {(1885, 536, 27936): 192, (1032, 1088, 12688): 192, (1800, 536, 13760): 192, (1896, 576, 12824): 192,
+             (624, 1832, 10456): 192, (3864, 320, 50552): 160, (1408, 1072, 16384): 192, (278, 3928, 22376): 192}
+    for (m, n, k), width in fired.items():
+        cfg = pick(m, n, k)
+        assert (cfg.tile_n, cfg.policy, cfg.sk_ways, cfg.sk_reduce, cfg.cluster_size, cfg.epilogue) == (
+            width, "streamk", 2, "owner", 1, "staged"), (m, n, k)
+        assert 2 * hopper._tiles(m, n, cfg.tile_n) <= 132
+        with monkeypatch.context() as mp:
+            mp.setattr(hopper, "SPLIT_K_192", None)
+            before = pick(m, n, k)
+        assert (before.tile_n, before.policy, before.sk_ways) == (128, "static", 0), (m, n, k)
+    for shape in ((664, 2088, 6224), (1368, 776, 5856),  # K short of 128 steps
+                  (1408, 1536, 16384),  # 88 tiles of 192: two CTAs each past the wave
+                  (3216, 360, 26904), (2954, 296, 33432),  # the transposed product's deep split
+                  (1952, 624, 12768)):  # stream-K clusters before
+        assert pick(*shape).tile_n == 128 or pick(*shape).sk_ways != 2, shape
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -977,6 +1008,7 @@ def test_heuristic_b_rows_off_128_take_clusters(dtype, monkeypatch):
     it switched and kept)."""
     stages = {w: st for w, st, _ in hopper.OFF_ROWS_CLUSTERS}
     monkeypatch.setattr(hopper, "MANY_WAVES", None)  # the policy of many waves: its own test
+    monkeypatch.setattr(hopper, "SPLIT_K_192", None)  # the 192-wide split-K after it: its own test
 
     def pick(shape, **kw):
         return hopper.choose_config(*shape, dtype, 132, b_rows_off=(shape[1] * 2) % 32 != 0,
@@ -1024,6 +1056,7 @@ def test_heuristic_b_rows_off_128_take_clusters(dtype, monkeypatch):
     monkeypatch.setattr(hopper, "SAME_COLUMNS_160", None)
     monkeypatch.setattr(hopper, "HALF_WAVE_HALVES", None)
     monkeypatch.setattr(hopper, "MANY_WAVES", None)  # undone above
+    monkeypatch.setattr(hopper, "SPLIT_K_192", None)  # (its own test)
     rng = np.random.default_rng(7)
     for _ in range(300):
         m, n = (int(x) for x in rng.integers(128, 9000, 2))
@@ -1347,8 +1380,9 @@ def test_heuristic_a_rows_off_128_takes_2x2_clusters(monkeypatch):
     128 bytes too, 2 x 2 clusters of the same width where their blocks run in no more waves of
     quad_clusters(sms) than the pairs in waves of sms // 2, at most BLOCK_PAD of their CTAs sit
     past N, and, 256 wide, the pairs would not run as two launches; never elsewhere.  (The quad
-    stream-K rule, which comes before these, off.)"""
+    stream-K rule, which comes before these, and the 192-wide split-K after them, off.)"""
     monkeypatch.setattr(hopper, "QUAD_SK", None)
+    monkeypatch.setattr(hopper, "SPLIT_K_192", None)
     off = dict(b_rows_off=True, b_rows_off_128=True)
     slots = hopper.quad_clusters(132)
     took = set()
@@ -2342,6 +2376,25 @@ def test_deep_split_on_the_heuristic_config(kind, m, n, k, trans_a, beta, cluste
     if cfg.sk_ways == 0:  # sized for 132 SMs (H200, H100 SXM)
         pytest.skip(f"no deep split on {hopper.device_sms()} SMs: {cfg}")
     assert (cfg.tile_n, cfg.sk_reduce, cfg.cluster_m) == (256, "spread", cluster_m)
+    _check(m, n, k, kind, None, trans_a=trans_a, beta=beta, alpha=0.5, seed=m + n + k)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("m,n,k,trans_a,beta,width", [(1032, 1088, 12688, False, 0.5, 192),
+                                                      (1800, 536, 13760, True, 0.0, 192),
+                                                      (3864, 320, 20552, False, 0.0, 160)])
+def test_split_k_192_on_the_heuristic_config(kind, m, n, k, trans_a, beta, width):
+    """Static 128 x 128 tiles of one wave over a long K as the heuristic's split-K on 128 x 192
+    tiles (160 where those take as many columns), two CTAs a tile, the owner fix-up
+    (SPLIT_K_192): both A layouts, beta, the right product (poisoned output)."""
+    a = cp.empty((k, m), dtype=cp.float16).T if trans_a else cp.empty((m, k), dtype=cp.float16)
+    b = cp.empty((k, n), dtype=cp.float16)
+    cfg = hopper.choose_config(m, n, k, kind, hopper.device_sms(), **hopper.rows_flags([a], [b]))
+    if cfg.sk_ways == 0:  # sized for 132 SMs (H200, H100 SXM)
+        pytest.skip(f"no 192-wide split on {hopper.device_sms()} SMs: {cfg}")
+    assert (cfg.tile_n, cfg.sk_ways, cfg.sk_reduce, cfg.cluster_size) == (width, 2, "owner", 1)
     _check(m, n, k, kind, None, trans_a=trans_a, beta=beta, alpha=0.5, seed=m + n + k)
 
 
