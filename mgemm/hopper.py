@@ -1350,8 +1350,8 @@ def _split_k_192(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperC
     puts twice as many CTAs on fewer, wider tiles, each over half the K.
 
     On the H200 (RESULTS.md, fifty-third session, fp16, × cuBLAS), against the heuristic's static
-    128 x 128 tiles (single CTAs, 2 x 1 or 2 x 2 clusters), on 20 products of 66-131 such tiles:
-    from K = 8152 ahead on 13 of 14 by 0.02-0.26 (278x3928x22376 0.48 -> 0.74, 301x3792x15784
+    128 x 128 tiles (single CTAs, 2 x 1 or 2 x 2 clusters), on 15 products of 66-131 such tiles:
+    from K = 8152 ahead on 9 of 10 by 0.02-0.26 (278x3928x22376 0.48 -> 0.74, 301x3792x15784
     0.57 -> 0.77, 567x1864x16616 0.64 -> 0.74), behind on 1584x784x10664 by 0.03; at K of
     5856-7792 ahead on two, behind on three by 0.06-0.13 (664x2088x6224 1.03 -> 0.90).  Where the
     heuristic ran stream-K over 2 x 2 clusters instead it lost on three of four (not taken there).
@@ -1360,7 +1360,10 @@ def _split_k_192(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperC
     0.80, 1408x1072x16384 0.63-0.78 -> 0.93-1.01), level in two; behind by 0.07-0.17 in four, on
     the two products that ``gemm_parts`` had run transposed on the deep split (3216x360x26904
     0.91 -> 0.84, 2954x296x33432 1.31 -> 1.16), which the split now leaves alone: not where
-    ``swap_pays`` would run the product transposed on ``_deep_split``'s tiles.
+    ``swap_pays`` would run the product transposed on ``_deep_split``'s tiles.  On two draws after
+    (fp16): ahead on 7 of 8 by 0.11-0.45 (576x2776x53152 0.54 -> 0.99), behind on 3787x344x15424
+    by 0.06; and on ten sizes drawn as a user types them, ahead on seven by 0.02-0.37
+    (304x2928x12432 0.62 -> 0.99), behind on three by 0.08-0.09, each from 1.10-1.18 of cuBLAS.
 
     >>> cfg = HopperConfig(input="float16", tile_n=128, stages=6, epilogue="staged", cluster_m=2, cluster_n=2)
     >>> c = _split_k_192(cfg, 278, 3928, 22376, 132)
