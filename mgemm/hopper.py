@@ -391,7 +391,7 @@ WIDE_SK_FILL = 0.75
 # ... and K of at least WIDE_SK_MIN_K (shorter K: static wherever they fill WIDE_FILL).  On the H200
 # (RESULTS.md, fifty-third session, fp16 and bf16, × cuBLAS, tiles filling 0.70-0.74 of a wave):
 # narrow-M products transposed on 288-wide tiles, at K of 1456-3144 static ahead in 24 of 24 runs
-# by 0.04-0.16 (272x12520x1632 0.70 -> 0.83-0.86), at K of 3904-6080 within 0.03 either way but
+# by 0.04-0.15 (272x12520x1632 0.70 -> 0.83-0.86), at K of 3904-6080 within 0.03 either way but
 # one run; on 320-wide tiles (K of 4912-5488) stream-K ahead in 6 of 6 by 0.04-0.08; narrow-N
 # products on B's K-major copy, static ahead at K = 2808 (0.71 -> 0.82), within 0.04 either way at
 # K of 4472-5816; from 7312 stream-K ahead (thirty-seventh session).  0: stream-K at any K
@@ -410,7 +410,7 @@ SWAP_WIDE_MIN_K: dict[int, int] = {288: 1280, 320: 4097}
 # ... 288 wide from K = 1280 (SWAP_TMA_MIN_K: below it a direct product under TMA stores is not
 # transposed at all) since the fifty-third session, where on 20 sizes drawn at K of 1280-2047
 # (narrow M of 265-794 rows, fp16 and bf16) 288-wide tiles led the transposed product's 192-wide
-# ones or the direct product in 40 of 40 runs, geomean 0.69 -> 0.89 (RESULTS.md).  And also where
+# ones or the direct product in 40 of 40 runs, geomean 0.68-0.69 -> 0.88-0.89 (RESULTS.md).  And also where
 # ``swap_pays`` would not transpose the product on its own tiles but its wide tiles pad less
 # (``_wide_swap_pays``: an M of 257-288 at short K, whose transposed product's own tiles are 192
 # wide; same draws, and six at K = 2048: 0.62 -> 0.88); False: only where ``swap_pays`` does
