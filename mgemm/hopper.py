@@ -410,8 +410,8 @@ SWAP_WIDE_MIN_K: dict[int, int] = {288: 1280, 320: 4097}
 # ... 288 wide from K = 1280 (SWAP_TMA_MIN_K: below it a direct product under TMA stores is not
 # transposed at all) since the fifty-third session, where on 20 sizes drawn at K of 1280-2047
 # (narrow M of 265-794 rows, fp16 and bf16) 288-wide tiles led the transposed product's 192-wide
-# ones or the direct product in 40 of 40 runs, geomean 0.68-0.69 -> 0.88-0.89 (RESULTS.md).  And also where
-# ``swap_pays`` would not transpose the product on its own tiles but its wide tiles pad less
+# ones or the direct product in 40 of 40 runs, geomean 0.68-0.69 -> 0.88-0.89 (RESULTS.md).  And
+# also where ``swap_pays`` would not transpose the product on its own tiles but its wide tiles pad less
 # (``_wide_swap_pays``: an M of 257-288 at short K, whose transposed product's own tiles are 192
 # wide; same draws, and six at K = 2048: 0.62 -> 0.88); False: only where ``swap_pays`` does
 SWAP_WIDE_PRICED = True
@@ -1338,7 +1338,8 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
         cfg = _many_waves(cfg, m, n, k, sms)
     if explicit or shared:
         return cfg
-    return _half_wave_halves(_paired_halves(_split_k(_split_k_192(cfg, m, n, k, sms), m, n, k, sms), m, n), m, n, sms)
+    cfg = _split_k(_split_k_192(cfg, m, n, k, sms), m, n, k, sms)
+    return _half_wave_halves(_paired_halves(cfg, m, n), m, n, sms)
 
 
 def _split_k_192(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
@@ -1575,8 +1576,14 @@ def wide_tile(cfg: HopperConfig, m: int, n: int, k: int, sms: int, tiles=None) -
     count = -(-m // TILE_M) * columns
     if not WIDE_FILL * sms <= count <= sms:
         return cfg
-    policy = "streamk" if count < WIDE_SK_FILL * sms and k >= WIDE_SK_MIN_K else "static"
-    return cfg.replace(tile_n=width, stages=stages, epilogue=epilogue, policy=policy, sk_reduce="owner", sk_ways=0)
+    return cfg.replace(tile_n=width, stages=stages, epilogue=epilogue, policy=_wide_policy(count, k, sms),
+                       sk_reduce="owner", sk_ways=0)
+
+
+def _wide_policy(tiles: int, k: int, sms: int) -> str:
+    """The policy of one wave of ``tiles`` wide tiles over K of ``k`` on ``sms`` SMs: stream-K
+    below ``WIDE_SK_FILL`` of the wave from K of ``WIDE_SK_MIN_K``, else static."""
+    return "streamk" if tiles < WIDE_SK_FILL * sms and k >= WIDE_SK_MIN_K else "static"
 
 
 def k_major_pick(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
@@ -1615,8 +1622,8 @@ def swap_pays(direct: HopperConfig, swapped: HopperConfig, m: int, n: int,
     staged one, longer K; ``_swap_config`` adds the TMA-store one of shorter K from
     ``SWAP_TMA_MIN_K``: the columns form replaces either), ``swapped`` on ``direct``'s cluster
     shape or on one CTA per tile, and its padded work (``_padded_work``) below ``SWAP_MARGIN`` of
-    the direct one's (``width``: of tiles that wide instead, ``_wide_swap_pays``); never from a deep split (``_deep_split``) whose tiles pad N little to a
-    transposed product on other tiles, whose padded work does not price the split (176x840x115184:
+    the direct one's (``width``: of tiles that wide instead, ``_wide_swap_pays``); never from a
+    deep split (``_deep_split``) whose tiles pad N little to a transposed product on other tiles, whose padded work does not price the split (176x840x115184:
     0.91-0.93 of cuBLAS kept, 0.64-0.70 transposed; RESULTS.md, fifty-second session).  The kernel's tiles are 128 rows by a width of 64-256, so an M that fills
     128-row tiles poorly beside an N that fills them better runs faster transposed: 2112x1024x8192
     on 88 tiles of 128 x 192 instead of 136 of 128 x 128 went from 0.76-0.79 of cuBLAS to
@@ -1723,8 +1730,8 @@ def _wide_one_wave(direct: HopperConfig, m: int, n: int, k: int, sms: int, width
     """Whether ``_swap_config`` runs this product transposed on one wave of ``width``-wide tiles
     (``SWAP_ONE_WAVE_WIDE``) where ``swap_pays`` does not: 16-bit, M and N past ``WIDE_MAX_N`` (a
     narrower N has the wide tiles of B's K-major copy, a narrower M those of ``swap_pays``), K of at
-    least ``SWAP_WIDE_MIN_K[width]`` and ``WIDE_MIN_K`` (measured from 2048), ``direct`` cooperative 128-row tiles of more than one wave on
-    ``sms`` SMs, and the transposed product's tiles filling ``WIDE_FILL`` of one wave to one.
+    least ``SWAP_WIDE_MIN_K[width]`` and ``WIDE_MIN_K`` (measured from 2048), ``direct``
+    cooperative 128-row tiles of more than one wave on ``sms`` SMs, and the transposed product's tiles filling ``WIDE_FILL`` of one wave to one.
 
     >>> cfg = HopperConfig(input="float16", tile_n=192, stages=4, epilogue="staged")
     >>> [_wide_one_wave(cfg, m, n, k, 132, 288) for m, n, k in ((4728, 856, 4400), (856, 5432, 6088),
@@ -1800,7 +1807,8 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
     ``SWAP_WIDE_CLUSTER_OFF_SECTORS`` off; widths in ``SWAP_WIDE_CHUNKED`` take its stages and
     columns epilogue chunk."""
     swapped = _choose_cached(n, m, k, dtype, sms, allow_tf32, one_wave=False, **flags)
-    if swap_pays(direct, swapped, m, n, rule[1]) or (wide and _wide_swap_pays(direct, swapped, m, n, k, sms, wide, rule[1])):
+    if swap_pays(direct, swapped, m, n, rule[1]) or (
+            wide and _wide_swap_pays(direct, swapped, m, n, k, sms, wide, rule[1])):
         wave = False  # the transposed product pays on its own tiles (or the wide ones below): those
     elif not wave:
         return None
@@ -1810,7 +1818,7 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
             return None
         swapped = swapped.replace(
             tile_m=TILE_M, tile_n=width, pingpong=False, cluster_m=1, cluster_n=1,
-            policy="streamk" if _tiles(n, m, width) < WIDE_SK_FILL * sms and k >= WIDE_SK_MIN_K else "static",
+            policy=_wide_policy(_tiles(n, m, width), k, sms),
             stages=dict((w, st) for w, st, _ in SWAP_WIDE_TILES or ()).get(width, 3),
             epilogue="columns", sk_reduce="owner", sk_ways=0)
     if wide or wave:

@@ -3100,8 +3100,8 @@ def test_wide_tile_where_b_is_read_k_major(kind, m, n, k, copied, width, policy,
                                            launched):
     """Where ``gemm_parts`` picks the config and reads B K-major (B column-major, or the copy of a
     narrow row-major B) and wide tiles fill most of one wave: tiles of that width, static from 0.75
-    of the wave or below K of WIDE_SK_MIN_K, else stream-K, and the right product (poisoned output, C read on one run); with the
-    rule off, at most 256 wide, the same product."""
+    of the wave or below K of WIDE_SK_MIN_K, else stream-K, and the right product (poisoned
+    output, C read on one run); with the rule off, at most 256 wide, the same product."""
     if hopper.device_sms() != 132:
         pytest.skip("the shapes are picked where wide tiles fill 0.7 of a wave on 132 SMs")
     beta = 0.0 if copied else 0.5  # C read, and B^T A^T ruled out (swap_pays needs beta == 0)
