@@ -29,7 +29,7 @@ matters (RESULTS.md, forty-ninth session).
 
     python3 benchmarks/cublas_census.py [--reps 10] [--dtype float16]
         [--random N --seed S --waves 1,3 --k-log2 11,14 [--off-rows]]
-        [--typed N [--transposed-only] [--prior-differs]]
+        [--typed N [--typed-ranges M0,M1;N0,N1;K0,K1] [--transposed-only] [--prior-differs]]
         [--variant LABEL:FIELDS ...] [--prior [NAME=LITERAL;...]] [--tune | --caller] [--no-census]
         [--rotate] [--scrub] [--shield-us 300] [MxNxK ...]
 """
@@ -103,16 +103,21 @@ def cublas_kernels(fn, calls: int = 3) -> list[dict]:
 MAX_DRAWS = 5000  # typed_cases gives up after this many draws
 
 
-def typed_cases(count: int, seed: int, keep=None) -> list[str]:
-    """``count`` shapes drawn as a user types them: M, N and K log-uniform from 256 to 16384,
-    rounded to multiples of 8, 5-2000 GFLOP; with ``keep``, only those where ``keep(m, n, k)``.
-    Raises after ``MAX_DRAWS`` draws without ``count`` shapes (a filter that keeps none)."""
+TYPED_RANGES = ((256, 16384),) * 3
+
+
+def typed_cases(count: int, seed: int, keep=None, ranges=TYPED_RANGES) -> list[str]:
+    """``count`` shapes drawn as a user types them: M, N and K log-uniform over ``ranges`` (one
+    (low, high) pair each; default 256 to 16384), rounded to multiples of 8, 5-2000 GFLOP; with
+    ``keep``, only those where ``keep(m, n, k)``.  Raises after ``MAX_DRAWS`` draws without
+    ``count`` shapes (a filter that keeps none).  ``ranges=((256, 800), (2000, 16000), (1280,
+    2047))``, say: narrow M over a wide N at short K (``--typed-ranges "256,800;2000,16000;1280,2047"``)."""
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(MAX_DRAWS):
         if len(out) == count:
             break
-        m, n, k = (int(8 * round(np.exp(rng.uniform(np.log(256), np.log(16384))) / 8)) for _ in range(3))
+        m, n, k = (int(8 * round(np.exp(rng.uniform(np.log(lo), np.log(hi))) / 8)) for lo, hi in ranges)
         if 5 <= 2 * m * n * k / 1e9 <= 2000 and (keep is None or keep(m, n, k)):
             out.append(f"{m}x{n}x{k}")
     if len(out) < count:
@@ -185,6 +190,8 @@ def main(argv=None):
     p.add_argument("--typed", type=int, default=0,
                    help="N shapes drawn as a user types them (typed_cases, --seed): after the shapes given, "
                         "or in place of the default list")
+    p.add_argument("--typed-ranges", default=None,
+                   help="--typed draws M, N and K from these ranges: M0,M1;N0,N1;K0,K1 (default 256,16384 each)")
     p.add_argument("--transposed-only", action="store_true",
                    help="--typed draws only shapes that hopper.gemm runs as B^T A^T (runs_transposed)")
     p.add_argument("--prior-differs", action="store_true",
@@ -222,8 +229,13 @@ def main(argv=None):
     prior = h.parse_prior(args.prior)
     if args.prior_differs and not prior:
         p.error("--prior-differs needs --prior NAME=LITERAL;...")
+    ranges = (tuple(tuple(int(x) for x in r.split(",")) for r in args.typed_ranges.split(";"))
+              if args.typed_ranges else TYPED_RANGES)
+    if len(ranges) != 3 or any(len(r) != 2 or not 0 < r[0] <= r[1] for r in ranges):
+        p.error(f"--typed-ranges needs M0,M1;N0,N1;K0,K1 with 0 < low <= high, got {args.typed_ranges!r}")
     cases += typed_cases(args.typed, args.seed, both(runs_transposed(args.dtype) if args.transposed_only else None,
-                                                     prior_differs(args.dtype, prior) if args.prior_differs else None))
+                                                     prior_differs(args.dtype, prior) if args.prior_differs else None),
+                         ranges)
     rng = np.random.default_rng(0)
     sms = hopper.device_sms()
     print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {sms} SMs, {args.dtype}; "
