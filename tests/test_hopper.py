@@ -4048,6 +4048,24 @@ def test_gemm_parts_deep_split(kind):
 
 @pytest.mark.gpu
 @needs_sm90
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+def test_gemm_parts_split_k_192(kind):
+    """A block task's K chunks under the 192-wide split-K (SPLIT_K_192: two CTAs a 128 x 192 tile,
+    the owner fix-up): the two slices cross the parts' boundaries; the heuristic's launch and the
+    config given."""
+    ks = [6000, 4000, 40, 2648]
+    flags = hopper.rows_flags([cp.empty((1032, k), cp.float16) for k in ks],
+                              [cp.empty((k, 1088), cp.float16) for k in ks])
+    cfg = hopper.choose_config(1032, 1088, sum(ks), kind, hopper.device_sms(), **flags)
+    if cfg.sk_ways == 0:  # sized for 132 SMs (H200, H100 SXM)
+        pytest.skip(f"no 192-wide split on {hopper.device_sms()} SMs: {cfg}")
+    assert (cfg.tile_n, cfg.sk_ways, cfg.sk_reduce) == (192, 2, "owner")
+    _parts_check(kind, ks, 1032, 1088, None, beta=0.5, alpha=0.75, seed=7)
+    _parts_check(kind, ks, 1032, 1088, cfg, seed=8)
+
+
+@pytest.mark.gpu
+@needs_sm90
 @pytest.mark.parametrize("cfg", [HopperConfig(input="float16", tile_n=256, policy="streamk",
                                               epilogue="staged"),
                                  HopperConfig(input="float16", tile_n=256, cluster_m=2)])
