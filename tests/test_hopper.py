@@ -4031,37 +4031,22 @@ def test_gemm_parts_every_operand_layout(kind, trans_a, trans_b, mixed):
 @pytest.mark.gpu
 @needs_sm90
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
-def test_gemm_parts_deep_split(kind):
-    """A block task's K chunks under the deep split (DEEP_SPLIT: split-K on 128 x 256 tiles, the
-    spread fix-up, 2 x 1 clusters over B's rows off 128-byte lines): the slices cross the parts'
-    boundaries; the heuristic's launch and the config given."""
-    ks = [20000, 8000, 40, 12000]
-    flags = hopper.rows_flags([cp.empty((1000, k), cp.float16) for k in ks],
-                              [cp.empty((k, 1000), cp.float16) for k in ks])
-    cfg = hopper.choose_config(1000, 1000, sum(ks), kind, hopper.device_sms(), **flags)
+@pytest.mark.parametrize("ks,m,n,split,single,seed", [
+    ([20000, 8000, 40, 12000], 1000, 1000, (256, "spread", 2), True, 5),  # DEEP_SPLIT
+    ([6000, 4000, 40, 2648], 1032, 1088, (192, "owner", 1), False, 7)])  # SPLIT_K_192
+def test_gemm_parts_split_k(kind, ks, m, n, split, single, seed):
+    """A block task's K chunks under the heuristic's split-K on wide tiles (DEEP_SPLIT: 128 x 256
+    tiles, the spread fix-up, 2 x 1 clusters over B's rows off 128-byte lines; SPLIT_K_192: two
+    CTAs a 128 x 192 tile, the owner fix-up): the slices cross the parts' boundaries; the
+    heuristic's launch and the config given (``single``: on single CTAs)."""
+    flags = hopper.rows_flags([cp.empty((m, k), cp.float16) for k in ks],
+                              [cp.empty((k, n), cp.float16) for k in ks])
+    cfg = hopper.choose_config(m, n, sum(ks), kind, hopper.device_sms(), **flags)
     if cfg.sk_ways == 0:  # sized for 132 SMs (H200, H100 SXM)
-        pytest.skip(f"no deep split on {hopper.device_sms()} SMs: {cfg}")
-    assert (cfg.tile_n, cfg.sk_reduce, cfg.cluster_m) == (256, "spread", 2)
-    _parts_check(kind, ks, 1000, 1000, None, beta=0.5, alpha=0.75, seed=5)
-    _parts_check(kind, ks, 1000, 1000, cfg.replace(cluster_m=1), seed=6)
-
-
-@pytest.mark.gpu
-@needs_sm90
-@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
-def test_gemm_parts_split_k_192(kind):
-    """A block task's K chunks under the 192-wide split-K (SPLIT_K_192: two CTAs a 128 x 192 tile,
-    the owner fix-up): the two slices cross the parts' boundaries; the heuristic's launch and the
-    config given."""
-    ks = [6000, 4000, 40, 2648]
-    flags = hopper.rows_flags([cp.empty((1032, k), cp.float16) for k in ks],
-                              [cp.empty((k, 1088), cp.float16) for k in ks])
-    cfg = hopper.choose_config(1032, 1088, sum(ks), kind, hopper.device_sms(), **flags)
-    if cfg.sk_ways == 0:  # sized for 132 SMs (H200, H100 SXM)
-        pytest.skip(f"no 192-wide split on {hopper.device_sms()} SMs: {cfg}")
-    assert (cfg.tile_n, cfg.sk_ways, cfg.sk_reduce) == (192, 2, "owner")
-    _parts_check(kind, ks, 1032, 1088, None, beta=0.5, alpha=0.75, seed=7)
-    _parts_check(kind, ks, 1032, 1088, cfg, seed=8)
+        pytest.skip(f"no split on {hopper.device_sms()} SMs: {cfg}")
+    assert (cfg.tile_n, cfg.sk_reduce, cfg.cluster_m) == split
+    _parts_check(kind, ks, m, n, None, beta=0.5, alpha=0.75, seed=seed)
+    _parts_check(kind, ks, m, n, cfg.replace(cluster_m=1) if single else cfg, seed=seed + 1)
 
 
 @pytest.mark.gpu
