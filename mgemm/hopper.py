@@ -1623,11 +1623,12 @@ def swap_pays(direct: HopperConfig, swapped: HopperConfig, m: int, n: int,
     ``SWAP_TMA_MIN_K``: the columns form replaces either), ``swapped`` on ``direct``'s cluster
     shape or on one CTA per tile, and its padded work (``_padded_work``) below ``SWAP_MARGIN`` of
     the direct one's (``width``: of tiles that wide instead, ``_wide_swap_pays``); never from a
-    deep split (``_deep_split``) whose tiles pad N little to a transposed product on other tiles, whose padded work does not price the split (176x840x115184:
-    0.91-0.93 of cuBLAS kept, 0.64-0.70 transposed; RESULTS.md, fifty-second session).  The kernel's tiles are 128 rows by a width of 64-256, so an M that fills
-    128-row tiles poorly beside an N that fills them better runs faster transposed: 2112x1024x8192
-    on 88 tiles of 128 x 192 instead of 136 of 128 x 128 went from 0.76-0.79 of cuBLAS to
-    0.91-0.94 on the H200 (RESULTS.md, thirty-second session).  Where the transpose took another
+    deep split (``_deep_split``) whose tiles pad N little to a transposed product on other tiles,
+    whose padded work does not price the split (176x840x115184: 0.91-0.93 of cuBLAS kept,
+    0.64-0.70 transposed; RESULTS.md, fifty-second session).  The kernel's tiles are 128 rows by a
+    width of 64-256, so an M that fills 128-row tiles poorly beside an N that fills them better
+    runs faster transposed: 2112x1024x8192 on 88 tiles of 128 x 192 instead of 136 of 128 x 128
+    went from 0.76-0.79 of cuBLAS to 0.91-0.94 on the H200 (RESULTS.md, thirty-second session).  Where the transpose took another
     cluster shape it fell behind on five of six shapes (664x10104x3384: 2 x 1 clusters against
     2 x 2, 0.84 of the speed).
 
@@ -1731,7 +1732,8 @@ def _wide_one_wave(direct: HopperConfig, m: int, n: int, k: int, sms: int, width
     (``SWAP_ONE_WAVE_WIDE``) where ``swap_pays`` does not: 16-bit, M and N past ``WIDE_MAX_N`` (a
     narrower N has the wide tiles of B's K-major copy, a narrower M those of ``swap_pays``), K of at
     least ``SWAP_WIDE_MIN_K[width]`` and ``WIDE_MIN_K`` (measured from 2048), ``direct``
-    cooperative 128-row tiles of more than one wave on ``sms`` SMs, and the transposed product's tiles filling ``WIDE_FILL`` of one wave to one.
+    cooperative 128-row tiles of more than one wave on ``sms`` SMs, and the transposed product's
+    tiles filling ``WIDE_FILL`` of one wave to one.
 
     >>> cfg = HopperConfig(input="float16", tile_n=192, stages=4, epilogue="staged")
     >>> [_wide_one_wave(cfg, m, n, k, 132, 288) for m, n, k in ((4728, 856, 4400), (856, 5432, 6088),

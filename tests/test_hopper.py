@@ -588,8 +588,9 @@ def test_heuristic_split_k_192(dtype, monkeypatch):
 def test_heuristic_half_wave_halves(dtype, monkeypatch):
     """Static 128 x 128 tiles on single CTAs that fill at most half a wave run as 128 x 64 tiles
     on eight stages (HALF_WAVE_HALVES), still one wave, as 64 x 128 tiles on single CTAs where N > M
-    (HALF_WAVE_ALONG_M), paired on 1 x 2 clusters where they ran on clusters; not where the tiles fill more of it, on one row of tiles, thin products, tf32, an
-    explicit width or a shared GPU; None turns it off."""
+    (HALF_WAVE_ALONG_M), paired on 1 x 2 clusters where they ran on clusters; not where the tiles
+    fill more of it, on one row of tiles, thin products, tf32, an explicit width or a shared GPU;
+    None turns it off."""
     halves = {(1024, 1024, 1024): (128, 64), (2048, 512, 2048): (128, 64), (4752, 128, 896): (128, 64),
               (512, 2048, 2048): (64, 128), (648, 896, 1392): (64, 128)}  # N > M: along M
     for shape, (tm, tn) in halves.items():
@@ -2355,46 +2356,36 @@ def test_b_rows_off_128_on_the_heuristic_config(kind, m, n, k, trans_a, beta):
     _check(m, n, k, kind, None, trans_a=trans_a, beta=beta, alpha=0.5, seed=m + n + k)
 
 
-@pytest.mark.gpu
-@needs_sm90
-@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
-@pytest.mark.parametrize("m,n,k,trans_a,beta,cluster_m", [(1000, 1000, 24576, False, 0.0, 2),
-                                                          (1024, 1024, 24576, True, 0.5, 1),
-                                                          (600, 1000, 40000, False, 0.0, 1),
-                                                          (800, 1500, 20008, True, 0.0, 1),
-                                                          (1200, 800, 20000, False, 0.5, 2),
-                                                          (1070, 968, 24000, True, 0.0, 2),
-                                                          (256, 1280, 80000, False, 0.5, 2)])
-def test_deep_split_on_the_heuristic_config(kind, m, n, k, trans_a, beta, cluster_m):
-    """Deep-K products on the heuristic's split-K over 128 x 256 tiles with the spread fix-up
-    (DEEP_SPLIT): single CTAs, and 2 x 1 clusters where B's rows are off 128-byte lines (nine tile
-    rows: one row of clusters past M) or the tiles are few (ten, 13 CTAs each: DEEP_SPLIT_FEW);
-    both A layouts, beta."""
-    a = cp.empty((k, m), dtype=cp.float16).T if trans_a else cp.empty((m, k), dtype=cp.float16)
-    b = cp.empty((k, n), dtype=cp.float16)
-    cfg = hopper.choose_config(m, n, k, kind, hopper.device_sms(), **hopper.rows_flags([a], [b]))
-    if cfg.sk_ways == 0:  # sized for 132 SMs (H200, H100 SXM)
-        pytest.skip(f"no deep split on {hopper.device_sms()} SMs: {cfg}")
-    assert (cfg.tile_n, cfg.sk_reduce, cfg.cluster_m) == (256, "spread", cluster_m)
-    _check(m, n, k, kind, None, trans_a=trans_a, beta=beta, alpha=0.5, seed=m + n + k)
+DEEP = dict(tile_n=256, sk_reduce="spread")  # DEEP_SPLIT, on 2 x 1 clusters or single CTAs
+WIDE_192 = dict(sk_ways=2, sk_reduce="owner", cluster_m=1, cluster_n=1)  # SPLIT_K_192
 
 
 @pytest.mark.gpu
 @needs_sm90
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
-@pytest.mark.parametrize("m,n,k,trans_a,beta,width", [(1032, 1088, 12688, False, 0.5, 192),
-                                                      (1800, 536, 13760, True, 0.0, 192),
-                                                      (3864, 320, 20552, False, 0.0, 160)])
-def test_split_k_192_on_the_heuristic_config(kind, m, n, k, trans_a, beta, width):
-    """Static 128 x 128 tiles of one wave over a long K as the heuristic's split-K on 128 x 192
-    tiles (160 where those take as many columns), two CTAs a tile, the owner fix-up
-    (SPLIT_K_192): both A layouts, beta, the right product (poisoned output)."""
+@pytest.mark.parametrize("m,n,k,trans_a,beta,split", [(1000, 1000, 24576, False, 0.0, dict(DEEP, cluster_m=2)),
+                                                      (1024, 1024, 24576, True, 0.5, dict(DEEP, cluster_m=1)),
+                                                      (600, 1000, 40000, False, 0.0, dict(DEEP, cluster_m=1)),
+                                                      (800, 1500, 20008, True, 0.0, dict(DEEP, cluster_m=1)),
+                                                      (1200, 800, 20000, False, 0.5, dict(DEEP, cluster_m=2)),
+                                                      (1070, 968, 24000, True, 0.0, dict(DEEP, cluster_m=2)),
+                                                      (256, 1280, 80000, False, 0.5, dict(DEEP, cluster_m=2)),
+                                                      (1032, 1088, 12688, False, 0.5, dict(WIDE_192, tile_n=192)),
+                                                      (1800, 536, 13760, True, 0.0, dict(WIDE_192, tile_n=192)),
+                                                      (3864, 320, 20552, False, 0.0, dict(WIDE_192, tile_n=160))])
+def test_wide_split_k_on_the_heuristic_config(kind, m, n, k, trans_a, beta, split):
+    """Long-K products on the heuristic's split-K over wide tiles (the config's fields in
+    ``split``), both A layouts, beta, the right product (poisoned output): deep K over 128 x 256
+    tiles with the spread fix-up (DEEP_SPLIT), on single CTAs, and on 2 x 1 clusters where B's rows
+    are off 128-byte lines (nine tile rows: one row of clusters past M) or the tiles are few (ten,
+    13 CTAs each: DEEP_SPLIT_FEW); static 128 x 128 tiles of one wave as two CTAs a 128 x 192 tile
+    (160 where those take as many columns) with the owner fix-up (SPLIT_K_192)."""
     a = cp.empty((k, m), dtype=cp.float16).T if trans_a else cp.empty((m, k), dtype=cp.float16)
     b = cp.empty((k, n), dtype=cp.float16)
     cfg = hopper.choose_config(m, n, k, kind, hopper.device_sms(), **hopper.rows_flags([a], [b]))
     if cfg.sk_ways == 0:  # sized for 132 SMs (H200, H100 SXM)
-        pytest.skip(f"no 192-wide split on {hopper.device_sms()} SMs: {cfg}")
-    assert (cfg.tile_n, cfg.sk_ways, cfg.sk_reduce, cfg.cluster_size) == (width, 2, "owner", 1)
+        pytest.skip(f"no wide split-K on {hopper.device_sms()} SMs: {cfg}")
+    assert {field: getattr(cfg, field) for field in split} == split
     _check(m, n, k, kind, None, trans_a=trans_a, beta=beta, alpha=0.5, seed=m + n + k)
 
 
