@@ -549,6 +549,11 @@ SPLIT_K_FROM_STATIC: int | None = 40
 # tiles, that many equal k-slices a tile, one CTA each, the owner fix-up (_split_k_192; RESULTS.md,
 # fifty-third session); None: never
 SPLIT_K_192: tuple[int, int] | None = (128, 2)
+# 16-bit static launches on clusters (2 x 1 or 2 x 2) over more than one wave of their blocks,
+# whose last wave leaves the average cluster below CLUSTER_TAIL_SK[0] of the busiest one's blocks,
+# over K of at least CLUSTER_TAIL_SK[1] 64-wide steps: stream-K over the last two waves on the same
+# clusters, the owner fix-up (_cluster_tail_sk; RESULTS.md, fifty-fourth session); None: never
+CLUSTER_TAIL_SK: tuple[float, int] | None = (0.9, 32)
 # ... and on the thin pingpong tiles (THIN_TILE) where they run stream-K (_split_k)
 SPLIT_K_THIN = True
 # ... and stream-K over QUAD_SK's 2 x 2 blocks with the owner fix-up (blocks split fewer than four
@@ -1338,7 +1343,7 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
         cfg = _many_waves(cfg, m, n, k, sms)
     if explicit or shared:
         return cfg
-    cfg = _split_k(_split_k_192(cfg, m, n, k, sms), m, n, k, sms)
+    cfg = _cluster_tail_sk(_split_k(_split_k_192(cfg, m, n, k, sms), m, n, k, sms), m, n, k, sms)
     return _half_wave_halves(_paired_halves(cfg, m, n), m, n, sms)
 
 
@@ -1389,6 +1394,42 @@ def _split_k_192(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperC
         return cfg  # the transposed product's deep split, which gemm_parts then runs (measured ahead)
     return cfg.replace(tile_n=192, stages=dict(CHEAPEST_WIDTHS)[192], policy="streamk", cluster_m=1,
                        cluster_n=1, sk_ways=ways, sk_reduce="owner", sk_waves=1, epilogue="staged")
+
+
+def _cluster_tail_sk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
+    """``cfg``, or where ``CLUSTER_TAIL_SK`` holds (16-bit static cooperative tiles on 2 x 1 or
+    2 x 2 clusters, more blocks than one wave's clusters, the blocks of the last wave leaving the
+    average cluster below ``CLUSTER_TAIL_SK[0]`` of the busiest one's, K of at least
+    ``CLUSTER_TAIL_SK[1]`` 64-wide steps): stream-K over the last two waves on the same tiles and
+    clusters (``sk_waves=1``), the owner fix-up.  The off-rows rules pick such static clusters by
+    whole waves; a last wave of a few blocks then costs a whole wave's time on long K.
+
+    On the H200 (RESULTS.md, fifty-fourth session, fp16, × cuBLAS), as callers got them (where
+    ``gemm_parts`` had split the static launch in two bands of rows, ``tail_split``, against those):
+    on ten products of 2.05-2.64 waves of blocks over 35-251 steps, ahead on nine by 0.02-0.15
+    (1239x6808x15048 0.90 -> 1.05, 9040x456x10120 0.74 -> 0.83, 3906x2120x16040 1.10 -> 1.17),
+    level on one; on a draw of 24 static cluster launches, ahead on all six of the class by
+    0.03-0.09 (7696x2640x12904, 5.2 waves, 0.81 -> 0.90), level on one; outside it, from 0.9 of
+    the busiest cluster's blocks or below 32 steps, behind on eight by 0.01-0.11 (619x15976x1312
+    0.85 -> 0.74, 1244x5624x2000 0.85 -> 0.77), level on six, ahead on three by 0.03-0.04.
+
+    >>> cfg = HopperConfig(input="float16", tile_n=256, stages=4, epilogue="staged", cluster_m=2)
+    >>> c = _cluster_tail_sk(cfg, 1239, 6808, 15048, 132)  # 135 blocks over 66 clusters
+    >>> c.policy, c.sk_waves, c.sk_reduce, c.cluster_m
+    ('streamk', 1, 'owner', 2)
+    >>> _cluster_tail_sk(cfg, 1239, 6808, 1200, 132) == cfg  # K of 19 steps
+    True
+    >>> _cluster_tail_sk(cfg, 1312, 8192, 15048, 132) == cfg  # 132 blocks: two whole waves
+    True
+    """
+    if (CLUSTER_TAIL_SK is None or cfg.input not in ("float16", "bfloat16") or cfg.pingpong
+            or cfg.policy != "static" or cfg.cluster_size == 1 or -(-k // 64) < CLUSTER_TAIL_SK[1]):
+        return cfg
+    rows, cols, _ = schedule.tile_grid(m, n, k, cfg.tile_m, cfg.tile_n, cfg.tile_k)
+    blocks, slots = _blocks(cfg, rows, cols), max(1, _wave_clusters(cfg.cluster_m, cfg.cluster_n, sms))
+    if blocks <= slots or blocks >= CLUSTER_TAIL_SK[0] * -(-blocks // slots) * slots:
+        return cfg
+    return cfg.replace(policy="streamk", sk_waves=1, sk_reduce="owner")
 
 
 def _half_wave_halves(cfg: HopperConfig, m: int, n: int, sms: int) -> HopperConfig:
@@ -2360,7 +2401,8 @@ def tail_split(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, 
     13 (geomean 0.78 -> 0.84; 1760x5384x8800 0.82 -> 0.93) and behind on one by 0.06.
 
     >>> off = dict(b_rows_off=True, b_rows_off_128=True)  # N = 1784: rows of 3568 bytes
-    >>> cfg = choose_config(4992, 1784, 6440, "float16", 132, **off)
+    >>> cfg = choose_config(4992, 1784, 6440, "float16", 132, **off).replace(policy="static")  # (the
+    >>> # heuristic runs stream-K over these clusters: _cluster_tail_sk)
     >>> cfg.cluster_m, cfg.tile_n  # 20 pairs of tile rows x 7 columns: 140 clusters on 66
     (2, 256)
     >>> m1, rest, ratio = tail_split(cfg, 4992, 1784, 6440, "float16", 132, **off)

@@ -585,6 +585,42 @@ def test_heuristic_split_k_192(dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_heuristic_cluster_tail_sk(dtype, monkeypatch):
+    """Static 2 x 1 or 2 x 2 clusters over more than one wave of blocks whose last wave leaves the
+    average cluster below CLUSTER_TAIL_SK[0] of the busiest one's, K of at least CLUSTER_TAIL_SK[1]
+    steps: stream-K over the last two waves, same tiles and clusters, the owner fix-up, in one
+    launch (RESULTS.md, fifty-fourth session: the products measured); not on fuller last waves,
+    short K, or with the rule off."""
+    def flags(m, n, k):
+        return dict(b_rows_off=(n * 2) % 32 != 0, b_rows_off_128=(n * 2) % 128 != 0,
+                    a_rows_off_128=(k * 2) % 128 != 0)
+
+    def pick(m, n, k):
+        return hopper.choose_config(m, n, k, dtype, 132, **flags(m, n, k))
+
+    fired = [(1239, 6808, 15048), (2291, 3784, 10488), (1384, 3592, 3904), (9040, 456, 10120),
+             (2384, 3432, 7936), (512, 8856, 2208), (1296, 6392, 6752), (7696, 2640, 12904)]
+    for m, n, k in fired:
+        cfg = pick(m, n, k)
+        with monkeypatch.context() as mp:
+            mp.setattr(hopper, "CLUSTER_TAIL_SK", None)
+            before = pick(m, n, k)
+        assert before.policy == "static" and before.cluster_size > 1, (m, n, k)
+        assert cfg == before.replace(policy="streamk", sk_waves=1, sk_reduce="owner"), (m, n, k)
+        rows, cols, _ = schedule.tile_grid(m, n, k, cfg.tile_m, cfg.tile_n, cfg.tile_k)
+        blocks = hopper._blocks(cfg, rows, cols)
+        slots = hopper._wave_clusters(cfg.cluster_m, cfg.cluster_n, 132)
+        assert slots < blocks < hopper.CLUSTER_TAIL_SK[0] * -(-blocks // slots) * slots, (m, n, k)
+        # one launch: gemm_parts' tail split (two bands of rows) takes static launches only
+        assert hopper.tail_split(cfg, m, n, k, dtype, 132, **flags(m, n, k)) is None
+    kept = [(2415, 2832, 5056), (1244, 5624, 2000), (13642, 488, 3128),  # last wave 0.9 full or more
+            (472, 8952, 1200), (1448, 5880, 1632)]  # K of 19 and 26 steps
+    for shape in kept:
+        cfg = pick(*shape)
+        assert cfg.policy == "static" and cfg.cluster_size > 1, shape
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_heuristic_half_wave_halves(dtype, monkeypatch):
     """Static 128 x 128 tiles on single CTAs that fill at most half a wave run as 128 x 64 tiles
     on eight stages (HALF_WAVE_HALVES), still one wave, as 64 x 128 tiles on single CTAs where N > M
@@ -1010,6 +1046,7 @@ def test_heuristic_b_rows_off_128_take_clusters(dtype, monkeypatch):
     stages = {w: st for w, st, _ in hopper.OFF_ROWS_CLUSTERS}
     monkeypatch.setattr(hopper, "MANY_WAVES", None)  # the policy of many waves: its own test
     monkeypatch.setattr(hopper, "SPLIT_K_192", None)  # the 192-wide split-K after it: its own test
+    monkeypatch.setattr(hopper, "CLUSTER_TAIL_SK", None)  # stream-K over the clusters' tail: its own test
 
     def pick(shape, **kw):
         return hopper.choose_config(*shape, dtype, 132, b_rows_off=(shape[1] * 2) % 32 != 0,
@@ -1033,9 +1070,9 @@ def test_heuristic_b_rows_off_128_take_clusters(dtype, monkeypatch):
                          (3600, 1416, 8960): 128, (6656, 856, 12480): 128, (1552, 5208, 5496): 256}.items():
         cfg = pick(shape)
         assert (cfg.cluster_m, cfg.tile_n) == (2, width), shape
-        monkeypatch.setattr(hopper, "OFF_ROWS_CLUSTER_MARGIN", (1.0, 1.0))
-        assert pick(shape).cluster_m == 1, shape
-        monkeypatch.undo()
+        with monkeypatch.context() as mp:
+            mp.setattr(hopper, "OFF_ROWS_CLUSTER_MARGIN", (1.0, 1.0))
+            assert pick(shape).cluster_m == 1, shape
     # the narrow widths replace clusters only over rows on sectors, whatever the margins
     with monkeypatch.context() as mp:
         mp.setattr(hopper, "OFF_ROWS_CLUSTER_MARGIN", (1.0, 1.0))
@@ -1111,7 +1148,7 @@ def test_heuristic_same_columns_take_160(dtype, monkeypatch):
     cfg = pick(13232, 416, 10184)
     assert (cfg.cluster_m, cfg.cluster_n, cfg.tile_n) == (2, 2, 256)
     off = dict(b_rows_off_128=True, a_rows_off_128=True)
-    two = cfg.replace(cluster_n=1)
+    two = cfg.replace(cluster_n=1, policy="static")  # (static: the pairs before CLUSTER_TAIL_SK)
     assert hopper.tail_split(two, 13232, 416, 10184, dtype, 132, **off)[1].tile_n == 160  # as gemm_parts runs it
     assert hopper.tail_split(two, 13232, 416, 10184, dtype, 132, same_columns=False, **off)[1].tile_n == 192
     rng = np.random.default_rng(8)
@@ -1381,9 +1418,11 @@ def test_heuristic_a_rows_off_128_takes_2x2_clusters(monkeypatch):
     128 bytes too, 2 x 2 clusters of the same width where their blocks run in no more waves of
     quad_clusters(sms) than the pairs in waves of sms // 2, at most BLOCK_PAD of their CTAs sit
     past N, and, 256 wide, the pairs would not run as two launches; never elsewhere.  (The quad
-    stream-K rule, which comes before these, and the 192-wide split-K after them, off.)"""
+    stream-K rule, which comes before these, and the 192-wide split-K and the clusters' stream-K
+    tail after them, off.)"""
     monkeypatch.setattr(hopper, "QUAD_SK", None)
     monkeypatch.setattr(hopper, "SPLIT_K_192", None)
+    monkeypatch.setattr(hopper, "CLUSTER_TAIL_SK", None)
     off = dict(b_rows_off=True, b_rows_off_128=True)
     slots = hopper.quad_clusters(132)
     took = set()
@@ -1908,7 +1947,9 @@ def test_tail_split_runs_two_bands_of_rows(monkeypatch):
     """Where the heuristic runs 2-CTA clusters and the wave-cost model puts two launches at most
     TAIL_SPLIT of one (a short last wave), gemm_parts runs the heuristic's config on the rows of
     the full waves and choose_config's on the rest, each into its band of the output (and of C,
-    where beta != 0); elsewhere one launch."""
+    where beta != 0); elsewhere one launch.  (Stream-K over the clusters' last two waves,
+    CLUSTER_TAIL_SK, which runs this product as one launch, off.)"""
+    monkeypatch.setattr(hopper, "CLUSTER_TAIL_SK", None)
     m, n, k = 4992, 1784, 6440
     off = hopper.rows_flags([_FakeArray((m, k), (2 * k, 2))], [_FakeArray((k, n), (2 * n, 2))])
     cfg = hopper.choose_config(m, n, k, "float16", 132, **off)
@@ -1945,7 +1986,9 @@ def test_b_copy_comes_before_the_tail_split(monkeypatch):
     """Where the heuristic runs 2-CTA clusters whose last wave ``tail_split`` would cut off, but
     B is copied K-major for the copy's wide tiles (``B_K_MAJOR_WIDE_OVER_CLUSTERS``), gemm_parts
     copies B and runs one product on the copy (as ``gemm_copies_b`` says), not the two bands; with
-    the rule off, the two bands."""
+    the rule off, the two bands.  (Stream-K over the clusters' last two waves, CLUSTER_TAIL_SK,
+    which would run the clusters in one launch, off.)"""
+    monkeypatch.setattr(hopper, "CLUSTER_TAIL_SK", None)
     m, n, k = 7344, 600, 4312
     a, b = _RowsArray((m, k), (2 * k, 2)), _RowsArray((k, n), (2 * n, 2))
     out = _RowsArray((m, n), (2 * n, 2))
@@ -2395,10 +2438,12 @@ def test_wide_split_k_on_the_heuristic_config(kind, m, n, k, trans_a, beta, spli
 @pytest.mark.parametrize("m,n,k,trans_a,beta", [(4992, 1784, 6440, False, 0.5),  # then stream-K
                                                 (1256, 7400, 2928, True, 0.0),   # then clusters again
                                                 (5040, 856, 7504, False, 0.5)])  # then the spread fix-up
-def test_tail_split_matches_float64_reference(kind, m, n, k, trans_a, beta):
+def test_tail_split_matches_float64_reference(kind, m, n, k, trans_a, beta, monkeypatch):
     """The heuristic's two launches on two bands of rows (a 2-CTA cluster config whose last wave is
     short: hopper.tail_split under TAIL_SPLIT), both A layouts, beta (C read band by band),
-    against the float64 reference."""
+    against the float64 reference.  (CLUSTER_TAIL_SK off: it runs these as one stream-K launch,
+    test_cluster_tail_sk_on_the_heuristic_config.)"""
+    monkeypatch.setattr(hopper, "CLUSTER_TAIL_SK", None)
     b = cp.empty((k, n), dtype=cp.float16)
     off = hopper.b_rows_flags([b])
     cfg = hopper.choose_config(m, n, k, kind, hopper.device_sms(), **off)
@@ -2410,8 +2455,33 @@ def test_tail_split_matches_float64_reference(kind, m, n, k, trans_a, beta):
 
 @pytest.mark.gpu
 @needs_sm90
-def test_tail_split_k_parts_and_in_place():
-    """gemm_parts with K in two parts through the split, out = C (in place, beta != 0)."""
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("m,n,k,trans_a,beta", [(4992, 1784, 6440, False, 0.5),  # 2 x 1, 256 wide
+                                                (1256, 7400, 2928, True, 0.0),
+                                                (5040, 856, 7504, False, 0.5),  # 2 x 1, 128 wide
+                                                (512, 8856, 2208, False, 0.0)])  # 2 x 2
+def test_cluster_tail_sk_on_the_heuristic_config(kind, m, n, k, trans_a, beta):
+    """Static clusters whose last wave of blocks is short, on long K: the heuristic's stream-K over
+    the last two waves on the same clusters (CLUSTER_TAIL_SK), one launch (the config itself, which
+    callers get but where gemm_parts runs the transposed product), both A layouts, beta, against
+    the float64 reference (poisoned output)."""
+    a = cp.empty((k, m), dtype=cp.float16).T if trans_a else cp.empty((m, k), dtype=cp.float16)
+    b = cp.empty((k, n), dtype=cp.float16)
+    flags = hopper.rows_flags([a], [b])
+    cfg = hopper.choose_config(m, n, k, kind, hopper.device_sms(), **flags)
+    if hopper.device_sms() != 132:  # sized for 132 SMs (H200, H100 SXM)
+        pytest.skip(f"the products are sized for 132 SMs, not {hopper.device_sms()}: {cfg}")
+    assert (cfg.policy, cfg.sk_waves, cfg.sk_reduce) == ("streamk", 1, "owner") and cfg.cluster_size > 1, cfg
+    assert hopper.tail_split(cfg, m, n, k, kind, 132, **flags) is None  # one launch
+    _check(m, n, k, kind, cfg, trans_a=trans_a, beta=beta, alpha=0.5, seed=m + n + k)
+
+
+@pytest.mark.gpu
+@needs_sm90
+def test_tail_split_k_parts_and_in_place(monkeypatch):
+    """gemm_parts with K in two parts through the split, out = C (in place, beta != 0).
+    (CLUSTER_TAIL_SK off, as above.)"""
+    monkeypatch.setattr(hopper, "CLUSTER_TAIL_SK", None)
     m, n, ks = 1256, 7400, [1456, 1472]
     rng = np.random.default_rng(11)
     a_parts, b_parts, a64, b64 = [], [], [], []
