@@ -1408,8 +1408,8 @@ def _cluster_tail_sk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hop
     ``gemm_parts`` had split the static launch in two bands of rows, ``tail_split``, against those):
     on ten products of 2.05-2.64 waves of blocks over 35-251 steps, ahead on nine by 0.02-0.15
     (1239x6808x15048 0.90 -> 1.05, 9040x456x10120 0.74 -> 0.83, 3906x2120x16040 1.10 -> 1.17),
-    level on one; on a draw of 24 static cluster launches, ahead on all six of the class by
-    0.03-0.09 (7696x2640x12904, 5.2 waves, 0.81 -> 0.90), level on one; outside it, from 0.9 of
+    level on one; on a draw of 24 static cluster launches, ahead on five of the seven in the class
+    by 0.03-0.09 (7696x2640x12904, 5.2 waves, 0.81 -> 0.90), level on two; outside it, from 0.9 of
     the busiest cluster's blocks or below 32 steps, behind on eight by 0.01-0.11 (619x15976x1312
     0.85 -> 0.74, 1244x5624x2000 0.85 -> 0.77), level on six, ahead on three by 0.03-0.04.
 
