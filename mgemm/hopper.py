@@ -1238,6 +1238,13 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     where that fires on single CTAs (fiftieth session), fp16 0.748 -> 0.807, bf16 0.756 -> 0.810 of
     cuBLAS; on 16 over clusters, fp16 0.724 -> 0.763, bf16 0.750 -> 0.797.
 
+    Static 2 x 1 and 2 x 2 clusters over more than one wave of their blocks, whose last wave leaves
+    the average cluster below 0.9 of the busiest one's blocks, over K of 32 steps or more, run
+    stream-K over their last two waves on the same clusters (``CLUSTER_TAIL_SK``,
+    ``_cluster_tail_sk``): on 27 such products as callers got them (RESULTS.md, fifty-fourth
+    session), fp16, ahead on 20 by 0.02-0.15 and level on seven (1239x6808x15048 0.90 -> 1.05,
+    14128x536x5920 0.69 -> 0.84); bf16 on 17, ahead on 15, level on two.
+
     Last, 192-wide tiles (one CTA per tile, the staged epilogue) become 160 wide where those take
     as many tile columns (``SAME_COLUMNS_160``, ``_same_columns_160``): the same tile grid, waves
     and policy, a sixth fewer columns multiplied.  On the H200 (RESULTS.md, thirty-third session,
@@ -1410,7 +1417,7 @@ def _cluster_tail_sk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hop
     (1239x6808x15048 0.90 -> 1.05, 9040x456x10120 0.74 -> 0.83, 3906x2120x16040 1.10 -> 1.17),
     level on one; on a draw of 24 static cluster launches, ahead on five of the seven in the class
     by 0.03-0.09 (7696x2640x12904, 5.2 waves, 0.81 -> 0.90), level on two; outside it, from 0.9 of
-    the busiest cluster's blocks or below 32 steps, behind on eight by 0.01-0.11 (619x15976x1312
+    the busiest cluster's blocks or below 32 steps, behind on eight by 0.02-0.11 (619x15976x1312
     0.85 -> 0.74, 1244x5624x2000 0.85 -> 0.77), level on six, ahead on three by 0.03-0.04.
 
     >>> cfg = HopperConfig(input="float16", tile_n=256, stages=4, epilogue="staged", cluster_m=2)
@@ -2398,11 +2405,14 @@ def tail_split(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, 
     0.88, 3000³ 0.74 -> 0.80); from 0.92 on the split was -0.09..+0.04 (the second launch's own
     fill and fixed costs, which the model does not see), -0.28 where the model puts it above 1.
     On 14 cluster shapes drawn after that where the ratio is at most 0.9, the split was ahead on
-    13 (geomean 0.78 -> 0.84; 1760x5384x8800 0.82 -> 0.93) and behind on one by 0.06.
+    13 (geomean 0.78 -> 0.84; 1760x5384x8800 0.82 -> 0.93) and behind on one by 0.06.  Since the
+    fifty-fourth session the heuristic runs most such launches as stream-K over their last two
+    waves instead (``CLUSTER_TAIL_SK``, which was ahead of these splits), so the split applies
+    where the last wave holds 0.9 of the busiest cluster's blocks or more, or with that rule off.
+    The static clusters of the example below are the heuristic's with the rule off:
 
     >>> off = dict(b_rows_off=True, b_rows_off_128=True)  # N = 1784: rows of 3568 bytes
-    >>> cfg = choose_config(4992, 1784, 6440, "float16", 132, **off).replace(policy="static")  # (the
-    >>> # heuristic runs stream-K over these clusters: _cluster_tail_sk)
+    >>> cfg = choose_config(4992, 1784, 6440, "float16", 132, **off).replace(policy="static")
     >>> cfg.cluster_m, cfg.tile_n  # 20 pairs of tile rows x 7 columns: 140 clusters on 66
     (2, 256)
     >>> m1, rest, ratio = tail_split(cfg, 4992, 1784, 6440, "float16", 132, **off)
