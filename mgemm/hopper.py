@@ -551,8 +551,9 @@ SPLIT_K_FROM_STATIC: int | None = 40
 SPLIT_K_192: tuple[int, int] | None = (128, 2)
 # 16-bit static launches on clusters (2 x 1 or 2 x 2) over more than one wave of their blocks,
 # whose last wave leaves the average cluster below CLUSTER_TAIL_SK[0] of the busiest one's blocks,
-# over K of at least CLUSTER_TAIL_SK[1] 64-wide steps: stream-K over the last two waves on the same
-# clusters, the owner fix-up (_cluster_tail_sk; RESULTS.md, fifty-fourth session); None: never
+# over K of at least CLUSTER_TAIL_SK[1] 64-wide steps, on the staged epilogue: stream-K over the
+# last two waves on the same clusters, the owner fix-up (_cluster_tail_sk; RESULTS.md, fifty-fourth
+# session); None: never
 CLUSTER_TAIL_SK: tuple[float, int] | None = (0.9, 32)
 # ... and on the thin pingpong tiles (THIN_TILE) where they run stream-K (_split_k)
 SPLIT_K_THIN = True
@@ -1239,7 +1240,7 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     cuBLAS; on 16 over clusters, fp16 0.724 -> 0.763, bf16 0.750 -> 0.797.
 
     Static 2 x 1 and 2 x 2 clusters over more than one wave of their blocks, whose last wave leaves
-    the average cluster below 0.9 of the busiest one's blocks, over K of 32 steps or more, run
+    the average cluster below 0.9 of the busiest one's blocks, over K of more than 32 steps, run
     stream-K over their last two waves on the same clusters (``CLUSTER_TAIL_SK``,
     ``_cluster_tail_sk``): on 27 such products as callers got them (RESULTS.md, fifty-fourth
     session), fp16, ahead on 20 by 0.02-0.15 and level on seven (1239x6808x15048 0.90 -> 1.05,
@@ -1407,9 +1408,11 @@ def _cluster_tail_sk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hop
     """``cfg``, or where ``CLUSTER_TAIL_SK`` holds (16-bit static cooperative tiles on 2 x 1 or
     2 x 2 clusters, more blocks than one wave's clusters, the blocks of the last wave leaving the
     average cluster below ``CLUSTER_TAIL_SK[0]`` of the busiest one's, K of at least
-    ``CLUSTER_TAIL_SK[1]`` 64-wide steps): stream-K over the last two waves on the same tiles and
-    clusters (``sk_waves=1``), the owner fix-up.  The off-rows rules pick such static clusters by
-    whole waves; a last wave of a few blocks then costs a whole wave's time on long K.
+    ``CLUSTER_TAIL_SK[1]`` 64-wide steps, the staged epilogue): stream-K over the last two waves on
+    the same tiles and clusters (``sk_waves=1``), the owner fix-up.  The off-rows rules pick such
+    static clusters by whole waves; a last wave of a few blocks then costs a whole wave's time on
+    long K.  Not over the TMA-store epilogue (K of at most ``TMA_STORE_K`` steps, 32: the rule's
+    lowest), where stream-K over clusters was neither measured nor tested on the GPU.
 
     On the H200 (RESULTS.md, fifty-fourth session, fp16, × cuBLAS), as callers got them (where
     ``gemm_parts`` had split the static launch in two bands of rows, ``tail_split``, against those):
@@ -1426,11 +1429,14 @@ def _cluster_tail_sk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hop
     ('streamk', 1, 'owner', 2)
     >>> _cluster_tail_sk(cfg, 1239, 6808, 1200, 132) == cfg  # K of 19 steps
     True
+    >>> _cluster_tail_sk(cfg.replace(epilogue="tma"), 1912, 3240, 2048, 132).policy  # TMA stores
+    'static'
     >>> _cluster_tail_sk(cfg, 1312, 8192, 15048, 132) == cfg  # 132 blocks: two whole waves
     True
     """
     if (CLUSTER_TAIL_SK is None or cfg.input not in ("float16", "bfloat16") or cfg.pingpong
-            or cfg.policy != "static" or cfg.cluster_size == 1 or -(-k // 64) < CLUSTER_TAIL_SK[1]):
+            or cfg.policy != "static" or cfg.cluster_size == 1 or cfg.epilogue == "tma"
+            or -(-k // 64) < CLUSTER_TAIL_SK[1]):
         return cfg
     rows, cols, _ = schedule.tile_grid(m, n, k, cfg.tile_m, cfg.tile_n, cfg.tile_k)
     blocks, slots = _blocks(cfg, rows, cols), max(1, _wave_clusters(cfg.cluster_m, cfg.cluster_n, sms))

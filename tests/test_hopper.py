@@ -590,7 +590,7 @@ def test_heuristic_cluster_tail_sk(dtype, monkeypatch):
     average cluster below CLUSTER_TAIL_SK[0] of the busiest one's, K of at least CLUSTER_TAIL_SK[1]
     steps: stream-K over the last two waves, same tiles and clusters, the owner fix-up, in one
     launch (RESULTS.md, fifty-fourth session: the products measured); not on fuller last waves,
-    short K, or with the rule off."""
+    short K, the TMA-store epilogue, or with the rule off."""
     def flags(m, n, k):
         return dict(b_rows_off=(n * 2) % 32 != 0, b_rows_off_128=(n * 2) % 128 != 0,
                     a_rows_off_128=(k * 2) % 128 != 0)
@@ -614,7 +614,8 @@ def test_heuristic_cluster_tail_sk(dtype, monkeypatch):
         # one launch: gemm_parts' tail split (two bands of rows) takes static launches only
         assert hopper.tail_split(cfg, m, n, k, dtype, 132, **flags(m, n, k)) is None
     kept = [(2415, 2832, 5056), (1244, 5624, 2000), (13642, 488, 3128),  # last wave 0.9 full or more
-            (472, 8952, 1200), (1448, 5880, 1632)]  # K of 19 and 26 steps
+            (472, 8952, 1200), (1448, 5880, 1632),  # K of 19 and 26 steps
+            (1912, 3240, 2048)]  # 32 steps: the TMA-store epilogue
     for shape in kept:
         cfg = pick(*shape)
         assert cfg.policy == "static" and cfg.cluster_size > 1, shape
