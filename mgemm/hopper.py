@@ -1242,9 +1242,10 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     Static 2 x 1 and 2 x 2 clusters over more than one wave of their blocks, whose last wave leaves
     the average cluster below 0.9 of the busiest one's blocks, over K of more than 32 steps, run
     stream-K over their last two waves on the same clusters (``CLUSTER_TAIL_SK``,
-    ``_cluster_tail_sk``): on 27 such products as callers got them (RESULTS.md, fifty-fourth
-    session), fp16, ahead on 20 by 0.02-0.15 and level on seven (1239x6808x15048 0.90 -> 1.05,
-    14128x536x5920 0.69 -> 0.84); bf16 on 17, ahead on 15, level on two.
+    ``_cluster_tail_sk``): on 24 products whose launch it changes, as callers got them (RESULTS.md,
+    fifty-fourth session), fp16, ahead on 20 by 0.02-0.15 and level on four (1239x6808x15048 0.90
+    -> 1.05; 14128x536x5920 0.69 -> 0.84, transposed now that no tail split comes first); bf16 on
+    17, ahead on 15, level on two.
 
     Last, 192-wide tiles (one CTA per tile, the staged epilogue) become 160 wide where those take
     as many tile columns (``SAME_COLUMNS_160``, ``_same_columns_160``): the same tile grid, waves
