@@ -132,40 +132,40 @@ def contiguous(m: int, n: int, k: int):
     return a, b, out, hopper.rows_flags([a], [b])
 
 
+def caller_route(m: int, n: int, k: int, dtype: str, sms: int):
+    """What ``hopper.gemm_parts`` does with contiguous row-major operands (and output) of this
+    shape, the heuristic choosing (``hopper.route``), and the config it then launches: the
+    heuristic's, the transposed product's, the first band's and the rest's where it splits the
+    rows, the copy's where it copies B K-major (``hopper.k_major_copy_config``); with the staging
+    buffers ``hopper.tma_buffers`` gives a direct launch (rows of N on 16 bytes)."""
+    a, b, out, flags = contiguous(m, n, k)
+    direct = hopper.choose_config(m, n, k, dtype, sms, **flags)
+    way = hopper.route([a], [b], out, direct, m, n, k, dtype, sms, flags)
+    if way.how == "copy":
+        return way._replace(config=hopper.k_major_copy_config(m, n, k, dtype, sms, flags["a_rows_off_128"]))
+    if way.how == "one" and n % 8 == 0:
+        return way._replace(config=hopper.tma_buffers(direct))
+    return way
+
+
 def runs_transposed(dtype: str):
     """``typed_cases``' filter: whether ``hopper.gemm_parts`` runs the product of contiguous
-    row-major operands (and output) of this shape as B^T A^T (``hopper.swap_pays``)."""
+    row-major operands (and output) of this shape as B^T A^T (``caller_route``'s "swap")."""
     sms = hopper.device_sms()
-
-    def keep(m: int, n: int, k: int) -> bool:
-        a, b, out, flags = contiguous(m, n, k)
-        direct = hopper.choose_config(m, n, k, dtype, sms, **flags)
-        return hopper._swap_config([a], [b], direct, out, m, n, k, dtype, sms, False) is not None
-    return keep
+    return lambda m, n, k: caller_route(m, n, k, dtype, sms).how == "swap"
 
 
 def prior_differs(dtype: str, prior: dict):
-    """``typed_cases``' filter: whether the heuristic's config for contiguous row-major operands of
-    this shape, the transposed product's (``hopper._swap_config``), whether ``gemm_parts`` copies
-    their B K-major (``hopper.gemm_copies_b``), the config it then picks for the copy
-    (``k_major_pick`` of the heuristic's), or its staging buffers (``hopper.tma_buffers``), differs
-    from what it does with the ``--prior`` constants: the sizes a rule changes."""
+    """``typed_cases``' filter: whether what ``gemm_parts`` does with contiguous row-major operands
+    of this shape and the config it launches (``caller_route``) differ from what it does with the
+    ``--prior`` constants: the sizes a rule changes for a caller (not those where only a config
+    that no launch runs changes, such as the direct one of a product run transposed either way)."""
     sms = hopper.device_sms()
 
     def keep(m: int, n: int, k: int) -> bool:
-        a, b, out, flags = contiguous(m, n, k)
-
-        def picks():
-            copies = hopper.gemm_copies_b([a], [b], out, m, n, k, dtype, sms)
-            on_copy = (hopper.k_major_copy_config(m, n, k, dtype, sms, flags["a_rows_off_128"])
-                       if copies else None)
-            direct = hopper.choose_config(m, n, k, dtype, sms, **flags)
-            swapped = hopper._swap_config([a], [b], direct, out, m, n, k, dtype, sms, False)
-            buffered = hopper.tma_buffers(direct) if n % 8 == 0 else direct  # (rows on 16 bytes)
-            return direct, swapped, copies, on_copy, buffered
-        now = picks()
+        now = caller_route(m, n, k, dtype, sms)
         with patched(prior):
-            return picks() != now
+            return caller_route(m, n, k, dtype, sms) != now
     return keep
 
 

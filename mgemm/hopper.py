@@ -2021,14 +2021,58 @@ def k_major_copy_config(m: int, n: int, k: int, kind: str, sms: int, a_rows_off_
     return k_major_pick(_choose_cached(m, n, k, kind, sms, False, a_rows_off_128=a_rows_off_128), m, n, k, sms)
 
 
+class Route(NamedTuple):
+    """What ``gemm_parts`` does with a product whose config the heuristic picked (``route``):
+    ``how`` is "one" (one launch of ``config``), "split" (``config`` on the first ``m1`` rows, then
+    ``rest`` on the others: ``tail_split``), "swap" (the transposed product B^T A^T on ``config``,
+    ``_swap_config``'s) or "copy" (B copied K-major, the config then picked for the copy:
+    ``k_major_copy_config``; ``config`` None)."""
+
+    how: str
+    config: HopperConfig | None
+    m1: int = 0
+    rest: HopperConfig | None = None
+
+
+def route(a_parts, b_parts, out, config: HopperConfig, m: int, n: int, k: int, kind: str, sms: int,
+          flags: dict, *, beta: float = 0.0, allow_tf32: bool = False) -> Route:
+    """What ``gemm_parts`` does with these parts once the heuristic picked ``config`` for them
+    (``flags``: their ``rows_flags``), in its order.  16-bit only past the first step.
+
+    1. B copied K-major where ``copies_b_k_major`` says so and the product does not run
+       transposed (looked up once, for such products only, where ``beta == 0``): decided first, so
+       the copy's config runs instead of the clusters' two launches.
+    2. Two launches on two bands of rows where ``config`` runs 2 x 1 clusters and ``tail_split``'s
+       ratio is at most ``TAIL_SPLIT`` (measured there: RESULTS.md, 23rd and 24th sessions).
+    3. The transposed product where ``_swap_config`` gives one (``beta == 0``: out only).
+    4. Else one launch of ``config``.
+
+    Shapes and strides only (no GPU): ``gemm_copies_b`` and the benchmarks' filters ask it."""
+    picked = kind in ("float16", "bfloat16") and k
+    copies = picked and copies_b_k_major(b_parts, m, n, config, sms, flags["a_rows_off_128"])
+    swapped = (_swap_config(a_parts, b_parts, config, out, m, n, k, kind, sms, allow_tf32)
+               if picked and beta == 0 and copies else None)
+    if copies and swapped is None:
+        return Route("copy", None)
+    if TAIL_SPLIT and kind in ("float16", "bfloat16") and (config.cluster_m, config.cluster_n) == (2, 1):
+        split = _tail_split_cached(config, m, n, k, kind, sms, **flags)
+        if split is not None and split[2] <= TAIL_SPLIT:
+            return Route("split", config, split[0], split[1])
+    if picked and beta == 0:
+        if not copies:
+            swapped = _swap_config(a_parts, b_parts, config, out, m, n, k, kind, sms, allow_tf32)
+        if swapped is not None:
+            return Route("swap", swapped)
+    return Route("one", config)
+
+
 def gemm_copies_b(a_parts, b_parts, out, m: int, n: int, k: int, kind: str, sms: int) -> bool:
     """Whether ``gemm_parts``, picking the config itself with ``beta == 0``, copies these B parts
-    K-major: ``copies_b_k_major`` on the heuristic's config for the parts in place, where it does
-    not run the transposed product (``_swap_config``) into ``out``."""
+    K-major (``route``'s "copy"): ``copies_b_k_major`` on the heuristic's config for the parts in
+    place, where it does not run the transposed product (``_swap_config``) into ``out``."""
     flags = rows_flags(a_parts, b_parts)
     config = choose_config(m, n, k, kind, sms, **flags)
-    return (copies_b_k_major(b_parts, m, n, config, sms, flags["a_rows_off_128"])
-            and _swap_config(a_parts, b_parts, config, out, m, n, k, kind, sms, False) is None)
+    return route(a_parts, b_parts, out, config, m, n, k, kind, sms, flags).how == "copy"
 
 
 def _k_major_copy(cp, b):
@@ -3275,37 +3319,24 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
         if tuned is not None:
             return gemm_parts(a_parts, b_parts, c, alpha=alpha, beta=beta, out=out, config=tuned,
                               sms=sms, as_dtype=as_dtype, out_dtype=out_dtype)
-    # B copied K-major (below, where the product does not run transposed): decided before the
-    # tail split, so the copy's config runs instead of the clusters' two launches; the transpose
-    # is looked up here for such products only, and once
-    picked = flags is not None and not (debug or timeline) and kind in ("float16", "bfloat16") and k
-    swap_ok = picked and beta == 0
-    copies = picked and copies_b_k_major(b_parts, m, n, config, sms, flags["a_rows_off_128"])
-    swapped = (_swap_config(a_parts, b_parts, config, out, m, n, k, kind, sms, allow_tf32)
-               if swap_ok and copies else None)
-    copy_b = copies and swapped is None
-    if (flags is not None and TAIL_SPLIT and not (debug or timeline) and kind in ("float16", "bfloat16")
-            and (config.cluster_m, config.cluster_n) == (2, 1) and not copy_b):  # measured there (RESULTS.md, 23rd, 24th sessions)
-        split = _tail_split_cached(config, m, n, k, kind, sms, **flags)
-        if split is not None and split[2] <= TAIL_SPLIT:  # two launches, on two bands of rows
-            m1, rest, _ = split
-            for rows, cfg in ((slice(0, m1), config), (slice(m1, m), rest)):
-                gemm_parts([a_p[rows] for a_p in a_parts], b_parts,
-                           c[rows] if c is not None and beta != 0 else None, alpha=alpha, beta=beta,
-                           out=out[rows], config=cfg, allow_tf32=allow_tf32, sms=sms,
-                           as_dtype=as_dtype, out_dtype=out_dtype)
-            return out
-    if swap_ok:
-        if not copies:
-            swapped = _swap_config(a_parts, b_parts, config, out, m, n, k, kind, sms, allow_tf32)
-        if swapped is not None:  # C^T = B^T A^T, written through out's transposed view
-            if pads_a_for_swap(a_parts, n, flags["a_rows_off_128"]):  # A's rows onto 128-byte lines
-                a_parts = [_padded_rows(cp, a_p) if a_p.shape[1] else a_p for a_p in a_parts]
-                swapped = _swap_config(a_parts, b_parts, config, out, m, n, k, kind, sms, allow_tf32) or swapped
-            gemm_parts([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts], alpha=alpha,
-                       out=out.T, config=swapped, sms=sms, as_dtype=as_dtype)
-            return out
-    if copy_b:  # not transposed: B copied K-major, the config picked for the copy
+    way = (route(a_parts, b_parts, out, config, m, n, k, kind, sms, flags, beta=beta, allow_tf32=allow_tf32)
+           if flags is not None and not (debug or timeline) else Route("one", config))
+    if way.how == "split":  # two launches, on two bands of rows
+        for rows, cfg in ((slice(0, way.m1), config), (slice(way.m1, m), way.rest)):
+            gemm_parts([a_p[rows] for a_p in a_parts], b_parts,
+                       c[rows] if c is not None and beta != 0 else None, alpha=alpha, beta=beta,
+                       out=out[rows], config=cfg, allow_tf32=allow_tf32, sms=sms,
+                       as_dtype=as_dtype, out_dtype=out_dtype)
+        return out
+    if way.how == "swap":  # C^T = B^T A^T, written through out's transposed view
+        swapped = way.config
+        if pads_a_for_swap(a_parts, n, flags["a_rows_off_128"]):  # A's rows onto 128-byte lines
+            a_parts = [_padded_rows(cp, a_p) if a_p.shape[1] else a_p for a_p in a_parts]
+            swapped = _swap_config(a_parts, b_parts, config, out, m, n, k, kind, sms, allow_tf32) or swapped
+        gemm_parts([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts], alpha=alpha,
+                   out=out.T, config=swapped, sms=sms, as_dtype=as_dtype)
+        return out
+    if way.how == "copy":  # not transposed: B copied K-major, the config picked for the copy
         return gemm_parts(a_parts, [_k_major_copy(cp, b_p) for b_p in b_parts], c, alpha=alpha,
                           beta=beta, out=out, allow_tf32=allow_tf32, sms=sms, as_dtype=as_dtype,
                           out_dtype=out_dtype, tune=tune)

@@ -1983,6 +1983,35 @@ def test_tail_split_runs_two_bands_of_rows(monkeypatch):
             _tail_split_calls(real, *shape, monkeypatch)
 
 
+def test_route_in_gemm_parts_order(monkeypatch):
+    """hopper.route says what gemm_parts does with the heuristic's config, in its order: the B
+    copy before the tail split, the tail split before the transpose (a product whose static
+    clusters' two bands ran direct runs transposed once CLUSTER_TAIL_SK makes them stream-K), the
+    transpose only where beta == 0, else one launch; gemm_copies_b is its "copy"."""
+    def way(m, n, k, beta=0.0):
+        a, b, out = _FakeArray((m, k), (2 * k, 2)), _FakeArray((k, n), (2 * n, 2)), _FakeArray((m, n), (2 * n, 2))
+        flags = hopper.rows_flags([a], [b])
+        cfg = hopper.choose_config(m, n, k, "float16", 132, **flags)
+        got = hopper.route([a], [b], out, cfg, m, n, k, "float16", 132, flags, beta=beta)
+        assert (got.how == "copy") == (beta == 0 and hopper.gemm_copies_b([a], [b], out, m, n, k, "float16", 132))
+        return cfg, got
+
+    cfg, got = way(14128, 536, 5920)
+    assert got.how == "swap" and got.config.b_k_major and cfg.policy == "streamk"
+    assert way(14128, 536, 5920, beta=0.5)[1] == hopper.Route("one", cfg)  # C: no transpose
+    assert way(8192, 8192, 8192)[1].how == "one"
+    assert way(12632, 136, 6392)[1] == hopper.Route("copy", None)
+    with monkeypatch.context() as mp:
+        mp.setattr(hopper, "CLUSTER_TAIL_SK", None)
+        cfg, got = way(14128, 536, 5920)
+        split = hopper.tail_split(cfg, 14128, 536, 5920, "float16", 132,
+                                  **hopper.rows_flags([_FakeArray((14128, 5920), (11840, 2))],
+                                                      [_FakeArray((5920, 536), (1072, 2))]))
+        assert got == hopper.Route("split", cfg, split[0], split[1]) and split[2] <= hopper.TAIL_SPLIT
+        mp.setattr(hopper, "TAIL_SPLIT", None)
+        assert way(14128, 536, 5920)[1].how == "swap"
+
+
 def test_b_copy_comes_before_the_tail_split(monkeypatch):
     """Where the heuristic runs 2-CTA clusters whose last wave ``tail_split`` would cut off, but
     B is copied K-major for the copy's wide tiles (``B_K_MAJOR_WIDE_OVER_CLUSTERS``), gemm_parts
