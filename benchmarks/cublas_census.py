@@ -195,8 +195,8 @@ def main(argv=None):
     p.add_argument("--transposed-only", action="store_true",
                    help="--typed draws only shapes that hopper.gemm runs as B^T A^T (runs_transposed)")
     p.add_argument("--prior-differs", action="store_true",
-                   help="--typed draws only shapes whose heuristic config the --prior constants change "
-                        "(prior_differs: where a rule fires)")
+                   help="--typed draws only shapes whose launch for a caller the --prior constants change "
+                        "(prior_differs, caller_route: where a rule changes what runs)")
     p.add_argument("--variant", action="append", default=[], help="label:field=value,... (repeatable)")
     p.add_argument("--no-census", action="store_true", help="time only; no profiler trace")
     p.add_argument("--prior", nargs="?", const="CHEAPEST_WIDTHS=()",
