@@ -2037,7 +2037,8 @@ class Route(NamedTuple):
 def route(a_parts, b_parts, out, config: HopperConfig, m: int, n: int, k: int, kind: str, sms: int,
           flags: dict, *, beta: float = 0.0, allow_tf32: bool = False) -> Route:
     """What ``gemm_parts`` does with these parts once the heuristic picked ``config`` for them
-    (``flags``: their ``rows_flags``), in its order.  16-bit only past the first step.
+    (``flags``: their ``rows_flags``), in its order; float16 and bfloat16 only (others run one
+    launch), and no copy or transpose where K = 0.
 
     1. B copied K-major where ``copies_b_k_major`` says so and the product does not run
        transposed (looked up once, for such products only, where ``beta == 0``): decided first, so
