@@ -1439,8 +1439,7 @@ def _cluster_tail_sk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hop
             or cfg.policy != "static" or cfg.cluster_size == 1 or cfg.epilogue == "tma"
             or -(-k // 64) < CLUSTER_TAIL_SK[1]):
         return cfg
-    rows, cols, _ = schedule.tile_grid(m, n, k, cfg.tile_m, cfg.tile_n, cfg.tile_k)
-    blocks, slots = _blocks(cfg, rows, cols), max(1, _wave_clusters(cfg.cluster_m, cfg.cluster_n, sms))
+    blocks, slots, _ = _block_waves(cfg, m, n, k, sms)
     if blocks <= slots or blocks >= CLUSTER_TAIL_SK[0] * -(-blocks // slots) * slots:
         return cfg
     return cfg.replace(policy="streamk", sk_waves=1, sk_reduce="owner")
@@ -2821,11 +2820,18 @@ def _many_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperCo
     if (MANY_WAVES is None or cfg.policy != "static" or cfg.pingpong or cfg.tile_n != 256
             or shape not in MANY_WAVES_CLUSTERS):
         return cfg
-    rows, cols, k_iters = schedule.tile_grid(m, n, k, cfg.tile_m, cfg.tile_n, cfg.tile_k)
-    units, slots = _blocks(cfg, rows, cols), max(1, _wave_clusters(*shape, sms))
+    units, slots, k_iters = _block_waves(cfg, m, n, k, sms)
     if units >= MANY_WAVES[0] * slots and units % slots and k_iters >= MANY_WAVES[1]:
         return cfg.replace(policy="streamk", sk_waves=0, sk_reduce="owner")
     return cfg
+
+
+def _block_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> tuple[int, int, int]:
+    """(blocks, clusters a wave holds, k-iterations) of ``cfg`` on an ``m × n × k`` product: its
+    blocks of ``cluster_m`` x ``cluster_n`` tiles (``_blocks``; tiles on single CTAs) and the
+    wave-cost model's clusters a wave of ``sms`` SMs holds (``_wave_clusters``, at least one)."""
+    rows, cols, k_iters = schedule.tile_grid(m, n, k, cfg.tile_m, cfg.tile_n, cfg.tile_k)
+    return _blocks(cfg, rows, cols), max(1, _wave_clusters(cfg.cluster_m, cfg.cluster_n, sms)), k_iters
 
 
 def _blocks(config: HopperConfig, rows: int, cols: int) -> int:
