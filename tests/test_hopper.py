@@ -555,6 +555,12 @@ def test_heuristic_partial_wave_runs_static(monkeypatch):
     assert hopper.choose_config(512, 512, 32768, "float16", 132).policy == "streamk"  # 16 tiles
 
 
+def _row_major_flags(m, n, k):
+    """``choose_config``'s row flags for row-major 16-bit A (m x k) and B (k x n) read in place."""
+    return dict(b_rows_off=(n * 2) % 32 != 0, b_rows_off_128=(n * 2) % 128 != 0,
+                a_rows_off_128=(k * 2) % 128 != 0)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_heuristic_split_k_192(dtype, monkeypatch):
     """Static 128 x 128 tiles of one wave holding one CTA a tile (single CTAs or clusters) over K of
@@ -563,8 +569,7 @@ def test_heuristic_split_k_192(dtype, monkeypatch):
     the products drawn); not at shorter K, where two CTAs a 192-wide tile overfill the wave,
     where the transposed product takes the deep split, or with the rule off."""
     def pick(m, n, k):
-        return hopper.choose_config(m, n, k, dtype, 132, b_rows_off=(n * 2) % 32 != 0,
-                                    b_rows_off_128=(n * 2) % 128 != 0, a_rows_off_128=(k * 2) % 128 != 0)
+        return hopper.choose_config(m, n, k, dtype, 132, **_row_major_flags(m, n, k))
 
     fired = {(1885, 536, 27936): 192, (1032, 1088, 12688): 192, (1800, 536, 13760): 192, (1896, 576, 12824): 192,
              (624, 1832, 10456): 192, (3864, 320, 50552): 160, (1408, 1072, 16384): 192, (278, 3928, 22376): 192}
@@ -591,12 +596,8 @@ def test_heuristic_cluster_tail_sk(dtype, monkeypatch):
     steps: stream-K over the last two waves, same tiles and clusters, the owner fix-up, in one
     launch (RESULTS.md, fifty-fourth session: the products measured); not on fuller last waves,
     short K, the TMA-store epilogue, or with the rule off."""
-    def flags(m, n, k):
-        return dict(b_rows_off=(n * 2) % 32 != 0, b_rows_off_128=(n * 2) % 128 != 0,
-                    a_rows_off_128=(k * 2) % 128 != 0)
-
     def pick(m, n, k):
-        return hopper.choose_config(m, n, k, dtype, 132, **flags(m, n, k))
+        return hopper.choose_config(m, n, k, dtype, 132, **_row_major_flags(m, n, k))
 
     fired = [(1239, 6808, 15048), (2291, 3784, 10488), (1384, 3592, 3904), (9040, 456, 10120),
              (2384, 3432, 7936), (512, 8856, 2208), (1296, 6392, 6752), (7696, 2640, 12904)]
@@ -612,7 +613,7 @@ def test_heuristic_cluster_tail_sk(dtype, monkeypatch):
         slots = hopper._wave_clusters(cfg.cluster_m, cfg.cluster_n, 132)
         assert slots < blocks < hopper.CLUSTER_TAIL_SK[0] * -(-blocks // slots) * slots, (m, n, k)
         # one launch: gemm_parts' tail split (two bands of rows) takes static launches only
-        assert hopper.tail_split(cfg, m, n, k, dtype, 132, **flags(m, n, k)) is None
+        assert hopper.tail_split(cfg, m, n, k, dtype, 132, **_row_major_flags(m, n, k)) is None
     kept = [(2415, 2832, 5056), (1244, 5624, 2000), (13642, 488, 3128),  # last wave 0.9 full or more
             (472, 8952, 1200), (1448, 5880, 1632),  # K of 19 and 26 steps
             (1912, 3240, 2048)]  # 32 steps: the TMA-store epilogue
@@ -1128,8 +1129,7 @@ def test_heuristic_same_columns_take_160(dtype, monkeypatch):
     """192-wide tiles (one CTA per tile, staged) become 160 wide where those take as many tile
     columns: the same tile grid and policy (RESULTS.md, thirty-third session: N of 272-304)."""
     def pick(m, n, k):
-        return hopper.choose_config(m, n, k, dtype, 132, b_rows_off=(n * 2) % 32 != 0,
-                                    b_rows_off_128=(n * 2) % 128 != 0, a_rows_off_128=(k * 2) % 128 != 0)
+        return hopper.choose_config(m, n, k, dtype, 132, **_row_major_flags(m, n, k))
 
     taken = {(6944, 304, 14776): "static", (6376, 304, 12168): "streamk", (7912, 304, 7504): "static",
              (8936, 288, 14624): "streamk", (7984, 272, 7624): "static"}
