@@ -109,7 +109,7 @@ if (( status )); then echo "compile-kernels: FAILED"; exit 1; fi
 echo "compile-kernels: ${#variants[@]} variants x 2 archs OK"
 
 # Hopper GEMM (gemm_hopper.cu), sm_90a only: each input x policy at 128x128 s4, plus the heuristic's
-# tiles (mgemm/hopper.py: TILE_CHOICES), the narrowest, the MN-major operand layouts (16-bit:
+# tiles (mgemm/hopper_heuristic.py: TILE_CHOICES), the narrowest, the MN-major operand layouts (16-bit:
 # A column-major and/or B row-major) at each tile width, pingpong consumers, a register split,
 # clusters (2 or 4 CTAs along M: B multicast; 2 along N: A multicast), the staged and TMA-store
 # epilogues (cooperative and pingpong), the columns epilogue, the spread stream-K fix-up, K in parts,
@@ -255,7 +255,7 @@ hvariants+=("MGEMM_BF16 MGEMM_BF16 256 4 STREAMK" "MGEMM_F16 MGEMM_F16 128 6 STA
             "MGEMM_TF32 MGEMM_F32 256 4 STREAMK 1 1 -DMGEMM_TILE_M=64 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_STAGED"
             "MGEMM_F16 MGEMM_F16 256 4 STATIC 1 0 -DMGEMM_TILE_M=64 -DMGEMM_CLUSTER_M=2 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_STAGED"
             "MGEMM_BF16 MGEMM_BF16 256 4 STREAMK 1 0 -DMGEMM_TILE_M=64 -DMGEMM_CLUSTER_M=2 -DMGEMM_CLUSTER_N=2 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_COLUMNS"
-            # exact widths over a K-major B (odd multiples of 16: mgemm/hopper.py EXACT_WIDTHS), each
+            # exact widths over a K-major B (odd multiples of 16: mgemm/hopper_heuristic.py EXACT_WIDTHS), each
             # with the stages the rule takes, both fix-ups, A column-major, a 2-CTA cluster, tf32,
             # the columns epilogue
             "MGEMM_F16 MGEMM_F16 144 5 STATIC 1 1 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_STAGED"
@@ -265,7 +265,7 @@ hvariants+=("MGEMM_BF16 MGEMM_BF16 256 4 STREAMK" "MGEMM_F16 MGEMM_F16 128 6 STA
             "MGEMM_F16 MGEMM_F16 176 4 STATIC 1 1 -DMGEMM_CLUSTER_M=2 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_STAGED"
             "MGEMM_TF32 MGEMM_F32 144 4 DYNAMIC 1 1"
             "MGEMM_F16 MGEMM_F16 208 4 STATIC 1 1 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_COLUMNS"
-            # wide tiles over a K-major B (mgemm/hopper.py WIDE_TILE_NS: two m64 blocks per
+            # wide tiles over a K-major B (mgemm/hopper_config.py WIDE_TILE_NS: two m64 blocks per
             # warpgroup, half the columns each), each width, stream-K, A column-major, clusters of
             # 2 and 4 along M, tf32, the columns epilogue (its default chunk, and 48 columns at a
             # time on four stages: OUT_COLS)

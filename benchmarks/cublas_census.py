@@ -10,8 +10,9 @@ checked against float64 on sampled rows.  The names tell the tile, cluster and s
 ``--variant label:field=value,...`` (changes to the heuristic's config, as run_hopper_gpu.sh's
 EXTRA) adds more Hopper configs to the turns (with the field ``swap=1`` or ``2``: the transposed
 product B^T A^T, from the heuristic's config for N x M x K: ``swap_field``); ``--prior`` adds the config the heuristic picks
-without its last rule (``hopper.CHEAPEST_WIDTHS`` empty) where that differs; ``--prior
-"NAME=LITERAL;..."`` sets those ``mgemm.hopper`` constants for it instead (e.g.
+without its last rule (``hopper_heuristic.CHEAPEST_WIDTHS`` empty) where that differs; ``--prior
+"NAME=LITERAL;..."`` sets those constants of ``mgemm.hopper_heuristic`` (or, for the launch's own,
+such as ``L2_PROMOTION``, of ``mgemm.hopper``) for it instead (e.g.
 ``"FILL_WIDTHS=();FILL_FROM_128=None"``; a bare ``--prior`` goes after the shapes or before another
 option); ``--tune`` adds ``hopper.gemm`` as a caller gets it ("auto": the heuristic, split where
 ``gemm_parts`` splits) and with ``tune=True`` ("tuned": ``mgemm.tune``'s pick, tuned on the
@@ -52,7 +53,7 @@ from harness import h  # noqa: E402  (benchmarks/kernels.py; puts the repository
 import cupy as cp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from mgemm import hopper, tune  # noqa: E402
+from mgemm import hopper, hopper_heuristic, tune  # noqa: E402
 
 CASES = ["896x2432x8192", "1024x2112x8192", "1408x1536x16384", "256x256x65536", "64x8192x8192",
          "8192x8192x256", "4096x4096x4096", "1728x1312x2048", "2176x1216x2048", "1824x1584x4096",
@@ -134,17 +135,17 @@ def contiguous(m: int, n: int, k: int):
 
 def caller_route(m: int, n: int, k: int, dtype: str, sms: int):
     """What ``hopper.gemm_parts`` does with contiguous row-major operands (and output) of this
-    shape, the heuristic choosing (``hopper.route``), and the config it then launches: the
+    shape, the heuristic choosing (``hopper_heuristic.route``), and the config it then launches: the
     heuristic's, the transposed product's, the first band's and the rest's where it splits the
-    rows, the copy's where it copies B K-major (``hopper.k_major_copy_config``); with the staging
-    buffers ``hopper.tma_buffers`` gives a direct launch (rows of N on 16 bytes)."""
+    rows, the copy's where it copies B K-major (``hopper_heuristic.k_major_copy_config``); with the staging
+    buffers ``hopper_heuristic.tma_buffers`` gives a direct launch (rows of N on 16 bytes)."""
     a, b, out, flags = contiguous(m, n, k)
     direct = hopper.choose_config(m, n, k, dtype, sms, **flags)
-    way = hopper.route([a], [b], out, direct, m, n, k, dtype, sms, flags)
+    way = hopper_heuristic.route([a], [b], out, direct, m, n, k, dtype, sms, flags)
     if way.how == "copy":
-        return way._replace(config=hopper.k_major_copy_config(m, n, k, dtype, sms, flags["a_rows_off_128"]))
+        return way._replace(config=hopper_heuristic.k_major_copy_config(m, n, k, dtype, sms, flags["a_rows_off_128"]))
     if way.how == "one" and n % 8 == 0:
-        return way._replace(config=hopper.tma_buffers(direct))
+        return way._replace(config=hopper_heuristic.tma_buffers(direct))
     return way
 
 
@@ -204,7 +205,7 @@ def main(argv=None):
     p.add_argument("--split", action="store_true",
                    help="also the heuristic's config (and the prior's, as 'prior-split') on the rows that "
                         "fill all its waves but the last, then the rest in a second launch "
-                        "(hopper.tail_split), where it splits")
+                        "(hopper_heuristic.tail_split), where it splits")
     p.add_argument("--tune", action="store_true",
                    help="also hopper.gemm as a caller gets it ('auto') and with tune=True ('tuned')")
     p.add_argument("--caller", action="store_true",
@@ -265,7 +266,7 @@ def main(argv=None):
         splits = {}  # "split" / "prior-split": (config of the first band, tail_split's result)
         for name, label in (("hopper", "split"), ("prior", "prior-split")):
             if args.split and name in configs:
-                cut = hopper.tail_split(configs[name][0], m, n, k, args.dtype, sms,
+                cut = hopper_heuristic.tail_split(configs[name][0], m, n, k, args.dtype, sms,
                                         **hopper.rows_flags([pc.a], [pc.b]))
                 if cut:
                     splits[label] = (configs[name][0], cut)
@@ -321,7 +322,7 @@ def main(argv=None):
         for label in callers:
             pick = tuned_label(m, n, k, args.dtype) if label == "tuned" else "heuristic"
             with patched(prior if label == "auto-prior" else {}):
-                if label != "tuned" and hopper.gemm_copies_b([pc.a], [pc.b], outs[label], m, n, k, args.dtype, sms):
+                if label != "tuned" and hopper_heuristic.gemm_copies_b([pc.a], [pc.b], outs[label], m, n, k, args.dtype, sms):
                     pick += ", B copied K-major"
             print(f"  {spec:>16} {label:>10} {1e3 * ms[label]:8.2f} us {flops / ms[label] / 1e9:6.1f} TFLOP/s"
                   f" x cuBLAS {ms['cuBLAS'] / ms[label]:.2f} | {pick}", flush=True)
@@ -352,7 +353,7 @@ def launched_configs(fn) -> list:
     return taken
 
 
-# ``mgemm.hopper``'s memos of the rules' picks, whose keys do not hold every constant a rule reads
+# ``mgemm.hopper_heuristic``'s memos of the rules' picks, whose keys do not hold every constant a rule reads
 # (``_choose_cached`` is keyed by the shape alone: ``SHORT_K`` is not in it).  Its other memos (TMA
 # descriptors, kernels and launch plans of a given config) hold no pick and are kept.
 PICK_MEMOS = ("_choose_cached", "_swap_may_pay", "_swap_cached", "_k_major_cached", "_tail_split_cached")
@@ -368,26 +369,30 @@ def _memos_for(constants: dict) -> dict:
     if key not in _PRIOR_MEMOS:
         _PRIOR_MEMOS[key] = {}
         for name in PICK_MEMOS:
-            memo = getattr(hopper, name)
+            memo = getattr(hopper_heuristic, name)
             _PRIOR_MEMOS[key][name] = functools.lru_cache(maxsize=memo.cache_info().maxsize)(memo.__wrapped__)
     return _PRIOR_MEMOS[key]
 
 
 @contextlib.contextmanager
 def patched(constants: dict):
-    """A context that sets these ``mgemm.hopper`` constants (none: nothing) and swaps in memos of
-    picks (``PICK_MEMOS``) of their own (``_memos_for``), so that neither side answers from the
-    other's picks and neither makes them afresh on every timed call."""
+    """A context that sets these constants (none: nothing), each on the module that defines it
+    (``mgemm.hopper_heuristic``, else ``mgemm.hopper``), and swaps in memos of picks
+    (``PICK_MEMOS``) of their own (``_memos_for``), so that neither side answers from the other's
+    picks and neither makes them afresh on every timed call."""
     if not constants:
         yield
         return
-    with mock.patch.multiple(hopper, **constants, **_memos_for(constants)):
+    rules = {name: v for name, v in constants.items() if hasattr(hopper_heuristic, name)}
+    launch = {name: v for name, v in constants.items() if name not in rules}
+    with mock.patch.multiple(hopper_heuristic, **rules, **_memos_for(constants)), \
+            mock.patch.multiple(hopper, **launch) if launch else contextlib.nullcontext():
         yield
 
 
 def caller_gemm(pc, out, tune: bool, patch: dict):
-    """``hopper.gemm`` on the case's operands as a caller gets it (``tune``), with the ``mgemm.hopper``
-    constants of ``patch`` set for the call."""
+    """``hopper.gemm`` on the case's operands as a caller gets it (``tune``), with the constants
+    of ``patch`` set for the call (``patched``)."""
     with patched(patch):
         return hopper.gemm(pc.a, pc.b, out=out, as_dtype=pc.as_dtype, tune=tune)
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call on one H200 (kind nvidia-h200): stream-K over the last two waves of static
-# clusters whose last wave is short (hopper.CLUSTER_TAIL_SK) against the heuristic without it,
+# clusters whose last wave is short (hopper_heuristic.CLUSTER_TAIL_SK) against the heuristic without it,
 # hopper.gemm as a caller gets it (tail_split's two bands of rows included), every launch cold, in
 # turns with cuBLAS, every output checked against float64 on sampled rows: the products of
 # RESULTS.md's fifty-fourth session in the rule's class (fp16 and bf16), then sizes drawn as a

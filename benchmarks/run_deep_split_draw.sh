@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call on one H200 (kind nvidia-h200): the deep split (hopper.DEEP_SPLIT, split-K on
+# One device call on one H200 (kind nvidia-h200): the deep split (hopper_heuristic.DEEP_SPLIT, split-K on
 # 128 x 256 tiles over a deep K, and DEEP_SPLIT_FEW, fewer tiles on 2 x 1 clusters) against the
 # heuristic without it, hopper.gemm as a caller gets it, every launch cold, in turns with cuBLAS,
 # every output checked against float64 on sampled rows: the chosen products of RESULTS.md's

@@ -110,7 +110,7 @@ from pathlib import Path
 import cupy as cp
 import numpy as np
 
-from mgemm import hopper, kernels
+from mgemm import hopper, hopper_config, kernels
 
 sys.path.insert(0, "benchmarks")
 from harness import h  # the shared harness: timed (L2 flush, events, median), operands, cublas_fn
@@ -215,7 +215,7 @@ for dtype in os.environ.get("DTYPES", "bfloat16,float16").split(","):
             ideas[f"hopper-n192{'-s5' if st == 5 else ''}"] = fit(staged.replace(pingpong=False, tile_m=128,
                                                                                  tile_n=192, stages=st))
         if case.name in SQUARES:  # the other ideas, each alone
-            cl_policy = cfg.policy if cfg.policy in hopper.CLUSTER_POLICIES else "static"
+            cl_policy = cfg.policy if cfg.policy in hopper_config.CLUSTER_POLICIES else "static"
             ideas = {"hopper-cluster2": cfg.replace(cluster_m=2, policy=cl_policy), **ideas,
                      "hopper-regs24": cfg.replace(producer_regs=24, consumer_regs=240)}
         for name, c in ideas.items():

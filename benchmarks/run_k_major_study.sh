@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call on one H200 (kind nvidia-h200): the K-major copy of a narrow row-major B
-# (hopper.B_K_MAJOR, gemm_copies_b), checked on sizes drawn after it:
+# (hopper_heuristic.B_K_MAJOR, gemm_copies_b), checked on sizes drawn after it:
 #   1. the GPU tests of the copy and of clusters at odd widths over a K-major B;
 #   2. DRAWS sizes drawn as a user types them where gemm copies B (cublas_census.py --typed
 #      --prior-differs, seed SEED): hopper.gemm as a caller gets it ("auto", the copy inside the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call on one H200 (kind nvidia-h200): the 2-CTA cluster rule for B rows off 128 bytes
-# (hopper.OFF_ROWS_CLUSTERS), checked on shapes drawn after it was fitted:
+# (hopper_heuristic.OFF_ROWS_CLUSTERS), checked on shapes drawn after it was fitted:
 #   1. the GPU tests of the cluster path and of the heuristic's cluster configs;
 #   2. SHAPES random shapes whose B rows are off 128 bytes (cublas_census.py --random --off-rows,
 #      seed SEED), the heuristic beside the heuristic without the rule ("prior") and cuBLAS, in

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call on one H200 (kind nvidia-h200): the 160-wide rule (hopper.SAME_COLUMNS_160),
+# One device call on one H200 (kind nvidia-h200): the 160-wide rule (hopper_heuristic.SAME_COLUMNS_160),
 # checked on sizes drawn after it:
 #   1. the GPU tests of the rule's tile (160 wide, both fix-ups) and the split tiles;
 #   2. DRAWS sizes drawn as a user types them where the rule changes the heuristic's config

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call on one H200 (kind nvidia-h200): the split-K rule (hopper.SPLIT_K) against the
+# One device call on one H200 (kind nvidia-h200): the split-K rule (hopper_heuristic.SPLIT_K) against the
 # heuristic without it, hopper.gemm as a caller gets it, in turns with cuBLAS, every output checked
 # against float64 on sampled rows: first the products on which the 2 x 2 cluster rule (QUAD_SK)
 # was measured that split-K now takes, then sizes drawn as a user types them where the rule

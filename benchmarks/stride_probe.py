@@ -31,7 +31,7 @@ from harness import h  # noqa: E402  (benchmarks/kernels.py; puts the repository
 import cupy as cp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from mgemm import hopper  # noqa: E402
+from mgemm import hopper, hopper_heuristic  # noqa: E402
 
 
 def padded(x, rows_to: int = 64, extra: int = 0):
@@ -164,7 +164,7 @@ def swap_variants(args, rng) -> int:
         pc = h.probe_case(f"{spec}:{args.dtype}", rng)
         m, n, k = pc.case.m, pc.case.n, pc.case.k
         direct = hopper.choose_config(m, n, k, args.dtype, sms, **hopper.rows_flags([pc.a], [pc.b]))
-        base = hopper._swap_config([pc.a], [pc.b], direct, pc.poisoned(), m, n, k, args.dtype, sms, False)
+        base = hopper_heuristic._swap_config([pc.a], [pc.b], direct, pc.poisoned(), m, n, k, args.dtype, sms, False)
         if base is None:
             print(f"  {spec:>16} not run transposed: {direct}", flush=True)
             continue
@@ -204,14 +204,14 @@ def b_col_clusters(args, rng) -> int:
         m, n, k = pc.case.m, pc.case.n, pc.case.k
         b = cp.ascontiguousarray(pc.b.T).T  # the same values, K contiguous
         heur = hopper.choose_config(m, n, k, args.dtype, sms, **hopper.rows_flags([pc.a], [b]))
-        with mock.patch.object(hopper, "OFF_ROWS_CLUSTERS", ()):
+        with mock.patch.object(hopper_heuristic, "OFF_ROWS_CLUSTERS", ()):
             prior = hopper.choose_config(m, n, k, args.dtype, sms, **hopper.rows_flags([pc.a], [b]))
         cfgs = {"heuristic": heur, "no clusters": prior}
         for width, stages in ((128, 6), (256, 4)):
             base = hopper.HopperConfig(input=heur.input, output=heur.output, epilogue=heur.epilogue)
-            cfgs[f"c{width}"] = hopper._static_width(base, width, stages, k).replace(cluster_m=2)
-        def caller(out, **patch):  # hopper.gemm as a caller gets it, with these mgemm.hopper constants
-            with mock.patch.multiple(hopper, **patch) if patch else contextlib.nullcontext():
+            cfgs[f"c{width}"] = hopper_heuristic._static_width(base, width, stages, k).replace(cluster_m=2)
+        def caller(out, **patch):  # hopper.gemm as a caller gets it, with these mgemm.hopper_heuristic constants
+            with mock.patch.multiple(hopper_heuristic, **patch) if patch else contextlib.nullcontext():
                 return hopper.gemm(pc.a, b, out=out, as_dtype=pc.as_dtype)
         callers = {"auto": caller, "auto-no-exact": functools.partial(caller, EXACT_WIDTHS=None),
                    "auto-all-exact": functools.partial(caller, EXACT_WIDTHS=ALL_EXACT, EXACT_MAX_N=1 << 30)}

@@ -1,7 +1,7 @@
 // The Hopper (sm_90a) persistent GEMM: D = alpha * A @ B + beta * C with TMA loads into a ring of
 // shared-memory stages, one producer warpgroup and two consumer warpgroups running wgmma, and the
 // tile schedulers of tile_scheduler.cuh.  Knobs are compile-time constants set by name
-// (mgemm/hopper.py renders the #defines; the defaults below are for nvcc).
+// (mgemm/hopper_config.py renders the #defines; the defaults below are for nvcc).
 //
 // Roles (384 threads, warpgroup = 128 threads):
 //   warpgroup 0, thread 0 (producer): walks the schedule, publishes each work unit to the
@@ -347,7 +347,7 @@ struct Config {
                 "where B is multicast (CLUSTER_M > 1)");
 };
 
-#ifdef MGEMM_SMEM_BYTES  // the launcher's size must be the kernel's (mgemm/hopper.py smem_bytes)
+#ifdef MGEMM_SMEM_BYTES  // the launcher's size must be the kernel's (mgemm/hopper_config.py smem_bytes)
 static_assert(MGEMM_SMEM_BYTES == Config::kSmemBytes, "launcher and kernel disagree on shared memory");
 #endif
 

@@ -1,5 +1,5 @@
 // The named values of the compile-time knobs both GEMM kernels share (mgemm/kernels.py and
-// mgemm/hopper.py render #defines that use these names), and the C++ type of each element code.
+// mgemm/hopper_config.py render #defines that use these names), and the C++ type of each element code.
 #pragma once
 #include "ptx.cuh"
 

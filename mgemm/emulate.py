@@ -230,6 +230,7 @@ def gemm(engine: Any, a_parts: Sequence[Any], b_parts: Sequence[Any], scheme: st
 
     from mgemm import hopper
     from mgemm.engines import launch_groups, wait_for_queued_work
+    from mgemm.hopper_config import MAX_K_PARTS
 
     parts = [(a, b) for a, b in zip(a_parts, b_parts) if a.shape[1]]
     if not parts:
@@ -246,7 +247,7 @@ def gemm(engine: Any, a_parts: Sequence[Any], b_parts: Sequence[Any], scheme: st
     if c is not None and beta != 0:
         c = c.astype(cupy.float32, copy=False)
     pieces = list(zip(a_pieces, b_pieces))
-    step = hopper.MAX_K_PARTS  # parts per launch
+    step = MAX_K_PARTS  # parts per launch
     groups = [pieces[i:i + step] for i in range(0, len(pieces), step)]
 
     def launch(group: list, **kw: Any) -> None:

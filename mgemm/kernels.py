@@ -379,7 +379,7 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
 
 
 #: the portable kernel's ``split_tail`` splits where the SMs' average load is below this share of
-#: the busiest SM's (the Hopper kernel passes its own, ``hopper.SPLIT_FILL``), or below
+#: the busiest SM's (the Hopper kernel passes its own, ``hopper_heuristic.SPLIT_FILL``), or below
 #: ``ONE_WAVE_SPLIT_FILL`` where every SM holds at most one tile (one partial wave: 0.8-0.9 there
 #: was measured once, level; just short of a whole wave the split loses) ...
 SPLIT_FILL = 0.9

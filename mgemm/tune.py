@@ -1,6 +1,6 @@
 """Per-shape tuning (the ``tune`` option): the Hopper kernel's config, and engine ``auto``'s pick.
 
-The heuristic (``mgemm.hopper.choose_config``) prices tile widths, stream-K and clusters with a
+The heuristic (``mgemm.hopper_heuristic.choose_config``) prices tile widths, stream-K and clusters with a
 wave model.  Over shapes drawn as a user types them it was within the timings' spread of the best
 of ten configs on most, but the model cannot separate the rest (residual sd 0.14 in log time), and
 there the best config was up to 0.15 of cuBLAS ahead (benchmarks/RESULTS.md, twenty-seventh
@@ -63,7 +63,7 @@ AGREE = 2e-2
 
 def candidates(base, m: int, n: int, k: int) -> dict[str, Any]:
     """``VARIANTS`` applied to ``base`` (the heuristic's config), with the heuristic's epilogue
-    and stage rules for their width (``hopper._static_width``): label -> config.  Every variant
+    and stage rules for their width (``hopper_heuristic._static_width``): label -> config.  Every variant
     is a cooperative 128-row tile: thin (pingpong) bases start from the cooperative 128 x 128
     tile, and 64-row bases (split along N) take 128 rows.  Configs the kernel does not take and
     the one equal to ``base`` are left out.
@@ -73,18 +73,18 @@ def candidates(base, m: int, n: int, k: int) -> dict[str, Any]:
     >>> base.tile_n, base.policy, sorted(candidates(base, 2144, 11840, 1368))
     (192, 'static', ['c128', 'c256', 'k128', 'k192', 'q128', 'q256', 's128', 's224', 's256'])
     """
-    from . import hopper
+    from . import hopper, hopper_config, hopper_heuristic
 
     if base.pingpong:
         coop = hopper.HopperConfig(input=base.input, output=base.output)
     else:  # (each variant sets its own stages)
-        coop = base.replace(cluster_m=1, cluster_n=1, tile_m=hopper.TILE_M, stages=4)
+        coop = base.replace(cluster_m=1, cluster_n=1, tile_m=hopper_config.TILE_M, stages=4)
     out = {}
     for label, fields in VARIANTS:
         fields = dict(fields)
         policy = fields.pop("policy")
         try:
-            cfg = hopper._static_width(coop, fields.pop("tile_n"), fields.pop("stages"), k)
+            cfg = hopper_heuristic._static_width(coop, fields.pop("tile_n"), fields.pop("stages"), k)
             cfg = cfg.replace(policy=policy, cluster_m=fields.get("cluster_m", 1),
                               cluster_n=fields.get("cluster_n", 1))
         except ValueError:

@@ -13,7 +13,7 @@ from unittest import mock
 import numpy as np
 import pytest
 
-from mgemm import hopper, schedule
+from mgemm import hopper, hopper_config, hopper_heuristic, schedule
 from mgemm.hopper import HopperConfig
 from mgemm.kernels import KERNEL_DIR, PlainSource
 
@@ -41,8 +41,9 @@ KINDS = ["float16", "bfloat16", "tf32"]
 
 # --- CPU: configuration, heuristic, compile -------------------------------------------------------
 
-def test_docstring_examples():
-    result = doctest.testmod(hopper)
+@pytest.mark.parametrize("module", [hopper, hopper_config, hopper_heuristic], ids=lambda m: m.__name__)
+def test_docstring_examples(module):
+    result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0
 
 
@@ -54,7 +55,7 @@ def test_render_is_by_name_and_complete():
     assert "#define MGEMM_INPUT MGEMM_F16" in text
     assert "#define MGEMM_POLICY MGEMM_POLICY_DYNAMIC" in text
     assert "#define MGEMM_RASTER MGEMM_RASTER_N" in text
-    src = (KERNEL_DIR / hopper.KERNEL_SOURCE).read_text()
+    src = (KERNEL_DIR / hopper_config.KERNEL_SOURCE).read_text()
     for name in cfg.defines():
         if name == "MGEMM_SMEM_BYTES":  # checked against the kernel's own size, no default
             assert "#ifdef MGEMM_SMEM_BYTES" in src
@@ -94,7 +95,7 @@ def test_cache_key_changes_with_config_and_options():
     regs = a.replace(producer_regs=24, consumer_regs=240).render()
     assert "#define MGEMM_PRODUCER_REGS 24" in regs and "#define MGEMM_CONSUMER_REGS 240" in regs
     assert a.key(("-arch=sm_90a",)) != a.key(("-arch=sm_90",))
-    assert a.key() in a.source() and hopper.KERNEL_SOURCE in a.source()
+    assert a.key() in a.source() and hopper_config.KERNEL_SOURCE in a.source()
 
 
 def test_config_validates():
@@ -251,7 +252,7 @@ def test_trimmed_configs_validate_render_and_key():
     quad = spread.replace(cluster_m=2, cluster_n=2)
     assert hopper.trim_config(quad, hopper.plan_launch(quad, 256, 256, 65536, 132), False).split_only
     # one k-iteration: no tile can be split
-    assert not hopper.every_tile_split(spread, hopper.plan_launch(spread, 128, 128, 64, 132))
+    assert not hopper_config.every_tile_split(spread, hopper.plan_launch(spread, 128, 128, 64, 132))
     static = HopperConfig(input="float16", epilogue="tma")
     lp = hopper.plan_launch(static, 4096, 4096, 4096, 132)
     assert hopper.trim_config(static, lp, True).plain_out
@@ -337,7 +338,7 @@ def test_cluster_config_validates_renders_and_keys():
         HopperConfig(tile_n=96, cluster_m=2)
 
 
-@pytest.mark.parametrize("policy", hopper.CLUSTER_POLICIES)
+@pytest.mark.parametrize("policy", hopper_config.CLUSTER_POLICIES)
 @pytest.mark.parametrize("cm,cn", [(2, 1), (4, 1), (2, 2), (1, 2)])
 @pytest.mark.parametrize("m,n,k,slots", [(8192, 8192, 8192, 132), (300, 256, 64, 132), (300, 1000, 500, 7),
                                          (1, 1, 1, 132), (4096, 4096, 4096, 1), (1000, 1500, 700, 20)])
@@ -359,24 +360,24 @@ def test_plan_launch_cluster_grid_is_whole_clusters_over_tile_blocks(policy, cm,
         assert lp.grid == size * schedule.launch_grid("streamk", blocks, clusters, sk)
 
 
-@pytest.mark.parametrize("tile_n,stages", hopper.TILE_CHOICES + [(64, 4), (128, 4), (192, 5), (96, 6),
+@pytest.mark.parametrize("tile_n,stages", hopper_heuristic.TILE_CHOICES + [(64, 4), (128, 4), (192, 5), (96, 6),
                                                                   (160, 5), (224, 4)])
 def test_shapes_fit_and_accumulators_cover_the_tile(tile_n, stages):
     cfg = HopperConfig(tile_n=tile_n, stages=stages)
-    assert cfg.smem_bytes <= hopper.SMEM_LIMIT
-    assert cfg.acc_per_thread * hopper.CONSUMER_THREADS == cfg.tile_m * cfg.tile_n
+    assert cfg.smem_bytes <= hopper_config.SMEM_LIMIT
+    assert cfg.acc_per_thread * hopper_config.CONSUMER_THREADS == cfg.tile_m * cfg.tile_n
     # Every stage starts 1024-byte aligned (the 128B swizzle atom), so A and B stages are multiples.
     assert (cfg.tile_m * 128) % 1024 == 0 and (cfg.b_rows * 128) % 1024 == 0
-    assert cfg.b_rows >= cfg.tile_n and cfg.b_rows % hopper.MN_BOX == 0
+    assert cfg.b_rows >= cfg.tile_n and cfg.b_rows % hopper_config.MN_BOX == 0
 
 
 @pytest.mark.parametrize("tile_n,stages,epilogue", [(144, 5, "staged"), (176, 4, "staged"), (208, 4, "staged"),
                                                      (240, 3, "staged"), (240, 4, "pair")])
 def test_exact_widths_fit_and_hold_just_their_rows(tile_n, stages, epilogue):
     cfg = HopperConfig(input="float16", tile_n=tile_n, stages=stages, epilogue=epilogue)
-    assert cfg.smem_bytes <= hopper.SMEM_LIMIT
+    assert cfg.smem_bytes <= hopper_config.SMEM_LIMIT
     assert cfg.b_rows == tile_n and (cfg.b_rows * 128) % 1024 == 0  # 8-row swizzle atoms
-    assert cfg.acc_per_thread * hopper.CONSUMER_THREADS == cfg.tile_m * cfg.tile_n
+    assert cfg.acc_per_thread * hopper_config.CONSUMER_THREADS == cfg.tile_m * cfg.tile_n
     assert cfg.out_chunk_bytes == 2 * tile_n and cfg.out_chunk_bytes % 32 == 0  # whole rows, even pieces
 
 
@@ -387,8 +388,8 @@ def test_wide_tiles_fit_and_split_their_columns(tile_n, stages, epilogue, cm):
     the tile's rows, loaded in boxes of at most 256 rows (a warpgroup's columns, or a cluster CTA's part)."""
     cfg = HopperConfig(input="float16", tile_n=tile_n, stages=stages, epilogue=epilogue, cluster_m=cm)
     assert cfg.wide and cfg.wg_n == tile_n // 2 and cfg.b_rows == tile_n
-    assert cfg.smem_bytes <= hopper.SMEM_LIMIT
-    assert cfg.acc_per_thread * hopper.CONSUMER_THREADS == cfg.tile_m * cfg.tile_n
+    assert cfg.smem_bytes <= hopper_config.SMEM_LIMIT
+    assert cfg.acc_per_thread * hopper_config.CONSUMER_THREADS == cfg.tile_m * cfg.tile_n
     assert cfg.b_box_rows == (tile_n // 2 if cm == 1 else tile_n // cm) <= 256
     assert (tile_n // cm) % cfg.b_box_rows == 0 and cfg.b_box_rows % 8 == 0  # whole boxes of whole swizzle atoms
     assert not HopperConfig(input="float16", tile_n=256).wide and HopperConfig(tile_n=256).b_box_rows == 256
@@ -450,9 +451,9 @@ def test_many_waves_split_the_last_wave_over_clusters_too():
     assert lp.sk_tiles == (23 * 21) % 66  # the partial wave's blocks alone are split
     short = hopper.choose_config(11608, 3504, 2168, "float16", 132, b_rows_off=True)  # 34 steps
     assert (short.cluster_m, short.policy) == (2, "static")
-    with mock.patch.multiple(hopper, MANY_WAVES_CLUSTERS=((1, 1),)):
+    with mock.patch.multiple(hopper_heuristic, MANY_WAVES_CLUSTERS=((1, 1),)):
         assert hopper.choose_config(5640, 5328, 6320, "float16", 132, **flags).policy == "static"
-    with mock.patch.multiple(hopper, MANY_WAVES=None):
+    with mock.patch.multiple(hopper_heuristic, MANY_WAVES=None):
         assert hopper.choose_config(8192, 8192, 8192, "float16", 132).policy == "static"
     single = hopper.choose_config(4856, 8768, 4352, "bfloat16", 132)  # rows on 128 bytes, 10.1 waves
     assert (single.cluster_m, single.policy, single.sk_waves) == (1, "streamk", 0)
@@ -479,12 +480,12 @@ def test_heuristic_streamk_only_when_last_wave_is_poor(m, n, k):
     wide_tiles = -(-m // 128) * -(-n // 256)
     wide = -(-wide_tiles // 132)
     narrow = -(-(-(-m // 128) * -(-n // 128)) // 132)
-    narrow_wins = wide_tiles < 132 or -(-k // 64) <= hopper.SHORT_K or narrow * 128 / 0.9 < wide * 256
+    narrow_wins = wide_tiles < 132 or -(-k // 64) <= hopper_heuristic.SHORT_K or narrow * 128 / 0.9 < wide * 256
     width = 128 if narrow_wins else 256
     # 128-wide stream-K tiles over 1.03 to 3 waves: 192 wide where that pads no more columns
     tiles128 = -(-m // 128) * -(-n // 128)
     extra_pad = -(-n // 192) * 192 - -(-n // 128) * 128  # columns 192 pads beyond 128
-    if (width == 128 and -(-k // 64) > hopper.SHORT_K and 1.03 * 132 <= tiles128 <= 3 * 132
+    if (width == 128 and -(-k // 64) > hopper_heuristic.SHORT_K and 1.03 * 132 <= tiles128 <= 3 * 132
             and hopper.choose_config(m, n, k, "bfloat16", 132, tile_n=128).policy == "streamk"
             and (extra_pad <= 0 or (0 < m % 128 <= 64 and extra_pad <= n // 16))):
         width = 192
@@ -509,7 +510,7 @@ def test_heuristic_mid_tile_on_the_measured_shapes(dtype):
     for shape in [(1024, 2112, 8192), (1024, 2112, 16384), (1280, 2112, 8192), (2048, 2112, 8192),
                   (1536, 1536, 8192), (1024, 2304, 8192), (2048, 1152, 8192)]:
         cfg = hopper.choose_config(*shape, dtype, 132)
-        assert (cfg.tile_n, cfg.stages) == hopper.MID_TILE, shape
+        assert (cfg.tile_n, cfg.stages) == hopper_heuristic.MID_TILE, shape
         assert cfg == hopper.fit_policy(cfg, *shape, 132)
     # a half-filled last row of 128-row tiles: 192 even with a few more padded columns
     for shape in [(1088, 2048, 8192), (1344, 2048, 8192), (960, 2560, 8192), (1216, 2048, 4096)]:
@@ -545,8 +546,8 @@ def test_heuristic_partial_wave_runs_static(monkeypatch):
     to PARTIAL_WAVE_STATIC_K k-steps; stream-K below half a wave and for 192 on longer K (before
     the quad stream-K rule, which comes after: QUAD_SK off here, and the 192-wide split-K that
     replaces some of these static tiles: SPLIT_K_192 off)."""
-    monkeypatch.setattr(hopper, "QUAD_SK", None)
-    monkeypatch.setattr(hopper, "SPLIT_K_192", None)
+    monkeypatch.setattr(hopper_heuristic, "QUAD_SK", None)
+    monkeypatch.setattr(hopper_heuristic, "SPLIT_K_192", None)
     for shape in [(1920, 800, 8192), (2112, 432, 4096), (1408, 1072, 16384), (1072, 1952, 4096),
                   (528, 3984, 4360), (6400, 272, 4680)]:
         assert hopper.choose_config(*shape, "float16", 132).policy == "static", shape
@@ -577,9 +578,9 @@ def test_heuristic_split_k_192(dtype, monkeypatch):
         cfg = pick(m, n, k)
         assert (cfg.tile_n, cfg.policy, cfg.sk_ways, cfg.sk_reduce, cfg.cluster_size, cfg.epilogue) == (
             width, "streamk", 2, "owner", 1, "staged"), (m, n, k)
-        assert 2 * hopper._tiles(m, n, cfg.tile_n) <= 132
+        assert 2 * hopper_heuristic._tiles(m, n, cfg.tile_n) <= 132
         with monkeypatch.context() as mp:
-            mp.setattr(hopper, "SPLIT_K_192", None)
+            mp.setattr(hopper_heuristic, "SPLIT_K_192", None)
             before = pick(m, n, k)
         assert (before.tile_n, before.policy, before.sk_ways) == (128, "static", 0), (m, n, k)
     for shape in ((664, 2088, 6224), (1368, 776, 5856),  # K short of 128 steps
@@ -604,16 +605,16 @@ def test_heuristic_cluster_tail_sk(dtype, monkeypatch):
     for m, n, k in fired:
         cfg = pick(m, n, k)
         with monkeypatch.context() as mp:
-            mp.setattr(hopper, "CLUSTER_TAIL_SK", None)
+            mp.setattr(hopper_heuristic, "CLUSTER_TAIL_SK", None)
             before = pick(m, n, k)
         assert before.policy == "static" and before.cluster_size > 1, (m, n, k)
         assert cfg == before.replace(policy="streamk", sk_waves=1, sk_reduce="owner"), (m, n, k)
         rows, cols, _ = schedule.tile_grid(m, n, k, cfg.tile_m, cfg.tile_n, cfg.tile_k)
-        blocks = hopper._blocks(cfg, rows, cols)
-        slots = hopper._wave_clusters(cfg.cluster_m, cfg.cluster_n, 132)
-        assert slots < blocks < hopper.CLUSTER_TAIL_SK[0] * -(-blocks // slots) * slots, (m, n, k)
+        blocks = hopper_config._blocks(cfg, rows, cols)
+        slots = hopper_heuristic._wave_clusters(cfg.cluster_m, cfg.cluster_n, 132)
+        assert slots < blocks < hopper_heuristic.CLUSTER_TAIL_SK[0] * -(-blocks // slots) * slots, (m, n, k)
         # one launch: gemm_parts' tail split (two bands of rows) takes static launches only
-        assert hopper.tail_split(cfg, m, n, k, dtype, 132, **_row_major_flags(m, n, k)) is None
+        assert hopper_heuristic.tail_split(cfg, m, n, k, dtype, 132, **_row_major_flags(m, n, k)) is None
     kept = [(2415, 2832, 5056), (1244, 5624, 2000), (13642, 488, 3128),  # last wave 0.9 full or more
             (472, 8952, 1200), (1448, 5880, 1632),  # K of 19 and 26 steps
             (1912, 3240, 2048)]  # 32 steps: the TMA-store epilogue
@@ -637,7 +638,7 @@ def test_heuristic_half_wave_halves(dtype, monkeypatch):
         lp = hopper.plan_launch(cfg, *shape, 132)
         assert 66 < lp.tiles <= 132 and lp.grid == lp.tiles, shape
     with monkeypatch.context() as mp:
-        mp.setattr(hopper, "HALF_WAVE_ALONG_M", False)
+        mp.setattr(hopper_heuristic, "HALF_WAVE_ALONG_M", False)
         cfg = hopper.choose_config(512, 2048, 2048, dtype, 132)
         assert (cfg.tile_m, cfg.tile_n) == (128, 64)
     for shape in [(1024, 2048, 1024), (1536, 1536, 1536), (64, 8192, 1024), (4096, 4096, 4096), (72, 5760, 1560),
@@ -651,13 +652,13 @@ def test_heuristic_half_wave_halves(dtype, monkeypatch):
         assert (cfg.policy, cfg.tile_n, cfg.stages, cfg.cluster_m, cfg.cluster_n) == ("static", 64, 8, 1, 2), shape
     cfg = hopper.choose_config(160, 3744, 3520, dtype, 132, b_rows_off_128=True)
     assert (cfg.tile_n, cfg.cluster_m, cfg.cluster_n) == (128, 2, 1)
-    monkeypatch.setattr(hopper, "HALF_WAVE_CLUSTERS", False)
+    monkeypatch.setattr(hopper_heuristic, "HALF_WAVE_CLUSTERS", False)
     cfg = hopper.choose_config(1000, 1000, 1000, dtype, 132, b_rows_off_128=True, a_rows_off_128=True)
     assert (cfg.tile_n, cfg.cluster_size) == (128, 4)
     assert hopper.choose_config(1024, 1024, 1024, dtype, 132, tile_n=128).tile_n == 128
     assert hopper.choose_config(1024, 1024, 1024, dtype, 132, shared=True).tile_n == 128
     assert hopper.choose_config(1024, 1024, 1024, "float32", 132, allow_tf32=True).tile_n == 128
-    monkeypatch.setattr(hopper, "HALF_WAVE_HALVES", None)
+    monkeypatch.setattr(hopper_heuristic, "HALF_WAVE_HALVES", None)
     assert hopper.choose_config(1024, 1024, 1024, dtype, 132).tile_n == 128
 
 
@@ -673,14 +674,14 @@ def test_heuristic_paired_halves_on_one_or_two_spread_tiles(dtype, monkeypatch):
         assert (cfg.policy, cfg.sk_reduce, cfg.tile_m, cfg.tile_n, cfg.stages, cfg.cluster_m, cfg.cluster_n) == \
             ("streamk", "spread", 128, 64, 8, 1, 2), shape
         lp = hopper.plan_launch(cfg, *shape, 132)
-        assert lp.grid == 132 and lp.sk_tiles == hopper._blocks(cfg, lp.rows, lp.cols)
+        assert lp.grid == 132 and lp.sk_tiles == hopper_config._blocks(cfg, lp.rows, lp.cols)
     for shape in [(128, 384, 65536), (256, 256, 65536), (384, 384, 65536), (64, 64, 131072), (512, 512, 32768)]:
         cfg = hopper.choose_config(*shape, dtype, 132)
         assert (cfg.tile_n, cfg.cluster_n) != (64, 2), shape
     assert hopper.choose_config(128, 128, 65536, dtype, 132, tile_n=128).tile_n == 128
     assert hopper.choose_config(128, 128, 65536, dtype, 132, shared=True).cluster_n == 1
     assert hopper.choose_config(128, 128, 65536, "float32", 132, allow_tf32=True).cluster_n == 1
-    monkeypatch.setattr(hopper, "PAIRED_HALVES", 0)
+    monkeypatch.setattr(hopper_heuristic, "PAIRED_HALVES", 0)
     assert hopper.choose_config(128, 128, 65536, dtype, 132).cluster_n == 1
 
 
@@ -696,21 +697,21 @@ def test_heuristic_quad_streamk_below_a_wave(dtype, monkeypatch):
         cfg = hopper.choose_config(*shape, dtype, 132)
         assert (cfg.policy, cfg.cluster_m, cfg.cluster_n, cfg.tile_n, cfg.sk_reduce, cfg.sk_ways) == \
             ("streamk", 2, 2, 128, reduce, 0), shape
-        lp = hopper.plan_launch(cfg, *shape, 4 * hopper.quad_clusters(132))
-        assert lp.grid <= 4 * hopper.quad_clusters(132) and lp.sk_tiles > 0
+        lp = hopper.plan_launch(cfg, *shape, 4 * hopper_heuristic.quad_clusters(132))
+        assert lp.grid <= 4 * hopper_heuristic.quad_clusters(132) and lp.sk_tiles > 0
     # two to four CTAs a tile on single CTAs: split-K first (SPLIT_K) where A's and B's rows are on
     # 128-byte lines; off them the clusters stay
     for shape in [(1024, 1024, 16384), (768, 1024, 16384), (640, 1280, 12288), (512, 2048, 16384),
                   (512, 1024, 16384)]:
         cfg = hopper.choose_config(*shape, dtype, 132)
-        assert (cfg.cluster_size, cfg.sk_reduce, cfg.sk_ways) == (1, "owner", 132 // hopper._tiles(*shape[:2], 128))
+        assert (cfg.cluster_size, cfg.sk_reduce, cfg.sk_ways) == (1, "owner", 132 // hopper_heuristic._tiles(*shape[:2], 128))
         for off in ("a_rows_off_128", "b_rows_off_128", "b_rows_off"):
             cfg = hopper.choose_config(*shape, dtype, 132, **{off: True})
             assert (cfg.cluster_m, cfg.cluster_n, cfg.sk_ways) == (2, 2, 0), off
     # QUAD_SPLIT_K (off by default): split-K over the blocks where the clusters hold two or more each
-    monkeypatch.setattr(hopper, "QUAD_SPLIT_K", True)
-    assert hopper.quad_streamk(HopperConfig(tile_n=128), 984, 480, 7632, 132).sk_ways == 3  # 8 blocks
-    assert hopper.quad_streamk(HopperConfig(tile_n=128), 1024, 1024, 16384, 132).sk_ways == 0  # 16 blocks
+    monkeypatch.setattr(hopper_heuristic, "QUAD_SPLIT_K", True)
+    assert hopper_heuristic.quad_streamk(HopperConfig(tile_n=128), 984, 480, 7632, 132).sk_ways == 3  # 8 blocks
+    assert hopper_heuristic.quad_streamk(HopperConfig(tile_n=128), 1024, 1024, 16384, 132).sk_ways == 0  # 16 blocks
     for shape in [(896, 896, 16384), (512, 512, 32768), (256, 1024, 32768), (1024, 1024, 2048),
                   (3064, 576, 5584), (1408, 1536, 16384), (896, 2432, 8192), (128, 256, 131072),
                   (520, 1088, 23368)]:
@@ -740,7 +741,7 @@ def test_heuristic_128x224_where_it_fills_its_waves(dtype):
                   (2688, 2624, 16384), (1296, 2448, 1024), (2640, 2576, 2048)]:
         cfg = hopper.choose_config(*shape, dtype, 132)
         assert (cfg.tile_n, cfg.stages, cfg.policy, cfg.epilogue) == (224, 4, "static", "staged"), shape
-        assert schedule.wave_fill(hopper.plan_launch(cfg, *shape, 132).tiles, 132) >= hopper.FILL_MIN
+        assert schedule.wave_fill(hopper.plan_launch(cfg, *shape, 132).tiles, 132) >= hopper_heuristic.FILL_MIN
     for shape in [(896, 2432, 8192), (1024, 2112, 8192), (1840, 2288, 8192), (8192, 8192, 8192),
                   (4096, 4096, 4096), (1408, 1536, 16384), (256, 256, 65536), (64, 8192, 8192),
                   (8192, 8192, 256), (2032, 1200, 8192), (1296, 1712, 16384), (2288, 1008, 4096),
@@ -749,7 +750,7 @@ def test_heuristic_128x224_where_it_fills_its_waves(dtype):
     for shape in [(3120, 1008, 1024), (2752, 1248, 2048), (1680, 3680, 1024), (2656, 2528, 1024)]:
         assert hopper.choose_config(*shape, dtype, 132).tile_n == 224, shape  # staged, not TMA
     cfg = hopper.choose_config(3120, 1008, 512, dtype, 132)  # K < 1024: _fill_waves keeps TMA stores
-    assert hopper._fill_waves(cfg, 3120, 1008, 512, 132) == cfg
+    assert hopper_heuristic._fill_waves(cfg, 3120, 1008, 512, 132) == cfg
     assert hopper.choose_config(1824, 1584, 4096, dtype, 132, shared=True).policy == "dynamic"
     assert hopper.choose_config(1824, 1584, 4096, "float32", 132, allow_tf32=True).tile_n != 224
 
@@ -774,7 +775,7 @@ def test_heuristic_epilogue_follows_k():
     """TMA stores where K has at most TMA_STORE_K 64-wide steps (measured ahead up to K = 2048 on
     the H200, RESULTS.md thirteenth session), the staged thread stores for longer K; on every
     tile the heuristic picks, thin ones included."""
-    steps = hopper.TMA_STORE_K
+    steps = hopper_heuristic.TMA_STORE_K
     for m, n in [(8192, 8192), (4096, 4096), (1024, 2112), (64, 8192), (8192, 16)]:
         for k, epi in [(1, "tma"), (256, "tma"), (64 * steps, "tma"), (64 * steps + 1, "staged"),
                        (8192, "staged")]:
@@ -801,7 +802,7 @@ def test_heuristic_cheapest_waves(dtype, monkeypatch):
     for shape, width in measured:
         cfg = chosen[shape] = choose(*shape)
         assert (cfg.tile_n, cfg.policy) == (width, "static"), shape
-        assert cfg.epilogue == ("tma" if shape[2] <= 64 * hopper.TMA_STORE_K and width != 224 else "staged")
+        assert cfg.epilogue == ("tma" if shape[2] <= 64 * hopper_heuristic.TMA_STORE_K and width != 224 else "staged")
     for shape in [(2288, 2016, 4096), (896, 2432, 8192), (1024, 2112, 8192), (256, 256, 65536),
                   (512, 512, 32768), (8192, 8192, 8192)]:
         assert choose(*shape).policy == "streamk", shape
@@ -817,7 +818,7 @@ def test_heuristic_cheapest_waves(dtype, monkeypatch):
         assert (choose(*shape).tile_n, choose(*shape).policy) == (192, "static"), shape
     for shape in [(1416, 2824, 5792), (712, 5680, 14848), (8552, 384, 7456)]:
         assert choose(*shape).policy == "streamk", shape
-    monkeypatch.setattr(hopper, "SK_GIVE_WAY", 1.0)
+    monkeypatch.setattr(hopper_heuristic, "SK_GIVE_WAY", 1.0)
     for shape in near:
         assert choose(*shape).policy == "streamk", shape
     # static to static over more than four waves (twenty-seventh session: ahead in 24 of 28 runs)
@@ -826,11 +827,11 @@ def test_heuristic_cheapest_waves(dtype, monkeypatch):
     for shape, width in many.items():
         cfg = choose(*shape)
         assert (cfg.tile_n, cfg.policy) == (width, "static"), shape
-        assert cfg.epilogue == ("tma" if shape[2] <= 64 * hopper.TMA_STORE_K and width != 224 else "staged")
-    monkeypatch.setattr(hopper, "CHEAPEST_MAX_WAVES", 4)
+        assert cfg.epilogue == ("tma" if shape[2] <= 64 * hopper_heuristic.TMA_STORE_K and width != 224 else "staged")
+    monkeypatch.setattr(hopper_heuristic, "CHEAPEST_MAX_WAVES", 4)
     for shape, width in many.items():
         assert choose(*shape).tile_n != width, shape
-    monkeypatch.setattr(hopper, "CHEAPEST_WIDTHS", ())  # without the rule: other configs
+    monkeypatch.setattr(hopper_heuristic, "CHEAPEST_WIDTHS", ())  # without the rule: other configs
     for shape, _ in measured:
         if shape == (1440, 1856, 512):  # K of 8 steps: since SHORT_K = 4 the mid tile's rule takes it
             assert choose(*shape) == chosen[shape]
@@ -846,20 +847,20 @@ def test_heuristic_few_tiles_split_only_with_long_k(dtype, monkeypatch):
     def policy(*shape):
         return hopper.choose_config(*shape, dtype, 132).policy
 
-    monkeypatch.setattr(hopper, "QUAD_SK", None)  # the rules after this one, off
-    monkeypatch.setattr(hopper, "SPLIT_K_FROM_STATIC", None)
+    monkeypatch.setattr(hopper_heuristic, "QUAD_SK", None)  # the rules after this one, off
+    monkeypatch.setattr(hopper_heuristic, "SPLIT_K_FROM_STATIC", None)
     flipped = [(2384, 304, 1024), (144, 1344, 512), (896, 864, 1024), (1184, 640, 256),
                (1024, 1024, 512), (1664, 528, 2048), (128, 2192, 1024), (416, 1440, 4096)]
     for shape in flipped:
         assert policy(*shape) == "static", shape
-    monkeypatch.setattr(hopper, "SPLIT_K_FROM_STATIC", 40)  # 64 K steps, 48 tiles: split-K two ways
+    monkeypatch.setattr(hopper_heuristic, "SPLIT_K_FROM_STATIC", 40)  # 64 K steps, 48 tiles: split-K two ways
     assert hopper.choose_config(416, 1440, 4096, dtype, 132).sk_ways == 2
     assert policy(1664, 528, 2048) == "static"  # 32 steps
-    monkeypatch.setattr(hopper, "SPLIT_K_FROM_STATIC", None)
+    monkeypatch.setattr(hopper_heuristic, "SPLIT_K_FROM_STATIC", None)
     for shape in [(1536, 592, 8192), (800, 1040, 32768), (1024, 720, 16384), (256, 1296, 16384),
                   (480, 720, 32768), (4208, 80, 8192), (256, 256, 65536), (128, 128, 4096)]:
         assert policy(*shape) == "streamk", shape
-    monkeypatch.setattr(hopper, "FEW_TILES_SK", (0.0, -1, 0))  # without the rule: split
+    monkeypatch.setattr(hopper_heuristic, "FEW_TILES_SK", (0.0, -1, 0))  # without the rule: split
     for shape in flipped:
         assert policy(*shape) == "streamk", shape
 
@@ -872,11 +873,11 @@ def test_heuristic_split_k_on_thin_tiles(dtype, monkeypatch):
                         ((2480, 48, 808), 3)]:
         cfg = hopper.choose_config(*shape, dtype, 132)
         assert (cfg.pingpong, cfg.tile_m, cfg.tile_n, cfg.policy, cfg.sk_ways) == (True, 64, 64, "streamk", ways), shape
-        assert hopper.plan_launch(cfg, *shape, 132).grid == ways * hopper._tiles(*shape[:2], 64, 64)
+        assert hopper.plan_launch(cfg, *shape, 132).grid == ways * hopper_heuristic._tiles(*shape[:2], 64, 64)
     assert hopper.choose_config(64, 8192, 8192, dtype, 132).sk_ways == 0  # static, one wave
     assert hopper.choose_config(48, 3072, 16384, dtype, 132, shared=True).sk_ways == 0
     assert hopper.choose_config(48, 3072, 16384, "float32", 132, allow_tf32=True).sk_ways == 0
-    monkeypatch.setattr(hopper, "SPLIT_K_THIN", False)
+    monkeypatch.setattr(hopper_heuristic, "SPLIT_K_THIN", False)
     assert hopper.choose_config(48, 3072, 16384, dtype, 132).sk_ways == 0
 
 
@@ -900,7 +901,7 @@ def test_heuristic_deep_split_on_wide_tiles(dtype, monkeypatch):
         assert (cfg.tile_m, cfg.tile_n, cfg.pingpong, cfg.policy) == (128, 256, False, "streamk"), shape
         assert (cfg.sk_ways, cfg.sk_reduce, cfg.cluster_m, cfg.cluster_n) == (ways, "spread", cm, 1), shape
         lp = hopper.plan_launch(cfg, *shape, 132)
-        assert lp.k_iters // ways >= hopper.DEEP_SPLIT[2], shape
+        assert lp.k_iters // ways >= hopper_heuristic.DEEP_SPLIT[2], shape
         # clusters over an odd number of tile rows: one row of clusters past M, and as many ways as
         # the clusters a wave holds allow over those blocks
         assert lp.grid == ways * lp.tiles if cm == 1 else lp.grid % 2 == 0 and lp.grid <= 132, shape
@@ -916,14 +917,14 @@ def test_heuristic_deep_split_on_wide_tiles(dtype, monkeypatch):
     direct, swapped = choose(176, 840, 115184), choose(840, 176, 115184)
     assert (direct.sk_ways, direct.cluster_m, swapped.tile_n) == (16, 2, 128)
     assert not hopper.swap_pays(direct, swapped, 176, 840)
-    monkeypatch.setattr(hopper, "_deep", lambda cfg: False)
+    monkeypatch.setattr(hopper_heuristic, "_deep", lambda cfg: False)
     assert hopper.swap_pays(direct, swapped, 176, 840)
     monkeypatch.undo()
-    monkeypatch.setattr(hopper, "DEEP_SPLIT_ODD_ROWS", None)
+    monkeypatch.setattr(hopper_heuristic, "DEEP_SPLIT_ODD_ROWS", None)
     assert choose(1070, 968, 58648).cluster_m == 1
-    monkeypatch.setattr(hopper, "DEEP_SPLIT_FEW", None)
+    monkeypatch.setattr(hopper_heuristic, "DEEP_SPLIT_FEW", None)
     assert choose(208, 1448, 121888).tile_n == 128
-    monkeypatch.setattr(hopper, "DEEP_SPLIT", None)
+    monkeypatch.setattr(hopper_heuristic, "DEEP_SPLIT", None)
     assert choose(1024, 1024, 65536).tile_n == 128
 
 
@@ -934,7 +935,7 @@ def test_heuristic_few_tiles_take_the_thin_tile(dtype, monkeypatch):
     with its own where they split (RESULTS.md nineteenth and twentieth sessions); not where that
     would split each thin tile eight ways or more, not for longer K, tf32, an explicit width or
     more tiles."""
-    tm, tn, st = hopper.THIN_TILE
+    tm, tn, st = hopper_heuristic.THIN_TILE
 
     def thin(shape, **kw):
         cfg = hopper.choose_config(*shape, dtype, 132, **kw)
@@ -955,14 +956,14 @@ def test_heuristic_few_tiles_take_the_thin_tile(dtype, monkeypatch):
         assert not hopper.choose_config(*shape, dtype, 132).pingpong, shape
     assert not hopper.choose_config(96, 4176, 512, dtype, 132, tile_n=128).pingpong
     assert not hopper.choose_config(96, 4176, 512, "float32", 132, allow_tf32=True).pingpong
-    monkeypatch.setattr(hopper, "FEW_TILES_THIN", (0.25, 64, False))  # split tiles stay 128x128
+    monkeypatch.setattr(hopper_heuristic, "FEW_TILES_THIN", (0.25, 64, False))  # split tiles stay 128x128
     for shape in split:
         assert not hopper.choose_config(*shape, dtype, 132).pingpong, shape
     assert thin(unsplit[0]) == (tm, tn, st, True, "static")
-    monkeypatch.setattr(hopper, "FEW_TILES_THIN", (0, 0, False))  # without the rule: 128x128
-    monkeypatch.setattr(hopper, "HALF_WAVE_HALVES", None)  # (not their halves)
+    monkeypatch.setattr(hopper_heuristic, "FEW_TILES_THIN", (0, 0, False))  # without the rule: 128x128
+    monkeypatch.setattr(hopper_heuristic, "HALF_WAVE_HALVES", None)  # (not their halves)
     for shape in unsplit:
-        assert hopper.choose_config(*shape, dtype, 132).tile_m == hopper.TILE_M, shape
+        assert hopper.choose_config(*shape, dtype, 132).tile_m == hopper_config.TILE_M, shape
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -971,8 +972,8 @@ def test_heuristic_b_rows_off_128_bytes_take_wider_tiles(dtype, monkeypatch):
     become 128 x OFF_ROWS_WIDTH (RESULTS.md, twentieth session); nothing else changes.  (The
     clusters that follow it, tested below, are turned off here, and so are the cheapest waves
     beyond four, which take 224-wide tiles on 3248x4472x16384 before it.)"""
-    monkeypatch.setattr(hopper, "OFF_ROWS_CLUSTERS", ())
-    monkeypatch.setattr(hopper, "CHEAPEST_MAX_WAVES", 4)
+    monkeypatch.setattr(hopper_heuristic, "OFF_ROWS_CLUSTERS", ())
+    monkeypatch.setattr(hopper_heuristic, "CHEAPEST_MAX_WAVES", 4)
     measured = [(4096, 4104, 4096), (8192, 4104, 4096), (2048, 4104, 4096), (3248, 4472, 16384),
                 (4672, 2664, 1024), (7952, 3640, 4096), (3392, 2472, 2048)]
     for shape in measured:
@@ -985,7 +986,7 @@ def test_heuristic_b_rows_off_128_bytes_take_wider_tiles(dtype, monkeypatch):
         assert hopper.choose_config(*shape, dtype, 132, b_rows_off=True) == hopper.choose_config(*shape, dtype, 132)
     assert hopper.choose_config(4096, 4104, 4096, dtype, 132, b_rows_off=True, tile_n=128).tile_n == 128
     assert hopper.choose_config(4096, 4104, 4096, dtype, 132, b_rows_off=True, shared=True).tile_n == 128
-    monkeypatch.setattr(hopper, "OFF_ROWS_WIDTH", None)
+    monkeypatch.setattr(hopper_heuristic, "OFF_ROWS_WIDTH", None)
     assert hopper.choose_config(4096, 4104, 4096, dtype, 132, b_rows_off=True).tile_n == 128
 
 
@@ -1007,16 +1008,16 @@ def test_heuristic_b_rows_off_one_wave_takes_wider_tiles(dtype, monkeypatch):
         assert (cfg.tile_n, cfg.policy, cfg.cluster_size, cfg.pingpong) == (192, "static", 1, False), shape
         assert pick(*shape, one_wave=False).tile_n == 128, shape
         with monkeypatch.context() as mp:
-            mp.setattr(hopper, "OFF_ROWS_ONE_WAVE", None)
+            mp.setattr(hopper_heuristic, "OFF_ROWS_ONE_WAVE", None)
             assert pick(*shape).tile_n == 128, shape
     assert pick(1888, 968, 3072).cluster_m == 2  # the clusters take the 128-wide tiles: kept
     with monkeypatch.context() as mp:
-        mp.setattr(hopper, "OFF_ROWS_ONE_WAVE_OVER_CLUSTERS", True)
+        mp.setattr(hopper_heuristic, "OFF_ROWS_ONE_WAVE_OVER_CLUSTERS", True)
         assert (pick(1888, 968, 3072).tile_n, pick(1888, 968, 3072).cluster_size) == (192, 1)
     assert pick(592, 3288, 8104, tile_n=128).tile_n == 128  # an explicit width
     assert hopper.choose_config(592, 3288, 8104, dtype, 132, b_rows_off_128=True).tile_n == 128  # on sectors
     # the share of a wave: 128 x 128 tiles of 5 rows and 26 columns (130) against fewer columns
-    assert hopper._tiles(592, 3288, 128) == 130 and pick(592, 3288, 8104).tile_n == 192
+    assert hopper_heuristic._tiles(592, 3288, 128) == 130 and pick(592, 3288, 8104).tile_n == 192
     # swap_pays weighs the transposed product's config without the rule: 4856x304x2104 stays on
     # its clusters, where the transposed product (304x4856, in the class) would have taken 192
     m, n, k = 4856, 304, 2104
@@ -1024,10 +1025,10 @@ def test_heuristic_b_rows_off_one_wave_takes_wider_tiles(dtype, monkeypatch):
     flags, t_flags = hopper.rows_flags([a], [b]), hopper.rows_flags([b.T], [a.T])
     direct = hopper.choose_config(m, n, k, dtype, 132, **flags)
     assert direct.cluster_m == 2 and hopper.choose_config(n, m, k, dtype, 132, **t_flags).tile_n == 192
-    assert hopper._swap_config([a], [b], direct, out, m, n, k, dtype, 132, False) is None
+    assert hopper_heuristic._swap_config([a], [b], direct, out, m, n, k, dtype, 132, False) is None
     # (against the transposed config with the rule, swap_pays would take it)
     assert hopper.swap_pays(direct, hopper.choose_config(n, m, k, dtype, 132, **t_flags), m, n,
-                            hopper._swap_epilogues(k))
+                            hopper_heuristic._swap_epilogues(k))
     # wherever it fires, the tile counts are as the rule says
     rng = np.random.default_rng(44)
     for _ in range(400):
@@ -1035,8 +1036,8 @@ def test_heuristic_b_rows_off_one_wave_takes_wider_tiles(dtype, monkeypatch):
         cfg, before = pick(m, n, k), pick(m, n, k, one_wave=False)
         if cfg != before:
             assert (before.tile_n, before.policy, before.cluster_size) == (128, "static", 1)
-            assert hopper.OFF_ROWS_ONE_WAVE * 132 <= hopper._tiles(m, n, 128) <= 132
-            assert hopper._tiles(m, n, 192) <= 132 and cfg.tile_n == 192 and cfg.cluster_size == 1
+            assert hopper_heuristic.OFF_ROWS_ONE_WAVE * 132 <= hopper_heuristic._tiles(m, n, 128) <= 132
+            assert hopper_heuristic._tiles(m, n, 192) <= 132 and cfg.tile_n == 192 and cfg.cluster_size == 1
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -1045,10 +1046,10 @@ def test_heuristic_b_rows_off_128_take_clusters(dtype, monkeypatch):
     clusters of the OFF_ROWS_CLUSTERS width whose waves cost least, where that costs no more than
     OFF_ROWS_CLUSTER_MARGIN times the config before (RESULTS.md, twenty-second session: the shapes
     it switched and kept)."""
-    stages = {w: st for w, st, _ in hopper.OFF_ROWS_CLUSTERS}
-    monkeypatch.setattr(hopper, "MANY_WAVES", None)  # the policy of many waves: its own test
-    monkeypatch.setattr(hopper, "SPLIT_K_192", None)  # the 192-wide split-K after it: its own test
-    monkeypatch.setattr(hopper, "CLUSTER_TAIL_SK", None)  # stream-K over the clusters' tail: its own test
+    stages = {w: st for w, st, _ in hopper_heuristic.OFF_ROWS_CLUSTERS}
+    monkeypatch.setattr(hopper_heuristic, "MANY_WAVES", None)  # the policy of many waves: its own test
+    monkeypatch.setattr(hopper_heuristic, "SPLIT_K_192", None)  # the 192-wide split-K after it: its own test
+    monkeypatch.setattr(hopper_heuristic, "CLUSTER_TAIL_SK", None)  # stream-K over the clusters' tail: its own test
 
     def pick(shape, **kw):
         return hopper.choose_config(*shape, dtype, 132, b_rows_off=(shape[1] * 2) % 32 != 0,
@@ -1073,11 +1074,11 @@ def test_heuristic_b_rows_off_128_take_clusters(dtype, monkeypatch):
         cfg = pick(shape)
         assert (cfg.cluster_m, cfg.tile_n) == (2, width), shape
         with monkeypatch.context() as mp:
-            mp.setattr(hopper, "OFF_ROWS_CLUSTER_MARGIN", (1.0, 1.0))
+            mp.setattr(hopper_heuristic, "OFF_ROWS_CLUSTER_MARGIN", (1.0, 1.0))
             assert pick(shape).cluster_m == 1, shape
     # the narrow widths replace clusters only over rows on sectors, whatever the margins
     with monkeypatch.context() as mp:
-        mp.setattr(hopper, "OFF_ROWS_CLUSTER_MARGIN", (1.0, 1.0))
+        mp.setattr(hopper_heuristic, "OFF_ROWS_CLUSTER_MARGIN", (1.0, 1.0))
         narrow = (5379, 552, 809)
         assert hopper.choose_config(*narrow, dtype, 132, b_rows_off_128=True).cluster_m == 1
         assert hopper.choose_config(*narrow, dtype, 132, b_rows_off=True, b_rows_off_128=True).cluster_m == 2
@@ -1093,34 +1094,34 @@ def test_heuristic_b_rows_off_128_take_clusters(dtype, monkeypatch):
     # wherever it fires: cluster waves no dearer than the config without the rule (the 160-wide
     # rule after it off: it narrows what this one leaves; and the halves of a half wave, which
     # take what it does not)
-    monkeypatch.setattr(hopper, "SAME_COLUMNS_160", None)
-    monkeypatch.setattr(hopper, "HALF_WAVE_HALVES", None)
-    monkeypatch.setattr(hopper, "MANY_WAVES", None)  # undone above
-    monkeypatch.setattr(hopper, "SPLIT_K_192", None)  # (its own test)
+    monkeypatch.setattr(hopper_heuristic, "SAME_COLUMNS_160", None)
+    monkeypatch.setattr(hopper_heuristic, "HALF_WAVE_HALVES", None)
+    monkeypatch.setattr(hopper_heuristic, "MANY_WAVES", None)  # undone above
+    monkeypatch.setattr(hopper_heuristic, "SPLIT_K_192", None)  # (its own test)
     rng = np.random.default_rng(7)
     for _ in range(300):
         m, n = (int(x) for x in rng.integers(128, 9000, 2))
         k = int(rng.integers(64, 20000))
         cfg = pick((m, n, k))
         if cfg.policy == "streamk" and cfg.cluster_size == 4:  # the quad stream-K rule, which comes first
-            assert hopper._quad_streamk_pays(cfg.replace(cluster_m=1, cluster_n=1), m, n, k, 132)
+            assert hopper_heuristic._quad_streamk_pays(cfg.replace(cluster_m=1, cluster_n=1), m, n, k, 132)
             continue
         with monkeypatch.context() as mp:
-            mp.setattr(hopper, "OFF_ROWS_CLUSTERS", ())
+            mp.setattr(hopper_heuristic, "OFF_ROWS_CLUSTERS", ())
             before = pick((m, n, k))
         if cfg.cluster_m == 2:
             assert not before.pingpong and cfg.policy == "static" and cfg.tile_n in stages
             pairs = -(-(-(-m // 128)) // 2)
             waves = -(-(pairs * -(-n // cfg.tile_n)) // 66)
-            per_column = {w: c for w, _, c in hopper.OFF_ROWS_CLUSTERS}[cfg.tile_n]
-            margin = hopper.OFF_ROWS_CLUSTER_MARGIN[0 if (n * 2) % 32 else 1]
-            assert waves * cfg.tile_n * per_column <= margin * hopper._config_cost(before, m, n, k, 132) + 1e-9
+            per_column = {w: c for w, _, c in hopper_heuristic.OFF_ROWS_CLUSTERS}[cfg.tile_n]
+            margin = hopper_heuristic.OFF_ROWS_CLUSTER_MARGIN[0 if (n * 2) % 32 else 1]
+            assert waves * cfg.tile_n * per_column <= margin * hopper_heuristic._config_cost(before, m, n, k, 132) + 1e-9
         elif cfg != before:  # a narrow product's static width (NARROW_WIDTHS), cheaper than before
-            assert n <= hopper.NARROW_N and (n * 2) % 32 == 0 and cfg.policy == "static"
-            cost = {w: c for w, _, c, _ in hopper.NARROW_WIDTHS}[cfg.tile_n]
-            assert -(-hopper._tiles(m, n, cfg.tile_n) // 132) * cfg.tile_n * cost < hopper._config_cost(
+            assert n <= hopper_heuristic.NARROW_N and (n * 2) % 32 == 0 and cfg.policy == "static"
+            cost = {w: c for w, _, c, _ in hopper_heuristic.NARROW_WIDTHS}[cfg.tile_n]
+            assert -(-hopper_heuristic._tiles(m, n, cfg.tile_n) // 132) * cfg.tile_n * cost < hopper_heuristic._config_cost(
                 before, m, n, k, 132)
-    monkeypatch.setattr(hopper, "OFF_ROWS_CLUSTERS", ())
+    monkeypatch.setattr(hopper_heuristic, "OFF_ROWS_CLUSTERS", ())
     assert pick((4096, 4104, 4096)).cluster_m == 1
 
 
@@ -1136,11 +1137,11 @@ def test_heuristic_same_columns_take_160(dtype, monkeypatch):
     for shape, policy in taken.items():
         cfg = pick(*shape)
         assert (cfg.tile_n, cfg.stages, cfg.policy, cfg.epilogue, cfg.cluster_size) == (160, 4, policy, "staged", 1)
-        monkeypatch.setattr(hopper, "SAME_COLUMNS_160", None)
+        monkeypatch.setattr(hopper_heuristic, "SAME_COLUMNS_160", None)
         before = pick(*shape)
         monkeypatch.undo()
         assert before == cfg.replace(tile_n=192, stages=4), shape
-        assert hopper._tiles(shape[0], shape[1], 160) == hopper._tiles(shape[0], shape[1], 192), shape
+        assert hopper_heuristic._tiles(shape[0], shape[1], 160) == hopper_heuristic._tiles(shape[0], shape[1], 192), shape
     # more columns at 160 (N = 344), clusters (rows off sectors), the issue's 192-wide shape
     for shape in [(13616, 344, 9968), (4720, 264, 6808), (1024, 2112, 8192), (8000, 344, 8000)]:
         assert pick(*shape).tile_n != 160, shape
@@ -1150,8 +1151,8 @@ def test_heuristic_same_columns_take_160(dtype, monkeypatch):
     assert (cfg.cluster_m, cfg.cluster_n, cfg.tile_n) == (2, 2, 256)
     off = dict(b_rows_off_128=True, a_rows_off_128=True)
     two = cfg.replace(cluster_n=1, policy="static")  # (static: the pairs before CLUSTER_TAIL_SK)
-    assert hopper.tail_split(two, 13232, 416, 10184, dtype, 132, **off)[1].tile_n == 160  # as gemm_parts runs it
-    assert hopper.tail_split(two, 13232, 416, 10184, dtype, 132, same_columns=False, **off)[1].tile_n == 192
+    assert hopper_heuristic.tail_split(two, 13232, 416, 10184, dtype, 132, **off)[1].tile_n == 160  # as gemm_parts runs it
+    assert hopper_heuristic.tail_split(two, 13232, 416, 10184, dtype, 132, same_columns=False, **off)[1].tile_n == 192
     rng = np.random.default_rng(8)
     for _ in range(400):
         m, n, k = (int(x) for x in rng.integers(64, 12000, 3))
@@ -1187,8 +1188,8 @@ def test_heuristic_narrow_products_pad_fewer_columns(dtype, monkeypatch):
                          (13576, 544, 2032): 192, (8464, 912, 13824): 192}.items():
         cfg = pick(shape)
         assert (cfg.tile_n, cfg.cluster_size, cfg.policy) == (width, 1, "static"), shape
-        monkeypatch.setattr(hopper, "NARROW_N", 0)
-        monkeypatch.setattr(hopper, "CHEAPEST_MAX_WAVES", 4)  # else 192 static before the clusters
+        monkeypatch.setattr(hopper_heuristic, "NARROW_N", 0)
+        monkeypatch.setattr(hopper_heuristic, "CHEAPEST_MAX_WAVES", 4)  # else 192 static before the clusters
         assert pick(shape).cluster_m == 2, shape
         monkeypatch.undo()
     # long K: no 160-wide tiles, and the clusters stay where 192 and 224 cost more
@@ -1215,7 +1216,7 @@ def test_heuristic_narrow_products_pad_fewer_columns(dtype, monkeypatch):
     ((1, 4104), (8208, 2), 0x10030, True),
 ])
 def test_b_rows_off(shape, strides, ptr, off):
-    assert hopper.b_rows_off([_FakeArray(shape, strides, ptr=ptr)]) is off
+    assert hopper_heuristic.b_rows_off([_FakeArray(shape, strides, ptr=ptr)]) is off
 
 
 @pytest.mark.parametrize("shape,strides,ptr,off", [
@@ -1229,7 +1230,7 @@ def test_b_rows_off(shape, strides, ptr, off):
     ((1, 4104), (8208, 2), 0x10080, False),     # one row, on 128
 ])
 def test_b_rows_off_128_byte_lines(shape, strides, ptr, off):
-    assert hopper.b_rows_off([_FakeArray(shape, strides, ptr=ptr)], 128) is off
+    assert hopper_heuristic.b_rows_off([_FakeArray(shape, strides, ptr=ptr)], 128) is off
 
 
 def test_copies_b_k_major_where_measured(monkeypatch):
@@ -1247,15 +1248,15 @@ def test_copies_b_k_major_where_measured(monkeypatch):
     one = HopperConfig(input="float16", tile_n=160)
 
     def copies(b_parts, m, n, cfg=one):
-        return hopper.copies_b_k_major(b_parts, m, n, cfg, 132)
+        return hopper_heuristic.copies_b_k_major(b_parts, m, n, cfg, 132)
 
-    big_m, max_n = hopper.B_K_MAJOR[1], hopper.B_K_MAJOR[0]
+    big_m, max_n = hopper_heuristic.B_K_MAJOR[1], hopper_heuristic.B_K_MAJOR[0]
     assert copies([b(2616, 624)], big_m, 624)
     assert copies([b(2616, 640, ptr=0x10020)], big_m, 640)  # rows on 128, start off
     assert copies([b(2616, 624, ld=640), b(100, 624)], big_m, 624)  # one part off
     assert not copies([b(2616, 624, ld=640), b(100, 624, ld=704)], big_m, 624)
     assert not copies([b(2616, 624)], big_m - 8, 624)
-    min_k = hopper.B_K_MAJOR[2]
+    min_k = hopper_heuristic.B_K_MAJOR[2]
     assert not copies([b(min_k - 8, 624)], big_m, 624)
     assert copies([b(min_k - 8, 624), b(8, 624)], big_m, 624)  # K of the parts
     assert not copies([b(2616, max_n + 8)], big_m, max_n + 8)
@@ -1265,45 +1266,45 @@ def test_copies_b_k_major_where_measured(monkeypatch):
     assert not copies([b(2616, 624, item=4)], big_m, 624)
     assert not copies([b(2616, 624), b(100, 624, k_major=True)], big_m, 624)
     clusters = one.replace(tile_n=128, cluster_m=2)
-    assert hopper.k_major_copy_config(big_m, 624, 2616, "float16", 132).tile_n == 160
+    assert hopper_heuristic.k_major_copy_config(big_m, 624, 2616, "float16", 132).tile_n == 160
     assert not copies([b(2616, 624)], big_m, 624, clusters)  # over clusters: not to 160-wide tiles
-    assert hopper.k_major_copy_config(8344, 624, 2616, "float16", 132).tile_n == 320
+    assert hopper_heuristic.k_major_copy_config(8344, 624, 2616, "float16", 132).tile_n == 320
     assert copies([b(2616, 624)], 8344, 624, clusters)  # ... but to wide ones
     assert copies([b(11864, 280)], 13504, 280, clusters)  # 128 x 288 on the copy
     assert not copies([b(2616, 640)], 8344, 640, clusters)  # on 128-byte lines
     with monkeypatch.context() as mp:
-        mp.setattr(hopper, "B_K_MAJOR_WIDE_OVER_CLUSTERS", False)
+        mp.setattr(hopper_heuristic, "B_K_MAJOR_WIDE_OVER_CLUSTERS", False)
         assert not copies([b(2616, 624)], 8344, 624, clusters)
         assert copies([b(2616, 624)], 8344, 624)  # one CTA a tile: as before
     with monkeypatch.context() as mp:  # clusters as well, where asked
-        mp.setattr(hopper, "B_K_MAJOR_OVER_CLUSTERS", True)
+        mp.setattr(hopper_heuristic, "B_K_MAJOR_OVER_CLUSTERS", True)
         assert copies([b(2616, 624)], big_m, 624, one.replace(tile_n=128, cluster_m=2))
         assert not copies([b(2616, 640)], big_m, 640, one.replace(tile_n=128, cluster_m=2))
-    work = hopper.B_K_MAJOR[3]
+    work = hopper_heuristic.B_K_MAJOR[3]
     assert copies([b(2616, 312)], -(-work // (2616 * 312)), 312)  # the work floor
     assert not copies([b(2616, 312)], -(-work // (2616 * 312)) - 8, 312)
     assert not copies([b(2088, 480)], 4232, 480)  # 21 us: the copy cost more than it saved
     # rows on 64-byte lines: copied only where the copy's tiles are of another width
     on_64 = one.replace(tile_n=128, stages=6)
-    assert hopper.k_major_copy_config(4200, 480, 5760, "float16", 132).tile_n == 128
+    assert hopper_heuristic.k_major_copy_config(4200, 480, 5760, "float16", 132).tile_n == 128
     assert not copies([b(5760, 480)], 4200, 480, on_64)
     assert copies([b(5760, 480, ptr=0x10020)], 4200, 480, on_64)  # a start off 64 bytes
     assert copies([b(5760, 480, ld=488)], 4200, 480, on_64)  # rows off 64 bytes
     assert copies([b(6000, 416)], 5000, 416)  # 160 in place, 144 on the copy
 
     def gemm_copies(m, n, k):  # contiguous row-major operands and output, as gemm_parts picks
-        return hopper.gemm_copies_b([_FakeArray((m, k), (2 * k, 2))], [b(k, n)], _FakeArray((m, n), (2 * n, 2)),
+        return hopper_heuristic.gemm_copies_b([_FakeArray((m, k), (2 * k, 2))], [b(k, n)], _FakeArray((m, n), (2 * n, 2)),
                                     m, n, k, "float16", 132)
     assert gemm_copies(15024, 288, 15168) and gemm_copies(8200, 304, 2641)  # 128x160, one CTA a tile
     assert not gemm_copies(8952, 400, 4736)  # runs transposed (swap_pays)
     assert not gemm_copies(13984, 464, 14960)  # 2 x 2 clusters
     assert gemm_copies(5000, 416, 6000) and not gemm_copies(4200, 480, 5760)  # rows on 64 bytes
     assert _swap_pick(4200, 480, 5760, "float16")[1].cluster_m == 2  # one wave: ONE_WAVE_SWAP
-    monkeypatch.setattr(hopper, "K_MAJOR_SAME_WIDTH_ON_64", True)
+    monkeypatch.setattr(hopper_heuristic, "K_MAJOR_SAME_WIDTH_ON_64", True)
     assert copies([b(5760, 480)], 4200, 480, on_64) and not gemm_copies(4200, 480, 5760)  # transposed
-    monkeypatch.setattr(hopper, "ONE_WAVE_SWAP", None)
+    monkeypatch.setattr(hopper_heuristic, "ONE_WAVE_SWAP", None)
     assert gemm_copies(4200, 480, 5760)
-    monkeypatch.setattr(hopper, "B_K_MAJOR", None)
+    monkeypatch.setattr(hopper_heuristic, "B_K_MAJOR", None)
     assert not copies([b(2616, 624)], big_m, 624)
     assert not gemm_copies(15024, 288, 15168)
 
@@ -1328,9 +1329,9 @@ def test_gemm_parts_chooses_with_both_row_flags(n, clusters, monkeypatch):
     a.ndim = b.ndim = 2
     with pytest.raises(Stop):
         hopper.gemm_parts([a], [b])
-    assert hopper.b_rows_flags([b]) == {"b_rows_off": n % 16 != 0, "b_rows_off_128": n % 64 != 0}
+    assert hopper_heuristic.b_rows_flags([b]) == {"b_rows_off": n % 16 != 0, "b_rows_off_128": n % 64 != 0}
     flags = hopper.rows_flags([a], [b])
-    assert flags == {**hopper.b_rows_flags([b]), "a_rows_off_128": False}  # K = 4096: A's rows on 128
+    assert flags == {**hopper_heuristic.b_rows_flags([b]), "a_rows_off_128": False}  # K = 4096: A's rows on 128
     assert seen["config"] == hopper.choose_config(4096, n, 4096, "float16", 132, **flags)
     assert (seen["config"].cluster_m == 2) is clusters
 
@@ -1366,33 +1367,33 @@ def test_swap_where_the_transpose_tiles_better(dtype, monkeypatch):
     direct = hopper.choose_config(2112, 1024, 8192, dtype, 132)
     a = _FakeArray((2112, 8192), (16384, 2))
     b = _FakeArray((8192, 1024), (2048, 2))
-    swapped = hopper._swap_config([a], [b], direct, _FakeArray((2112, 1024), (2048, 2)), 2112, 1024, 8192,
+    swapped = hopper_heuristic._swap_config([a], [b], direct, _FakeArray((2112, 1024), (2048, 2)), 2112, 1024, 8192,
                                   dtype, 132, False)
     assert swapped == hopper.choose_config(1024, 2112, 8192, dtype, 132).replace(epilogue="columns")
     assert swapped.smem_bytes == hopper.choose_config(1024, 2112, 8192, dtype, 132).smem_bytes
     for out in (_FakeArray((2112, 1024), (1, 2112)),  # column-major
                 _FakeArray((2112, 1024), (2050, 2)),  # rows off 16 bytes
                 _FakeArray((2112, 1024), (2048, 2), ptr=0x10002)):
-        assert hopper._swap_config([a], [b], direct, out, 2112, 1024, 8192, dtype, 132, False) is None
+        assert hopper_heuristic._swap_config([a], [b], direct, out, 2112, 1024, 8192, dtype, 132, False) is None
     def short(m, n, k):  # _swap_config over row-major operands where the direct config stores through TMA
         d, swapped = _swap_pick(m, n, k, dtype)
         assert d.epilogue == "tma"
         return swapped
     assert short(4176, 536, 1280).epilogue == short(4176, 536, 1392).epilogue == "columns"  # K from SWAP_TMA_MIN_K
     assert short(4176, 536, 1216) is None
-    monkeypatch.setattr(hopper, "SWAP_TMA_MIN_K", 1216)
+    monkeypatch.setattr(hopper_heuristic, "SWAP_TMA_MIN_K", 1216)
     assert short(4176, 536, 1216).tile_n == 192
-    monkeypatch.setattr(hopper, "SWAP_TMA_MIN_K", None)
+    monkeypatch.setattr(hopper_heuristic, "SWAP_TMA_MIN_K", None)
     assert short(4176, 536, 1392) is None
     monkeypatch.undo()
     rng = np.random.default_rng(7)  # the shape-only bound refuses none that swap_pays takes
     for m, n, k in (8 * rng.integers(32, 2048, size=3) for _ in range(300)):
         yes, direct, _ = pays(int(m), int(n), int(k))
-        assert not yes or hopper._swap_may_pay(int(m), int(n), direct.tile_n, hopper.SWAP_MARGIN), (m, n, k)
-    assert not hopper._swap_may_pay(8192, 8192, 256, hopper.SWAP_MARGIN)
-    monkeypatch.setattr(hopper, "SWAP_MARGIN", None)
+        assert not yes or hopper_heuristic._swap_may_pay(int(m), int(n), direct.tile_n, hopper_heuristic.SWAP_MARGIN), (m, n, k)
+    assert not hopper_heuristic._swap_may_pay(8192, 8192, 256, hopper_heuristic.SWAP_MARGIN)
+    monkeypatch.setattr(hopper_heuristic, "SWAP_MARGIN", None)
     assert not pays(2112, 1024, 8192)[0]
-    assert hopper._swap_config([a], [b], direct, _FakeArray((2112, 1024), (2048, 2)), 2112, 1024, 8192,
+    assert hopper_heuristic._swap_config([a], [b], direct, _FakeArray((2112, 1024), (2048, 2)), 2112, 1024, 8192,
                                dtype, 132, False) is None
 
 
@@ -1421,11 +1422,11 @@ def test_heuristic_a_rows_off_128_takes_2x2_clusters(monkeypatch):
     past N, and, 256 wide, the pairs would not run as two launches; never elsewhere.  (The quad
     stream-K rule, which comes before these, and the 192-wide split-K and the clusters' stream-K
     tail after them, off.)"""
-    monkeypatch.setattr(hopper, "QUAD_SK", None)
-    monkeypatch.setattr(hopper, "SPLIT_K_192", None)
-    monkeypatch.setattr(hopper, "CLUSTER_TAIL_SK", None)
+    monkeypatch.setattr(hopper_heuristic, "QUAD_SK", None)
+    monkeypatch.setattr(hopper_heuristic, "SPLIT_K_192", None)
+    monkeypatch.setattr(hopper_heuristic, "CLUSTER_TAIL_SK", None)
     off = dict(b_rows_off=True, b_rows_off_128=True)
-    slots = hopper.quad_clusters(132)
+    slots = hopper_heuristic.quad_clusters(132)
     took = set()
     for shape in ((3000, 3000, 3000), (1240, 1368, 3416), (5000, 5000, 5000), (11248, 856, 1144),
                   (4096, 4104, 4104), (2760, 2832, 3160), (624, 10992, 11928), (12408, 12144, 6008),
@@ -1436,10 +1437,10 @@ def test_heuristic_a_rows_off_128_takes_2x2_clusters(monkeypatch):
         assert pair.cluster_m == 2 and pair.cluster_n == 1, shape
         rows, cols = -(-shape[0] // 128), -(-shape[1] // pair.tile_n)
         fewer = -(-(-(-rows // 2) * -(-cols // 2)) // slots) <= -(-(-(-rows // 2) * cols) // 66)
-        padded = cols % 2 == 1 and 1 / (cols + 1) > hopper.BLOCK_PAD
-        split = hopper.tail_split(pair, *shape, "float16", 132, a_rows_off_128=True, **off)
-        split = (split is not None and split[2] <= hopper.TAIL_SPLIT
-                 and pair.tile_n in hopper.SPLIT_OVER_BLOCKS)
+        padded = cols % 2 == 1 and 1 / (cols + 1) > hopper_heuristic.BLOCK_PAD
+        split = hopper_heuristic.tail_split(pair, *shape, "float16", 132, a_rows_off_128=True, **off)
+        split = (split is not None and split[2] <= hopper_heuristic.TAIL_SPLIT
+                 and pair.tile_n in hopper_heuristic.SPLIT_OVER_BLOCKS)
         assert got == (pair.replace(cluster_n=2) if fewer and not padded and not split else pair), shape
         if got.cluster_n == 2:
             took.add(shape)
@@ -1450,7 +1451,7 @@ def test_heuristic_a_rows_off_128_takes_2x2_clusters(monkeypatch):
     # no clusters to begin with (B's rows on 128 bytes), or the rule off: A's flag changes nothing
     for shape in ((3000, 3008, 3000), (1000, 1024, 1000)):
         assert hopper.choose_config(*shape, "float16", 132, a_rows_off_128=True).cluster_size == 1
-    monkeypatch.setattr(hopper, "OFF_ROWS_BLOCKS", False)
+    monkeypatch.setattr(hopper_heuristic, "OFF_ROWS_BLOCKS", False)
     assert hopper.choose_config(3000, 3000, 3000, "float16", 132, a_rows_off_128=True, **off).cluster_n == 1
 
 
@@ -1458,13 +1459,13 @@ def test_heuristic_few_stages_for_the_shortest_k():
     """The cooperative tiles on 4 stages where K has at most 4 64-wide steps (ahead of 6 at
     K = 256 on the H200, RESULTS.md thirteenth session); their usual stages from K = 257 on; the
     thin tile keeps its own."""
-    steps, few = hopper.FEW_STAGES_K
+    steps, few = hopper_heuristic.FEW_STAGES_K
     for m, n in [(8192, 8192), (4096, 4096), (16384, 16384), (1024, 2112)]:
         assert hopper.choose_config(m, n, 64 * steps, "float16", 132).stages == few
         assert hopper.choose_config(m, n, 1, "bfloat16", 132).stages == few
         cfg = hopper.choose_config(m, n, 64 * steps + 1, "float16", 132)
-        assert cfg.stages == dict(hopper.CHEAPEST_WIDTHS)[cfg.tile_n]
-    assert hopper.choose_config(64, 8192, 256, "float16", 132).stages == hopper.THIN_TILE[2]
+        assert cfg.stages == dict(hopper_heuristic.CHEAPEST_WIDTHS)[cfg.tile_n]
+    assert hopper.choose_config(64, 8192, 256, "float16", 132).stages == hopper_heuristic.THIN_TILE[2]
 
 
 @pytest.mark.parametrize("dtype,allow_tf32", [("float16", False), ("bfloat16", False), ("float32", True)])
@@ -1479,7 +1480,7 @@ def test_heuristic_thin_products(dtype, allow_tf32, monkeypatch):
     cfg = choose(64, 8192, 8192)
     assert (cfg.tile_m, cfg.tile_n, cfg.stages, cfg.pingpong) == (64, 64, 12, True)
     assert (cfg.policy, cfg.sk_reduce, cfg.epilogue) == ("static", "owner", "staged")
-    assert cfg.smem_bytes <= hopper.SMEM_LIMIT
+    assert cfg.smem_bytes <= hopper_config.SMEM_LIMIT
     assert choose(1, 100000, 512).pingpong and choose(33, 4096, 4096).policy == "streamk"
     assert choose(64, 8192, 8192, shared=True).policy == "dynamic"
     wide = choose(64, 256, 65536)  # 4 thin tiles over 132 SMs: each split 33 ways
@@ -1493,7 +1494,7 @@ def test_heuristic_thin_products(dtype, allow_tf32, monkeypatch):
     assert not choose(64, 8192, 8192, tile_n=128).pingpong
     # past one wave of thin tiles, 16-bit products take them twice as long along the long side
     # (THIN_LONG); at one wave (64 x 8448: 132 tiles), tf32 and with the rule off they do not
-    long, stages, sk_steps = hopper.THIN_LONG
+    long, stages, sk_steps = hopper_heuristic.THIN_LONG
     sixteen = dtype != "float32"
     # (10768x11x928 and 24840x16x544: the longer tiles would run stream-K over fewer than sk_steps)
     for shape, tile in (((32, 16384, 8192), (64, long)), ((16384, 32, 8192), (long, 64)),
@@ -1504,22 +1505,22 @@ def test_heuristic_thin_products(dtype, allow_tf32, monkeypatch):
         want = tile if sixteen else (64, 64)
         assert (cfg.tile_m, cfg.tile_n, cfg.pingpong) == (*want, True), shape
         assert cfg.stages == (stages if want != (64, 64) else 12), shape
-        assert cfg.smem_bytes <= hopper.SMEM_LIMIT
+        assert cfg.smem_bytes <= hopper_config.SMEM_LIMIT
     # fewer than 64 rows whose static thin tiles fill one wave more than half: the long tiles
     # split-K THIN_LONG_SPLIT ways (as many CTAs); not at 64 rows, thin N, a shared GPU or tf32
     cfg = choose(16, 8192, 8192)
     if sixteen:
         assert (cfg.tile_m, cfg.tile_n, cfg.stages, cfg.pingpong) == (64, long, stages, True)
-        assert (cfg.policy, cfg.sk_ways, cfg.sk_reduce) == ("streamk", hopper.THIN_LONG_SPLIT, "owner")
-        assert hopper.plan_launch(cfg, 16, 8192, 8192, 132).grid == 64 * hopper.THIN_LONG_SPLIT
+        assert (cfg.policy, cfg.sk_ways, cfg.sk_reduce) == ("streamk", hopper_heuristic.THIN_LONG_SPLIT, "owner")
+        assert hopper.plan_launch(cfg, 16, 8192, 8192, 132).grid == 64 * hopper_heuristic.THIN_LONG_SPLIT
     else:
         assert (cfg.tile_n, cfg.policy) == (64, "static")
     for shape in ((64, 8192, 8192), (8192, 16, 8192)):
         assert (choose(*shape).tile_n, choose(*shape).policy) == (64, "static"), shape
     assert (choose(16, 8192, 8192, shared=True).tile_n, choose(16, 8192, 8192, shared=True).policy) == (64, "dynamic")
-    monkeypatch.setattr(hopper, "THIN_LONG_SPLIT", None)
+    monkeypatch.setattr(hopper_heuristic, "THIN_LONG_SPLIT", None)
     assert (choose(16, 8192, 8192).tile_n, choose(16, 8192, 8192).policy) == (64, "static")
-    monkeypatch.setattr(hopper, "THIN_LONG", None)
+    monkeypatch.setattr(hopper_heuristic, "THIN_LONG", None)
     assert (choose(32, 16384, 8192).tile_n, choose(16384, 32, 8192).tile_m) == (64, 64)
 
 
@@ -1563,7 +1564,7 @@ def test_descriptors_through_the_driver_match_cuda_bindings(kind):
     128 bytes of rows over rows of many, few and not a multiple of 16 bytes of elements, padded
     leading dimensions, bases off 256 bytes, each L2 promotion."""
     assert hopper._encoder() is not None, "the driver library did not load through ctypes"
-    item = hopper.ITEMSIZE[kind]
+    item = hopper_config.ITEMSIZE[kind]
     buf = cp.empty(1 << 22, dtype=cp.uint8)
     cases = [(buf.data.ptr, kind, 4096, 300, 4160, 128 // item, 128),
              (buf.data.ptr + 128, kind, 77, 1024, 80, 128 // item, 64),
@@ -1613,7 +1614,7 @@ def test_launch_parameters_follow_the_kernels_signature():
     its size, and sizes the K-part structs by ``k_parts``."""
     import struct
 
-    src = (KERNEL_DIR / hopper.KERNEL_SOURCE).read_text()
+    src = (KERNEL_DIR / hopper_config.KERNEL_SOURCE).read_text()
     sig = src[src.index("mgemm_gemm_hopper("):]
     sig = sig[sig.index("(") + 1:sig.index(") {")]
     kinds = []
@@ -1718,7 +1719,7 @@ def test_plan_launch_sk_ways_splits_every_tile_in_equal_slices(m, n, k, ways, cm
     cfg = HopperConfig(input="float16", tile_n=128, stages=6, policy="streamk", sk_ways=ways,
                        cluster_m=cm, cluster_n=cn)
     lp = hopper.plan_launch(cfg, m, n, k, 132)
-    blocks = hopper._blocks(cfg, lp.rows, lp.cols)
+    blocks = hopper_config._blocks(cfg, lp.rows, lp.cols)
     clusters = lp.grid // (cm * cn)
     per = min(ways, 132 // (cm * cn) // blocks, lp.k_iters)
     assert lp.sk_tiles == blocks and clusters == blocks * per
@@ -1786,7 +1787,7 @@ def _swap_pick(m, n, k, dtype, a_strides=None):
     ``_swap_config`` answers for it."""
     a, b = _FakeArray((m, k), a_strides or (2 * k, 2)), _FakeArray((k, n), (2 * n, 2))
     direct = hopper.choose_config(m, n, k, dtype, 132, **hopper.rows_flags([a], [b]))
-    return direct, hopper._swap_config([a], [b], direct, _FakeArray((m, n), (2 * n, 2)), m, n, k, dtype, 132, False)
+    return direct, hopper_heuristic._swap_config([a], [b], direct, _FakeArray((m, n), (2 * n, 2)), m, n, k, dtype, 132, False)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -1801,12 +1802,12 @@ def test_swap_priced_on_wide_tiles(dtype, monkeypatch):
              (274, 12056, 2048): 1, (288, 15544, 1280): 1}
     for (m, n, k), cluster_m in fired.items():
         direct, swapped = _swap_pick(m, n, k, dtype)
-        assert hopper._tiles(m, n, direct.tile_n) > 132, (m, n, k)
+        assert hopper_heuristic._tiles(m, n, direct.tile_n) > 132, (m, n, k)
         assert (swapped.tile_n, swapped.stages, swapped.out_cols, swapped.policy, swapped.epilogue,
                 swapped.cluster_m) == (288, 4, 48, "static", "columns", cluster_m), (m, n, k)
         assert _swap_pick(m, n, k, dtype, a_strides=(2, 2 * m))[1] is None, (m, n, k)  # A column-major
         with monkeypatch.context() as mp:
-            mp.setattr(hopper, "SWAP_WIDE_PRICED", False)
+            mp.setattr(hopper_heuristic, "SWAP_WIDE_PRICED", False)
             assert _swap_pick(m, n, k, dtype)[1] is None, (m, n, k)
     assert _swap_pick(272, 12936, 1272, dtype)[1] is None  # K below SWAP_WIDE_MIN_K[288]
     assert _swap_pick(576, 6472, 3456, dtype)[1] is None  # one wave of 128 x 256 tiles already
@@ -1829,24 +1830,24 @@ def test_one_wave_swap_over_b_rows_off_sectors(dtype, monkeypatch):
         assert (direct.tile_n, direct.policy, direct.cluster_size) == (192, "static", 1), (m, n, k)
         assert (swapped.tile_n, swapped.cluster_m, swapped.cluster_n, swapped.policy, swapped.epilogue
                 ) == (width, 2, 1, "static", "columns"), (m, n, k)
-        assert swapped.stages == dict(hopper.ONE_WAVE_SWAP)[width]
+        assert swapped.stages == dict(hopper_heuristic.ONE_WAVE_SWAP)[width]
         assert _swap_pick(m, n, k, dtype, a_strides=(2, 2 * m))[1] is None, (m, n, k)  # A column-major
         with monkeypatch.context() as mp:
-            mp.setattr(hopper, "ONE_WAVE_SWAP", None)
+            mp.setattr(hopper_heuristic, "ONE_WAVE_SWAP", None)
             assert _swap_pick(m, n, k, dtype)[1] is None, (m, n, k)
     assert _swap_pick(1328, 1472, 5688, dtype)[1] is None  # B's rows on 128-byte lines
     # B's rows on sectors, off 128-byte lines (ONE_WAVE_SWAP_ROWS): 128 x 128 static one wave
     direct, swapped = _swap_pick(264, 5136, 6112, dtype)
     assert (direct.tile_n, swapped.tile_n, swapped.cluster_m) == (128, 144, 2)
     with monkeypatch.context() as mp:
-        mp.setattr(hopper, "ONE_WAVE_SWAP_ROWS", 32)
+        mp.setattr(hopper_heuristic, "ONE_WAVE_SWAP_ROWS", 32)
         assert _swap_pick(264, 5136, 6112, dtype)[1] is None
         assert _swap_pick(288, 5592, 2920, dtype)[1].tile_n == 144
     # the direct config storing through TMA (K of SWAP_TMA_MIN_K to TMA_STORE_K steps)
     direct, swapped = _swap_pick(520, 3176, 1704, dtype)
     assert direct.epilogue == "tma" and (swapped.tile_n, swapped.epilogue) == (144, "columns")
     with monkeypatch.context() as mp:
-        mp.setattr(hopper, "ONE_WAVE_SWAP_TMA", False)
+        mp.setattr(hopper_heuristic, "ONE_WAVE_SWAP_TMA", False)
         assert _swap_pick(520, 3176, 1704, dtype)[1] is None
     # ... only over rows off 32-byte sectors: on them (off 128 bytes) the direct TMA stores stay
     direct, swapped = _swap_pick(600, 3104, 1712, dtype)
@@ -1862,14 +1863,14 @@ def test_one_wave_swap_over_b_rows_off_sectors(dtype, monkeypatch):
         m, n, k = (int(x) * 8 for x in rng.integers(16, 2000, size=3))
         n |= 8  # rows off 32-byte sectors (and 128-byte lines)
         direct, swapped = _swap_pick(m, n, k, dtype)
-        if swapped is None or swapped.tile_n not in dict(hopper.ONE_WAVE_SWAP) or swapped.cluster_m != 2:
+        if swapped is None or swapped.tile_n not in dict(hopper_heuristic.ONE_WAVE_SWAP) or swapped.cluster_m != 2:
             continue
         if (direct.cluster_size, direct.policy) != (1, "static") or direct.epilogue not in ("staged", "tma"):
             continue
         fired += 1
-        assert hopper._tiles(m, n, direct.tile_n) <= 132 and hopper._tiles(m, n, 128) <= 132
-        assert hopper._cluster_waves(n, m, swapped.tile_n, 1, 132)[0] == 1
-        pads = {w: -(-m // w) * w for w in dict(hopper.ONE_WAVE_SWAP)}
+        assert hopper_heuristic._tiles(m, n, direct.tile_n) <= 132 and hopper_heuristic._tiles(m, n, 128) <= 132
+        assert hopper_heuristic._cluster_waves(n, m, swapped.tile_n, 1, 132)[0] == 1
+        pads = {w: -(-m // w) * w for w in dict(hopper_heuristic.ONE_WAVE_SWAP)}
         assert pads[swapped.tile_n] == min(pads.values())
     assert fired
 
@@ -1887,12 +1888,12 @@ def test_one_wave_of_wide_tiles_transposed(dtype, monkeypatch):
              (840, 5528, 6264): 2, (2384, 1784, 2800): 1, (1040, 4224, 12976): 1}
     for (m, n, k), cluster_m in fired.items():
         direct, swapped = _swap_pick(m, n, k, dtype)
-        assert hopper._tiles(m, n, direct.tile_n) > 132, (m, n, k)
+        assert hopper_heuristic._tiles(m, n, direct.tile_n) > 132, (m, n, k)
         assert (swapped.tile_n, swapped.stages, swapped.out_cols, swapped.policy, swapped.epilogue,
                 swapped.cluster_m, swapped.cluster_n) == (288, 4, 48, "static", "columns", cluster_m, 1)
         assert _swap_pick(m, n, k, dtype, a_strides=(2, 2 * m))[1] is None, (m, n, k)  # A column-major
         with monkeypatch.context() as mp:
-            mp.setattr(hopper, "SWAP_ONE_WAVE_WIDE", None)
+            mp.setattr(hopper_heuristic, "SWAP_ONE_WAVE_WIDE", None)
             assert _swap_pick(m, n, k, dtype)[1] is None, (m, n, k)
     assert _swap_pick(808, 4144, 10352, dtype)[1] is None  # one wave of 128 x 256 already
     assert _swap_pick(872, 5632, 10568, dtype)[1] is None  # four columns of 288: 176 tiles
@@ -1900,7 +1901,7 @@ def test_one_wave_of_wide_tiles_transposed(dtype, monkeypatch):
     assert _swap_pick(3408, 1328, 3880, dtype)[1] is None  # clusters across twelve columns
     assert _swap_pick(3432, 1056, 5648, dtype)[1].tile_n == 256  # swap_pays: its own tiles
     direct, _ = _swap_pick(8728, 312, 2352, dtype)  # narrow N: B's K-major copy decides
-    assert not hopper._wide_one_wave(direct, 8728, 312, 2352, 132, 288)
+    assert not hopper_heuristic._wide_one_wave(direct, 8728, 312, 2352, 132, 288)
     rng = np.random.default_rng(46)
     seen = 0
     for _ in range(3000):
@@ -1908,7 +1909,7 @@ def test_one_wave_of_wide_tiles_transposed(dtype, monkeypatch):
         direct, swapped = _swap_pick(m, n, k, dtype)
         if swapped is not None and swapped.tile_n == 288:
             seen += 1
-            assert hopper._tiles(n, m, 288) <= 132 < hopper._tiles(m, n, direct.tile_n), (m, n, k)
+            assert hopper_heuristic._tiles(n, m, 288) <= 132 < hopper_heuristic._tiles(m, n, direct.tile_n), (m, n, k)
             assert swapped.cluster_size == 1 or -(-m // 288) <= 3, (m, n, k)
     assert seen
 
@@ -1950,12 +1951,12 @@ def test_tail_split_runs_two_bands_of_rows(monkeypatch):
     the full waves and choose_config's on the rest, each into its band of the output (and of C,
     where beta != 0); elsewhere one launch.  (Stream-K over the clusters' last two waves,
     CLUSTER_TAIL_SK, which runs this product as one launch, off.)"""
-    monkeypatch.setattr(hopper, "CLUSTER_TAIL_SK", None)
+    monkeypatch.setattr(hopper_heuristic, "CLUSTER_TAIL_SK", None)
     m, n, k = 4992, 1784, 6440
     off = hopper.rows_flags([_FakeArray((m, k), (2 * k, 2))], [_FakeArray((k, n), (2 * n, 2))])
     cfg = hopper.choose_config(m, n, k, "float16", 132, **off)
-    m1, rest, ratio = hopper.tail_split(cfg, m, n, k, "float16", 132, **off)
-    assert ratio <= hopper.TAIL_SPLIT
+    m1, rest, ratio = hopper_heuristic.tail_split(cfg, m, n, k, "float16", 132, **off)
+    assert ratio <= hopper_heuristic.TAIL_SPLIT
     c = _RowsArray((m, n), (2 * n, 2))
     real = hopper.gemm_parts
     launches, result, out = _tail_split_calls(real, m, n, k, monkeypatch, c=c, beta=0.5)
@@ -1977,14 +1978,14 @@ def test_tail_split_runs_two_bands_of_rows(monkeypatch):
         if shape == (3352, 1440, 2080):
             rows_off = dict(b_rows_off=False, b_rows_off_128=True)  # N = 1440: on sectors, off lines
             one = hopper.choose_config(*shape, "float16", 132, **rows_off)
-            assert one.cluster_m == 1 and hopper.tail_split(one, *shape, "float16", 132, **rows_off)[2] <= 0.9
-        monkeypatch.setattr(hopper, "TAIL_SPLIT", None if shape == (m, n, k) else 0.9)
+            assert one.cluster_m == 1 and hopper_heuristic.tail_split(one, *shape, "float16", 132, **rows_off)[2] <= 0.9
+        monkeypatch.setattr(hopper_heuristic, "TAIL_SPLIT", None if shape == (m, n, k) else 0.9)
         with pytest.raises(OneLaunch):
             _tail_split_calls(real, *shape, monkeypatch)
 
 
 def test_route_in_gemm_parts_order(monkeypatch):
-    """hopper.route says what gemm_parts does with the heuristic's config, in its order: the B
+    """hopper_heuristic.route says what gemm_parts does with the heuristic's config, in its order: the B
     copy before the tail split, the tail split before the transpose (a product whose static
     clusters' two bands ran direct runs transposed once CLUSTER_TAIL_SK makes them stream-K), the
     transpose only where beta == 0, else one launch; gemm_copies_b is its "copy"."""
@@ -1992,23 +1993,23 @@ def test_route_in_gemm_parts_order(monkeypatch):
         a, b, out = _FakeArray((m, k), (2 * k, 2)), _FakeArray((k, n), (2 * n, 2)), _FakeArray((m, n), (2 * n, 2))
         flags = hopper.rows_flags([a], [b])
         cfg = hopper.choose_config(m, n, k, "float16", 132, **flags)
-        got = hopper.route([a], [b], out, cfg, m, n, k, "float16", 132, flags, beta=beta)
-        assert (got.how == "copy") == (beta == 0 and hopper.gemm_copies_b([a], [b], out, m, n, k, "float16", 132))
+        got = hopper_heuristic.route([a], [b], out, cfg, m, n, k, "float16", 132, flags, beta=beta)
+        assert (got.how == "copy") == (beta == 0 and hopper_heuristic.gemm_copies_b([a], [b], out, m, n, k, "float16", 132))
         return cfg, got
 
     cfg, got = way(14128, 536, 5920)
     assert got.how == "swap" and got.config.b_k_major and cfg.policy == "streamk"
-    assert way(14128, 536, 5920, beta=0.5)[1] == hopper.Route("one", cfg)  # C: no transpose
+    assert way(14128, 536, 5920, beta=0.5)[1] == hopper_heuristic.Route("one", cfg)  # C: no transpose
     assert way(8192, 8192, 8192)[1].how == "one"
-    assert way(12632, 136, 6392)[1] == hopper.Route("copy", None)
+    assert way(12632, 136, 6392)[1] == hopper_heuristic.Route("copy", None)
     with monkeypatch.context() as mp:
-        mp.setattr(hopper, "CLUSTER_TAIL_SK", None)
+        mp.setattr(hopper_heuristic, "CLUSTER_TAIL_SK", None)
         cfg, got = way(14128, 536, 5920)
-        split = hopper.tail_split(cfg, 14128, 536, 5920, "float16", 132,
+        split = hopper_heuristic.tail_split(cfg, 14128, 536, 5920, "float16", 132,
                                   **hopper.rows_flags([_FakeArray((14128, 5920), (11840, 2))],
                                                       [_FakeArray((5920, 536), (1072, 2))]))
-        assert got == hopper.Route("split", cfg, split[0], split[1]) and split[2] <= hopper.TAIL_SPLIT
-        mp.setattr(hopper, "TAIL_SPLIT", None)
+        assert got == hopper_heuristic.Route("split", cfg, split[0], split[1]) and split[2] <= hopper_heuristic.TAIL_SPLIT
+        mp.setattr(hopper_heuristic, "TAIL_SPLIT", None)
         assert way(14128, 536, 5920)[1].how == "swap"
 
 
@@ -2018,15 +2019,15 @@ def test_b_copy_comes_before_the_tail_split(monkeypatch):
     copies B and runs one product on the copy (as ``gemm_copies_b`` says), not the two bands; with
     the rule off, the two bands.  (Stream-K over the clusters' last two waves, CLUSTER_TAIL_SK,
     which would run the clusters in one launch, off.)"""
-    monkeypatch.setattr(hopper, "CLUSTER_TAIL_SK", None)
+    monkeypatch.setattr(hopper_heuristic, "CLUSTER_TAIL_SK", None)
     m, n, k = 7344, 600, 4312
     a, b = _RowsArray((m, k), (2 * k, 2)), _RowsArray((k, n), (2 * n, 2))
     out = _RowsArray((m, n), (2 * n, 2))
     flags = hopper.rows_flags([a], [b])
     cfg = hopper.choose_config(m, n, k, "float16", 132, **flags)
     assert (cfg.cluster_m, cfg.cluster_n) == (2, 1)
-    assert hopper.tail_split(cfg, m, n, k, "float16", 132, **flags)[2] <= hopper.TAIL_SPLIT
-    assert hopper.gemm_copies_b([a], [b], out, m, n, k, "float16", 132)
+    assert hopper_heuristic.tail_split(cfg, m, n, k, "float16", 132, **flags)[2] <= hopper_heuristic.TAIL_SPLIT
+    assert hopper_heuristic.gemm_copies_b([a], [b], out, m, n, k, "float16", 132)
     copy = _RowsArray((k, n), (2, 2 * 640))
     calls = []
     real = hopper.gemm_parts
@@ -2037,9 +2038,9 @@ def test_b_copy_comes_before_the_tail_split(monkeypatch):
     real([a], [b], out=out)
     assert calls == [(slice(0, m), [copy], None)]  # one product, on the copy, its config its own
     calls.clear()
-    monkeypatch.setattr(hopper, "B_K_MAJOR_WIDE_OVER_CLUSTERS", False)
+    monkeypatch.setattr(hopper_heuristic, "B_K_MAJOR_WIDE_OVER_CLUSTERS", False)
     real([a], [b], out=out)
-    m1 = hopper.tail_split(cfg, m, n, k, "float16", 132, **flags)[0]
+    m1 = hopper_heuristic.tail_split(cfg, m, n, k, "float16", 132, **flags)[0]
     assert [(rows, b_parts) for rows, b_parts, _ in calls] == [(slice(0, m1), [b]), (slice(m1, m), [b])]
 
 
@@ -2052,12 +2053,12 @@ def test_transpose_before_b_copy_looked_up_once(monkeypatch):
     out = _RowsArray((m, n), (2 * n, 2))
     flags = hopper.rows_flags([a], [b])
     cfg = hopper.choose_config(m, n, k, "float16", 132, **flags)
-    assert hopper.copies_b_k_major([b], m, n, cfg, 132, flags["a_rows_off_128"])
-    swapped = hopper._swap_config([a], [b], cfg, out, m, n, k, "float16", 132, False)
-    assert swapped is not None and not hopper.gemm_copies_b([a], [b], out, m, n, k, "float16", 132)
-    lookups, calls, real, real_swap = [], [], hopper.gemm_parts, hopper._swap_config
+    assert hopper_heuristic.copies_b_k_major([b], m, n, cfg, 132, flags["a_rows_off_128"])
+    swapped = hopper_heuristic._swap_config([a], [b], cfg, out, m, n, k, "float16", 132, False)
+    assert swapped is not None and not hopper_heuristic.gemm_copies_b([a], [b], out, m, n, k, "float16", 132)
+    lookups, calls, real, real_swap = [], [], hopper.gemm_parts, hopper_heuristic._swap_config
     _fake_prepare(monkeypatch, n, k, out)
-    monkeypatch.setattr(hopper, "_swap_config", lambda *args: lookups.append(args) or real_swap(*args))
+    monkeypatch.setattr(hopper_heuristic, "_swap_config", lambda *args: lookups.append(args) or real_swap(*args))
     monkeypatch.setattr(hopper, "_k_major_copy", lambda cp, b0: pytest.fail("B copied"))
     monkeypatch.setattr(hopper, "gemm_parts", lambda a_parts, b_parts, c=None, *, out=None, config=None, **kw:
                         calls.append((a_parts[0].shape, b_parts[0].shape, out.shape, config)) or out)
@@ -2076,9 +2077,9 @@ def test_tail_split_rule():
     wave-cost model's; 4096³ (two full waves of 256-wide tiles) gains nothing; K below
     TAIL_SPLIT_MIN_K_STEPS steps is never split."""
     cfg = hopper.choose_config(4096, 4096, 4096, "float16", 132)
-    assert hopper.tail_split(cfg, 4096, 4096, 4096, "float16", 132)[2] == 1.0
-    assert hopper.tail_split(cfg.replace(policy="streamk"), 4096, 4096, 4096, "float16", 132) is None
-    assert hopper.tail_split(cfg, 4096, 4096, 64 * hopper.TAIL_SPLIT_MIN_K_STEPS - 64, "float16", 132) is None
+    assert hopper_heuristic.tail_split(cfg, 4096, 4096, 4096, "float16", 132)[2] == 1.0
+    assert hopper_heuristic.tail_split(cfg.replace(policy="streamk"), 4096, 4096, 4096, "float16", 132) is None
+    assert hopper_heuristic.tail_split(cfg, 4096, 4096, 64 * hopper_heuristic.TAIL_SPLIT_MIN_K_STEPS - 64, "float16", 132) is None
     rng = np.random.default_rng(5)
     seen = 0
     for _ in range(400):
@@ -2086,7 +2087,7 @@ def test_tail_split_rule():
         k = int(rng.integers(8, 2000)) * 8
         off = dict(b_rows_off=bool(n % 16), b_rows_off_128=bool(n % 64))
         cfg = hopper.choose_config(m, n, k, "float16", 132, **off)
-        split = hopper.tail_split(cfg, m, n, k, "float16", 132, **off)
+        split = hopper_heuristic.tail_split(cfg, m, n, k, "float16", 132, **off)
         if split is None:
             continue
         seen += 1
@@ -2095,7 +2096,7 @@ def test_tail_split_rule():
         cols = -(-n // cfg.tile_n)
         waves = -(-(-(-m // rows) * cols) // slots)
         assert cfg.policy == "static" and waves >= 2 and 0 < m1 < m and m1 % rows == 0
-        assert -(-k // 64) >= hopper.TAIL_SPLIT_MIN_K_STEPS
+        assert -(-k // 64) >= hopper_heuristic.TAIL_SPLIT_MIN_K_STEPS
         assert m1 // rows * cols <= (waves - 1) * slots < (m1 // rows + 1) * cols
         # the rest band's config as the heuristic picks it, before the one-wave rule (whose wider
         # tiles the wave model would price above the 128-wide ones they replace)
@@ -2184,7 +2185,7 @@ def test_in_place_rows_follow_operand(transposes):
         x = _FakeArray((outer, k), (s_o, s_k), ptr=ptr)
         _PITCHED.clear()
         arr, k_major, ld = hopper._operand(_FakeCupy, x, 8, True)
-        got = hopper._in_place_rows(outer, k, s_o, s_k, ptr, 2)
+        got = hopper_heuristic._in_place_rows(outer, k, s_o, s_k, ptr, 2)
         if arr is not x:
             assert got is None, (x.shape, x.strides, ptr)
         else:
@@ -2420,7 +2421,7 @@ def test_b_rows_off_128_on_the_heuristic_config(kind, m, n, k, trans_a, beta):
     cluster config (OFF_ROWS_CLUSTERS; static, B multicast, 128 or 256 wide, staged or TMA
     stores), both A layouts."""
     b = cp.empty((k, n), dtype=cp.float16)
-    off = dict(b_rows_off=hopper.b_rows_off([b]), b_rows_off_128=hopper.b_rows_off([b], 128))
+    off = dict(b_rows_off=hopper_heuristic.b_rows_off([b]), b_rows_off_128=hopper_heuristic.b_rows_off([b], 128))
     assert off["b_rows_off_128"]
     cfg = hopper.choose_config(m, n, k, kind, hopper.device_sms(), **off)
     if cfg.cluster_m != 2:  # sized for 132 SMs (H200, H100 SXM)
@@ -2470,15 +2471,15 @@ def test_wide_split_k_on_the_heuristic_config(kind, m, n, k, trans_a, beta, spli
                                                 (5040, 856, 7504, False, 0.5)])  # then the spread fix-up
 def test_tail_split_matches_float64_reference(kind, m, n, k, trans_a, beta, monkeypatch):
     """The heuristic's two launches on two bands of rows (a 2-CTA cluster config whose last wave is
-    short: hopper.tail_split under TAIL_SPLIT), both A layouts, beta (C read band by band),
+    short: hopper_heuristic.tail_split under TAIL_SPLIT), both A layouts, beta (C read band by band),
     against the float64 reference.  (CLUSTER_TAIL_SK off: it runs these as one stream-K launch,
     test_cluster_tail_sk_on_the_heuristic_config.)"""
-    monkeypatch.setattr(hopper, "CLUSTER_TAIL_SK", None)
+    monkeypatch.setattr(hopper_heuristic, "CLUSTER_TAIL_SK", None)
     b = cp.empty((k, n), dtype=cp.float16)
-    off = hopper.b_rows_flags([b])
+    off = hopper_heuristic.b_rows_flags([b])
     cfg = hopper.choose_config(m, n, k, kind, hopper.device_sms(), **off)
-    split = hopper.tail_split(cfg, m, n, k, kind, hopper.device_sms(), **off)
-    if cfg.cluster_m == 1 or split is None or split[2] > hopper.TAIL_SPLIT:  # sized for 132 SMs
+    split = hopper_heuristic.tail_split(cfg, m, n, k, kind, hopper.device_sms(), **off)
+    if cfg.cluster_m == 1 or split is None or split[2] > hopper_heuristic.TAIL_SPLIT:  # sized for 132 SMs
         pytest.skip(f"no split on {hopper.device_sms()} SMs: {cfg}")
     _check(m, n, k, kind, None, trans_a=trans_a, beta=beta, alpha=0.5, seed=m + k)
 
@@ -2502,7 +2503,7 @@ def test_cluster_tail_sk_on_the_heuristic_config(kind, m, n, k, trans_a, beta):
     if hopper.device_sms() != 132:  # sized for 132 SMs (H200, H100 SXM)
         pytest.skip(f"the products are sized for 132 SMs, not {hopper.device_sms()}: {cfg}")
     assert (cfg.policy, cfg.sk_waves, cfg.sk_reduce) == ("streamk", 1, "owner") and cfg.cluster_size > 1, cfg
-    assert hopper.tail_split(cfg, m, n, k, kind, 132, **flags) is None  # one launch
+    assert hopper_heuristic.tail_split(cfg, m, n, k, kind, 132, **flags) is None  # one launch
     _check(m, n, k, kind, cfg, trans_a=trans_a, beta=beta, alpha=0.5, seed=m + n + k)
 
 
@@ -2511,7 +2512,7 @@ def test_cluster_tail_sk_on_the_heuristic_config(kind, m, n, k, trans_a, beta):
 def test_tail_split_k_parts_and_in_place(monkeypatch):
     """gemm_parts with K in two parts through the split, out = C (in place, beta != 0).
     (CLUSTER_TAIL_SK off, as above.)"""
-    monkeypatch.setattr(hopper, "CLUSTER_TAIL_SK", None)
+    monkeypatch.setattr(hopper_heuristic, "CLUSTER_TAIL_SK", None)
     m, n, ks = 1256, 7400, [1456, 1472]
     rng = np.random.default_rng(11)
     a_parts, b_parts, a64, b64 = [], [], [], []
@@ -2519,9 +2520,9 @@ def test_tail_split_k_parts_and_in_place(monkeypatch):
         a, a_ref = rand_operand((m, kp), "float16", rng)
         b, b_ref = rand_operand((kp, n), "float16", rng)
         a_parts.append(a), b_parts.append(b), a64.append(a_ref), b64.append(b_ref)
-    cfg = hopper.choose_config(m, n, sum(ks), "float16", hopper.device_sms(), **hopper.b_rows_flags(b_parts))
-    split = hopper.tail_split(cfg, m, n, sum(ks), "float16", hopper.device_sms(), **hopper.b_rows_flags(b_parts))
-    if cfg.cluster_m == 1 or split is None or split[2] > hopper.TAIL_SPLIT:
+    cfg = hopper.choose_config(m, n, sum(ks), "float16", hopper.device_sms(), **hopper_heuristic.b_rows_flags(b_parts))
+    split = hopper_heuristic.tail_split(cfg, m, n, sum(ks), "float16", hopper.device_sms(), **hopper_heuristic.b_rows_flags(b_parts))
+    if cfg.cluster_m == 1 or split is None or split[2] > hopper_heuristic.TAIL_SPLIT:
         pytest.skip(f"no split on {hopper.device_sms()} SMs")
     c, c64 = rand_operand((m, n), "float16", rng)
     out = hopper.gemm_parts(a_parts, b_parts, c, alpha=0.5, beta=0.25, out=c)
@@ -2941,9 +2942,9 @@ def test_pair_epilogue_equals_direct_and_falls_back(kind, out_dtype):
     a, _ = rand_operand((261, 300), kind, rng)
     b, _ = rand_operand((300, 333), kind, rng)
     as_dtype = "bfloat16" if kind == "bfloat16" else None
-    res = out_dtype or hopper.STORAGE[kind]
+    res = out_dtype or hopper_config.STORAGE[kind]
     storage = cp.uint16 if res == "bfloat16" else getattr(cp, res)
-    c, _ = rand_operand((261, 333), kind if res == hopper.STORAGE.get(kind) else "float16", rng)
+    c, _ = rand_operand((261, 333), kind if res == hopper_config.STORAGE.get(kind) else "float16", rng)
     c = c.astype(storage) if c.dtype != storage else c
     views = [lambda: cp.zeros((261, 333), storage),                  # ld 333 (odd): element-wise
              lambda: cp.zeros((261, 334), storage)[:, :333],         # even ld, last column odd
@@ -3030,7 +3031,7 @@ def test_staged_epilogue_equals_direct_and_falls_back(kind, out_dtype, tile_n, p
     takes "staged", so only 336 exercises the bulk stores.  ``pp_tile_m`` > 0: pingpong consumers
     with tiles of that many rows (each warpgroup stages its own tile's row blocks); "split":
     cooperative 64-row tiles (each warpgroup stages its half of the columns)."""
-    if epi == "tma" and HopperConfig(input=kind, output=out_dtype or hopper.STORAGE[kind],
+    if epi == "tma" and HopperConfig(input=kind, output=out_dtype or hopper_config.STORAGE[kind],
                                      tile_n=tile_n, epilogue="staged").out_chunk_bytes % 128:
         with pytest.raises(ValueError, match="whole 128-byte boxes"):  # rotated rows: no bulk stores
             HopperConfig(input=kind, output=out_dtype, tile_n=tile_n, epilogue=epi)
@@ -3038,7 +3039,7 @@ def test_staged_epilogue_equals_direct_and_falls_back(kind, out_dtype, tile_n, p
     rng = np.random.default_rng(11)
     a, _ = rand_operand((261, 300), kind, rng)
     as_dtype = "bfloat16" if kind == "bfloat16" else None
-    res = out_dtype or hopper.STORAGE[kind]
+    res = out_dtype or hopper_config.STORAGE[kind]
     pad = 16 // (2 if res in ("float16", "bfloat16") else 4)
     for n in (333,) if epi == "staged" else (333, 336):
         b, _ = rand_operand((300, n), kind, rng)
@@ -3077,7 +3078,7 @@ def test_columns_epilogue_equals_direct_and_falls_back(kind, out_dtype, tile_n, 
     rng = np.random.default_rng(12)
     a, _ = rand_operand((261, 300), kind, rng)
     as_dtype = "bfloat16" if kind == "bfloat16" else None
-    res = out_dtype or hopper.STORAGE[kind]
+    res = out_dtype or hopper_config.STORAGE[kind]
     pad = 16 // (2 if res in ("float16", "bfloat16") else 4)
     n, ld = 333, -(-261 // pad) * pad + pad  # ld: a multiple of 16 bytes, padding rows after 261
     b, _ = rand_operand((300, n), kind, rng)
@@ -3108,9 +3109,9 @@ def test_swapped_product_matches_float64_reference(kind, m, n, k, trans_a, trans
     the result is the product's, every element written (poisoned output); ``beta != 0`` keeps the
     direct product.  Every operand layout, M and K off 8 and 128."""
     if margin is not None:
-        monkeypatch.setattr(hopper, "SWAP_MARGIN", margin)
-    real, taken = hopper._swap_config, []
-    monkeypatch.setattr(hopper, "_swap_config", lambda *a, **kw: taken.append(real(*a, **kw)) or taken[-1])
+        monkeypatch.setattr(hopper_heuristic, "SWAP_MARGIN", margin)
+    real, taken = hopper_heuristic._swap_config, []
+    monkeypatch.setattr(hopper_heuristic, "_swap_config", lambda *a, **kw: taken.append(real(*a, **kw)) or taken[-1])
     if hopper.device_sms() == 132 or margin is not None:
         _check(m, n, k, kind, None, trans_a=trans_a, trans_b=trans_b, seed=3)
         assert taken and taken[-1] is not None and taken[-1].epilogue == "columns", taken
@@ -3149,11 +3150,11 @@ def test_heuristic_128x256_tma_tiles_take_two_buffers(kind, monkeypatch, launche
     if (base.tile_n, base.epilogue, base.stages) != (256, "tma", 4):
         pytest.skip(f"the heuristic picks {base} here on this GPU")
     _check(m, n, k, kind, None, seed=5)
-    assert [(c.stages, c.out_buffers) for c in launched] == [hopper.TMA_BUFFERS]
+    assert [(c.stages, c.out_buffers) for c in launched] == [hopper_heuristic.TMA_BUFFERS]
     launched.clear()
     _check(m, n, k, kind, None, beta=0.5, seed=6)
     _check(m, n, k, kind, base, seed=7)
-    monkeypatch.setattr(hopper, "TMA_BUFFERS", None)
+    monkeypatch.setattr(hopper_heuristic, "TMA_BUFFERS", None)
     _check(m, n, k, kind, None, seed=8)
     assert [(c.stages, c.out_buffers) for c in launched] == [(4, 1)] * 3
 
@@ -3174,7 +3175,7 @@ def test_exact_width_where_b_is_read_k_major(kind, m, n, k, copied, width, monke
     _check(m, n, k, kind, None, trans_b=not copied, beta=0.5 if n == 336 else 0.0, seed=m + n)
     assert [c.tile_n for c in launched] == [width] and len(k_major_copies) == int(copied)
     launched.clear()
-    monkeypatch.setattr(hopper, "EXACT_WIDTHS", None)
+    monkeypatch.setattr(hopper_heuristic, "EXACT_WIDTHS", None)
     _check(m, n, k, kind, None, trans_b=not copied, seed=m + n + 1)
     assert len(launched) == 1 and launched[0].tile_n % 32 == 0
 
@@ -3199,7 +3200,7 @@ def test_wide_tile_where_b_is_read_k_major(kind, m, n, k, copied, width, policy,
     _check(m, n, k, kind, None, trans_b=not copied, beta=beta, seed=m + n)
     assert [(c.tile_n, c.policy) for c in launched] == [(width, policy)] and len(k_major_copies) == int(copied)
     launched.clear()
-    monkeypatch.setattr(hopper, "WIDE_TILES", None)
+    monkeypatch.setattr(hopper_heuristic, "WIDE_TILES", None)
     _check(m, n, k, kind, None, trans_b=not copied, beta=beta, seed=m + n + 1)
     assert len(launched) == 1 and launched[0].tile_n <= 256
 
@@ -3208,24 +3209,24 @@ def test_wide_tile_rule_on_the_cpu():
     """``wide_tile``'s limits, without a GPU: fewer tile columns than 256-wide tiles, one wave
     filled to 0.7, K (and stream-K only from WIDE_SK_MIN_K), clusters and a row-major B left alone."""
     cfg = HopperConfig(input="bfloat16", tile_n=192, stages=4, epilogue="staged", policy="streamk")
-    assert hopper.wide_tile(cfg, 16384, 384, 4096, 132).tile_n == 384  # 128 tiles: 0.97 of a wave
-    assert hopper.wide_tile(cfg, 16384, 384, 4096, 132).policy == "static"
-    assert hopper.wide_tile(cfg, 12672, 384, 4096, 132).policy == "static"  # 99 tiles: 0.75
-    assert hopper.wide_tile(cfg, 12544, 384, 4096, 132).policy == "streamk"  # 98 tiles: 0.742
-    assert hopper.wide_tile(cfg, 11904, 300, 4096, 132).policy == "streamk"  # 93 tiles: 0.70
-    assert hopper.wide_tile(cfg, 11904, 300, 4095, 132).policy == "static"  # K below WIDE_SK_MIN_K
-    assert hopper.wide_tile(cfg, 16384, 385, 4096, 132) == cfg  # 385 columns: two tiles either way
-    assert hopper.wide_tile(cfg, 16384, 256, 4096, 132) == cfg  # one 256-wide tile column already
-    assert hopper.wide_tile(cfg, 11000, 300, 4096, 132) == cfg  # 86 tiles: 0.65 of a wave
-    assert hopper.wide_tile(cfg, 11904, 300, 4096, 132).tile_n == 320  # 93 tiles: 0.70
-    assert hopper.wide_tile(cfg, 16384, 300, 2047, 132) == cfg  # short K
-    assert hopper.wide_tile(cfg, 16384, 1000, 4096, 132) == cfg  # past WIDE_MAX_N
-    assert hopper.wide_tile(cfg.replace(cluster_m=2), 16384, 300, 4096, 132) == cfg.replace(cluster_m=2)
-    assert hopper.wide_tile(cfg.replace(b_k_major=False), 16384, 300, 4096, 132).tile_n == 192
-    assert hopper.wide_tile(cfg, 8400, 700, 4096, 132).tile_n == 384  # 66 x 2 tiles: one wave
-    assert hopper.wide_tile(cfg, 9000, 700, 4096, 132) == cfg  # 71 x 2 tiles: past one wave
-    assert hopper.wide_tile(cfg, 16800, 700, 4096, 132) == cfg  # 264: two whole waves (not measured)
-    assert hopper.k_major_pick(cfg, 16384, 300, 4096, 132).tile_n == 320
+    assert hopper_heuristic.wide_tile(cfg, 16384, 384, 4096, 132).tile_n == 384  # 128 tiles: 0.97 of a wave
+    assert hopper_heuristic.wide_tile(cfg, 16384, 384, 4096, 132).policy == "static"
+    assert hopper_heuristic.wide_tile(cfg, 12672, 384, 4096, 132).policy == "static"  # 99 tiles: 0.75
+    assert hopper_heuristic.wide_tile(cfg, 12544, 384, 4096, 132).policy == "streamk"  # 98 tiles: 0.742
+    assert hopper_heuristic.wide_tile(cfg, 11904, 300, 4096, 132).policy == "streamk"  # 93 tiles: 0.70
+    assert hopper_heuristic.wide_tile(cfg, 11904, 300, 4095, 132).policy == "static"  # K below WIDE_SK_MIN_K
+    assert hopper_heuristic.wide_tile(cfg, 16384, 385, 4096, 132) == cfg  # 385 columns: two tiles either way
+    assert hopper_heuristic.wide_tile(cfg, 16384, 256, 4096, 132) == cfg  # one 256-wide tile column already
+    assert hopper_heuristic.wide_tile(cfg, 11000, 300, 4096, 132) == cfg  # 86 tiles: 0.65 of a wave
+    assert hopper_heuristic.wide_tile(cfg, 11904, 300, 4096, 132).tile_n == 320  # 93 tiles: 0.70
+    assert hopper_heuristic.wide_tile(cfg, 16384, 300, 2047, 132) == cfg  # short K
+    assert hopper_heuristic.wide_tile(cfg, 16384, 1000, 4096, 132) == cfg  # past WIDE_MAX_N
+    assert hopper_heuristic.wide_tile(cfg.replace(cluster_m=2), 16384, 300, 4096, 132) == cfg.replace(cluster_m=2)
+    assert hopper_heuristic.wide_tile(cfg.replace(b_k_major=False), 16384, 300, 4096, 132).tile_n == 192
+    assert hopper_heuristic.wide_tile(cfg, 8400, 700, 4096, 132).tile_n == 384  # 66 x 2 tiles: one wave
+    assert hopper_heuristic.wide_tile(cfg, 9000, 700, 4096, 132) == cfg  # 71 x 2 tiles: past one wave
+    assert hopper_heuristic.wide_tile(cfg, 16800, 700, 4096, 132) == cfg  # 264: two whole waves (not measured)
+    assert hopper_heuristic.k_major_pick(cfg, 16384, 300, 4096, 132).tile_n == 320
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_wide_tile_in_the_transposed_product(dtype, monkeypatch):
@@ -3243,17 +3244,17 @@ def test_wide_tile_in_the_transposed_product(dtype, monkeypatch):
         chunked = (4, 48) if width == 288 else (3, 0)
         assert (cfg.tile_n, cfg.stages, cfg.out_cols, cfg.epilogue, cfg.policy) == (width, *chunked, "columns",
                                                                                     policy), (m, n, k)
-        assert cfg.smem_bytes <= hopper.SMEM_LIMIT
+        assert cfg.smem_bytes <= hopper_config.SMEM_LIMIT
         assert swapped(m, n, k, (2, 2 * m)).tile_n <= 256  # column-major A: its transpose is MN-major
     assert swapped(304, 14568, 4096, (2 * 4096, 2)).tile_n <= 256  # 320 wide from 65 k-steps
     assert swapped(304, 14568, 4160, (2 * 4160, 2)).tile_n == 320
     assert swapped(264, 14568, 2112, (2 * 2112, 2)).tile_n == 288  # 288 wide from 32 k-steps
-    monkeypatch.setitem(hopper.SWAP_WIDE_MIN_K, 288, 2176)
+    monkeypatch.setitem(hopper_heuristic.SWAP_WIDE_MIN_K, 288, 2176)
     assert swapped(264, 14568, 2112, (2 * 2112, 2)).tile_n <= 256
     assert swapped(368, 13584, 5000, (2 * 5000, 2)) is None  # 384 wide: not transposed, as before
-    monkeypatch.setattr(hopper, "SWAP_WIDE_CHUNKED", ())
+    monkeypatch.setattr(hopper_heuristic, "SWAP_WIDE_CHUNKED", ())
     assert (swapped(544, 8088, 5824, (2 * 5824, 2)).stages, swapped(544, 8088, 5824, (2 * 5824, 2)).out_cols) == (3, 0)
-    monkeypatch.setattr(hopper, "SWAP_WIDE_TILES", None)
+    monkeypatch.setattr(hopper_heuristic, "SWAP_WIDE_TILES", None)
     assert swapped(304, 14568, 6256, (2 * 6256, 2)).tile_n <= 256
 
 
@@ -3266,32 +3267,32 @@ def test_wide_tile_caches_follow_the_constants(monkeypatch):
 
     def picks():
         direct = hopper.choose_config(264, 11816, 13048, "float16", 132, **hopper.rows_flags([a], [b]))
-        swapped = hopper._swap_config([a], [b], direct, out, 264, 11816, 13048, "float16", 132, False)
-        return hopper.k_major_pick(cfg, 12032, 280, 8192, 132).policy, (swapped.tile_n, swapped.policy,
+        swapped = hopper_heuristic._swap_config([a], [b], direct, out, 264, 11816, 13048, "float16", 132, False)
+        return hopper_heuristic.k_major_pick(cfg, 12032, 280, 8192, 132).policy, (swapped.tile_n, swapped.policy,
                                                                           swapped.cluster_m)
     assert picks() == ("streamk", (288, "streamk", 2))  # 94 and 93 tiles: 0.71 and 0.70 of a wave
-    monkeypatch.setattr(hopper, "SWAP_WIDE_CLUSTER_M", 1)
+    monkeypatch.setattr(hopper_heuristic, "SWAP_WIDE_CLUSTER_M", 1)
     assert picks() == ("streamk", (288, "streamk", 1))
-    monkeypatch.setattr(hopper, "SWAP_WIDE_CLUSTER_M", 2)
+    monkeypatch.setattr(hopper_heuristic, "SWAP_WIDE_CLUSTER_M", 2)
     a, b = _FakeArray((264, 13040), (2 * 13040, 2)), _FakeArray((13040, 11816), (2 * 11816, 2))  # on sectors
     assert picks() == ("streamk", (288, "streamk", 1))
-    monkeypatch.setattr(hopper, "SWAP_WIDE_CLUSTER_OFF_SECTORS", False)
+    monkeypatch.setattr(hopper_heuristic, "SWAP_WIDE_CLUSTER_OFF_SECTORS", False)
     assert picks() == ("streamk", (288, "streamk", 2))
-    monkeypatch.setattr(hopper, "SWAP_WIDE_CLUSTER_M", 1)
-    monkeypatch.setattr(hopper, "WIDE_SK_MIN_K", 13049)  # K of both products below it: static
+    monkeypatch.setattr(hopper_heuristic, "SWAP_WIDE_CLUSTER_M", 1)
+    monkeypatch.setattr(hopper_heuristic, "WIDE_SK_MIN_K", 13049)  # K of both products below it: static
     assert picks() == ("static", (288, "static", 1))
-    monkeypatch.setattr(hopper, "WIDE_SK_MIN_K", 4096)
+    monkeypatch.setattr(hopper_heuristic, "WIDE_SK_MIN_K", 4096)
     assert picks() == ("streamk", (288, "streamk", 1))
-    monkeypatch.setattr(hopper, "WIDE_SK_FILL", 0)
+    monkeypatch.setattr(hopper_heuristic, "WIDE_SK_FILL", 0)
     assert picks() == ("static", (288, "static", 1))
-    monkeypatch.setattr(hopper, "WIDE_FILL", 0.8)
+    monkeypatch.setattr(hopper_heuristic, "WIDE_FILL", 0.8)
     assert picks()[0] == "streamk" and picks()[1][0] <= 256  # not wide: the config's own policy
 
 
 def test_wide_tile_rule_off(monkeypatch):
     cfg = HopperConfig(input="bfloat16", tile_n=192, stages=4, epilogue="staged", policy="streamk")
-    monkeypatch.setattr(hopper, "WIDE_TILES", None)
-    assert hopper.k_major_pick(cfg, 16384, 300, 4096, 132).tile_n == 176  # two tile columns: an exact width
+    monkeypatch.setattr(hopper_heuristic, "WIDE_TILES", None)
+    assert hopper_heuristic.k_major_pick(cfg, 16384, 300, 4096, 132).tile_n == 176  # two tile columns: an exact width
 
 
 @pytest.mark.gpu
@@ -3306,21 +3307,21 @@ def test_wide_tile_where_gemm_runs_the_transpose(kind, m, n, k, width, monkeypat
     same; with ``SWAP_WIDE_TILES`` off, at most 256 wide, the same product."""
     if hopper.device_sms() != 132:
         pytest.skip("the shapes are picked where wide tiles fill 0.7 of a wave on 132 SMs")
-    real, taken = hopper._swap_config, []
-    monkeypatch.setattr(hopper, "_swap_config", lambda *a: taken.append(real(*a)) or taken[-1])
+    real, taken = hopper_heuristic._swap_config, []
+    monkeypatch.setattr(hopper_heuristic, "_swap_config", lambda *a: taken.append(real(*a)) or taken[-1])
     clusters = 2 if k % 16 else 1
     _check(m, n, k, kind, None, seed=m + n)
     # (picked again on A's padded copy where A's rows are off 128 bytes: ``pads_a_for_swap``)
     assert {(c.tile_n, c.epilogue, c.cluster_m) for c in taken} == {(width, "columns", clusters)}
     taken.clear()
     if clusters == 2:
-        monkeypatch.setattr(hopper, "SWAP_WIDE_CLUSTER_M", 1)
+        monkeypatch.setattr(hopper_heuristic, "SWAP_WIDE_CLUSTER_M", 1)
     else:
-        monkeypatch.setattr(hopper, "SWAP_WIDE_CLUSTER_OFF_SECTORS", False)
+        monkeypatch.setattr(hopper_heuristic, "SWAP_WIDE_CLUSTER_OFF_SECTORS", False)
     _check(m, n, k, kind, None, seed=m + n + 2)
     assert {(c.tile_n, c.epilogue, c.cluster_m) for c in taken} == {(width, "columns", 3 - clusters)}
     taken.clear()
-    monkeypatch.setattr(hopper, "SWAP_WIDE_TILES", None)
+    monkeypatch.setattr(hopper_heuristic, "SWAP_WIDE_TILES", None)
     _check(m, n, k, kind, None, seed=m + n + 1)
     assert taken and all(c.tile_n <= 256 and c.epilogue == "columns" for c in taken)
 
@@ -3334,14 +3335,14 @@ def test_wide_tile_where_only_it_makes_the_transpose_pay(kind, m, n, k, monkeypa
     M less (``_wide_swap_pays``): those tiles, static, with the columns epilogue (on 2 x 1 clusters
     where A's rows are off 32-byte sectors, K = 1704), and the right product (poisoned output);
     with ``SWAP_WIDE_PRICED`` off the direct product, the same."""
-    real, taken = hopper._swap_config, []
-    monkeypatch.setattr(hopper, "_swap_config", lambda *a: taken.append(real(*a)) or taken[-1])
+    real, taken = hopper_heuristic._swap_config, []
+    monkeypatch.setattr(hopper_heuristic, "_swap_config", lambda *a: taken.append(real(*a)) or taken[-1])
     _check(m, n, k, kind, None, seed=m + k)
     if hopper.device_sms() == 132:  # the shapes are picked where 288-wide tiles fill 0.7 of a wave
         assert {(c.tile_n, c.policy, c.epilogue, c.cluster_m) for c in taken} == {
             (288, "static", "columns", 2 if k % 16 else 1)}
     taken.clear()
-    monkeypatch.setattr(hopper, "SWAP_WIDE_PRICED", False)
+    monkeypatch.setattr(hopper_heuristic, "SWAP_WIDE_PRICED", False)
     _check(m, n, k, kind, None, seed=m + k + 1)
     if hopper.device_sms() == 132:
         assert taken and set(taken) == {None}
@@ -3356,11 +3357,11 @@ def test_transposed_wide_tile_columns_in_chunks(kind, m, n, k, monkeypatch):
     columns at a time (``SWAP_WIDE_CHUNKED``), and with the rule off on three stages and the whole
     144 columns of a warpgroup at once: the right product both ways, every element written
     (poisoned output), on 2 x 1 clusters (K = 5000) and on single CTAs."""
-    real, taken = hopper._swap_config, []
-    monkeypatch.setattr(hopper, "_swap_config", lambda *a: taken.append(real(*a)) or taken[-1])
+    real, taken = hopper_heuristic._swap_config, []
+    monkeypatch.setattr(hopper_heuristic, "_swap_config", lambda *a: taken.append(real(*a)) or taken[-1])
     for seed, chunked in ((m + k, (4, 48)), (m + k + 1, (3, 0))):
         if not chunked[1]:
-            monkeypatch.setattr(hopper, "SWAP_WIDE_CHUNKED", ())
+            monkeypatch.setattr(hopper_heuristic, "SWAP_WIDE_CHUNKED", ())
         taken.clear()
         _check(m, n, k, kind, None, seed=seed)
         if hopper.device_sms() == 132:  # the shapes are picked where 288-wide tiles fill 0.7 of a wave
@@ -3371,18 +3372,18 @@ def test_pads_a_for_swap_rule(monkeypatch):
     """``pads_a_for_swap`` (off by default): row-major A parts whose rows are off 128 bytes under
     at least ``SWAP_PAD_A_MIN_N`` columns; not a column-major A (the transposed product reads it MN-major),
     not where the rows are on 128-byte lines, not with the rule off.  The flag is ``rows_flags``'."""
-    monkeypatch.setattr(hopper, "SWAP_PAD_A_MIN_N", 4096)  # off by default: the rule as it would run
+    monkeypatch.setattr(hopper_heuristic, "SWAP_PAD_A_MIN_N", 4096)  # off by default: the rule as it would run
     row_major = _FakeArray((536, 4200), (8400, 2))
     flags = hopper.rows_flags([row_major], [_FakeArray((4200, 7160), (14320, 2))])
     assert flags["a_rows_off_128"]
-    assert hopper.pads_a_for_swap([row_major], 7160, flags["a_rows_off_128"])
-    assert hopper.pads_a_for_swap([row_major, _FakeArray((536, 0), (0, 2))], 7160, True)  # empty parts skipped
-    assert not hopper.pads_a_for_swap([row_major], hopper.SWAP_PAD_A_MIN_N - 8, True)
-    assert not hopper.pads_a_for_swap([_FakeArray((536, 4200), (2, 1072))], 7160, True)  # column-major
+    assert hopper_heuristic.pads_a_for_swap([row_major], 7160, flags["a_rows_off_128"])
+    assert hopper_heuristic.pads_a_for_swap([row_major, _FakeArray((536, 0), (0, 2))], 7160, True)  # empty parts skipped
+    assert not hopper_heuristic.pads_a_for_swap([row_major], hopper_heuristic.SWAP_PAD_A_MIN_N - 8, True)
+    assert not hopper_heuristic.pads_a_for_swap([_FakeArray((536, 4200), (2, 1072))], 7160, True)  # column-major
     assert not hopper.rows_flags([_FakeArray((536, 4224), (8448, 2))], [_FakeArray((4224, 7160), (14320, 2))])[
         "a_rows_off_128"]
-    monkeypatch.setattr(hopper, "SWAP_PAD_A_MIN_N", None)
-    assert not hopper.pads_a_for_swap([row_major], 7160, True)
+    monkeypatch.setattr(hopper_heuristic, "SWAP_PAD_A_MIN_N", None)
+    assert not hopper_heuristic.pads_a_for_swap([row_major], 7160, True)
 
 
 def _random_parts(m, n, ks, seed):
@@ -3418,13 +3419,13 @@ def test_transposed_product_pads_a(kind, m, n, k, monkeypatch, launched, a_pads)
     read in place and the same product."""
     if hopper.device_sms() != 132:
         pytest.skip("the shapes are picked where gemm runs the transpose on 132 SMs")
-    monkeypatch.setattr(hopper, "SWAP_PAD_A_MIN_N", 4096)  # the rule is off by default
+    monkeypatch.setattr(hopper_heuristic, "SWAP_PAD_A_MIN_N", 4096)  # the rule is off by default
     _check(m, n, k, kind, None, seed=m + k)
     assert a_pads == [(m, k)]
     assert [c.epilogue for c in launched] == ["columns"]
     a_pads.clear()
     launched.clear()
-    monkeypatch.setattr(hopper, "SWAP_PAD_A_MIN_N", None)
+    monkeypatch.setattr(hopper_heuristic, "SWAP_PAD_A_MIN_N", None)
     _check(m, n, k, kind, None, seed=m + k + 1)
     assert not a_pads and [c.epilogue for c in launched] == ["columns"]
 
@@ -3433,7 +3434,7 @@ def test_transposed_product_pads_a(kind, m, n, k, monkeypatch, launched, a_pads)
 @needs_sm90
 def test_transposed_product_pads_a_in_parts(a_pads, monkeypatch):
     """Each non-empty K part of such an A is padded; the parts still add up."""
-    monkeypatch.setattr(hopper, "SWAP_PAD_A_MIN_N", 4096)
+    monkeypatch.setattr(hopper_heuristic, "SWAP_PAD_A_MIN_N", 4096)
     m, n, ks = 536, 7160, (2104, 0, 2096)
     a_parts, b_parts, ref = _random_parts(m, n, ks, seed=12)
     out = poisoned((m, n), "float16")
@@ -3466,7 +3467,7 @@ def test_b_copied_k_major_matches_float64_reference(kind, m, n, k, trans_a, beta
     _check(m, n, k, kind, None, trans_a=trans_a, beta=beta, alpha=0.75, seed=m + k)
     assert k_major_copies == [(k, n)]
     k_major_copies.clear()
-    monkeypatch.setattr(hopper, "B_K_MAJOR", None)
+    monkeypatch.setattr(hopper_heuristic, "B_K_MAJOR", None)
     _check(m, n, k, kind, None, trans_a=trans_a, beta=beta, seed=m + k + 1)
     assert not k_major_copies
 
@@ -3478,7 +3479,7 @@ def test_b_copied_k_major_in_parts(k_major_copies):
     m, n, ks = 8200, 304, (900, 1201)
     a_parts, b_parts, ref = _random_parts(m, n, ks, seed=11)
     cfg = hopper.choose_config(m, n, sum(ks), "float16", hopper.device_sms(), **hopper.rows_flags(a_parts, b_parts))
-    if not hopper.copies_b_k_major(b_parts, m, n, cfg, hopper.device_sms(),
+    if not hopper_heuristic.copies_b_k_major(b_parts, m, n, cfg, hopper.device_sms(),
                                    hopper.rows_flags(a_parts, b_parts)["a_rows_off_128"]):
         pytest.skip(f"the heuristic's {cfg} on this GPU: no copy")
     out = poisoned((m, n), "float16")
@@ -3708,8 +3709,8 @@ def test_out_buffers_match_float64_reference(kind, tile_m, tile_n, stages, pingp
     tile), then few SMs, so that every CTA stores many tiles in turn while the previous chunk's
     bulk stores may still read the other buffer; beta != 0 (the paired epilogue, no bulk stores),
     alpha != 1, both B layouts (16-bit), K = 0."""
-    if cluster_m > 1 and policy not in hopper.CLUSTER_POLICIES:
-        pytest.skip(f"clusters run {hopper.CLUSTER_POLICIES}")
+    if cluster_m > 1 and policy not in hopper_config.CLUSTER_POLICIES:
+        pytest.skip(f"clusters run {hopper_config.CLUSTER_POLICIES}")
     cfg = HopperConfig(input=kind, tile_m=tile_m, tile_n=tile_n, stages=stages, pingpong=pingpong, policy=policy,
                        epilogue="tma", out_buffers=2, cluster_m=cluster_m)
     for i, (m, n, k) in enumerate(SHAPES):
@@ -3733,7 +3734,7 @@ CLUSTER_BUDGETS = BUDGETS + [(1100, 1300, 900, 1), (650, 900, 1000, 2), (1500, 3
 
 @pytest.mark.gpu
 @needs_sm90
-@pytest.mark.parametrize("policy", hopper.CLUSTER_POLICIES)
+@pytest.mark.parametrize("policy", hopper_config.CLUSTER_POLICIES)
 @pytest.mark.parametrize("kind,tile_n,stages", CLUSTER)
 def test_cluster2_matches_float64_reference(kind, tile_n, stages, policy):
     """Two CTAs per cluster on vertically adjacent tiles, each multicasting half of B: edge shapes
@@ -3864,7 +3865,7 @@ SK_BLOCK_SHAPES = [(256, 256, 8192), (384, 200, 5000), (256, 256, 128), (1000, 1
 
 @pytest.mark.gpu
 @needs_sm90
-@pytest.mark.parametrize("sk_reduce", hopper.SK_REDUCES)
+@pytest.mark.parametrize("sk_reduce", hopper_config.SK_REDUCES)
 @pytest.mark.parametrize("kind,tile_n,stages,cm,cn", SK_CLUSTERS, ids=cluster_ids(SK_CLUSTERS))
 def test_cluster_streamk_matches_float64_reference(kind, tile_n, stages, cm, cn, sk_reduce):
     """Stream-K over blocks of cluster_m x cluster_n tiles: every CTA of a cluster walks the same
@@ -3887,7 +3888,7 @@ def test_cluster_streamk_matches_float64_reference(kind, tile_n, stages, cm, cn,
 
 @pytest.mark.gpu
 @needs_sm90
-@pytest.mark.parametrize("sk_reduce", hopper.SK_REDUCES)
+@pytest.mark.parametrize("sk_reduce", hopper_config.SK_REDUCES)
 @pytest.mark.parametrize("kind,tile_n,stages,cm,cn", [("float16", 128, 6, 1, 1), ("bfloat16", 256, 4, 1, 1),
                                                       ("float16", 128, 6, 2, 2), ("bfloat16", 128, 6, 1, 2),
                                                       ("tf32", 128, 4, 2, 1), ("float16", 64, 8, 1, 2)])
@@ -3929,7 +3930,7 @@ def test_pingpong_sk_ways_matches_float64_reference(kind):
 
 @pytest.mark.gpu
 @needs_sm90
-@pytest.mark.parametrize("sk_reduce", hopper.SK_REDUCES)
+@pytest.mark.parametrize("sk_reduce", hopper_config.SK_REDUCES)
 def test_cluster_streamk_repeats_bitwise(sk_reduce):
     """The fix-ups add in a fixed order: the same bits on every run, 2 x 2 clusters of 128-wide
     tiles on 256x256x16384 (one block split over every cluster)."""
@@ -3958,7 +3959,7 @@ BLOCK_SHAPES = [(300, 700, 500), (385, 1300, 190), (129, 257, 64), (1000, 1500, 
 
 @pytest.mark.gpu
 @needs_sm90
-@pytest.mark.parametrize("policy", hopper.CLUSTER_POLICIES)
+@pytest.mark.parametrize("policy", hopper_config.CLUSTER_POLICIES)
 @pytest.mark.parametrize("kind,tile_n,stages,cm,cn", CLUSTER_BLOCKS, ids=cluster_ids(CLUSTER_BLOCKS))
 def test_cluster_blocks_match_float64_reference(kind, tile_n, stages, cm, cn, policy):
     """cluster_m x cluster_n CTAs on a block of tiles, each multicasting its part of A along the
@@ -4020,7 +4021,7 @@ def test_k_parts_config_renders_and_is_checked():
     assert "#define MGEMM_K_PARTS 1" in HopperConfig().render()
     assert cfg.key() != cfg.replace(k_parts=1).key()
     assert "parts=4" in str(cfg) and "parts" not in str(HopperConfig())
-    for bad in (0, hopper.MAX_K_PARTS + 1):
+    for bad in (0, hopper_config.MAX_K_PARTS + 1):
         with pytest.raises(ValueError, match="k_parts"):
             HopperConfig(k_parts=bad)
 
@@ -4032,7 +4033,7 @@ def test_gemm_parts_rejects_bad_parts_before_any_gpu_work():
     with pytest.raises(ValueError, match="as many A parts as B parts"):
         hopper.gemm_parts([], [])
     with pytest.raises(ValueError, match="at most"):
-        hopper.gemm_parts([a] * (hopper.MAX_K_PARTS + 1), [b] * (hopper.MAX_K_PARTS + 1))
+        hopper.gemm_parts([a] * (hopper_config.MAX_K_PARTS + 1), [b] * (hopper_config.MAX_K_PARTS + 1))
     with pytest.raises(ValueError, match=r"\(M, K_p\) @ \(K_p, N\)"):
         hopper.gemm_parts([a, np.ones((5, 3), np.float16)], [b, b])
     with pytest.raises(ValueError, match=r"\(M, K_p\) @ \(K_p, N\)"):
@@ -4157,7 +4158,7 @@ def test_gemm_parts_bitwise_equals_whole_panels(cfg):
 
 @pytest.mark.gpu
 @needs_sm90
-@pytest.mark.parametrize("nparts", [4, hopper.MAX_K_PARTS + 3])
+@pytest.mark.parametrize("nparts", [4, hopper_config.MAX_K_PARTS + 3])
 @pytest.mark.parametrize("out_dtype", ["float16", "float32"])
 def test_persistent_engine_block_of_many_k_parts(nparts, out_dtype):
     """The engine's path for a block task: K chunks of one launch (more than MAX_K_PARTS: several

@@ -5,7 +5,7 @@ against the scheduler's Python mirror."""
 import numpy as np
 import pytest
 
-from mgemm import hopper, kernels, schedule
+from mgemm import hopper, hopper_heuristic, kernels, schedule
 from mgemm.kernels import KernelConfig
 
 from gpu_operands import as_float64, poisoned, rand_operand
@@ -164,7 +164,7 @@ def test_heuristic_splits_a_last_wave_below_nine_tenths_of_the_busiest_load():
     """The portable kernel splits where the SMs' average load is below ``SPLIT_FILL`` (0.9) of the
     busiest SM's: 330 tiles of 256x128 on 132 SMs (0.83) and 580 (0.88) run stream-K, 396 (three
     whole waves) static; the Hopper kernel's rule stays at 0.8."""
-    assert kernels.SPLIT_FILL == 0.9 and hopper.SPLIT_FILL == 0.8
+    assert kernels.SPLIT_FILL == 0.9 and hopper_heuristic.SPLIT_FILL == 0.8
     for (m, n), policy in [((3840, 2816), "streamk"), ((5120, 3712), "streamk"),
                            ((4608, 2816), "static")]:
         cfg = kernels.choose_config(m, n, 8192, "float16", 132)
@@ -221,15 +221,17 @@ def test_heuristic_keeps_one_wave_whole_at_short_k():
 
 def _prepare(a, b, c=None, out=None, *, launcher=kernels, sms=None, **kw):
     """``kernels.prepare_call`` on NumPy stand-ins for CuPy arrays (no GPU: the checks and the
-    output allocation are host work), as ``launcher``'s gemm calls it, on a 132-SM device."""
+    output allocation are host work), as ``launcher``'s gemm calls it, on a 132-SM device
+    (``hopper``'s picks come from ``hopper_heuristic``)."""
     import types
+    picks = hopper_heuristic if launcher is hopper else launcher
     runtime = types.SimpleNamespace(getDevice=lambda: 0)
     fake_cp = types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=runtime), uint16=np.uint16, empty=np.empty)
     chosen = []
 
     def choose(*args):
         chosen.append(args)
-        return launcher._choose_cached(*args)
+        return picks._choose_cached(*args)
     kw.setdefault("beta", 0.0)
     call = kernels.prepare_call(fake_cp, a, b, c, out, config=kw.pop("config", None),
                                 allow_tf32=kw.pop("allow_tf32", False), sms=sms,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import mgemm
-from mgemm import config, hopper, tune
+from mgemm import config, hopper, hopper_config, hopper_heuristic, tune
 from mgemm.hopper import HopperConfig
 
 from gpu_operands import as_float64, poisoned, rand_operand
@@ -37,9 +37,9 @@ def test_candidates_are_valid_distinct_and_follow_the_epilogue_rule(shape):
     for label, cfg in cands.items():
         fields = dict(tune.VARIANTS)[label]
         assert (cfg.tile_n, cfg.policy, cfg.tile_m, cfg.pingpong) == (
-            fields["tile_n"], fields["policy"], hopper.TILE_M, False), label
+            fields["tile_n"], fields["policy"], hopper_config.TILE_M, False), label
         assert (cfg.cluster_m, cfg.cluster_n) == (fields.get("cluster_m", 1), fields.get("cluster_n", 1))
-        tma = -(-k // 64) <= hopper.TMA_STORE_K and cfg.out_chunk_bytes % 128 == 0
+        tma = -(-k // 64) <= hopper_heuristic.TMA_STORE_K and cfg.out_chunk_bytes % 128 == 0
         assert cfg.epilogue == ("tma" if tma else "staged"), label
 
 

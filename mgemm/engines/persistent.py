@@ -50,9 +50,9 @@ class PersistentEngine:
         parts = [(a if a.dtype == in_dtype else a.astype(in_dtype),
                   b if b.dtype == in_dtype else b.astype(in_dtype)) for a, b in parts]
         if _use_hopper(in_dtype, dtype, allow_tf32):
-            from mgemm import hopper
+            from mgemm import hopper, hopper_config
             # up to MAX_K_PARTS parts per launch, added up in the kernel's accumulators
-            step = hopper.MAX_K_PARTS
+            step = hopper_config.MAX_K_PARTS
             groups = [parts[i:i + step] for i in range(0, len(parts), step)]
             launch = lambda group, **kw: hopper.gemm_parts(*zip(*group), tune=tune, **kw)  # noqa: E731
         else:
