@@ -156,12 +156,7 @@ class HopperConfig(RenderedConfig):
     plain_out: bool = False
 
     def __post_init__(self):
-        if self.input not in INPUTS:
-            raise ValueError(f"input must be one of {tuple(INPUTS)}, got {self.input!r}")
-        if self.output is None:
-            object.__setattr__(self, "output", STORAGE[self.input])
-        if self.output not in OUTPUTS:
-            raise ValueError(f"output must be one of {tuple(OUTPUTS)}, got {self.output!r}")
+        self.check_types(INPUTS, STORAGE, OUTPUTS)
         if self.tile_n not in TILE_NS + EXACT_TILE_NS + WIDE_TILE_NS:
             raise ValueError(f"tile_n must be one of {TILE_NS + EXACT_TILE_NS + WIDE_TILE_NS}, got {self.tile_n}")
         if self.tile_n in EXACT_TILE_NS + WIDE_TILE_NS and (not self.b_k_major or self.pingpong

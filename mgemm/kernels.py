@@ -80,6 +80,17 @@ class RenderedConfig:
     def defines(self) -> dict[str, str]:
         raise NotImplementedError
 
+    def check_types(self, inputs, storage, outputs) -> None:
+        """Refuse an ``input`` that is not in ``inputs`` or an ``output`` that is not in ``outputs``;
+        fill in an unset ``output`` (None) with the input's ``storage`` type.  For
+        ``__post_init__``, on the kernel's own tables."""
+        if self.input not in inputs:
+            raise ValueError(f"input must be one of {tuple(inputs)}, got {self.input!r}")
+        if self.output is None:
+            object.__setattr__(self, "output", storage[self.input])
+        if self.output not in outputs:
+            raise ValueError(f"output must be one of {tuple(outputs)}, got {self.output!r}")
+
     def shared_defines(self) -> dict[str, str]:
         """The #defines of the fields every kernel configuration has: element types, tile
         schedule, debug record and operand layouts (kernels/knobs.cuh names their values)."""
@@ -174,12 +185,7 @@ class KernelConfig(RenderedConfig):
     stores: str | None = None
 
     def __post_init__(self):
-        if self.input not in INPUTS:
-            raise ValueError(f"input must be one of {tuple(INPUTS)}, got {self.input!r}")
-        if self.output is None:
-            object.__setattr__(self, "output", STORAGE[self.input])
-        if self.output not in OUTPUTS:
-            raise ValueError(f"output must be one of {tuple(OUTPUTS)}, got {self.output!r}")
+        self.check_types(INPUTS, STORAGE, OUTPUTS)
         if self.policy not in schedule.POLICIES:
             raise ValueError(f"policy must be one of {schedule.POLICIES}, got {self.policy!r}")
         if self.raster not in ("m", "n"):
