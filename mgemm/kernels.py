@@ -576,7 +576,6 @@ def device_sms(device: int | None = None) -> int:
     return sms
 
 
-
 # --- per-launch scratch (counters, stream-K workspace, debug record) -------------------------------
 
 _scratch: dict[tuple, dict[str, Any]] = {}

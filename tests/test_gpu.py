@@ -40,7 +40,6 @@ def test_cublas_engine_block(cp, rng, dtype, ks):
     assert_close(cp.asnumpy(out), ref, dtype)
 
 
-
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 def test_persistent_engine_block(cp, rng, dtype):
     """The persistent engine on K parts, one of them a transposed view, with alpha, beta and C:

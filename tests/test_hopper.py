@@ -18,7 +18,7 @@ from mgemm import hopper, hopper_config, hopper_heuristic, schedule
 from mgemm.hopper import HopperConfig
 from mgemm.kernels import KERNEL_DIR, PlainSource
 
-from gpu_operands import as_float64, poisoned, rand_operand
+from gpu_operands import as_float64, check_product, poisoned, product_operands, rand_operand
 from hopper_fakes import FakeArray, FakeMem, RowsArray, swap_pick
 
 
@@ -680,29 +680,13 @@ def test_rendered_source_compiles_for_sm90a(cfg, tmp_path):
 
 def _check(m, n, k, kind, cfg, *, trans_a=False, trans_b=False, beta=0.0, alpha=1.0, seed=0,
            sms=None):
-    rng = np.random.default_rng(seed)
-    a, a64 = rand_operand((k, m) if trans_a else (m, k), kind, rng)
-    b, b64 = rand_operand((n, k) if trans_b else (k, n), kind, rng)
-    if trans_a:
-        a, a64 = a.T, a64.T
-    if trans_b:
-        b, b64 = b.T, b64.T
-    c, c64 = rand_operand((m, n), kind, rng)
+    (a, a64), (b, b64), (c, c64) = product_operands(m, n, k, kind, np.random.default_rng(seed),
+                                                    trans_a=trans_a, trans_b=trans_b)
     out = poisoned((m, n), kind)
     hopper.gemm(a, b, c, alpha=alpha, beta=beta, out=out, config=cfg, sms=sms,
                 allow_tf32=kind == "tf32", as_dtype="bfloat16" if kind == "bfloat16" else None)
     ref = alpha * (a64 @ b64) + (beta * c64 if beta else 0)
-    got = as_float64(out)
-    assert not bool(cp.isnan(got).any()), f"unwritten or NaN outputs: {int(cp.isnan(got).sum())}"
-    denom = float(cp.linalg.norm(ref)) or 1.0
-    err = float(cp.linalg.norm(got - ref)) / denom
-    if err > BOUNDS[kind]:
-        diff = cp.abs(got - ref)
-        i, j = np.unravel_index(int(diff.argmax()), (m, n))
-        bad = int((diff > 10 * BOUNDS[kind] * (float(cp.abs(ref).max()) or 1.0)).sum())
-        pytest.fail(f"{cfg} {m}x{n}x{k} tA={trans_a} tB={trans_b} sms={sms}: rel err {err:.2e} > "
-                    f"{BOUNDS[kind]:.0e}; {bad} bad elements; worst at ({i}, {j}): "
-                    f"{float(got[i, j])} vs {float(ref[i, j])}")
+    check_product(as_float64(out), ref, BOUNDS[kind], f"{cfg} {m}x{n}x{k} tA={trans_a} tB={trans_b} sms={sms}")
 
 
 # Non-multiples of every tile size, M, N or K = 1, K below one k-iteration, tall and skinny, and
@@ -1175,9 +1159,7 @@ def test_launches_take_the_trimmed_binary_where_it_holds(kind, monkeypatch):
         what = f"{cfg} {m}x{n}x{k} beta={beta}"
         assert (taken[-1].split_only, taken[-1].plain_out) == trimmed, what
         ref = 0.75 * (a64 @ b64) + beta * c64
-        got = as_float64(out, kind)
-        assert not bool(cp.isnan(got).any()), what
-        assert float(cp.linalg.norm(got - ref)) / float(cp.linalg.norm(ref)) < BOUNDS[kind], what
+        check_product(as_float64(out, kind), ref, BOUNDS[kind], what)
     hopper._launch_setup.cache_clear()
 
 
@@ -1218,9 +1200,7 @@ def test_timeline_covers_the_units_and_adds_up(policy, sk_reduce, m, n, k, sms):
     b, b64 = rand_operand((k, n), "float16", rng)
     out, entries = hopper.gemm(a, b, out=poisoned((m, n), "float16"), config=cfg, sms=sms, timeline=True)
     ref = a64 @ b64
-    got = as_float64(out)
-    assert not bool(cp.isnan(got).any())
-    assert float(cp.linalg.norm(got - ref)) <= BOUNDS["float16"] * float(cp.linalg.norm(ref))
+    check_product(as_float64(out), ref, BOUNDS["float16"], "timeline")
     assert entries.shape[1] == len(timeline.FIELDS) and timeline.check(entries) == []
     lp = hopper.launch_info(a.shape, b.shape, cfg, sms=sms)
     exits = entries[entries[:, 2] < 0]
@@ -1769,9 +1749,7 @@ def test_transposed_product_pads_a_in_parts(a_pads, monkeypatch):
     hopper.gemm_parts(a_parts, b_parts, out=out)
     if hopper.device_sms() == 132:
         assert a_pads == [(m, k) for k in ks if k]
-    got = as_float64(out)
-    assert not bool(cp.isnan(got).any())
-    assert float(cp.linalg.norm(got - ref) / cp.linalg.norm(ref)) < BOUNDS["float16"]
+    check_product(as_float64(out), ref, BOUNDS["float16"], f"{m}x{n} parts {ks}")
 
 
 @pytest.mark.gpu
@@ -1808,14 +1786,12 @@ def test_b_copied_k_major_in_parts(k_major_copies):
     a_parts, b_parts, ref = _random_parts(m, n, ks, seed=11)
     cfg = hopper.choose_config(m, n, sum(ks), "float16", hopper.device_sms(), **hopper.rows_flags(a_parts, b_parts))
     if not hopper_heuristic.copies_b_k_major(b_parts, m, n, cfg, hopper.device_sms(),
-                                   hopper.rows_flags(a_parts, b_parts)["a_rows_off_128"]):
+                                             hopper.rows_flags(a_parts, b_parts)["a_rows_off_128"]):
         pytest.skip(f"the heuristic's {cfg} on this GPU: no copy")
     out = poisoned((m, n), "float16")
     hopper.gemm_parts(a_parts, b_parts, out=out)
     assert k_major_copies == [(k, n) for k in ks]
-    got = as_float64(out)
-    assert not bool(cp.isnan(got).any())
-    assert float(cp.linalg.norm(got - ref) / cp.linalg.norm(ref)) < BOUNDS["float16"]
+    check_product(as_float64(out), ref, BOUNDS["float16"], f"{m}x{n} parts {ks}")
 
 
 @pytest.mark.gpu
@@ -2390,10 +2366,7 @@ def _parts_check(kind, ks, m, n, cfg, *, trans_a=False, trans_b=False, beta=0.0,
     hopper.gemm_parts(a_parts, b_parts, c, alpha=alpha, beta=beta, out=out, config=cfg,
                       allow_tf32=kind == "tf32", as_dtype="bfloat16" if kind == "bfloat16" else None)
     ref = alpha * (cp.concatenate(a64, 1) @ cp.concatenate(b64, 0)) + (beta * c64 if beta else 0)
-    got = as_float64(out)
-    assert not bool(cp.isnan(got).any()), f"unwritten or NaN outputs: {int(cp.isnan(got).sum())}"
-    err = float(cp.linalg.norm(got - ref)) / (float(cp.linalg.norm(ref)) or 1.0)
-    assert err <= BOUNDS[kind], f"{cfg} parts {ks} {m}x{n}: rel err {err:.2e} > {BOUNDS[kind]:.0e}"
+    check_product(as_float64(out), ref, BOUNDS[kind], f"{cfg} parts {ks} {m}x{n}")
     return a_parts, b_parts, out
 
 

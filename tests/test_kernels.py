@@ -8,7 +8,7 @@ import pytest
 from mgemm import hopper, hopper_heuristic, kernels, schedule
 from mgemm.kernels import KernelConfig
 
-from gpu_operands import as_float64, poisoned, rand_operand
+from gpu_operands import as_float64, check_product, poisoned, product_operands, rand_operand
 
 
 def _cupy_or_none():
@@ -296,7 +296,6 @@ def test_plan_launch_matches_mirror():
         cfg.replace(sk_waves=3)
 
 
-
 class _FakeCupy:
     """Just enough of CuPy for ``launch_scratch``: streams by pointer, arrays with a size, dtype
     and address, and a record of the memsets issued."""
@@ -409,35 +408,32 @@ def test_store_form_mirrors_the_kernels_pairs_test():
 # --- GPU ------------------------------------------------------------------------------------------
 
 
-
-
-
+def test_check_product_fails_on_unwritten_or_wrong_outputs():
+    """The GPU tests' check (``check_product``, here on NumPy arrays): it passes a product within
+    the bound, and fails on one unwritten (NaN) element or one wrong element, naming where."""
+    rng = np.random.default_rng(0)
+    ref = rng.standard_normal((40, 30))
+    check_product(ref + 1e-6 * rng.standard_normal(ref.shape), ref, 2e-3, "close")
+    unwritten = ref.copy()
+    unwritten[3, 4] = np.nan
+    with pytest.raises(AssertionError, match="^nan: 1 unwritten or NaN outputs of 1200"):
+        check_product(unwritten, ref, 2e-3, "nan")
+    wrong = ref.copy()
+    wrong[7, 9] += 10.0
+    with pytest.raises(AssertionError, match=r"^wrong: rel err .* > 2e-03; 1 bad elements; worst at \(7, 9\)"):
+        check_product(wrong, ref, 2e-3, "wrong")
 
 
 def _check(m, n, k, kind, policy, *, trans_a=False, trans_b=False, beta=0.0, alpha=1.0, seed=0,
            **variant):
-    rng = np.random.default_rng(seed)
-    a, a64 = rand_operand((k, m) if trans_a else (m, k), kind, rng)
-    b, b64 = rand_operand((n, k) if trans_b else (k, n), kind, rng)
-    if trans_a:
-        a, a64 = a.T, a64.T
-    if trans_b:
-        b, b64 = b.T, b64.T
-    c, c64 = rand_operand((m, n), kind, rng)
+    (a, a64), (b, b64), (c, c64) = product_operands(m, n, k, kind, np.random.default_rng(seed),
+                                                    trans_a=trans_a, trans_b=trans_b)
     out = poisoned((m, n), kind)
     cfg = KernelConfig.default(kind, policy=policy, **variant)
     kernels.gemm(a, b, c, alpha=alpha, beta=beta, out=out, config=cfg,
                  allow_tf32=kind == "tf32", as_dtype="bfloat16" if kind == "bfloat16" else None)
     ref = alpha * (a64 @ b64) + (beta * c64 if beta else 0)
-    got = as_float64(out, kind)
-    assert not bool(cp.isnan(got).any()), f"unwritten or NaN outputs: {int(cp.isnan(got).sum())}"
-    denom = float(cp.linalg.norm(ref)) or 1.0
-    err = float(cp.linalg.norm(got - ref)) / denom
-    if err > BOUNDS[kind]:
-        diff = cp.abs(got - ref)
-        i, j = np.unravel_index(int(diff.argmax()), (m, n))
-        pytest.fail(f"{kind} {policy} {m}x{n}x{k} tA={trans_a} tB={trans_b}: rel err {err:.2e} "
-                    f"> {BOUNDS[kind]:.0e}; worst at ({i}, {j}): {float(got[i, j])} vs {float(ref[i, j])}")
+    check_product(as_float64(out, kind), ref, BOUNDS[kind], f"{kind} {policy} {m}x{n}x{k} tA={trans_a} tB={trans_b}")
 
 
 SHAPES = [(1, 1, 1), (257, 263, 129), (1, 300, 77), (300, 1, 45), (2000, 9, 64), (33, 45, 71),
@@ -584,10 +580,7 @@ def test_epilogue_pairs_and_element_stores(kind, layout):
                      config=KernelConfig.default(kind, policy="static"),
                      as_dtype="bfloat16" if kind == "bfloat16" else None)
         ref = 0.75 * (a64 @ b64) + beta * c64
-        got = as_float64(out, kind)
-        assert not bool(cp.isnan(got).any()), f"{layout} beta={beta}: unwritten outputs"
-        err = float(cp.linalg.norm(got - ref) / cp.linalg.norm(ref))
-        assert err < BOUNDS[kind], f"{kind} {layout} beta={beta}: rel err {err:.2e}"
+        check_product(as_float64(out, kind), ref, BOUNDS[kind], f"{kind} {layout} beta={beta}")
         out[...] = poisoned(out.shape, kind)
 
 
