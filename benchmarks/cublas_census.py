@@ -267,7 +267,7 @@ def main(argv=None):
         for name, label in (("hopper", "split"), ("prior", "prior-split")):
             if args.split and name in configs:
                 cut = hopper_heuristic.tail_split(configs[name][0], m, n, k, args.dtype, sms,
-                                        **hopper.rows_flags([pc.a], [pc.b]))
+                                                  **hopper.rows_flags([pc.a], [pc.b]))
                 if cut:
                     splits[label] = (configs[name][0], cut)
         callers = {}  # label: tune

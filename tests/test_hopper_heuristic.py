@@ -885,8 +885,8 @@ def test_copies_b_k_major_where_measured(monkeypatch):
     assert copies([b(6000, 416)], 5000, 416)  # 160 in place, 144 on the copy
 
     def gemm_copies(m, n, k):  # contiguous row-major operands and output, as gemm_parts picks
-        return hopper_heuristic.gemm_copies_b([FakeArray((m, k), (2 * k, 2))], [b(k, n)], FakeArray((m, n), (2 * n, 2)),
-                                    m, n, k, "float16", 132)
+        return hopper_heuristic.gemm_copies_b([FakeArray((m, k), (2 * k, 2))], [b(k, n)],
+                                              FakeArray((m, n), (2 * n, 2)), m, n, k, "float16", 132)
     assert gemm_copies(15024, 288, 15168) and gemm_copies(8200, 304, 2641)  # 128x160, one CTA a tile
     assert not gemm_copies(8952, 400, 4736)  # runs transposed (swap_pays)
     assert not gemm_copies(13984, 464, 14960)  # 2 x 2 clusters
@@ -932,8 +932,8 @@ def test_swap_where_the_transpose_tiles_better(dtype, monkeypatch):
     direct = hopper.choose_config(2112, 1024, 8192, dtype, 132)
     a = FakeArray((2112, 8192), (16384, 2))
     b = FakeArray((8192, 1024), (2048, 2))
-    swapped = hopper_heuristic._swap_config([a], [b], direct, FakeArray((2112, 1024), (2048, 2)), 2112, 1024, 8192,
-                                  dtype, 132, False)
+    swapped = hopper_heuristic._swap_config([a], [b], direct, FakeArray((2112, 1024), (2048, 2)), 2112,
+                                            1024, 8192, dtype, 132, False)
     assert swapped == hopper.choose_config(1024, 2112, 8192, dtype, 132).replace(epilogue="columns")
     assert swapped.smem_bytes == hopper.choose_config(1024, 2112, 8192, dtype, 132).smem_bytes
     for out in (FakeArray((2112, 1024), (1, 2112)),  # column-major
@@ -958,8 +958,8 @@ def test_swap_where_the_transpose_tiles_better(dtype, monkeypatch):
     assert not hopper_heuristic._swap_may_pay(8192, 8192, 256, hopper_heuristic.SWAP_MARGIN)
     monkeypatch.setattr(hopper_heuristic, "SWAP_MARGIN", None)
     assert not pays(2112, 1024, 8192)[0]
-    assert hopper_heuristic._swap_config([a], [b], direct, FakeArray((2112, 1024), (2048, 2)), 2112, 1024, 8192,
-                               dtype, 132, False) is None
+    assert hopper_heuristic._swap_config([a], [b], direct, FakeArray((2112, 1024), (2048, 2)), 2112,
+                                         1024, 8192, dtype, 132, False) is None
 
 
 @pytest.mark.parametrize("shape,strides,ptr,off", [
@@ -1235,8 +1235,8 @@ def test_route_in_gemm_parts_order(monkeypatch):
         mp.setattr(hopper_heuristic, "CLUSTER_TAIL_SK", None)
         cfg, got = way(14128, 536, 5920)
         split = hopper_heuristic.tail_split(cfg, 14128, 536, 5920, "float16", 132,
-                                  **hopper.rows_flags([FakeArray((14128, 5920), (11840, 2))],
-                                                      [FakeArray((5920, 536), (1072, 2))]))
+                                            **hopper.rows_flags([FakeArray((14128, 5920), (11840, 2))],
+                                                                [FakeArray((5920, 536), (1072, 2))]))
         assert got == hopper_heuristic.Route("split", cfg, split[0], split[1]) and split[2] <= hopper_heuristic.TAIL_SPLIT
         mp.setattr(hopper_heuristic, "TAIL_SPLIT", None)
         assert way(14128, 536, 5920)[1].how == "swap"
