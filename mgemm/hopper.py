@@ -177,13 +177,7 @@ TRIM_CODE = True
 def _k_major_copy(cp, b):
     """A copy of ``b`` (K × N, rows of contiguous N) held K-major: the (K × N) view of an N × K
     buffer whose rows are padded to 128 bytes (``_padded_copy``: ``transpose_copy`` for such a B)."""
-    return _padded_rows(cp, b.T).T
-
-
-def _padded_rows(cp, x):
-    """A copy of ``x`` (rows × cols) whose rows start 128-byte multiples apart: the (rows × cols)
-    view of a ``_padded_copy``."""
-    return _padded_copy(cp, x, 128 // x.itemsize)[:, :x.shape[1]]
+    return _padded_copy(cp, b.T, 128 // b.itemsize)[:, :b.shape[0]].T
 
 
 # --- compilation (CuPy, lazily) --------------------------------------------------------------------
@@ -516,8 +510,7 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
     for this kind of product, tuning it on these operands the first time.  Where the heuristic
     picks and ``beta == 0``, a 16-bit product whose transpose tiles better (``swap_pays``, or
     ``ONE_WAVE_SWAP``'s one wave over B rows off 128-byte lines) runs as B^T A^T into ``out``'s
-    transposed view (A first copied into rows padded to 128 bytes where
-    ``pads_a_for_swap``, off by default); where it does not, 16-bit B parts that
+    transposed view; where it does not, 16-bit B parts that
     ``copies_b_k_major`` names are copied K-major and the config is picked for the copies.  Where
     the heuristic picks and B is read K-major (in place or as that copy), its tiles may span a
     narrow N (``wide_tile``) or take an exact width with as many tile columns (``exact_width``);
@@ -574,13 +567,8 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
                        as_dtype=as_dtype, out_dtype=out_dtype)
         return out
     if way.how == "swap":  # C^T = B^T A^T, written through out's transposed view
-        swapped = way.config
-        if heuristic.pads_a_for_swap(a_parts, n, flags["a_rows_off_128"]):  # A's rows onto 128-byte lines
-            a_parts = [_padded_rows(cp, a_p) if a_p.shape[1] else a_p for a_p in a_parts]
-            swapped = (heuristic._swap_config(a_parts, b_parts, config, out, m, n, k, kind, sms,
-                                              allow_tf32) or swapped)
         gemm_parts([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts], alpha=alpha,
-                   out=out.T, config=swapped, sms=sms, as_dtype=as_dtype)
+                   out=out.T, config=way.config, sms=sms, as_dtype=as_dtype)
         return out
     if way.how == "copy":  # not transposed: B copied K-major, the config picked for the copy
         return gemm_parts(a_parts, [_k_major_copy(cp, b_p) for b_p in b_parts], c, alpha=alpha,

@@ -134,11 +134,9 @@ OFF_ROWS_WIDTH: int | None = 192
 # 0.01-0.02 in two; 2-CTA and 2 x 2 clusters of 128 x 256 behind 192 on all seven; then on three
 # sizes drawn after, fp16: ahead on all three by 0.03-0.06 (272x5032x2600 0.66 -> 0.72).  Where
 # the clusters took the 128-wide tiles, 192 lost on all eight drawn, fp16 (1320x1032x6624 1.29 ->
-# 0.98, 1000x1960x13200 0.84 -> 0.70; OFF_ROWS_ONE_WAVE_OVER_CLUSTERS).  RESULTS.md, forty-fourth
+# 0.98, 1000x1960x13200 0.84 -> 0.70), so there the clusters stay.  RESULTS.md, forty-fourth
 # session; None: never
 OFF_ROWS_ONE_WAVE: float | None = 0.75
-# ... also where the off-rows clusters would take the 128-wide tiles (measured behind, above)
-OFF_ROWS_ONE_WAVE_OVER_CLUSTERS = False
 FEW_STAGES_K = (4, 4)  # K of at most 4 64-wide steps: the cooperative tiles on 4 stages (choose_config)
 # 16-bit products whose 128-wide stream-K tiles run from MID_WAVES[0] to MID_WAVES[1] waves take
 # 128 x MID_TILE[0] tiles on MID_TILE[1] stages where those pad no more columns, or a few more
@@ -224,7 +222,9 @@ SWAP_WIDE_PRICED = True
 # ... on 2 x 1 clusters (cluster_m = 2: a tile column's two CTAs multicast their B, the rows of A,
 # whose offsets from 128-byte lines held these products back): on four narrow-M products with
 # A's and B's rows off 128 bytes, 0.64-0.73 of cuBLAS on single CTAs against 0.77-0.88 on the
-# clusters (RESULTS.md, thirty-eighth session); 1: single CTAs
+# clusters (RESULTS.md, thirty-eighth session); 1: single CTAs.  (A copy of A into rows padded to
+# 128 bytes instead gained as much on single CTAs, 0.76-0.86, and lost 0.01-0.06 on the clusters:
+# not kept, thirty-eighth session)
 SWAP_WIDE_CLUSTER_M = 2
 # ... only where A's rows are off 32-byte sectors (K an odd multiple of 8 in a contiguous 16-bit A:
 # the transposed product's ``b_rows_off``).  With A's rows on sectors the clusters trailed single
@@ -255,12 +255,6 @@ SWAP_WIDE_CHUNKED: tuple[tuple[int, int, int], ...] = ((288, 4, 48),)
 # (3408x1328x3880 0.76 -> 0.51, 3416x1304x13240 0.64 -> 0.54), and where the direct product ran one
 # wave already (808x4144x10352, 128 x 256: 0.84 -> 0.78); None: never
 SWAP_ONE_WAVE_WIDE: tuple[int, int] | None = (288, 3)
-# The transposed product may copy a row-major A (its B, read K-major) into rows padded to 128
-# bytes where A's rows are off 128 bytes and N has at least this many columns (``pads_a_for_swap``;
-# the copy moves 4 M K bytes, about 400 / N of the product's time).  On single CTAs it took six
-# narrow-M products from 0.64-0.73 of cuBLAS to 0.76-0.86, but the 2 x 1 clusters above gain as
-# much without the copy and lose 0.01-0.06 with it (RESULTS.md, thirty-eighth session); None: never
-SWAP_PAD_A_MIN_N: int | None = None
 SK_OVERHEAD = (1.2, 1.6)
 # ... over at most this many static waves, the config's and the cheapest width's (4 until the
 # twenty-seventh session: then, e.g., 12 waves of 128-wide tiles stayed where 8 of 192 were 0.15
@@ -363,11 +357,6 @@ SPLIT_K_192: tuple[int, int] | None = (128, 2)
 CLUSTER_TAIL_SK: tuple[float, int] | None = (0.9, 32)
 # ... and on the thin pingpong tiles (THIN_TILE) where they run stream-K (_split_k)
 SPLIT_K_THIN = True
-# ... and stream-K over QUAD_SK's 2 x 2 blocks with the owner fix-up (blocks split fewer than four
-# ways) as split-K over them, where the clusters a wave holds take two or more a block
-# (quad_streamk).  Off: ahead on six of six chosen products, then level on 16 sizes drawn after it
-# (4 ahead, 4 behind by 0.02-0.04, 8 within 0.01; RESULTS.md, forty-eighth session)
-QUAD_SPLIT_K = False
 # 16-bit products that the heuristic runs as stream-K with the spread fix-up on at most this many
 # 128 x 128 tiles, one CTA each (a tile split tens of ways over a long K): halves of those tiles,
 # 128 x 64, on 1 x 2 clusters that multicast A (_paired_halves; RESULTS.md, forty-ninth session);
@@ -403,19 +392,17 @@ HALF_WAVE_ALONG_M = True
 # rules on 8 sizes drawn after, 0.73 -> 0.81 / 0.74 -> 0.82, behind only on 4232x480x2088 (0.65 ->
 # 0.61): the two sizes behind, of 21 us products, are below the work floor; None: never
 B_K_MAJOR: tuple[int, int, int, float] | None = (640, 4096, 2048, 5e9)
-# ... also where B's rows lie on 64-byte lines and the product on the copy would run tiles of the
-# width it runs in place (``k_major_copy_config``)?  Not by default: such rows read in place at
-# 0.92-0.95 of cuBLAS on 4200x480x5760 (128 wide either way), where the copy made it 0.79-0.83
-# (RESULTS.md, thirty-seventh session); where the copy's tiles are narrower (5000x416x6000: 160 in
-# place, 144 on the copy) it still pays (0.83 -> 0.97); on five sizes drawn where this decides,
-# level (geomean fp16 0.79 -> 0.80, bf16 0.785 -> 0.787; per size -0.05..+0.04)
-K_MAJOR_SAME_WIDTH_ON_64 = False
-# ... also where the heuristic puts the product in place on clusters (the off-rows rules' 2-CTA or
-# 2 x 2 clusters, whose multicasts halve B's loads)?  Not by default: on ten sizes drawn where it
-# decides (fp16 and bf16, the copy's config 128-256 wide, one CTA a tile), the copy was behind the
-# clusters in 13 of 20 runs by 0.03-0.16 (4976x328x9864 0.85 -> 0.74, 7232x456x2816 1.06 -> 0.99),
-# level in 5, ahead by 0.01-0.02 in two (RESULTS.md, forty-fourth session)
-B_K_MAJOR_OVER_CLUSTERS = False
+# Not where B's rows lie on 64-byte lines and the product on the copy would run tiles of the width
+# it runs in place (``k_major_copy_config``): such rows read in place at 0.92-0.95 of cuBLAS on
+# 4200x480x5760 (128 wide either way), where the copy made it 0.79-0.83 (RESULTS.md,
+# thirty-seventh session); where the copy's tiles are narrower (5000x416x6000: 160 in place, 144
+# on the copy) it still pays (0.83 -> 0.97); on five sizes drawn where the width decides, copying
+# anyway was level (geomean fp16 0.79 -> 0.80, bf16 0.785 -> 0.787; per size -0.05..+0.04).  Not
+# where the heuristic puts the product in place on clusters (the off-rows rules' 2-CTA or 2 x 2
+# clusters, whose multicasts halve B's loads) unless the copy runs wide tiles (below): on ten sizes
+# drawn there (fp16 and bf16, the copy's config 128-256 wide, one CTA a tile), the copy was behind
+# the clusters in 13 of 20 runs by 0.03-0.16 (4976x328x9864 0.85 -> 0.74, 7232x456x2816 1.06 ->
+# 0.99), level in 5, ahead by 0.01-0.02 in two (RESULTS.md, forty-fourth session)
 # ... but over those clusters wherever the product on the copy runs wide tiles (``WIDE_TILES``, one
 # tile column over N of 257-320 where the clusters' 128-wide tiles pad N to 384, two over N up to
 # 640)?  Yes: on 13 sizes drawn where it decides, ahead in 21 of 21 runs (fp16 and bf16) by
@@ -760,8 +747,7 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
             cfg = wide
         elif (one_wave and OFF_ROWS_ONE_WAVE is not None and OFF_ROWS_ONE_WAVE * sms <= _tiles(m, n, 128) <= sms
               and _tiles(m, n, OFF_ROWS_WIDTH) <= sms
-              and (OFF_ROWS_ONE_WAVE_OVER_CLUSTERS
-                   or _off_rows_clusters(cfg, m, n, k, sms, OFF_ROWS_CLUSTER_MARGIN[0], on_sectors=False) == cfg)):
+              and _off_rows_clusters(cfg, m, n, k, sms, OFF_ROWS_CLUSTER_MARGIN[0], on_sectors=False) == cfg):
             return wide  # one wave either way: the wider tiles, on single CTAs (not the clusters below)
     if not (explicit or shared) and kind in ("float16", "bfloat16"):
         deep = _deep_split(cfg, m, n, k, sms, b_rows_off or b_rows_off_128)
@@ -1318,25 +1304,6 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
     return swapped.replace(epilogue="columns")
 
 
-def pads_a_for_swap(a_parts, n: int, a_rows_off_128: bool) -> bool:
-    """Whether ``gemm_parts``, running a product of ``n`` columns transposed, first copies its A
-    parts into rows padded to 128 bytes (``SWAP_PAD_A_MIN_N``): every part row-major (rows of K,
-    which the transposed product reads K-major) and their rows, as ``rows_flags`` says
-    (``a_rows_off_128``), not all on 128-byte lines.  Shapes and strides only.
-
-    >>> import types
-    >>> a = types.SimpleNamespace(shape=(536, 9736), strides=(19472, 2), itemsize=2)
-    >>> pads_a_for_swap([a], 7160, True)  # off by default
-    False
-    >>> from unittest import mock
-    >>> with mock.patch(f"{__name__}.SWAP_PAD_A_MIN_N", 4096):
-    ...     pads_a_for_swap([a], 7160, True), pads_a_for_swap([a], 2048, True), pads_a_for_swap([a], 7160, False)
-    (True, False, False)
-    """
-    return (SWAP_PAD_A_MIN_N is not None and a_rows_off_128 and n >= SWAP_PAD_A_MIN_N
-            and all(a_p.strides[1] == a_p.itemsize for a_p in a_parts if a_p.shape[1]))
-
-
 def b_rows_off(b_parts, boundary: int = 32) -> bool:
     """Whether the Hopper kernel would read a 16-bit B (K_p × N parts) in place with rows that do
     not all start on ``boundary``-byte boundaries (32: sectors; 128: lines): the rows of N of a
@@ -1402,13 +1369,13 @@ def copies_b_k_major(b_parts, m: int, n: int, config: HopperConfig, sms: int,
                      a_rows_off_128: bool = False) -> bool:
     """Whether ``gemm_parts`` copies these 16-bit B parts (K_p × N) K-major before a product of
     ``m`` rows for which the heuristic picked ``config`` on the parts in place (``B_K_MAJOR``): one
-    CTA per tile (on clusters only where the copy's tiles are wide, ``B_K_MAJOR_WIDE_OVER_CLUSTERS``,
-    or wherever with ``B_K_MAJOR_OVER_CLUSTERS``), at most ``B_K_MAJOR[0]`` columns,
+    CTA per tile (on clusters only where the copy's tiles are wide, ``B_K_MAJOR_WIDE_OVER_CLUSTERS``),
+    at most ``B_K_MAJOR[0]`` columns,
     at least ``B_K_MAJOR[1]`` rows, K (the parts' together) at least ``B_K_MAJOR[2]``, ``m * n * K``
     at least ``B_K_MAJOR[3]``, and every part read in place as a row-major B (MN-major) whose rows
     do not all start on 128-byte lines; where they all start on 64-byte lines, only if the product
     on the copy (``k_major_copy_config`` on ``sms`` SMs, A's rows as ``a_rows_off_128``
-    says) runs tiles of another width (``K_MAJOR_SAME_WIDTH_ON_64``).  Shapes and strides only.
+    says) runs tiles of another width.  Shapes and strides only.
 
     >>> import types
     >>> b = types.SimpleNamespace(shape=(2616, 624), strides=(1248, 2), itemsize=2,
@@ -1424,7 +1391,7 @@ def copies_b_k_major(b_parts, m: int, n: int, config: HopperConfig, sms: int,
     False
     """
     k = sum(b.shape[0] for b in b_parts)
-    wide_only = config.cluster_size > 1 and not B_K_MAJOR_OVER_CLUSTERS  # over clusters: wide tiles only
+    wide_only = config.cluster_size > 1  # over clusters: wide tiles only
     if (not B_K_MAJOR or (wide_only and not B_K_MAJOR_WIDE_OVER_CLUSTERS)
             or n > B_K_MAJOR[0] or m < B_K_MAJOR[1] or k < B_K_MAJOR[2]
             or m * n * k < B_K_MAJOR[3] or any(b.itemsize != 2 for b in b_parts)):
@@ -1439,8 +1406,7 @@ def copies_b_k_major(b_parts, m: int, n: int, config: HopperConfig, sms: int,
         return False
     if wide_only:
         return k_major_copy_config(m, n, k, config.input, sms, a_rows_off_128).tile_n in WIDE_TILE_NS
-    return (off_64 or K_MAJOR_SAME_WIDTH_ON_64
-            or k_major_copy_config(m, n, k, config.input, sms, a_rows_off_128).tile_n != config.tile_n)
+    return off_64 or k_major_copy_config(m, n, k, config.input, sms, a_rows_off_128).tile_n != config.tile_n
 
 
 def k_major_copy_config(m: int, n: int, k: int, kind: str, sms: int, a_rows_off_128: bool = False) -> HopperConfig:
@@ -1785,12 +1751,12 @@ def quad_streamk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperC
     """``cfg`` as stream-K over 2 x 2 blocks of its tiles and the 4-CTA clusters one wave holds,
     with the fix-up ``fit_policy`` would pick for blocks on clusters: "spread" where each block is
     split four or more ways (every block then takes the same whole number of clusters:
-    ``plan_launch``), else "owner", and then, under ``QUAD_SPLIT_K`` (off), split-K where the
-    clusters hold two or more a block (``sk_ways``: 8-15 blocks on an H200's 30 clusters).  On the
-    H200 (RESULTS.md, forty-eighth session, fp16 × cuBLAS) split-K against stream-K over such blocks
-    led on six chosen products (984x480x7632, 8 blocks, 0.78 -> 0.89; 272x1616x7952, 14 blocks, 0.67
-    -> 0.69), then on 16 sizes drawn as a user types them was level: 4 runs ahead by 0.02-0.08
-    (1672x480x4296 0.75 -> 0.83), 4 behind by 0.02-0.04 (1480x424x7704 1.33 -> 1.29), 8 within 0.01.
+    ``plan_launch``), else "owner".  Split-K over the blocks where the clusters hold two or more a
+    block (``sk_ways``: 8-15 blocks on an H200's 30 clusters) was tried and not kept: on the H200
+    (RESULTS.md, forty-eighth session, fp16 × cuBLAS) it led stream-K over such blocks on six chosen
+    products (984x480x7632, 8 blocks, 0.78 -> 0.89; 272x1616x7952, 14 blocks, 0.67 -> 0.69), then
+    on 16 sizes drawn as a user types them was level: 4 runs ahead by 0.02-0.08 (1672x480x4296 0.75
+    -> 0.83), 4 behind by 0.02-0.04 (1480x424x7704 1.33 -> 1.29), 8 within 0.01.
 
     >>> quad_streamk(HopperConfig(tile_n=128), 256, 256, 65536, 132).sk_reduce  # 1 block, 30 ways
     'spread'
@@ -1799,9 +1765,8 @@ def quad_streamk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperC
     ('streamk', 2, 2, 'owner', 0)
     """
     rows, cols, k_iters = schedule.tile_grid(m, n, k, cfg.tile_m, cfg.tile_n, cfg.tile_k)
-    blocks, spread = _quad_blocks(rows, cols, k_iters, sms)
-    ways = quad_clusters(sms) // blocks if QUAD_SPLIT_K and not spread else 0
-    return cfg.replace(policy="streamk", cluster_m=2, cluster_n=2, sk_waves=1, sk_ways=ways if ways >= 2 else 0,
+    _, spread = _quad_blocks(rows, cols, k_iters, sms)
+    return cfg.replace(policy="streamk", cluster_m=2, cluster_n=2, sk_waves=1, sk_ways=0,
                        sk_reduce="spread" if spread else "owner")
 
 

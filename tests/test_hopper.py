@@ -1619,7 +1619,6 @@ def test_wide_tile_where_gemm_runs_the_transpose(kind, m, n, k, width, monkeypat
     monkeypatch.setattr(hopper_heuristic, "_swap_config", lambda *a: taken.append(real(*a)) or taken[-1])
     clusters = 2 if k % 16 else 1
     _check(m, n, k, kind, None, seed=m + n)
-    # (picked again on A's padded copy where A's rows are off 128 bytes: ``pads_a_for_swap``)
     assert {(c.tile_n, c.epilogue, c.cluster_m) for c in taken} == {(width, "columns", clusters)}
     taken.clear()
     if clusters == 2:
@@ -1676,24 +1675,6 @@ def test_transposed_wide_tile_columns_in_chunks(kind, m, n, k, monkeypatch):
             assert {(c.tile_n, c.stages, c.out_cols) for c in taken} == {(288, *chunked)}
 
 
-def test_pads_a_for_swap_rule(monkeypatch):
-    """``pads_a_for_swap`` (off by default): row-major A parts whose rows are off 128 bytes under
-    at least ``SWAP_PAD_A_MIN_N`` columns; not a column-major A (the transposed product reads it MN-major),
-    not where the rows are on 128-byte lines, not with the rule off.  The flag is ``rows_flags``'."""
-    monkeypatch.setattr(hopper_heuristic, "SWAP_PAD_A_MIN_N", 4096)  # off by default: the rule as it would run
-    row_major = FakeArray((536, 4200), (8400, 2))
-    flags = hopper.rows_flags([row_major], [FakeArray((4200, 7160), (14320, 2))])
-    assert flags["a_rows_off_128"]
-    assert hopper_heuristic.pads_a_for_swap([row_major], 7160, flags["a_rows_off_128"])
-    assert hopper_heuristic.pads_a_for_swap([row_major, FakeArray((536, 0), (0, 2))], 7160, True)  # empty parts skipped
-    assert not hopper_heuristic.pads_a_for_swap([row_major], hopper_heuristic.SWAP_PAD_A_MIN_N - 8, True)
-    assert not hopper_heuristic.pads_a_for_swap([FakeArray((536, 4200), (2, 1072))], 7160, True)  # column-major
-    assert not hopper.rows_flags([FakeArray((536, 4224), (8448, 2))], [FakeArray((4224, 7160), (14320, 2))])[
-        "a_rows_off_128"]
-    monkeypatch.setattr(hopper_heuristic, "SWAP_PAD_A_MIN_N", None)
-    assert not hopper_heuristic.pads_a_for_swap([row_major], 7160, True)
-
-
 def _random_parts(m, n, ks, seed):
     """float16 K parts (M x K_p of A, K_p x N of B, one pair per K_p of ``ks``) and their summed
     product in float64."""
@@ -1705,51 +1686,6 @@ def _random_parts(m, n, ks, seed):
         a_parts.append(a), b_parts.append(b)
         ref = ref + a64 @ b64
     return a_parts, b_parts, ref
-
-
-@pytest.fixture
-def a_pads(monkeypatch):
-    """The shapes of every operand ``gemm_parts`` copies into padded rows (``_padded_copy``), in
-    order: where the transposed product reads its operands in place, only A's parts."""
-    real, taken = hopper._padded_copy, []
-    monkeypatch.setattr(hopper, "_padded_copy", lambda cp_, src, row: taken.append(src.shape) or real(cp_, src, row))
-    return taken
-
-
-@pytest.mark.gpu
-@needs_sm90
-@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
-@pytest.mark.parametrize("m,n,k", [(536, 7160, 4200), (280, 12104, 4504)])
-def test_transposed_product_pads_a(kind, m, n, k, monkeypatch, launched, a_pads):
-    """A narrow M over a row-major A whose rows are off 128 bytes, which ``gemm_parts`` runs as
-    B^T A^T: A copied into padded rows first (``pads_a_for_swap``), the transposed product's
-    columns epilogue, and the right product (poisoned output); with ``SWAP_PAD_A_MIN_N`` off, A
-    read in place and the same product."""
-    if hopper.device_sms() != 132:
-        pytest.skip("the shapes are picked where gemm runs the transpose on 132 SMs")
-    monkeypatch.setattr(hopper_heuristic, "SWAP_PAD_A_MIN_N", 4096)  # the rule is off by default
-    _check(m, n, k, kind, None, seed=m + k)
-    assert a_pads == [(m, k)]
-    assert [c.epilogue for c in launched] == ["columns"]
-    a_pads.clear()
-    launched.clear()
-    monkeypatch.setattr(hopper_heuristic, "SWAP_PAD_A_MIN_N", None)
-    _check(m, n, k, kind, None, seed=m + k + 1)
-    assert not a_pads and [c.epilogue for c in launched] == ["columns"]
-
-
-@pytest.mark.gpu
-@needs_sm90
-def test_transposed_product_pads_a_in_parts(a_pads, monkeypatch):
-    """Each non-empty K part of such an A is padded; the parts still add up."""
-    monkeypatch.setattr(hopper_heuristic, "SWAP_PAD_A_MIN_N", 4096)
-    m, n, ks = 536, 7160, (2104, 0, 2096)
-    a_parts, b_parts, ref = _random_parts(m, n, ks, seed=12)
-    out = poisoned((m, n), "float16")
-    hopper.gemm_parts(a_parts, b_parts, out=out)
-    if hopper.device_sms() == 132:
-        assert a_pads == [(m, k) for k in ks if k]
-    check_product(as_float64(out), ref, BOUNDS["float16"], f"{m}x{n} parts {ks}")
 
 
 @pytest.mark.gpu

@@ -300,10 +300,8 @@ def test_heuristic_quad_streamk_below_a_wave(dtype, monkeypatch):
         for off in ("a_rows_off_128", "b_rows_off_128", "b_rows_off"):
             cfg = hopper.choose_config(*shape, dtype, 132, **{off: True})
             assert (cfg.cluster_m, cfg.cluster_n, cfg.sk_ways) == (2, 2, 0), off
-    # QUAD_SPLIT_K (off by default): split-K over the blocks where the clusters hold two or more each
-    monkeypatch.setattr(hopper_heuristic, "QUAD_SPLIT_K", True)
-    assert hopper_heuristic.quad_streamk(HopperConfig(tile_n=128), 984, 480, 7632, 132).sk_ways == 3  # 8 blocks
-    assert hopper_heuristic.quad_streamk(HopperConfig(tile_n=128), 1024, 1024, 16384, 132).sk_ways == 0  # 16 blocks
+    # stream-K over the blocks, not split-K, where the clusters would hold two or more each (8 blocks)
+    assert hopper_heuristic.quad_streamk(HopperConfig(tile_n=128), 984, 480, 7632, 132).sk_ways == 0
     for shape in [(896, 896, 16384), (512, 512, 32768), (256, 1024, 32768), (1024, 1024, 2048),
                   (3064, 576, 5584), (1408, 1536, 16384), (896, 2432, 8192), (128, 256, 131072),
                   (520, 1088, 23368)]:
@@ -603,9 +601,6 @@ def test_heuristic_b_rows_off_one_wave_takes_wider_tiles(dtype, monkeypatch):
             mp.setattr(hopper_heuristic, "OFF_ROWS_ONE_WAVE", None)
             assert pick(*shape).tile_n == 128, shape
     assert pick(1888, 968, 3072).cluster_m == 2  # the clusters take the 128-wide tiles: kept
-    with monkeypatch.context() as mp:
-        mp.setattr(hopper_heuristic, "OFF_ROWS_ONE_WAVE_OVER_CLUSTERS", True)
-        assert (pick(1888, 968, 3072).tile_n, pick(1888, 968, 3072).cluster_size) == (192, 1)
     assert pick(592, 3288, 8104, tile_n=128).tile_n == 128  # an explicit width
     assert hopper.choose_config(592, 3288, 8104, dtype, 132, b_rows_off_128=True).tile_n == 128  # on sectors
     # the share of a wave: 128 x 128 tiles of 5 rows and 26 columns (130) against fewer columns
@@ -829,8 +824,7 @@ def test_copies_b_k_major_where_measured(monkeypatch):
     """``copies_b_k_major``: a 16-bit row-major B read in place with rows off 128-byte lines, at most
     ``B_K_MAJOR[0]`` columns, at least ``B_K_MAJOR[1]`` rows of A and ``B_K_MAJOR[2]`` of K,
     ``B_K_MAJOR[3]`` of M x N x K, the heuristic on one CTA per tile (on clusters where the copy's
-    tiles are wide, ``B_K_MAJOR_WIDE_OVER_CLUSTERS``, or wherever with
-    ``B_K_MAJOR_OVER_CLUSTERS``); not a K-major B, rows on 128 bytes, a B copied anyway (rows off
+    tiles are wide, ``B_K_MAJOR_WIDE_OVER_CLUSTERS``); not a K-major B, rows on 128 bytes, a B copied anyway (rows off
     16 bytes), 4-byte elements, clusters, or with the rule off."""
     def b(k, n, ld=None, ptr=0x10000, item=2, k_major=False):
         if k_major:
@@ -868,10 +862,6 @@ def test_copies_b_k_major_where_measured(monkeypatch):
         mp.setattr(hopper_heuristic, "B_K_MAJOR_WIDE_OVER_CLUSTERS", False)
         assert not copies([b(2616, 624)], 8344, 624, clusters)
         assert copies([b(2616, 624)], 8344, 624)  # one CTA a tile: as before
-    with monkeypatch.context() as mp:  # clusters as well, where asked
-        mp.setattr(hopper_heuristic, "B_K_MAJOR_OVER_CLUSTERS", True)
-        assert copies([b(2616, 624)], big_m, 624, one.replace(tile_n=128, cluster_m=2))
-        assert not copies([b(2616, 640)], big_m, 640, one.replace(tile_n=128, cluster_m=2))
     work = hopper_heuristic.B_K_MAJOR[3]
     assert copies([b(2616, 312)], -(-work // (2616 * 312)), 312)  # the work floor
     assert not copies([b(2616, 312)], -(-work // (2616 * 312)) - 8, 312)
@@ -892,10 +882,8 @@ def test_copies_b_k_major_where_measured(monkeypatch):
     assert not gemm_copies(13984, 464, 14960)  # 2 x 2 clusters
     assert gemm_copies(5000, 416, 6000) and not gemm_copies(4200, 480, 5760)  # rows on 64 bytes
     assert swap_pick(4200, 480, 5760, "float16")[1].cluster_m == 2  # one wave: ONE_WAVE_SWAP
-    monkeypatch.setattr(hopper_heuristic, "K_MAJOR_SAME_WIDTH_ON_64", True)
-    assert copies([b(5760, 480)], 4200, 480, on_64) and not gemm_copies(4200, 480, 5760)  # transposed
     monkeypatch.setattr(hopper_heuristic, "ONE_WAVE_SWAP", None)
-    assert gemm_copies(4200, 480, 5760)
+    assert not gemm_copies(4200, 480, 5760)  # rows on 64 bytes, 128 wide either way: in place
     monkeypatch.setattr(hopper_heuristic, "B_K_MAJOR", None)
     assert not copies([b(2616, 624)], big_m, 624)
     assert not gemm_copies(15024, 288, 15168)
