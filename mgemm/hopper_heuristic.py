@@ -485,6 +485,36 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
                   one_wave: bool = True) -> HopperConfig:
     """Tile width and policy for an ``m × n × k`` product on ``sms`` SMs.  Pure and deterministic.
 
+    The rules, in the order they apply (from the fourth on, most for 16-bit inputs only; a given
+    ``tile_n`` stops after the third; ``shared``, the dynamic policy, skips the fuller waves of
+    the fifth and the sixth to the tenth); the paragraphs below give each one's measurements:
+
+    1. at most 64 rows or columns: pingpong 64 x 64 tiles (``THIN_TILE``, ``_thin_config``), split-K
+       where stream-K would split them (``_split_k``), unless it would split each eight or more
+       ways (then the rules below);
+    2. 128 or 256 wide by the waves their tiles fill and K (``WIDE_WAVE_FILL``, ``SHORT_K``), the
+       stages for the shortest K (``FEW_STAGES_K``), the epilogue by K (``TMA_STORE_K``);
+    3. static or stream-K by the last wave (``fit_policy``);
+    4. few tiles over short K: the thin tile again (``FEW_TILES_THIN``);
+    5. just past a wave of 128-wide stream-K tiles, 192 wide (``_mid_tile_pays``); then fuller or
+       cheaper static waves of another width (``_fill_waves``, ``_cheapest_waves``);
+    6. B's rows off 32-byte sectors: 192 wide in place of static 128 (``OFF_ROWS_WIDTH``,
+       ``OFF_ROWS_ONE_WAVE``);
+    7. deep K over few 256-wide tiles: split-K on them (``_deep_split``), final;
+    8. 128-wide tiles below 0.75 of a wave over long K: stream-K on 2 x 2 clusters
+       (``_quad_streamk_pays``, ``quad_streamk``), final;
+    9. B's rows off 128-byte lines: static 2-CTA clusters (``_off_rows_clusters``), 2 x 2 where
+       A's are too (``_off_rows_blocks``), stream-K over a many-wave tail (``_many_waves``);
+    10. one wave of static 128 x 128 tiles: split-K on 192-wide ones (``_split_k_192``); two to
+        four CTAs a stream-K tile: split-K (``_split_k``); static clusters with a short last
+        wave over long K: stream-K over their last two waves (``_cluster_tail_sk``); one or two
+        spread tiles: their halves on 1 x 2 clusters (``_paired_halves``); static 128 x 128 tiles
+        of at most half a wave: 128 x 64 halves (``_half_wave_halves``);
+    11. 192 wide becomes 160 where that takes as many tile columns (``_same_columns_160``).
+
+    What ``gemm_parts`` then does with the config (a K-major copy of B, two launches over bands of
+    rows, the transposed product) is ``route``'s.
+
     The tile: 128 wide when the 256-wide tiles would fill less than ``WIDE_WAVE_FILL`` of one wave
     of ``sms`` (stream-K would then split every tile and pay a fix-up for each, where the narrow
     tiles fill the SMs whole; from 0.9 of a wave on, the one wave of 256-wide tiles, static, was
