@@ -1263,3 +1263,40 @@ def test_tail_split_rule():
         assert not rest.pingpong
         assert ratio > 0
     assert seen > 50
+
+
+@pytest.mark.parametrize("sms", [132, 78, 16, 1])
+def test_every_pick_is_a_config_the_kernel_can_launch(sms):
+    """On sizes from 1 to 70000 each way, every input kind, row flags and SM counts, the heuristic
+    gives a config that validates (``HopperConfig`` refuses what the kernel cannot run, shared
+    memory past the limit included) and has a launch plan; and on sizes as a user types them (multiples of 8, 256 to
+    16384), ``gemm_parts``' route over contiguous row-major operands (a copy of B, two bands of
+    rows, the transposed product) launches such configs too."""
+    def launchable(cfg, m, n, k, what):
+        assert hopper.plan_launch(cfg, m, n, k, sms).grid >= 1, (what, cfg)
+
+    rng = np.random.default_rng(sms)
+    for _ in range(150):
+        m, n, k = (max(1, int(np.exp(rng.uniform(0, np.log(70000))))) for _ in range(3))
+        for dtype in ("float16", "bfloat16", "float32"):
+            for flags in ({}, dict(b_rows_off_128=True), dict(b_rows_off=True, b_rows_off_128=True),
+                          dict(b_rows_off_128=True, a_rows_off_128=True)):
+                cfg = hopper.choose_config(m, n, k, dtype, sms, allow_tf32=True, **flags)
+                launchable(cfg, m, n, k, (m, n, k, dtype, flags))
+    routes = set()
+    for _ in range(300):
+        m, n, k = (8 * int(np.exp(rng.uniform(np.log(32), np.log(2048)))) for _ in range(3))
+        a, b, out = FakeArray((m, k), (2 * k, 2)), FakeArray((k, n), (2 * n, 2)), FakeArray((m, n), (2 * n, 2))
+        flags = hopper.rows_flags([a], [b])
+        direct = hopper.choose_config(m, n, k, "float16", sms, **flags)
+        way = hopper_heuristic.route([a], [b], out, direct, m, n, k, "float16", sms, flags)
+        routes.add(way.how)
+        if way.how == "split":
+            launchable(way.config, way.m1, n, k, (m, n, k, way))
+            launchable(way.rest, m - way.m1, n, k, (m, n, k, way))
+        elif way.how == "copy":
+            launchable(hopper_heuristic.k_major_copy_config(m, n, k, "float16", sms, flags["a_rows_off_128"]),
+                       m, n, k, (m, n, k, way))
+        else:
+            launchable(way.config, *((n, m) if way.how == "swap" else (m, n)), k, (m, n, k, way))
+    assert {"one", "swap"} <= routes and len(routes) >= 3, routes  # and a copy or two bands
