@@ -226,7 +226,7 @@ class Plan:
         width = max(b - a for a, b in map(self.block_cols, range(len(self.blocks))))
         name_w = max(6, *(len(w.name) for w in self.workers))
         lines = [f"M={p.m} N={p.n} K={p.k}  dtype {p.itemsize} bytes  blocks {gm}x{gn} "
-                 f"(up to {size}x{width}, K in {len(p.k_chunks)} chunks)  "
+                 f"(up to {size}x{width}, K in {len(p.k_chunks)} chunk{'s' if len(p.k_chunks) > 1 else ''})  "
                  f"workers {len(self.workers)}  makespan {self.makespan:.4g} s",
                  f"{'worker':<{name_w}}  blocks  parts      GFLOP    fetched  predicted s  "
                  f"(max(compute, fetch) + fix-up)  memory peak"]
