@@ -225,8 +225,9 @@ class Plan:
         size = max(b - a for a, b in map(self.block_rows, range(len(self.blocks))))
         width = max(b - a for a, b in map(self.block_cols, range(len(self.blocks))))
         name_w = max(6, *(len(w.name) for w in self.workers))
+        k_chunks = f"{len(p.k_chunks)} chunk" + ("s" if len(p.k_chunks) > 1 else "")
         lines = [f"M={p.m} N={p.n} K={p.k}  dtype {p.itemsize} bytes  blocks {gm}x{gn} "
-                 f"(up to {size}x{width}, K in {len(p.k_chunks)} chunk{'s' if len(p.k_chunks) > 1 else ''})  "
+                 f"(up to {size}x{width}, K in {k_chunks})  "
                  f"workers {len(self.workers)}  makespan {self.makespan:.4g} s",
                  f"{'worker':<{name_w}}  blocks  parts      GFLOP    fetched  predicted s  "
                  f"(max(compute, fetch) + fix-up)  memory peak"]
