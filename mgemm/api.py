@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import uuid
 from typing import Any
 
 import dask.array as da
@@ -233,21 +234,44 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
     b = _to_dask(b, ("auto", target[1]))
     a, b = _align(a, b, target, len(workers))
     problem = Problem(tuple(a.chunks[0]), tuple(b.chunks[1]), tuple(a.chunks[1]), itemsize)
-    if client is not None:
-        locations = _locations(a, b, who) if (a is a0 and b is b0) else None
+    if client is not None:  # a rechunked operand's chunks are held nowhere yet: left out
+        locations = _locations(a, b, who)
     plan = make_plan(problem, workers, block_size=target, split=opts["split"],
                      locations=locations)
     if plan_log.isEnabledFor(logging.DEBUG):
         plan_log.debug("%s", _PlanTable(plan))
-    if c is not None:
-        c = _to_dask(c, (a.chunks[0], b.chunks[1]))
+    if client is not None:  # NumPy or CuPy operands: each chunk to the worker that reads it first
+        a, b, c, who = _scatter_arrays(client, plan, a0, a, b0, b, c, who)
+    elif c is not None:
+        c = _to_dask(c, graph.out_chunks(plan))
     placement = client is not None
     # the prefetch asks the placement plugin's scheduler side: only where it could be installed
-    if placement and install_placement(client, ident.get("id")) and locations:
+    if placement and install_placement(client, ident.get("id")) and who:
         prefetch(client, _first_remote_inputs(plan, a, b, who, cluster_module.PREFETCH_BLOCKS))
     return graph.build(a, b, plan, c=c, alpha=alpha, beta=beta, engine=engine,
                        out_dtype=out_dtype, allow_tf32=opts["allow_tf32"],
                        emulate=opts["emulate_fp32"], tune=opts["tune"], placement=placement)
+
+
+def _scatter_arrays(client: Any, plan: Any, a0: Any, a: da.Array, b0: Any, b: da.Array, c: Any,
+                    who: dict) -> tuple:
+    """The operands that are not Dask arrays (``a0``, ``b0``, ``c``) sent to the workers now, in
+    ``a``'s and ``b``'s chunks and the output's blocks, each chunk to the worker whose task reads it
+    first (``graph.first_readers``); ``who`` with where they went added."""
+    first = graph.first_readers(plan)
+    who = dict(who)
+    out = []
+    for x, chunks, kind in ((a0, a.chunks, "a"), (b0, b.chunks, "b"),
+                            (c, graph.out_chunks(plan), "c")):
+        if x is None or isinstance(x, da.Array):
+            out.append(x)
+            continue
+        name = f"mgemm-input-{kind}-{uuid.uuid4().hex}"
+        out.append(cluster_module.scatter(client, x, chunks, name,
+                                          lambda index, kind=kind: first.get((kind, *index))))
+        who.update(((name, *key[1:]), [worker]) for key, worker in first.items() if key[0] == kind)
+    a_out, b_out, c_out = out
+    return (a if a_out is a0 else a_out), (b if b_out is b0 else b_out), c_out, who
 
 
 class _PlanTable:

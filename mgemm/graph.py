@@ -74,6 +74,28 @@ def input_keys(a_name: str, b_name: str, blk: Any, k0: int, k1: int) -> tuple[tu
     return (blk.i1 - blk.i0, k1 - k0, blk.j1 - blk.j0), keys
 
 
+def first_readers(plan: Plan) -> dict:
+    """Where each chunk a product reads is needed first: the planner's chunk keys ``("a", i, k)``
+    and ``("b", k, j)``, and ``("c", bi, bj)`` for C's part of output block (bi, bj), each → the
+    worker whose task reads it first in the plan's order (for C: the worker that finishes the
+    block, ``plan.fixup``'s for a split one)."""
+    bi_of = {edge: i for i, edge in enumerate(row_edges_chunks(plan))}
+    bj_of = {edge: j for j, edge in enumerate(col_edges_chunks(plan))}
+    first: dict = {}
+    for w in sorted(plan.work, key=lambda w: (w.seq, w.worker)):
+        blk = plan.blocks[w.block]
+        for key in input_keys("a", "b", blk, w.k0, w.k1)[1]:
+            first.setdefault(key, w.worker)
+        first.setdefault(("c", bi_of[blk.i0], bj_of[blk.j0]), plan.fixup.get(w.block, w.worker))
+    return first
+
+
+def out_chunks(plan: Plan) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The output's chunks: one per block row and block column of ``plan``."""
+    row_edges, col_edges = block_grid(plan)
+    return tuple(np.diff(row_edges).tolist()), tuple(np.diff(col_edges).tolist())
+
+
 def _fixup_task(partials: list, c: Any, alpha: float, beta: float) -> Any:
     """Worker side: add the partials of a split block in plan order, then scale and add C."""
     xp = _array_module(partials[0])
@@ -123,14 +145,13 @@ def build(a: da.Array, b: da.Array, plan: Plan, *, c: da.Array | None = None, al
     if (tuple(a.chunks[0]), tuple(b.chunks[1])) != (tuple(prob.m_chunks), tuple(prob.n_chunks)) \
             or tuple(a.chunks[1]) != tuple(prob.k_chunks) or tuple(b.chunks[0]) != tuple(prob.k_chunks):
         raise ValueError("the plan was made for another chunking of the operands")
-    row_edges, col_edges = block_grid(plan)
-    out_chunks = (tuple(np.diff(row_edges).tolist()), tuple(np.diff(col_edges).tolist()))
+    chunks = out_chunks(plan)
     token = tokenize(a, b, c, alpha, beta, engine, str(out_dtype), allow_tf32, emulate, tune,
                      plan.signature())
     name = BLOCK_PREFIX + token
     part_name = BLOCK_PREFIX + "part-" + token
     if c is not None and beta != 0:
-        c = c.rechunk(out_chunks)
+        c = c.rechunk(chunks)
     else:
         c = None
 
@@ -184,7 +205,7 @@ def build(a: da.Array, b: da.Array, plan: Plan, *, c: da.Array | None = None, al
     deps = [a, b] + ([c] if c is not None else [])
     graph = HighLevelGraph.from_collections(name, layer, dependencies=deps)
     meta = da.utils.meta_from_array(a._meta, ndim=2, dtype=out_dtype)
-    return PlacedArray(graph, name, out_chunks, meta=meta)
+    return PlacedArray(graph, name, chunks, meta=meta)
 
 
 class _PerKey:

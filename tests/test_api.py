@@ -196,3 +196,30 @@ def test_bfloat16_with_float16_gives_float32():
     assert got.dtype == np.float32
     assert_close(got, a.astype(np.float64) @ b.astype(np.float64), np.float32)
     assert mgemm.matmul(a, b.astype(np.float64)).dtype == np.float64
+
+
+def test_numpy_operands_on_a_cluster_go_to_their_readers(client, rng):
+    """On a cluster, NumPy operands are not carried in the graph: each chunk is scattered to a
+    worker whose planned block task reads it (C's part of a block: the task that writes it).
+    The answer is NumPy's."""
+    from distributed import Future
+
+    a, b, c = random(rng, (96, 80), "f8"), random(rng, (80, 64), "f8"), random(rng, (96, 64), "f8")
+    x = da.from_array(a, chunks=(16, 40))
+    out = mgemm.gemm(x, b, c, alpha=2.0, beta=0.5, block_size=16, split="off", client=client)
+    layer = out.dask.layers[out.name]
+    placed = layer.annotations["workers"]
+    readers: dict = {}
+    for key, task in layer.items():
+        for dep in task.dependencies:
+            readers.setdefault(dep, set()).update(placed(key))
+    inputs = {name: lay for name, lay in out.dask.layers.items() if name.startswith("mgemm-input-")}
+    assert sorted(name.split("-")[2] for name in inputs) == ["b", "c"]
+    held = client.who_has([f for lay in inputs.values() for f in lay.values()])
+    for lay in inputs.values():
+        for key, value in lay.items():
+            assert isinstance(value, Future)
+            assert len(held[key]) == 1 and held[key][0] in readers[key], key
+    assert len(set(placed(key)[0] for key in layer)) == 2
+    assert_close(client.compute(out).result(), 2.0 * (a @ b) + 0.5 * c, np.float64)
+    assert_close(mgemm.matmul(a, b, block_size=16, client=client), a @ b, np.float64)
