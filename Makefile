@@ -4,16 +4,18 @@ PYTHON ?= python3
 VENV ?= .venv
 EXTRAS ?= test
 BIN := $(VENV)/bin
+# one stamp per set of extras: `make demo EXTRAS=test,cuda13` after `make demo` installs the CUDA stack
+STAMP := $(VENV)/.installed-$(EXTRAS)
 
 .PHONY: demo test install kernels clean
 
-$(BIN)/mgemm: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]"
 	touch $@
 
-install: $(BIN)/mgemm
+install: $(STAMP)
 
 demo: install
 	$(BIN)/mgemm demo

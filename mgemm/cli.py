@@ -7,9 +7,10 @@ Every mgemm option is a flag with the same name as its keyword (``--engine``, ``
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 import click
 import numpy as np
@@ -38,6 +39,20 @@ def _resolve(options: dict) -> dict:
         raise click.UsageError(str(exc)) from None
 
 
+@contextlib.contextmanager
+def _session(given: Any, **start: Any) -> Iterator[Any]:
+    """``cluster.session`` for a command: a scheduler it cannot reach is an error message naming
+    the address, not a traceback."""
+    from .cluster import session
+
+    with contextlib.ExitStack() as stack:
+        try:
+            client = stack.enter_context(session(given, **start))
+        except OSError as exc:
+            raise click.ClickException(f"cannot reach the scheduler {given}: {exc}") from None
+        yield client
+
+
 def _say(msg: str) -> None:
     click.echo(msg, err=True)
 
@@ -58,13 +73,12 @@ def main() -> None:
 def demo(size: int | None, dtype: str, repeat: int, n_workers: int | None, **options: Any) -> None:
     """Multiply two random matrices on the default cluster, check, and compare with dask."""
     from .bench import Case, run_case, table
-    from .cluster import session
 
     opts = _resolve(options)
     given = opts.pop("client")
     if given is None and active_client_missing():
         _say("starting the embedded default cluster ...")
-    with session(given, n_workers=n_workers) as client:
+    with _session(given, n_workers=n_workers) as client:
         gpu = _cluster_has_gpus(client)
         n_workers_now = len(client.nthreads())
         size = size or _demo_size(gpu, n_workers_now)
@@ -135,7 +149,6 @@ def bench(suite: str, case_names: tuple, methods: tuple, repeat: int, protocol: 
           layout: str, **options: Any) -> None:
     """Time mgemm and dask.array.matmul on the same cluster and inputs (median of --repeat)."""
     from .bench import SUITES, cpu_cases, plot, run_case, table
-    from .cluster import session
 
     opts = _resolve(options)
     given = opts.pop("client")
@@ -143,7 +156,7 @@ def bench(suite: str, case_names: tuple, methods: tuple, repeat: int, protocol: 
     start["transfer_sync"] = transfer_sync
     if threads_per_worker:
         start["threads_per_worker"] = threads_per_worker
-    with session(given, **start) as client:
+    with _session(given, **start) as client:
         gpu = _cluster_has_gpus(client)
         n = len(client.nthreads())
         cases = SUITES[suite](n) if gpu else cpu_cases()
@@ -189,7 +202,7 @@ def _appender(path: str) -> Any:
 @mgemm_options
 def plan_cmd(m: int, n: int, k: int, dtype: str, workers: int, kind: str, chunk: int | None,
              as_json: bool, **options: Any) -> None:
-    """Print the plan mgemm makes for an M×K @ K×N product on N identical workers."""
+    """Print the plan mgemm makes for an M×K @ K×N product on --workers identical workers."""
     from .cluster import cpu_flops, gpu_flops
     from .plan import plan_from_shape
 
@@ -209,12 +222,13 @@ def plan_cmd(m: int, n: int, k: int, dtype: str, workers: int, kind: str, chunk:
 
 
 @main.command()
-@click.option("--client", default=None, help="scheduler address (default: the embedded cluster)")
+@click.option("--client", default=None,
+              help="scheduler address (default: mgemm.client / MGEMM_CLIENT, else the embedded cluster)")
 def info(client: str | None) -> None:
     """Show the workers, their GPUs (model, SMs, memory) and the protocol."""
-    from .cluster import protocol, session, worker_devices, workers_info
+    from .cluster import protocol, worker_devices, workers_info
 
-    with session(client) as c:
+    with _session(_resolve({"client": client})["client"]) as c:
         workers = workers_info(c)
         devices = worker_devices(c)
         click.echo(f"scheduler {c.scheduler.address}  protocol {protocol(c.scheduler.address)}  "

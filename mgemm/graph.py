@@ -1,7 +1,8 @@
 """From a ``Plan`` to a Dask graph: one task per output block, the K reduction inside the task.
 
 dask.array.matmul makes one task per (i, k, j) block triple and sums the Kb partial blocks of each
-output block in a tree: about 4/3·Mb·Nb·Kb tasks and Kb partial blocks in flight per output block.
+output block in a tree: about 2.4·Mb·Nb·Kb tasks (8×8×8 chunks: 1216) and Kb partial blocks in
+flight per output block.
 mgemm makes one task per output block (its A row panel and B column panel are its dependencies)
 and, only for blocks the planner split along K, one partial task per piece and a fix-up task that
 adds the pieces in a fixed order (so results do not depend on arrival order).

@@ -171,3 +171,20 @@ def test_auto_rmm_pool_is_half_the_gpu_at_most_the_cap(monkeypatch):
     assert cluster.auto_rmm_pool_size(0) == cluster.RMM_POOL_CAP  # an H200: the cap
     assert cluster.auto_rmm_pool_size(1) == 8 * 10**9 // 256 * 256  # a small GPU: half of it
     assert cluster.auto_rmm_pool_size(2) == 0.5  # size unknown: dask-cuda's half
+
+
+def test_commands_name_a_scheduler_they_cannot_reach():
+    """``mgemm info`` takes its scheduler from ``mgemm.client`` (``MGEMM_CLIENT``) as the other
+    commands do, and one it cannot reach is a one-line error naming it, not a traceback (nor an
+    embedded cluster)."""
+    import dask
+    from click.testing import CliRunner
+
+    from mgemm.cli import main
+
+    with dask.config.set({"mgemm.client": "tcp://127.0.0.1:1",
+                          "distributed.comm.timeouts.connect": "1s"}):
+        result = CliRunner().invoke(main, ["info"])
+    assert result.exit_code == 1, result.output
+    assert "cannot reach the scheduler tcp://127.0.0.1:1" in result.output
+    assert "Traceback" not in result.output
