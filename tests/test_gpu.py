@@ -193,6 +193,11 @@ def test_local_cuda_cluster_end_to_end(cp, rng):
         half = mgemm.matmul(h, g).persist()
         err = check(h, g, half, tol=tolerance("float16"))
         assert err < tolerance("float16"), f"relative error {err:.2e}"
+        # plain CuPy operands: their chunks are scattered to the workers, not carried in the graph
+        x, y = random(rng, (768, 640), "f4"), random(rng, (640, 512), "f4")
+        got = mgemm.matmul(cp.asarray(x), cp.asarray(y), client=client, block_size=256)
+        assert isinstance(got, cp.ndarray), type(got)
+        assert_close(cp.asnumpy(got), x.astype(np.float64) @ y.astype(np.float64), np.float32)
     finally:
         cluster = client.cluster
         client.close()
