@@ -109,15 +109,20 @@ def matmul(a: Any, b: Any, **options: Any) -> Any:
     if batch:
         a = _broadcast(a, batch + a.shape[-2:])
         b = _broadcast(b, batch + b.shape[-2:])
-        shape = batch + (a.shape[-2], b.shape[-1])
-        products = [_product(a[idx], b[idx], None, 1.0, 0.0, out_dtype, opts)
-                    for idx in np.ndindex(*batch)]
-        out = da.stack(products).reshape(shape) if products else _empty(shape, out_dtype, a, b)
-    else:
-        out = _product(a, b, None, 1.0, 0.0, out_dtype, opts)
-    for axis in sorted(squeeze):  # -2 before -1: each index refers to the remaining array
-        out = out.squeeze(axis=axis) if axis == -2 else out.squeeze(axis=-1)
-    return _finish(out, eager, opts)
+
+    def build() -> da.Array:
+        if batch:
+            shape = batch + (a.shape[-2], b.shape[-1])
+            products = [_product(a[idx], b[idx], None, 1.0, 0.0, out_dtype, opts, eager)
+                        for idx in np.ndindex(*batch)]
+            out = da.stack(products).reshape(shape) if products else _empty(shape, out_dtype, a, b)
+        else:
+            out = _product(a, b, None, 1.0, 0.0, out_dtype, opts, eager)
+        for axis in sorted(squeeze):  # -2 before -1: each index refers to the remaining array
+            out = out.squeeze(axis=axis) if axis == -2 else out.squeeze(axis=-1)
+        return out
+
+    return _finish(build, eager, opts)
 
 
 def gemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0,
@@ -159,8 +164,8 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0
     out_dtype = _result_dtype(*operands)
     if c is None or beta == 0:
         c, beta = None, 0.0
-    out = _product(a, b, c, alpha, beta, out_dtype, opts)
-    return _finish(out, "dask" not in kinds, opts)
+    eager = "dask" not in kinds
+    return _finish(lambda: _product(a, b, c, alpha, beta, out_dtype, opts, eager), eager, opts)
 
 
 def _empty(shape: tuple, dtype: Any, a: Any, b: Any) -> da.Array:
@@ -193,17 +198,45 @@ def _cupy() -> Any:
     return cupy
 
 
-def _finish(out: da.Array, eager: bool, opts: dict) -> Any:
-    """Dask in → lazy out; arrays in → compute on the client if there is one, else locally."""
+#: An eager product whose scattered inputs a lost worker took is built again at most this often.
+LOST_INPUT_RETRIES = 2
+
+
+def _finish(build: Any, eager: bool, opts: dict) -> Any:
+    """``build()``'s graph: Dask in → lazy out; arrays in → computed on the client if there is one,
+    else locally.  Arrays in have their chunks scattered to the workers, with no lineage to
+    recompute them from: where a worker holding some is lost before their tasks ran, the product
+    is planned and scattered again over the workers left (``LOST_INPUT_RETRIES``)."""
+    out = build()
     if not eager:
         return out
     client = active_client(opts["client"])
-    return client.compute(out).result() if client is not None else out.compute()
+    if client is None:
+        return out.compute()
+    from distributed.client import FutureCancelledError
+
+    for attempt in itertools.count():
+        try:
+            return client.compute(out).result()
+        except FutureCancelledError:
+            if attempt == LOST_INPUT_RETRIES or not _inputs_lost(out):
+                raise
+        out = build()
+
+
+def _inputs_lost(out: da.Array) -> bool:
+    """Whether a chunk ``_scatter_inputs`` sent for ``out`` is gone (its worker lost)."""
+    from distributed import Future
+
+    return any(isinstance(value, Future) and value.status != "finished"
+               for name, layer in out.dask.layers.items() if name.startswith(INPUT_PREFIX)
+               for value in layer.values())
 
 
 def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
-             opts: dict) -> da.Array:
-    """The lazy 2-D product ``alpha · a @ b + beta · c`` (c None ⇔ beta == 0)."""
+             opts: dict, eager: bool) -> da.Array:
+    """The lazy 2-D product ``alpha · a @ b + beta · c`` (c None ⇔ beta == 0); ``eager``: no
+    operand is a Dask array (on a client, their chunks are scattered to the workers now)."""
     m, k = a.shape
     n = b.shape[1]
     meta_src = a if not isinstance(a, da.Array) else a._meta
@@ -240,8 +273,8 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
                      locations=locations)
     if plan_log.isEnabledFor(logging.DEBUG):
         plan_log.debug("%s", _PlanTable(plan))
-    if client is not None:  # NumPy or CuPy operands: each chunk to the worker that reads it first
-        a, b, c, who = _scatter_arrays(client, plan, a0, a, b0, b, c, who)
+    if client is not None and eager:  # arrays in: each chunk to the worker that reads it first
+        a, b, c, who = _scatter_inputs(client, plan, a0, a.chunks, b0, b.chunks, c, who)
     elif c is not None:
         c = _to_dask(c, graph.out_chunks(plan))
     placement = client is not None
@@ -253,25 +286,28 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
                        emulate=opts["emulate_fp32"], tune=opts["tune"], placement=placement)
 
 
-def _scatter_arrays(client: Any, plan: Any, a0: Any, a: da.Array, b0: Any, b: da.Array, c: Any,
-                    who: dict) -> tuple:
-    """The operands that are not Dask arrays (``a0``, ``b0``, ``c``) sent to the workers now, in
-    ``a``'s and ``b``'s chunks and the output's blocks, each chunk to the worker whose task reads it
-    first (``graph.first_readers``); ``who`` with where they went added."""
+#: Name prefix of the Dask arrays of an eager product's scattered inputs.
+INPUT_PREFIX = "mgemm-input-"
+
+
+def _scatter_inputs(client: Any, plan: Any, a: Any, a_chunks: tuple, b: Any, b_chunks: tuple,
+                    c: Any, who: dict) -> tuple:
+    """NumPy or CuPy ``a``, ``b`` and ``c`` (or None) sent to the workers now, as Dask arrays of
+    ``a_chunks``, ``b_chunks`` and the output's blocks, each chunk to the worker whose task reads
+    it first (``graph.first_readers``), rather than inside the graph through the scheduler;
+    ``who`` with where they went added."""
     first = graph.first_readers(plan)
     who = dict(who)
     out = []
-    for x, chunks, kind in ((a0, a.chunks, "a"), (b0, b.chunks, "b"),
-                            (c, graph.out_chunks(plan), "c")):
-        if x is None or isinstance(x, da.Array):
-            out.append(x)
+    for x, chunks, kind in ((a, a_chunks, "a"), (b, b_chunks, "b"), (c, graph.out_chunks(plan), "c")):
+        if x is None:
+            out.append(None)
             continue
-        name = f"mgemm-input-{kind}-{uuid.uuid4().hex}"
+        name = f"{INPUT_PREFIX}{kind}-{uuid.uuid4().hex}"
         out.append(cluster_module.scatter(client, x, chunks, name,
                                           lambda index, kind=kind: first.get((kind, *index))))
         who.update(((name, *key[1:]), [worker]) for key, worker in first.items() if key[0] == kind)
-    a_out, b_out, c_out = out
-    return (a if a_out is a0 else a_out), (b if b_out is b0 else b_out), c_out, who
+    return (*out, who)
 
 
 class _PlanTable:

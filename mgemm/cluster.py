@@ -193,8 +193,9 @@ def prefetch(client: Any, requests: dict) -> None:
 def scatter(client: Any, x: Any, chunks: tuple, name: str, where: Any) -> Any:
     """``x``, a NumPy or CuPy array, as a Dask array of ``chunks`` named ``name`` whose chunks
     are on the workers already: each chunk, by its index, to the worker ``where(index)`` names
-    (None: any), sent by ``Client.scatter`` (straight to the workers where the client connects to
-    them directly).
+    (None, or a worker that has left: any), sent by ``Client.scatter`` (straight to the workers
+    where the client connects to them directly).  Scattered chunks have no lineage: a lost
+    worker's are gone (``mgemm.api`` then builds the product again).
 
     ``dask.array.from_array`` would put the whole array in the graph, which then travels through
     the scheduler before any worker has a chunk (a 4096² float64 product carried 256 MiB there).
@@ -209,7 +210,12 @@ def scatter(client: Any, x: Any, chunks: tuple, name: str, where: Any) -> Any:
         by_worker.setdefault(where(index), {})[(name, *index)] = x[part]
     futures: dict = {}
     for worker, data in by_worker.items():
-        futures.update(client.scatter(data, workers=None if worker is None else [worker]))
+        try:
+            futures.update(client.scatter(data, workers=None if worker is None else [worker]))
+        except KeyError:  # that worker has left since: any other
+            if worker is None:
+                raise
+            futures.update(client.scatter(data))
     graph = HighLevelGraph.from_collections(name, futures, dependencies=())
     return da.Array(graph, name, chunks, meta=da.utils.meta_from_array(x, ndim=x.ndim))
 

@@ -198,28 +198,43 @@ def test_bfloat16_with_float16_gives_float32():
     assert mgemm.matmul(a, b.astype(np.float64)).dtype == np.float64
 
 
-def test_numpy_operands_on_a_cluster_go_to_their_readers(client, rng):
+def test_numpy_operands_on_a_cluster_go_to_their_readers(client, rng, monkeypatch):
     """On a cluster, NumPy operands are not carried in the graph: each chunk is scattered to a
     worker whose planned block task reads it (C's part of a block: the task that writes it).
     The answer is NumPy's."""
     from distributed import Future
 
+    from mgemm import cluster, graph
+
+    built, held = [], {}
+    build, scatter = graph.build, cluster.scatter
+    monkeypatch.setattr(graph, "build", lambda *args, **kw: built.append(build(*args, **kw)) or built[-1])
+
+    def scatter_and_look(*args):  # where each chunk is before any task fetches a copy
+        x = scatter(*args)
+        held.update(client.who_has(list(x.dask.layers[x.name].values())))
+        return x
+
+    monkeypatch.setattr(cluster, "scatter", scatter_and_look)
     a, b, c = random(rng, (96, 80), "f8"), random(rng, (80, 64), "f8"), random(rng, (96, 64), "f8")
-    x = da.from_array(a, chunks=(16, 40))
-    out = mgemm.gemm(x, b, c, alpha=2.0, beta=0.5, block_size=16, split="off", client=client)
+    got = mgemm.gemm(a, b, c, alpha=2.0, beta=0.5, block_size=16, split="off", client=client)
+    assert_close(got, 2.0 * (a @ b) + 0.5 * c, np.float64)
+    (out,) = built
     layer = out.dask.layers[out.name]
     placed = layer.annotations["workers"]
     readers: dict = {}
     for key, task in layer.items():
         for dep in task.dependencies:
             readers.setdefault(dep, set()).update(placed(key))
+    assert len({placed(key)[0] for key in layer}) == 2
     inputs = {name: lay for name, lay in out.dask.layers.items() if name.startswith("mgemm-input-")}
-    assert sorted(name.split("-")[2] for name in inputs) == ["b", "c"]
-    held = client.who_has([f for lay in inputs.values() for f in lay.values()])
+    assert sorted(name.split("-")[2] for name in inputs) == ["a", "b", "c"]
     for lay in inputs.values():
         for key, value in lay.items():
             assert isinstance(value, Future)
             assert len(held[key]) == 1 and held[key][0] in readers[key], key
-    assert len(set(placed(key)[0] for key in layer)) == 2
-    assert_close(client.compute(out).result(), 2.0 * (a @ b) + 0.5 * c, np.float64)
-    assert_close(mgemm.matmul(a, b, block_size=16, client=client), a @ b, np.float64)
+    # a Dask operand beside a NumPy one: a lazy product, the NumPy operand in the graph as Dask
+    # puts it there (nothing is sent before the product is computed)
+    lazy = mgemm.matmul(da.from_array(a, chunks=(16, 40)), b, block_size=16, client=client)
+    assert not any(name.startswith("mgemm-input-") for name in lazy.dask.layers)
+    assert_close(client.compute(lazy).result(), a @ b, np.float64)

@@ -179,6 +179,33 @@ def test_lost_worker_blocks_run_elsewhere(cluster, rng):
     assert survivor != victim
 
 
+def test_scattered_operands_of_a_lost_worker_are_sent_again(cluster, rng, monkeypatch):
+    """NumPy operands are scattered to the workers, with no lineage to recompute them from: a
+    worker lost after A's chunks reached it (before B's are sent) costs those chunks, and the
+    product is planned and scattered again over the worker left."""
+    client, workers = cluster
+    x, y = rng.standard_normal((600, 500)), rng.standard_normal((500, 700))
+    scatter, lost = mgemm.cluster.scatter, []
+
+    def scatter_then_lose_a_worker(*args):
+        out = scatter(*args)
+        if not lost:
+            held = client.who_has(list(out.dask.layers[out.name].values()))
+            lost.append(sorted({w for ws in held.values() for w in ws})[0])
+            workers[lost[0]].kill()
+            workers[lost[0]].wait()
+            deadline = time.monotonic() + START_TIMEOUT
+            while lost[0] in client.nthreads():
+                assert time.monotonic() < deadline, "the scheduler did not notice the lost worker"
+                time.sleep(0.05)
+        return out
+
+    monkeypatch.setattr(mgemm.cluster, "scatter", scatter_then_lose_a_worker)
+    got = mgemm.matmul(x, y, block_size=150, client=client)
+    assert_close(got, x @ y, np.float64)
+    assert lost and list(client.nthreads()) != lost
+
+
 @pytest.mark.skipif(shutil.which("openssl") is None or shutil.which("bash") is None,
                     reason="needs openssl and bash")
 def test_cluster_scripts_over_tls(processes, tmp_path, rng):
