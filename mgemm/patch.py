@@ -5,9 +5,9 @@ through ``mgemm.matmul``, falling back to dask's own function wherever the resul
 >>> a = da.ones((4, 3), chunks=2)
 >>> with patch_dask():
 ...     c = a @ a.T
->>> c.name.startswith("mgemm-block-"), float(c.sum().compute(scheduler="sync"))
-(True, 48.0)
->>> (a @ a.T).name.startswith("mgemm-block-")  # restored on leaving the block
+>>> through_mgemm(c), c.chunks, float(c.sum().compute(scheduler="sync"))  # dask's chunks
+(True, ((2, 2), (2, 2)), 48.0)
+>>> through_mgemm(a @ a.T)  # restored on leaving the block
 False
 """
 
@@ -63,9 +63,11 @@ def patch_dask(**options: Any) -> "DaskPatch":
     Replaced: ``dask.array.matmul`` (also seen as ``dask.array.routines.matmul``, which
     ``Array.__matmul__``/``__rmatmul__`` and ``np.matmul`` on a dask array use), ``dask.array.dot``
     and the ``Array.dot`` method.  A call goes to mgemm only when mgemm computes what dask would
-    (same shape, dtype, chunk type and errors; floats up to the order of summation): numeric (integer, float, complex) operands that are dask arrays with NumPy or CuPy
-    chunks of known size, or plain NumPy/CuPy arrays, with matching inner dimensions, no empty
-    dimension and at most ``MAX_BATCH`` matrices in a batch; ``dot`` only for two 2-D operands.
+    (same shape, chunks (``dask_chunks``), dtype, chunk type and errors; floats up to the order
+    of summation): numeric (integer, float, complex) operands that are dask arrays with NumPy or
+    CuPy chunks of known size, or plain NumPy/CuPy arrays, with matching inner dimensions, no
+    empty dimension and at most ``MAX_BATCH`` matrices in a batch; ``dot`` only for two 2-D
+    operands.
     Everything else (object or boolean dtypes, masked or sparse chunks, scalars, mismatched
     shapes, extra arguments such as ``out=``) goes to dask's own function, errors included.
     When neither operand is a dask array the result is still a lazy dask array, as in dask.
@@ -155,21 +157,71 @@ def _make_wrappers(options: dict[str, Any]) -> dict[str, Callable]:
     def matmul(a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
         if args or kwargs or not _routable(a, b, dot=False):
             return dask_matmul(a, b, *args, **kwargs)
-        return api.matmul(*_lazy(a, b), **options)
+        return _in_dask_chunks(*_lazy(a, b), options)
 
     @functools.wraps(dask_dot)
     def dot(a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
         if args or kwargs or not _routable(a, b, dot=True):
             return dask_dot(a, b, *args, **kwargs)
-        return api.matmul(*_lazy(a, b), **options)
+        return _in_dask_chunks(*_lazy(a, b), options)
 
     @functools.wraps(dask_dot_method)
     def dot_method(self: Any, other: Any) -> Any:
         if not _routable(self, other, dot=True):
             return dask_dot_method(self, other)
-        return api.matmul(self, other, **options)
+        return _in_dask_chunks(self, other, options)
 
     return {"matmul": matmul, "dot": dot, "dot_method": dot_method}
+
+
+def _in_dask_chunks(a: Any, b: Any, options: dict) -> Any:
+    """``mgemm.matmul(a, b)`` in the chunks dask's own product would have (``dask_chunks``).
+
+    mgemm's output has a chunk per planned block, which may span several of A's row chunks or
+    B's column chunks.  Code written against dask may rely on dask's chunks: ``da.linalg.solve``
+    multiplies by the LU factorization's permutation and hands the product to
+    ``solve_triangular``, which needs its row chunks to be the factors' columns.  The rechunk
+    only cuts blocks into their chunks, on the worker that holds each block, unless mgemm cut
+    chunks too coarse to give every worker a block."""
+    out = api.matmul(a, b, **options)
+    want = dask_chunks(a, b)
+    return out if out.chunks == want else out.rechunk(want)
+
+
+def dask_chunks(a: Any, b: Any) -> tuple:
+    """The chunks of dask's ``matmul(a, b)`` (and of 2-D ``dot``): the batch dimensions broadcast
+    over the common refinement of both operands' chunks (as ``blockwise`` unifies them), A's row
+    chunks, B's column chunks; the axis of a 1-D operand dropped.  An operand that is not a Dask
+    array counts as one chunk.
+
+    >>> dask_chunks(da.ones((3, 40, 50), chunks=(2, 20, 25)), da.ones((50, 30), chunks=15))
+    ((2, 1), (20, 20), (15, 15))
+    """
+    from dask.array.core import common_blockdim
+
+    ca = a.chunks if isinstance(a, da.Array) else tuple((n,) for n in a.shape)
+    cb = b.chunks if isinstance(b, da.Array) else tuple((n,) for n in b.shape)
+    ca = ((1,), *ca) if len(ca) == 1 else ca
+    cb = (*cb, (1,)) if len(cb) == 1 else cb
+    depth = max(len(ca), len(cb))
+    ca, cb = ((1,),) * (depth - len(ca)) + ca, ((1,),) * (depth - len(cb)) + cb
+    batch = []
+    for x, y in zip(ca[:-2], cb[:-2]):
+        both = {x, y} - {(1,)} or {(1,)}  # a dimension of length 1 broadcasts
+        batch.append(common_blockdim(both) if len(both) > 1 else both.pop())
+    out = (*batch, ca[-2], cb[-1])
+    if a.ndim == 1:
+        out = out[:-2] + out[-1:]
+    if b.ndim == 1:
+        out = out[:-1]
+    return out
+
+
+def through_mgemm(x: Any) -> bool:
+    """Whether the Dask array ``x`` is computed by mgemm's block tasks (in its own graph)."""
+    from .graph import BLOCK_PREFIX
+
+    return any(isinstance(name, str) and name.startswith(BLOCK_PREFIX) for name in x.dask.layers)
 
 
 def _original_or_current(owner: Any, attr: str) -> Callable:

@@ -16,6 +16,8 @@ import dask.array.core as da_core
 import dask.array.routines as da_routines
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import mgemm
 import mgemm.api
@@ -87,7 +89,7 @@ def test_patched_calls_go_through_mgemm(rng, spy, call):
         got = ROUTED[call](a, b, x, y)
     assert len(spy) == 1, f"{call} did not go through mgemm.matmul"
     assert isinstance(got, da.Array)  # lazy, as dask's own would be, even for two ndarrays
-    assert got.name.startswith("mgemm-block-")
+    assert mgemm.patch.through_mgemm(got)
     assert got.dtype == np.float64 and got.shape == (9, 11)
     assert_close(got.compute(), x @ y, np.float64)
 
@@ -199,7 +201,7 @@ def test_undo_restores_dasks_objects_exactly(rng, spy):
     assert all(x is y for x, y in zip(_dask_attributes(), before))
     assert not mgemm.patch._active and not mgemm.patch._originals
     x, y, a, b = _operands(rng)
-    assert not (a @ b).name.startswith("mgemm-block-") and not spy
+    assert not mgemm.patch.through_mgemm(a @ b) and not spy
 
 
 def test_a_wrapper_kept_past_undo_still_works(spy):
@@ -209,7 +211,7 @@ def test_a_wrapper_kept_past_undo_still_works(spy):
     obj = _obj(3)
     np.testing.assert_array_equal(kept(obj, obj).compute(), np.full((3, 3), 3))
     assert not spy
-    assert kept(da.ones((3, 3)), da.ones((3, 3))).name.startswith("mgemm-block-")
+    assert mgemm.patch.through_mgemm(kept(da.ones((3, 3)), da.ones((3, 3))))
 
 
 def test_context_manager_undoes_on_error():
@@ -261,10 +263,10 @@ def test_patch_is_process_wide_across_threads(rng, spy):
     x, y, a, b = _operands(rng)
     names = []
     with mgemm.patch_dask():
-        t = threading.Thread(target=lambda: names.append((a @ b).name))
+        t = threading.Thread(target=lambda: names.append(mgemm.patch.through_mgemm(a @ b)))
         t.start()
         t.join()
-    assert names[0].startswith("mgemm-block-")
+    assert names == [True]
 
 
 def test_concurrent_patching_leaves_dask_clean():
@@ -322,6 +324,49 @@ def test_dasks_own_matmul_and_dot_tests_pass_with_the_patch(tmp_path):
     assert code == 0, out[-6000:]
     assert _routed(out) > 0, out[-3000:]
     assert " passed" in out and " failed" not in out and "skipped" not in out, out[-3000:]
+
+
+def test_dasks_own_linalg_tests_pass_with_the_patch(tmp_path):
+    """dask.array.linalg multiplies through ``da.dot`` and ``@`` (QR, SVD, LU, solve, lstsq) and
+    relies on the products' chunks: ``solve`` hands ``P.T.dot(b)`` to ``solve_triangular``, which
+    needs its row chunks to be the factors' columns.  dask's own tests of it pass patched."""
+    pytest.importorskip("scipy")  # dask's linalg tests need it
+    import dask.array.tests
+
+    tests = Path(dask.array.tests.__file__).parent / "test_linalg.py"
+    code, out = _pytest_with_plugin(tmp_path, str(tests))
+    assert code == 0, out[-6000:]
+    assert _routed(out) > 100, out[-3000:]
+    assert " passed" in out and " failed" not in out, out[-3000:]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_patched_products_have_dasks_chunks(data):
+    """``dask_chunks`` is what dask's own matmul gives, on drawn batch, 1-D and 2-D operands
+    with ragged chunks, and the patched product has those chunks."""
+    def chunks(n: int) -> tuple:
+        cuts = data.draw(st.sets(st.integers(1, n - 1), max_size=3)) if n > 1 else set()
+        edges = [0, *sorted(cuts), n]
+        return tuple(b - a for a, b in zip(edges, edges[1:]))
+
+    batch = data.draw(st.lists(st.integers(1, 3), max_size=2))
+    lead_a = data.draw(st.integers(0, len(batch)))
+    shape_a = [1 if data.draw(st.booleans()) else x for x in batch[lead_a:]]
+    shape_b = [1 if data.draw(st.booleans()) else x for x in batch]
+    m, k, n = (data.draw(st.integers(1, 9)) for _ in range(3))
+    shape_a = [k] if data.draw(st.integers(0, 5)) == 0 else shape_a + [m, k]
+    shape_b = [k] if data.draw(st.integers(0, 5)) == 0 else shape_b + [k, n]
+    a = da.ones(shape_a, chunks=tuple(chunks(x) for x in shape_a))
+    b = da.ones(shape_b, chunks=tuple(chunks(x) for x in shape_b))
+    want = da_routines.matmul(a, b).chunks
+    assert mgemm.patch.dask_chunks(a, b) == want
+    if not data.draw(st.booleans()):  # a NumPy operand: one chunk, as dask.array.asanyarray makes
+        a = np.ones(shape_a)
+        want = da_routines.matmul(da.asanyarray(a), b).chunks
+        assert mgemm.patch.dask_chunks(a, b) == want
+    with mgemm.patch_dask(block_size=64):
+        assert da.matmul(a, b).chunks == want
 
 
 def test_the_plugin_fails_a_session_that_never_reaches_mgemm(tmp_path):
