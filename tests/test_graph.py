@@ -297,3 +297,29 @@ def test_prefetch_through_the_scheduler_handler(client):
     from distributed import Client
     with Client(client.scheduler.address) as other:
         assert local_scheduler(other) is None  # connected by address: no cluster object here
+
+
+def test_first_readers_name_the_earliest_task_that_reads_each_chunk():
+    """Every chunk a task reads has a first reader: a worker with a task that reads it, none
+    earlier in its run order; C's part of a block goes to the worker that finishes the block
+    (the fix-up's for a split one)."""
+    from mgemm.graph import first_readers, input_keys
+    from mgemm.plan import GiB, Problem, Worker, make_plan
+
+    workers = [Worker(f"w{i}", "cpu", 1e9, GiB, 1e12) for i in range(3)]
+    plan = make_plan(Problem((8,) * 5, (8,) * 2, (4,) * 6, 8), workers, block_size=8, split="on")
+    assert plan.fixup, "the plan should split some blocks"
+    first = first_readers(plan)
+    readers: dict = {}
+    for w in plan.work:
+        for key in input_keys("a", "b", plan.blocks[w.block], w.k0, w.k1)[1]:
+            readers.setdefault(key, []).append((w.seq, w.worker))
+    assert set(readers) == {key for key in first if key[0] != "c"}
+    for key, tasks in readers.items():
+        earliest = min(seq for seq, _ in tasks)
+        assert (earliest, first[key]) in tasks, key
+    rows = sorted({blk.i0 for blk in plan.blocks})
+    cols = sorted({blk.j0 for blk in plan.blocks})
+    for index, blk in enumerate(plan.blocks):
+        writer = plan.fixup.get(index) or next(w.worker for w in plan.work if w.block == index)
+        assert first[("c", rows.index(blk.i0), cols.index(blk.j0))] == writer
