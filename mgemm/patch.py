@@ -67,7 +67,8 @@ def patch_dask(**options: Any) -> "DaskPatch":
     of summation): numeric (integer, float, complex) operands that are dask arrays with NumPy or
     CuPy chunks of known size, or plain NumPy/CuPy arrays, with matching inner dimensions, no
     empty dimension and at most ``MAX_BATCH`` matrices in a batch; ``dot`` only for two 2-D
-    operands.
+    operands; integers only of the platform's width (dask widens narrower ones, NumPy and mgemm
+    do not).
     Everything else (object or boolean dtypes, masked or sparse chunks, scalars, mismatched
     shapes, extra arguments such as ``out=``) goes to dask's own function, errors included.
     When neither operand is a dask array the result is still a lazy dask array, as in dask.
@@ -257,7 +258,10 @@ def _routable(a: Any, b: Any, *, dot: bool) -> bool:
         batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     except ValueError:
         return False
-    return math.prod(batch) <= MAX_BATCH
+    # dask adds a product's K blocks with NumPy's sum, which widens integers narrower than the
+    # platform's (int8 @ int8 gives int64 over several K chunks); mgemm keeps NumPy's matmul dtype
+    dtype = np.result_type(a.dtype, b.dtype)
+    return math.prod(batch) <= MAX_BATCH and np.zeros(1, dtype).sum().dtype == dtype
 
 
 def _plain_operand(x: Any) -> bool:
