@@ -162,10 +162,28 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0
         if not isinstance(value, (int, float, complex, np.number)) or isinstance(value, bool):
             raise TypeError(f"mgemm.gemm: {name} must be a number, got {value!r}")
     out_dtype = _result_dtype(*operands)
+    alpha, beta = _scalar(alpha, "alpha", out_dtype), _scalar(beta, "beta", out_dtype)
     if c is None or beta == 0:
         c, beta = None, 0.0
     eager = "dask" not in kinds
     return _finish(lambda: _product(a, b, c, alpha, beta, out_dtype, opts, eager), eager, opts)
+
+
+def _scalar(value: Any, name: str, out_dtype: Any) -> Any:
+    """``alpha`` or ``beta`` as the product's kind of number (BLAS's scalars have the matrices'
+    type): a TypeError where that would change its value, not a silently rounded result."""
+    kind = np.dtype(out_dtype).kind
+    if kind == "c":
+        return value
+    if np.iscomplexobj(value):
+        if value.imag != 0:
+            raise TypeError(f"mgemm.gemm: {name} = {value} is complex, but the product is "
+                            f"{out_dtype}: give complex operands for a complex result")
+        value = value.real
+    if kind in "iu" and not float(value).is_integer():
+        raise TypeError(f"mgemm.gemm: {name} = {value} is not an integer, but the product is "
+                        f"{out_dtype}: give float operands for a float result")
+    return value
 
 
 def _empty(shape: tuple, dtype: Any, a: Any, b: Any) -> da.Array:

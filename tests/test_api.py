@@ -238,3 +238,21 @@ def test_numpy_operands_on_a_cluster_go_to_their_readers(client, rng, monkeypatc
     lazy = mgemm.matmul(da.from_array(a, chunks=(16, 40)), b, block_size=16, client=client)
     assert not any(name.startswith("mgemm-input-") for name in lazy.dask.layers)
     assert_close(client.compute(lazy).result(), a @ b, np.float64)
+
+
+def test_gemm_scalars_that_the_product_type_cannot_hold_raise():
+    """BLAS's alpha and beta have the matrices' type: a complex one for a real product, or a
+    fraction for an integer one, is an error before any work, not a silently cut result."""
+    real, ints = np.ones((3, 4)), np.ones((3, 4), dtype=np.int64)
+    with pytest.raises(TypeError, match=r"alpha = 1j is complex, but the product is float64"):
+        mgemm.gemm(real, real.T, alpha=1j)
+    with pytest.raises(TypeError, match=r"beta = \(2\+1j\) is complex"):
+        mgemm.gemm(real, real.T, np.ones((3, 3)), beta=2 + 1j)
+    with pytest.raises(TypeError, match=r"alpha = 2.5 is not an integer, but the product is int64"):
+        mgemm.gemm(ints, ints.T, alpha=2.5)
+    with pytest.raises(TypeError, match="not an integer"):
+        mgemm.gemm(ints, ints.T, alpha=np.nan)
+    np.testing.assert_array_equal(mgemm.gemm(real, real.T, alpha=2 + 0j), np.full((3, 3), 8.0))
+    np.testing.assert_array_equal(mgemm.gemm(ints, ints.T, alpha=2.0), np.full((3, 3), 8))
+    got = mgemm.gemm(real.astype(complex), real.T, alpha=1j)
+    np.testing.assert_array_equal(got, np.full((3, 3), 4j))
