@@ -274,3 +274,24 @@ def _aligned(shape, dtype=np.float16, boundary=128):
     raw = np.empty(nbytes + boundary, np.uint8)
     skip = -raw.ctypes.data % boundary
     return raw[skip:skip + nbytes].view(dtype).reshape(shape)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_numpy_engine_adds_16_bit_parts_in_float32(dtype):
+    """K parts of a 16-bit product are added in float32 and rounded once: the error stays one
+    rounding of the result (2^-11 for float16, 2^-8 for bfloat16, of the largest element), where
+    adding parts rounded to float16 one by one reached 2.8x the float16 bound at K = 32768."""
+    from mgemm.cluster import extension_dtype
+    from mgemm.engines import get
+
+    np_dtype = extension_dtype(dtype) if dtype == "bfloat16" else np.dtype(dtype)
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((64, 32768)).astype(np_dtype)
+    b = rng.standard_normal((32768, 48)).astype(np_dtype)
+    parts = range(0, 32768, 1024)
+    got = get("numpy").gemm([a[:, k:k + 1024] for k in parts], [b[k:k + 1024] for k in parts],
+                            out_dtype=dtype)
+    assert got.dtype == np_dtype
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    err = np.abs(got.astype(np.float64) - ref).max() / np.abs(ref).max()
+    assert err <= {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}[dtype], err
