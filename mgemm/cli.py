@@ -8,6 +8,7 @@ Every mgemm option is a flag with the same name as its keyword (``--engine``, ``
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import sys
 from typing import Any, Iterator
@@ -150,6 +151,8 @@ def bench(suite: str, case_names: tuple, methods: tuple, repeat: int, protocol: 
     """Time mgemm and dask.array.matmul on the same cluster and inputs (median of --repeat)."""
     from .bench import SUITES, cpu_cases, plot, run_case, table
 
+    if plot_path and importlib.util.find_spec("matplotlib") is None:  # say so before any work
+        raise click.UsageError("--plot needs matplotlib: pip install 'mgemm[plot]'")
     opts = _resolve(options)
     given = opts.pop("client")
     start = {k: v for k, v in (("protocol", protocol), ("transfer_limit", transfer_limit)) if v}

@@ -188,3 +188,21 @@ def test_commands_name_a_scheduler_they_cannot_reach():
     assert result.exit_code == 1, result.output
     assert "cannot reach the scheduler tcp://127.0.0.1:1" in result.output
     assert "Traceback" not in result.output
+
+
+def test_bench_plot_without_matplotlib_stops_before_any_work(monkeypatch):
+    """``mgemm bench --plot`` needs matplotlib (the ``plot`` extra); without it the command says
+    so at once instead of failing after the whole benchmark has run."""
+    import importlib.util
+
+    from click.testing import CliRunner
+
+    from mgemm import cli
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    monkeypatch.setattr(cli, "_session", lambda *a, **k: pytest.fail("a cluster was started"))
+    result = CliRunner().invoke(cli.main, ["bench", "--plot", "out.png"])
+    assert result.exit_code == 2, result.output
+    assert "--plot needs matplotlib" in result.output
