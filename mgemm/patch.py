@@ -25,6 +25,7 @@ import dask.array.routines as da_routines
 import numpy as np
 
 from . import api, config
+from .graph import PlacedArray
 
 #: A batched product is planned one matrix at a time; past this many matrices dask's single
 #: blockwise graph is cheaper to build than mgemm's stack of plans, so dask keeps them.
@@ -183,10 +184,14 @@ def _in_dask_chunks(a: Any, b: Any, options: dict) -> Any:
     multiplies by the LU factorization's permutation and hands the product to
     ``solve_triangular``, which needs its row chunks to be the factors' columns.  The rechunk
     only cuts blocks into their chunks, on the worker that holds each block, unless mgemm cut
-    chunks too coarse to give every worker a block."""
+    chunks too coarse to give every worker a block.  The result is a ``PlacedArray``, so that
+    computing it keeps the plan's placement of the blocks, as computing mgemm's own result does."""
     out = api.matmul(a, b, **options)
     want = dask_chunks(a, b)
-    return out if out.chunks == want else out.rechunk(want)
+    if out.chunks == want:
+        return out
+    cut = out.rechunk(want)  # as a PlacedArray: computing it keeps the blocks' placement
+    return PlacedArray(cut.dask, cut.name, cut.chunks, meta=cut._meta)
 
 
 def dask_chunks(a: Any, b: Any) -> tuple:

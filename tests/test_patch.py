@@ -384,3 +384,20 @@ def test_the_plugin_fails_a_session_that_never_reaches_mgemm(tmp_path):
     code, out = _pytest_with_plugin(tmp_path, str(tmp_path / "test_nothing.py"))
     assert "1 passed" in out, out[-3000:]
     assert code != 0 and _routed(out) == 0, out[-3000:]
+
+
+def test_a_patched_product_in_dasks_chunks_keeps_its_placement(client, rng):
+    """Where the patch cuts mgemm's blocks into dask's chunks, computing the result still gives
+    the scheduler the plan's placement of every block task (dask's own low-level fusion would
+    drop the blocks' annotations)."""
+    from dask.base import collections_to_expr
+
+    x, y = random(rng, (64, 48), "f8"), random(rng, (48, 64), "f8")
+    a, b = client.persist([da.from_array(x, chunks=16), da.from_array(y, chunks=16)])
+    with mgemm.patch_dask(block_size=32, client=client):
+        got = a @ b
+    assert got.chunks == ((16,) * 4, (16,) * 4)
+    placed = collections_to_expr([got], optimize_graph=True).__dask_annotations__()["workers"]
+    blocks = [key for key in got.dask if str(key[0]).startswith("mgemm-block-")]
+    assert blocks and all(key in placed for key in blocks)
+    assert_close(client.compute(got).result(), x @ y, np.float64)
