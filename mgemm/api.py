@@ -296,12 +296,17 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
     elif c is not None:
         c = _to_dask(c, graph.out_chunks(plan))
     placement = client is not None
-    # the prefetch asks the placement plugin's scheduler side: only where it could be installed
-    if placement and install_placement(client, ident.get("id")) and who:
+    # the prefetch and the placement of fused tasks ask the placement plugin's scheduler side:
+    # only where it could be installed
+    plugin = placement and install_placement(client, ident.get("id"))
+    if plugin and who:
         prefetch(client, _first_remote_inputs(plan, a, b, who, cluster_module.PREFETCH_BLOCKS))
-    return graph.build(a, b, plan, c=c, alpha=alpha, beta=beta, engine=engine,
-                       out_dtype=out_dtype, allow_tf32=opts["allow_tf32"],
-                       emulate=opts["emulate_fp32"], tune=opts["tune"], placement=placement)
+    out = graph.build(a, b, plan, c=c, alpha=alpha, beta=beta, engine=engine,
+                      out_dtype=out_dtype, allow_tf32=opts["allow_tf32"],
+                      emulate=opts["emulate_fp32"], tune=opts["tune"], placement=placement)
+    if plugin:
+        cluster_module.register_placement(client, graph.placement_of(out))
+    return out
 
 
 #: Name prefix of the Dask arrays of an eager product's scattered inputs.

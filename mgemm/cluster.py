@@ -16,6 +16,7 @@ import itertools
 import os
 import time
 import warnings
+from collections import OrderedDict
 from typing import Any, Iterator
 
 import numpy as np
@@ -218,6 +219,35 @@ def scatter(client: Any, x: Any, chunks: tuple, name: str, where: Any) -> Any:
             futures.update(client.scatter(data))
     graph = HighLevelGraph.from_collections(name, futures, dependencies=())
     return da.Array(graph, name, chunks, meta=da.utils.meta_from_array(x, ndim=x.ndim))
+
+
+def register_placement(client: Any, placement: dict) -> None:
+    """Tell the scheduler's ``KeepPlacement`` a product's placement (``graph.placement_of``), so
+    that its block tasks keep it when Dask fuses them with what follows.  Where the scheduler
+    runs in this process, in place on the client's loop without waiting (it runs before any
+    graph the caller computes next reaches the scheduler); else through the plugin's handler, one
+    round trip (a scheduler without the handler: the annotations alone place the tasks)."""
+    if not placement:
+        return
+    here = local_scheduler(client)
+    if here is not None:
+        plugin = here.plugins.get(KeepPlacement.name)
+        if plugin is not None:
+            client.loop.add_callback(plugin.remember, placement)
+        return
+    payload = [[key, worker, priority] for key, (worker, priority) in placement.items()]
+    try:
+        client.sync(client.scheduler.mgemm_placement, placement=payload)
+    except Exception:  # no such handler there (another mgemm, or none)
+        pass
+
+
+def _fused_keys(spec: Any) -> tuple:
+    """The keys of the tasks Dask fused into the task ``spec`` (its subgraph's), else ()."""
+    args = getattr(spec, "args", None)
+    if args and isinstance(args[0], dict):
+        return tuple(args[0])
+    return ()
 
 
 def acquire_replicas(scheduler: Any, requests: dict) -> int:
@@ -450,25 +480,69 @@ def session(given: Any = None, **start: Any) -> Iterator[Any]:
 
 
 class KeepPlacement(SchedulerPlugin):
-    """Scheduler plugin: Dask's work stealing leaves mgemm's planned block tasks alone.
+    """Scheduler plugin: Dask's work stealing leaves mgemm's planned block tasks alone, and block
+    tasks that reach the scheduler without their placement get it back.
 
     Stealing may move a loosely restricted task to an idle worker; for a block whose panels already
     sit on the planned worker that costs a transfer of both panels, and in measurement it made
     run times bimodal.  With this plugin the plan holds while the planned worker lives; if it dies,
-    the loose restriction lets the scheduler run the block elsewhere.  It also adds the scheduler
-    handler ``mgemm_prefetch`` (``prefetch`` from clients in other processes).
+    the loose restriction lets the scheduler run the block elsewhere.
+
+    A block task's placement travels as annotations of its graph layer, and Dask's low-level
+    fusion drops those where the result is not computed itself but through operations chained
+    after it (``da.tanh(mgemm.matmul(a, b))``: each block fused with its ``tanh``).  Clients
+    send each product's placement here too (``register_placement``); a block task that arrives
+    without restrictions, fused or not, then gets its planned worker (loosely) and priority
+    before the scheduler places anything.  The last ``PLANNED`` tasks' placements are kept.
+
+    Scheduler handlers: ``mgemm_prefetch`` (``prefetch``) and ``mgemm_placement``
+    (``register_placement``), for clients in other processes.
     """
 
     name = "mgemm-keep-placement"
+    #: block tasks whose placement is kept for graphs still to arrive (oldest dropped first)
+    PLANNED = 1 << 17
 
     def __init__(self, prefix: str = "mgemm-block-"):
         self.prefix = prefix
         self.scheduler = None
+        self.planned: OrderedDict = OrderedDict()
 
     async def start(self, scheduler: Any) -> None:
         self.scheduler = scheduler
-        # ``prefetch`` from clients in other processes
+        # ``prefetch`` and ``register_placement`` from clients in other processes
         scheduler.handlers["mgemm_prefetch"] = lambda requests: acquire_replicas(scheduler, requests)
+        scheduler.handlers["mgemm_placement"] = lambda placement: self.remember(
+            {_as_key(key): (worker, priority) for key, worker, priority in placement})
+
+    def remember(self, placement: dict) -> None:
+        """Block task key → (worker, priority annotation), for graphs still to arrive."""
+        self.planned.update(placement)
+        while len(self.planned) > self.PLANNED:
+            self.planned.popitem(last=False)
+
+    def update_graph(self, scheduler: Any, *, tasks: Any = (), **kwargs: Any) -> None:
+        """Before the scheduler places a new graph's tasks: the planned worker and priority of
+        each block task without restrictions (its own key, or a fused task's inner one)."""
+        if not self.planned:
+            return
+        for key in tasks:
+            name = key[0] if isinstance(key, tuple) else key
+            ts = scheduler.tasks.get(key)
+            if not (isinstance(name, str) and name.startswith(self.prefix)) or ts is None \
+                    or ts.worker_restrictions:
+                continue
+            found = self.planned.get(key)
+            if found is None:
+                found = next((self.planned[k] for k in _fused_keys(ts.run_spec)
+                              if k in self.planned), None)
+            if found is None or found[0] not in scheduler.workers:  # gone: Dask places it
+                continue
+            worker, priority = found
+            ts.worker_restrictions = {worker}
+            ts.loose_restrictions = True
+            if ts.priority:
+                ts.priority = (-priority, *ts.priority[1:])
 
     def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
         if finish != "processing" or self.scheduler is None:

@@ -209,6 +209,17 @@ def build(a: da.Array, b: da.Array, plan: Plan, *, c: da.Array | None = None, al
     return PlacedArray(graph, name, chunks, meta=meta)
 
 
+def placement_of(x: da.Array) -> dict:
+    """The plan's placement that ``build``'s result carries: each block task's key → (its
+    worker, its priority annotation); empty for a result built without placement."""
+    annotations = x.dask.layers[x.name].annotations or {}
+    workers, priority = annotations.get("workers"), annotations.get("priority")
+    if not isinstance(workers, _PerKey):
+        return {}
+    return {key: (ws[0], priority(key) if priority is not None else 0)
+            for key, ws in workers.values.items()}
+
+
 class _PerKey:
     """A per-key layer annotation: ``values[key]``, else ``default``.  A module-level class, so
     the graph pickles it by reference (a closure is pickled by value, twice as slow to send)."""
@@ -237,7 +248,8 @@ class PlacedArray(da.Array):
     Dask's low-level fusion turns a graph into a plain dict and drops per-layer annotations, so
     computing or persisting this array skips that fusion (mgemm's block tasks have several
     dependencies and would not fuse anyway).  Arrays derived from it are ordinary Dask arrays:
-    there fusion may drop the placement, and Dask's own locality-based choice of worker applies.
+    there fusion drops the annotations (each block task fused with the operations after it), and
+    the scheduler plugin ``cluster.KeepPlacement`` gives the block tasks their placement back.
     """
 
     __slots__ = ()

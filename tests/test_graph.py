@@ -323,3 +323,30 @@ def test_first_readers_name_the_earliest_task_that_reads_each_chunk():
     for index, blk in enumerate(plan.blocks):
         writer = plan.fixup.get(index) or next(w.worker for w in plan.work if w.block == index)
         assert first[("c", rows.index(blk.i0), cols.index(blk.j0))] == writer
+
+
+def test_blocks_fused_with_later_operations_keep_their_placement(client, rng):
+    """``da.tanh(mgemm.matmul(a, b)) + 1``: Dask fuses each block task with what follows and
+    drops the blocks' annotations; the placement plugin gives every fused block task its planned
+    worker back (loosely) before the scheduler places it."""
+    from mgemm.graph import placement_of
+
+    x, y = random(rng, (64, 48), "f8"), random(rng, (48, 64), "f8")
+    a, b = client.persist([da.from_array(x, chunks=16), da.from_array(y, chunks=16)])
+    out = mgemm.matmul(a, b, block_size=16, split="off", client=client)
+    planned = {key[1:]: worker for key, (worker, _) in placement_of(out).items()}
+    assert len(set(planned.values())) == 2
+    chained = client.persist(da.tanh(out) + 1)
+    wait(chained)
+
+    def restrictions(dask_scheduler):
+        return {key: (ts.worker_restrictions, ts.loose_restrictions)
+                for key, ts in dask_scheduler.tasks.items()
+                if isinstance(key, tuple) and str(key[0]).startswith(BLOCK_PREFIX)
+                and key not in out.dask}
+
+    fused = client.run_on_scheduler(restrictions)
+    assert len(fused) == len(planned), sorted(fused)
+    for key, (workers, loose) in fused.items():
+        assert workers == {planned[tuple(key[1:])]} and loose, key
+    assert_close(client.compute(chained).result(), np.tanh(x @ y) + 1, np.float64)

@@ -155,6 +155,30 @@ def test_matmul_through_separate_processes(cluster, rng):
     assert_close(client.compute(c).result(), x @ y, np.float64)
 
 
+def test_fused_blocks_keep_their_placement_on_a_separate_scheduler(cluster, rng):
+    """The placement of block tasks that Dask fuses with later operations reaches a scheduler in
+    another process through the plugin's handler before the graph does."""
+    from mgemm.graph import BLOCK_PREFIX, placement_of
+
+    client, workers = cluster
+    x, y, a, b = _operands(rng)
+    a, b = client.persist([a, b])
+    c = mgemm.matmul(a, b, block_size=150, split="off", client=client)
+    planned = {key[1:]: worker for key, (worker, _) in placement_of(c).items()}
+    assert set(planned.values()) == set(workers)
+    chained = client.persist(da.tanh(c) * 2)
+    wait(chained)
+
+    def restrictions(dask_scheduler):
+        return {key: sorted(ts.worker_restrictions or ()) for key, ts in dask_scheduler.tasks.items()
+                if isinstance(key, tuple) and str(key[0]).startswith(BLOCK_PREFIX)}
+
+    fused = client.run_on_scheduler(restrictions)
+    assert len(fused) == len(planned)
+    assert all(ws == [planned[tuple(key[1:])]] for key, ws in fused.items()), fused
+    assert_close(client.compute(chained).result(), np.tanh(x @ y) * 2, np.float64)
+
+
 def test_lost_worker_blocks_run_elsewhere(cluster, rng):
     """Plan with both workers alive, kill one, then compute: the loose restrictions let its
     blocks (and its share of the persisted inputs) be recomputed on the survivor."""
