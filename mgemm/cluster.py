@@ -333,10 +333,17 @@ def active_client(option: Any = None) -> Any:
         return None
 
 
-@functools.lru_cache(maxsize=8)
+_clients: dict[str, Any] = {}
+
+
 def _client_for(address: str) -> Any:
-    from distributed import Client
-    return Client(address, set_as_default=False)
+    """One client per scheduler address, made at first use; a new one where that one has closed
+    (its scheduler gone for longer than the client waits to reconnect)."""
+    client = _clients.get(address)
+    if client is None or client.status == "closed":
+        from distributed import Client
+        client = _clients[address] = Client(address, set_as_default=False)
+    return client
 
 
 def gpus_visible() -> int:

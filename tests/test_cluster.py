@@ -238,3 +238,18 @@ def test_placement_plugin_fills_in_only_missing_restrictions(monkeypatch):
     monkeypatch.setattr(cluster.KeepPlacement, "PLANNED", 3)
     plugin.remember({(block, 2, j): ("w1", 0) for j in range(3)})
     assert list(plugin.planned) == [(block, 2, j) for j in range(3)]
+
+
+def test_an_address_gets_one_client_and_a_new_one_once_it_closed():
+    """``client="tcp://..."``: every product on that address shares one client, and one that has
+    closed (its scheduler gone too long) is replaced rather than failing every later product."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as local:
+        first = cluster.active_client(local.scheduler_address)
+        assert cluster.active_client(local.scheduler_address) is first
+        first.close()
+        second = cluster.active_client(local.scheduler_address)
+        assert second is not first and second.status == "running"
+        second.close()
