@@ -536,8 +536,9 @@ class KeepPlacement(SchedulerPlugin):
         for key in tasks:
             name = key[0] if isinstance(key, tuple) else key
             ts = scheduler.tasks.get(key)
+            # only tasks not placed yet: new ones, before the scheduler's first transition
             if not (isinstance(name, str) and name.startswith(self.prefix)) or ts is None \
-                    or ts.worker_restrictions:
+                    or ts.worker_restrictions or ts.state != "released":
                 continue
             found = self.planned.get(key)
             if found is None:

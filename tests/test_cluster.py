@@ -211,20 +211,22 @@ def test_bench_plot_without_matplotlib_stops_before_any_work(monkeypatch):
 def test_placement_plugin_fills_in_only_missing_restrictions(monkeypatch):
     """``KeepPlacement.update_graph`` restricts a block task that arrives without restrictions to
     its planned worker (loosely, with the plan's priority), by its own key or, fused, by the
-    block key inside it; it leaves annotated tasks, other tasks and tasks whose planned worker
-    has left alone, and it keeps only the last ``PLANNED`` placements."""
+    block key inside it; it leaves annotated tasks, other tasks, tasks the scheduler has placed
+    already and tasks whose planned worker has left alone, and it keeps only the last
+    ``PLANNED`` placements."""
     plugin = cluster.KeepPlacement()
     block = "mgemm-block-x"
     plugin.remember({(block, 0, 0): ("w1", -3), (block, 0, 1): ("gone", -4),
                      (block, 1, 0): ("w2", -5), (block, 1, 1): ("w2", -6), ("other", 0): ("w1", 0)})
 
-    def task(restrictions=None, spec=None):
+    def task(restrictions=None, spec=None, state="released"):
         return types.SimpleNamespace(worker_restrictions=restrictions, loose_restrictions=False,
-                                     priority=(0, 1, 9), run_spec=spec)
+                                     priority=(0, 1, 9), run_spec=spec, state=state)
 
     fused_spec = types.SimpleNamespace(args=({(block, 1, 1): "inner", ("tanh-y", 1, 1): "out"},))
     tasks = {(block, 0, 0): task(), (block, 0, 1): task(), (block, 1, 0): task({"w1"}),
-             ("mgemm-block-tanh-y", 1, 1): task(spec=fused_spec), ("other", 0): task()}
+             ("mgemm-block-tanh-y", 1, 1): task(spec=fused_spec), ("other", 0): task(),
+             ("mgemm-block-z", 1, 1): task(spec=fused_spec, state="processing")}
     scheduler = types.SimpleNamespace(tasks=tasks, workers={"w1": None, "w2": None})
     plugin.update_graph(scheduler, tasks=list(tasks))
     got = {key: (ts.worker_restrictions, ts.loose_restrictions, ts.priority)
@@ -233,7 +235,8 @@ def test_placement_plugin_fills_in_only_missing_restrictions(monkeypatch):
                    (block, 0, 1): (None, False, (0, 1, 9)),  # its worker left
                    (block, 1, 0): ({"w1"}, False, (0, 1, 9)),  # annotated: as it came
                    ("mgemm-block-tanh-y", 1, 1): ({"w2"}, True, (6, 1, 9)),
-                   ("other", 0): (None, False, (0, 1, 9))}
+                   ("other", 0): (None, False, (0, 1, 9)),
+                   ("mgemm-block-z", 1, 1): (None, False, (0, 1, 9))}  # placed already
 
     monkeypatch.setattr(cluster.KeepPlacement, "PLANNED", 3)
     plugin.remember({(block, 2, j): ("w1", 0) for j in range(3)})
