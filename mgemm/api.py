@@ -291,14 +291,15 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
                      locations=locations)
     if plan_log.isEnabledFor(logging.DEBUG):
         plan_log.debug("%s", _PlanTable(plan))
+    placement = client is not None
+    # the prefetch and the placement of fused tasks ask the placement plugin's scheduler side:
+    # only where it could be installed (with it, bfloat16 chunks keep their type between
+    # processes, the scattered ones below included)
+    plugin = placement and install_placement(client, ident.get("id"))
     if client is not None and eager:  # arrays in: each chunk to the worker that reads it first
         a, b, c, who = _scatter_inputs(client, plan, a0, a.chunks, b0, b.chunks, c, who)
     elif c is not None:
         c = _to_dask(c, graph.out_chunks(plan))
-    placement = client is not None
-    # the prefetch and the placement of fused tasks ask the placement plugin's scheduler side:
-    # only where it could be installed
-    plugin = placement and install_placement(client, ident.get("id"))
     if plugin and who:
         prefetch(client, _first_remote_inputs(plan, a, b, who, cluster_module.PREFETCH_BLOCKS))
     out = graph.build(a, b, plan, c=c, alpha=alpha, beta=beta, engine=engine,
