@@ -194,12 +194,14 @@ def prefetch(client: Any, requests: dict) -> None:
 def scatter(client: Any, x: Any, chunks: tuple, name: str, where: Any) -> Any:
     """``x``, a NumPy or CuPy array, as a Dask array of ``chunks`` named ``name`` whose chunks
     are on the workers already: each chunk, by its index, to the worker ``where(index)`` names
-    (None, or a worker that has left: any), sent by ``Client.scatter`` (straight to the workers
-    where the client connects to them directly).  Scattered chunks have no lineage: a lost
-    worker's are gone (``mgemm.api`` then builds the product again).
+    (None, or a worker that has left: any), sent by ``Client.scatter`` (passed on by the
+    scheduler, or straight to the workers with ``Client(direct_to_workers=True)``).  Scattered
+    chunks have no lineage: a lost worker's are gone (``mgemm.api`` then builds the product
+    again).
 
-    ``dask.array.from_array`` would put the whole array in the graph, which then travels through
-    the scheduler before any worker has a chunk (a 4096² float64 product carried 256 MiB there).
+    ``dask.array.from_array`` would put the whole array in the graph, which the scheduler
+    unpacks and holds in its tasks until they have run (a 4096² float64 product carried 256 MiB
+    there; scattered, it took 1.9 s on two CPU workers against 2.5-4.7 s).
     """
     import dask.array as da
     from dask.array.core import slices_from_chunks
