@@ -221,8 +221,8 @@ LOST_INPUT_RETRIES = 2
 
 
 def _finish(build: Any, eager: bool, opts: dict) -> Any:
-    """``build()``'s graph: Dask in → lazy out; arrays in → computed on the client if there is one,
-    else locally.  Arrays in have their chunks scattered to the workers, with no lineage to
+    """``build()``'s graph: Dask in → lazy out; arrays in → computed on the client if there is
+    one, else locally.  Arrays in have their chunks scattered to the workers, with no lineage to
     recompute them from: where a worker holding some is lost before their tasks ran, the product
     is planned and scattered again over the workers left (``LOST_INPUT_RETRIES``)."""
     out = build()
@@ -323,7 +323,8 @@ def _scatter_inputs(client: Any, plan: Any, a: Any, a_chunks: tuple, b: Any, b_c
     first = graph.first_readers(plan)
     who = dict(who)
     out = []
-    for x, chunks, kind in ((a, a_chunks, "a"), (b, b_chunks, "b"), (c, graph.out_chunks(plan), "c")):
+    operands = ((a, a_chunks, "a"), (b, b_chunks, "b"), (c, graph.out_chunks(plan), "c"))
+    for x, chunks, kind in operands:
         if x is None:
             out.append(None)
             continue

@@ -226,7 +226,8 @@ def plan_cmd(m: int, n: int, k: int, dtype: str, workers: int, kind: str, chunk:
 
 @main.command()
 @click.option("--client", default=None,
-              help="scheduler address (default: mgemm.client / MGEMM_CLIENT, else the embedded cluster)")
+              help="scheduler address (default: mgemm.client / MGEMM_CLIENT, else the embedded "
+                   "cluster)")
 def info(client: str | None) -> None:
     """Show the workers, their GPUs (model, SMs, memory) and the protocol."""
     from .cluster import protocol, worker_devices, workers_info

@@ -208,7 +208,8 @@ def test_numpy_operands_on_a_cluster_go_to_their_readers(client, rng, monkeypatc
 
     built, held = [], {}
     build, scatter = graph.build, cluster.scatter
-    monkeypatch.setattr(graph, "build", lambda *args, **kw: built.append(build(*args, **kw)) or built[-1])
+    monkeypatch.setattr(graph, "build",
+                        lambda *args, **kw: built.append(build(*args, **kw)) or built[-1])
 
     def scatter_and_look(*args):  # where each chunk is before any task fetches a copy
         x = scatter(*args)

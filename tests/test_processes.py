@@ -170,7 +170,8 @@ def test_fused_blocks_keep_their_placement_on_a_separate_scheduler(cluster, rng)
     wait(chained)
 
     def restrictions(dask_scheduler):
-        return {key: sorted(ts.worker_restrictions or ()) for key, ts in dask_scheduler.tasks.items()
+        return {key: sorted(ts.worker_restrictions or ())
+                for key, ts in dask_scheduler.tasks.items()
                 if isinstance(key, tuple) and str(key[0]).startswith(BLOCK_PREFIX)}
 
     fused = client.run_on_scheduler(restrictions)
