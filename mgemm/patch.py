@@ -25,7 +25,7 @@ import dask.array.routines as da_routines
 import numpy as np
 
 from . import api, config
-from .graph import PlacedArray
+from .graph import BLOCK_PREFIX, PlacedArray
 
 #: A batched product is planned one matrix at a time; past this many matrices dask's single
 #: blockwise graph is cheaper to build than mgemm's stack of plans, so dask keeps them.
@@ -225,8 +225,6 @@ def dask_chunks(a: Any, b: Any) -> tuple:
 
 def through_mgemm(x: Any) -> bool:
     """Whether the Dask array ``x`` is computed by mgemm's block tasks (in its own graph)."""
-    from .graph import BLOCK_PREFIX
-
     return any(isinstance(name, str) and name.startswith(BLOCK_PREFIX) for name in x.dask.layers)
 
 
