@@ -284,7 +284,8 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
     a = _to_dask(a, (target[0], "auto"))
     b = _to_dask(b, ("auto", target[1]))
     a, b = _align(a, b, target, len(workers))
-    problem = Problem(tuple(a.chunks[0]), tuple(b.chunks[1]), tuple(a.chunks[1]), itemsize)
+    problem = Problem(tuple(a.chunks[0]), tuple(b.chunks[1]), tuple(a.chunks[1]), itemsize,
+                      np.dtype(engines.accumulator_dtype(out_dtype)).itemsize)
     if client is not None:  # a rechunked operand's chunks are held nowhere yet: left out
         locations = _locations(a, b, who)
     plan = make_plan(problem, workers, block_size=target, split=opts["split"],

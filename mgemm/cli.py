@@ -207,15 +207,18 @@ def plan_cmd(m: int, n: int, k: int, dtype: str, workers: int, kind: str, chunk:
              as_json: bool, **options: Any) -> None:
     """Print the plan mgemm makes for an M×K @ K×N product on --workers identical workers."""
     from .cluster import cpu_flops, gpu_flops
+    from .engines import accumulator_dtype
     from .plan import plan_from_shape
 
     opts = _resolve(options)
     itemsize = 2 if dtype == "bfloat16" else np.dtype(dtype).itemsize
+    part_itemsize = np.dtype(accumulator_dtype(dtype)).itemsize
     flops = (gpu_flops({}, dtype, opts["allow_tf32"], opts["emulate_fp32"]) if kind == "gpu"
              else cpu_flops(8, dtype))
     try:
         plan = plan_from_shape(m, n, k, itemsize, workers, kind=kind, flops=flops, chunk=chunk,
-                               block_size=opts["block_size"], split=opts["split"])
+                               block_size=opts["block_size"], split=opts["split"],
+                               part_itemsize=part_itemsize)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:

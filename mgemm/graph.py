@@ -5,7 +5,8 @@ output block in a tree: about 2.4·Mb·Nb·Kb tasks (8×8×8 chunks: 1216) and K
 flight per output block.
 mgemm makes one task per output block (its A row panel and B column panel are its dependencies)
 and, only for blocks the planner split along K, one partial task per piece and a fix-up task that
-adds the pieces in a fixed order (so results do not depend on arrival order).
+adds the pieces in a fixed order (so results do not depend on arrival order); 16-bit pieces are
+float32, rounded once by the fix-up, as a whole block's task rounds.
 
 Placement from the plan is given as *loose* restrictions: Dask keeps each task on its planned
 worker while that worker lives and re-runs it elsewhere if the worker is lost.
@@ -97,8 +98,9 @@ def out_chunks(plan: Plan) -> tuple[tuple[int, ...], tuple[int, ...]]:
     return tuple(np.diff(row_edges).tolist()), tuple(np.diff(col_edges).tolist())
 
 
-def _fixup_task(partials: list, c: Any, alpha: float, beta: float) -> Any:
-    """Worker side: add the partials of a split block in plan order, then scale and add C."""
+def _fixup_task(partials: list, c: Any, alpha: float, beta: float, out_dtype: str) -> Any:
+    """Worker side: add the partials of a split block in plan order (in
+    ``engines.accumulator_dtype``, as they come), scale, add C, and round to ``out_dtype``."""
     xp = _array_module(partials[0])
     with engines.task_stream(xp):  # like the engines: the task ends when its GPU work does
         parts = [_typed(p) for p in partials]
@@ -107,7 +109,8 @@ def _fixup_task(partials: list, c: Any, alpha: float, beta: float) -> Any:
         total = parts[0] + parts[1]
         for part in parts[2:]:
             total += part
-        return engines.scale_and_add(total, alpha, beta, _typed(c), xp)
+        total = engines.scale_and_add(total, alpha, beta, _typed(c), xp)
+        return total.astype(xp.dtype(out_dtype), copy=False)
 
 
 def _array_module(x: Any) -> Any:
@@ -156,6 +159,9 @@ def build(a: da.Array, b: da.Array, plan: Plan, *, c: da.Array | None = None, al
     else:
         c = None
 
+    # a split block's partials: 16-bit results are added up in float32 and rounded once, as in
+    # one task (``plan.Problem.part_itemsize`` prices them so)
+    part_dtype = engines.accumulator_dtype(out_dtype)
     bi_of = {edge: i for i, edge in enumerate(row_edges_chunks(plan))}
     bj_of = {edge: j for j, edge in enumerate(col_edges_chunks(plan))}
     dsk: dict = {}
@@ -186,11 +192,12 @@ def build(a: da.Array, b: da.Array, plan: Plan, *, c: da.Array | None = None, al
         for p, w in enumerate(works):
             key = (part_name, bi, bj, p)
             shape, refs = inputs(w.k0, w.k1)
-            dsk[key] = Task(key, _block_task, engine, shape, None, 1.0, 0.0, str(out_dtype),
+            dsk[key] = Task(key, _block_task, engine, shape, None, 1.0, 0.0, part_dtype,
                             allow_tf32, emulate, tune, *refs)
             owner[key], order[key] = w.worker, w.seq
             part_refs.append(TaskRef(key))
-        dsk[out_key] = Task(out_key, _fixup_task, parse_input(part_refs), c_ref, alpha, beta)
+        dsk[out_key] = Task(out_key, _fixup_task, parse_input(part_refs), c_ref, alpha, beta,
+                            str(out_dtype))
         owner[out_key] = plan.fixup[blk_index]
         order[out_key] = max(order[r.key] for r in part_refs)
 

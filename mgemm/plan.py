@@ -9,8 +9,10 @@ CONTRACT (used by ``mgemm/graph.py`` and ``mgemm/cli.py``; keep these names and 
 - ``Worker(name, kind, flops, memory, bandwidth)``: a Dask worker; ``flops`` is its sustained
   FLOP/s for the problem's dtype, ``memory`` the bytes a plan may use there, ``bandwidth`` the
   bytes/s at which it fetches a chunk that lives on another worker.
-- ``Problem(m_chunks, n_chunks, k_chunks, itemsize)``: C = A @ B with A's row chunks, B's column
-  chunks, and the K chunking common to A and B (the graph refines mismatched K chunkings first).
+- ``Problem(m_chunks, n_chunks, k_chunks, itemsize, part_itemsize=None)``: C = A @ B with A's
+  row chunks, B's column chunks, and the K chunking common to A and B (the graph refines
+  mismatched K chunkings first); ``part_itemsize``: bytes per element of a split block's partials
+  (4 for a 16-bit C, added up in float32; by default ``itemsize``).
 - ``Block(i0, i1, j0, j1)``: one output block = the chunk rectangle rows [i0, i1) × cols [j0, j1).
 - ``Work(block, k0, k1, worker, seq)``: one task: ``plan.blocks[block]`` over K chunks [k0, k1),
   on ``worker``, ``seq``-th in that worker's order.  A block with several Works is *split*; its
@@ -92,17 +94,19 @@ class Worker:
 
 @dataclass(frozen=True)
 class Problem:
-    """C = A @ B described by its chunking; element counts and itemsize in bytes.
+    """C = A @ B described by its chunking; element counts, and item sizes in bytes (C's, and
+    that of the partials of a block split along K).
 
     >>> p = Problem((4096, 4096), (8192,), (1024,) * 4, itemsize=4)
-    >>> p.m, p.n, p.k, p.flops
-    (8192, 8192, 4096, 549755813888)
+    >>> p.m, p.n, p.k, p.flops, p.part_itemsize
+    (8192, 8192, 4096, 549755813888, 4)
     """
 
     m_chunks: tuple[int, ...]
     n_chunks: tuple[int, ...]
     k_chunks: tuple[int, ...]
     itemsize: int
+    part_itemsize: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("m_chunks", "n_chunks", "k_chunks"):
@@ -110,8 +114,11 @@ class Problem:
             if not chunks or min(chunks) < 0 or sum(chunks) == 0:
                 raise ValueError(f"{name} must be sizes >= 0 with a positive sum, got {chunks}")
             object.__setattr__(self, name, chunks)
-        if self.itemsize <= 0:
-            raise ValueError(f"itemsize must be positive, got {self.itemsize}")
+        if self.part_itemsize is None:
+            object.__setattr__(self, "part_itemsize", self.itemsize)
+        if min(self.itemsize, self.part_itemsize) <= 0:
+            raise ValueError(f"item sizes must be positive, got {self.itemsize} and "
+                             f"{self.part_itemsize}")
 
     @property
     def m(self) -> int:
@@ -226,7 +233,8 @@ class Plan:
         width = max(b - a for a, b in map(self.block_cols, range(len(self.blocks))))
         name_w = max(6, *(len(w.name) for w in self.workers))
         k_chunks = f"{len(p.k_chunks)} chunk" + ("s" if len(p.k_chunks) > 1 else "")
-        lines = [f"M={p.m} N={p.n} K={p.k}  dtype {p.itemsize} bytes  blocks {gm}x{gn} "
+        partials = f" (partials {p.part_itemsize})" if p.part_itemsize != p.itemsize else ""
+        lines = [f"M={p.m} N={p.n} K={p.k}  dtype {p.itemsize} bytes{partials}  blocks {gm}x{gn} "
                  f"(up to {size}x{width}, K in {k_chunks})  "
                  f"workers {len(self.workers)}  makespan {self.makespan:.4g} s",
                  f"{'worker':<{name_w}}  blocks  parts      GFLOP    fetched  predicted s  "
@@ -530,6 +538,11 @@ class _Model:
         bi, bj = divmod(b, self.ncols)
         return self.heights[bi] * self.widths[bj] * self.problem.itemsize
 
+    def part_bytes(self, b: int) -> int:
+        """Bytes of one partial of block ``b`` when it is split."""
+        bi, bj = divmod(b, self.ncols)
+        return self.heights[bi] * self.widths[bj] * self.problem.part_itemsize
+
     def is_local(self, w: int, b: int) -> bool:
         qa, qb = self.block_panels[b]
         remote = self.panel_remote[w]
@@ -555,7 +568,7 @@ class _Ledger:
         # The fix-up worker reads every partial made elsewhere; its own cost no link traffic.
         for w, order in enumerate(orders):
             for b in {b for b, _, _ in order if owner[b] != w}:
-                self.fixup[owner[b]] += model.c_bytes(b) * sum(e[0] == b for e in order)
+                self.fixup[owner[b]] += model.part_bytes(b) * sum(e[0] == b for e in order)
 
     def add(self, w: int, b: int, k0: int, k1: int, sign: int) -> None:
         m, whole = self.model, self.whole[w]
@@ -717,7 +730,7 @@ def _split_tail(model: _Model, ledger: _Ledger, orders: list[list[list[int]]], o
             orders[r].append([b, cut, k1])
             ledger.add(r, b, cut, k1, 1)
             if r != owner[b]:
-                ledger.fixup[owner[b]] += model.c_bytes(b)
+                ledger.fixup[owner[b]] += model.part_bytes(b)
 
 
 def _replace(ledger: _Ledger, w: int, entry: list[int], i: int, value: int) -> None:
@@ -748,7 +761,7 @@ def _best_cut(model: _Model, ledger: _Ledger, owner: list[int], d: int, r: int,
     """(the three touched workers' highest new time, cut) for the best K tail [cut, k1) to move."""
     b, k0, k1 = entry
     wd, wr, o = model.workers[d], model.workers[r], owner[b]
-    fix = model.c_bytes(b) / model.workers[o].bandwidth if full and new_part else 0.0
+    fix = model.part_bytes(b) / model.workers[o].bandwidth if full and new_part else 0.0
     save_c = add_c = save_f = add_f = 0.0  # compute and fetch seconds leaving d, reaching r
     best = (math.inf, k1)
     for cut in range(k1 - 1, k0, -1):
@@ -776,7 +789,8 @@ def _finish(model: _Model, ledger: _Ledger, orders: list[list[list[int]]], owner
     for w, order in enumerate(orders):
         work += [Work(b, k0, k1, workers[w].name, seq) for seq, (b, k0, k1) in enumerate(order)]
         fixes = sum(model.c_bytes(b) for b, n in parts.items() if n > 1 and owner[b] == w)
-        out = sum(model.c_bytes(b) for b, _, _ in order) + ledger.fixup[w] + fixes
+        out = sum(model.part_bytes(b) if parts[b] > 1 else model.c_bytes(b)
+                  for b, _, _ in order) + ledger.fixup[w] + fixes
         peak = model.stored[w] + out + _fetched_peak(model, w, order)
         if peak > workers[w].memory:
             fixed = model.stored[w] + out  # what no block size changes
@@ -827,8 +841,10 @@ def _fmt_bytes(n: float) -> str:
 def plan_from_shape(m: int, n: int, k: int, itemsize: int, n_workers: int, *, kind: str = "gpu",
                     flops: float | None = None, memory: int | None = None,
                     bandwidth: float | None = None, chunk: int | tuple[int, int, int] | None = None,
-                    block_size: BlockSize = "auto", split: str = "auto") -> Plan:
-    """The plan for an m×k @ k×n product on ``n_workers`` identical synthetic workers.
+                    block_size: BlockSize = "auto", split: str = "auto",
+                    part_itemsize: int | None = None) -> Plan:
+    """The plan for an m×k @ k×n product on ``n_workers`` identical synthetic workers
+    (``itemsize``, ``part_itemsize``: as in ``Problem``).
 
     Defaults per ``kind`` come from ``DEFAULTS`` (an H200 at fp32 for "gpu").  ``chunk``: the
     input chunk edge, or (m, n, k) edges; None makes chunks equal to the block size (K chunks
@@ -848,7 +864,8 @@ def plan_from_shape(m: int, n: int, k: int, itemsize: int, n_workers: int, *, ki
         chunk = (*block_size, min(block_size))
     elif isinstance(chunk, int):
         chunk = (chunk, chunk, chunk)
-    problem = Problem(*(_even(size, c) for size, c in zip((m, n, k), chunk)), itemsize)
+    problem = Problem(*(_even(size, c) for size, c in zip((m, n, k), chunk)), itemsize,
+                      part_itemsize)
     return make_plan(problem, workers, block_size=block_size, split=split)
 
 

@@ -64,6 +64,30 @@ def test_persistent_engine_block(cp, rng, dtype):
         dtype in ("float16", "bfloat16") and hopper.supported())
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_persistent_engine_rounds_a_16bit_block_of_many_parts_once(cp, rng, dtype):
+    """More K parts than one Hopper launch takes (``MAX_K_PARTS``): the launches add up in a
+    float32 block, rounded once, so the result equals one launch over the whole K range on
+    nearly every element (a 16-bit block added to between launches differed on about a
+    quarter).  The same holds for the portable kernel's launch per part elsewhere."""
+    from mgemm.engines import get
+    from mgemm.hopper_config import MAX_K_PARTS
+
+    n_parts = 2 * MAX_K_PARTS + 3
+    a = (rng.random((256, 256 * n_parts)) + 0.5).astype(dtype)  # no cancellation
+    b = (rng.random((256 * n_parts, 192)) + 0.5).astype(dtype)
+    a_dev, b_dev = cp.asarray(a), cp.asarray(b)
+    cuts = range(0, 256 * n_parts, 256)
+    engine = get("persistent")
+    parts = engine.gemm([a_dev[:, k:k + 256] for k in cuts], [b_dev[k:k + 256] for k in cuts])
+    whole = engine.gemm([a_dev], [b_dev])
+    assert parts.dtype == whole.dtype == a_dev.dtype
+    parts, whole = (cp.asnumpy(x).astype(np.float64) for x in (parts, whole))
+    same = np.mean(parts == whole)
+    assert same >= 0.99, f"{same:.1%} of the elements equal one launch's"
+    assert_close(parts, a.astype(np.float64) @ b.astype(np.float64), dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_auto_engine_on_an_unaligned_block(cp, rng, dtype, monkeypatch):
     """A block of one K part with N and K not multiples of 8, alpha, beta and C: auto-gpu sends it
     to the persistent engine on an sm_90 GPU (cuBLAS elsewhere) and the result is right.  The

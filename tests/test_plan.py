@@ -229,6 +229,23 @@ def test_split_auto_splits_a_tail_block_when_it_pays():
     assert fixer.fixup_s == pytest.approx(64 * 64 * 4 / 1e12)
 
 
+def test_partials_are_priced_at_their_own_item_size():
+    """A 16-bit C's partials travel as float32: twice the fix-up bytes of its own type."""
+    workers, problem = cpu_workers([1, 1], bandwidth=1e12), block_row_problem(3)
+    half = Problem(problem.m_chunks, problem.n_chunks, problem.k_chunks, 2)
+    wide = Problem(problem.m_chunks, problem.n_chunks, problem.k_chunks, 2, part_itemsize=4)
+    assert half.part_itemsize == 2 and wide.part_itemsize == 4
+    plans = [make_plan(p, workers, block_size=64, split="on") for p in (half, wide)]
+    assert plans[0].work == plans[1].work
+    (b,) = plans[1].split_blocks()
+    fix = [p.loads[p.fixup[b]] for p in plans]
+    assert fix[1].fixup_s == pytest.approx(2 * fix[0].fixup_s) == pytest.approx(64 * 64 * 4 / 1e12)
+    assert fix[1].memory > fix[0].memory
+    assert "dtype 2 bytes (partials 4)" in plans[1].table()
+    with pytest.raises(ValueError, match="item sizes must be positive"):
+        Problem((4,), (4,), (4,), 2, part_itemsize=0)
+
+
 def test_split_auto_declines_when_transfers_cost_more_than_they_save():
     # Slow link: fetching the panels for a piece costs more than computing it.
     workers, problem = cpu_workers([1, 1], bandwidth=1e3), block_row_problem(3)

@@ -46,6 +46,22 @@ class Engine(Protocol):
 
 _cache: dict[str, Engine] = {}
 
+#: 16-bit result types.  A GPU's 16-bit GEMM adds their products in float32 and rounds once, on
+#: its way out; so does mgemm wherever it adds the parts of one block itself (the numpy engine's K
+#: parts, the persistent engine's launches, the partials of a block split along K).
+WIDENED = ("float16", "bfloat16")
+
+
+def accumulator_dtype(dtype: Any) -> str:
+    """The type in which parts of a ``dtype`` result are added: float32 for ``WIDENED``, else
+    ``dtype`` itself (named).
+
+    >>> accumulator_dtype("float16"), accumulator_dtype("float64")
+    ('float32', 'float64')
+    """
+    name = str(dtype)
+    return "float32" if name in WIDENED else name
+
 
 def get(name: str) -> Engine:
     """The engine called ``name``; ``RuntimeError`` if it cannot run here."""

@@ -6,12 +6,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import scale_and_add
-
-#: Result types NumPy multiplies without BLAS: their K parts are multiplied and added in float32
-#: (BLAS's sgemm) and rounded once at the end, as a GPU's 16-bit GEMM accumulates.  Adding parts
-#: rounded to float16 one by one had 4x NumPy's own error at K = 32768 in chunks of 1024.
-WIDENED = ("float16", "bfloat16")
+from . import accumulator_dtype, scale_and_add
 
 
 class NumpyEngine:
@@ -27,7 +22,10 @@ class NumpyEngine:
         dtype = np.dtype(out_dtype) if out_dtype is not None else np.result_type(
             a_parts[0], b_parts[0])
         m, n = a_parts[0].shape[0], b_parts[0].shape[1]
-        acc_dtype = np.dtype(np.float32) if str(dtype) in WIDENED else dtype
+        # 16-bit types, which NumPy multiplies without BLAS: K parts multiplied and added in
+        # float32 (BLAS's sgemm), rounded once at the end.  Adding parts rounded to float16 one by
+        # one had 4x NumPy's own error at K = 32768 in chunks of 1024.
+        acc_dtype = np.dtype(accumulator_dtype(dtype))
         acc = np.zeros((m, n), dtype=acc_dtype)
         for a, b in zip(a_parts, b_parts):
             if a.shape[1]:

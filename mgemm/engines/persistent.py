@@ -4,7 +4,8 @@ On a Hopper GPU (sm_90) float16, bfloat16 and, with ``allow_tf32``, float32 go t
 warp-specialized wgmma kernel (``mgemm.hopper``), a block's K parts (up to ``MAX_K_PARTS`` per
 launch) in one launch that adds them up in its accumulators (``hopper.gemm_parts``); everything
 else, and every other GPU, to the portable kernel (``mgemm.kernels``), whose K parts accumulate in
-place.  The first launch takes the caller's beta and c, every later one beta = 1 on the output.
+place.  The first launch takes the caller's beta and c, every later one beta = 1 on the output
+(a float32 one for a 16-bit result, rounded once after the last launch).
 Float32 goes to the exact SIMT mainloop unless ``allow_tf32``.  ``tune``: the Hopper kernel's
 launches take the config ``mgemm.tune`` timed fastest for their kind of product.
 """
@@ -13,7 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from . import cuda_device_count, is_bfloat16, launch_groups, wait_for_queued_work
+from . import (accumulator_dtype, cuda_device_count, is_bfloat16, launch_groups,
+               wait_for_queued_work)
 
 
 class PersistentEngine:
@@ -40,13 +42,13 @@ class PersistentEngine:
         if not ((in_dtype.kind == "f" and in_dtype.itemsize in (2, 4, 8)) or is_bfloat16(in_dtype)):
             raise TypeError(f"engine 'persistent' multiplies float16/32/64 and bfloat16, not {in_dtype}")
         dtype = cupy.dtype(out_dtype) if out_dtype is not None else in_dtype
-        out = cupy.empty((m, n), dtype=dtype)
-        if c is not None and beta != 0:  # the kernels read C as the output type
-            c = c.astype(dtype, copy=False)
         parts = [(a, b) for a, b in zip(a_parts, b_parts) if a.shape[1]]
         if not parts:  # K = 0: alpha * 0 + beta * c
-            kernels.gemm(cupy.empty((m, 0), in_dtype), cupy.empty((0, n), in_dtype), c,
-                         alpha=alpha, beta=beta, out=out)
+            out = cupy.empty((m, n), dtype=dtype)
+            kernels.gemm(cupy.empty((m, 0), in_dtype), cupy.empty((0, n), in_dtype),
+                         _as(c, dtype, beta), alpha=alpha, beta=beta, out=out)
+            wait_for_queued_work(cupy)
+            return out
         parts = [(a if a.dtype == in_dtype else a.astype(in_dtype),
                   b if b.dtype == in_dtype else b.astype(in_dtype)) for a, b in parts]
         if _use_hopper(in_dtype, dtype, allow_tf32):
@@ -58,9 +60,21 @@ class PersistentEngine:
         else:
             groups = [[p] for p in parts]
             launch = lambda group, **kw: kernels.gemm(*group[0], **kw)  # noqa: E731
-        launch_groups(launch, groups, c=c, alpha=alpha, beta=beta, out=out, allow_tf32=allow_tf32)
+        # Launches after the first add into what the earlier ones wrote: a 16-bit result is
+        # added up in float32 then and rounded once (every kernel writes float32 from any input)
+        acc_dtype = dtype if len(groups) == 1 else cupy.dtype(accumulator_dtype(dtype))
+        out = cupy.empty((m, n), dtype=acc_dtype)
+        launch_groups(launch, groups, c=_as(c, acc_dtype, beta), alpha=alpha, beta=beta, out=out,
+                      allow_tf32=allow_tf32)
+        if acc_dtype != dtype:
+            out = out.astype(dtype)
         wait_for_queued_work(cupy)
         return out
+
+
+def _as(c: Any, dtype: Any, beta: float) -> Any:
+    """``c`` as the kernels read it: in the type they write (and not at all when beta == 0)."""
+    return c.astype(dtype, copy=False) if c is not None and beta != 0 else c
 
 
 def _use_hopper(in_dtype, out_dtype, allow_tf32: bool) -> bool:
