@@ -199,12 +199,14 @@ def _appender(path: str) -> Any:
 @click.option("--dtype", type=click.Choice(DTYPES), default="float32", show_default=True)
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="number of workers")
 @click.option("--kind", type=click.Choice(["gpu", "cpu"]), default="gpu", show_default=True)
+@click.option("--threads", type=click.IntRange(min=1), default=8, show_default=True,
+              help="threads per worker with --kind cpu: block tasks it runs at once")
 @click.option("--chunk", type=click.IntRange(min=1), default=None,
               help="input chunk edge (default: the block size)")
 @click.option("--json", "as_json", is_flag=True, help="print the plan as JSON")
 @mgemm_options
-def plan_cmd(m: int, n: int, k: int, dtype: str, workers: int, kind: str, chunk: int | None,
-             as_json: bool, **options: Any) -> None:
+def plan_cmd(m: int, n: int, k: int, dtype: str, workers: int, kind: str, threads: int,
+             chunk: int | None, as_json: bool, **options: Any) -> None:
     """Print the plan mgemm makes for an M×K @ K×N product on --workers identical workers."""
     from .cluster import cpu_flops, gpu_flops
     from .engines import accumulator_dtype
@@ -213,12 +215,13 @@ def plan_cmd(m: int, n: int, k: int, dtype: str, workers: int, kind: str, chunk:
     opts = _resolve(options)
     itemsize = 2 if dtype == "bfloat16" else np.dtype(dtype).itemsize
     part_itemsize = np.dtype(accumulator_dtype(dtype)).itemsize
-    flops = (gpu_flops({}, dtype, opts["allow_tf32"], opts["emulate_fp32"]) if kind == "gpu"
-             else cpu_flops(8, dtype))
+    gpu = kind == "gpu"
+    flops = (gpu_flops({}, dtype, opts["allow_tf32"], opts["emulate_fp32"]) if gpu
+             else cpu_flops(threads, dtype))
     try:
         plan = plan_from_shape(m, n, k, itemsize, workers, kind=kind, flops=flops, chunk=chunk,
                                block_size=opts["block_size"], split=opts["split"],
-                               part_itemsize=part_itemsize)
+                               part_itemsize=part_itemsize, slots=1 if gpu else threads)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:

@@ -305,9 +305,11 @@ def describe_workers(client: Any, dtype: Any, *, gpu: bool, allow_tf32: bool = F
             out.append(Worker(address, "gpu", gpu_flops(dev, dtype, allow_tf32, emulate),
                               int(dev["free"] * 0.8), bandwidth))
         else:
-            memory = int(w.get("memory_limit") or 8 << 30)
-            out.append(Worker(address, "cpu", cpu_flops(int(w.get("nthreads", 1)), dtype),
-                              memory // 2, bandwidth))
+            # a block task per thread: worker processes run single-threaded BLAS (Dask's
+            # nanny sets OMP_NUM_THREADS=1), so one task uses one of its cores
+            memory, threads = int(w.get("memory_limit") or 8 << 30), int(w.get("nthreads", 1))
+            out.append(Worker(address, "cpu", cpu_flops(threads, dtype), memory // 2, bandwidth,
+                              slots=max(1, threads)))
     return out
 
 

@@ -6,9 +6,11 @@ blocks are to workers what output tiles are to SMs.
 
 CONTRACT (used by ``mgemm/graph.py`` and ``mgemm/cli.py``; keep these names and meanings):
 
-- ``Worker(name, kind, flops, memory, bandwidth)``: a Dask worker; ``flops`` is its sustained
-  FLOP/s for the problem's dtype, ``memory`` the bytes a plan may use there, ``bandwidth`` the
-  bytes/s at which it fetches a chunk that lives on another worker.
+- ``Worker(name, kind, flops, memory, bandwidth, slots=1)``: a Dask worker; ``flops`` is its
+  sustained FLOP/s for the problem's dtype, ``memory`` the bytes a plan may use there,
+  ``bandwidth`` the bytes/s at which it fetches a chunk that lives on another worker, ``slots``
+  the block tasks it runs at once to reach ``flops`` (a CPU worker's threads, each a
+  single-threaded BLAS call; a GPU worker's one device: 1).
 - ``Problem(m_chunks, n_chunks, k_chunks, itemsize, part_itemsize=None)``: C = A @ B with A's
   row chunks, B's column chunks, and the K chunking common to A and B (the graph refines
   mismatched K chunkings first); ``part_itemsize``: bytes per element of a split block's partials
@@ -86,10 +88,13 @@ class Worker:
     flops: float
     memory: int
     bandwidth: float
+    slots: int = 1
 
     def __post_init__(self) -> None:
         if not (self.flops > 0 and self.memory > 0 and self.bandwidth > 0):
             raise ValueError(f"worker {self.name!r}: flops, memory and bandwidth must be > 0")
+        if self.slots < 1:
+            raise ValueError(f"worker {self.name!r}: slots must be at least 1, got {self.slots}")
 
 
 @dataclass(frozen=True)
@@ -262,15 +267,22 @@ def choose_block_size(m: int, n: int, k: int, itemsize: int,
 
     Among block grids whose edges are at least a quarter of the GEMM-efficiency knee (4096 on
     GPUs, 1024 on CPUs), take the first by: the working set (A row panel + B column panel + C
-    block) fits ``MEMORY_FRACTION`` of the smallest memory; every worker gets a block; CPU blocks
-    stay ≤ 2048 (tasks share cores); then the shortest estimated makespan (wave quantization,
-    GEMM efficiency, exposed transfers); then fewer blocks, then squarer blocks.
+    block) of every slot at once fits ``MEMORY_FRACTION`` of the worker's memory; every worker
+    gets a block; CPU blocks stay ≤ 2048 (tasks share cores); then the shortest estimated
+    makespan (wave quantization over the workers' slots, GEMM efficiency, exposed transfers);
+    then fewer blocks, then squarer blocks.
 
     >>> h200 = Worker("g", "gpu", 51e12, 120 * GiB, 300e9)
     >>> choose_block_size(32768, 32768, 32768, 4, [h200, h200])
     (16384, 16384)
     >>> choose_block_size(8192, 8192, 8192, 4, [h200] * 8)  # 2 blocks each, 2048 still fast
     (2048, 2048)
+    >>> cpu = Worker("c", "cpu", 100e9, 16 * GiB, 10e9)
+    >>> choose_block_size(4096, 4096, 4096, 8, [cpu] * 2)
+    (2048, 2048)
+    >>> cpu16 = Worker("c", "cpu", 1.6e12, 16 * GiB, 10e9, slots=16)  # a block for every thread
+    >>> choose_block_size(4096, 4096, 4096, 8, [cpu16] * 2)
+    (512, 512)
     """
     return _choose_block_size(m, n, k, itemsize, tuple(workers))
 
@@ -283,15 +295,16 @@ def _choose_block_size(m: int, n: int, k: int, itemsize: int,
         raise ValueError("no workers to plan for")
     gpu = any(w.kind == "gpu" for w in workers)
     knee, cap = (4096, None) if gpu else (1024, 2048)
-    budget = MEMORY_FRACTION * min(w.memory for w in workers)
+    budget = MEMORY_FRACTION * min(w.memory / w.slots for w in workers)
     speed, bandwidth = sum(w.flops for w in workers) / p, min(w.bandwidth for w in workers)
+    slots = -(-sum(w.slots for w in workers) // p)
     ideal = 2.0 * m * n * k / (speed * p)
 
     def key(grid: tuple[int, int]) -> tuple:
         gm, gn = grid
         rows, cols = -(-m // gm), -(-n // gn)
         need = (rows * k + k * cols + rows * cols) * itemsize
-        t = _estimate(m, n, k, itemsize, grid, p, speed, bandwidth, knee)
+        t = _estimate(m, n, k, itemsize, grid, p, speed, bandwidth, knee, slots)
         too_big = cap is not None and max(rows, cols) > cap
         return (need if need > budget else 0, gm * gn < p, too_big, round(t / ideal, 3),
                 gm * gn, abs(rows - cols), gm)
@@ -312,13 +325,15 @@ def _counts(size: int, floor: int, p: int) -> list[int]:
 
 
 def _estimate(m: int, n: int, k: int, itemsize: int, grid: tuple[int, int], p: int,
-              speed: float, bandwidth: float, knee: int) -> float:
-    """Rough makespan of a banded plan on ``grid`` blocks, every worker at ``speed``."""
+              speed: float, bandwidth: float, knee: int, slots: int = 1) -> float:
+    """Rough makespan of a banded plan on ``grid`` blocks, every worker at ``speed`` over
+    ``slots`` block tasks at a time."""
     gm, gn = grid
     rows, cols = -(-m // gm), -(-n // gn)
     q = -(-gm * gn // p)  # blocks on the busiest worker
     edge = min(rows, cols)
-    compute = q * 2.0 * rows * cols * k / (speed * edge / (edge + knee / 8))
+    waves = -(-q // slots)  # each block on one slot, at 1/slots of the worker's speed
+    compute = waves * slots * 2.0 * rows * cols * k / (speed * edge / (edge + knee / 8))
     per_edge = (p - 1) / p * k * itemsize / bandwidth  # seconds to fetch one row/col of a panel
     band = min(m, rows * -(-q // gn)) + min(n, cols * min(q, gn))
     # The first block's panels cannot overlap a GEMM; later ones can, as far as compute lasts.
@@ -842,9 +857,9 @@ def plan_from_shape(m: int, n: int, k: int, itemsize: int, n_workers: int, *, ki
                     flops: float | None = None, memory: int | None = None,
                     bandwidth: float | None = None, chunk: int | tuple[int, int, int] | None = None,
                     block_size: BlockSize = "auto", split: str = "auto",
-                    part_itemsize: int | None = None) -> Plan:
+                    part_itemsize: int | None = None, slots: int = 1) -> Plan:
     """The plan for an m×k @ k×n product on ``n_workers`` identical synthetic workers
-    (``itemsize``, ``part_itemsize``: as in ``Problem``).
+    (``itemsize``, ``part_itemsize``: as in ``Problem``; ``slots``: as in ``Worker``).
 
     Defaults per ``kind`` come from ``DEFAULTS`` (an H200 at fp32 for "gpu").  ``chunk``: the
     input chunk edge, or (m, n, k) edges; None makes chunks equal to the block size (K chunks
@@ -858,7 +873,7 @@ def plan_from_shape(m: int, n: int, k: int, itemsize: int, n_workers: int, *, ki
         raise ValueError(f"kind must be one of {tuple(DEFAULTS)}, got {kind!r}")
     d_flops, d_memory, d_bandwidth = DEFAULTS[kind]
     workers = tuple(Worker(f"worker-{i}", kind, flops or d_flops, memory or d_memory,
-                           bandwidth or d_bandwidth) for i in range(n_workers))
+                           bandwidth or d_bandwidth, slots) for i in range(n_workers))
     if chunk is None:
         block_size = _block_size(block_size, Problem((m,), (n,), (k,), itemsize), workers)
         chunk = (*block_size, min(block_size))

@@ -81,8 +81,9 @@ def test_workers_info_lists_every_worker_from_the_scheduler(monkeypatch):
         for w in info.values():
             assert {"name", "nthreads", "memory_limit", "resources"} <= set(w)
             assert w["nthreads"] == 2 and w["memory_limit"] == 2**30
-        assert [w.name for w in cluster.describe_workers(client, "float64", gpu=False)] \
-            == sorted(info)
+        described = cluster.describe_workers(client, "float64", gpu=False)
+        assert [w.name for w in described] == sorted(info)
+        assert [w.slots for w in described] == [2, 2]  # a block task per thread
 
 
 def _raw_serializers():

@@ -315,6 +315,25 @@ def test_block_size_on_cpus_is_moderate():
     assert 1024 <= min(rows, cols) and max(rows, cols) <= 2048
 
 
+@pytest.mark.parametrize("workers, threads", [(1, 2), (2, 8), (4, 16)])
+def test_block_size_gives_every_cpu_thread_a_block(workers, threads):
+    """A CPU worker runs one single-threaded block task per thread: as many blocks as slots at
+    least, where the blocks stay above the floor, and every slot's working set in its share of
+    the worker's memory."""
+    memory = 16 * GiB
+    one_slot = [Worker(f"w{i}", "cpu", threads * 1e9, memory, 10e9) for i in range(workers)]
+    slotted = [Worker(f"w{i}", "cpu", threads * 1e9, memory, 10e9, slots=threads)
+               for i in range(workers)]
+    for size in (2048, 4096, 8192):
+        rows, cols = choose_block_size(size, size, size, 8, slotted)
+        assert -(-size // rows) * -(-size // cols) >= min(workers * threads, (size // 256) ** 2)
+        assert (rows * size + size * cols + rows * cols) * 8 * threads <= MEMORY_FRACTION * memory
+    rows, cols = choose_block_size(2048, 2048, 2048, 8, one_slot)
+    assert -(-2048 // rows) * -(-2048 // cols) < workers * threads  # what slots change
+    with pytest.raises(ValueError, match="slots must be at least 1"):
+        Worker("w", "cpu", 1e9, GiB, 1e9, slots=0)
+
+
 def test_block_size_respects_memory():
     small = [Worker(f"g{i}", "gpu", 51e12, 16 * GiB, 300e9) for i in range(2)]
     rows, cols = choose_block_size(65536, 65536, 65536, 4, small)
