@@ -295,3 +295,63 @@ def test_numpy_engine_adds_16_bit_parts_in_float32(dtype):
     ref = a.astype(np.float64) @ b.astype(np.float64)
     err = np.abs(got.astype(np.float64) - ref).max() / np.abs(ref).max()
     assert err <= {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}[dtype], err
+
+
+def _numpy_cupy():
+    """A NumPy-backed stand-in for the parts of CuPy the persistent engine calls itself."""
+    class Event:
+        def __init__(self, **kwargs):
+            pass
+
+        def record(self, stream=None):
+            pass
+
+        def synchronize(self):
+            pass
+
+    cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: 0), Event=Event)
+    return types.SimpleNamespace(dtype=np.dtype, empty=np.empty, result_type=np.result_type,
+                                 float32=np.float32, cuda=cuda)
+
+
+@pytest.mark.parametrize("hopper_here", [True, False], ids=["hopper", "portable"])
+@pytest.mark.parametrize("beta", [0.0, 0.5])
+def test_persistent_engine_adds_launches_in_float32(monkeypatch, hopper_here, beta):
+    """A float16 block of more K parts than one launch takes: the launches after the first add
+    into a float32 block, rounded to float16 once, so the result equals one launch's on the
+    whole K range (float16 added to between launches differed on about a quarter of the
+    elements).  NumPy stands in for CuPy and for the kernels (float32 accumulators, rounded to
+    the output's type)."""
+    from mgemm import hopper, hopper_config, kernels
+    from mgemm.engines.persistent import PersistentEngine
+
+    launches = []
+
+    def kernel(a_parts, b_parts, c=None, *, alpha, beta, out, **_):
+        launches.append(out.dtype)
+        acc = np.float32(alpha) * sum(a.astype(np.float32) @ b.astype(np.float32)
+                                      for a, b in zip(a_parts, b_parts))
+        if beta:
+            acc += np.float32(beta) * c.astype(np.float32)
+        out[...] = acc.astype(out.dtype)
+        return out
+
+    monkeypatch.setitem(sys.modules, "cupy", _numpy_cupy())
+    monkeypatch.setattr(hopper, "supported", lambda: hopper_here)
+    monkeypatch.setattr(hopper, "gemm_parts", lambda a, b, tune=False, **kw: kernel(a, b, **kw))
+    monkeypatch.setattr(kernels, "gemm", lambda a, b, c=None, **kw: kernel([a], [b], c, **kw))
+    rng = np.random.default_rng(7)
+    n_parts = 2 * hopper_config.MAX_K_PARTS + 3
+    a = (rng.random((64, 64 * n_parts)) + 0.5).astype(np.float16)
+    b = (rng.random((64 * n_parts, 48)) + 0.5).astype(np.float16)
+    c = (rng.random((64, 48)) + 0.5).astype(np.float16)
+    cuts = range(0, 64 * n_parts, 64)
+    engine = PersistentEngine()
+    got = engine.gemm([a[:, k:k + 64] for k in cuts], [b[k:k + 64] for k in cuts], alpha=0.75,
+                      beta=beta, c=c)
+    groups = 3 if hopper_here else n_parts
+    assert launches == [np.float32] * groups
+    whole = engine.gemm([a], [b], alpha=0.75, beta=beta, c=c)
+    assert launches[groups:] == [np.float16]  # one launch: its own type, no float32 block
+    assert got.dtype == whole.dtype == np.float16
+    assert np.mean(got == whole) >= 0.99
