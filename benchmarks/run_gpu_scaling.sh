@@ -26,7 +26,8 @@ from mgemm.plan import plan_from_shape
 gpus = int(sys.argv[1])
 for c in scaling_cases(gpus):
     size = 2 if c.dtype == "bfloat16" else 4
-    print(plan_from_shape(c.m, c.n, c.k, size, gpus, flops=H200_FLOPS[c.dtype], chunk=c.chunk).table())
+    print(plan_from_shape(c.m, c.n, c.k, size, gpus, flops=H200_FLOPS[c.dtype], chunk=c.chunk,
+                          part_itemsize=4).table())  # 16-bit partials travel as float32
 PY
 # One device call may run 600 s at most: CASES="name ..." runs some cases only (split the suite
 # over calls; `python3 -c "from mgemm.bench import scaling_cases as s; print([c.name for c in s(8)])"`).
