@@ -20,8 +20,10 @@ FAST = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCh
 H200 = Worker("h200", "gpu", 51e12, 120 * GiB, 300e9)
 
 
-def cpu_workers(speeds, bandwidth=1e10, memory=1 << 40) -> list[Worker]:
-    return [Worker(f"w{i}", "cpu", s * 1e9, memory, bandwidth) for i, s in enumerate(speeds)]
+def cpu_workers(speeds, bandwidth=1e10, memory=1 << 40, slots=None) -> list[Worker]:
+    slots = slots or [1] * len(speeds)
+    return [Worker(f"w{i}", "cpu", s * 1e9, memory, bandwidth, t)
+            for i, (s, t) in enumerate(zip(speeds, slots))]
 
 
 # -- strategies ------------------------------------------------------------------------------------
@@ -32,14 +34,17 @@ sizes = st.lists(st.integers(1, 40), min_size=1, max_size=6)
 @st.composite
 def problems(draw) -> Problem:
     k = draw(st.lists(st.integers(1, 40), min_size=1, max_size=8))
-    return Problem(draw(sizes), draw(sizes), k, draw(st.sampled_from([2, 4, 8])))
+    itemsize = draw(st.sampled_from([2, 4, 8]))
+    part = draw(st.sampled_from([None, 4])) if itemsize == 2 else None  # 16-bit: float32 partials
+    return Problem(draw(sizes), draw(sizes), k, itemsize, part)
 
 
 @st.composite
 def clusters(draw, max_workers: int = 9) -> list[Worker]:
     speeds = draw(st.lists(st.sampled_from([1.0, 1.5, 2.0, 3.0]), min_size=1,
                            max_size=max_workers))
-    return cpu_workers(speeds, bandwidth=draw(st.sampled_from([1e6, 1e9, 1e12])))
+    slots = draw(st.lists(st.sampled_from([1, 2, 4]), min_size=len(speeds), max_size=len(speeds)))
+    return cpu_workers(speeds, bandwidth=draw(st.sampled_from([1e6, 1e9, 1e12])), slots=slots)
 
 
 @st.composite
