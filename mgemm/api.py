@@ -283,7 +283,7 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
     a0, b0 = a, b
     a = _to_dask(a, (target[0], "auto"))
     b = _to_dask(b, ("auto", target[1]))
-    a, b = _align(a, b, target, len(workers))
+    a, b = _align(a, b, target, sum(w.slots for w in workers))
     problem = Problem(tuple(a.chunks[0]), tuple(b.chunks[1]), tuple(a.chunks[1]), itemsize,
                       np.dtype(engines.accumulator_dtype(out_dtype)).itemsize)
     if client is not None:  # a rechunked operand's chunks are held nowhere yet: left out
@@ -376,15 +376,16 @@ def _to_dask(x: Any, chunks: Any) -> da.Array:
     return da.from_array(x, chunks=chunks, asarray=False)
 
 
-def _align(a: da.Array, b: da.Array, target: tuple, n_workers: int) -> tuple[da.Array, da.Array]:
+def _align(a: da.Array, b: da.Array, target: tuple, slots: int) -> tuple[da.Array, da.Array]:
     """Rechunk as little as possible: A's and B's K chunks are made to agree, and row or column
-    chunks are cut only when they are too coarse to give every worker a block.
+    chunks are cut only when they are too coarse to give every worker's slot (``plan.Worker``) a
+    block.
 
     Rechunking persisted inputs moves whole chunks between workers, which costs more than a plan
     over the chunks as they are, so chunks that merely differ from the planner's target stay.
     """
     rows, cols = a.chunks[0], b.chunks[1]
-    if len(rows) * len(cols) < n_workers:
+    if len(rows) * len(cols) < slots:
         rows, cols = _split_coarse(rows, target[0]), _split_coarse(cols, target[1])
     kch = graph.common_k_chunks(a.chunks[1], b.chunks[0])
     if (rows, kch) != a.chunks:

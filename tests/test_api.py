@@ -169,6 +169,20 @@ def test_on_a_cluster_with_placement(client, rng, split):
     assert_close(got, a @ b, np.float64)
 
 
+def test_a_block_for_every_thread_of_a_cpu_worker(rng):
+    """One worker of four threads, each block task a single-threaded BLAS call there: Dask
+    operands of one chunk each are cut so that every thread gets a block."""
+    from distributed import Client, LocalCluster
+
+    a, b = random(rng, (512, 512), "f8"), random(rng, (512, 512), "f8")
+    x, y = da.from_array(a, chunks=-1), da.from_array(b, chunks=-1)
+    with LocalCluster(n_workers=1, threads_per_worker=4, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        got = mgemm.matmul(x, y, client=client)
+        assert got.numblocks[0] * got.numblocks[1] >= 4
+        assert_close(client.compute(got).result(), a @ b, np.float64)
+
+
 def test_bfloat16_numpy_and_dask_operands():
     """ml_dtypes' bfloat16 (NumPy kind "V") multiplies like any float: NumPy and Dask operands,
     a bfloat16 result, within bfloat16's error of the float64 product."""

@@ -157,7 +157,7 @@ def check_costs(plan, locations: dict) -> None:
             blk = plan.blocks[b]
             away = sum(x.block == b and x.worker != name for x in plan.work)
             fixup += (name == w.name) * away * sum(m[blk.i0:blk.i1]) * sum(
-                n[blk.j0:blk.j1]) * size
+                n[blk.j0:blk.j1]) * problem.part_itemsize
         assert plan.loads[w.name].fetched == fetched
         expected = max(flops / w.flops, fetched / w.bandwidth) + fixup / w.bandwidth
         assert plan.predicted[w.name] == pytest.approx(expected, rel=1e-9, abs=1e-15)
