@@ -177,7 +177,7 @@ def test_a_block_for_every_thread_of_a_cpu_worker(rng):
     a, b = random(rng, (512, 512), "f8"), random(rng, (512, 512), "f8")
     x, y = da.from_array(a, chunks=-1), da.from_array(b, chunks=-1)
     with LocalCluster(n_workers=1, threads_per_worker=4, processes=False,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
         got = mgemm.matmul(x, y, client=client)
         assert got.numblocks[0] * got.numblocks[1] >= 4
         assert_close(client.compute(got).result(), a @ b, np.float64)
