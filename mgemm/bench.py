@@ -342,7 +342,7 @@ def scaling_summary(rows: list[dict], n_gpus: int) -> str:
         one = anchor.get((r["dtype"], r["m"])) if r["m"] == r["n"] == r["k"] else None
         eff = f"{r['tflops'] / (n_gpus * one):12.2f}" if one else f"{'n/a':>12}"
         ratio = dask_s[r["case"]] / r["median_s"] if r["case"] in dask_s else float("nan")
-        lines.append(f"{r['case']:<24} {r['method']:<18} {r['median_s']:>9.3f} {r['tflops']:>8.1f} "
+        lines.append(f"{r['case']:<24} {r['method']:<18} {r['median_s']:>9.3f} {r['tflops']:>8.3g} "
                      f"{eff} {ratio:>7.2f}")
     return "\n".join(lines)
 
@@ -645,7 +645,7 @@ def table(rows: list[Row]) -> str:
             lines.append(f"{r.case:<16} {method:<18} failed: {r.error}")
             continue
         ratio = base[r.case] / r.median_s if r.case in base else float("nan")
-        lines.append(f"{r.case:<16} {method:<18} {r.median_s:>9.3f} {r.tflops:>8.1f} "
+        lines.append(f"{r.case:<16} {method:<18} {r.median_s:>9.3f} {r.tflops:>8.3g} "
                      f"{ratio:>8.2f} {r.rel_error:>9.2e} {len(r.seconds):>5}")
     return "\n".join(lines)
 
