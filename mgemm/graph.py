@@ -44,7 +44,8 @@ def _block_task(engine_name: str, shape: tuple, c: Any, alpha: float, beta: floa
                 out_dtype: str, allow_tf32: bool, emulate: str, tune: bool, *chunks: Any) -> Any:
     """Worker side: alpha · (A row panel @ B column panel) + beta · C for one block (float32 on
     bfloat16 tensor cores unless ``emulate`` is "off": ``mgemm.emulate``; ``tune``: the engine's
-    ``tune``).
+    ``tune``).  An engine with ``gemm_chunks`` (numpy) takes the chunks as they are; the others
+    take each K part's panels.
 
     ``shape`` = (rows, ks, cols): ``chunks`` are A's ``rows × ks`` chunks (row chunk r, K chunk
     k at ``r * ks + k``), then B's ``ks × cols`` (K chunk k, column chunk j), in the order of
@@ -54,12 +55,18 @@ def _block_task(engine_name: str, shape: tuple, c: Any, alpha: float, beta: floa
     rows, ks, cols = shape
     off = rows * ks
     xp = _array_module(chunks[0])
+    engine = engines.get(engine_name)
+    if hasattr(engine, "gemm_chunks"):  # the chunks as they are, no panels (NumPy: never emulated)
+        chunks = [_typed(x) for x in chunks]
+        return engine.gemm_chunks([chunks[r * ks:(r + 1) * ks] for r in range(rows)],
+                                  [chunks[off + k * cols:off + (k + 1) * cols] for k in range(ks)],
+                                  alpha=alpha, beta=beta, c=_typed(c), out_dtype=out_dtype,
+                                  allow_tf32=allow_tf32, tune=tune)
     with engines.task_stream(xp):
         # K part k: A's chunks (r, k) stacked over the rows, B's (k, j) side by side
         a_parts = [_concat(xp, [chunks[r * ks + k] for r in range(rows)], 0) for k in range(ks)]
         b_parts = [_concat(xp, list(chunks[off + k * cols:off + (k + 1) * cols]), 1)
                    for k in range(ks)]
-        engine = engines.get(engine_name)
         if emulate != "off":
             from . import emulate as emulation
             return emulation.gemm(engine, a_parts, b_parts, emulate, alpha=alpha, beta=beta,

@@ -297,6 +297,43 @@ def test_numpy_engine_adds_16_bit_parts_in_float32(dtype):
     assert err <= {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}[dtype], err
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16", "complex64",
+                                   "int32", "uint8", "bool"])
+def test_numpy_engine_on_chunks_equals_numpy(dtype):
+    """``gemm_chunks``: ragged row, K and column chunks (one K chunk empty, one chunk a
+    transposed view) with alpha, beta and C give NumPy's product of the whole arrays, in NumPy's
+    result type; every output chunk is written (the result starts uninitialised)."""
+    from conftest import assert_close, random
+    from mgemm.engines import get
+
+    rng = np.random.default_rng(11)
+    rows, ks, cols = (5, 17, 1), (8, 0, 13, 3), (9, 2, 6)
+    a, b = random(rng, (sum(rows), sum(ks)), dtype), random(rng, (sum(ks), sum(cols)), dtype)
+    c = random(rng, (sum(rows), sum(cols)), dtype)
+
+    def cut(x, first, second):
+        e0, e1 = np.cumsum((0, *first)), np.cumsum((0, *second))
+        return [[x[e0[i]:e0[i + 1], e1[j]:e1[j + 1]] for j in range(len(second))]
+                for i in range(len(first))]
+
+    a_rows, b_rows = cut(a, rows, ks), cut(b, ks, cols)
+    a_rows[1][2] = np.asarray(a_rows[1][2].T, order="C").T  # column-major
+    numeric = dtype != "bool"
+    alpha, beta = (2.0, 0.5) if numeric and np.dtype(dtype).kind in "fcV" else (1, 0)
+    got = get("numpy").gemm_chunks(a_rows, b_rows, alpha=alpha, beta=beta, c=c)
+    expect = np.matmul(a, b).dtype if dtype != "bfloat16" else a.dtype
+    assert got.dtype == expect and got.shape == (sum(rows), sum(cols))
+    if not numeric:
+        np.testing.assert_array_equal(got, a @ b)
+        return
+    wide = np.complex128 if np.dtype(dtype).kind == "c" else np.float64
+    ref = alpha * (a.astype(wide) @ b.astype(wide)) + beta * c.astype(wide)
+    if np.dtype(dtype).kind in "iu":
+        np.testing.assert_array_equal(got, np.matmul(a, b))
+    else:
+        assert_close(got, ref, dtype)
+
+
 def _numpy_cupy():
     """A NumPy-backed stand-in for the parts of CuPy the persistent engine calls itself."""
     class Event:
