@@ -644,9 +644,9 @@ def table(rows: list[Row]) -> str:
         if r.error:
             lines.append(f"{r.case:<16} {method:<18} failed: {r.error}")
             continue
-        ratio = base[r.case] / r.median_s if r.case in base else float("nan")
+        ratio = f"{base[r.case] / r.median_s:.2f}" if r.case in base else "n/a"
         lines.append(f"{r.case:<16} {method:<18} {r.median_s:>9.3f} {r.tflops:>8.3g} "
-                     f"{ratio:>8.2f} {r.rel_error:>9.2e} {len(r.seconds):>5}")
+                     f"{ratio:>8} {r.rel_error:>9.2e} {len(r.seconds):>5}")
     return "\n".join(lines)
 
 
