@@ -271,3 +271,106 @@ def test_gemm_scalars_that_the_product_type_cannot_hold_raise():
     np.testing.assert_array_equal(mgemm.gemm(ints, ints.T, alpha=2.0), np.full((3, 3), 8))
     got = mgemm.gemm(real.astype(complex), real.T, alpha=1j)
     np.testing.assert_array_equal(got, np.full((3, 3), 4j))
+
+
+# -- drawn products against NumPy --------------------------------------------------------------------
+
+DRAWN_DTYPES = ["float64", "float32", "float16", "complex64", "complex128", "int32", "int64",
+                "uint8", "bool"]
+
+
+def _drawn_chunks(data, size: int) -> tuple:
+    """Dask chunks of ``size``: up to three cuts at drawn places (ragged; (0,) when empty)."""
+    from hypothesis import strategies as st
+
+    if size <= 1:
+        return (size,)
+    cuts = sorted(set(data.draw(st.lists(st.integers(1, size - 1), max_size=3))))
+    edges = [0, *cuts, size]
+    return tuple(b - a for a, b in zip(edges, edges[1:]))
+
+
+def _drawn_operand(rng, shape, dtype):
+    x = random(rng, shape, dtype)
+    if np.dtype(dtype).kind == "f":
+        x[x == 0] = 1  # never zeros
+    return x
+
+
+def _check_drawn(got, a, b) -> None:
+    want = np.matmul(a, b)
+    assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, got.dtype, want.dtype)
+    if not want.size:
+        return
+    if want.dtype.kind in "iub":
+        np.testing.assert_array_equal(got, want)
+        return
+    wide = np.complex128 if want.dtype.kind == "c" else np.float64
+    ref = np.matmul(a.astype(wide), b.astype(wide))
+    k = a.shape[-1]
+    tol = {"float16": 2e-3, "float32": 2e-6, "complex64": 2e-6}.get(str(want.dtype), 1e-13)
+    err = np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30)
+    assert err <= tol * (1 + k), err
+
+
+def _drawn_product(data):
+    """(a, b, options, dask or NumPy operands): shapes with 1-D, batched and empty operands,
+    ragged and mismatched chunks, NumPy dtypes mixed, and the planner's options."""
+    from hypothesis import strategies as st
+
+    m, n, k = (data.draw(st.sampled_from([0, 1, 2, 3, 7, 16, 33, 64])) for _ in range(3))
+    batch = data.draw(st.sampled_from([[], [], [2], [3]]))
+    shape_a = [k] if data.draw(st.integers(0, 9)) == 0 else [*batch, m, k]
+    shape_b = [k] if data.draw(st.integers(0, 9)) == 0 else [
+        *([1] if batch and data.draw(st.booleans()) else batch), k, n]
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    a = _drawn_operand(rng, shape_a, data.draw(st.sampled_from(DRAWN_DTYPES)))
+    b = _drawn_operand(rng, shape_b, data.draw(st.sampled_from(DRAWN_DTYPES)))
+    options = data.draw(st.fixed_dictionaries({}, optional={
+        "split": st.sampled_from(["auto", "on", "off"]),
+        "block_size": st.sampled_from([1, 5, 16, "auto", (3, 40)])}))
+    as_dask = data.draw(st.booleans())
+    return a, b, options, as_dask
+
+
+def _drawn_matmul(data, client=None):
+    a, b, options, as_dask = _drawn_product(data)
+    if as_dask:
+        x = da.from_array(a, chunks=tuple(_drawn_chunks(data, s) for s in a.shape))
+        y = da.from_array(b, chunks=tuple(_drawn_chunks(data, s) for s in b.shape))
+        out = mgemm.matmul(x, y, **options, client=client)
+        assert isinstance(out, da.Array)
+        got = out.compute() if client is None else client.compute(out).result()
+        assert (out.shape, out.dtype) == (got.shape, got.dtype)
+    else:
+        got = mgemm.matmul(a, b, **options, client=client)
+        assert isinstance(got, np.ndarray)
+    _check_drawn(got, a, b)
+
+
+def test_drawn_products_equal_numpy():
+    """Products drawn by hypothesis, on Dask's synchronous scheduler: NumPy's shape, dtype and
+    values (exact for integers and booleans; floats against float64 within the type's error)."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.data())
+    def check(data):
+        _drawn_matmul(data)
+
+    check()
+
+
+def test_drawn_products_on_a_cluster_equal_numpy(client):
+    """The same draws through a two-worker cluster: placement, tail splits and fix-ups across
+    workers, NumPy operands scattered to the workers that read them first."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.data())
+    def check(data):
+        _drawn_matmul(data, client=client)
+
+    check()
