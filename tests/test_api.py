@@ -374,3 +374,37 @@ def test_drawn_products_on_a_cluster_equal_numpy(client):
         _drawn_matmul(data, client=client)
 
     check()
+
+
+def test_drawn_gemm_equals_blas_semantics():
+    """``gemm`` drawn by hypothesis: transposes, alpha and beta (0 among them: C, holding a NaN,
+    is then not read), ragged chunks of A, B and C, against alpha·op(A)·op(B) + beta·C."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.data())
+    def check(data):
+        m, n, k = (data.draw(st.sampled_from([1, 3, 16, 33])) for _ in range(3))
+        trans_a, trans_b = data.draw(st.booleans()), data.draw(st.booleans())
+        dtype = data.draw(st.sampled_from(["float64", "float32", "complex128"]))
+        alpha = data.draw(st.sampled_from([0.0, 1.0, -2.5]))
+        beta = data.draw(st.sampled_from([0.0, 1.0, 0.5]))
+        rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+        a = _drawn_operand(rng, (k, m) if trans_a else (m, k), dtype)
+        b = _drawn_operand(rng, (n, k) if trans_b else (k, n), dtype)
+        c = _drawn_operand(rng, (m, n), dtype)
+        if beta == 0:
+            c[0, 0] = np.nan
+        x, y, z = (da.from_array(v, chunks=tuple(_drawn_chunks(data, s) for s in v.shape))
+                   for v in (a, b, c))
+        got = mgemm.gemm(x, y, z, alpha=alpha, beta=beta, trans_a=trans_a,
+                         trans_b=trans_b).compute()
+        wide = np.complex128 if dtype.startswith("complex") else np.float64
+        op_a, op_b = (a.T if trans_a else a).astype(wide), (b.T if trans_b else b).astype(wide)
+        want = alpha * (op_a @ op_b) + (beta * c.astype(wide) if beta else 0)
+        assert got.shape == want.shape and got.dtype == np.dtype(dtype)
+        assert np.isfinite(got).all()
+        assert_close(got, want, dtype)
+
+    check()
