@@ -71,6 +71,12 @@ MIN_PIECE_SECONDS = 0.01
 #: 0.552 to 0.467 s (40 tasks and 8 fix-ups on one worker before) and was as fast or faster on
 #: every other case timed.
 OVERLAP_BLOCKS: int | None = 1
+#: The same for CPU workers: none.  Their fetches (TCP) take the cores the pieces would compute
+#: on, and each cut block adds partials and a fix-up.  Two single-thread worker processes,
+#: persisted inputs where Dask put them, medians of 7 in turns (2026-12-05): 1 against 0 took
+#: 2048² float32 107 against 99 ms, float64 207 against 189, 4096² float32 637 against 615,
+#: float64 (512² chunks) 1477 against 1271.
+CPU_OVERLAP_BLOCKS: int | None = 0
 BlockSize = Union[str, int, tuple[int, int]]
 ChunkKey = tuple  # ("a", i, k) or ("b", k, j)
 
@@ -374,14 +380,17 @@ def make_plan(problem: Problem, workers: Sequence[Worker], *, block_size: BlockS
         if split == "on" or tried.makespan() < ledger.makespan() * (1 - SPLIT_GAIN):
             orders, ledger = trial, tried
     if known and split != "off":
-        orders = [_local_first(model, w, order, owner) for w, order in enumerate(orders)]
+        orders = [_local_first(model, w, order, owner, OVERLAP_BLOCKS
+                               if model.workers[w].kind == "gpu" else CPU_OVERLAP_BLOCKS)
+                  for w, order in enumerate(orders)]
     return _finish(model, ledger, orders, owner, (rows, cols))
 
 
 def _local_first(model: _Model, w: int, order: list[list[int]],
-                 owner: list[int]) -> list[list[int]]:
-    """Overlap of copy and compute: cut ``w``'s first ``OVERLAP_BLOCKS`` blocks (all, if None)
-    that read remote inputs and are long enough (``MIN_PIECE_SECONDS`` a piece) into up to
+                 owner: list[int], cut: int | None = 1) -> list[list[int]]:
+    """Overlap of copy and compute: cut ``w``'s first ``cut`` blocks (all, if None;
+    ``OVERLAP_BLOCKS`` on GPU workers, ``CPU_OVERLAP_BLOCKS`` on CPU ones) that read remote
+    inputs and are long enough (``MIN_PIECE_SECONDS`` a piece) into up to
     ``OVERLAP_PIECES`` runs of K chunks, run the pieces whose inputs are all held on ``w`` first,
     then the others, fewest remote bytes first.
 
@@ -390,7 +399,7 @@ def _local_first(model: _Model, w: int, order: list[list[int]],
     the rest arrives, and each remote piece starts as soon as its own chunks are in.  Only blocks
     whose fix-up runs on ``w`` are cut, so the partials are summed where they are made: bytes
     moved, FLOPs and predicted times are unchanged.  The bound on pieces bounds the partial C
-    blocks held at once.  Remote blocks past the first ``OVERLAP_BLOCKS`` cut ones run whole after
+    blocks held at once.  Remote blocks past the first ``cut`` cut ones run whole after
     the pieces, fewest remote bytes first, their inputs fetched while the pieces compute; a remote
     block too short to cut keeps its place among the held work.  The block cut first is the one
     whose least remote piece needs the fewest remote bytes (earliest in the order on ties), moved
@@ -424,7 +433,7 @@ def _local_first(model: _Model, w: int, order: list[list[int]],
     # The first block cut is the one with the piece that needs the least remote data (ideally a
     # piece whose chunks are all held, which starts as soon as the task arrives), earliest first.
     candidates = [i for i, entry in enumerate(order) if remote_own(*entry) and pieces(*entry)]
-    if candidates and OVERLAP_BLOCKS != 0:
+    if candidates and cut != 0:
         def least_remote(i: int) -> int:
             b, k0, k1 = order[i]
             qa, qb = model.panels(b)
@@ -438,7 +447,7 @@ def _local_first(model: _Model, w: int, order: list[list[int]],
             held.append([b, k0, k1])
             continue
         qa, qb = model.panels(b)
-        if OVERLAP_BLOCKS is not None and cut_blocks >= OVERLAP_BLOCKS:
+        if cut is not None and cut_blocks >= cut:
             # fetched while earlier tasks run: stays whole, after the pieces
             fetch.append((moved(qa, qb, k0, k1), len(fetch), [b, k0, k1]))
             continue

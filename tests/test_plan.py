@@ -495,6 +495,24 @@ def test_overlap_blocks_cuts_only_the_first_remote_blocks(monkeypatch):
     assert plan.predicted == pytest.approx(every.predicted)
 
 
+def test_cpu_workers_keep_remote_blocks_whole():
+    """``CPU_OVERLAP_BLOCKS = 0``: on CPU workers no block is cut into K pieces (their fetches
+    take the cores the pieces would compute on); held blocks still come first, then the remote
+    ones, fewest remote bytes first."""
+    problem = Problem((512,) * 4, (512,) * 4, (512,) * 4, 4)
+    held = {(x, i, k): "w1" for x in "ab" for i in range(4) for k in range(4)}
+    held |= {("a", 0, k): "w0" for k in range(4)} | {("b", k, 0): "w0" for k in range(4)}
+    kinds = {}
+    for kind in ("gpu", "cpu"):
+        workers = [Worker(f"w{i}", kind, 1e9, 100 * GiB, 1e9) for i in range(2)]
+        kinds[kind] = make_plan(problem, workers, block_size=512, locations=held)
+    assert kinds["gpu"].fixup and any(x.k1 - x.k0 < 4 for x in kinds["gpu"].work)
+    cpu = kinds["cpu"]
+    assert not cpu.fixup and all((x.k0, x.k1) == (0, 4) for x in cpu.work)
+    first = cpu.work_for("w0")[0]
+    assert (cpu.blocks[first.block].i0, cpu.blocks[first.block].j0) == (0, 0)  # all held: first
+
+
 def _cyclic(grid: int, workers: list[str]) -> dict:
     """Chunk (i, j) of A and of B on workers[(i + j) % len(workers)] (mgemm bench's layout)."""
     return {(x, i, j): workers[(i + j) % len(workers)]
