@@ -28,10 +28,11 @@ follows the data and row or column bands, ties going to the least data on the bu
 order each worker's blocks in the grouped order; split the K range of tail blocks (stream-K across
 workers); predict every worker's time and check its memory.  The cost model, per worker:
 compute = FLOPs / flops; fetch = bytes of the input chunks it uses but does not hold, each counted
-once, / bandwidth; fix-up = the partials it must read (``parts - 1`` C blocks: one is its own) /
-bandwidth.  Predicted time is max(compute, fetch) + fix-up: a worker fetches the inputs of its
-queued tasks while others run (and blocks that read remote chunks are cut into K pieces so that
-held ones compute meanwhile), but a fix-up can only read partials once they exist.
+once, / bandwidth; fix-up = the partials it must read (``parts - 1`` partial blocks: one is
+its own) / bandwidth.  Predicted time is max(compute, fetch) + fix-up: a worker fetches the
+inputs of its queued tasks while others run (and on GPU workers its first block that reads
+remote chunks is cut into K pieces so that held ones compute meanwhile), but a fix-up can only
+read partials once they exist.
 
 >>> plan = plan_from_shape(32768, 32768, 32768, itemsize=4, n_workers=2)
 >>> plan.grid, [(w.block, w.worker, w.seq) for w in plan.work_for("worker-1")]
