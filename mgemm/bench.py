@@ -341,9 +341,9 @@ def scaling_summary(rows: list[dict], n_gpus: int) -> str:
             continue
         one = anchor.get((r["dtype"], r["m"])) if r["m"] == r["n"] == r["k"] else None
         eff = f"{r['tflops'] / (n_gpus * one):12.2f}" if one else f"{'n/a':>12}"
-        ratio = dask_s[r["case"]] / r["median_s"] if r["case"] in dask_s else float("nan")
+        ratio = f"{dask_s[r['case']] / r['median_s']:.2f}" if r["case"] in dask_s else "n/a"
         lines.append(f"{r['case']:<24} {r['method']:<18} {r['median_s']:>9.3f} {r['tflops']:>8.3g} "
-                     f"{eff} {ratio:>7.2f}")
+                     f"{eff} {ratio:>7}")
     return "\n".join(lines)
 
 

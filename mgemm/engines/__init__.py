@@ -2,7 +2,10 @@
 
 An engine computes ``alpha * sum_k a_parts[k] @ b_parts[k] + beta * c`` for 2-D arrays of one
 library (NumPy or CuPy).  ``a_parts[k]`` is M×Kk and ``b_parts[k]`` is Kk×N; either may be a
-non-contiguous view (a transpose costs no copy).  ``c`` is not read when ``beta == 0``.
+non-contiguous view (a transpose costs no copy).  ``c`` is not read when ``beta == 0``.  An
+engine may also offer ``gemm_chunks(a_rows, b_rows, ...)``, the same product on a block's chunks
+as they are (``a_rows[r][k]``, ``b_rows[k][j]``), which block tasks then call instead of
+building each K part's panels (the numpy engine: ``mgemm.engines.numpy``).
 ``tune`` asks the persistent engine to launch the kernel config ``mgemm.tune`` timed fastest for
 each kind of block; the other engines ignore it.
 
