@@ -99,6 +99,37 @@ def test_errors_come_before_any_work():
     unknown = a[a[:, 0] > 0]
     with pytest.raises(ValueError, match="unknown size.*compute_chunk_sizes"):
         mgemm.matmul(unknown, np.ones((4, 2)))
+    # masked arrays: the engines would multiply their data and drop the masks
+    masked = np.ma.masked_array(np.ones((3, 4)), mask=np.eye(3, 4, dtype=bool))
+    for operands in ((masked, np.ones((4, 2))), (np.ones((2, 3)), masked),
+                     (da.from_array(masked, chunks=2, asarray=False), a.T)):
+        with pytest.raises(TypeError, match="masked array.*numpy.ma.filled"):
+            mgemm.matmul(*operands)
+    with pytest.raises(TypeError, match="c is a masked array"):
+        mgemm.gemm(np.ones((3, 2)), np.ones((2, 4)), masked, beta=1.0)
+    sparse = pytest.importorskip("scipy.sparse")
+    with pytest.raises(TypeError, match="chunks of type scipy.sparse.*NumPy and CuPy chunks"):
+        mgemm.matmul(a.map_blocks(sparse.csr_matrix), a.T)
+
+
+def test_eager_operands_are_views_lazy_ones_copies(rng):
+    """An array multiplied now goes into the graph as views of its chunks (no copy, no hash of
+    every byte); one in a lazy product as ``dask.array.from_array`` makes it: a copy, named by
+    its hash, so a change to the array after the call does not reach the result."""
+    from mgemm.api import _to_dask
+
+    x = random(rng, (6, 5), "f8")
+    eager, again = _to_dask(x, (4, 2), eager=True), _to_dask(x, (4, 2), eager=True)
+    assert eager.chunks == ((4, 2), (2, 2, 1)) and eager.name != again.name
+    views = list(dict(eager.__dask_graph__()).values())
+    assert len(views) == 6 and all(isinstance(v, np.ndarray) and np.shares_memory(v, x)
+                                   for v in views)
+    lazy = _to_dask(x, (4, 2))
+    assert lazy.name == _to_dask(x, (4, 2)).name
+    out = mgemm.matmul(lazy, np.eye(5))
+    x[:] = 0
+    np.testing.assert_array_equal(out.compute(), lazy.compute())
+    assert np.abs(out.compute()).min() > 0
 
 
 def test_nan_and_inf_propagate_like_numpy(rng):
