@@ -19,6 +19,7 @@ import logging
 import uuid
 from typing import Any
 
+import dask
 import dask.array as da
 import numpy as np
 
@@ -237,7 +238,7 @@ def _finish(build: Any, eager: bool, opts: dict) -> Any:
         return out
     client = active_client(opts["client"])
     if client is None:
-        return out.compute()
+        return _compute_here(out)
     from distributed.client import FutureCancelledError
 
     for attempt in itertools.count():
@@ -247,6 +248,18 @@ def _finish(build: Any, eager: bool, opts: dict) -> Any:
             if attempt == LOST_INPUT_RETRIES or not _inputs_lost(out):
                 raise
         out = build()
+
+
+def _compute_here(out: da.Array) -> Any:
+    """``out`` computed in this process.  A result of one chunk is that chunk itself:
+    ``Array.compute`` copies its chunks into a new array, which for one block of 4096² float64
+    cost 0.05-0.5 s beside the product's 1.05 s (the fresh pages faulted in)."""
+    if out.npartitions != 1:
+        return out.compute()
+    (value,) = dask.compute(out.to_delayed().ravel()[0])
+    if not getattr(getattr(value, "flags", None), "writeable", True):  # a broadcast constant
+        value = value.copy()
+    return value
 
 
 def _inputs_lost(out: da.Array) -> bool:

@@ -301,10 +301,12 @@ def _choose_block_size(m: int, n: int, k: int, itemsize: int,
     if p == 0:
         raise ValueError("no workers to plan for")
     gpu = any(w.kind == "gpu" for w in workers)
-    knee, cap = (4096, None) if gpu else (1024, 2048)
+    slots = -(-sum(w.slots for w in workers) // p)
+    # CPU blocks are capped where tasks share the cores; one worker of one slot (this process,
+    # BLAS on every core inside each task) runs its blocks best whole
+    knee, cap = (4096, None) if gpu else (1024, 2048 if p * slots > 1 else None)
     budget = MEMORY_FRACTION * min(w.memory / w.slots for w in workers)
     speed, bandwidth = sum(w.flops for w in workers) / p, min(w.bandwidth for w in workers)
-    slots = -(-sum(w.slots for w in workers) // p)
     ideal = 2.0 * m * n * k / (speed * p)
 
     def key(grid: tuple[int, int]) -> tuple:

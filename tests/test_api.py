@@ -132,6 +132,22 @@ def test_eager_operands_are_views_lazy_ones_copies(rng):
     assert np.abs(out.compute()).min() > 0
 
 
+def test_a_result_of_one_block_is_not_copied(rng, monkeypatch):
+    """Arrays in, no client: a product of one block returns the block task's own array, not a
+    copy made by ``Array.compute``; a constant result (alpha = 0) is still a writable array."""
+    a, b = random(rng, (40, 30), "f8"), random(rng, (30, 20), "f8")
+
+    def no_compute(self, **kwargs):
+        raise AssertionError("Array.compute copies the result")
+    monkeypatch.setattr(da.Array, "compute", no_compute)
+    got = mgemm.matmul(a, b)
+    assert_close(got, a @ b, np.float64)
+    zero = mgemm.gemm(a, b, alpha=0.0)
+    assert zero.flags.writeable and not zero.any() and zero.shape == (40, 20)
+    with pytest.raises(AssertionError, match="copies"):  # several blocks: assembled by dask
+        mgemm.matmul(a, b, block_size=10)
+
+
 def test_nan_and_inf_propagate_like_numpy(rng):
     a, b = random(rng, (6, 5), "f8"), random(rng, (5, 4), "f8")
     a[2, 3] = np.nan

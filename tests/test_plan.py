@@ -339,6 +339,18 @@ def test_block_size_gives_every_cpu_thread_a_block(workers, threads):
         Worker("w", "cpu", 1e9, GiB, 1e9, slots=0)
 
 
+def test_one_worker_of_one_slot_takes_whole_blocks():
+    """This process without a cluster (BLAS on every core inside each task): no 2048 cap, so a
+    product that fits the memory share is one block; two slots or two workers keep the cap."""
+    local = Worker("local", "cpu", 6e10, 8 * GiB, 1e12)
+    assert choose_block_size(4096, 4096, 4096, 8, [local]) == (4096, 4096)
+    rows, cols = choose_block_size(16384, 16384, 16384, 8, [local])
+    assert (rows * 16384 * 2 + rows * cols) * 8 <= MEMORY_FRACTION * 8 * GiB
+    two = Worker("local", "cpu", 6e10, 8 * GiB, 1e12, slots=2)
+    assert max(choose_block_size(4096, 4096, 4096, 8, [two])) <= 2048
+    assert max(choose_block_size(4096, 4096, 4096, 8, [local, local])) <= 2048
+
+
 def test_block_size_respects_memory():
     small = [Worker(f"g{i}", "gpu", 51e12, 16 * GiB, 300e9) for i in range(2)]
     rows, cols = choose_block_size(65536, 65536, 65536, 4, small)
