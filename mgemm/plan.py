@@ -275,9 +275,11 @@ def choose_block_size(m: int, n: int, k: int, itemsize: int,
     Among block grids whose edges are at least a quarter of the GEMM-efficiency knee (4096 on
     GPUs, 1024 on CPUs), take the first by: the working set (A row panel + B column panel + C
     block) of every slot at once fits ``MEMORY_FRACTION`` of the worker's memory; every worker
-    gets a block; CPU blocks stay ≤ 2048 (tasks share cores); then the shortest estimated
-    makespan (wave quantization over the workers' slots, GEMM efficiency, exposed transfers);
-    then fewer blocks, then squarer blocks.
+    gets a block; CPU blocks stay ≤ 2048 where tasks share the cores (more than one slot in
+    all: a lone slot gains nothing from more tasks, and in this process without a cluster BLAS
+    runs on every core inside the task); then the shortest estimated makespan (wave
+    quantization over the workers' slots, GEMM efficiency, exposed transfers); then fewer
+    blocks, then squarer blocks.
 
     >>> h200 = Worker("g", "gpu", 51e12, 120 * GiB, 300e9)
     >>> choose_block_size(32768, 32768, 32768, 4, [h200, h200])
