@@ -404,13 +404,12 @@ def _to_dask(x: Any, chunks: Any, eager: bool = False) -> da.Array:
         return x
     if not eager:
         return da.from_array(x, chunks=chunks, asarray=False)
-    from dask.array.core import normalize_chunks, slices_from_chunks
+    from dask.array.core import normalize_chunks
 
     chunks = normalize_chunks(chunks, x.shape, dtype=x.dtype)
     name = "mgemm-operand-" + uuid.uuid4().hex
-    keys = itertools.product([name], *(range(len(c)) for c in chunks))
-    graph = {key: x[part] for key, part in zip(keys, slices_from_chunks(chunks))}
-    return da.Array(graph, name, chunks, meta=da.utils.meta_from_array(x, ndim=x.ndim))
+    return da.Array(cluster_module.chunk_views(x, chunks, name), name, chunks,
+                    meta=da.utils.meta_from_array(x, ndim=x.ndim))
 
 
 def _align(a: da.Array, b: da.Array, target: tuple, slots: int) -> tuple[da.Array, da.Array]:
