@@ -148,9 +148,9 @@ OPTIONS = {
                "(error of float32's order): off, on (bf16x6), bf16x6 or bf16x9; on sm_90 GPUs "
                "with engine auto or persistent, exact float32 elsewhere"),
         Option("split", "auto", _parse_split,
-               "split K ranges: auto (tail blocks across workers when it pays, and each worker's "
-               "first block with remote inputs into pieces that overlap its fetches), on (always "
-               "split tails) or off"),
+               "split K ranges: auto (tail blocks across workers when it pays, and each GPU "
+               "worker's first block with remote inputs into pieces that overlap its fetches), on "
+               "(always split tails) or off"),
         Option("tune", False, _parse_bool,
                "time the Hopper kernel's configs on the first block of each shape and keep the "
                "fastest, and with engine auto cuBLAS against it (float16/bfloat16 on sm_90; kept "
