@@ -332,7 +332,28 @@ def local_workers(dtype: Any, *, gpu: bool, allow_tf32: bool = False,
 
 
 def active_client(option: Any = None) -> Any:
-    """The client to run on: ``option`` (a Client or an address), else the active one, else None."""
+    """The client to run on: ``option`` (a Client or an address), else the active one, else None.
+
+    Planning waits for the scheduler's answers (its workers, where the inputs live), which the
+    event loop of an asynchronous client cannot do while it runs this call: there, a
+    ``RuntimeError`` says to call mgemm from a thread."""
+    client = _find_client(option)
+    if client is not None and client.asynchronous:
+        raise RuntimeError(
+            "mgemm plans with the scheduler's answers and cannot wait for them on the event loop "
+            "of an asynchronous Client; call it in a thread, e.g. "
+            "`c = await asyncio.to_thread(mgemm.matmul, a, b)`, then `await client.compute(c)`")
+    return client
+
+
+def on_async_loop(option: Any = None) -> bool:
+    """Whether this thread runs the event loop of the asynchronous client mgemm would use
+    (``active_client`` raises there)."""
+    client = _find_client(option)
+    return client is not None and bool(client.asynchronous)
+
+
+def _find_client(option: Any) -> Any:
     if option is not None and not isinstance(option, str):
         return option
     from distributed import get_client

@@ -25,6 +25,7 @@ import dask.array.routines as da_routines
 import numpy as np
 
 from . import api, config
+from .cluster import on_async_loop
 from .graph import BLOCK_PREFIX, PlacedArray
 
 #: A batched product is planned one matrix at a time; past this many matrices dask's single
@@ -157,19 +158,19 @@ def _make_wrappers(options: dict[str, Any]) -> dict[str, Callable]:
 
     @functools.wraps(dask_matmul)
     def matmul(a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
-        if args or kwargs or not _routable(a, b, dot=False):
+        if args or kwargs or not _routed(a, b, options, dot=False):
             return dask_matmul(a, b, *args, **kwargs)
         return _in_dask_chunks(*_lazy(a, b), options)
 
     @functools.wraps(dask_dot)
     def dot(a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
-        if args or kwargs or not _routable(a, b, dot=True):
+        if args or kwargs or not _routed(a, b, options, dot=True):
             return dask_dot(a, b, *args, **kwargs)
         return _in_dask_chunks(*_lazy(a, b), options)
 
     @functools.wraps(dask_dot_method)
     def dot_method(self: Any, other: Any) -> Any:
-        if not _routable(self, other, dot=True):
+        if not _routed(self, other, options, dot=True):
             return dask_dot_method(self, other)
         return _in_dask_chunks(self, other, options)
 
@@ -242,6 +243,13 @@ def _lazy(a: Any, b: Any) -> tuple[Any, Any]:
     if isinstance(a, da.Array) or isinstance(b, da.Array):
         return a, b
     return da.asanyarray(a), b
+
+
+def _routed(a: Any, b: Any, options: dict, *, dot: bool) -> bool:
+    """Whether the patch sends this product through mgemm: one mgemm computes as dask would
+    (``_routable``), and not on the event loop of an asynchronous client, where mgemm cannot
+    plan (dask's own product stays lazy there without asking the scheduler anything)."""
+    return _routable(a, b, dot=dot) and not on_async_loop(options.get("client"))
 
 
 def _routable(a: Any, b: Any, *, dot: bool) -> bool:

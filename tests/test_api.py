@@ -230,6 +230,37 @@ def test_a_block_for_every_thread_of_a_cpu_worker(rng):
         assert_close(client.compute(got).result(), a @ b, np.float64)
 
 
+def test_an_asynchronous_client(rng):
+    """On the event loop of an asynchronous client mgemm cannot wait for the scheduler while it
+    plans: a clear error before any work, not a coroutine left unawaited.  Called in a thread it
+    runs (lazy and eager), and under ``patch_dask`` the loop's ``a @ b`` stays dask's own."""
+    import asyncio
+
+    from distributed import Client, LocalCluster
+
+    a, b = random(rng, (90, 70), "f8"), random(rng, (70, 60), "f8")
+    x, y = da.from_array(a, chunks=32), da.from_array(b, chunks=32)
+
+    async def main():
+        async with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                asynchronous=True, dashboard_address=None) as cluster, \
+                Client(cluster, asynchronous=True) as client:
+            for call in (lambda: mgemm.matmul(x, y), lambda: mgemm.matmul(a, b),
+                         lambda: mgemm.gemm(x, y, client=client)):
+                with pytest.raises(RuntimeError, match="asyncio.to_thread"):
+                    call()
+            lazy = await asyncio.to_thread(mgemm.matmul, x, y)
+            assert lazy.name.startswith("mgemm-")
+            assert_close(await client.compute(lazy), a @ b, np.float64)
+            assert_close(await asyncio.to_thread(mgemm.matmul, a, b), a @ b, np.float64)
+            with mgemm.patch_dask():
+                patched = x @ y
+            assert not any(str(layer).startswith("mgemm-") for layer in patched.dask.layers)
+            assert_close(await client.compute(patched), a @ b, np.float64)
+
+    asyncio.run(main())
+
+
 def test_bfloat16_numpy_and_dask_operands():
     """ml_dtypes' bfloat16 (NumPy kind "V") multiplies like any float: NumPy and Dask operands,
     a bfloat16 result, within bfloat16's error of the float64 product."""
