@@ -264,6 +264,11 @@ STATIC_GAIN = 0.95  # one static width gives way to another only at this share o
 # stream-K gives way to static waves that cost up to this times its own estimate (_cheapest_waves;
 # 1.0 until the twenty-sixth session, RESULTS.md)
 SK_GIVE_WAY = 1.06
+# 16-bit static launches of one 128-row tile per CTA, narrower than 256, over two waves (more than
+# one) and more than TMA_STORE_K steps: stream-K over 128 x 256 tiles on single CTAs where the wave
+# model (_config_cost) prices it below WIDE_SK times the static waves (_wide_streamk; RESULTS.md,
+# fifty-eighth session); None: never
+WIDE_SK: float | None = 1.0
 # 128x160 is left out: its fitted cost (1.03) made it the cheapest on 16 % of shapes drawn at
 # random, and where it was measured it ran -0.17..+0.17 of cuBLAS against the rule's pick (ahead
 # in 84 of 114 runs; 1312x1776x16384 0.87 -> 0.70-0.72, 2304x1024x8192 0.86 -> 0.72-0.76).  A
@@ -769,7 +774,7 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
         width, stages = MID_TILE
         cfg = fit_policy(cfg.replace(tile_n=width, stages=stages), m, n, k, sms, shared=shared)
     if not explicit and not shared and kind in ("float16", "bfloat16"):
-        cfg = _cheapest_waves(_fill_waves(cfg, m, n, k, sms), m, n, k, sms)
+        cfg = _wide_streamk(_cheapest_waves(_fill_waves(cfg, m, n, k, sms), m, n, k, sms), m, n, k, sms)
     if (b_rows_off and OFF_ROWS_WIDTH and not explicit and not shared and kind in ("float16", "bfloat16")
             and not cfg.pingpong and cfg.tile_n == 128 and cfg.policy == "static"):
         wide = _static_width(cfg, OFF_ROWS_WIDTH, dict(CHEAPEST_WIDTHS)[OFF_ROWS_WIDTH], k)
@@ -2016,6 +2021,38 @@ def _cheapest_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hopp
             or (width == cfg.tile_n and cfg.policy == "static")):
         return cfg
     return _static_width(cfg, width, stages, k)
+
+
+def _wide_streamk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
+    """``cfg``, or, where it runs 16-bit static 128-row tiles narrower than 256 on single
+    cooperative CTAs over more than one and at most two waves, with the staged epilogue (K of more
+    than ``TMA_STORE_K`` steps): stream-K over 128 x 256 tiles, single CTAs, four stages, the owner
+    fix-up, where the wave model prices that below ``WIDE_SK`` times the static waves
+    (``_config_cost``).  ``_cheapest_waves`` weighs stream-K on ``cfg``'s own tile only; over the
+    wider tile a static launch's half-empty last wave becomes about a fifth of a wave.
+
+    On the H200 (RESULTS.md, fifty-eighth session, fp16 × cuBLAS), five products of 128 x 192 static
+    tiles at 1.58-1.67 waves, 80-247 steps: where the model prices 256-wide stream-K below the
+    static waves (at 0.94-0.96 of them), ahead on four (1176x4080x15768 0.64 -> 0.80, 840x5712x14888
+    0.78 -> 0.85, 405x9920x5096 0.64 -> 0.68, 359x13568x13632 0.87 -> 0.89); where it prices it
+    above (4360x1040x10328, N of 4.06 such tiles, 1.04 times), behind (0.71 -> 0.63).
+
+    >>> cfg = HopperConfig(input="float16", tile_n=192, stages=4, epilogue="staged")
+    >>> c = _wide_streamk(cfg, 1176, 4080, 15768, 132)  # 220 tiles of 192: 160 of 256
+    >>> c.tile_n, c.policy, c.sk_reduce, c.cluster_size
+    (256, 'streamk', 'owner', 1)
+    >>> _wide_streamk(cfg, 4360, 1040, 10328, 132) == cfg  # 175 tiles of 256, priced above
+    True
+    """
+    if (WIDE_SK is None or cfg.input not in ("float16", "bfloat16") or cfg.policy != "static"
+            or cfg.pingpong or cfg.tile_m != TILE_M or cfg.cluster_size != 1 or cfg.tile_n >= 256
+            or cfg.epilogue != "staged" or -(-k // 64) <= TMA_STORE_K
+            or not 1 < _tiles(m, n, cfg.tile_n) / sms <= 2):
+        return cfg
+    wide = cfg.replace(tile_n=256, stages=4, policy="streamk", sk_waves=1, sk_reduce="owner")
+    if _config_cost(wide, m, n, k, sms) >= WIDE_SK * _config_cost(cfg, m, n, k, sms):
+        return cfg
+    return wide
 
 
 def _fill_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
