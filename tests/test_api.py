@@ -243,7 +243,7 @@ def test_an_asynchronous_client(rng):
 
     async def main():
         async with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                asynchronous=True, dashboard_address=None) as cluster, \
+                                asynchronous=True, dashboard_address=":0") as cluster, \
                 Client(cluster, asynchronous=True) as client:
             for call in (lambda: mgemm.matmul(x, y), lambda: mgemm.matmul(a, b),
                          lambda: mgemm.gemm(x, y, client=client)):
