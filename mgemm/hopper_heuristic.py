@@ -265,10 +265,10 @@ STATIC_GAIN = 0.95  # one static width gives way to another only at this share o
 # 1.0 until the twenty-sixth session, RESULTS.md)
 SK_GIVE_WAY = 1.06
 # 16-bit static launches of one 128-row tile per CTA, narrower than 256, over two waves (more than
-# one) and more than TMA_STORE_K steps: stream-K over 128 x 256 tiles on single CTAs where the wave
-# model (_config_cost) prices it below WIDE_SK times the static waves (_wide_streamk; RESULTS.md,
-# fifty-eighth session); None: never
-WIDE_SK: float | None = 1.0
+# one) and K of at least SK_256_OVER_STATIC[1] 64-wide steps: stream-K over 128 x 256 tiles on single
+# CTAs where the wave model (_config_cost) prices it below SK_256_OVER_STATIC[0] times the static
+# waves (_streamk_256; RESULTS.md, fifty-eighth session); None: never
+SK_256_OVER_STATIC: tuple[float, int] | None = (1.0, 64)
 # 128x160 is left out: its fitted cost (1.03) made it the cheapest on 16 % of shapes drawn at
 # random, and where it was measured it ran -0.17..+0.17 of cuBLAS against the rule's pick (ahead
 # in 84 of 114 runs; 1312x1776x16384 0.87 -> 0.70-0.72, 2304x1024x8192 0.86 -> 0.72-0.76).  A
@@ -354,12 +354,13 @@ SPLIT_K_FROM_STATIC: int | None = 40
 # tiles, that many equal k-slices a tile, one CTA each, the owner fix-up (_split_k_192; RESULTS.md,
 # fifty-third session); None: never
 SPLIT_K_192: tuple[int, int] | None = (128, 2)
-# 16-bit static launches on clusters (2 x 1 or 2 x 2) over more than one wave of their blocks,
-# whose last wave leaves the average cluster below CLUSTER_TAIL_SK[0] of the busiest one's blocks,
-# over K of at least CLUSTER_TAIL_SK[1] 64-wide steps, on the staged epilogue: stream-K over the
-# last two waves on the same clusters, the owner fix-up (_cluster_tail_sk; RESULTS.md, fifty-fourth
-# session); None: never
-CLUSTER_TAIL_SK: tuple[float, int] | None = (0.9, 32)
+# 16-bit static launches on clusters (2 x 1 or 2 x 2) over more than CLUSTER_TAIL_SK[2] waves of
+# their blocks, whose last wave leaves the average cluster below CLUSTER_TAIL_SK[0] of the busiest
+# one's blocks, over K of at least CLUSTER_TAIL_SK[1] 64-wide steps, on the staged epilogue:
+# stream-K over the last two waves on the same clusters, the owner fix-up (_cluster_tail_sk;
+# RESULTS.md, fifty-fourth session; more than two waves since the fifty-eighth, one before); None:
+# never
+CLUSTER_TAIL_SK: tuple[float, int, float] | None = (0.9, 32, 2.0)
 # ... and on the thin pingpong tiles (THIN_TILE) where they run stream-K (_split_k)
 SPLIT_K_THIN = True
 # 16-bit products that the heuristic runs as stream-K with the spread fix-up on at most this many
@@ -774,7 +775,7 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
         width, stages = MID_TILE
         cfg = fit_policy(cfg.replace(tile_n=width, stages=stages), m, n, k, sms, shared=shared)
     if not explicit and not shared and kind in ("float16", "bfloat16"):
-        cfg = _wide_streamk(_cheapest_waves(_fill_waves(cfg, m, n, k, sms), m, n, k, sms), m, n, k, sms)
+        cfg = _streamk_256(_cheapest_waves(_fill_waves(cfg, m, n, k, sms), m, n, k, sms), m, n, k, sms)
     if (b_rows_off and OFF_ROWS_WIDTH and not explicit and not shared and kind in ("float16", "bfloat16")
             and not cfg.pingpong and cfg.tile_n == 128 and cfg.policy == "static"):
         wide = _static_width(cfg, OFF_ROWS_WIDTH, dict(CHEAPEST_WIDTHS)[OFF_ROWS_WIDTH], k)
@@ -857,8 +858,9 @@ def _split_k_192(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperC
 
 def _cluster_tail_sk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
     """``cfg``, or where ``CLUSTER_TAIL_SK`` holds (16-bit static cooperative tiles on 2 x 1 or
-    2 x 2 clusters, more blocks than one wave's clusters, the blocks of the last wave leaving the
-    average cluster below ``CLUSTER_TAIL_SK[0]`` of the busiest one's, K of at least
+    2 x 2 clusters, more blocks than ``CLUSTER_TAIL_SK[2]`` waves of clusters hold, the blocks of
+    the last wave leaving the average cluster below ``CLUSTER_TAIL_SK[0]`` of the busiest one's, K
+    of at least
     ``CLUSTER_TAIL_SK[1]`` 64-wide steps, the staged epilogue): stream-K over the last two waves on
     the same tiles and clusters (``sk_waves=1``), the owner fix-up.  The off-rows rules pick such
     static clusters by whole waves; a last wave of a few blocks then costs a whole wave's time on
@@ -873,6 +875,10 @@ def _cluster_tail_sk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hop
     by 0.03-0.09 (7696x2640x12904, 5.2 waves, 0.81 -> 0.90), level on two; outside it, from 0.9 of
     the busiest cluster's blocks or below 32 steps, behind on eight by 0.02-0.11 (619x15976x1312
     0.85 -> 0.74, 1244x5624x2000 0.85 -> 0.77), level on six, ahead on three by 0.03-0.04.
+    Then (fifty-eighth session) below two waves: on two fresh draws behind on four by 0.03-0.10
+    (9568x728x2056 0.90 -> 0.80, 9608x720x2672 0.85 -> 0.79, all four at 1.70-1.73 waves), and
+    level on the one such product of the first draw (448x12904x10848); from two waves ahead on
+    ten by 0.02-0.09, level on two, behind on two by 0.02-0.03.  So more than two waves.
 
     >>> cfg = HopperConfig(input="float16", tile_n=256, stages=4, epilogue="staged", cluster_m=2)
     >>> c = _cluster_tail_sk(cfg, 1239, 6808, 15048, 132)  # 135 blocks over 66 clusters
@@ -884,13 +890,15 @@ def _cluster_tail_sk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hop
     'static'
     >>> _cluster_tail_sk(cfg, 1312, 8192, 15048, 132) == cfg  # 132 blocks: two whole waves
     True
+    >>> _cluster_tail_sk(cfg, 9568, 728, 2056, 132) == cfg  # 114 blocks: 1.73 waves
+    True
     """
     if (CLUSTER_TAIL_SK is None or cfg.input not in ("float16", "bfloat16") or cfg.pingpong
             or cfg.policy != "static" or cfg.cluster_size == 1 or cfg.epilogue == "tma"
             or -(-k // 64) < CLUSTER_TAIL_SK[1]):
         return cfg
     blocks, slots, _ = _block_waves(cfg, m, n, k, sms)
-    if blocks <= slots or blocks >= CLUSTER_TAIL_SK[0] * -(-blocks // slots) * slots:
+    if blocks <= CLUSTER_TAIL_SK[2] * slots or blocks >= CLUSTER_TAIL_SK[0] * -(-blocks // slots) * slots:
         return cfg
     return cfg.replace(policy="streamk", sk_waves=1, sk_reduce="owner")
 
@@ -2023,34 +2031,40 @@ def _cheapest_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hopp
     return _static_width(cfg, width, stages, k)
 
 
-def _wide_streamk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
+def _streamk_256(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
     """``cfg``, or, where it runs 16-bit static 128-row tiles narrower than 256 on single
-    cooperative CTAs over more than one and at most two waves, with the staged epilogue (K of more
-    than ``TMA_STORE_K`` steps): stream-K over 128 x 256 tiles, single CTAs, four stages, the owner
-    fix-up, where the wave model prices that below ``WIDE_SK`` times the static waves
-    (``_config_cost``).  ``_cheapest_waves`` weighs stream-K on ``cfg``'s own tile only; over the
-    wider tile a static launch's half-empty last wave becomes about a fifth of a wave.
+    cooperative CTAs over more than one and at most two waves, with the staged epilogue, over K of
+    at least ``SK_256_OVER_STATIC[1]`` steps: stream-K over 128 x 256 tiles, single CTAs, four
+    stages, the owner fix-up, where the wave model prices that below ``SK_256_OVER_STATIC[0]``
+    times the static waves (``_config_cost``).  ``_cheapest_waves`` weighs stream-K on ``cfg``'s
+    own tile only; over the wider tile a static launch's half-empty last wave becomes about a fifth
+    of a wave.
 
-    On the H200 (RESULTS.md, fifty-eighth session, fp16 × cuBLAS), five products of 128 x 192 static
-    tiles at 1.58-1.67 waves, 80-247 steps: where the model prices 256-wide stream-K below the
-    static waves (at 0.94-0.96 of them), ahead on four (1176x4080x15768 0.64 -> 0.80, 840x5712x14888
-    0.78 -> 0.85, 405x9920x5096 0.64 -> 0.68, 359x13568x13632 0.87 -> 0.89); where it prices it
-    above (4360x1040x10328, N of 4.06 such tiles, 1.04 times), behind (0.71 -> 0.63).
+    On the H200 (RESULTS.md, fifty-eighth session, × cuBLAS as a caller gets it, rule off -> on):
+    five products of 128 x 192 static tiles at 1.58-1.67 waves first: where the model prices
+    256-wide stream-K below the static waves, ahead on four (1176x4080x15768 0.66 -> 0.81,
+    840x5712x14888 0.77 -> 0.86), and behind where it prices it above (4360x1040x10328, 0.71 ->
+    0.63 as one launch).  Then twelve drawn where it changed a caller's launch (from 34 steps),
+    fp16: from 64 steps ahead on six of seven by 0.04-0.15 (9528x512x16088 0.78 -> 0.93,
+    4168x1200x13960 0.73 -> 0.85), behind by 0.02 on one (a transposed product); below 64 steps
+    behind on four by 0.02-0.06 (816x5984x2144 0.85 -> 0.79), level on two, ahead on one.
 
     >>> cfg = HopperConfig(input="float16", tile_n=192, stages=4, epilogue="staged")
-    >>> c = _wide_streamk(cfg, 1176, 4080, 15768, 132)  # 220 tiles of 192: 160 of 256
+    >>> c = _streamk_256(cfg, 1176, 4080, 15768, 132)  # 220 tiles of 192: 160 of 256
     >>> c.tile_n, c.policy, c.sk_reduce, c.cluster_size
     (256, 'streamk', 'owner', 1)
-    >>> _wide_streamk(cfg, 4360, 1040, 10328, 132) == cfg  # 175 tiles of 256, priced above
+    >>> _streamk_256(cfg, 4360, 1040, 10328, 132) == cfg  # 175 tiles of 256, priced above
+    True
+    >>> _streamk_256(cfg, 816, 5984, 2144, 132) == cfg  # K of 34 steps
     True
     """
-    if (WIDE_SK is None or cfg.input not in ("float16", "bfloat16") or cfg.policy != "static"
+    if (SK_256_OVER_STATIC is None or cfg.input not in ("float16", "bfloat16") or cfg.policy != "static"
             or cfg.pingpong or cfg.tile_m != TILE_M or cfg.cluster_size != 1 or cfg.tile_n >= 256
-            or cfg.epilogue != "staged" or -(-k // 64) <= TMA_STORE_K
+            or cfg.epilogue != "staged" or -(-k // 64) < SK_256_OVER_STATIC[1]
             or not 1 < _tiles(m, n, cfg.tile_n) / sms <= 2):
         return cfg
     wide = cfg.replace(tile_n=256, stages=4, policy="streamk", sk_waves=1, sk_reduce="owner")
-    if _config_cost(wide, m, n, k, sms) >= WIDE_SK * _config_cost(cfg, m, n, k, sms):
+    if _config_cost(wide, m, n, k, sms) >= SK_256_OVER_STATIC[0] * _config_cost(cfg, m, n, k, sms):
         return cfg
     return wide
 

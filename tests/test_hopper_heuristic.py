@@ -184,11 +184,12 @@ def test_heuristic_split_k_192(dtype, monkeypatch):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_heuristic_cluster_tail_sk(dtype, monkeypatch):
-    """Static 2 x 1 or 2 x 2 clusters over more than one wave of blocks whose last wave leaves the
-    average cluster below CLUSTER_TAIL_SK[0] of the busiest one's, K of at least CLUSTER_TAIL_SK[1]
-    steps: stream-K over the last two waves, same tiles and clusters, the owner fix-up, in one
-    launch (RESULTS.md, fifty-fourth session: the products measured); not on fuller last waves,
-    short K, the TMA-store epilogue, or with the rule off."""
+    """Static 2 x 1 or 2 x 2 clusters over more than CLUSTER_TAIL_SK[2] (two) waves of blocks whose
+    last wave leaves the average cluster below CLUSTER_TAIL_SK[0] of the busiest one's, K of at
+    least CLUSTER_TAIL_SK[1] steps: stream-K over the last two waves, same tiles and clusters, the
+    owner fix-up, in one launch (RESULTS.md, fifty-fourth session: the products measured); not
+    below two waves (the fifty-eighth session's losses), on fuller last waves, short K, the
+    TMA-store epilogue, or with the rule off."""
     def pick(m, n, k):
         return hopper.choose_config(m, n, k, dtype, 132, **row_major_flags(m, n, k))
 
@@ -204,15 +205,40 @@ def test_heuristic_cluster_tail_sk(dtype, monkeypatch):
         rows, cols, _ = schedule.tile_grid(m, n, k, cfg.tile_m, cfg.tile_n, cfg.tile_k)
         blocks = hopper_config._blocks(cfg, rows, cols)
         slots = hopper_heuristic._wave_clusters(cfg.cluster_m, cfg.cluster_n, 132)
-        assert slots < blocks < hopper_heuristic.CLUSTER_TAIL_SK[0] * -(-blocks // slots) * slots, (m, n, k)
+        assert 2 * slots < blocks < hopper_heuristic.CLUSTER_TAIL_SK[0] * -(-blocks // slots) * slots, (m, n, k)
         # one launch: gemm_parts' tail split (two bands of rows) takes static launches only
         assert hopper_heuristic.tail_split(cfg, m, n, k, dtype, 132, **row_major_flags(m, n, k)) is None
     kept = [(2415, 2832, 5056), (1244, 5624, 2000), (13642, 488, 3128),  # last wave 0.9 full or more
+            (9568, 728, 2056), (9608, 720, 2672), (12984, 480, 2280),  # below two waves of blocks
             (472, 8952, 1200), (1448, 5880, 1632),  # K of 19 and 26 steps
             (1912, 3240, 2048)]  # 32 steps: the TMA-store epilogue
     for shape in kept:
         cfg = pick(*shape)
         assert cfg.policy == "static" and cfg.cluster_size > 1, shape
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_heuristic_streamk_256_over_static(dtype, monkeypatch):
+    """Static single-CTA tiles narrower than 256 over one to two waves, K of at least
+    SK_256_OVER_STATIC[1] steps: stream-K over 128 x 256 single CTAs where the wave model prices it
+    below the static waves (RESULTS.md, fifty-eighth session: the products measured ahead); not
+    where it prices it above, at shorter K, or with the rule off."""
+    def pick(m, n, k):
+        return hopper.choose_config(m, n, k, dtype, 132, **row_major_flags(m, n, k))
+
+    fired = [(1176, 4080, 15768), (840, 5712, 14888), (359, 13568, 13632), (9528, 512, 16088),
+             (4168, 1200, 13960), (6800, 752, 8048), (5296, 992, 4296)]
+    for shape in fired:
+        cfg = pick(*shape)
+        with monkeypatch.context() as mp:
+            mp.setattr(hopper_heuristic, "SK_256_OVER_STATIC", None)
+            before = pick(*shape)
+        assert before.policy == "static" and before.cluster_size == 1 and before.tile_n < 256, shape
+        assert (cfg.tile_n, cfg.policy, cfg.cluster_size, cfg.sk_reduce) == (256, "streamk", 1, "owner"), shape
+    for shape in ((4360, 1040, 10328),  # 256-wide stream-K priced above the static waves
+                  (816, 5984, 2144), (432, 9936, 2624)):  # K of 34 and 41 steps
+        cfg = pick(*shape)
+        assert cfg.policy == "static" and cfg.tile_n < 256, shape
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
