@@ -354,13 +354,13 @@ SPLIT_K_FROM_STATIC: int | None = 40
 # tiles, that many equal k-slices a tile, one CTA each, the owner fix-up (_split_k_192; RESULTS.md,
 # fifty-third session); None: never
 SPLIT_K_192: tuple[int, int] | None = (128, 2)
-# 16-bit static launches on clusters (2 x 1 or 2 x 2) over more than CLUSTER_TAIL_SK[2] waves of
-# their blocks, whose last wave leaves the average cluster below CLUSTER_TAIL_SK[0] of the busiest
-# one's blocks, over K of at least CLUSTER_TAIL_SK[1] 64-wide steps, on the staged epilogue:
-# stream-K over the last two waves on the same clusters, the owner fix-up (_cluster_tail_sk;
-# RESULTS.md, fifty-fourth session; more than two waves since the fifty-eighth, one before); None:
-# never
-CLUSTER_TAIL_SK: tuple[float, int, float] | None = (0.9, 32, 2.0)
+# 16-bit static launches on clusters (2 x 1 or 2 x 2) over more than one wave of their blocks,
+# whose last wave leaves the average cluster below CLUSTER_TAIL_SK[0] of the busiest one's blocks,
+# over K of at least CLUSTER_TAIL_SK[1] 64-wide steps past two waves and CLUSTER_TAIL_SK[2] steps
+# at two or fewer, on the staged epilogue: stream-K over the last two waves on the same clusters,
+# the owner fix-up (_cluster_tail_sk; RESULTS.md, fifty-fourth session; the steps at two waves or
+# fewer from the fifty-eighth, 32 before); None: never
+CLUSTER_TAIL_SK: tuple[float, int, int] | None = (0.9, 32, 96)
 # ... and on the thin pingpong tiles (THIN_TILE) where they run stream-K (_split_k)
 SPLIT_K_THIN = True
 # 16-bit products that the heuristic runs as stream-K with the spread fix-up on at most this many
@@ -858,10 +858,10 @@ def _split_k_192(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperC
 
 def _cluster_tail_sk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
     """``cfg``, or where ``CLUSTER_TAIL_SK`` holds (16-bit static cooperative tiles on 2 x 1 or
-    2 x 2 clusters, more blocks than ``CLUSTER_TAIL_SK[2]`` waves of clusters hold, the blocks of
-    the last wave leaving the average cluster below ``CLUSTER_TAIL_SK[0]`` of the busiest one's, K
-    of at least
-    ``CLUSTER_TAIL_SK[1]`` 64-wide steps, the staged epilogue): stream-K over the last two waves on
+    2 x 2 clusters, more blocks than one wave's clusters, the blocks of the last wave leaving the
+    average cluster below ``CLUSTER_TAIL_SK[0]`` of the busiest one's, K of at least
+    ``CLUSTER_TAIL_SK[1]`` 64-wide steps past two waves of blocks and ``CLUSTER_TAIL_SK[2]`` at two
+    or fewer, the staged epilogue): stream-K over the last two waves on
     the same tiles and clusters (``sk_waves=1``), the owner fix-up.  The off-rows rules pick such
     static clusters by whole waves; a last wave of a few blocks then costs a whole wave's time on
     long K.  Not over the TMA-store epilogue (K of at most ``TMA_STORE_K`` steps, 32: the rule's
@@ -875,10 +875,11 @@ def _cluster_tail_sk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hop
     by 0.03-0.09 (7696x2640x12904, 5.2 waves, 0.81 -> 0.90), level on two; outside it, from 0.9 of
     the busiest cluster's blocks or below 32 steps, behind on eight by 0.02-0.11 (619x15976x1312
     0.85 -> 0.74, 1244x5624x2000 0.85 -> 0.77), level on six, ahead on three by 0.03-0.04.
-    Then (fifty-eighth session) below two waves: on two fresh draws behind on four by 0.03-0.10
-    (9568x728x2056 0.90 -> 0.80, 9608x720x2672 0.85 -> 0.79, all four at 1.70-1.73 waves), and
-    level on the one such product of the first draw (448x12904x10848); from two waves ahead on
-    ten by 0.02-0.09, level on two, behind on two by 0.02-0.03.  So more than two waves.
+    Then (fifty-eighth session, three draws): past two waves ahead on ten of fourteen by
+    0.02-0.09, level on two, behind on two by 0.02-0.03.  At two waves or fewer (1.70-1.73) it
+    depended on K: behind on all six products of 33-83 steps by 0.03-0.10 (9568x728x2056 0.90 ->
+    0.80), ahead on three of five of 105-215 steps by 0.02-0.13 (2832x2072x6736 0.83 -> 0.96),
+    behind by 0.02 on one, level on one.  So from 96 steps there (fitted on those eleven).
 
     >>> cfg = HopperConfig(input="float16", tile_n=256, stages=4, epilogue="staged", cluster_m=2)
     >>> c = _cluster_tail_sk(cfg, 1239, 6808, 15048, 132)  # 135 blocks over 66 clusters
@@ -890,15 +891,17 @@ def _cluster_tail_sk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hop
     'static'
     >>> _cluster_tail_sk(cfg, 1312, 8192, 15048, 132) == cfg  # 132 blocks: two whole waves
     True
-    >>> _cluster_tail_sk(cfg, 9568, 728, 2056, 132) == cfg  # 114 blocks: 1.73 waves
+    >>> _cluster_tail_sk(cfg, 9568, 728, 2056, 132) == cfg  # 114 blocks, 1.73 waves, 33 steps
     True
+    >>> _cluster_tail_sk(cfg, 9568, 728, 6144, 132).policy  # ... over 96 steps
+    'streamk'
     """
     if (CLUSTER_TAIL_SK is None or cfg.input not in ("float16", "bfloat16") or cfg.pingpong
-            or cfg.policy != "static" or cfg.cluster_size == 1 or cfg.epilogue == "tma"
-            or -(-k // 64) < CLUSTER_TAIL_SK[1]):
+            or cfg.policy != "static" or cfg.cluster_size == 1 or cfg.epilogue == "tma"):
         return cfg
-    blocks, slots, _ = _block_waves(cfg, m, n, k, sms)
-    if blocks <= CLUSTER_TAIL_SK[2] * slots or blocks >= CLUSTER_TAIL_SK[0] * -(-blocks // slots) * slots:
+    blocks, slots, steps = _block_waves(cfg, m, n, k, sms)
+    if (blocks <= slots or blocks >= CLUSTER_TAIL_SK[0] * -(-blocks // slots) * slots
+            or steps < CLUSTER_TAIL_SK[1 if blocks > 2 * slots else 2]):
         return cfg
     return cfg.replace(policy="streamk", sk_waves=1, sk_reduce="owner")
 
