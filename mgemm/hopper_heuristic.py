@@ -861,10 +861,9 @@ def _cluster_tail_sk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hop
     2 x 2 clusters, more blocks than one wave's clusters, the blocks of the last wave leaving the
     average cluster below ``CLUSTER_TAIL_SK[0]`` of the busiest one's, K of at least
     ``CLUSTER_TAIL_SK[1]`` 64-wide steps past two waves of blocks and ``CLUSTER_TAIL_SK[2]`` at two
-    or fewer, the staged epilogue): stream-K over the last two waves on
-    the same tiles and clusters (``sk_waves=1``), the owner fix-up.  The off-rows rules pick such
-    static clusters by whole waves; a last wave of a few blocks then costs a whole wave's time on
-    long K.  Not over the TMA-store epilogue (K of at most ``TMA_STORE_K`` steps, 32: the rule's
+    or fewer, the staged epilogue): stream-K over the last two waves on the same tiles and
+    clusters (``sk_waves=1``), the owner fix-up.  The off-rows rules pick such static clusters by
+    whole waves; a last wave of a few blocks then costs a whole wave's time on long K.  Not over the TMA-store epilogue (K of at most ``TMA_STORE_K`` steps, 32: the rule's
     lowest), where stream-K over clusters was neither measured nor tested on the GPU.
 
     On the H200 (RESULTS.md, fifty-fourth session, fp16, × cuBLAS), as callers got them (where
@@ -2050,7 +2049,10 @@ def _streamk_256(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperC
     0.63 as one launch).  Then twelve drawn where it changed a caller's launch (from 34 steps),
     fp16: from 64 steps ahead on six of seven by 0.04-0.15 (9528x512x16088 0.78 -> 0.93,
     4168x1200x13960 0.73 -> 0.85), behind by 0.02 on one (a transposed product); below 64 steps
-    behind on four by 0.02-0.06 (816x5984x2144 0.85 -> 0.79), level on two, ahead on one.
+    behind on four by 0.02-0.06 (816x5984x2144 0.85 -> 0.79), level on two, ahead on one.  So
+    from 64 steps; on a fresh draw where that changed a caller's launch, ahead on all ten fp16 runs
+    by 0.02-0.16 (geomean 0.78 -> 0.86; 1816x2768x15304 0.70 -> 0.86) and all six bf16 runs (0.80
+    -> 0.87).
 
     >>> cfg = HopperConfig(input="float16", tile_n=192, stages=4, epilogue="staged")
     >>> c = _streamk_256(cfg, 1176, 4080, 15768, 132)  # 220 tiles of 192: 160 of 256
@@ -2061,8 +2063,8 @@ def _streamk_256(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperC
     >>> _streamk_256(cfg, 816, 5984, 2144, 132) == cfg  # K of 34 steps
     True
     """
-    if (SK_256_OVER_STATIC is None or cfg.input not in ("float16", "bfloat16") or cfg.policy != "static"
-            or cfg.pingpong or cfg.tile_m != TILE_M or cfg.cluster_size != 1 or cfg.tile_n >= 256
+    if (SK_256_OVER_STATIC is None or cfg.input not in ("float16", "bfloat16")
+            or cfg.policy != "static" or cfg.pingpong or cfg.tile_m != TILE_M or cfg.cluster_size != 1 or cfg.tile_n >= 256
             or cfg.epilogue != "staged" or -(-k // 64) < SK_256_OVER_STATIC[1]
             or not 1 < _tiles(m, n, cfg.tile_n) / sms <= 2):
         return cfg
