@@ -823,6 +823,24 @@ def test_cluster_tail_sk_on_the_heuristic_config(kind, m, n, k, trans_a, beta):
 
 @pytest.mark.gpu
 @needs_sm90
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("m,n,k,trans_a,beta", [(1176, 4080, 4104, False, 0.0),
+                                                (5296, 992, 4296, True, 0.5)])
+def test_streamk_256_on_the_heuristic_config(kind, m, n, k, trans_a, beta):
+    """Static waves of narrower tiles that the heuristic runs as stream-K over 128 x 256 single
+    CTAs (SK_256_OVER_STATIC), both A layouts, beta, against the float64 reference (poisoned
+    output)."""
+    a = cp.empty((k, m), dtype=cp.float16).T if trans_a else cp.empty((m, k), dtype=cp.float16)
+    b = cp.empty((k, n), dtype=cp.float16)
+    cfg = hopper.choose_config(m, n, k, kind, hopper.device_sms(), **hopper.rows_flags([a], [b]))
+    if hopper.device_sms() != 132:  # sized for 132 SMs (H200, H100 SXM)
+        pytest.skip(f"the products are sized for 132 SMs, not {hopper.device_sms()}: {cfg}")
+    assert (cfg.tile_n, cfg.policy, cfg.cluster_size, cfg.sk_reduce) == (256, "streamk", 1, "owner"), cfg
+    _check(m, n, k, kind, cfg, trans_a=trans_a, beta=beta, alpha=0.5, seed=m + n + k)
+
+
+@pytest.mark.gpu
+@needs_sm90
 def test_tail_split_k_parts_and_in_place(monkeypatch):
     """gemm_parts with K in two parts through the split, out = C (in place, beta != 0).
     (CLUSTER_TAIL_SK off, as above.)"""
