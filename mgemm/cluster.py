@@ -355,6 +355,8 @@ def on_async_loop(option: Any = None) -> bool:
 
 def _find_client(option: Any) -> Any:
     if option is not None and not isinstance(option, str):
+        if getattr(option, "status", None) in ("closing", "closed"):
+            raise ValueError(f"mgemm: the client given is {option.status}: {option!r}")
         return option
     from distributed import get_client
     if isinstance(option, str):

@@ -261,6 +261,18 @@ def test_an_asynchronous_client(rng):
     asyncio.run(main())
 
 
+def test_a_closed_client_is_named_before_any_work():
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=":0") as cluster:
+        client = Client(cluster)
+        client.close()
+    x = da.ones((100, 100), chunks=50)
+    with pytest.raises(ValueError, match="client given is closed"):
+        mgemm.matmul(x, x, client=client)
+
+
 def test_bfloat16_numpy_and_dask_operands():
     """ml_dtypes' bfloat16 (NumPy kind "V") multiplies like any float: NumPy and Dask operands,
     a bfloat16 result, within bfloat16's error of the float64 product."""
