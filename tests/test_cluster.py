@@ -70,7 +70,7 @@ def test_workers_info_lists_every_worker_from_the_scheduler(monkeypatch):
     client's cached identity, which its periodic refresh can replace with one listing none."""
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=2, processes=False, dashboard_address=None,
+    with LocalCluster(n_workers=2, threads_per_worker=2, processes=False, dashboard_address=":0",
                       memory_limit="1GiB") as lc, Client(lc) as client:
         client.wait_for_workers(2, timeout=30)
         # what a refresh that asked for no workers leaves in the client's cache
@@ -250,7 +250,7 @@ def test_an_address_gets_one_client_and_a_new_one_once_it_closed():
     from distributed import LocalCluster
 
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                      dashboard_address=None) as local:
+                      dashboard_address=":0") as local:
         first = cluster.active_client(local.scheduler_address)
         assert cluster.active_client(local.scheduler_address) is first
         first.close()
