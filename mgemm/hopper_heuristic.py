@@ -264,10 +264,10 @@ STATIC_GAIN = 0.95  # one static width gives way to another only at this share o
 # stream-K gives way to static waves that cost up to this times its own estimate (_cheapest_waves;
 # 1.0 until the twenty-sixth session, RESULTS.md)
 SK_GIVE_WAY = 1.06
-# 16-bit static launches of one 128-row tile per CTA, narrower than 256, over two waves (more than
-# one) and K of at least SK_256_OVER_STATIC[1] 64-wide steps: stream-K over 128 x 256 tiles on single
-# CTAs where the wave model (_config_cost) prices it below SK_256_OVER_STATIC[0] times the static
-# waves (_streamk_256; RESULTS.md, fifty-eighth session); None: never
+# 16-bit static launches of one 128-row tile per CTA, narrower than 256, over two waves (more
+# than one) and K of at least SK_256_OVER_STATIC[1] 64-wide steps: stream-K over 128 x 256 tiles
+# on single CTAs where the wave model (_config_cost) prices it below SK_256_OVER_STATIC[0] times
+# the static waves (_streamk_256; RESULTS.md, fifty-eighth session); None: never
 SK_256_OVER_STATIC: tuple[float, int] | None = (1.0, 64)
 # 128x160 is left out: its fitted cost (1.03) made it the cheapest on 16 % of shapes drawn at
 # random, and where it was measured it ran -0.17..+0.17 of cuBLAS against the rule's pick (ahead
@@ -775,7 +775,8 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
         width, stages = MID_TILE
         cfg = fit_policy(cfg.replace(tile_n=width, stages=stages), m, n, k, sms, shared=shared)
     if not explicit and not shared and kind in ("float16", "bfloat16"):
-        cfg = _streamk_256(_cheapest_waves(_fill_waves(cfg, m, n, k, sms), m, n, k, sms), m, n, k, sms)
+        cfg = _cheapest_waves(_fill_waves(cfg, m, n, k, sms), m, n, k, sms)
+        cfg = _streamk_256(cfg, m, n, k, sms)
     if (b_rows_off and OFF_ROWS_WIDTH and not explicit and not shared and kind in ("float16", "bfloat16")
             and not cfg.pingpong and cfg.tile_n == 128 and cfg.policy == "static"):
         wide = _static_width(cfg, OFF_ROWS_WIDTH, dict(CHEAPEST_WIDTHS)[OFF_ROWS_WIDTH], k)
@@ -863,8 +864,9 @@ def _cluster_tail_sk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hop
     ``CLUSTER_TAIL_SK[1]`` 64-wide steps past two waves of blocks and ``CLUSTER_TAIL_SK[2]`` at two
     or fewer, the staged epilogue): stream-K over the last two waves on the same tiles and
     clusters (``sk_waves=1``), the owner fix-up.  The off-rows rules pick such static clusters by
-    whole waves; a last wave of a few blocks then costs a whole wave's time on long K.  Not over the TMA-store epilogue (K of at most ``TMA_STORE_K`` steps, 32: the rule's
-    lowest), where stream-K over clusters was neither measured nor tested on the GPU.
+    whole waves; a last wave of a few blocks then costs a whole wave's time on long K.  Not over
+    the TMA-store epilogue (K of at most ``TMA_STORE_K`` steps, 32: the rule's lowest), where
+    stream-K over clusters was neither measured nor tested on the GPU.
 
     On the H200 (RESULTS.md, fifty-fourth session, fp16, × cuBLAS), as callers got them (where
     ``gemm_parts`` had split the static launch in two bands of rows, ``tail_split``, against those):
@@ -2064,8 +2066,8 @@ def _streamk_256(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperC
     True
     """
     if (SK_256_OVER_STATIC is None or cfg.input not in ("float16", "bfloat16")
-            or cfg.policy != "static" or cfg.pingpong or cfg.tile_m != TILE_M or cfg.cluster_size != 1 or cfg.tile_n >= 256
-            or cfg.epilogue != "staged" or -(-k // 64) < SK_256_OVER_STATIC[1]
+            or cfg.policy != "static" or cfg.pingpong or cfg.tile_m != TILE_M
+            or cfg.cluster_size != 1 or cfg.tile_n >= 256 or cfg.epilogue != "staged" or -(-k // 64) < SK_256_OVER_STATIC[1]
             or not 1 < _tiles(m, n, cfg.tile_n) / sms <= 2):
         return cfg
     wide = cfg.replace(tile_n=256, stages=4, policy="streamk", sk_waves=1, sk_reduce="owner")

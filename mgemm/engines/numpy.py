@@ -31,10 +31,11 @@ class NumpyEngine:
 
         Each output chunk is written in place by BLAS, its first K part straight into the result
         and the others through one scratch array: no panel is copied, no product allocated per
-        part, and a 16-bit chunk is widened once, not once per output chunk it feeds.  In Dask's worker processes (``MALLOC_TRIM_THRESHOLD_`` set low) every fresh
-        array is mapped anew and page-faulted on first touch: a 1024² float32 block of K = 2048
-        in four parts took 48.6 ms through panels and a product per part, 36.5 ms so (35-37 ms
-        both ways with glibc's defaults; one core, single-threaded BLAS).
+        part, and a 16-bit chunk is widened once, not once per output chunk it feeds.  In Dask's
+        worker processes (``MALLOC_TRIM_THRESHOLD_`` set low) every fresh array is mapped anew
+        and page-faulted on first touch: a 1024² float32 block of K = 2048 in four parts took
+        48.6 ms through panels and a product per part, 36.5 ms so (35-37 ms both ways with
+        glibc's defaults; one core, single-threaded BLAS).
         """
         first_a, first_b = a_rows[0][0], b_rows[0][0]
         dtype = np.dtype(out_dtype) if out_dtype is not None else np.result_type(first_a, first_b)
