@@ -560,17 +560,19 @@ class _Model:
         return tuple(q * self.nk + k for q in self.panels(b))
 
     def flops(self, b: int, k0: int, k1: int) -> float:
+        return 2.0 * self.cells(b) * (self.kstart[k1] - self.kstart[k0])
+
+    def cells(self, b: int) -> int:
+        """Elements of output block ``b``."""
         bi, bj = divmod(b, self.ncols)
-        return 2.0 * self.heights[bi] * self.widths[bj] * (self.kstart[k1] - self.kstart[k0])
+        return self.heights[bi] * self.widths[bj]
 
     def c_bytes(self, b: int) -> int:
-        bi, bj = divmod(b, self.ncols)
-        return self.heights[bi] * self.widths[bj] * self.problem.itemsize
+        return self.cells(b) * self.problem.itemsize
 
     def part_bytes(self, b: int) -> int:
         """Bytes of one partial of block ``b`` when it is split."""
-        bi, bj = divmod(b, self.ncols)
-        return self.heights[bi] * self.widths[bj] * self.problem.part_itemsize
+        return self.cells(b) * self.problem.part_itemsize
 
     def is_local(self, w: int, b: int) -> bool:
         qa, qb = self.block_panels[b]
