@@ -356,11 +356,13 @@ SPLIT_K_FROM_STATIC: int | None = 40
 SPLIT_K_192: tuple[int, int] | None = (128, 2)
 # 16-bit static launches on clusters (2 x 1 or 2 x 2) over more than one wave of their blocks,
 # whose last wave leaves the average cluster below CLUSTER_TAIL_SK[0] of the busiest one's blocks,
-# over K of at least CLUSTER_TAIL_SK[1] 64-wide steps past two waves and CLUSTER_TAIL_SK[2] steps
-# at two or fewer, on the staged epilogue: stream-K over the last two waves on the same clusters,
-# the owner fix-up (_cluster_tail_sk; RESULTS.md, fifty-fourth session; the steps at two waves or
-# fewer from the fifty-eighth, 32 before); None: never
-CLUSTER_TAIL_SK: tuple[float, int, int] | None = (0.9, 32, 96)
+# over K of at least CLUSTER_TAIL_SK[1] 64-wide steps past two waves; at two waves or fewer, over
+# K of at least CLUSTER_TAIL_SK[2] steps, or of CLUSTER_TAIL_SK[1] where the average cluster has
+# less than CLUSTER_TAIL_SK[3] of the busiest one's blocks; on the staged epilogue: stream-K over
+# the last two waves on the same clusters, the owner fix-up (_cluster_tail_sk; RESULTS.md,
+# fifty-fourth session; the terms at two waves or fewer from the fifty-eighth and fifty-ninth,
+# 32 steps before); None: never
+CLUSTER_TAIL_SK: tuple[float, int, int, float] | None = (0.9, 32, 96, 0.8)
 # ... and on the thin pingpong tiles (THIN_TILE) where they run stream-K (_split_k)
 SPLIT_K_THIN = True
 # 16-bit products that the heuristic runs as stream-K with the spread fix-up on at most this many
@@ -862,7 +864,8 @@ def _cluster_tail_sk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hop
     2 x 2 clusters, more blocks than one wave's clusters, the blocks of the last wave leaving the
     average cluster below ``CLUSTER_TAIL_SK[0]`` of the busiest one's, K of at least
     ``CLUSTER_TAIL_SK[1]`` 64-wide steps past two waves of blocks and ``CLUSTER_TAIL_SK[2]`` at two
-    or fewer, the staged epilogue): stream-K over the last two waves on the same tiles and
+    or fewer, or ``CLUSTER_TAIL_SK[1]`` there with the average below ``CLUSTER_TAIL_SK[3]``, the
+    staged epilogue): stream-K over the last two waves on the same tiles and
     clusters (``sk_waves=1``), the owner fix-up.  The off-rows rules pick such static clusters by
     whole waves; a last wave of a few blocks then costs a whole wave's time on long K.  Not over
     the TMA-store epilogue (K of at most ``TMA_STORE_K`` steps, 32: the rule's lowest), where
@@ -880,7 +883,14 @@ def _cluster_tail_sk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hop
     0.02-0.09, level on two, behind on two by 0.02-0.03.  At two waves or fewer (1.70-1.73) it
     depended on K: behind on all six products of 33-83 steps by 0.03-0.10 (9568x728x2056 0.90 ->
     0.80), ahead on three of five of 105-215 steps by 0.02-0.13 (2832x2072x6736 0.83 -> 0.96),
-    behind by 0.02 on one, level on one.  So from 96 steps there (fitted on those eleven).
+    behind by 0.02 on one, level on one.  So from 96 steps there (fitted on those eleven).  A
+    draw of its own (fifty-ninth session) found the fill deciding below 96 steps: with the
+    average cluster at 0.76-0.80 of the busiest one's blocks (1.52-1.59 waves) ahead on three of
+    four by 0.03-0.07 (2416x2552x3024 0.79 -> 0.86), level on one; at 0.85-0.87 behind on two of
+    four by 0.03-0.04, level on two.  Of the eighteen such products measured at two waves or
+    fewer, below 96 steps the twelve from 0.82 favoured static or were level, the four below
+    0.8 stream-K or level.  So from 32 steps there too where the fill is below
+    ``CLUSTER_TAIL_SK[3]``.
 
     >>> cfg = HopperConfig(input="float16", tile_n=256, stages=4, epilogue="staged", cluster_m=2)
     >>> c = _cluster_tail_sk(cfg, 1239, 6808, 15048, 132)  # 135 blocks over 66 clusters
@@ -896,13 +906,17 @@ def _cluster_tail_sk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hop
     True
     >>> _cluster_tail_sk(cfg, 9568, 728, 6144, 132).policy  # ... over 96 steps
     'streamk'
+    >>> _cluster_tail_sk(cfg, 2416, 2552, 3024, 132).policy  # 100 blocks, 1.52 waves, 48 steps
+    'streamk'
     """
     if (CLUSTER_TAIL_SK is None or cfg.input not in ("float16", "bfloat16") or cfg.pingpong
             or cfg.policy != "static" or cfg.cluster_size == 1 or cfg.epilogue == "tma"):
         return cfg
     blocks, slots, steps = _block_waves(cfg, m, n, k, sms)
-    if (blocks <= slots or blocks >= CLUSTER_TAIL_SK[0] * -(-blocks // slots) * slots
-            or steps < CLUSTER_TAIL_SK[1 if blocks > 2 * slots else 2]):
+    fill, min_steps, long_k, short_fill = CLUSTER_TAIL_SK
+    if blocks <= 2 * slots and steps < long_k:  # two waves or fewer on a shorter K
+        fill = short_fill
+    if blocks <= slots or steps < min_steps or blocks >= fill * -(-blocks // slots) * slots:
         return cfg
     return cfg.replace(policy="streamk", sk_waves=1, sk_reduce="owner")
 

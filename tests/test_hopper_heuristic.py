@@ -186,16 +186,18 @@ def test_heuristic_split_k_192(dtype, monkeypatch):
 def test_heuristic_cluster_tail_sk(dtype, monkeypatch):
     """Static 2 x 1 or 2 x 2 clusters over more than one wave of blocks whose last wave leaves the
     average cluster below CLUSTER_TAIL_SK[0] of the busiest one's, K of at least CLUSTER_TAIL_SK[1]
-    steps past two waves and CLUSTER_TAIL_SK[2] at two or fewer: stream-K over the last two waves,
-    same tiles and clusters, the owner fix-up, in one launch (RESULTS.md, fifty-fourth and
-    fifty-eighth sessions: the products measured); not at shorter K below two waves, on fuller
-    last waves, short K, the TMA-store epilogue, or with the rule off."""
+    steps past two waves and CLUSTER_TAIL_SK[2] at two or fewer, or CLUSTER_TAIL_SK[1] there where
+    the average is below CLUSTER_TAIL_SK[3]: stream-K over the last two waves, same tiles and
+    clusters, the owner fix-up, in one launch (RESULTS.md, fifty-fourth, fifty-eighth and
+    fifty-ninth sessions: the products measured); not at shorter K on fuller waves below two, on
+    fuller last waves, short K, the TMA-store epilogue, or with the rule off."""
     def pick(m, n, k):
         return hopper.choose_config(m, n, k, dtype, 132, **row_major_flags(m, n, k))
 
     fired = [(1239, 6808, 15048), (2291, 3784, 10488), (1384, 3592, 3904), (9040, 456, 10120),
              (2384, 3432, 7936), (512, 8856, 2208), (1296, 6392, 6752), (7696, 2640, 12904),
-             (2480, 2472, 13776)]  # 1.73 waves over 216 steps
+             (2480, 2472, 13776),  # 1.73 waves over 216 steps
+             (2416, 2552, 3024), (4352, 1432, 2432)]  # 1.52 and 1.55 waves over 48 and 38 steps
     for m, n, k in fired:
         cfg = pick(m, n, k)
         with monkeypatch.context() as mp:
@@ -207,11 +209,13 @@ def test_heuristic_cluster_tail_sk(dtype, monkeypatch):
         blocks = hopper_config._blocks(cfg, rows, cols)
         slots = hopper_heuristic._wave_clusters(cfg.cluster_m, cfg.cluster_n, 132)
         assert slots < blocks < hopper_heuristic.CLUSTER_TAIL_SK[0] * -(-blocks // slots) * slots, (m, n, k)
-        assert blocks > 2 * slots or -(-k // 64) >= hopper_heuristic.CLUSTER_TAIL_SK[2], (m, n, k)
+        assert (blocks > 2 * slots or -(-k // 64) >= hopper_heuristic.CLUSTER_TAIL_SK[2]
+                or blocks < hopper_heuristic.CLUSTER_TAIL_SK[3] * 2 * slots), (m, n, k)
         # one launch: gemm_parts' tail split (two bands of rows) takes static launches only
         assert hopper_heuristic.tail_split(cfg, m, n, k, dtype, 132, **row_major_flags(m, n, k)) is None
     kept = [(2415, 2832, 5056), (1244, 5624, 2000), (13642, 488, 3128),  # last wave 0.9 full or more
-            (9568, 728, 2056), (9608, 720, 2672), (14736, 456, 5312),  # below two waves, < 96 steps
+            (9568, 728, 2056), (9608, 720, 2672), (14736, 456, 5312),  # 1.73-1.76 waves, < 96 steps
+            (456, 12824, 3672), (408, 13288, 5472),  # 1.73 waves on 2 x 2 clusters, < 96 steps
             (472, 8952, 1200), (1448, 5880, 1632),  # K of 19 and 26 steps
             (1912, 3240, 2048)]  # 32 steps: the TMA-store epilogue
     for shape in kept:
