@@ -288,7 +288,7 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
     if min(m, n) == 0 or k == 0 or alpha == 0:
         return _degenerate(a, b, c, alpha, beta, out_dtype, meta_src)
 
-    itemsize = np.dtype(out_dtype).itemsize if str(out_dtype) != "bfloat16" else 2
+    itemsize, part_itemsize = engines.itemsizes(out_dtype)
     ident, locations = None, None
     if client is None:
         workers = local_workers(out_dtype, gpu=gpu, allow_tf32=opts["allow_tf32"],
@@ -305,7 +305,7 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
     b = _to_dask(b, ("auto", target[1]), eager)
     a, b = _align(a, b, target, sum(w.slots for w in workers))
     problem = Problem(tuple(a.chunks[0]), tuple(b.chunks[1]), tuple(a.chunks[1]), itemsize,
-                      np.dtype(engines.accumulator_dtype(out_dtype)).itemsize)
+                      part_itemsize)
     if client is not None:  # a rechunked operand's chunks are held nowhere yet: left out
         locations = _locations(a, b, who)
     plan = make_plan(problem, workers, block_size=target, split=opts["split"],

@@ -14,7 +14,6 @@ import sys
 from typing import Any, Iterator
 
 import click
-import numpy as np
 
 from . import config
 
@@ -209,12 +208,11 @@ def plan_cmd(m: int, n: int, k: int, dtype: str, workers: int, kind: str, thread
              chunk: int | None, as_json: bool, **options: Any) -> None:
     """Print the plan mgemm makes for an M×K @ K×N product on --workers identical workers."""
     from .cluster import cpu_flops, gpu_flops
-    from .engines import accumulator_dtype
+    from .engines import itemsizes
     from .plan import plan_from_shape
 
     opts = _resolve(options)
-    itemsize = 2 if dtype == "bfloat16" else np.dtype(dtype).itemsize
-    part_itemsize = np.dtype(accumulator_dtype(dtype)).itemsize
+    itemsize, part_itemsize = itemsizes(dtype)
     gpu = kind == "gpu"
     flops = (gpu_flops({}, dtype, opts["allow_tf32"], opts["emulate_fp32"]) if gpu
              else cpu_flops(threads, dtype))

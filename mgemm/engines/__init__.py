@@ -66,6 +66,20 @@ def accumulator_dtype(dtype: Any) -> str:
     return "float32" if name in WIDENED else name
 
 
+def itemsizes(dtype: Any) -> tuple[int, int]:
+    """(bytes of a ``dtype`` element, bytes of an element of its parts: ``accumulator_dtype``);
+    bfloat16, which NumPy does not name, is 2.
+
+    >>> itemsizes("bfloat16"), itemsizes("float64")
+    ((2, 4), (8, 8))
+    """
+    import numpy as np
+
+    def size(name: str) -> int:
+        return 2 if name == "bfloat16" else np.dtype(name).itemsize
+    return size(str(dtype)), size(accumulator_dtype(dtype))
+
+
 def get(name: str) -> Engine:
     """The engine called ``name``; ``RuntimeError`` if it cannot run here."""
     if name in _cache:
