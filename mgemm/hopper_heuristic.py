@@ -269,6 +269,10 @@ SK_GIVE_WAY = 1.06
 # on single CTAs where the wave model (_config_cost) prices it below SK_256_OVER_STATIC[0] times
 # the static waves (_streamk_256; RESULTS.md, fifty-eighth session); None: never
 SK_256_OVER_STATIC: tuple[float, int] | None = (1.0, 64)
+# ... on 2 x 1 clusters (B multicast to the pair of row tiles) where pairing the rows of tiles pads
+# at most this share of them (an odd count: one row of CTAs idle; RESULTS.md, fifty-ninth session);
+# None: single CTAs always
+SK_256_CLUSTER_PAD: float | None = 0.05
 # 128x160 is left out: its fitted cost (1.03) made it the cheapest on 16 % of shapes drawn at
 # random, and where it was measured it ran -0.17..+0.17 of cuBLAS against the rule's pick (ahead
 # in 84 of 114 runs; 1312x1776x16384 0.87 -> 0.70-0.72, 2304x1024x8192 0.86 -> 0.72-0.76).  A
@@ -2052,9 +2056,10 @@ def _cheapest_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hopp
 def _streamk_256(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
     """``cfg``, or, where it runs 16-bit static 128-row tiles narrower than 256 on single
     cooperative CTAs over more than one and at most two waves, with the staged epilogue, over K of
-    at least ``SK_256_OVER_STATIC[1]`` steps: stream-K over 128 x 256 tiles, single CTAs, four
-    stages, the owner fix-up, where the wave model prices that below ``SK_256_OVER_STATIC[0]``
-    times the static waves (``_config_cost``).  ``_cheapest_waves`` weighs stream-K on ``cfg``'s
+    at least ``SK_256_OVER_STATIC[1]`` steps: stream-K over 128 x 256 tiles, four stages, the
+    owner fix-up, where the wave model prices that below ``SK_256_OVER_STATIC[0]`` times the static
+    waves (``_config_cost``); on 2 x 1 clusters where pairing the rows of tiles pads at most
+    ``SK_256_CLUSTER_PAD`` of them, else on single CTAs.  ``_cheapest_waves`` weighs stream-K on ``cfg``'s
     own tile only; over the wider tile a static launch's half-empty last wave becomes about a fifth
     of a wave.
 
@@ -2068,15 +2073,26 @@ def _streamk_256(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperC
     behind on four by 0.02-0.06 (816x5984x2144 0.85 -> 0.79), level on two, ahead on one.  So
     from 64 steps; on a fresh draw where that changed a caller's launch, ahead on all ten fp16 runs
     by 0.02-0.16 (geomean 0.78 -> 0.86; 1816x2768x15304 0.70 -> 0.86) and all six bf16 runs (0.80
-    -> 0.87).
+    -> 0.87).  Priced against the exact widths (``exact_width``) where B is read K-major, which
+    ``gemm_parts`` gives the static tiles there: 10632x432x4824, three exact columns of 144 (0.80)
+    against two of 256 stream-K (0.70; RESULTS.md, fifty-ninth session).  The same stream-K on
+    2 x 1 clusters, beside single CTAs, in two calls (fifty-eighth and fifty-ninth sessions): ahead
+    on all six products whose rows of tiles pair with at most one row of CTAs in 35 idle, by
+    0.04-0.13 (4360x1040x10328 0.63 -> 0.76, 2224x2144x6680 0.79 -> 0.86), behind on the two
+    that pair 3 and 7 rows (359x13568x13632 0.89 -> 0.76, 840x5712x14888 0.85 -> 0.81).
 
     >>> cfg = HopperConfig(input="float16", tile_n=192, stages=4, epilogue="staged")
     >>> c = _streamk_256(cfg, 1176, 4080, 15768, 132)  # 220 tiles of 192: 160 of 256
-    >>> c.tile_n, c.policy, c.sk_reduce, c.cluster_size
-    (256, 'streamk', 'owner', 1)
+    >>> c.tile_n, c.policy, c.sk_reduce, c.cluster_m
+    (256, 'streamk', 'owner', 2)
+    >>> _streamk_256(cfg, 840, 5712, 14888, 132).cluster_m  # 7 rows of tiles: single CTAs
+    1
     >>> _streamk_256(cfg, 4360, 1040, 10328, 132) == cfg  # 175 tiles of 256, priced above
     True
     >>> _streamk_256(cfg, 816, 5984, 2144, 132) == cfg  # K of 34 steps
+    True
+    >>> kb = cfg.replace(b_k_major=True)  # B read K-major: 432 = three exact columns of 144
+    >>> _streamk_256(kb, 10632, 432, 4824, 132) == kb
     True
     """
     if (SK_256_OVER_STATIC is None or cfg.input not in ("float16", "bfloat16")
@@ -2085,8 +2101,12 @@ def _streamk_256(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperC
             or not 1 < _tiles(m, n, cfg.tile_n) / sms <= 2):
         return cfg
     wide = cfg.replace(tile_n=256, stages=4, policy="streamk", sk_waves=1, sk_reduce="owner")
-    if _config_cost(wide, m, n, k, sms) >= SK_256_OVER_STATIC[0] * _config_cost(cfg, m, n, k, sms):
+    own = _config_cost(exact_width(cfg, n), m, n, k, sms)  # the static tiles as a K-major B runs them
+    if _config_cost(wide, m, n, k, sms) >= SK_256_OVER_STATIC[0] * own:
         return cfg
+    rows = -(-m // TILE_M)
+    if SK_256_CLUSTER_PAD is not None and rows % 2 <= SK_256_CLUSTER_PAD * rows:
+        return wide.replace(cluster_m=2)
     return wide
 
 

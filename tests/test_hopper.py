@@ -824,18 +824,21 @@ def test_cluster_tail_sk_on_the_heuristic_config(kind, m, n, k, trans_a, beta):
 @pytest.mark.gpu
 @needs_sm90
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
-@pytest.mark.parametrize("m,n,k,trans_a,beta", [(1176, 4080, 4104, False, 0.0),
-                                                (5296, 992, 4296, True, 0.5)])
-def test_streamk_256_on_the_heuristic_config(kind, m, n, k, trans_a, beta):
-    """Static waves of narrower tiles that the heuristic runs as stream-K over 128 x 256 single
-    CTAs (SK_256_OVER_STATIC), both A layouts, beta, against the float64 reference (poisoned
+@pytest.mark.parametrize("m,n,k,trans_a,beta,cluster_m", [(1176, 4080, 4104, False, 0.0, 2),
+                                                          (5296, 992, 4296, True, 0.5, 2),
+                                                          (840, 5712, 4104, False, 0.5, 1)])
+def test_streamk_256_on_the_heuristic_config(kind, m, n, k, trans_a, beta, cluster_m):
+    """Static waves of narrower tiles that the heuristic runs as stream-K over 128 x 256 tiles
+    (SK_256_OVER_STATIC), on 2 x 1 clusters where the rows of tiles pair (SK_256_CLUSTER_PAD; 840
+    rows: seven, single CTAs), both A layouts, beta, against the float64 reference (poisoned
     output)."""
     a = cp.empty((k, m), dtype=cp.float16).T if trans_a else cp.empty((m, k), dtype=cp.float16)
     b = cp.empty((k, n), dtype=cp.float16)
     cfg = hopper.choose_config(m, n, k, kind, hopper.device_sms(), **hopper.rows_flags([a], [b]))
     if hopper.device_sms() != 132:  # sized for 132 SMs (H200, H100 SXM)
         pytest.skip(f"the products are sized for 132 SMs, not {hopper.device_sms()}: {cfg}")
-    assert (cfg.tile_n, cfg.policy, cfg.cluster_size, cfg.sk_reduce) == (256, "streamk", 1, "owner"), cfg
+    assert (cfg.tile_n, cfg.policy, cfg.cluster_m, cfg.cluster_n, cfg.sk_reduce) == (256, "streamk", cluster_m, 1,
+                                                                                   "owner"), cfg
     _check(m, n, k, kind, cfg, trans_a=trans_a, beta=beta, alpha=0.5, seed=m + n + k)
 
 

@@ -226,9 +226,11 @@ def test_heuristic_cluster_tail_sk(dtype, monkeypatch):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_heuristic_streamk_256_over_static(dtype, monkeypatch):
     """Static single-CTA tiles narrower than 256 over one to two waves, K of at least
-    SK_256_OVER_STATIC[1] steps: stream-K over 128 x 256 single CTAs where the wave model prices it
-    below the static waves (RESULTS.md, fifty-eighth session: the products measured ahead); not
-    where it prices it above, at shorter K, or with the rule off."""
+    SK_256_OVER_STATIC[1] steps: stream-K over 128 x 256 tiles where the wave model prices it
+    below the static waves (RESULTS.md, fifty-eighth session: the products measured ahead), on
+    2 x 1 clusters where pairing the rows of tiles pads at most SK_256_CLUSTER_PAD of them, else
+    single CTAs (fifty-ninth session); not where it prices it above, at shorter K, or with the rule
+    off."""
     def pick(m, n, k):
         return hopper.choose_config(m, n, k, dtype, 132, **row_major_flags(m, n, k))
 
@@ -240,7 +242,13 @@ def test_heuristic_streamk_256_over_static(dtype, monkeypatch):
             mp.setattr(hopper_heuristic, "SK_256_OVER_STATIC", None)
             before = pick(*shape)
         assert before.policy == "static" and before.cluster_size == 1 and before.tile_n < 256, shape
-        assert (cfg.tile_n, cfg.policy, cfg.cluster_size, cfg.sk_reduce) == (256, "streamk", 1, "owner"), shape
+        rows = -(-shape[0] // 128)
+        pairs = rows % 2 <= hopper_heuristic.SK_256_CLUSTER_PAD * rows  # 1176: 10 rows; 840: 7
+        assert (cfg.tile_n, cfg.policy, cfg.sk_reduce) == (256, "streamk", "owner"), shape
+        assert (cfg.cluster_m, cfg.cluster_n) == ((2, 1) if pairs else (1, 1)), shape
+        with monkeypatch.context() as mp:
+            mp.setattr(hopper_heuristic, "SK_256_CLUSTER_PAD", None)
+            assert pick(*shape) == cfg.replace(cluster_m=1), shape
     for shape in ((4360, 1040, 10328),  # 256-wide stream-K priced above the static waves
                   (816, 5984, 2144), (432, 9936, 2624)):  # K of 34 and 41 steps
         cfg = pick(*shape)
@@ -669,6 +677,7 @@ def test_heuristic_b_rows_off_128_take_clusters(dtype, monkeypatch):
     monkeypatch.setattr(hopper_heuristic, "MANY_WAVES", None)  # the policy of many waves: its own test
     monkeypatch.setattr(hopper_heuristic, "SPLIT_K_192", None)  # the 192-wide split-K after it: its own test
     monkeypatch.setattr(hopper_heuristic, "CLUSTER_TAIL_SK", None)  # stream-K over the clusters' tail: its own test
+    monkeypatch.setattr(hopper_heuristic, "SK_256_CLUSTER_PAD", None)  # 256-wide stream-K's clusters: its own test
 
     def pick(shape, **kw):
         return hopper.choose_config(*shape, dtype, 132, b_rows_off=(shape[1] * 2) % 32 != 0,
