@@ -266,8 +266,9 @@ STATIC_GAIN = 0.95  # one static width gives way to another only at this share o
 SK_GIVE_WAY = 1.06
 # 16-bit static launches of one 128-row tile per CTA, narrower than 256, over two waves (more
 # than one) and K of at least SK_256_OVER_STATIC[1] 64-wide steps: stream-K over 128 x 256 tiles
-# on single CTAs where the wave model (_config_cost) prices it below SK_256_OVER_STATIC[0] times
-# the static waves (_streamk_256; RESULTS.md, fifty-eighth session); None: never
+# (single CTAs, or the clusters below) where the wave model (_config_cost) prices it below
+# SK_256_OVER_STATIC[0] times the static waves as they run (exact widths over a K-major B)
+# (_streamk_256; RESULTS.md, fifty-eighth and fifty-ninth sessions); None: never
 SK_256_OVER_STATIC: tuple[float, int] | None = (1.0, 64)
 # ... on 2 x 1 clusters (B multicast to the pair of row tiles) where pairing the rows of tiles pads
 # at most this share of them (an odd count: one row of CTAs idle; RESULTS.md, fifty-ninth session);
@@ -894,7 +895,9 @@ def _cluster_tail_sk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hop
     four by 0.03-0.04, level on two.  Of the eighteen such products measured at two waves or
     fewer, below 96 steps the twelve from 0.82 favoured static or were level, the four below
     0.8 stream-K or level.  So from 32 steps there too where the fill is below
-    ``CLUSTER_TAIL_SK[3]``.
+    ``CLUSTER_TAIL_SK[3]``; on a draw of that class (1.52-1.59 waves, 36-89 steps) ahead on 13 of
+    16 runs by 0.03-0.16, level on two, behind by 0.02 on one (geomean fp16 0.87 -> 0.93,
+    5160x1168x5664 0.80 -> 0.88).
 
     >>> cfg = HopperConfig(input="float16", tile_n=256, stages=4, epilogue="staged", cluster_m=2)
     >>> c = _cluster_tail_sk(cfg, 1239, 6808, 15048, 132)  # 135 blocks over 66 clusters
