@@ -921,9 +921,8 @@ def _cluster_tail_sk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hop
         return cfg
     blocks, slots, steps = _block_waves(cfg, m, n, k, sms)
     fill, min_steps, long_k, short_fill = CLUSTER_TAIL_SK
-    if blocks <= 2 * slots and steps < long_k:  # two waves or fewer on a shorter K
-        fill = short_fill
-    if blocks <= slots or steps < min_steps or blocks >= fill * -(-blocks // slots) * slots:
+    limit = short_fill if blocks <= 2 * slots and steps < long_k else fill  # two waves or fewer, shorter K
+    if blocks <= slots or steps < min_steps or blocks >= limit * -(-blocks // slots) * slots:
         return cfg
     return cfg.replace(policy="streamk", sk_waves=1, sk_reduce="owner")
 
@@ -2062,9 +2061,9 @@ def _streamk_256(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperC
     at least ``SK_256_OVER_STATIC[1]`` steps: stream-K over 128 x 256 tiles, four stages, the
     owner fix-up, where the wave model prices that below ``SK_256_OVER_STATIC[0]`` times the static
     waves (``_config_cost``); on 2 x 1 clusters where pairing the rows of tiles pads at most
-    ``SK_256_CLUSTER_PAD`` of them, else on single CTAs.  ``_cheapest_waves`` weighs stream-K on ``cfg``'s
-    own tile only; over the wider tile a static launch's half-empty last wave becomes about a fifth
-    of a wave.
+    ``SK_256_CLUSTER_PAD`` of them, else on single CTAs.  ``_cheapest_waves`` weighs stream-K on
+    ``cfg``'s own tile only; over the wider tile a static launch's half-empty last wave becomes
+    about a fifth of a wave.
 
     On the H200 (RESULTS.md, fifty-eighth session, × cuBLAS as a caller gets it, rule off -> on):
     five products of 128 x 192 static tiles at 1.58-1.67 waves first: where the model prices
@@ -2100,8 +2099,8 @@ def _streamk_256(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperC
     """
     if (SK_256_OVER_STATIC is None or cfg.input not in ("float16", "bfloat16")
             or cfg.policy != "static" or cfg.pingpong or cfg.tile_m != TILE_M
-            or cfg.cluster_size != 1 or cfg.tile_n >= 256 or cfg.epilogue != "staged" or -(-k // 64) < SK_256_OVER_STATIC[1]
-            or not 1 < _tiles(m, n, cfg.tile_n) / sms <= 2):
+            or cfg.cluster_size != 1 or cfg.tile_n >= 256 or cfg.epilogue != "staged"
+            or -(-k // 64) < SK_256_OVER_STATIC[1] or not 1 < _tiles(m, n, cfg.tile_n) / sms <= 2):
         return cfg
     wide = cfg.replace(tile_n=256, stages=4, policy="streamk", sk_waves=1, sk_reduce="owner")
     own = _config_cost(exact_width(cfg, n), m, n, k, sms)  # the static tiles as a K-major B runs them

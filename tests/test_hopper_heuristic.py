@@ -677,7 +677,7 @@ def test_heuristic_b_rows_off_128_take_clusters(dtype, monkeypatch):
     monkeypatch.setattr(hopper_heuristic, "MANY_WAVES", None)  # the policy of many waves: its own test
     monkeypatch.setattr(hopper_heuristic, "SPLIT_K_192", None)  # the 192-wide split-K after it: its own test
     monkeypatch.setattr(hopper_heuristic, "CLUSTER_TAIL_SK", None)  # stream-K over the clusters' tail: its own test
-    monkeypatch.setattr(hopper_heuristic, "SK_256_CLUSTER_PAD", None)  # 256-wide stream-K's clusters: its own test
+    monkeypatch.setattr(hopper_heuristic, "SK_256_CLUSTER_PAD", None)  # the 256-wide stream-K's clusters: own test
 
     def pick(shape, **kw):
         return hopper.choose_config(*shape, dtype, 132, b_rows_off=(shape[1] * 2) % 32 != 0,
