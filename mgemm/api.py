@@ -282,11 +282,13 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
         meta_src = b._meta
     elif not isinstance(b, da.Array) and engines.is_cupy(b):
         meta_src = b
-    gpu = engines.is_cupy(meta_src)
     engine = engines.select(opts["engine"], meta_src)
+    gpu = engine in engines.DEVICE_ENGINES  # CuPy chunks, or NumPy ones staged through a GPU
     client = active_client(opts["client"])
     if min(m, n) == 0 or k == 0 or alpha == 0:
         return _degenerate(a, b, c, alpha, beta, out_dtype, meta_src)
+    if client is None and engines.staged(engine, meta_src):
+        engines.get(engine)  # RuntimeError now, not in a task, where this process has no GPU
 
     itemsize, part_itemsize = engines.itemsizes(out_dtype)
     ident, locations = None, None
@@ -299,6 +301,11 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
         ident, who = _snapshot(client, a, b)
         workers = describe_workers(client, out_dtype, gpu=gpu, allow_tf32=opts["allow_tf32"],
                                    emulate=opts["emulate_fp32"], info=ident["workers"])
+        no_gpu = [w.name for w in workers if w.kind != "gpu"]
+        if no_gpu and engines.staged(engine, meta_src):
+            raise ValueError(f"engine {engine!r} multiplies on GPUs, and worker {no_gpu[0]} has "
+                             f"none (or no CuPy); for NumPy chunks on CPU workers use 'numpy' or "
+                             f"'auto'")
     target = _target_block(opts["block_size"], m, n, k, itemsize, workers)
     a0, b0 = a, b
     a = _to_dask(a, (target[0], "auto"), eager)

@@ -54,6 +54,9 @@ def _block_task(engine_name: str, shape: tuple, c: Any, alpha: float, beta: floa
     """
     rows, ks, cols = shape
     off = rows * ks
+    if engines.staged(engine_name, chunks[0]):
+        return _staged_block(engine_name, shape, c, alpha, beta, out_dtype, allow_tf32, emulate,
+                             tune, chunks)
     xp = _array_module(chunks[0])
     engine = engines.get(engine_name)
     if hasattr(engine, "gemm_chunks"):  # the chunks as they are, no panels (NumPy: never emulated)
@@ -73,6 +76,23 @@ def _block_task(engine_name: str, shape: tuple, c: Any, alpha: float, beta: floa
                                   c=_typed(c), out_dtype=out_dtype)
         return engine.gemm(a_parts, b_parts, alpha=alpha, beta=beta, c=_typed(c),
                            out_dtype=out_dtype, allow_tf32=allow_tf32, tune=tune)
+
+
+def _staged_block(engine_name: str, shape: tuple, c: Any, alpha: float, beta: float,
+                  out_dtype: str, allow_tf32: bool, emulate: str, tune: bool,
+                  chunks: Sequence[Any]) -> Any:
+    """``_block_task`` of a GPU engine on NumPy chunks: the chunks (and C) copied to this worker's
+    GPU, the block multiplied there, and copied back.  The copies in run on the legacy default
+    stream, which the block's own stream waits for (``engines.task_stream``); the copy back
+    starts once the block's GPU work has finished, so while one task thread copies, another's
+    GEMM can run."""
+    import cupy
+
+    device = [cupy.asarray(_typed(x)) for x in chunks]
+    c = None if c is None else cupy.asarray(_typed(c))
+    out = _block_task(engine_name, shape, c, alpha, beta, out_dtype, allow_tf32, emulate, tune,
+                      *device)
+    return cupy.asnumpy(out)
 
 
 def input_keys(a_name: str, b_name: str, blk: Any, k0: int, k1: int) -> tuple[tuple, list]:

@@ -175,6 +175,30 @@ def test_matmul_with_cupy_chunks_stays_cupy(cp, rng, dtype):
     assert_close(cp.asnumpy(got), a.astype(np.float64) @ b.astype(np.float64), dtype)
 
 
+@pytest.mark.parametrize("engine", ["cublas", "persistent"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "complex64"])
+def test_gpu_engines_stage_numpy_chunks(cp, rng, engine, dtype):
+    """NumPy chunks with a GPU engine named: each block's chunks go to the GPU and the block comes
+    back, so the result is NumPy; ragged chunks, mismatched K chunking, a transposed operand,
+    alpha, beta and C, and one block of every chunk."""
+    if engine == "persistent" and dtype == "complex64":
+        pytest.skip("the persistent engine multiplies real types")
+    a, b, c = random(rng, (300, 190), dtype), random(rng, (150, 190), dtype), \
+        random(rng, (300, 150), dtype)
+    x = da.from_array(a, chunks=((100, 120, 80), (64, 70, 56)))
+    y = da.from_array(b, chunks=((90, 60), (100, 90)))
+    with dask.config.set(scheduler="sync"):
+        got = mgemm.gemm(x, y, da.from_array(c, chunks=70), alpha=0.5, beta=2.0, trans_b=True,
+                         engine=engine, block_size=(150, 150)).compute()
+        whole = mgemm.matmul(x, y.T, engine=engine, block_size=(300, 150)).compute()
+    assert type(got) is np.ndarray and type(whole) is np.ndarray
+    wide = np.complex128 if np.dtype(dtype).kind == "c" else np.float64
+    ref = a.astype(wide) @ b.astype(wide).T
+    assert got.dtype == np.dtype(dtype)
+    assert_close(got, 0.5 * ref + 2.0 * c.astype(wide), dtype)
+    assert_close(whole, ref, dtype)
+
+
 def test_gemm_plain_cupy(cp, rng):
     a, b, c = (random(rng, s, "f8") for s in ((40, 30), (50, 40), (30, 50)))
     got = mgemm.gemm(cp.asarray(a), cp.asarray(b), cp.asarray(c), alpha=2.0, beta=-1.0,
@@ -217,6 +241,16 @@ def test_local_cuda_cluster_end_to_end(cp, rng):
         half = mgemm.matmul(h, g).persist()
         err = check(h, g, half, tol=tolerance("float16"))
         assert err < tolerance("float16"), f"relative error {err:.2e}"
+        # NumPy chunks on the GPU workers with engine "cublas": copied to each block's GPU and back
+        hx = persist_cyclic(client, lambda: random_matrix((1024, 1536), 512, "float32", gpu=False,
+                                                                     seed=7))
+        hy = persist_cyclic(client, lambda: random_matrix((1536, 768), 512, "float32", gpu=False,
+                                                                     seed=8))
+        host = mgemm.matmul(hx, hy, engine="cublas").persist()
+        err = check(hx, hy, host, tol=1e-5)
+        assert err < 1e-5, f"relative error {err:.2e}"
+        assert isinstance(host._meta, np.ndarray), type(host._meta)
+        assert type(host.blocks[0, 0].compute()) is np.ndarray
         # plain CuPy operands: their chunks are scattered to the workers, not carried in the graph
         x, y = random(rng, (768, 640), "f4"), random(rng, (640, 512), "f4")
         got = mgemm.matmul(cp.asarray(x), cp.asarray(y), client=client, block_size=256)

@@ -12,7 +12,8 @@ each kind of block; the other engines ignore it.
 Engines: ``numpy`` (CPU), ``cublas`` (CuPy → cuBLAS) and ``persistent`` (mgemm's own kernel in
 ``kernels/``).  ``select("auto", meta)`` picks from the chunk type: ``numpy`` for NumPy chunks,
 for CuPy chunks ``auto-gpu``, which picks ``persistent`` or ``cublas`` per block on the worker
-(``mgemm.engines.auto``).
+(``mgemm.engines.auto``).  ``cublas`` and ``persistent`` chosen by name also take NumPy chunks:
+a block task then copies its chunks to the worker's GPU and the block back (``staged``).
 
 >>> import numpy as np
 >>> engine = get("numpy")
@@ -110,17 +111,32 @@ def is_cupy(x: Any) -> bool:
     return type(x).__module__.split(".")[0] == "cupy"
 
 
+#: The engines that multiply on a GPU.  Given NumPy chunks, their block tasks copy the chunks to
+#: the worker's GPU, multiply there and copy the block back (``staged``).
+DEVICE_ENGINES = ("cublas", "persistent", "auto-gpu")
+
+
 def select(name: str, meta: Any) -> str:
-    """Resolve ``"auto"`` from the chunk type ``meta``; check an explicit choice against it."""
+    """Resolve ``"auto"`` from the chunk type ``meta``; check an explicit choice against it.
+    ``cublas`` and ``persistent`` take NumPy chunks too (``staged``); ``auto`` keeps those on the
+    CPU (``numpy``).
+
+    >>> import numpy as np
+    >>> select("auto", np.empty(1)), select("cublas", np.empty(1))
+    ('numpy', 'cublas')
+    """
     gpu_chunks = is_cupy(meta)
     if name == "auto":
         return "auto-gpu" if gpu_chunks else "numpy"
     if name == "numpy" and gpu_chunks:
         raise ValueError("engine 'numpy' cannot multiply CuPy chunks; use 'cublas' or 'auto'")
-    if name in ("cublas", "persistent") and not gpu_chunks:
-        raise ValueError(f"engine {name!r} needs CuPy chunks; these are "
-                         f"{type(meta).__module__}.{type(meta).__name__} (use 'numpy' or 'auto')")
     return name
+
+
+def staged(name: str, x: Any) -> bool:
+    """Whether a block task of engine ``name`` copies its chunks (``x``: one of them) to the GPU
+    and its block back: a GPU engine (``DEVICE_ENGINES``) given NumPy chunks."""
+    return name in DEVICE_ENGINES and not is_cupy(x)
 
 
 def scale_and_add(acc: Any, alpha: float, beta: float, c: Any, xp: Any) -> Any:

@@ -1,0 +1,239 @@
+"""Matrices held in host memory, multiplied on the GPUs: mgemm beside cuBLASXt and dask-cuda's way.
+
+A user whose matrices live in host memory as NumPy chunks (read from disk, say) has three ways to
+multiply them on a machine's GPUs, and this times all three on the same inputs, in one run:
+
+- ``mgemm``: ``mgemm.matmul(a, b, engine="cublas")`` on the embedded ``LocalCUDACluster`` (one
+  worker per GPU); each block task copies its chunks to its worker's GPU, multiplies there and
+  copies the block back, so the result is NumPy chunks held on the workers.
+- ``dask``: what a dask-cuda user writes, ``(a.map_blocks(cupy.asarray) @
+  b.map_blocks(cupy.asarray)).map_blocks(cupy.asnumpy)``, on the same cluster and inputs.
+- ``xt``: cuBLASXt (libcublas's multi-GPU host API) in this process, on the whole matrices
+  gathered here, over every GPU, with cuBLASXt pinning the host memory itself (``xt``) and on
+  matrices already in pinned memory (``xt-pinned``); ``--xt-block`` its tile edges.
+
+Inputs: random chunks made on the workers (``--chunk``), persisted block-cyclically, then
+gathered into this process for cuBLASXt.  Each method runs once untimed and is checked against
+a float64 reference on sampled rows and columns; then ``--runs`` timed runs.  A cluster run is
+timed as ``mgemm bench`` times it (build, ``persist``, ``wait``, a device synchronize on every
+worker); a cuBLASXt call blocks until its result is in host memory.  The anchor,
+``--gpus`` times one GPU's cuBLAS on device-resident inputs (CUDA events), is measured first.
+
+    python3 benchmarks/host_inputs.py [--size 32768] [--dtypes float32,float64] [--runs 5]
+        [--chunk 8192] [--protocol ucx|tcp] [--xt-block 4096,8192]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import dask.array as da  # noqa: E402
+import numpy as np  # noqa: E402
+
+import mgemm  # noqa: E402
+from mgemm import bench  # noqa: E402
+from mgemm.cluster import gpus_visible, session  # noqa: E402
+
+#: cublasOperation_t CUBLAS_OP_N; cublasXtPinnedMemMode_t CUBLASXT_PINNING_ENABLED
+_OP_N, _PINNING_ENABLED = 0, 1
+_XT_GEMM = {"float32": ("cublasXtSgemm", ctypes.c_float),
+            "float64": ("cublasXtDgemm", ctypes.c_double)}
+
+
+def one_gpu_tflops(n: int, dtype: str, reps: int = 5) -> float:
+    """cuBLAS (``cupy.matmul``) on GPU 0, inputs on the device: median TFLOP/s by CUDA events."""
+    import cupy
+
+    with cupy.cuda.Device(0):
+        rng = cupy.random.default_rng(1)
+        a = rng.random((n, n), dtype=dtype) * 2 - 1
+        b = rng.random((n, n), dtype=dtype) * 2 - 1
+        out = cupy.empty((n, n), dtype=dtype)
+        cupy.matmul(a, b, out=out)
+        times = []
+        for _ in range(reps):
+            start, end = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record()
+            cupy.matmul(a, b, out=out)
+            end.record()
+            end.synchronize()
+            times.append(cupy.cuda.get_elapsed_time(start, end) / 1e3)
+        del a, b, out
+        cupy.get_default_memory_pool().free_all_blocks()
+    return 2 * n ** 3 / statistics.median(times) / 1e12
+
+
+class CublasXt:
+    """The few cuBLASXt calls a row-major GEMM over every GPU needs, through ctypes."""
+
+    def __init__(self, gpus: int, block: int | None, pinning: bool) -> None:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+
+        self.lib = ctypes.CDLL(load_nvidia_dynamic_lib("cublas").abs_path)
+        self.handle = ctypes.c_void_p()
+        self._ok(self.lib.cublasXtCreate(ctypes.byref(self.handle)), "cublasXtCreate")
+        devices = (ctypes.c_int * gpus)(*range(gpus))
+        self._ok(self.lib.cublasXtDeviceSelect(self.handle, gpus, devices), "cublasXtDeviceSelect")
+        if block:
+            self._ok(self.lib.cublasXtSetBlockDim(self.handle, block), "cublasXtSetBlockDim")
+        if pinning:
+            self._ok(self.lib.cublasXtSetPinningMemMode(self.handle, _PINNING_ENABLED),
+                     "cublasXtSetPinningMemMode")
+
+    @staticmethod
+    def _ok(status: int, what: str) -> None:
+        if status != 0:
+            raise RuntimeError(f"{what} returned cublasStatus_t {status}")
+
+    def matmul(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+        """``out = a @ b`` for C-ordered host arrays: column-major cuBLASXt computes
+        ``out^T = b^T a^T``, which is the same memory."""
+        m, k = a.shape
+        n = b.shape[1]
+        name, scalar = _XT_GEMM[a.dtype.name]
+        fn = getattr(self.lib, name)
+        size = ctypes.c_size_t
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, size, size, size,
+                       ctypes.c_void_p, ctypes.c_void_p, size, ctypes.c_void_p, size,
+                       ctypes.c_void_p, ctypes.c_void_p, size]
+        one, zero = scalar(1.0), scalar(0.0)
+        self._ok(fn(self.handle, _OP_N, _OP_N, n, m, k, ctypes.byref(one), b.ctypes.data, n,
+                    a.ctypes.data, k, ctypes.byref(zero), out.ctypes.data, n), name)
+
+    def close(self) -> None:
+        self.lib.cublasXtDestroy(self.handle)
+
+
+def pinned_like(x: np.ndarray) -> np.ndarray:
+    """A copy of ``x`` in page-locked host memory (CuPy's pinned allocator)."""
+    import cupy
+
+    mem = cupy.cuda.alloc_pinned_memory(x.nbytes)
+    out = np.frombuffer(mem, dtype=x.dtype, count=x.size).reshape(x.shape)
+    out[...] = x
+    return out
+
+
+def sampled_error(a: np.ndarray, b: np.ndarray, c: np.ndarray, samples: int = 16) -> float:
+    rng = np.random.default_rng(0)
+    rows = np.sort(rng.choice(a.shape[0], size=min(samples, a.shape[0]), replace=False))
+    cols = np.sort(rng.choice(b.shape[1], size=min(samples, b.shape[1]), replace=False))
+    ref = a[rows].astype(np.float64) @ b[:, cols].astype(np.float64)
+    got = c[np.ix_(rows, cols)].astype(np.float64)
+    return float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+
+
+def time_xt(xt: CublasXt, a: np.ndarray, b: np.ndarray, runs: int, tol: float) -> list[float]:
+    out = np.full((a.shape[0], b.shape[1]), np.nan, dtype=a.dtype)  # poisoned
+    xt.matmul(a, b, out)
+    err = sampled_error(a, b, out)
+    if not err <= tol:
+        raise AssertionError(f"cuBLASXt: relative error {err:.3g} > {tol:.3g}")
+    times = []
+    for _ in range(runs):
+        out[...] = np.nan
+        start = time.perf_counter()
+        xt.matmul(a, b, out)
+        times.append(time.perf_counter() - start)
+    err = sampled_error(a, b, out)
+    if not err <= tol:
+        raise AssertionError(f"cuBLASXt (last run): relative error {err:.3g} > {tol:.3g}")
+    return times
+
+
+def _dask_cuda_way(a: da.Array, b: da.Array) -> da.Array:
+    import cupy
+
+    meta = cupy.empty((0, 0), dtype=a.dtype)
+    product = a.map_blocks(cupy.asarray, meta=meta) @ b.map_blocks(cupy.asarray, meta=meta)
+    return product.map_blocks(cupy.asnumpy, meta=np.empty((0, 0), dtype=a.dtype))
+
+
+def time_cluster(client, a: da.Array, b: da.Array, make, runs: int, tol: float) -> list[float]:
+    keep = bench.chunk_homes(client, a, b)
+    out = make(a, b).persist()
+    bench.check(a, b, out, tol=tol)
+    if type(out.blocks[0, 0].compute()) is not np.ndarray:
+        raise AssertionError("the product's chunks are not NumPy arrays")
+    del out
+    times = []
+    for _ in range(runs):
+        seconds, out = bench.timed(client, lambda: make(a, b), keep=keep)
+        times.append(seconds)
+        del out
+    return times
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--size", type=int, default=32768)
+    p.add_argument("--dtypes", default="float32,float64")
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--chunk", type=int, default=8192)
+    p.add_argument("--protocol", default="ucx", choices=("ucx", "tcp"))
+    p.add_argument("--xt-block", default="4096,8192",
+                   help="cuBLASXt tile edges to time, comma-separated (0: its default)")
+    p.add_argument("--methods", default="mgemm,dask,xt,xt-pinned")
+    p.add_argument("--engine", default="cublas",
+                   help="mgemm's engine (numpy: a dry run of the script on a CPU cluster)")
+    args = p.parse_args()
+    methods = args.methods.split(",")
+    n = args.size
+    flop = 2 * n ** 3
+    with session(protocol=args.protocol) as client:
+        gpus = len(client.nthreads())
+        print(f"{gpus} workers, {args.protocol}, {n}³, chunks {args.chunk}², runs {args.runs}")
+        for dtype in args.dtypes.split(","):
+            anchor = one_gpu_tflops(n, dtype) if gpus_visible() else float("nan")
+            ideal = gpus * anchor
+            tol = bench.tolerance(dtype)
+            print(f"\n{dtype}: one-GPU cuBLAS {anchor:.1f} TFLOP/s, ideal ({gpus} GPUs) "
+                  f"{ideal:.1f}")
+            a = bench.persist_cyclic(client, lambda: bench.random_matrix(
+                (n, n), args.chunk, dtype, gpu=False, seed=11))
+            b = bench.persist_cyclic(client, lambda: bench.random_matrix(
+                (n, n), args.chunk, dtype, gpu=False, seed=12))
+            rows = {}
+            if "mgemm" in methods:
+                rows["mgemm"] = time_cluster(
+                    client, a, b, lambda x, y: mgemm.matmul(x, y, engine=args.engine), args.runs, tol)
+            if "dask" in methods:
+                rows["dask"] = time_cluster(client, a, b, _dask_cuda_way, args.runs, tol)
+            if any(m.startswith("xt") for m in methods):
+                host_a, host_b = a.compute(), b.compute()
+                for block in [int(x) for x in args.xt_block.split(",")]:
+                    if "xt" in methods:
+                        xt = CublasXt(gpus, block, pinning=True)
+                        rows[f"xt (block {block or 'default'})"] = time_xt(
+                            xt, host_a, host_b, args.runs, tol)
+                        xt.close()
+                    if "xt-pinned" in methods:
+                        pa, pb = pinned_like(host_a), pinned_like(host_b)
+                        xt = CublasXt(gpus, block, pinning=False)
+                        rows[f"xt-pinned (block {block or 'default'})"] = time_xt(
+                            xt, pa, pb, args.runs, tol)
+                        xt.close()
+                        del pa, pb
+                del host_a, host_b
+            for name, times in rows.items():
+                med = statistics.median(times)
+                tflops = flop / med / 1e12
+                print(f"  {name:28s} median {med:.3f} s ({', '.join(f'{t:.3f}' for t in times)})"
+                      f"  {tflops:7.1f} TFLOP/s  {tflops / ideal:.2f} of ideal")
+            if "mgemm" in rows and len(rows) > 1:
+                base = statistics.median(rows["mgemm"])
+                print("  mgemm's speed-up: " + ", ".join(
+                    f"{statistics.median(t) / base:.2f}x {name}" for name, t in rows.items()
+                    if name != "mgemm"))
+            del a, b
+
+
+if __name__ == "__main__":
+    main()
