@@ -130,7 +130,10 @@ def matmul(a: Any, b: Any, **options: Any) -> Any:
             out = out.squeeze(axis=axis) if axis == -2 else out.squeeze(axis=-1)
         return out
 
-    return _finish(build, eager, opts)
+    out = _finish(build, eager, opts)
+    if eager and out.ndim == 0 and isinstance(out, np.ndarray):
+        return out[()]  # NumPy's 1-D @ 1-D is a scalar (CuPy's a 0-d array)
+    return out
 
 
 def gemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0,
@@ -188,9 +191,11 @@ def _scalar(value: Any, name: str, out_dtype: Any) -> Any:
             raise TypeError(f"mgemm.gemm: {name} = {value} is complex, but the product is "
                             f"{out_dtype}: give complex operands for a complex result")
         value = value.real
-    if kind in "iu" and not float(value).is_integer():
-        raise TypeError(f"mgemm.gemm: {name} = {value} is not an integer, but the product is "
-                        f"{out_dtype}: give float operands for a float result")
+    if kind in "iu":
+        if not float(value).is_integer():
+            raise TypeError(f"mgemm.gemm: {name} = {value} is not an integer, but the product is "
+                            f"{out_dtype}: give float operands for a float result")
+        return int(value)  # 2.0 scales an integer block as 2 does
     return value
 
 

@@ -41,15 +41,18 @@ def _resolve(options: dict) -> dict:
 
 @contextlib.contextmanager
 def _session(given: Any, **start: Any) -> Iterator[Any]:
-    """``cluster.session`` for a command: a scheduler it cannot reach is an error message naming
-    the address, not a traceback."""
+    """``cluster.session`` for a command, its client current (a scheduler address gives a client
+    that is not the default one, and the command's ``persist`` and ``wait`` must run on it): a
+    scheduler it cannot reach, or a malformed address, is an error message naming the address,
+    not a traceback."""
     from .cluster import session
 
     with contextlib.ExitStack() as stack:
         try:
             client = stack.enter_context(session(given, **start))
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             raise click.ClickException(f"cannot reach the scheduler {given}: {exc}") from None
+        stack.enter_context(client.as_current())
         yield client
 
 

@@ -327,8 +327,11 @@ def local_workers(dtype: Any, *, gpu: bool, allow_tf32: bool = False,
         dev = device_info() or {}
         return [Worker("local", "gpu", gpu_flops(dev, dtype, allow_tf32, emulate),
                        int(dev.get("free", 64 << 30) * 0.8), 1e12)]
+    from distributed.system import MEMORY_LIMIT  # the machine's memory, or its cgroup's limit
+
     threads = os.cpu_count() or 1
-    return [Worker("local", "cpu", cpu_flops(threads, dtype), 8 << 30, 1e12)]
+    # half of it, as for a CPU worker of the same memory (``describe_workers``)
+    return [Worker("local", "cpu", cpu_flops(threads, dtype), MEMORY_LIMIT // 2, 1e12)]
 
 
 def active_client(option: Any = None) -> Any:
@@ -376,8 +379,30 @@ def _client_for(address: str) -> Any:
     client = _clients.get(address)
     if client is None or client.status == "closed":
         from distributed import Client
+        _check_address(address)
         client = _clients[address] = Client(address, set_as_default=False)
     return client
+
+
+def _check_address(address: str) -> None:
+    """``ValueError`` for a scheduler address a client could not use: an unknown scheme, a TCP or
+    TLS address without a port, UCX without distributed-ucxx.  Checked before the ``Client`` is
+    made: one that fails in its constructor waits up to a minute to close when collected.
+
+    >>> _check_address("tcp://10.0.0.1")
+    Traceback (most recent call last):
+    ...
+    ValueError: missing port number in address 'tcp://10.0.0.1'
+    """
+    from distributed.comm.addressing import get_address_host_port, parse_address
+    from distributed.comm.registry import get_backend
+
+    scheme, _ = parse_address(address)
+    get_backend(scheme)
+    if scheme in ("tcp", "tls"):
+        get_address_host_port(address)
+    if scheme == "ucx" and not has_ucx():
+        raise ValueError("UCX addresses need distributed-ucxx (mgemm's cuda12 or cuda13 extra)")
 
 
 def gpus_visible() -> int:

@@ -81,25 +81,39 @@ def _parse_emulate(value: Any) -> str:
 
 
 def _parse_block_size(value: Any) -> str | int | tuple[int, int]:
-    """``"auto"``, an edge length ``n`` (blocks n × n) or a pair ``(rows, cols)``."""
+    """``"auto"``, an edge length ``n`` (blocks n × n) or a pair ``(rows, cols)`` of positive
+    integers.
+
+    >>> _parse_block_size("512x256"), _parse_block_size(" 64 "), _parse_block_size((2, 3.0))
+    ((512, 256), 64, (2, 3))
+    >>> _parse_block_size((2.5, 3))
+    Traceback (most recent call last):
+    ...
+    ValueError: block_size must be 'auto', n or (rows, cols) of positive integers, got (2.5, 3)
+    """
+    given = value
     if isinstance(value, str):
         text = value.strip().lower()
         if text == "auto":
             return "auto"
-        parts = [p for p in text.replace("x", ",").split(",") if p]
-        value = tuple(int(p) for p in parts)
-    if isinstance(value, (tuple, list)):
-        if len(value) == 1:
-            value = value[0]
-        elif len(value) == 2:
-            rows, cols = (int(v) for v in value)
-            if rows < 1 or cols < 1:
-                raise ValueError(f"block_size must be positive, got {value!r}")
-            return (rows, cols)
-        else:
-            raise ValueError(f"block_size must be 'auto', n or (rows, cols), got {value!r}")
+        value = [p for p in text.replace("x", ",").split(",") if p]
+    items = list(value) if isinstance(value, (tuple, list)) else [value]
+    try:
+        sizes = [_positive_int(v) for v in items]
+    except (TypeError, ValueError):
+        sizes = []
+    if len(sizes) != len(items) or len(sizes) not in (1, 2):
+        raise ValueError(f"block_size must be 'auto', n or (rows, cols) of positive integers, "
+                         f"got {given!r}")
+    return sizes[0] if len(sizes) == 1 else tuple(sizes)
+
+
+def _positive_int(value: Any) -> int:
+    """``value`` as an int where it is a positive whole number (not a bool), else ValueError."""
+    if isinstance(value, str):
+        value = int(value.strip())
     if isinstance(value, bool) or int(value) != value or int(value) < 1:
-        raise ValueError(f"block_size must be 'auto' or a positive integer, got {value!r}")
+        raise ValueError(value)
     return int(value)
 
 
