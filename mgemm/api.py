@@ -191,11 +191,16 @@ def _scalar(value: Any, name: str, out_dtype: Any) -> Any:
             raise TypeError(f"mgemm.gemm: {name} = {value} is complex, but the product is "
                             f"{out_dtype}: give complex operands for a complex result")
         value = value.real
-    if kind in "iu":
-        if not float(value).is_integer():
+    if kind in "iub":
+        whole = isinstance(value, (int, np.integer)) or float(value).is_integer()
+        if not whole:
             raise TypeError(f"mgemm.gemm: {name} = {value} is not an integer, but the product is "
                             f"{out_dtype}: give float operands for a float result")
-        return int(value)  # 2.0 scales an integer block as 2 does
+        low, high = (0, 1) if kind == "b" else (np.iinfo(out_dtype).min, np.iinfo(out_dtype).max)
+        if not low <= int(value) <= high:
+            raise TypeError(f"mgemm.gemm: {name} = {value} is not a value of the product's type "
+                            f"{out_dtype} ({low} to {high})")
+        return np.dtype(out_dtype).type(int(value))  # 2.0 scales an integer block as 2 does
     return value
 
 
@@ -506,5 +511,5 @@ def _degenerate(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: An
         out = out.map_blocks(_cupy().asarray, meta=meta)
     if c is not None and beta != 0:
         c = _to_dask(c, "auto")
-        out = (beta * c).astype(out_dtype)
+        out = (beta * c.astype(out_dtype)).astype(out_dtype)  # in the result's type, as BLAS
     return out

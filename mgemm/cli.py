@@ -155,6 +155,13 @@ def bench(suite: str, case_names: tuple, methods: tuple, repeat: int, protocol: 
 
     if plot_path and importlib.util.find_spec("matplotlib") is None:  # say so before any work
         raise click.UsageError("--plot needs matplotlib: pip install 'mgemm[plot]'")
+    if transfer_limit:
+        from dask.utils import parse_bytes
+        try:
+            parse_bytes(transfer_limit)
+        except (TypeError, ValueError):
+            raise click.BadParameter(f"{transfer_limit!r} is not a size such as 1GiB or 500MB",
+                                     param_hint="--transfer-limit") from None
     opts = _resolve(options)
     given = opts.pop("client")
     start = {k: v for k, v in (("protocol", protocol), ("transfer_limit", transfer_limit)) if v}

@@ -100,7 +100,7 @@ def _parse_block_size(value: Any) -> str | int | tuple[int, int]:
     items = list(value) if isinstance(value, (tuple, list)) else [value]
     try:
         sizes = [_positive_int(v) for v in items]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         sizes = []
     if len(sizes) != len(items) or len(sizes) not in (1, 2):
         raise ValueError(f"block_size must be 'auto', n or (rows, cols) of positive integers, "

@@ -149,6 +149,10 @@ class Problem:
         return 2 * self.m * self.n * self.k
 
 
+#: ``Plan.table`` lists each worker's first this many tasks in order.
+ORDER_SHOWN = 16
+
+
 @dataclass(frozen=True)
 class Block:
     """Output block: chunk rows [i0, i1) × chunk columns [j0, j1) of C."""
@@ -239,7 +243,8 @@ class Plan:
                 "loads": {name: asdict(load) for name, load in self.loads.items()}}
 
     def table(self) -> str:
-        """A readable summary: the problem, one line per worker, then the split blocks."""
+        """A readable summary: the problem, one line per worker, each worker's blocks in order
+        (the first ``ORDER_SHOWN``), then the split blocks."""
         p, (gm, gn) = self.problem, self.grid
         size = max(b - a for a, b in map(self.block_rows, range(len(self.blocks))))
         width = max(b - a for a, b in map(self.block_cols, range(len(self.blocks))))
@@ -257,6 +262,14 @@ class Plan:
                          f"  {_fmt_bytes(ld.fetched):>9}  {self.predicted[w.name]:>11.4g}  "
                          f"(max({ld.compute_s:.3g}, {ld.fetch_s:.3g}) + {ld.fixup_s:.3g})"
                          f"  {_fmt_bytes(ld.memory)}")
+        lines.append("order (block row,col in the grid; [K chunks k0:k1] of a split block):")
+        for w in self.workers:
+            steps = [f"({wk.block // gn},{wk.block % gn})"
+                     + (f"[K{wk.k0}:{wk.k1}]" if wk.block in self.fixup else "")
+                     for wk in self.work_for(w.name)]
+            more = f" ... {len(steps) - ORDER_SHOWN} more (--json lists all)" \
+                if len(steps) > ORDER_SHOWN else ""
+            lines.append(f"  {w.name:<{name_w}}  {' '.join(steps[:ORDER_SHOWN]) or '-'}{more}")
         lines.append(f"split blocks: {len(self.fixup) or 'none'}")
         for b in self.split_blocks():
             parts = ", ".join(f"K {w.k0}:{w.k1} on {w.worker}"
@@ -890,6 +903,10 @@ def plan_from_shape(m: int, n: int, k: int, itemsize: int, n_workers: int, *, ki
     d_flops, d_memory, d_bandwidth = DEFAULTS[kind]
     workers = tuple(Worker(f"worker-{i}", kind, flops or d_flops, memory or d_memory,
                            bandwidth or d_bandwidth, slots) for i in range(n_workers))
+    held = (m * k + k * n + m * n) * itemsize  # A and B spread over the workers, and C
+    if held > sum(w.memory for w in workers):  # before chunking sizes that could not fit
+        raise ValueError(f"A, B and C take {_fmt_bytes(held)}, but {n_workers} workers may use "
+                         f"{_fmt_bytes(sum(w.memory for w in workers))} in all; use more workers")
     if chunk is None:
         block_size = _block_size(block_size, Problem((m,), (n,), (k,), itemsize), workers)
         chunk = (*block_size, min(block_size))

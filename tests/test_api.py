@@ -381,6 +381,37 @@ def test_gemm_scalars_that_the_product_type_cannot_hold_raise():
     np.testing.assert_array_equal(mgemm.gemm(ints, ints.T, alpha=2.0), np.full((3, 3), 8))
     got = mgemm.gemm(real.astype(complex), real.T, alpha=1j)
     np.testing.assert_array_equal(got, np.full((3, 3), 4j))
+    # whole numbers the type cannot hold, and a bool product's scalars (0 or 1)
+    small, flags = np.ones((2, 3), np.uint8), np.ones((2, 3), bool)
+    with pytest.raises(TypeError, match=r"beta = -1 is not a value of the product's type uint8"):
+        mgemm.gemm(small, small.T, np.ones((2, 2), np.uint8), beta=-1)
+    with pytest.raises(TypeError, match="not a value of the product's type int64"):
+        mgemm.gemm(ints, ints.T, alpha=2.0 ** 70)
+    with pytest.raises(TypeError, match="alpha = 0.5 is not an integer, but the product is bool"):
+        mgemm.gemm(flags, flags.T, alpha=0.5)
+    for c in (np.eye(2, dtype=bool), da.from_array(np.eye(2, dtype=bool), chunks=1)):
+        got = mgemm.gemm(da.from_array(flags, chunks=1), flags.T, c, alpha=0, beta=1).compute()
+        np.testing.assert_array_equal(got, np.eye(2, dtype=bool))
+        np.testing.assert_array_equal(mgemm.gemm(flags, flags.T, c, beta=1), np.ones((2, 2), bool))
+
+
+@pytest.mark.parametrize("alpha", [1.0, 0.0])
+def test_gemm_adds_beta_c_in_the_result_type(alpha):
+    """``beta * C`` is formed in the result's type, not in a narrower C's, where it would wrap
+    or round before the sum (also where A and B are not read, alpha == 0)."""
+    ones = np.ones((2, 3))
+    cases = [(ones, np.full((2, 2), 60000, np.float16), 2.0),  # float16 overflows at 65504
+             (ones.astype(np.int64), np.full((2, 2), 100, np.int8), 3),  # int8 wraps at 127
+             (ones.astype(np.int64), np.full((2, 2), 2 ** 30, np.int32), 4),
+             (ones, np.full((2, 2), 1 / 3, np.float32), 0.1)]
+    for a, c, beta in cases:
+        want = alpha * (a @ a.T) + beta * c.astype(np.float64)
+        for lazy in (False, True):
+            x = da.from_array(a, chunks=1) if lazy else a
+            got = mgemm.gemm(x, a.T, c, alpha=alpha, beta=beta)
+            got = got.compute() if lazy else got
+            assert got.dtype == np.result_type(a, c)
+            np.testing.assert_allclose(got.astype(np.float64), want, rtol=1e-15)
 
 
 # -- drawn products against NumPy --------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import types
 
+import numpy as np
 import pytest
 
 from mgemm import cluster
@@ -189,6 +190,40 @@ def test_commands_name_a_scheduler_they_cannot_reach():
     assert result.exit_code == 1, result.output
     assert "cannot reach the scheduler tcp://127.0.0.1:1" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("address, says", [
+    ("foo", "missing port number"), ("tcp://127.0.0.1:abc", "invalid literal"),
+    ("bogus://h:1", "unknown address scheme 'bogus'")])
+def test_malformed_scheduler_addresses_are_refused_at_once(address, says):
+    """An address no client could use is refused before a ``Client`` is made (one that fails in
+    its constructor waits up to a minute to close when collected): by the CLI as a one-line
+    error, by the API as a ``ValueError``."""
+    import time
+
+    from click.testing import CliRunner
+
+    import mgemm
+    from mgemm.cli import main
+
+    start = time.perf_counter()
+    result = CliRunner().invoke(main, ["info", "--client", address])
+    assert result.exit_code == 1, result.output
+    assert f"cannot reach the scheduler {address}" in result.output and says in result.output
+    with pytest.raises(ValueError, match=says):
+        mgemm.matmul(np.ones((2, 2)), np.ones((2, 2)), client=address)
+    assert time.perf_counter() - start < 10
+
+
+def test_bench_refuses_a_transfer_limit_that_is_no_size(monkeypatch):
+    from click.testing import CliRunner
+
+    from mgemm import cli
+
+    monkeypatch.setattr(cli, "_session", lambda *a, **k: pytest.fail("a cluster was started"))
+    result = CliRunner().invoke(cli.main, ["bench", "--transfer-limit", "abc"])
+    assert result.exit_code == 2, result.output
+    assert "'abc' is not a size such as 1GiB" in result.output
 
 
 def test_bench_plot_without_matplotlib_stops_before_any_work(monkeypatch):

@@ -410,6 +410,26 @@ def test_to_dict_is_json_and_table_names_every_worker():
     table = plan.table()
     assert all(w.name in table for w in workers)
     assert "fix-up on" in table
+    # each worker's tasks in order: (block row, col) of the grid, a split block's K range after it
+    gn = plan.grid[1]
+    for w in workers:
+        want = " ".join(f"({x.block // gn},{x.block % gn})"
+                        + (f"[K{x.k0}:{x.k1}]" if x.block in plan.fixup else "")
+                        for x in plan.work_for(w.name)[:16])
+        assert f"  {w.name:<6}  {want}" in table.splitlines(), (want, table)
+    assert "[K" in table
+
+
+def test_plan_from_shape_refuses_what_the_workers_cannot_hold_at_once():
+    """Sizes whose A, B and C exceed every worker's memory together are refused before any
+    chunking (10^23 rows would not even fit a tuple of chunks)."""
+    import time
+
+    start = time.perf_counter()
+    for m in (10 ** 23, 3_000_000):
+        with pytest.raises(ValueError, match="A, B and C take .* but 2 workers may use .* in all"):
+            plan_from_shape(m, 3_000_000, 4, 4, 2)
+    assert time.perf_counter() - start < 1
 
 
 def test_plan_from_shape_chunks_like_the_blocks():

@@ -155,6 +155,17 @@ def test_matmul_through_separate_processes(cluster, rng):
     assert_close(client.compute(c).result(), x @ y, np.float64)
 
 
+def test_demo_on_a_scheduler_address(cluster):
+    """``mgemm demo --client ADDRESS``, as cluster/README.md runs it: the address gives a client
+    that is not the default one, and the demo's products, checks and waits run on it."""
+    client, workers = cluster
+    done = subprocess.run([sys.executable, "-m", "mgemm.cli", "demo", "--client",
+                           client.scheduler.address, "--size", "96", "--repeat", "1"],
+                          env=_env(), capture_output=True, text=True, timeout=START_TIMEOUT * 4)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "checked against float64" in done.stdout, done.stdout + done.stderr
+
+
 def test_fused_blocks_keep_their_placement_on_a_separate_scheduler(cluster, rng):
     """The placement of block tasks that Dask fuses with later operations reaches a scheduler in
     another process through the plugin's handler before the graph does."""

@@ -140,11 +140,12 @@ def staged(name: str, x: Any) -> bool:
 
 
 def scale_and_add(acc: Any, alpha: float, beta: float, c: Any, xp: Any) -> Any:
-    """``alpha * acc + beta * c`` in place where possible, reading ``c`` only when beta != 0."""
+    """``alpha * acc + beta * c`` in place where possible, reading ``c`` only when beta != 0;
+    ``beta * c`` in ``acc``'s type (a narrower C would wrap or round there first)."""
     if alpha != 1:
         acc *= xp.asarray(alpha).astype(acc.dtype) if acc.dtype.kind != "c" else alpha
     if beta != 0 and c is not None:
-        acc += beta * c
+        acc += beta * (c if c.dtype == acc.dtype else c.astype(acc.dtype))
     return acc
 
 
