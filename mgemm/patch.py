@@ -17,6 +17,7 @@ import functools
 import math
 import sys
 import threading
+import warnings
 from typing import Any, Callable
 
 import dask.array as da
@@ -27,6 +28,7 @@ import numpy as np
 from . import api, config
 from .cluster import on_async_loop
 from .graph import BLOCK_PREFIX, PlacedArray
+from .plan import MemoryPlanError
 
 #: A batched product is planned one matrix at a time; past this many matrices dask's single
 #: blockwise graph is cheaper to build than mgemm's stack of plans, so dask keeps them.
@@ -72,8 +74,9 @@ def patch_dask(**options: Any) -> "DaskPatch":
     operands; integers only of the platform's width (dask widens narrower ones, NumPy and mgemm
     do not).
     Everything else (object or boolean dtypes, masked or sparse chunks, scalars, mismatched
-    shapes, extra arguments such as ``out=``) goes to dask's own function, errors included.
-    When neither operand is a dask array the result is still a lazy dask array, as in dask.
+    shapes, extra arguments such as ``out=``) goes to dask's own function, errors included; so
+    does, with a warning, a product whose plan does not fit the workers' memory
+    (``MemoryPlanError``, which ``mgemm.matmul`` raises).  When neither operand is a dask array the result is still a lazy dask array, as in dask.
 
     Options are checked now and read again at each call, so ``dask.config`` changes still apply.
     Patches nest: the innermost active one routes calls, and undoing them in any order leaves
@@ -160,21 +163,32 @@ def _make_wrappers(options: dict[str, Any]) -> dict[str, Callable]:
     def matmul(a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
         if args or kwargs or not _routed(a, b, options, dot=False):
             return dask_matmul(a, b, *args, **kwargs)
-        return _in_dask_chunks(*_lazy(a, b), options)
+        return _planned_or_dask(lambda: dask_matmul(a, b), *_lazy(a, b), options)
 
     @functools.wraps(dask_dot)
     def dot(a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
         if args or kwargs or not _routed(a, b, options, dot=True):
             return dask_dot(a, b, *args, **kwargs)
-        return _in_dask_chunks(*_lazy(a, b), options)
+        return _planned_or_dask(lambda: dask_dot(a, b), *_lazy(a, b), options)
 
     @functools.wraps(dask_dot_method)
     def dot_method(self: Any, other: Any) -> Any:
         if not _routed(self, other, options, dot=True):
             return dask_dot_method(self, other)
-        return _in_dask_chunks(self, other, options)
+        return _planned_or_dask(lambda: dask_dot_method(self, other), self, other, options)
 
     return {"matmul": matmul, "dot": dot, "dot_method": dot_method}
+
+
+def _planned_or_dask(dask_product: Any, a: Any, b: Any, options: dict) -> Any:
+    """``_in_dask_chunks(a, b, options)``, or ``dask_product()`` with a warning where mgemm's
+    plan does not fit the workers' memory: dask's own product may still run (its chunks can
+    spill), and code that ran before the patch should not start to fail under it."""
+    try:
+        return _in_dask_chunks(a, b, options)
+    except MemoryPlanError as exc:
+        warnings.warn(f"mgemm.patch_dask: {exc}; dask.array computes this product", stacklevel=3)
+        return dask_product()
 
 
 def _in_dask_chunks(a: Any, b: Any, options: dict) -> Any:

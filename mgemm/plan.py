@@ -149,6 +149,10 @@ class Problem:
         return 2 * self.m * self.n * self.k
 
 
+class MemoryPlanError(ValueError):
+    """The workers cannot hold the product as planned (their ``memory``)."""
+
+
 #: ``Plan.table`` lists each worker's first this many tasks in order.
 ORDER_SHOWN = 16
 
@@ -838,7 +842,7 @@ def _finish(model: _Model, ledger: _Ledger, orders: list[list[list[int]]], owner
         peak = model.stored[w] + out + _fetched_peak(model, w, order)
         if peak > workers[w].memory:
             fixed = model.stored[w] + out  # what no block size changes
-            raise ValueError(
+            raise MemoryPlanError(
                 f"worker {workers[w].name!r} would need about {_fmt_bytes(peak)} (inputs stored "
                 f"there {_fmt_bytes(model.stored[w])}, output blocks {_fmt_bytes(out)}) but may use "
                 f"{_fmt_bytes(workers[w].memory)}; " + (
@@ -905,7 +909,7 @@ def plan_from_shape(m: int, n: int, k: int, itemsize: int, n_workers: int, *, ki
                            bandwidth or d_bandwidth, slots) for i in range(n_workers))
     held = (m * k + k * n + m * n) * itemsize  # A and B spread over the workers, and C
     if held > sum(w.memory for w in workers):  # before chunking sizes that could not fit
-        raise ValueError(f"A, B and C take {_fmt_bytes(held)}, but {n_workers} workers may use "
+        raise MemoryPlanError(f"A, B and C take {_fmt_bytes(held)}, but {n_workers} workers may use "
                          f"{_fmt_bytes(sum(w.memory for w in workers))} in all; use more workers")
     if chunk is None:
         block_size = _block_size(block_size, Problem((m,), (n,), (k,), itemsize), workers)

@@ -162,6 +162,24 @@ def test_what_mgemm_cannot_do_exactly_falls_back_to_dask(spy, case):
     np.testing.assert_array_equal(got.compute(), ref.compute())
 
 
+@pytest.mark.parametrize("call", ["a @ b", "da.dot", "a.dot(b)"])
+def test_a_plan_the_workers_cannot_hold_falls_back_to_dask_with_a_warning(rng, monkeypatch, call):
+    """Where mgemm's plan does not fit the workers' memory, ``mgemm.matmul`` raises, but a patched
+    product goes to dask (which may spill) with a warning naming the reason: code that ran
+    before the patch does not start to fail under it."""
+    from mgemm import api
+    from mgemm.plan import MemoryPlanError, Worker
+
+    monkeypatch.setattr(api, "local_workers", lambda *a, **k: [Worker("local", "cpu", 1e9, 64, 1e12)])
+    x, y, a, b = _operands(rng)
+    with pytest.raises(MemoryPlanError, match="may use 64 B"):
+        mgemm.matmul(a, b)
+    with mgemm.patch_dask(), pytest.warns(UserWarning, match="may use 64 B.*dask.array computes"):
+        got = ROUTED[call](a, b, x, y)
+    assert not got.name.startswith("mgemm")
+    assert_close(got.compute(), x @ y, np.float64)
+
+
 @pytest.mark.parametrize("shapes", [((3, 4, 5), (5, 2)), ((5,), (5,)), ((4, 5), (5,))])
 def test_dot_other_than_2d_stays_with_dask(rng, spy, shapes):
     x, y = random(rng, shapes[0], "f8"), random(rng, shapes[1], "f8")
