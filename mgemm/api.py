@@ -510,6 +510,8 @@ def _degenerate(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: An
         meta = da.utils.meta_from_array(meta_src, ndim=2, dtype=out_dtype)
         out = out.map_blocks(_cupy().asarray, meta=meta)
     if c is not None and beta != 0:
-        c = _to_dask(c, "auto")
+        # C in the zeros' chunks: dask's elementwise product of an array with empty chunks can
+        # come out with more rows than its shape says
+        c = _to_dask(c, "auto").rechunk(out.chunks)
         out = (beta * c.astype(out_dtype)).astype(out_dtype)  # in the result's type, as BLAS
     return out

@@ -463,7 +463,8 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
     GPUs visible → ``LocalCUDACluster`` (one worker per GPU; ``protocol`` "ucx" when
     distributed-ucxx is installed, with NVLink and an RMM pool of ``auto_rmm_pool_size()`` bytes
     unless ``rmm_pool`` names a size or is None, else "tcp").  No GPU → a
-    ``LocalCluster`` of processes.  Work stealing is off on the scheduler so the plan's placement
+    ``LocalCluster`` of processes, over TCP whatever ``protocol`` asks (a warning says so).
+    Work stealing is off on the scheduler so the plan's placement
     holds; restrictions stay loose so a lost worker's blocks run elsewhere.  ``transfer_limit``
     (e.g. "1GiB"): how many bytes a worker asks one peer for in one message (GPU workers:
     ``GPU_TRANSFER_LIMIT``; CPU workers: Dask's default, 50MB).
@@ -513,6 +514,9 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
                     pass
             cluster = LocalCUDACluster(**kwargs)
         else:
+            if protocol and protocol != "tcp":
+                warnings.warn(f"no GPU visible: the embedded CPU cluster runs over TCP, not "
+                              f"{protocol}", stacklevel=2)
             cpus = os.cpu_count() or 1
             workers = n_workers or max(2, min(4, cpus // 2))
             threads = threads_per_worker or max(1, cpus // workers)

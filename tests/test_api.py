@@ -209,6 +209,11 @@ def test_gemm_does_not_read_a_b_when_alpha_is_zero(rng):
     assert_close(mgemm.gemm(a, b, c, alpha=0.0, beta=2.0), 2.0 * c, np.float64)
     zeros = mgemm.gemm(a, b, alpha=0)
     np.testing.assert_array_equal(zeros, np.zeros((4, 5)))
+    # a C with an empty chunk keeps its shape (dask's own scaling of this one gains a row)
+    lazy_c = da.from_array(c[:1], chunks=((0, 1), (5,)))
+    got = mgemm.gemm(da.from_array(a[:1]), b, lazy_c, alpha=0, beta=2.0)
+    assert got.compute().shape == (1, 5)
+    assert_close(got.compute(), 2.0 * c[:1], np.float64)
 
 
 def test_gemm_errors():
