@@ -5,7 +5,9 @@ multiply them on a machine's GPUs, and this times all three on the same inputs, 
 
 - ``mgemm``: ``mgemm.matmul(a, b, engine="cublas")`` on the embedded ``LocalCUDACluster`` (one
   worker per GPU); each block task copies its chunks to its worker's GPU, multiplies there and
-  copies the block back, so the result is NumPy chunks held on the workers.
+  copies the block back, so the result is NumPy chunks held on the workers.  ``mgemm`` copies
+  and multiplies one K part at a time (``mgemm.graph.STAGE_BY_PART``), ``mgemm-whole`` copies
+  the whole block first.
 - ``dask``: what a dask-cuda user writes, ``(a.map_blocks(cupy.asarray) @
   b.map_blocks(cupy.asarray)).map_blocks(cupy.asnumpy)``, on the same cluster and inputs.
 - ``xt``: cuBLASXt (libcublas's multi-GPU host API) in this process, on the whole matrices
@@ -156,6 +158,12 @@ def _dask_cuda_way(a: da.Array, b: da.Array) -> da.Array:
     return product.map_blocks(cupy.asnumpy, meta=np.empty((0, 0), dtype=a.dtype))
 
 
+def _stage_by_part(on: bool) -> None:
+    """On a worker: ``mgemm.graph.STAGE_BY_PART`` (``mgemm-whole`` copies each block whole)."""
+    from mgemm import graph
+    graph.STAGE_BY_PART = on
+
+
 def time_cluster(client, a: da.Array, b: da.Array, make, runs: int, tol: float) -> list[float]:
     keep = bench.chunk_homes(client, a, b)
     out = make(a, b).persist()
@@ -180,7 +188,7 @@ def main() -> None:
     p.add_argument("--protocol", default="ucx", choices=("ucx", "tcp"))
     p.add_argument("--xt-block", default="4096,8192",
                    help="cuBLASXt tile edges to time, comma-separated (0: its default)")
-    p.add_argument("--methods", default="mgemm,dask,xt,xt-pinned")
+    p.add_argument("--methods", default="mgemm,mgemm-whole,dask,xt,xt-pinned")
     p.add_argument("--engine", default="cublas",
                    help="mgemm's engine (numpy: a dry run of the script on a CPU cluster)")
     args = p.parse_args()
@@ -201,9 +209,13 @@ def main() -> None:
             b = bench.persist_cyclic(client, lambda: bench.random_matrix(
                 (n, n), args.chunk, dtype, gpu=False, seed=12))
             rows = {}
-            if "mgemm" in methods:
-                rows["mgemm"] = time_cluster(
-                    client, a, b, lambda x, y: mgemm.matmul(x, y, engine=args.engine), args.runs, tol)
+            for method, by_part in (("mgemm", True), ("mgemm-whole", False)):
+                if method in methods:
+                    client.run(_stage_by_part, by_part)
+                    rows[method] = time_cluster(
+                        client, a, b, lambda x, y: mgemm.matmul(x, y, engine=args.engine),
+                        args.runs, tol)
+            client.run(_stage_by_part, True)
             if "dask" in methods:
                 rows["dask"] = time_cluster(client, a, b, _dask_cuda_way, args.runs, tol)
             if any(m.startswith("xt") for m in methods):

@@ -78,20 +78,57 @@ def _block_task(engine_name: str, shape: tuple, c: Any, alpha: float, beta: floa
                            out_dtype=out_dtype, allow_tf32=allow_tf32, tune=tune)
 
 
+#: A staged block (NumPy chunks, a GPU engine) is copied and multiplied one K part at a time, the
+#: copies on a stream of their own (``engines.copy_stream``), so part k + 1 loads while part k's
+#: GEMM runs; False copies the whole block first (as do blocks of one K part, and emulated ones).
+STAGE_BY_PART = True
+
+
 def _staged_block(engine_name: str, shape: tuple, c: Any, alpha: float, beta: float,
                   out_dtype: str, allow_tf32: bool, emulate: str, tune: bool,
                   chunks: Sequence[Any]) -> Any:
     """``_block_task`` of a GPU engine on NumPy chunks: the chunks (and C) copied to this worker's
-    GPU, the block multiplied there, and copied back.  The copies in run on the legacy default
-    stream, which the block's own stream waits for (``engines.task_stream``); the copy back
-    starts once the block's GPU work has finished, so while one task thread copies, another's
-    GEMM can run."""
+    GPU, the block multiplied there, and copied back once its GPU work has finished, so that
+    while one task thread copies another's GEMM can run.
+
+    By K part (``STAGE_BY_PART``): part k's GEMM, ``alpha · A_k B_k`` plus ``beta · C`` for the
+    first part and plus the parts so far for later ones, in ``engines.accumulator_dtype`` (a
+    16-bit block adds up in float32 and is rounded once), waits on the GPU for part k's copies
+    only.  The parts and C's copy stay referenced until the block is done: their memory came from the copy
+    stream's pool, which does not know the GEMMs still read it.  Otherwise the whole block is
+    copied on the legacy default stream, which the block's stream waits for
+    (``engines.task_stream``)."""
     import cupy
 
-    device = [cupy.asarray(_typed(x)) for x in chunks]
-    c = None if c is None else cupy.asarray(_typed(c))
-    out = _block_task(engine_name, shape, c, alpha, beta, out_dtype, allow_tf32, emulate, tune,
-                      *device)
+    rows, ks, cols = shape
+    if not STAGE_BY_PART or ks == 1 or emulate != "off":
+        device = [cupy.asarray(_typed(x)) for x in chunks]
+        c = None if c is None else cupy.asarray(_typed(c))
+        out = _block_task(engine_name, shape, c, alpha, beta, out_dtype, allow_tf32, emulate,
+                          tune, *device)
+        return cupy.asnumpy(out)
+    engine = engines.get(engine_name)
+    off = rows * ks
+    acc_dtype = engines.accumulator_dtype(out_dtype)
+    held = []
+    with engines.task_stream(cupy), engines.queue_only():
+        task, copies = cupy.cuda.get_current_stream(), engines.copy_stream(cupy)
+        out = None if c is None else c
+        for k in range(ks):
+            with copies:
+                a_k = _concat(cupy, [cupy.asarray(_typed(chunks[r * ks + k])) for r in range(rows)], 0)
+                b_k = _concat(cupy, [cupy.asarray(_typed(x))
+                                     for x in chunks[off + k * cols:off + (k + 1) * cols]], 1)
+                if k == 0 and out is not None:
+                    out = cupy.asarray(_typed(out))
+                    held.append(out)
+                copied = copies.record()
+            task.wait_event(copied)
+            held += [a_k, b_k]
+            out = engine.gemm([a_k], [b_k], alpha=alpha, beta=beta if k == 0 else 1, c=out,
+                              out_dtype=acc_dtype, allow_tf32=allow_tf32, tune=tune)
+        if out.dtype != cupy.dtype(out_dtype):
+            out = out.astype(out_dtype)
     return cupy.asnumpy(out)
 
 

@@ -175,27 +175,38 @@ def test_matmul_with_cupy_chunks_stays_cupy(cp, rng, dtype):
     assert_close(cp.asnumpy(got), a.astype(np.float64) @ b.astype(np.float64), dtype)
 
 
+@pytest.mark.parametrize("by_part", [True, False], ids=["by_part", "whole"])
 @pytest.mark.parametrize("engine", ["cublas", "persistent"])
-@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "complex64"])
-def test_gpu_engines_stage_numpy_chunks(cp, rng, engine, dtype):
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "complex64",
+                                   "int64"])
+def test_gpu_engines_stage_numpy_chunks(cp, rng, monkeypatch, engine, dtype, by_part):
     """NumPy chunks with a GPU engine named: each block's chunks go to the GPU and the block comes
     back, so the result is NumPy; ragged chunks, mismatched K chunking, a transposed operand,
-    alpha, beta and C, and one block of every chunk."""
-    if engine == "persistent" and dtype == "complex64":
-        pytest.skip("the persistent engine multiplies real types")
+    alpha, beta and C, and one block of every chunk; copied and multiplied by K part
+    (``STAGE_BY_PART``) or whole."""
+    from mgemm import graph
+
+    if engine == "persistent" and dtype in ("complex64", "int64"):
+        pytest.skip("the persistent engine multiplies floats")
+    monkeypatch.setattr(graph, "STAGE_BY_PART", by_part)
     a, b, c = random(rng, (300, 190), dtype), random(rng, (150, 190), dtype), \
         random(rng, (300, 150), dtype)
     x = da.from_array(a, chunks=((100, 120, 80), (64, 70, 56)))
     y = da.from_array(b, chunks=((90, 60), (100, 90)))
+    alpha = 3 if dtype == "int64" else 0.5
     with dask.config.set(scheduler="sync"):
-        got = mgemm.gemm(x, y, da.from_array(c, chunks=70), alpha=0.5, beta=2.0, trans_b=True,
+        got = mgemm.gemm(x, y, da.from_array(c, chunks=70), alpha=alpha, beta=2, trans_b=True,
                          engine=engine, block_size=(150, 150)).compute()
         whole = mgemm.matmul(x, y.T, engine=engine, block_size=(300, 150)).compute()
     assert type(got) is np.ndarray and type(whole) is np.ndarray
+    assert got.dtype == np.dtype(dtype)
+    if dtype == "int64":  # exact
+        np.testing.assert_array_equal(got, 3 * a @ b.T + 2 * c)
+        np.testing.assert_array_equal(whole, a @ b.T)
+        return
     wide = np.complex128 if np.dtype(dtype).kind == "c" else np.float64
     ref = a.astype(wide) @ b.astype(wide).T
-    assert got.dtype == np.dtype(dtype)
-    assert_close(got, 0.5 * ref + 2.0 * c.astype(wide), dtype)
+    assert_close(got, 0.5 * ref + 2 * c.astype(wide), dtype)
     assert_close(whole, ref, dtype)
 
 

@@ -245,6 +245,32 @@ def task_stream(xp: Any) -> Iterator[None]:
     finished.synchronize()
 
 
+def copy_stream(cupy: Any) -> Any:
+    """This thread's non-blocking stream for copies to the current GPU (made once per thread and
+    device): a staged block's chunks go there, so they load while the block's earlier GEMMs run
+    on its task stream (``mgemm.graph``)."""
+    per_device = getattr(_streams, "copies", None)
+    if per_device is None:
+        per_device = _streams.copies = {}
+    dev = cupy.cuda.Device().id
+    if dev not in per_device:
+        per_device[dev] = cupy.cuda.Stream(non_blocking=True)
+    return per_device[dev]
+
+
+@contextlib.contextmanager
+def queue_only() -> Iterator[None]:
+    """Inside a ``task_stream``: engines only queue their work (``wait_for_queued_work`` returns at
+    once), so the caller can queue more, such as the next copies; the task stream's end waits for
+    all of it."""
+    before = getattr(_streams, "deferred", False)
+    _streams.deferred = True
+    try:
+        yield
+    finally:
+        _streams.deferred = before
+
+
 def wait_for_queued_work(cupy: Any) -> None:
     """Block until the work this thread has queued on its current stream so far is done (an
     event, not a stream synchronize: other threads may queue on the same stream).  Inside a
