@@ -152,8 +152,8 @@ OPTIONS = {
     o.name: o
     for o in (
         Option("engine", "auto", _parse_engine,
-               "block GEMM engine: auto, numpy (CPU), cublas (cuBLAS) or persistent (mgemm's kernel); "
-               "the last two copy NumPy chunks to the GPU and back"),
+               "block GEMM engine: auto, numpy (CPU), cublas (cuBLAS) or persistent (mgemm's "
+               "kernel); the last two copy NumPy chunks to the GPU and back"),
         Option("block_size", "auto", _parse_block_size,
                "output block edge: 'auto' (planned from the cluster) or n or rows,cols"),
         Option("allow_tf32", False, _parse_bool,

@@ -94,9 +94,9 @@ def _staged_block(engine_name: str, shape: tuple, c: Any, alpha: float, beta: fl
     By K part (``STAGE_BY_PART``): part k's GEMM, ``alpha · A_k B_k`` plus ``beta · C`` for the
     first part and plus the parts so far for later ones, in ``engines.accumulator_dtype`` (a
     16-bit block adds up in float32 and is rounded once), waits on the GPU for part k's copies
-    only.  The parts and C's copy stay referenced until the block is done: their memory came from the copy
-    stream's pool, which does not know the GEMMs still read it.  Otherwise the whole block is
-    copied on the legacy default stream, which the block's stream waits for
+    only.  The parts and C's copy stay referenced until the block is done: their memory came
+    from the copy stream's pool, which does not know the GEMMs still read it.  Otherwise the
+    whole block is copied on the legacy default stream, which the block's stream waits for
     (``engines.task_stream``)."""
     import cupy
 
@@ -116,7 +116,8 @@ def _staged_block(engine_name: str, shape: tuple, c: Any, alpha: float, beta: fl
         out = None if c is None else c
         for k in range(ks):
             with copies:
-                a_k = _concat(cupy, [cupy.asarray(_typed(chunks[r * ks + k])) for r in range(rows)], 0)
+                a_k = _concat(cupy, [cupy.asarray(_typed(chunks[r * ks + k]))
+                                     for r in range(rows)], 0)
                 b_k = _concat(cupy, [cupy.asarray(_typed(x))
                                      for x in chunks[off + k * cols:off + (k + 1) * cols]], 1)
                 if k == 0 and out is not None:

@@ -76,7 +76,8 @@ def patch_dask(**options: Any) -> "DaskPatch":
     Everything else (object or boolean dtypes, masked or sparse chunks, scalars, mismatched
     shapes, extra arguments such as ``out=``) goes to dask's own function, errors included; so
     does, with a warning, a product whose plan does not fit the workers' memory
-    (``MemoryPlanError``, which ``mgemm.matmul`` raises).  When neither operand is a dask array the result is still a lazy dask array, as in dask.
+    (``MemoryPlanError``, which ``mgemm.matmul`` raises).  When neither operand is a dask
+    array the result is still a lazy dask array, as in dask.
 
     Options are checked now and read again at each call, so ``dask.config`` changes still apply.
     Patches nest: the innermost active one routes calls, and undoing them in any order leaves

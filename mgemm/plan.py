@@ -907,10 +907,10 @@ def plan_from_shape(m: int, n: int, k: int, itemsize: int, n_workers: int, *, ki
     d_flops, d_memory, d_bandwidth = DEFAULTS[kind]
     workers = tuple(Worker(f"worker-{i}", kind, flops or d_flops, memory or d_memory,
                            bandwidth or d_bandwidth, slots) for i in range(n_workers))
-    held = (m * k + k * n + m * n) * itemsize  # A and B spread over the workers, and C
-    if held > sum(w.memory for w in workers):  # before chunking sizes that could not fit
-        raise MemoryPlanError(f"A, B and C take {_fmt_bytes(held)}, but {n_workers} workers may use "
-                         f"{_fmt_bytes(sum(w.memory for w in workers))} in all; use more workers")
+    held, room = (m * k + k * n + m * n) * itemsize, sum(w.memory for w in workers)
+    if held > room:  # A, B and C at once: before chunking sizes that could never fit
+        raise MemoryPlanError(f"A, B and C take {_fmt_bytes(held)}, but {n_workers} workers may "
+                              f"use {_fmt_bytes(room)} in all; use more workers")
     if chunk is None:
         block_size = _block_size(block_size, Problem((m,), (n,), (k,), itemsize), workers)
         chunk = (*block_size, min(block_size))

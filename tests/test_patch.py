@@ -170,7 +170,8 @@ def test_a_plan_the_workers_cannot_hold_falls_back_to_dask_with_a_warning(rng, m
     from mgemm import api
     from mgemm.plan import MemoryPlanError, Worker
 
-    monkeypatch.setattr(api, "local_workers", lambda *a, **k: [Worker("local", "cpu", 1e9, 64, 1e12)])
+    monkeypatch.setattr(api, "local_workers",
+                        lambda *a, **k: [Worker("local", "cpu", 1e9, 64, 1e12)])
     x, y, a, b = _operands(rng)
     with pytest.raises(MemoryPlanError, match="may use 64 B"):
         mgemm.matmul(a, b)
