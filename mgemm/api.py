@@ -14,6 +14,7 @@ Dask arrays in → a lazy ``dask.array.Array`` out; NumPy or CuPy arrays in → 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import uuid
@@ -25,7 +26,8 @@ import numpy as np
 
 from . import config, engines, graph
 from . import cluster as cluster_module
-from .cluster import active_client, describe_workers, install_placement, local_workers, prefetch
+from .cluster import (active_client, describe_workers, host_memory, install_placement,
+                      local_workers, prefetch)
 from .plan import Problem, choose_block_size, make_plan
 
 #: Each product's plan (``Plan.table()``, with the chunks' known locations applied) at DEBUG level.
@@ -287,11 +289,11 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
     operand is a Dask array (on a client, their chunks are scattered to the workers now)."""
     m, k = a.shape
     n = b.shape[1]
-    meta_src = a if not isinstance(a, da.Array) else a._meta
-    if isinstance(b, da.Array) and engines.is_cupy(b._meta):
-        meta_src = b._meta
-    elif not isinstance(b, da.Array) and engines.is_cupy(b):
-        meta_src = b
+    meta_src, meta_b = (x._meta if isinstance(x, da.Array) else x for x in (a, b))
+    if engines.is_cupy(meta_src) != engines.is_cupy(meta_b):  # a block task gets one kind
+        raise TypeError(f"mgemm: one operand has CuPy chunks and the other NumPy chunks "
+                        f"({type(meta_src).__name__} and {type(meta_b).__name__}); bring one to "
+                        f"the other's library first, e.g. x.map_blocks(cupy.asarray)")
     engine = engines.select(opts["engine"], meta_src)
     gpu = engine in engines.DEVICE_ENGINES  # CuPy chunks, or NumPy ones staged through a GPU
     client = active_client(opts["client"])
@@ -317,6 +319,12 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
                              f"none (or no CuPy); for NumPy chunks on CPU workers use 'numpy' or "
                              f"'auto'")
     target = _target_block(opts["block_size"], m, n, k, itemsize, workers)
+    if engines.staged(engine, meta_src):
+        # blocks sized for the GPUs (above); the chunks stored and fetched, and the blocks made,
+        # are NumPy arrays in the workers' host memory
+        hosts = ident["workers"] if client is not None else {}
+        workers = [dataclasses.replace(w, memory=host_memory(hosts.get(w.name)))
+                   for w in workers]
     a0, b0 = a, b
     a = _to_dask(a, (target[0], "auto"), eager)
     b = _to_dask(b, ("auto", target[1]), eager)

@@ -314,10 +314,21 @@ def describe_workers(client: Any, dtype: Any, *, gpu: bool, allow_tf32: bool = F
         else:
             # a block task per thread: worker processes run single-threaded BLAS (Dask's
             # nanny sets OMP_NUM_THREADS=1), so one task uses one of its cores
-            memory, threads = int(w.get("memory_limit") or 8 << 30), int(w.get("nthreads", 1))
-            out.append(Worker(address, "cpu", cpu_flops(threads, dtype), memory // 2, bandwidth,
-                              slots=max(1, threads)))
+            threads = int(w.get("nthreads", 1))
+            out.append(Worker(address, "cpu", cpu_flops(threads, dtype), host_memory(w),
+                              bandwidth, slots=max(1, threads)))
     return out
+
+
+def host_memory(info: dict | None = None) -> int:
+    """The host bytes a plan may use on a worker (``info``: the scheduler's identity of it; None:
+    this process): half its memory limit (Dask spills and pauses well before the limit), or of
+    the machine's memory (or its cgroup's limit) where the worker has none; 8 GiB where neither
+    is known."""
+    from distributed.system import MEMORY_LIMIT  # the machine's memory, or its cgroup's limit
+
+    limit = (info or {}).get("memory_limit") if info is not None else MEMORY_LIMIT
+    return int(limit or 8 << 30) // 2
 
 
 def local_workers(dtype: Any, *, gpu: bool, allow_tf32: bool = False,
@@ -327,11 +338,8 @@ def local_workers(dtype: Any, *, gpu: bool, allow_tf32: bool = False,
         dev = device_info() or {}
         return [Worker("local", "gpu", gpu_flops(dev, dtype, allow_tf32, emulate),
                        int(dev.get("free", 64 << 30) * 0.8), 1e12)]
-    from distributed.system import MEMORY_LIMIT  # the machine's memory, or its cgroup's limit
-
     threads = os.cpu_count() or 1
-    # half of it, as for a CPU worker of the same memory (``describe_workers``)
-    return [Worker("local", "cpu", cpu_flops(threads, dtype), MEMORY_LIMIT // 2, 1e12)]
+    return [Worker("local", "cpu", cpu_flops(threads, dtype), host_memory(), 1e12)]
 
 
 def active_client(option: Any = None) -> Any:

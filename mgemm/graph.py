@@ -80,7 +80,7 @@ def _block_task(engine_name: str, shape: tuple, c: Any, alpha: float, beta: floa
 
 #: A staged block (NumPy chunks, a GPU engine) is copied and multiplied one K part at a time, the
 #: copies on a stream of their own (``engines.copy_stream``), so part k + 1 loads while part k's
-#: GEMM runs; False copies the whole block first (as do blocks of one K part, and emulated ones).
+#: GEMM runs; False copies the whole block first (as do emulated blocks).
 STAGE_BY_PART = True
 
 
@@ -101,7 +101,7 @@ def _staged_block(engine_name: str, shape: tuple, c: Any, alpha: float, beta: fl
     import cupy
 
     rows, ks, cols = shape
-    if not STAGE_BY_PART or ks == 1 or emulate != "off":
+    if not STAGE_BY_PART or emulate != "off":
         device = [cupy.asarray(_typed(x)) for x in chunks]
         c = None if c is None else cupy.asarray(_typed(c))
         out = _block_task(engine_name, shape, c, alpha, beta, out_dtype, allow_tf32, emulate,

@@ -271,6 +271,8 @@ def _routable(a: Any, b: Any, *, dot: bool) -> bool:
     """True when ``mgemm.matmul(a, b)`` computes what dask's matmul (or 2-D dot) would."""
     if not (_plain_operand(a) and _plain_operand(b)):
         return False
+    if _chunk_type(a) is not _chunk_type(b):  # NumPy with CuPy: mgemm refuses, dask decides
+        return False
     if dot:
         if a.ndim != 2 or b.ndim != 2:
             return False
@@ -300,6 +302,10 @@ def _plain_operand(x: Any) -> bool:
     elif not _plain_chunk_type(type(x)):
         return False
     return np.dtype(x.dtype).kind in "iufc"
+
+
+def _chunk_type(x: Any) -> type:
+    return type(x._meta) if isinstance(x, da.Array) else type(x)
 
 
 def _plain_chunk_type(t: type) -> bool:

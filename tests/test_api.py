@@ -71,6 +71,45 @@ def test_block_sizes(rng, block_size):
     assert_close(got.compute(), a @ b, np.float64)
 
 
+def test_staged_products_are_planned_against_host_memory(monkeypatch):
+    """NumPy chunks with a GPU engine: blocks are sized for the GPUs, while the chunks stored and
+    the blocks made count against the workers' host memory, so a product larger than the GPUs'
+    memory together is planned (here: GPUs of 1 MiB, described to a CPU cluster; the graph is
+    built, not run), where CuPy chunks of it would be refused."""
+    from distributed import Client, LocalCluster
+
+    from mgemm import api
+    from mgemm.plan import MemoryPlanError, Worker
+
+    def gpus(client, dtype, *, gpu, info, **kw):
+        return [Worker(name, "gpu", 50e12, 1 << 20, 1e10) for name in sorted(info)]
+
+    monkeypatch.setattr(api, "describe_workers", gpus)
+    a = da.from_array(np.ones((600, 500)), chunks=100)
+    b = da.from_array(np.ones((500, 700)), chunks=100)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
+        out = mgemm.matmul(a, b, engine="cublas", client=client)
+        assert out.shape == (600, 700) and isinstance(out._meta, np.ndarray)
+        with pytest.raises(MemoryPlanError):  # CuPy chunks would have to fit the GPUs
+            monkeypatch.setattr(api.engines, "staged", lambda *a: False)
+            mgemm.matmul(a, b, engine="cublas", client=client)
+
+
+def test_numpy_with_cupy_chunks_is_refused_before_any_work():
+    """A block task takes its chunks from one library: a product of NumPy with CuPy chunks (in
+    either order, Dask or plain) is a TypeError saying how to bring them together.  (A NumPy
+    subclass whose module is "cupy" stands in for CuPy: only the chunk type is read.)"""
+    class FakeCupy(np.ndarray):
+        pass
+    FakeCupy.__module__ = "cupy._core"
+    gpu = np.ones((4, 4)).view(FakeCupy)
+    host = da.from_array(np.ones((4, 4)), chunks=2)
+    for a, b in ((host, gpu), (gpu, host), (np.ones((4, 4)), da.from_array(gpu, asarray=False))):
+        with pytest.raises(TypeError, match="one operand has CuPy chunks and the other NumPy"):
+            mgemm.matmul(a, b)
+
+
 @pytest.mark.skipif(has_gpu(), reason="checks the error of a machine without a GPU")
 def test_gpu_engines_on_numpy_chunks_need_a_gpu(monkeypatch):
     """``cublas`` or ``persistent`` by name on NumPy chunks multiply on GPUs (their block tasks

@@ -141,11 +141,18 @@ def staged(name: str, x: Any) -> bool:
 
 def scale_and_add(acc: Any, alpha: float, beta: float, c: Any, xp: Any) -> Any:
     """``alpha * acc + beta * c`` in place where possible, reading ``c`` only when beta != 0;
-    ``beta * c`` in ``acc``'s type (a narrower C would wrap or round there first)."""
+    ``beta * c`` in ``acc``'s type (a narrower C would wrap or round there first), and C added
+    as it is where beta == 1 (one pass fewer; a bool C stays bool).
+
+    >>> import numpy as np
+    >>> scale_and_add(np.array([True, False]), 1, 1, np.array([False, False]), np).tolist()
+    [True, False]
+    """
     if alpha != 1:
         acc *= xp.asarray(alpha).astype(acc.dtype) if acc.dtype.kind != "c" else alpha
     if beta != 0 and c is not None:
-        acc += beta * (c if c.dtype == acc.dtype else c.astype(acc.dtype))
+        term = c if c.dtype == acc.dtype else c.astype(acc.dtype)
+        acc += term if beta == 1 else beta * term
     return acc
 
 
