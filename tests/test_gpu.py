@@ -178,7 +178,7 @@ def test_matmul_with_cupy_chunks_stays_cupy(cp, rng, dtype):
 @pytest.mark.parametrize("by_part", [True, False], ids=["by_part", "whole"])
 @pytest.mark.parametrize("engine", ["cublas", "persistent"])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "complex64",
-                                   "int64"])
+                                   "int64", "bool"])
 def test_gpu_engines_stage_numpy_chunks(cp, rng, monkeypatch, engine, dtype, by_part):
     """NumPy chunks with a GPU engine named: each block's chunks go to the GPU and the block comes
     back, so the result is NumPy; ragged chunks, mismatched K chunking, a transposed operand,
@@ -186,22 +186,26 @@ def test_gpu_engines_stage_numpy_chunks(cp, rng, monkeypatch, engine, dtype, by_
     (``STAGE_BY_PART``) or whole."""
     from mgemm import graph
 
-    if engine == "persistent" and dtype in ("complex64", "int64"):
+    exact = np.dtype(dtype).kind in "iub"
+    if engine == "persistent" and (exact or dtype == "complex64"):
         pytest.skip("the persistent engine multiplies floats")
     monkeypatch.setattr(graph, "STAGE_BY_PART", by_part)
     a, b, c = random(rng, (300, 190), dtype), random(rng, (150, 190), dtype), \
         random(rng, (300, 150), dtype)
+    if dtype == "bool":  # sparse enough that a product's entries are not all True
+        a, b, c = rng.random(a.shape) < 0.03, rng.random(b.shape) < 0.03, rng.random(c.shape) < 0.03
     x = da.from_array(a, chunks=((100, 120, 80), (64, 70, 56)))
     y = da.from_array(b, chunks=((90, 60), (100, 90)))
-    alpha = 3 if dtype == "int64" else 0.5
+    alpha, beta = {"int64": (3, 2), "bool": (1, 1)}.get(dtype, (0.5, 2))
     with dask.config.set(scheduler="sync"):
-        got = mgemm.gemm(x, y, da.from_array(c, chunks=70), alpha=alpha, beta=2, trans_b=True,
+        got = mgemm.gemm(x, y, da.from_array(c, chunks=70), alpha=alpha, beta=beta, trans_b=True,
                          engine=engine, block_size=(150, 150)).compute()
         whole = mgemm.matmul(x, y.T, engine=engine, block_size=(300, 150)).compute()
     assert type(got) is np.ndarray and type(whole) is np.ndarray
     assert got.dtype == np.dtype(dtype)
-    if dtype == "int64":  # exact
-        np.testing.assert_array_equal(got, 3 * a @ b.T + 2 * c)
+    if exact:  # in the type itself, as NumPy computes it (bool: and, then or)
+        typed = np.dtype(dtype).type
+        np.testing.assert_array_equal(got, typed(alpha) * (a @ b.T) + typed(beta) * c)
         np.testing.assert_array_equal(whole, a @ b.T)
         return
     wide = np.complex128 if np.dtype(dtype).kind == "c" else np.float64
