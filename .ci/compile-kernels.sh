@@ -205,7 +205,7 @@ hvariants+=("MGEMM_BF16 MGEMM_BF16 256 4 STREAMK" "MGEMM_F16 MGEMM_F16 128 6 STA
             "MGEMM_BF16 MGEMM_BF16 256 4 DYNAMIC 1 0 -DMGEMM_PINGPONG=1 -DMGEMM_TILE_M=64 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_TMA -DMGEMM_OUT_BUFFERS=2"
             "MGEMM_TF32 MGEMM_F32 128 4 STATIC 1 1 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_TMA -DMGEMM_OUT_BUFFERS=2"
             # tile widths of odd multiples of 32 (B in whole 64-wide boxes, staged rows rotated):
-            # the heuristic's 128x224 (FILL_WIDTHS, CHEAPEST_WIDTHS), 160 with the spread fix-up,
+            # the heuristic's 128x224 (CHEAPEST_WIDTHS), 160 with the spread fix-up,
             # the narrow products' static 160 (NARROW_WIDTHS), tf32 96 with TMA stores
             "MGEMM_F16 MGEMM_F16 224 4 STATIC 1 0 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_STAGED"
             "MGEMM_BF16 MGEMM_BF16 160 4 STATIC 1 0 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_STAGED"

@@ -13,7 +13,7 @@ product B^T A^T, from the heuristic's config for N x M x K: ``swap_field``); ``-
 without its last rule (``hopper_heuristic.CHEAPEST_WIDTHS`` empty) where that differs; ``--prior
 "NAME=LITERAL;..."`` sets those constants of ``mgemm.hopper_heuristic`` (or, for the launch's own,
 such as ``L2_PROMOTION``, of ``mgemm.hopper``) for it instead (e.g.
-``"FILL_WIDTHS=();FILL_FROM_128=None"``; a bare ``--prior`` goes after the shapes or before another
+``"THIN_LONG=None;SPLIT_K=None"``; a bare ``--prior`` goes after the shapes or before another
 option); ``--tune`` adds ``hopper.gemm`` as a caller gets it ("auto": the heuristic, split where
 ``gemm_parts`` splits) and with ``tune=True`` ("tuned": ``mgemm.tune``'s pick, tuned on the
 first call, which the timing leaves out; the cache in a fresh directory unless

@@ -49,7 +49,8 @@ one or two static waves of 128x224 tiles filled to 0.9 or more replace the heuri
 that splits or fills its waves less (``FILL_WIDTHS``; ahead in 73 of 78 runs on shapes drawn after
 the rule, by up to 0.22; behind by up to 0.07), and up to four fuller waves of 128x192 replace
 static waves of 128x128 (``FILL_FROM_128``; ahead in all 36 runs on eighteen shapes drawn after the
-rule, by 0.01-0.17).  In the nineteenth session the heuristic priced a wave (``WAVE_COST``) and
+rule, by 0.01-0.17); that rule (``_fill_waves``) went in the sixtieth session, when it changed no
+launch left to ``_cheapest_waves`` over 180,000 picks drawn on the CPU.  In the nineteenth session the heuristic priced a wave (``WAVE_COST``) and
 stream-K (``SK_OVERHEAD``) from every static width timed on 48 random shapes: the cheapest static
 waves replace stream-K or dearer static waves (``_cheapest_waves``; ahead in 65 of 66 runs on shapes
 drawn after the rule), fewer tiles than half the SMs run unsplit unless K is long (``FEW_TILES_SK``;
@@ -145,16 +146,9 @@ FEW_STAGES_K = (4, 4)  # K of at most 4 64-wide steps: the cooperative tiles on 
 MID_TILE = (192, 4)
 MID_WAVES = (1.03, 3.0)
 ONE_WAVE_FROM = 1.15  # 128-wide waves from which one wave of 192-wide tiles pays (_mid_tile_pays)
-# 16-bit products with K of FILL_MIN_K_STEPS 64-wide steps or more (_fill_waves): one or two static
-# waves of FILL_WIDTHS tiles (tile_n, stages), filled to FILL_MIN or more, replace the heuristic's
-# tile where that splits tiles or fills its static waves less; else up to four waves of
-# FILL_FROM_128 (tile_n, stages) replace static waves of 128-wide tiles the same way.  128x160 was
-# measured too and left out: level on average (RESULTS.md, eighteenth session)
-FILL_WIDTHS = ((224, 4),)
-FILL_FROM_128: tuple[int, int] | None = (192, 4)
-FILL_MIN = 0.9
-FILL_WAVES = (2, 4)  # at most this many waves of FILL_WIDTHS tiles, and of FILL_FROM_128 tiles
-FILL_MIN_K_STEPS = 16  # K >= 1024: measured ahead there even without the TMA-store epilogue
+# K of FILL_MIN_K_STEPS 64-wide steps or more: wider static waves measured ahead even without the
+# TMA-store epilogue (_cheapest_waves, and the stream-K price below)
+FILL_MIN_K_STEPS = 16
 # The cheapest waves (_cheapest_waves), last: a static launch of 128 x w tiles costs its waves
 # times w times WAVE_COST[w] (an SM's time per column of a 128-row tile, relative to 128 wide,
 # fitted to 36 shapes drawn at random, K 1024-16384: RESULTS.md, nineteenth session); stream-K
@@ -510,7 +504,7 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     3. static or stream-K by the last wave (``fit_policy``);
     4. few tiles over short K: the thin tile again (``FEW_TILES_THIN``);
     5. just past a wave of 128-wide stream-K tiles, 192 wide (``_mid_tile_pays``); then fuller or
-       cheaper static waves of another width (``_fill_waves``, ``_cheapest_waves``);
+       cheaper static waves of another width (``_cheapest_waves``);
     6. B's rows off 32-byte sectors: 192 wide in place of static 128 (``OFF_ROWS_WIDTH``,
        ``OFF_ROWS_ONE_WAVE``);
     7. deep K over few 256-wide tiles: split-K on them (``_deep_split``), final;
@@ -547,10 +541,9 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
 
     Just past a wave of 128-wide stream-K tiles, float16 and bfloat16 take 128 x 192 tiles
     (``MID_TILE``) where ``_mid_tile_pays`` says so: 1024x2112x8192 0.88-0.90 of cuBLAS against
-    0.73-0.82 (RESULTS.md, sixteenth session).  Then, where other widths fill whole waves better,
-    float16 and bfloat16 take 128 x 224 or 128 x 192 tiles (``_fill_waves``); last, the static
-    waves of the width that costs least where they cost less than stream-K or than the chosen
-    static waves (``_cheapest_waves``).
+    0.73-0.82 (RESULTS.md, sixteenth session).  Then the static waves of the width that costs
+    least, where they cost less than stream-K or than the chosen static waves
+    (``_cheapest_waves``).
 
     At most 64 rows or 64 columns (``min(m, n) <= 64``), unless ``tile_n`` is given:
     ``THIN_TILE``, pingpong consumers on 64 x 64 tiles, where a 128 x 128 tile would load and
@@ -782,7 +775,7 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
         width, stages = MID_TILE
         cfg = fit_policy(cfg.replace(tile_n=width, stages=stages), m, n, k, sms, shared=shared)
     if not explicit and not shared and kind in ("float16", "bfloat16"):
-        cfg = _cheapest_waves(_fill_waves(cfg, m, n, k, sms), m, n, k, sms)
+        cfg = _cheapest_waves(cfg, m, n, k, sms)
         cfg = _streamk_256(cfg, m, n, k, sms)
     if (b_rows_off and OFF_ROWS_WIDTH and not explicit and not shared and kind in ("float16", "bfloat16")
             and not cfg.pingpong and cfg.tile_n == 128 and cfg.policy == "static"):
@@ -2110,75 +2103,6 @@ def _streamk_256(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperC
     if SK_256_CLUSTER_PAD is not None and rows % 2 <= SK_256_CLUSTER_PAD * rows:
         return wide.replace(cluster_m=2)
     return wide
-
-
-def _fill_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
-    """``cfg``, or a static config of one of ``FILL_WIDTHS`` (128x224 tiles) where those fill one
-    or two whole waves to ``FILL_MIN`` or more and ``cfg`` either splits tiles (stream-K) or
-    runs static waves filled less; else, where ``cfg`` runs static waves of 128-wide tiles,
-    ``FILL_FROM_128`` (128x192) where its waves (up to four: ``FILL_WAVES``) fill to ``FILL_MIN``
-    and more than ``cfg``'s.  K of ``FILL_MIN_K_STEPS`` 64-wide steps or more; not for the thin
-    (pingpong) tile.  The 224-wide rows are not whole 128-byte boxes, so those tiles take the staged
-    epilogue where ``cfg`` had the TMA-store one; 192 keeps ``cfg``'s.
-
-    On the H200 (benchmarks/RESULTS.md, eighteenth session, × cuBLAS, the heuristic's tile ->
-    128x224): first 1824x1584x4096 0.78 (128x192 stream-K) -> 0.88, 3040x1024x4096 0.80 (128x128
-    stream-K) -> 0.88, 1216x2528x8192 0.77 -> 0.77 (fp16); then nineteen shapes drawn at random
-    after the rule was written, fp16 and bf16, ahead in 36 of 38 runs, by 0.01-0.22: one wave
-    (1008x3392x16384 0.83 -> 0.95, 976x3472x4096 0.73-0.79 -> 0.95, 1968x1632x4096 0.78-0.80 ->
-    0.90) and two waves against two less filled waves of 128x256 (3712x2016x8192 0.89 -> 0.97,
-    2288x2992x16384 0.84-0.85 -> 0.92, 2512x2816x8192 0.87-0.88 -> 0.95-0.96, ...); behind by
-    0.03-0.04 on 3696x1824x16384 (261 tiles of 224 against 232 of 256).  With K = 1024 and 2048,
-    where the heuristic's own tiles use TMA stores, 128x224 with the staged epilogue was ahead on
-    all eight shapes drawn, in both dtypes, by 0.07-0.20 (3120x1008x1024 0.67-0.68 -> 0.85-0.88,
-    2656x2528x1024 0.76-0.77 -> 0.92); K below 1024 was not measured.  On twelve more shapes
-    drawn after that (K 1024-16384): ahead in 21 of 24 runs (1136x3104x4096 0.81-0.83 -> 0.95,
-    2688x2624x16384 0.95-0.96 -> 1.03), behind by 0.06-0.07 on 1680x1840x8192, whose 126 tiles
-    hold 86 % real work.  Over all: ahead in 73 of 78 runs.  Where 224 filled its waves less
-    (0.58-0.70: 896x2432x8192, 1024x2112x8192, 1840x2288x8192) it was behind by up to 0.24.
-    128x160 tiles under the same rule won on five shapes (1888x1216x16384 0.82-0.86 -> 0.93-0.94,
-    1552x3184x8192 0.76 -> 0.85) and lost on four (2032x1200x8192 0.82-0.83 -> 0.69-0.70,
-    1296x1712x16384 0.79 -> 0.71): level on average, so they stay out of ``FILL_WIDTHS``.
-
-    Two waves of 128x192 tiles against about three static waves of 128x128 ones filled less
-    (K 1024-8192, ten shapes drawn at random, fp16 / bf16): ahead in 18 of 20 runs, level in two,
-    by up to 0.18 (3600x1584x8192 0.79-0.86 -> 0.96-0.97, 3632x1600x8192 0.95 -> 0.99,
-    2704x2000x1024 0.93-0.95 -> 0.94-1.00): the wider tile moves fewer bytes per FLOP.  On ten
-    shapes drawn after the rule was written (K 1024-16384): ahead in all twenty runs, by
-    0.01-0.16 (3536x1552x4096 0.80-0.85 -> 0.96-0.98, 2448x2352x4096 0.83-0.87 -> 0.94-0.97).
-    Three waves of 128x192 against four to six of 128x128 (ten more shapes): ahead in all twenty
-    runs, by 0.07-0.14 (3152x4016x4096 0.82 -> 0.96, 2880x3232x2048 0.82-0.83 -> 0.96), so the
-    rule takes up to four waves of 192; on eight shapes drawn after that, where it takes more
-    than two, ahead in all sixteen runs by 0.08-0.17 (5968x1440x8192 0.74-0.75 -> 0.91).
-
-    >>> cfg = choose_config(1824, 1584, 4096, "float16", 132)
-    >>> cfg.tile_n, cfg.policy, cfg.epilogue
-    (224, 'static', 'staged')
-    >>> choose_config(1024, 2112, 8192, "float16", 132).tile_n  # 80 tiles of 224 fill 0.61
-    192
-    >>> cfg = choose_config(3600, 1584, 8192, "float16", 132)  # 377 tiles of 128 -> 261 of 192
-    >>> cfg.tile_n, cfg.policy
-    (192, 'static')
-    """
-    if cfg.pingpong or -(-k // 64) < FILL_MIN_K_STEPS:
-        return cfg
-    current = 0.0 if cfg.policy == "streamk" else schedule.wave_fill(_tiles(m, n, cfg.tile_n, cfg.tile_m), sms)
-
-    def fills(width: int, waves: int) -> float:  # the fill of up to `waves` static waves, else 0
-        tiles = _tiles(m, n, width, cfg.tile_m)
-        return schedule.wave_fill(tiles, sms) if tiles <= waves * sms else 0.0
-
-    choice = None
-    if current < FILL_MIN:
-        best = max(((fills(w, FILL_WAVES[0]), w, st) for w, st in FILL_WIDTHS), default=None)
-        if best is not None and best[0] >= FILL_MIN:
-            choice = best[1:]
-    if (choice is None and FILL_FROM_128 is not None and cfg.tile_n == 128 and cfg.policy == "static"
-            and fills(FILL_FROM_128[0], FILL_WAVES[1]) >= max(FILL_MIN, current + 1e-9)):
-        choice = FILL_FROM_128
-    if choice is None:
-        return cfg
-    return _static_width(cfg, *choice, k)
 
 
 def _mid_tile_pays(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> bool:
