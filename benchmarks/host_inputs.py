@@ -78,7 +78,7 @@ class CublasXt:
     def __init__(self, gpus: int, block: int | None, pinning: bool) -> None:
         from cuda.pathfinder import load_nvidia_dynamic_lib
 
-        self.lib = ctypes.CDLL(load_nvidia_dynamic_lib("cublas").abs_path)
+        self.lib = ctypes.CDLL(load_nvidia_dynamic_lib("cublas").abs_path or "libcublas.so.13")
         self.handle = ctypes.c_void_p()
         self._ok(self.lib.cublasXtCreate(ctypes.byref(self.handle)), "cublasXtCreate")
         devices = (ctypes.c_int * gpus)(*range(gpus))
