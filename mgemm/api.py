@@ -296,10 +296,11 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
                         f"the other's library first, e.g. x.map_blocks(cupy.asarray)")
     engine = engines.select(opts["engine"], meta_src)
     gpu = engine in engines.DEVICE_ENGINES  # CuPy chunks, or NumPy ones staged through a GPU
+    staged = engines.staged(engine, meta_src)
     client = active_client(opts["client"])
     if min(m, n) == 0 or k == 0 or alpha == 0:
         return _degenerate(a, b, c, alpha, beta, out_dtype, meta_src)
-    if client is None and engines.staged(engine, meta_src):
+    if client is None and staged:
         engines.get(engine)  # RuntimeError now, not in a task, where this process has no GPU
 
     itemsize, part_itemsize = engines.itemsizes(out_dtype)
@@ -314,12 +315,12 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
         workers = describe_workers(client, out_dtype, gpu=gpu, allow_tf32=opts["allow_tf32"],
                                    emulate=opts["emulate_fp32"], info=ident["workers"])
         no_gpu = [w.name for w in workers if w.kind != "gpu"]
-        if no_gpu and engines.staged(engine, meta_src):
+        if no_gpu and staged:
             raise ValueError(f"engine {engine!r} multiplies on GPUs, and worker {no_gpu[0]} has "
                              f"none (or no CuPy); for NumPy chunks on CPU workers use 'numpy' or "
                              f"'auto'")
     target = _target_block(opts["block_size"], m, n, k, itemsize, workers)
-    if engines.staged(engine, meta_src):
+    if staged:
         # blocks sized for the GPUs (above); the chunks stored and fetched, and the blocks made,
         # are NumPy arrays in the workers' host memory
         hosts = ident["workers"] if client is not None else {}

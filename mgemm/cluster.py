@@ -327,7 +327,7 @@ def host_memory(info: dict | None = None) -> int:
     is known."""
     from distributed.system import MEMORY_LIMIT  # the machine's memory, or its cgroup's limit
 
-    limit = (info or {}).get("memory_limit") if info is not None else MEMORY_LIMIT
+    limit = MEMORY_LIMIT if info is None else info.get("memory_limit")
     return int(limit or 8 << 30) // 2
 
 
