@@ -53,6 +53,9 @@ def _as_operand(x: Any, name: str) -> tuple[Any, str]:
     if isinstance(chunk, np.ma.MaskedArray):  # the engines would drop the mask
         raise TypeError(f"mgemm: {name} is a masked array; mgemm multiplies plain NumPy and CuPy "
                         "arrays (fill the masked values first: numpy.ma.filled)")
+    if isinstance(chunk, np.matrix):  # NumPy's product of matrices is a matrix, mgemm's an array
+        raise TypeError(f"mgemm: {name} is a numpy.matrix; mgemm multiplies plain NumPy and CuPy "
+                        "arrays (numpy.asarray gives one)")
     if kind == "dask" and not (isinstance(chunk, np.ndarray) or engines.is_cupy(chunk)):
         raise TypeError(f"mgemm: {name} has chunks of type {type(chunk).__module__}."
                         f"{type(chunk).__name__}; mgemm multiplies NumPy and CuPy chunks")

@@ -66,6 +66,19 @@ def test_threads_per_worker_reaches_the_workers():
         lc.close()
 
 
+@pytest.mark.skipif(cluster.gpus_visible() > 0, reason="the embedded cluster of a CPU machine")
+def test_embedded_cpu_cluster_says_it_runs_tcp():
+    with pytest.warns(UserWarning, match="no GPU visible: the embedded CPU cluster runs over TCP, "
+                                         "not ucx"):
+        client = cluster.start_default_cluster(n_workers=1, protocol="ucx")
+    try:
+        assert client.scheduler.address.startswith("tcp://")
+    finally:
+        lc = client.cluster
+        client.close()
+        lc.close()
+
+
 def test_workers_info_lists_every_worker_from_the_scheduler(monkeypatch):
     """Every worker, with the keys the callers read, asked of the scheduler itself: not the
     client's cached identity, which its periodic refresh can replace with one listing none."""
