@@ -158,7 +158,8 @@ def test_errors_come_before_any_work():
     unknown = a[a[:, 0] > 0]
     with pytest.raises(ValueError, match="unknown size.*compute_chunk_sizes"):
         mgemm.matmul(unknown, np.ones((4, 2)))
-    with pytest.raises(TypeError, match="is a numpy.matrix"):
+    with pytest.raises(TypeError, match="is a numpy.matrix"), \
+            pytest.warns(PendingDeprecationWarning):  # NumPy's own, on making a matrix
         mgemm.matmul(np.asmatrix(np.ones((2, 2))), np.ones((2, 2)))
     # masked arrays: the engines would multiply their data and drop the masks
     masked = np.ma.masked_array(np.ones((3, 4)), mask=np.eye(3, 4, dtype=bool))
