@@ -66,10 +66,8 @@ def _block_task(engine_name: str, shape: tuple, c: Any, alpha: float, beta: floa
                                   alpha=alpha, beta=beta, c=_typed(c), out_dtype=out_dtype,
                                   allow_tf32=allow_tf32, tune=tune)
     with engines.task_stream(xp):
-        # K part k: A's chunks (r, k) stacked over the rows, B's (k, j) side by side
-        a_parts = [_concat(xp, [chunks[r * ks + k] for r in range(rows)], 0) for k in range(ks)]
-        b_parts = [_concat(xp, list(chunks[off + k * cols:off + (k + 1) * cols]), 1)
-                   for k in range(ks)]
+        panels = [_part_panels(xp, shape, chunks, k) for k in range(ks)]
+        a_parts, b_parts = [a for a, _ in panels], [b for _, b in panels]
         if emulate != "off":
             from . import emulate as emulation
             return emulation.gemm(engine, a_parts, b_parts, emulate, alpha=alpha, beta=beta,
@@ -82,6 +80,20 @@ def _block_task(engine_name: str, shape: tuple, c: Any, alpha: float, beta: floa
 #: copies on a stream of their own (``engines.copy_stream``), so part k + 1 loads while part k's
 #: GEMM runs; False copies the whole block first (as do emulated blocks).
 STAGE_BY_PART = True
+
+
+def _part_panels(xp: Any, shape: tuple, chunks: Sequence[Any], k: int,
+                 load: Any = None) -> tuple[Any, Any]:
+    """K part ``k`` of a block task's ``chunks`` (``_block_task``'s ``shape`` and order): A's
+    chunks (r, k) stacked over the rows and B's (k, j) side by side, each chunk through ``load``
+    first (a copy to the GPU, say)."""
+    rows, ks, cols = shape
+    off = rows * ks
+    a = [chunks[r * ks + k] for r in range(rows)]
+    b = chunks[off + k * cols:off + (k + 1) * cols]
+    if load is not None:
+        a, b = [load(x) for x in a], [load(x) for x in b]
+    return _concat(xp, list(a), 0), _concat(xp, list(b), 1)
 
 
 def _staged_block(engine_name: str, shape: tuple, c: Any, alpha: float, beta: float,
@@ -100,7 +112,6 @@ def _staged_block(engine_name: str, shape: tuple, c: Any, alpha: float, beta: fl
     (``engines.task_stream``)."""
     import cupy
 
-    rows, ks, cols = shape
     if not STAGE_BY_PART or emulate != "off":
         device = [cupy.asarray(_typed(x)) for x in chunks]
         c = None if c is None else cupy.asarray(_typed(c))
@@ -108,18 +119,15 @@ def _staged_block(engine_name: str, shape: tuple, c: Any, alpha: float, beta: fl
                           tune, *device)
         return cupy.asnumpy(out)
     engine = engines.get(engine_name)
-    off = rows * ks
     acc_dtype = engines.accumulator_dtype(out_dtype)
     held = []
     with engines.task_stream(cupy), engines.queue_only():
         task, copies = cupy.cuda.get_current_stream(), engines.copy_stream(cupy)
-        out = None if c is None else c
-        for k in range(ks):
+        out = c
+        for k in range(shape[1]):  # the K parts
             with copies:
-                a_k = _concat(cupy, [cupy.asarray(_typed(chunks[r * ks + k]))
-                                     for r in range(rows)], 0)
-                b_k = _concat(cupy, [cupy.asarray(_typed(x))
-                                     for x in chunks[off + k * cols:off + (k + 1) * cols]], 1)
+                a_k, b_k = _part_panels(cupy, shape, chunks, k,
+                                        load=lambda x: cupy.asarray(_typed(x)))
                 if k == 0 and out is not None:
                     out = cupy.asarray(_typed(out))
                     held.append(out)
