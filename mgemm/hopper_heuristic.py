@@ -50,10 +50,10 @@ that splits or fills its waves less (``FILL_WIDTHS``; ahead in 73 of 78 runs on 
 the rule, by up to 0.22; behind by up to 0.07), and up to four fuller waves of 128x192 replace
 static waves of 128x128 (``FILL_FROM_128``; ahead in all 36 runs on eighteen shapes drawn after the
 rule, by 0.01-0.17); that rule (``_fill_waves``) went in the sixtieth session, when it changed no
-launch left to ``_cheapest_waves`` over 180,000 picks drawn on the CPU.  In the nineteenth session the heuristic priced a wave (``WAVE_COST``) and
-stream-K (``SK_OVERHEAD``) from every static width timed on 48 random shapes: the cheapest static
-waves replace stream-K or dearer static waves (``_cheapest_waves``; ahead in 65 of 66 runs on shapes
-drawn after the rule), fewer tiles than half the SMs run unsplit unless K is long (``FEW_TILES_SK``;
+launch left to ``_cheapest_waves`` over 180,000 picks drawn on the CPU.  In the nineteenth session
+the heuristic priced a wave (``WAVE_COST``) and stream-K (``SK_OVERHEAD``) from every static
+width timed on 48 random shapes: the cheapest static waves replace stream-K or dearer static
+waves (``_cheapest_waves``; ahead in 65 of 66 runs on shapes drawn after the rule), fewer tiles than half the SMs run unsplit unless K is long (``FEW_TILES_SK``;
 32 of 34), and skinny products with few tiles take the thin tile (32 of 32); 24 unfiltered random
 shapes went from 0.84 to 0.88 of cuBLAS (geomean) and the whole GPU suite passed again.  In the
 twentieth session every product with few tiles and K up to 4096 took the thin tile
@@ -914,7 +914,8 @@ def _cluster_tail_sk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hop
         return cfg
     blocks, slots, steps = _block_waves(cfg, m, n, k, sms)
     fill, min_steps, long_k, short_fill = CLUSTER_TAIL_SK
-    limit = short_fill if blocks <= 2 * slots and steps < long_k else fill  # two waves or fewer, shorter K
+    # two waves or fewer over shorter K: the fill that lets stream-K in is short_fill
+    limit = short_fill if blocks <= 2 * slots and steps < long_k else fill
     if blocks <= slots or steps < min_steps or blocks >= limit * -(-blocks // slots) * slots:
         return cfg
     return cfg.replace(policy="streamk", sk_waves=1, sk_reduce="owner")
@@ -2096,7 +2097,7 @@ def _streamk_256(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperC
             or -(-k // 64) < SK_256_OVER_STATIC[1] or not 1 < _tiles(m, n, cfg.tile_n) / sms <= 2):
         return cfg
     wide = cfg.replace(tile_n=256, stages=4, policy="streamk", sk_waves=1, sk_reduce="owner")
-    own = _config_cost(exact_width(cfg, n), m, n, k, sms)  # the static tiles as a K-major B runs them
+    own = _config_cost(exact_width(cfg, n), m, n, k, sms)  # static tiles as a K-major B runs them
     if _config_cost(wide, m, n, k, sms) >= SK_256_OVER_STATIC[0] * own:
         return cfg
     rows = -(-m // TILE_M)

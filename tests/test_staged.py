@@ -6,6 +6,7 @@ where there is no GPU.  The GPU runs the same products for real: ``tests/test_gp
 from __future__ import annotations
 
 import itertools
+import sys
 import threading
 import types
 
@@ -105,7 +106,7 @@ def staged(monkeypatch):
     """The stand-ins in place of CuPy and the cublas engine; this thread's streams fresh."""
     log: list = []
     cp = fake_cupy(log)
-    monkeypatch.setitem(__import__("sys").modules, "cupy", cp)
+    monkeypatch.setitem(sys.modules, "cupy", cp)
     monkeypatch.setattr(engines, "_streams", threading.local())
     monkeypatch.setitem(engines._cache, "cublas", FakeEngine(log, cp))
     return log
