@@ -51,18 +51,18 @@ the rule, by up to 0.22; behind by up to 0.07), and up to four fuller waves of 1
 static waves of 128x128 (``FILL_FROM_128``; ahead in all 36 runs on eighteen shapes drawn after the
 rule, by 0.01-0.17); that rule (``_fill_waves``) went in the sixtieth session, when it changed no
 launch left to ``_cheapest_waves`` over 180,000 picks drawn on the CPU.  In the nineteenth session
-the heuristic priced a wave (``WAVE_COST``) and stream-K (``SK_OVERHEAD``) from every static
-width timed on 48 random shapes: the cheapest static waves replace stream-K or dearer static
-waves (``_cheapest_waves``; ahead in 65 of 66 runs on shapes drawn after the rule), fewer tiles
-than half the SMs run unsplit unless K is long (``FEW_TILES_SK``; 32 of 34), and skinny
-products with few tiles take the thin tile (32 of 32); 24 unfiltered random shapes went from
-0.84 to 0.88 of cuBLAS (geomean) and the whole GPU suite passed again.  In the twentieth session
-every product with few tiles and K up to 4096 took the thin tile (``FEW_TILES_THIN``; ahead in
-52 of 52 runs on shapes drawn after the rule, geomean 0.64 -> 0.79), and the operand copies got rows on 128-byte boundaries: TMA reads rows off them slowly (0.63-0.70 of
-cuBLAS where padded rows reach 0.88-0.99; operands read in place still pay this, see ``_operand``),
-and where B's rows are off 32-byte sectors static 128x128 tiles give way to 128x192
-(``OFF_ROWS_WIDTH``; 26 of 28 runs ahead).  In the thirty-first session stream-K learned to run over
-2 x 2 clusters (the blocks of tiles split over the clusters, A and B multicast: 257 -> 157 MB
+the heuristic priced a wave (``WAVE_COST``) and stream-K (``SK_OVERHEAD``) from every static width
+timed on 48 random shapes: the cheapest static waves replace stream-K or dearer static waves
+(``_cheapest_waves``; ahead in 65 of 66 runs on shapes drawn after the rule), fewer tiles than half
+the SMs run unsplit unless K is long (``FEW_TILES_SK``; 32 of 34), and skinny products with few
+tiles take the thin tile (32 of 32); 24 unfiltered random shapes went from 0.84 to 0.88 of cuBLAS
+(geomean) and the whole GPU suite passed again.  In the twentieth session every product with few
+tiles and K up to 4096 took the thin tile (``FEW_TILES_THIN``; ahead in 52 of 52 runs on shapes
+drawn after the rule, geomean 0.64 -> 0.79), and the operand copies got rows on 128-byte boundaries:
+TMA reads rows off them slowly (0.63-0.70 of cuBLAS where padded rows reach 0.88-0.99; operands read
+in place still pay this, see ``_operand``), and where B's rows are off 32-byte sectors static
+128x128 tiles give way to 128x192 (``OFF_ROWS_WIDTH``; 26 of 28 runs ahead).  In the thirty-first
+session stream-K learned to run over 2 x 2 clusters (the blocks of tiles split over the clusters, A and B multicast: 257 -> 157 MB
 through the L2 on 256x256x65536), and 128 x 128 launches below 0.75 of a wave take it (``QUAD_SK``;
 ahead in 33 of 36 runs on shapes drawn after the rule; 256x256x65536 0.77 -> 0.90).
 """
