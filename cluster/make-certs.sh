@@ -3,8 +3,9 @@
 #
 #   cluster/make-certs.sh [DIR] [SAN ...]
 #
-# DIR (default ~/.config/mgemm/certs: keys stay out of the repository) receives ca.pem, ca-key.pem
-# and, for each role scheduler / worker / client, ROLE.pem and ROLE-key.pem signed by that CA.
+# DIR (default $XDG_CONFIG_HOME/mgemm/certs, else ~/.config/mgemm/certs: keys stay out of the
+# repository) receives ca.pem, ca-key.pem and, for each role scheduler / worker / client, ROLE.pem
+# and ROLE-key.pem signed by that CA, valid for MGEMM_CERT_DAYS days (default 365).
 # Each certificate names localhost, 127.0.0.1 and this host; add your other machines' names or
 # addresses as extra arguments, e.g. `make-certs.sh ~/certs DNS:gpu-node-1 IP:10.0.0.12`.
 # Dask checks that a peer's certificate is signed by the CA (both directions), not its host name.

@@ -11,7 +11,8 @@
 #   MGEMM_SCHEDULER_PORT  default 8786
 #   MGEMM_SCHEDULER_FILE  write the address to this JSON file (on a shared file system) for workers
 #   MGEMM_DASHBOARD       dashboard address, e.g. 127.0.0.1:8787; default: no dashboard
-#   MGEMM_TLS_DIR         with tls: the directory make-certs.sh filled (default ~/.config/mgemm/certs);
+#   MGEMM_TLS_DIR         with tls: the directory make-certs.sh filled (default
+#                         $XDG_CONFIG_HOME/mgemm/certs, else ~/.config/mgemm/certs);
 #                         or set MGEMM_TLS_CA, MGEMM_TLS_CERT, MGEMM_TLS_KEY one by one
 #   MGEMM_PYTHON          Python with mgemm, dask and distributed installed (default: python)
 # The scheduler needs mgemm importable: mgemm registers a scheduler plugin that keeps planned

@@ -19,7 +19,8 @@
 #   MGEMM_UCX_TRANSPORTS  auto (default: UCX chooses) or a comma list of nvlink, infiniband, rdmacm
 #                         to set transports explicitly (TCP over UCX is always on then)
 #   UCX_NET_DEVICES       passed to UCX as is, e.g. mlx5_0:1 to pin the InfiniBand adapter
-#   MGEMM_TLS_DIR         with tls: the directory make-certs.sh filled (default ~/.config/mgemm/certs);
+#   MGEMM_TLS_DIR         with tls: the directory make-certs.sh filled (default
+#                         $XDG_CONFIG_HOME/mgemm/certs, else ~/.config/mgemm/certs);
 #                         or set MGEMM_TLS_CA, MGEMM_TLS_CERT, MGEMM_TLS_KEY one by one
 #   MGEMM_NTHREADS        cuda: tasks each GPU worker runs at once (default 2: the GPU computes one
 #                         block while Dask hands the worker the next; mgemm.cluster.GPU_THREADS_PER_WORKER)
@@ -70,7 +71,7 @@ case "$kind" in
     pool="${MGEMM_RMM_POOL_SIZE:-}"
     if [[ -z "$pool" && "$protocol" == ucx* ]]; then
       first="${CUDA_VISIBLE_DEVICES:-0}"
-      mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i "${first%%,*}" 2>/dev/null | head -1)
+      mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i "${first%%,*}" 2>/dev/null | head -1 || true)
       if [[ "$mib" =~ ^[0-9]+$ ]] && (( mib >= 32768 )); then pool=16GiB; else pool=0.5; fi
     fi
     [[ -n "$pool" ]] && args+=(--rmm-pool-size "$pool")

@@ -20,9 +20,12 @@ from . import config
 DTYPES = ("float64", "float32", "float16", "bfloat16", "complex64", "complex128")
 
 
-def mgemm_options(func: Any) -> Any:
-    """Add one flag per mgemm option (same name as the keyword argument)."""
-    for opt in reversed(list(config.OPTIONS.values())):
+def mgemm_options(func: Any = None, *, skip: tuple[str, ...] = ()) -> Any:
+    """Add one flag per mgemm option (same name as the keyword argument), but those in ``skip``
+    (options the command does not use)."""
+    if func is None:
+        return lambda f: mgemm_options(f, skip=skip)
+    for opt in reversed([o for o in config.OPTIONS.values() if o.name not in skip]):
         if opt.parse is config._parse_bool:  # on/off options: --name / --no-name
             func = click.option(f"{opt.flag}/--no-{opt.flag[2:]}", opt.name, default=None,
                                 help=opt.help)(func)
@@ -213,7 +216,7 @@ def _appender(path: str) -> Any:
 @click.option("--chunk", type=click.IntRange(min=1), default=None,
               help="input chunk edge (default: the block size)")
 @click.option("--json", "as_json", is_flag=True, help="print the plan as JSON")
-@mgemm_options
+@mgemm_options(skip=("engine", "tune", "client"))  # a plan of identical workers, no cluster
 def plan_cmd(m: int, n: int, k: int, dtype: str, workers: int, kind: str, threads: int,
              chunk: int | None, as_json: bool, **options: Any) -> None:
     """Print the plan mgemm makes for an M×K @ K×N product on --workers identical workers."""

@@ -4,8 +4,9 @@ each worker's first blocks' remote inputs, and the worker plugins for transfers 
 keep their dtype; UCX sends wait for a stream, not the device).
 
 ``session()`` gives the active ``distributed.Client`` if there is one; else it starts a
-``LocalCUDACluster`` when GPUs are visible (UCX over NVLink with an RMM pool when distributed-ucxx
-is installed, else TCP), else a ``LocalCluster`` of processes.  Everything listens on 127.0.0.1.
+``LocalCUDACluster`` when GPUs are visible (UCX over NVLink when distributed-ucxx is installed,
+else TCP; an RMM pool when RMM is installed), else a ``LocalCluster`` of processes.  Everything
+listens on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -468,9 +469,9 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
                           quiet: bool = True) -> Any:
     """Start mgemm's embedded default cluster and return a Client to it.
 
-    GPUs visible → ``LocalCUDACluster`` (one worker per GPU; ``protocol`` "ucx" when
-    distributed-ucxx is installed, with NVLink and an RMM pool of ``auto_rmm_pool_size()`` bytes
-    unless ``rmm_pool`` names a size or is None, else "tcp").  No GPU → a
+    GPUs visible → ``LocalCUDACluster`` (one worker per GPU; ``protocol`` "ucx" with NVLink when
+    distributed-ucxx is installed, else "tcp"; with RMM installed, an RMM pool of
+    ``auto_rmm_pool_size()`` bytes unless ``rmm_pool`` names a size or is None).  No GPU → a
     ``LocalCluster`` of processes, over TCP whatever ``protocol`` asks (a warning says so).
     Work stealing is off on the scheduler so the plan's placement
     holds; restrictions stay loose so a lost worker's blocks run elsewhere.  ``transfer_limit``

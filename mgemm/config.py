@@ -165,7 +165,7 @@ OPTIONS = {
         Option("split", "auto", _parse_split,
                "split K ranges: auto (tail blocks across workers when it pays, and each GPU "
                "worker's first block with remote inputs into pieces that overlap its fetches), on "
-               "(always split tails) or off"),
+               "(as auto, tails split wherever that evens out compute) or off"),
         Option("tune", False, _parse_bool,
                "time the Hopper kernel's configs on the first block of each shape and keep the "
                "fastest, and with engine auto cuBLAS against it (float16/bfloat16 on sm_90; kept "
