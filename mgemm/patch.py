@@ -27,6 +27,7 @@ import numpy as np
 
 from . import api, config
 from .cluster import on_async_loop
+from .engines import is_bfloat16
 from .graph import BLOCK_PREFIX, PlacedArray
 from .plan import MemoryPlanError
 
@@ -68,11 +69,11 @@ def patch_dask(**options: Any) -> "DaskPatch":
     ``Array.__matmul__``/``__rmatmul__`` and ``np.matmul`` on a dask array use), ``dask.array.dot``
     and the ``Array.dot`` method.  A call goes to mgemm only when mgemm computes what dask would
     (same shape, chunks (``dask_chunks``), dtype, chunk type and errors; floats up to the order
-    of summation): numeric (integer, float, complex) operands that are dask arrays with NumPy or
-    CuPy chunks of known size, or plain NumPy/CuPy arrays, with matching inner dimensions, no
-    empty dimension and at most ``MAX_BATCH`` matrices in a batch; ``dot`` only for two 2-D
-    operands; integers only of the platform's width (dask widens narrower ones, NumPy and mgemm
-    do not).
+    of summation): numeric (integer, float, bfloat16, complex) operands that are dask arrays
+    with NumPy or CuPy chunks of known size, or plain NumPy/CuPy arrays, with matching inner
+    dimensions, no empty dimension and at most ``MAX_BATCH`` matrices in a batch; ``dot`` only
+    for two 2-D operands; integers only of the platform's width (dask widens narrower ones, NumPy
+    and mgemm do not).
     Everything else (object or boolean dtypes, masked or sparse chunks, scalars, mismatched
     shapes, extra arguments such as ``out=``) goes to dask's own function, errors included; so
     does, with a warning, a product whose plan does not fit the workers' memory
@@ -293,7 +294,8 @@ def _routable(a: Any, b: Any, *, dot: bool) -> bool:
 
 
 def _plain_operand(x: Any) -> bool:
-    """A dask array of NumPy/CuPy chunks of known sizes, or a NumPy/CuPy array; numeric dtype."""
+    """A dask array of NumPy/CuPy chunks of known sizes, or a NumPy/CuPy array; numeric dtype
+    (bfloat16 included)."""
     if isinstance(x, da.Array):
         if not _plain_chunk_type(type(x._meta)):
             return False
@@ -301,7 +303,7 @@ def _plain_operand(x: Any) -> bool:
             return False
     elif not _plain_chunk_type(type(x)):
         return False
-    return np.dtype(x.dtype).kind in "iufc"
+    return np.dtype(x.dtype).kind in "iufc" or is_bfloat16(np.dtype(x.dtype))
 
 
 def _chunk_type(x: Any) -> type:

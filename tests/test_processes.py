@@ -273,3 +273,20 @@ def test_cluster_scripts_over_tls(processes, tmp_path, rng):
         x, y, a, b = _operands(rng)
         c = mgemm.matmul(a, b, block_size=300, client=client)
         assert_close(client.compute(c).result(), x @ y, np.float64)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("smi, pool", [("exit 6", "0.5"), ("echo 143771", "16GiB"),
+                                       ("echo 24576", "0.5")])
+def test_worker_script_rmm_pool_from_nvidia_smi(tmp_path, smi, pool):
+    """start-workers.sh over UCX sizes the RMM pool from nvidia-smi, and falls back to half the
+    GPU when nvidia-smi fails (the script runs under ``set -euo pipefail``)."""
+    (tmp_path / "nvidia-smi").write_text(f"#!/bin/sh\n{smi}\n")
+    (tmp_path / "nvidia-smi").chmod(0o755)
+    env = dict(os.environ, PATH=f"{tmp_path}:{os.environ['PATH']}", MGEMM_PYTHON="echo",
+               MGEMM_PROTOCOL="ucx")
+    env.pop("MGEMM_RMM_POOL_SIZE", None)
+    done = subprocess.run(["bash", str(ROOT / "cluster" / "start-workers.sh"), "ucx://h:8786"],
+                          env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert f"--rmm-pool-size {pool} " in done.stdout
