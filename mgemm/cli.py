@@ -143,7 +143,8 @@ def _cluster_has_gpus(client: Any) -> bool:
               help="what a UCX transfer waits for on the embedded cluster: the legacy default "
                    "stream (mgemm's plugin) or the whole GPU (distributed-ucxx's own)")
 @click.option("--threads-per-worker", type=click.IntRange(min=1), default=None,
-              help="tasks each worker of the embedded cluster runs at once (default: 2 per GPU)")
+              help="tasks each worker of the embedded cluster runs at once (default: 2 per GPU; "
+                   "CPU workers: the CPUs shared out)")
 @click.option("--layout", type=click.Choice(["dask", "cyclic"]), default="dask", show_default=True,
               help="where the inputs are persisted: wherever Dask's persist puts them (varies "
                    "between clusters) or chunk (i, j) on worker (i + j) mod W; every run starts "
