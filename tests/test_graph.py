@@ -374,3 +374,121 @@ def test_blocks_fused_with_later_operations_keep_their_placement(client, rng):
     for key, (workers, loose) in fused.items():
         assert workers == {planned[tuple(key[1:])]} and loose, key
     assert_close(client.compute(chained).result(), np.tanh(x @ y) + 1, np.float64)
+
+
+def test_build_refuses_operands_chunked_unlike_the_plan():
+    from mgemm import graph
+    from mgemm.plan import GiB, Problem, Worker, make_plan
+
+    a, b = da.ones((32, 32), chunks=16), da.ones((32, 32), chunks=16)
+    workers = [Worker(f"w{i}", "cpu", 1e9, GiB, 1e12) for i in range(2)]
+    plan = make_plan(Problem(a.chunks[0], b.chunks[1], a.chunks[1], 8), workers, block_size=16)
+    for x, y in ((a, b.rechunk((8, 16))), (a.rechunk((16, 8)), b), (a.rechunk((8, 16)), b),
+                 (a, b.rechunk((16, 8)))):
+        with pytest.raises(ValueError, match="another chunking"):
+            graph.build(x, y, plan, engine="numpy", out_dtype=np.dtype("f8"))
+
+
+def test_block_keys_change_with_the_plan():
+    """Two plans for the same operands that put the blocks on other workers give the product
+    other keys, so the tasks (and persisted results) of one never stand in for the other's."""
+    from mgemm import graph
+    from mgemm.plan import GiB, Problem, Worker, make_plan
+
+    a, b = da.ones((48, 64), chunks=16), da.ones((64, 16), chunks=16)
+    problem = Problem(a.chunks[0], b.chunks[1], a.chunks[1], 8)
+    plans = [make_plan(problem, [Worker(f"w{i}", "cpu", s * 1e9, GiB, 1e12)
+                                 for i, s in enumerate(speeds)], block_size=16, split="off")
+             for speeds in ((1, 1), (2, 1))]
+    assert plans[0].work != plans[1].work
+    names = [graph.build(a, b, p, engine="numpy", out_dtype=np.dtype("f8")).name for p in plans]
+    assert names[0] != names[1]
+    assert graph.build(a, b, plans[0], engine="numpy", out_dtype=np.dtype("f8")).name == names[0]
+
+
+def _split_three_ways():
+    """A plan, written out, for one 16² block with 12 K chunks in three pieces on three workers
+    (the fix-up on the second piece's worker); and operands chunked to match."""
+    from mgemm.plan import Block, GiB, Plan, Problem, Work, Worker
+
+    rng = np.random.default_rng(0)
+    a, b, c = rng.random((16, 48)), rng.random((48, 16)), rng.random((16, 16))
+    x, y = da.from_array(a, chunks=(16, 4)), da.from_array(b, chunks=(4, 16))
+    workers = tuple(Worker(f"w{i}", "cpu", 1e9, GiB, 1e12) for i in range(3))
+    work = (Work(0, 0, 4, "w2", 0), Work(0, 4, 8, "w0", 1), Work(0, 8, 12, "w1", 0))
+    plan = Plan(Problem((16,), (16,), (4,) * 12, 8), workers, (Block(0, 1, 0, 1),), work,
+                {0: "w0"}, {w.name: 0.0 for w in workers})
+    return plan, (a, b, c), (x, y, da.from_array(c, chunks=16))
+
+
+def test_a_block_split_three_ways_sums_every_partial_with_alpha_and_beta_once():
+    from mgemm import graph
+
+    plan, (a, b, c), (x, y, z) = _split_three_ways()
+    out = graph.build(x, y, plan, c=z, alpha=2.0, beta=0.5, engine="numpy",
+                      out_dtype=np.dtype("f8"))
+    with dask.config.set(scheduler="sync"):
+        assert_close(out.compute(), 2.0 * (a @ b) + 0.5 * c, np.float64)
+    # the fix-up adds the partials in K order: partial p reads the p-th K range
+    layer = out.dask.layers[out.name]
+    parts = sorted(k for k in layer if len(k) == 4)
+    k_of = [sorted(dep[2] for dep in layer[k].dependencies if dep[0] == x.name) for k in parts]
+    assert [ks[0] for ks in k_of] == [0, 4, 8]
+
+
+def test_placement_puts_pieces_and_the_fixup_where_the_plan_says_in_its_order():
+    from mgemm import graph
+
+    plan, _, (x, y, _) = _split_three_ways()
+    out = graph.build(x, y, plan, engine="numpy", out_dtype=np.dtype("f8"))
+    placed = graph.placement_of(out)
+    # (worker, priority): Dask runs higher priorities first, so -seq; the fix-up on its worker,
+    # ranked with the last piece it waits for
+    parts = sorted(k for k in placed if len(k) == 4)
+    assert [placed[k] for k in parts] == [("w2", 0), ("w0", -1), ("w1", 0)]
+    assert placed[(out.name, 0, 0)] == ("w0", -1)
+
+
+def test_placement_follows_each_workers_order():
+    from mgemm import graph
+    from mgemm.plan import GiB, Problem, Worker, make_plan
+
+    x, y = da.ones((64, 16), chunks=16), da.ones((16, 64), chunks=16)
+    workers = [Worker(f"w{i}", "cpu", 1e9, GiB, 1e12) for i in range(2)]
+    plan = make_plan(Problem((16,) * 4, (16,) * 4, (16,), 8), workers, block_size=16, split="off")
+    out = graph.build(x, y, plan, engine="numpy", out_dtype=np.dtype("f8"))
+    placed, gn = graph.placement_of(out), plan.grid[1]
+    for w in workers:
+        mine = plan.work_for(w.name)
+        assert [placed[(out.name, *divmod(t.block, gn))] for t in mine] == [
+            (w.name, -t.seq) for t in mine]
+    assert graph.placement_of(graph.build(x, y, plan, engine="numpy", out_dtype=np.dtype("f8"),
+                                          placement=False)) == {}
+
+
+def test_c_is_not_read_when_beta_is_zero():
+    from mgemm import graph
+
+    plan, (a, b, _), (x, y, z) = _split_three_ways()
+    out = graph.build(x, y, plan, c=z, beta=0.0, engine="numpy", out_dtype=np.dtype("f8"))
+    assert not any(isinstance(k, tuple) and k[0] == z.name for k in dict(out.dask))
+    with dask.config.set(scheduler="sync"):
+        assert_close(out.compute(), a @ b, np.float64)
+
+
+def test_blocks_that_do_not_tile_the_chunks_are_refused():
+    import dataclasses
+
+    from mgemm import graph
+    from mgemm.plan import Block
+
+    plan = _split_three_ways()[0]
+    grid = dataclasses.replace(plan, problem=dataclasses.replace(plan.problem, m_chunks=(8, 8)),
+                               blocks=(Block(0, 1, 0, 1),))  # row chunk 1 left out
+    with pytest.raises(ValueError, match="do not form a grid"):
+        graph.out_chunks(grid)
+    four = dataclasses.replace(plan, problem=dataclasses.replace(plan.problem, m_chunks=(8, 8),
+                                                                 n_chunks=(8, 8)),
+                               blocks=(Block(0, 1, 0, 1), Block(0, 1, 1, 2), Block(1, 2, 0, 1)))
+    with pytest.raises(ValueError, match="do not form a grid"):  # block (1, 1) missing
+        graph.out_chunks(four)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import doctest
 import json
 import time
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mgemm import plan as plan_module
@@ -612,3 +613,331 @@ def test_cli_demo_and_bench_refuse_counts_below_one_before_starting_a_cluster(ar
 
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2 and args[1] in result.output and "x>=1" in result.output, result.output
+
+
+# -- details the tests above leave open ----------------------------------------------------------
+
+def test_empty_axes_and_block_sizes_below_one_are_refused():
+    with pytest.raises(ValueError, match="m_chunks"):
+        Problem((0, 0), (8,), (8,), 8)  # chunks, but no rows
+    for block_size in (0, (4, 0)):
+        with pytest.raises(ValueError, match="block_size"):
+            make_plan(Problem((8,), (8,), (8,), 8), cpu_workers([1]), block_size=block_size)
+
+
+def test_signature_changes_with_the_work_and_the_fixup_worker_only():
+    problem = block_row_problem(3)
+    even = make_plan(problem, cpu_workers([1, 1], bandwidth=1e12), block_size=64, split="off")
+    uneven = make_plan(problem, cpu_workers([2, 1], bandwidth=1e12), block_size=64, split="off")
+    assert even.work != uneven.work and even.signature() != uneven.signature()
+    on = make_plan(problem, cpu_workers([1, 1], bandwidth=1e12), block_size=64, split="on")
+    (b,) = on.fixup
+    elsewhere = {b: "w1" if on.fixup[b] == "w0" else "w0"}
+    assert dataclasses.replace(on, fixup=elsewhere).signature() != on.signature()
+    assert dataclasses.replace(on, predicted={}, loads={}).signature() == on.signature()
+
+
+@pytest.mark.parametrize("slots", [(1, 4), (2, 3), (3, 4)])
+@pytest.mark.parametrize("size", [2048, 4096])
+def test_block_size_gives_every_thread_a_block_when_workers_differ(slots, size):
+    workers = [Worker(f"w{i}", "cpu", s * 1e10, 16 * GiB, 1e10, slots=s)
+               for i, s in enumerate(slots)]
+    rows, cols = choose_block_size(size, size, size, 8, workers)
+    assert -(-size // rows) * -(-size // cols) >= sum(slots)
+
+
+def test_block_size_fits_every_slot_where_memory_binds():
+    memory, k = 2 * GiB, 16384
+    worker = Worker("w", "cpu", 5e11, memory, 1e10, slots=2)
+    rows, cols = choose_block_size(32768, 32768, k, 4, [worker])
+    assert (rows * k + k * cols + rows * cols) * 4 * 2 <= MEMORY_FRACTION * memory
+
+
+def test_block_size_follows_the_slowest_link():
+    def gpus(*bandwidths):
+        return [Worker(f"g{i}", "gpu", 51e12, 120 * GiB, bw) for i, bw in enumerate(bandwidths)]
+    mixed = choose_block_size(16384, 16384, 16384, 4, gpus(1e10, 3e11))
+    assert mixed == choose_block_size(16384, 16384, 16384, 4, gpus(1e10, 1e10))
+    assert mixed != choose_block_size(16384, 16384, 16384, 4, gpus(3e11, 3e11))
+
+
+def test_block_counts_include_every_power_of_two_edge():
+    counts = plan_module._counts(32768, 256, 1)
+    assert {32768 // edge for edge in (256, 512, 1024, 2048, 4096, 8192, 16384)} <= set(counts)
+
+
+def test_block_size_estimate_exposes_transfers_compute_cannot_hide():
+    # 2x2 blocks on 2 workers: the busiest one streams half of A's rows and all of B's columns;
+    # over a slow link that takes far longer than its GEMMs.
+    per_edge = 0.5 * 4096 * 4 / 1e6  # seconds per row (column) of a panel at 1 MB/s
+    slow = plan_module._estimate(4096, 4096, 4096, 4, (2, 2), 2, 1e12, 1e6, 4096)
+    assert slow >= (2048 + 4096) * per_edge
+
+
+def test_split_auto_declines_a_gain_below_split_gain():
+    # 101 blocks on 2 workers: splitting the last one saves just under 1 % of the makespan.
+    workers, problem = cpu_workers([1, 1], bandwidth=1e15), block_row_problem(101)
+    off = make_plan(problem, workers, block_size=64, split="off")
+    on = make_plan(problem, workers, block_size=64, split="on")
+    assert 1 - plan_module.SPLIT_GAIN < on.makespan / off.makespan < 1
+    assert make_plan(problem, workers, block_size=64, split="auto").split_blocks() == ()
+
+
+def test_blocks_too_short_to_cut_stay_whole_and_in_place():
+    # GPU workers cut a remote block only where each piece keeps MIN_PIECE_SECONDS of compute:
+    # these blocks take 15 ms (2 pieces would be 7.5 ms each).
+    problem = Problem((64,) * 4, (64,) * 4, (64,) * 4, 4)
+    workers = [Worker(f"w{i}", "gpu", 2 * 64 * 64 * 256 / 0.015, GiB, 1e9) for i in range(2)]
+    half = {("a", i, k): f"w{i // 2}" for i in range(4) for k in range(4)}
+    layouts = [
+        half | {("b", k, j): f"w{j // 2}" for k in range(4) for j in range(4)},  # quadrants
+        {("a", i, k): f"w{i % 2}" for i in range(4) for k in range(4)}
+        | {("b", k, j): "w0" if k < 3 else "w1" for k in range(4) for j in range(4)},
+    ]
+    for where in layouts:
+        plan = make_plan(problem, workers, block_size=64, locations=where)
+        off = make_plan(problem, workers, block_size=64, split="off", locations=where)
+        assert not plan.fixup and plan.work == off.work
+    # 0.1 ms blocks, nothing held: each worker runs its own whole block, then its tail piece
+    plan = make_plan(Problem((16,) * 3, (32,), (8, 8), 8), workers, block_size=(16, 32),
+                     split="on", locations={})
+    assert [[(x.block, x.k1 - x.k0) for x in plan.work_for(w.name)] for w in workers] == [
+        [(0, 2), (2, 1)], [(1, 2), (2, 1)]]
+
+
+def test_cpu_workers_move_no_block_to_the_front():
+    # Two blocks fetching as many bytes; the second has a piece whose chunks are all held, but
+    # a CPU worker cuts nothing, so nothing moves: they run in the grouped order.
+    problem = Problem((64,), (64, 64), (64,) * 4, 4)
+    where = {("a", 0, k): "w0" for k in (2, 3)} | {("b", k, 0): "w0" for k in (0, 1)}
+    where |= {("b", k, 1): "w0" for k in (2, 3)}
+    plan = make_plan(problem, [Worker("w0", "cpu", 1e6, GiB, 1e9)], block_size=64,
+                     locations=where)
+    assert [(x.block, x.k0, x.k1) for x in plan.work] == [(0, 0, 4), (1, 0, 4)]
+
+
+def test_blocks_are_cut_into_at_most_overlap_pieces_runs_covering_k():
+    # 6 K chunks over OVERLAP_PIECES = 4 pieces: runs of 1 or 2 chunks, together [0, 6) once.
+    problem = Problem((64,), (64,), (64,) * 6, 4)
+    where = {("a", 0, k): "w0" for k in range(6)} | {("b", k, 0): "w0" for k in range(3)}
+    plan = make_plan(problem, [Worker("w0", "gpu", 1e6, GiB, 1e9)], block_size=64,
+                     locations=where)
+    pieces = sorted((x.k0, x.k1) for x in plan.work)
+    assert len(pieces) == plan_module.OVERLAP_PIECES
+    assert pieces[0][0] == 0 and pieces[-1][1] == 6 and all(
+        a[1] == b[0] for a, b in zip(pieces, pieces[1:]))
+
+
+@settings(FAST, max_examples=100)
+@given(case=split_heavy_cases(), split=st.sampled_from(["on", "auto"]))
+def test_gpu_plans_cut_blocks_without_changing_coverage_or_costs(case, split):
+    # At a few FLOP/s every block is long enough to cut, so GPU workers cut their first remote
+    # block into K pieces (with OVERLAP_BLOCKS None, every one): the pieces still cover each
+    # chunk product once and the cost model still prices exactly the Works.
+    problem, workers, block_size, locations = case
+    gpus = [dataclasses.replace(w, kind="gpu", flops=w.flops / 1e9) for w in workers]
+    for overlap in (1, None):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(plan_module, "OVERLAP_BLOCKS", overlap)
+            plan = make_plan(problem, gpus, block_size=block_size, split=split,
+                             locations=locations)
+        check_structure(plan)
+        check_costs(plan, locations)
+
+
+def test_the_first_block_cut_is_the_earliest_of_those_tied():
+    # Both blocks have pieces whose chunks are all held (K chunks 0 and 1): the earlier block in
+    # the grouped order is cut and goes first.
+    problem = Problem((64,), (64, 64), (64,) * 4, 4)
+    where = {("a", 0, k): "w0" for k in range(4)} | {("b", k, j): "w0" for k in range(2)
+                                                       for j in range(2)}
+    worker = Worker("w0", "gpu", 1e6, GiB, 1e9)
+    whole = make_plan(problem, [worker], block_size=64, split="off", locations=where)
+    plan = make_plan(problem, [worker], block_size=64, locations=where)
+    first = plan.work_for("w0")[0]
+    assert first.block == whole.work_for("w0")[0].block and first.k1 <= 2
+
+
+def test_blocks_take_a_chunk_on_a_tie_and_leave_a_tied_remainder_alone():
+    def rows(plan):
+        return sorted({plan.block_rows(b) for b in range(len(plan.blocks))})
+    # 256 + 256 is as far above 384 as 256 is below it: the run takes the chunk
+    plan = make_plan(Problem((256,) * 4, (8,), (8,), 4), cpu_workers([1]), block_size=(384, 8),
+                     split="off")
+    assert rows(plan) == [(0, 512), (512, 1024)]
+    # a 256 remainder is as far from 512 on its own as joined to the run before (768)
+    plan = make_plan(Problem((512, 512, 256), (8,), (8,), 4), cpu_workers([1]),
+                     block_size=(512, 8), split="off")
+    assert rows(plan) == [(0, 512), (512, 1024), (1024, 1280)]
+
+
+def test_assumed_homes_are_equal_byte_runs():
+    # A's chunks hold 1, 1, 1 and 5 elements: the first three go to w0, the big one to w1.
+    homes = plan_module._spread(Problem((1, 1, 1, 5), (1,), (1,), 8),
+                                tuple(cpu_workers([1, 1])))
+    assert [homes[("a", i, 0)] for i in range(4)] == ["w0", "w0", "w0", "w1"]
+
+
+def test_whole_blocks_keep_c_in_its_own_item_size():
+    workers, problem = cpu_workers([1, 1]), block_row_problem(4)
+    half = Problem(problem.m_chunks, problem.n_chunks, problem.k_chunks, 2)
+    wide = Problem(problem.m_chunks, problem.n_chunks, problem.k_chunks, 2, part_itemsize=4)
+    plans = [make_plan(p, workers, block_size=64, split="off") for p in (half, wide)]
+    assert plans[0].loads == plans[1].loads
+
+
+def test_after_several_local_blocks_the_walk_resumes_after_the_last():
+    problem = Problem((16,) * 4, (16,) * 4, (16,) * 2, 8)
+    # rows 0 and 2 of A and columns 1 and 3 of B on w0: blocks (0,1), (2,1), (0,3), (2,3) local
+    here = {("a", i, k): "w0" for i in (0, 2) for k in range(2)}
+    here |= {("b", k, j): "w0" for j in (1, 3) for k in range(2)}
+    plan = make_plan(problem, cpu_workers([1]), block_size=16, split="off", locations=here)
+    order = [divmod(w.block, 4) for w in plan.work_for("w0")]
+    assert order[:5] == [(0, 1), (2, 1), (0, 3), (2, 3), (3, 3)]
+
+
+def test_column_bands_are_a_candidate_owner_choice():
+    # All of A on w0, B's column j on wj, B panels twice A's: each worker computes the blocks of
+    # its own B column, so only A's panels move (to w1).
+    problem = Problem((8, 8), (16, 16), (8,), 8)
+    where = {("a", i, 0): "w0" for i in range(2)} | {("b", 0, j): f"w{j}" for j in range(2)}
+    plan = make_plan(problem, cpu_workers([1, 1], bandwidth=1e6), block_size=(8, 16),
+                     split="off", locations=where)
+    assert {w.name: plan.loads[w.name].fetched for w in plan.workers} == {"w0": 0, "w1": 2 * 512}
+    assert sorted(x.block % 2 for x in plan.work_for("w1")) == [1, 1]
+
+
+def test_block_size_takes_squarer_blocks_among_equals():
+    # 12 blocks either way: 3x4 blocks of 2048x1536 beat 2x6 of 3072x1024.
+    gpus = [Worker(f"g{i}", "gpu", 50e12, 1024 * GiB, 1e9) for i in range(4)]
+    assert choose_block_size(6144, 6144, 3000, 2, gpus) == (2048, 1536)
+
+
+def test_split_auto_prices_the_transfers_of_the_pieces():
+    # One block, two equal workers on a slow link: "on" halves K (compute alone), "auto" gives the
+    # other worker a shorter tail, as its pieces' chunks must come over the link, and beats both.
+    workers = cpu_workers([1e-3, 1e-3], bandwidth=3e5)  # 1 MFLOP/s each
+    problem = Problem((16,), (16,), (4,) * 8, 4)
+    plans = {s: make_plan(problem, workers, block_size=16, split=s) for s in plan_module.SPLITS}
+    assert plans["auto"].makespan < min(plans["on"].makespan, plans["off"].makespan)
+
+
+@pytest.mark.parametrize("speeds, n_blocks", [((1, 1), 1), ((1, 1), 2), ((1, 1, 2), 1),
+                                              ((1, 1, 3), 2), ((1, 2, 3), 2)])
+def test_split_on_balances_compute_to_a_k_chunk_whatever_the_transfers(speeds, n_blocks):
+    # Every input on w0 behind a slow link: "on" balances compute alone, as stream-K does.
+    workers, problem = cpu_workers(speeds, bandwidth=1e6), block_row_problem(n_blocks)
+    held = {("a", i, k): "w0" for i in range(n_blocks) for k in range(64)}
+    held |= {("b", k, 0): "w0" for k in range(64)}
+    plan = make_plan(problem, workers, block_size=64, split="on", locations=held)
+    check_structure(plan)
+    ideal = n_blocks * 2 * 64 * 64 * 256 / sum(w.flops for w in workers)
+    k_chunk = 2 * 64 * 64 * 4 / min(w.flops for w in workers)
+    assert max(ld.compute_s for ld in plan.loads.values()) <= ideal + k_chunk
+
+
+def test_memory_counts_partials_the_fixup_reads_and_the_block_it_makes():
+    # float16 C, float32 partials, 3 blocks of 64² on 2 workers, nothing held: each worker
+    # computes a whole block (8 KiB of C) and half of the third (a 16 KiB partial), with an A row
+    # panel and the B column panel (32 KiB each) alive at once; the fix-up worker also holds the
+    # other worker's partial and the third C block.
+    problem = Problem((64,) * 3, (64,), (4,) * 64, 2, part_itemsize=4)
+    plan = make_plan(problem, cpu_workers([1, 1], bandwidth=1e12), block_size=64, split="on",
+                     locations={})
+    (b,) = plan.fixup
+    fixer = plan.fixup[b]
+    (other,) = {"w0", "w1"} - {fixer}
+    assert plan.loads[other].memory == (64 + 8 + 16) * 1024
+    assert plan.loads[fixer].memory == (64 + 8 + 16 + 16 + 8) * 1024
+    assert all((ld.blocks, ld.parts) == (1, 1) for ld in plan.loads.values())
+
+
+def test_plan_from_shape_refuses_a_product_just_over_the_workers_memory():
+    # A, B and C take 24 MiB; two workers may use 16 MiB in all.
+    with pytest.raises(ValueError, match="A, B and C take 24.0 MiB"):
+        plan_from_shape(1024, 1024, 1024, 8, 2, kind="cpu", memory=8 << 20)
+
+
+def test_plan_from_shape_chunks_k_as_the_shorter_block_edge():
+    plan = plan_from_shape(4096, 4096, 4096, 4, 2, block_size=(2048, 1024))
+    assert plan.problem.k_chunks == (1024,) * 4
+
+
+@pytest.mark.parametrize("speeds, bandwidths, n_blocks, k_chunks, ms", [
+    ((1, 1, 1), (3e5,) * 3, 1, 4, 6.144),
+    ((2, 1), (1e5,) * 2, 1, 8, 12.288),
+    ((1, 2, 3), (1e5,) * 3, 3, 16, 51.2),
+    ((1, 2, 3), (3e5,) * 3, 3, 16, 20.48),
+    ((1, 2, 3), (1e5,) * 3, 1, 8, 20.48),
+    ((1, 2, 1), (1e6, 1e7, 1e7), 1, 8, 4.4032),
+])
+def test_split_auto_makespans_do_not_regress(speeds, bandwidths, n_blocks, k_chunks, ms):
+    # Where auto's tail split turns on its cost details (fetches saved and added per K chunk,
+    # the fix-up's read on the owner's link), the predicted makespans when this was written:
+    # a change to the heuristic may lower them, not raise them.
+    workers = [Worker(f"w{i}", "cpu", s * 1e6, 1 << 40, bw)
+               for i, (s, bw) in enumerate(zip(speeds, bandwidths))]
+    problem = Problem((16,) * n_blocks, (16,), (4,) * k_chunks, 4)
+    auto = make_plan(problem, workers, block_size=16, split="auto")
+    check_structure(auto)
+    off = make_plan(problem, workers, block_size=16, split="off")
+    assert auto.makespan <= ms * 1e-3 * (1 + 1e-9) < off.makespan
+
+
+def test_owner_choices_within_split_gain_count_as_ties():
+    # Giving w1 block (0,0) instead of (1,1) would finish 0.07 % sooner but move twice the bytes
+    # to w1: within SPLIT_GAIN of the shortest, the choice that moves less wins.
+    problem = Problem((62, 66), (64, 60), (64,), 8)
+    workers = [Worker("w0", "cpu", 2e9, 1 << 40, 1e9), Worker("w1", "cpu", 1e9, 1 << 40, 1e10)]
+    where = {("a", 0, 0): "w0", ("a", 1, 0): "w1", ("b", 0, 1): "w0"}
+    plan = make_plan(problem, workers, block_size=64, split="off", locations=where)
+    assert [x.block for x in plan.work_for("w1")] == [3] and plan.loads["w1"].fetched == 30720
+
+
+def test_tied_owner_choices_prefer_the_lighter_busiest_fetcher_to_fewer_bytes_in_all():
+    # The choices tie on time; one moves 2560 bytes to each worker, another 3072 and 1024.
+    problem = Problem((8, 16), (8, 8), (8, 8), 8)
+    where = {("a", 0, 1): "w0", ("a", 1, 0): "w1", ("a", 1, 1): "w1", ("b", 0, 0): "w0",
+             ("b", 0, 1): "w0", ("b", 1, 0): "w1", ("b", 1, 1): "w0"}
+    plan = make_plan(problem, cpu_workers([2, 1], bandwidth=1e9), block_size=8, split="off",
+                     locations=where)
+    assert [plan.loads[w].fetched for w in ("w0", "w1")] == [2560, 2560]
+
+
+def test_list_scheduling_places_the_largest_blocks_first():
+    # Blocks of 4, 4, 4 and 12 rows on workers of 2 and 1 MFLOP/s, all data on w0: the big block
+    # first to w0, then the small ones, finish together (in index order the big one came last).
+    problem = Problem((4, 4, 4, 12), (8,), (8,), 8)
+    held = {("a", i, 0): "w0" for i in range(4)} | {("b", 0, 0): "w0"}
+    plan = make_plan(problem, cpu_workers([2e-3, 1e-3], bandwidth=1e9), block_size=1,
+                     split="off", locations=held)
+    assert plan.makespan == pytest.approx(2 * 24 * 8 * 8 / 3e6)
+
+
+def test_list_scheduling_counts_panels_a_worker_already_fetched_as_held():
+    # A's row i and B's column j on w(i % 2) and w(j % 2), a slow link: each worker fetches two
+    # 512-byte panels, each once however many of its blocks read it.
+    problem = Problem((8,) * 3, (8,) * 4, (8,), 8)
+    where = {("a", i, 0): f"w{i % 2}" for i in range(3)}
+    where |= {("b", 0, j): f"w{j % 2}" for j in range(4)}
+    plan = make_plan(problem, cpu_workers([1, 1], bandwidth=1e6), block_size=8, split="off",
+                     locations=where)
+    assert [plan.loads[w].fetched for w in ("w0", "w1")] == [1024, 1024]
+
+
+@FAST
+@given(case=st.one_of(cases(), split_heavy_cases()), split=st.sampled_from(["on", "auto"]))
+# a receiver takes two tails of one block, one after the other
+@example(case=(Problem((64,), (64,), (4,) * 64, 4), cpu_workers([1, 2, 3], bandwidth=1e15), 64,
+               None), split="auto")
+def test_a_worker_holds_adjacent_k_ranges_of_a_block_as_one_work(case, split):
+    # (CPU workers: a GPU worker cuts its own blocks into adjacent pieces on purpose.)
+    problem, workers, block_size, locations = case
+    plan = make_plan(problem, workers, block_size=block_size, split=split, locations=locations)
+    ranges: dict = {}
+    for x in plan.work:
+        ranges.setdefault((x.worker, x.block), []).append((x.k0, x.k1))
+    for rs in ranges.values():
+        rs.sort()
+        assert all(a[1] < b[0] for a, b in zip(rs, rs[1:])), rs
+

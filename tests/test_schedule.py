@@ -223,3 +223,75 @@ def test_kernel_source_has_the_same_index_function():
                  "const long long kb = begin > ts ? begin : ts;",
                  "return sk_iters * cta / ctas;"):
         assert line in src, line
+
+
+@pytest.mark.parametrize("rows,cols", [(1, 1), (4, 3), (7, 9), (3, 20)])
+@pytest.mark.parametrize("group", [0, 1, 2, 3, 64])
+@pytest.mark.parametrize("raster", ["m", "n"])
+def test_grouped_tile_is_the_grouped_order(rows, cols, group, raster):
+    order = schedule.grouped_order(rows, cols, group, raster)
+    assert [schedule.grouped_tile(t, rows, cols, group, raster) for t in range(rows * cols)] == order
+    for t in (-1, rows * cols):
+        with pytest.raises(IndexError):
+            schedule.grouped_tile(t, rows, cols, group, raster)
+
+
+def test_grouped_order_bands_rows_for_m_and_columns_for_n():
+    assert schedule.grouped_order(3, 2, 2, "m") == [(0, 0), (1, 0), (0, 1), (1, 1), (2, 0), (2, 1)]
+    assert schedule.grouped_order(2, 3, 2, "n") == [(0, 0), (0, 1), (1, 0), (1, 1), (0, 2), (1, 2)]
+    for bad in (lambda: schedule.grouped_order(2, 2, 1, "k"),
+                lambda: schedule.grouped_tile(0, 2, 2, 1, "k")):
+        with pytest.raises(ValueError, match="raster"):
+            bad()
+
+
+def test_streamk_tiles_never_exceed_the_tiles_and_sk_waves_are_checked():
+    assert schedule.streamk_tiles(400, 132, 8, waves=5) == 400  # 4 + 5 waves: more than there are
+    assert schedule.streamk_tiles(700, 132, 8, waves=5) == 700 % 132 + 5 * 132
+    for ok in (0, 1):
+        schedule.check_sk_waves(ok)
+    for bad in (-1, 2):
+        with pytest.raises(ValueError, match="sk_waves"):
+            schedule.check_sk_waves(bad)
+
+
+def test_wave_fill():
+    assert schedule.wave_fill(132, 132) == 1.0 and schedule.wave_fill(264, 132) == 1.0
+    assert schedule.wave_fill(133, 132) == pytest.approx(133 / 264)
+    assert schedule.wave_fill(120, 132) == pytest.approx(120 / 132)
+
+
+@pytest.mark.parametrize("rows,cols,k_iters", SHAPES + [(9, 15, 37)])
+@pytest.mark.parametrize("slots", GRIDS)
+def test_streamk_fixups_list_every_contributor_and_no_other(rows, cols, k_iters, slots):
+    grid, sk = _launch("streamk", rows, cols, k_iters, slots)
+    plan = schedule.assignment("streamk", rows, cols, k_iters, grid, sk_tiles=sk)
+    fixups = schedule.streamk_fixups(rows, cols, k_iters, grid, sk)
+    for tile, order in fixups.items():
+        owner = next(c for c, units in enumerate(plan) for t, kb, ke in units
+                     if t == tile and ke == k_iters)
+        others = {c for c, units in enumerate(plan) for t, _, _ in units if t == tile} - {owner}
+        assert order == sorted(others, reverse=True), tile
+
+
+def test_launch_grid_and_the_assignments_errors():
+    assert schedule.launch_grid("streamk", 100, 132, 0) == 100  # no stream-K tail: one per tile
+    assert schedule.launch_grid("dynamic", 0, 132) == 1
+    with pytest.raises(ValueError, match="work_units"):
+        schedule.assignment("dynamic", 2, 2, 4, 2)
+    with pytest.raises(ValueError, match="policy"):
+        schedule.launch_grid("round_robin", 4, 2)
+
+
+def test_spread_slots_take_global_indices_only_with_fewer_iterations_than_ctas():
+    # 8 stream-K iterations on 8 CTAs, one each: CTA c writes slot 2c, as SpreadSlots in
+    # kernels/gemm_hopper.cu does (its one_each case is sk_iters < ctas)
+    written, _ = schedule.spread_slots(1, 2, 4, 8, 2)
+    assert written == {(c, c // 4): 2 * c for c in range(8)}
+    written, _ = schedule.spread_slots(1, 2, 4, 9, 2)  # 8 on 9: the iterations' global indices
+    assert sorted(written.values()) == list(range(8))
+
+
+def test_from_record_keeps_each_ctas_order():
+    rows = [(1, 0, 0, 4), (0, 1, 0, 4), (1, 2, 0, 2), (1, 3, 2, 4)]
+    assert schedule.from_record(rows, 2) == [[(1, 0, 4)], [(0, 0, 4), (2, 0, 2), (3, 2, 4)]]
