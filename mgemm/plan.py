@@ -685,7 +685,8 @@ def _owners(model: _Model, known: bool) -> list[list[int]]:
     (``_cheapest``)."""
     if not known:
         return [_band(model)]
-    by_cols = [(b % model.ncols) * model.nrows + b // model.ncols for b in range(len(model.blocks))]
+    # the blocks column by column (blocks are numbered row by row)
+    by_cols = [(p % model.nrows) * model.ncols + p // model.nrows for p in range(len(model.blocks))]
     col_band = _band(model, by_cols)
     return [_greedy(model), _band(model), col_band]
 
@@ -823,7 +824,8 @@ def _best_cut(model: _Model, ledger: _Ledger, owner: list[int], d: int, r: int,
             new = {d: ledger.time_with(d, -save_c, -save_f), r: ledger.time_with(r, add_c, add_f)}
         else:
             new = {d: times[d] - save_c, r: times[r] + add_c}
-        new[o] = new.get(o, times[o]) + fix
+        if fix:  # the owner adds the moved part (else its time is as it was: no bound)
+            new[o] = new.get(o, times[o]) + fix
         best = min(best, (max(new.values()), cut), key=lambda x: x[0])
     return best
 

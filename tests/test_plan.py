@@ -941,3 +941,41 @@ def test_a_worker_holds_adjacent_k_ranges_of_a_block_as_one_work(case, split):
         rs.sort()
         assert all(a[1] < b[0] for a, b in zip(rs, rs[1:])), rs
 
+
+@pytest.mark.parametrize("rows, cols", [(3, 2), (2, 4), (1, 3), (4, 1)])
+def test_column_bands_walk_the_grid_column_by_column(rows, cols):
+    # Owners along a column-major walk: each worker's blocks are whole columns of the grid, also
+    # on grids that are not square.
+    model = plan_module._Model(Problem((8,) * rows, (8,) * cols, (8,), 8), cpu_workers([1] * cols),
+                               8, 8, {})
+    owner = plan_module._owners(model, True)[2]
+    assert owner == [j for i in range(rows) for j in range(cols)]
+
+
+def test_column_bands_keep_b_columns_where_they_are_on_a_wide_grid():
+    # A 2 x 4 grid; A's rows on w0 and w1, B's columns 0-1 on w0 and 2-3 on w1: column bands
+    # move only A's panels, half as many bytes as the row bands or the greedy pass.
+    where = {("a", 0, 0): "w0", ("a", 1, 0): "w1"} | {("b", 0, j): f"w{j // 2}" for j in range(4)}
+    plan = make_plan(Problem((8,) * 2, (8,) * 4, (8,), 8), cpu_workers([1, 1], bandwidth=1e6),
+                     block_size=8, split="off", locations=where)
+    assert plan.makespan == pytest.approx(8 * 8 * 8 / 1e6)  # one A panel of 512 B per worker
+    assert {w: sorted(x.block % 4 for x in plan.work_for(w)) for w in ("w0", "w1")} == {
+        "w0": [0, 0, 1, 1], "w1": [2, 2, 3, 3]}
+
+
+@pytest.mark.parametrize("speeds, problem", [
+    ((1, 1, 1), Problem((16,), (16,), (4,) * 12, 8)),
+    ((1, 3, 2, 3), Problem((64,) * 4, (64,), (4,) * 64, 4)),
+])
+def test_split_on_hands_work_on_while_a_worker_is_idle(speeds, problem):
+    # Compute alone, no transfers to speak of: "on" evens the workers out to about one K chunk of
+    # compute each, also where the busiest worker ties with a block's owner.
+    workers = cpu_workers(speeds, bandwidth=1e15)
+    plan = make_plan(problem, workers, block_size=problem.m_chunks[0], split="on")
+    check_structure(plan)
+    total = 2 * sum(problem.m_chunks) * sum(problem.n_chunks) * sum(problem.k_chunks)
+    ideal = total / sum(w.flops for w in workers)
+    chunk = 2 * problem.m_chunks[0] * problem.n_chunks[0] * problem.k_chunks[0] / min(
+        w.flops for w in workers)
+    assert all(t > 0 for t in plan.predicted.values())
+    assert plan.makespan <= ideal + chunk * 1.001, (plan.predicted, ideal)
