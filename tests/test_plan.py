@@ -194,6 +194,10 @@ def test_split_on_balances_predicted_time(speeds, per_worker, extra):
     check_structure(plan)
     block_time = 2 * 64 * 64 * 256 / (sum(w.flops for w in workers) / len(workers))
     assert balanced(plan, block_time), plan.table()
+    # and within about a K chunk of the ideal (the slowest worker's time for one)
+    ideal = 2 * 64 * 64 * 256 * len(problem.m_chunks) / sum(w.flops for w in workers)
+    chunk = 2 * 64 * 64 * 4 / min(w.flops for w in workers)
+    assert plan.makespan <= ideal + 1.5 * chunk, plan.table()
 
 
 def test_without_split_the_same_tail_is_unbalanced():
