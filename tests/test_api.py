@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import dask
 import dask.array as da
 import numpy as np
@@ -596,3 +598,178 @@ def test_drawn_gemm_equals_blas_semantics():
         assert_close(got, want, dtype)
 
     check()
+
+
+# -- behaviour pinned by mutation testing ------------------------------------------------------------
+
+def test_list_operands_are_arrays():
+    """Nested lists (and tuples) multiply as ``numpy.asarray`` makes them, as NumPy's matmul does."""
+    a, b = [[1, 2], [3, 4], [5, 6]], (1, -1)
+    got = mgemm.matmul(a, b)
+    want = np.matmul(a, b)
+    assert type(got) is np.ndarray and got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(mgemm.gemm([[1.0, 2.0]], [[3.0], [4.0]], alpha=2.0), [[22.0]])
+
+
+@pytest.mark.parametrize("dtype", ["datetime64[s]", "timedelta64[s]"])
+def test_time_dtypes_have_no_matrix_product(dtype):
+    x = np.zeros((2, 2), dtype=dtype)
+    with pytest.raises(TypeError, match=re.escape(f"a has dtype {dtype}, which has no matrix product")):
+        mgemm.matmul(x, np.ones((2, 2)))
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_an_empty_batch_keeps_the_result_dtype(lazy):
+    """No matrices in the batch: an empty result of NumPy's shape and dtype (not float64)."""
+    a, b = np.ones((0, 2, 3), np.float32), np.ones((3, 4), np.float32)
+    want = np.matmul(a, b)
+    got = mgemm.matmul(da.from_array(a) if lazy else a, b)
+    assert got.shape == want.shape and got.dtype == want.dtype == np.float32
+    assert np.asarray(got).dtype == np.float32
+
+
+def test_degenerate_products_keep_the_result_dtype():
+    """alpha == 0 and empty dimensions need no product, and still give the result's dtype."""
+    a = np.ones((3, 4), np.float32)
+    for got in (mgemm.gemm(a, a.T, alpha=0), mgemm.matmul(a[:, :0], a.T[:0]),
+                mgemm.gemm(da.from_array(a, chunks=2), a.T, alpha=0).compute()):
+        assert got.dtype == np.float32 and got.shape == (3, 3) and not got.any()
+    # a numpy.float64 beta (wider than the operands) does not widen the result either
+    c = np.full((3, 3), 0.5, np.float32)
+    got = mgemm.gemm(a, a.T, c, alpha=0, beta=np.float64(2.0))
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, np.ones((3, 3), np.float32))
+
+
+def test_gemm_result_type_includes_c():
+    """C takes part in the type promotion: float32 A and B with a float64 C give float64, as
+    ``alpha * a @ b + beta * c`` does in NumPy."""
+    rng = np.random.default_rng(21)
+    a, b = random(rng, (6, 5), "f4"), random(rng, (5, 4), "f4")
+    c = random(rng, (6, 4), "f8")
+    want = 1.5 * (a.astype(np.float64) @ b.astype(np.float64)) + 0.25 * c
+    for x in (a, da.from_array(a, chunks=3)):
+        got = mgemm.gemm(x, b, c, alpha=1.5, beta=0.25)
+        got = got.compute() if isinstance(got, da.Array) else got
+        assert got.dtype == np.float64
+        assert_close(got, want, np.float32)  # the product itself is float32's
+
+
+def test_gemm_with_a_dask_c_is_lazy():
+    """Any Dask operand, C included, makes the result a lazy Dask array."""
+    rng = np.random.default_rng(22)
+    a, b, c = random(rng, (4, 3), "f8"), random(rng, (3, 5), "f8"), random(rng, (4, 5), "f8")
+    got = mgemm.gemm(a, b, da.from_array(c, chunks=2), beta=0.5)
+    assert isinstance(got, da.Array)
+    assert_close(got.compute(), a @ b + 0.5 * c, np.float64)
+
+
+def test_gemm_scalars_must_be_numbers_not_bools():
+    x = np.ones((2, 3))
+    for name in ("alpha", "beta"):
+        with pytest.raises(TypeError, match=f"{name} must be a number, got True"):
+            mgemm.gemm(x, x.T, np.ones((2, 2)), **{name: True})
+
+
+def test_gemm_whole_and_real_scalars_of_other_types_are_converted():
+    """A float alpha or beta that is a whole number scales an integer product as the integer
+    does, and a complex one with no imaginary part a real product as its real part (the
+    product's type is kept and C is added in it)."""
+    ints = np.arange(6, dtype=np.int64).reshape(2, 3)
+    c = np.array([[1, -2], [3, 4]], np.int64)
+    got = mgemm.gemm(ints, ints.T, c, alpha=3.0, beta=2.0)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, 3 * (ints @ ints.T) + 2 * c)
+    np.testing.assert_array_equal(mgemm.gemm(ints, ints.T, c, alpha=2 + 0j, beta=-1 + 0j),
+                                  2 * (ints @ ints.T) - c)
+    real = ints.astype(np.float64)
+    got = mgemm.gemm(real, real.T, c.astype(np.float64), alpha=0.5 + 0j, beta=0.25 + 0j)
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, 0.5 * (real @ real.T) + 0.25 * c, rtol=1e-15)
+
+
+def test_gemm_bool_scalars_are_zero_or_one():
+    flags = np.ones((2, 3), bool)
+    with pytest.raises(TypeError, match=r"alpha = 2 is not a value of the product's type bool"):
+        mgemm.gemm(flags, flags.T, alpha=2)
+
+
+def test_gemm_on_a_cluster_does_not_send_c_when_beta_is_zero(client, monkeypatch):
+    """beta == 0: C is not read, so an eager product on a cluster scatters only A and B."""
+    rng = np.random.default_rng(23)
+    from mgemm import cluster
+
+    sent, scatter = [], cluster.scatter
+    monkeypatch.setattr(cluster, "scatter", lambda c, x, chunks, name, *rest:
+                        sent.append(name.split("-")[2]) or scatter(c, x, chunks, name, *rest))
+    a, b = random(rng, (8, 6), "f8"), random(rng, (6, 4), "f8")
+    got = mgemm.gemm(a, b, np.full((8, 4), np.nan), beta=0.0, client=client)
+    assert_close(got, a @ b, np.float64)
+    assert sorted(sent) == ["a", "b"]
+
+
+def test_block_size_sets_the_output_blocks():
+    """``block_size=n`` plans n × n output blocks, ``(rows, cols)`` rows × cols (chunks of one
+    element leave the planner free to group them)."""
+    x = da.ones((8, 8), chunks=1)
+    assert mgemm.matmul(x, x, block_size=4).chunks == ((4, 4), (4, 4))
+    assert mgemm.matmul(x, x, block_size=(2, 4)).chunks == ((2, 2, 2, 2), (4, 4))
+
+
+def test_keyword_options_win_over_dask_config_even_when_false():
+    """keyword > dask.config: also for the default value and for false values."""
+    from mgemm import config
+
+    with dask.config.set({"mgemm.block_size": 5, "mgemm.allow_tf32": True, "mgemm.split": "off",
+                          "mgemm.engine": "numpy", "mgemm.tune": True}):
+        got = config.resolve(block_size=7, allow_tf32=False, split="auto", engine="auto",
+                             tune=0)
+        assert (got["block_size"], got["allow_tf32"], got["split"], got["engine"],
+                got["tune"]) == (7, False, "auto", "auto", False)
+        got = config.resolve()  # not given (None): dask.config's
+        assert (got["block_size"], got["allow_tf32"], got["split"], got["engine"],
+                got["tune"]) == (5, True, "off", "numpy", True)
+
+
+def test_environment_options_under_dask_config(tmp_path):
+    """``MGEMM_*`` variables set the defaults: ``DASK_MGEMM__*`` ones and ``dask.config`` win over
+    them, and a keyword over everything (read at import: a fresh interpreter)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import dask, mgemm.config as c\n"
+            "print(c.resolve()['block_size'], c.resolve()['engine'], c.resolve()['split'],"
+            " c.resolve(block_size=3)['block_size'])\n"
+            "with dask.config.set({'mgemm.engine': 'auto'}):\n"
+            "    print(c.resolve()['engine'])\n")
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MGEMM_", "DASK_MGEMM"))}
+    env.update(PYTHONPATH=str(root), MGEMM_BLOCK_SIZE="96", MGEMM_ENGINE="NumPy",
+               MGEMM_SPLIT="off", DASK_MGEMM__SPLIT="on")
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["96", "numpy", "on", "3", "auto"]
+
+
+def test_option_values_are_parsed():
+    """The options' spellings: names in any case, booleans and splits from words and bools,
+    block sizes as n, "RxC" or pairs of positive integers, "auto" or "" for the active client."""
+    from mgemm import config
+
+    got = config.resolve(engine=" NumPy ", split=True, block_size="32x16", client="auto",
+                         allow_tf32="", tune="on")
+    assert got == {"engine": "numpy", "block_size": (32, 16), "allow_tf32": False,
+                   "emulate_fp32": "off", "split": "on", "tune": True, "client": None}
+    assert config.resolve(split=False, client=" tcp://h:1 ")["split"] == "off"
+    assert config.resolve(client=" tcp://h:1 ")["client"] == "tcp://h:1"
+    assert config.resolve(block_size="64")["block_size"] == 64
+    for bad in [(1, 2, 3), 0, -4, "0", True, (True, 2), 2.5]:
+        with pytest.raises(ValueError, match="block_size must be"):
+            config.resolve(block_size=bad)
+    for bad in ("maybe", 2):
+        with pytest.raises(ValueError, match="not a boolean"):
+            config.resolve(allow_tf32=bad)

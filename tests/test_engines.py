@@ -392,3 +392,172 @@ def test_persistent_engine_adds_launches_in_float32(monkeypatch, hopper_here, be
     assert launches[groups:] == [np.float16]  # one launch: its own type, no float32 block
     assert got.dtype == whole.dtype == np.float16
     assert np.mean(got == whole) >= 0.99
+
+
+# -- behaviour pinned by mutation testing ------------------------------------------------------------
+
+def test_select_and_staged_follow_the_chunk_type():
+    """``auto`` gives ``numpy`` for NumPy chunks and ``auto-gpu`` for CuPy ones; ``numpy`` on CuPy
+    chunks is refused; a GPU engine stages NumPy chunks only (a NumPy subclass whose module is
+    "cupy" stands in for CuPy: only the type is read)."""
+    class FakeCupy(np.ndarray):
+        pass
+    FakeCupy.__module__ = "cupy._core.core"
+    gpu, host = np.empty(1).view(FakeCupy), np.empty(1)
+    assert engines.select("numpy", host) == "numpy"
+    assert engines.select("persistent", gpu) == "persistent"
+    with pytest.raises(ValueError, match="engine 'numpy' cannot multiply CuPy chunks"):
+        engines.select("numpy", gpu)
+    for name in ("cublas", "persistent", "auto-gpu"):
+        assert engines.staged(name, host) and not engines.staged(name, gpu)
+    assert not engines.staged("numpy", host)
+
+
+@pytest.mark.parametrize("alpha, beta", [(-1.0, 0.0), (1.0, -1.0), (-1.0, 1.0), (2.0, 0.5)])
+def test_scale_and_add_values(alpha, beta):
+    rng = np.random.default_rng(3)
+    acc, c = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    want = alpha * acc + beta * c
+    got = engines.scale_and_add(acc.copy(), alpha, beta, c, np)
+    np.testing.assert_allclose(got, want, rtol=1e-15)
+
+
+def test_engines_do_not_read_c_when_beta_is_zero():
+    """``c`` is not read when ``beta == 0``: a NaN there does not reach the block (scale_and_add
+    and the numpy engine, for callers that pass C along with beta == 0)."""
+    from mgemm.engines import get
+
+    nan = np.full((2, 2), np.nan)
+    np.testing.assert_array_equal(engines.scale_and_add(np.ones((2, 2)), 2.0, 0.0, nan, np),
+                                  np.full((2, 2), 2.0))
+    got = get("numpy").gemm([np.eye(2)], [np.ones((2, 2))], alpha=3.0, beta=0.0, c=nan)
+    np.testing.assert_array_equal(got, np.full((2, 2), 3.0))
+
+
+def test_numpy_engine_of_no_k_gives_beta_c(monkeypatch):
+    """K == 0 (every K part empty): the product is zero, so the block is beta · C; the block's
+    memory is not left as allocated (here: filled with NaN)."""
+    import mgemm.engines.numpy as numpy_engine
+    from mgemm.engines import get
+
+    class DirtyNumpy:
+        def __getattr__(self, name):
+            return getattr(np, name)
+
+        @staticmethod
+        def empty(shape, dtype=float):
+            return np.full(shape, np.nan, dtype)
+    monkeypatch.setattr(numpy_engine, "np", DirtyNumpy())
+    c = np.arange(6.0).reshape(2, 3)
+    got = get("numpy").gemm_chunks([[np.empty((2, 0))]], [[np.empty((0, 3))]], alpha=2.0,
+                                   beta=0.5, c=c)
+    np.testing.assert_array_equal(got, 0.5 * c)
+    got = get("numpy").gemm([np.empty((2, 0)), np.empty((2, 0))], [np.empty((0, 3))] * 2)
+    np.testing.assert_array_equal(got, np.zeros((2, 3)))
+
+
+def test_scale_and_add_scales_by_alpha_in_the_blocks_type():
+    """BLAS's alpha has the matrices' type: a float32 block is scaled by alpha rounded to float32
+    (a numpy.float64 alpha, as a caller may pass, gives the same block as its float32 value)."""
+    acc = np.random.default_rng(5).standard_normal((20, 30)).astype(np.float32)
+    got = engines.scale_and_add(acc.copy(), np.float64(1 / 3), 0.0, None, np)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, acc * np.float32(1 / 3))
+
+
+def test_is_cupy_reads_the_top_level_module():
+    """CuPy's arrays are of module ``cupy`` or a submodule; cupyx (sparse matrices) and
+    cupy_backends are other packages."""
+    def of(module):
+        return type("X", (), {"__module__": module})()
+    assert engines.is_cupy(of("cupy")) and engines.is_cupy(of("cupy._core.core"))
+    for module in ("cupyx.scipy.sparse._csr", "cupy_backends.cuda", "numpy", "cupyish"):
+        assert not engines.is_cupy(of(module))
+
+
+def test_numpy_engine_gemm_takes_out_dtype_beta_and_c():
+    """``gemm`` (K parts as panels) with alpha, beta and C, in the ``out_dtype`` asked for (wider
+    than the parts' own type: a float64 C)."""
+    from mgemm.engines import get
+
+    rng = np.random.default_rng(9)
+    a = [rng.standard_normal((5, k)).astype(np.float32) for k in (3, 4)]
+    b = [rng.standard_normal((k, 6)).astype(np.float32) for k in (3, 4)]
+    c = rng.standard_normal((5, 6))
+    got = get("numpy").gemm(a, b, alpha=2.0, beta=-0.5, c=c, out_dtype="float64")
+    assert got.dtype == np.float64
+    want = 2.0 * sum(x.astype(np.float64) @ y.astype(np.float64) for x, y in zip(a, b)) - 0.5 * c
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_numpy_engine_rounds_16_bit_parts_once():
+    """Each K part of a float16 block is kept in float32 until all are added: here the second
+    part, (1 + 2^-10)², is 1 + 2^-9 + 2^-20, whose last term float16 cannot hold beside 1, and the
+    first part cancels the rest, so only a float32 sum leaves 2^-20 (a float16 subnormal)."""
+    from mgemm.engines import get
+
+    h = np.float16
+    one_over = h(1 + 2.0 ** -10)
+    a_rows = [[np.array([[1]], h), np.array([[one_over]], h)]]
+    b_rows = [[np.array([[-(1 + 2.0 ** -9)]], h)], [np.array([[one_over]], h)]]
+    got = get("numpy").gemm_chunks(a_rows, b_rows, out_dtype="float16")
+    assert got.dtype == np.float16 and got[0, 0] == h(2.0 ** -20)
+    got = get("numpy").gemm([x[0] for x in [a_rows[0][:1], a_rows[0][1:]]],
+                            [row[0] for row in b_rows])
+    assert got[0, 0] == h(2.0 ** -20)
+
+
+def test_rows_on_ignores_dimensions_of_one_element():
+    """A single row's (or column's) stride is never stepped over: it does not decide alignment."""
+    from mgemm.engines.auto import rows_on
+
+    base = _aligned((4, 72))
+    assert not rows_on(base[:, :64], 128)  # rows 144 bytes apart
+    assert rows_on(base[:1, :64], 128)  # one row: its stride is never used
+    assert rows_on(_aligned((4, 64)), 128) and not rows_on(_aligned((4, 64))[:, 1:], 128)
+
+
+def test_cublas_unaligned_counts_the_output_rows():
+    """A column-major B of aligned columns still gives an unaligned output where N is odd."""
+    from mgemm.engines.auto import cublas_unaligned
+
+    a = _aligned((64, 64))
+    assert not cublas_unaligned(a, _aligned((64, 64)).T, np.float16)
+    assert cublas_unaligned(a, _aligned((65, 64)).T, np.float16)  # output rows of 130 bytes
+    assert not cublas_unaligned(a, _aligned((68, 64)).T, np.float32)  # 272 bytes
+    assert cublas_unaligned(a, _aligned((66, 64)).T, np.float32)  # 264 bytes
+
+
+def test_auto_keeps_one_aligned_part_on_cublas(monkeypatch):
+    """One K part, aligned for cuBLAS, rows even on 128-byte boundaries: cuBLAS is ahead."""
+    from mgemm import hopper
+    from mgemm.engines import auto
+
+    monkeypatch.setattr(hopper, "supported", lambda device=None: True)
+    a, b = _aligned((64, 256)), _aligned((256, 128))
+    assert auto.choose([a], [b]) == "cublas"
+    assert auto.choose([a, a], [b, b]) == "persistent"
+
+
+@pytest.mark.parametrize("tune", [False, True])
+def test_auto_engine_asks_tuned_only_with_tune(monkeypatch, tune):
+    """With ``tune`` the model's pick (``choose``) goes through ``tuned``, whose answer runs."""
+    from mgemm.engines import auto
+
+    ran, asked = [], []
+
+    class Fake:
+        def __init__(self, name):
+            self.name = name
+
+        def gemm(self, a_parts, b_parts, **kwargs):
+            ran.append(self.name)
+            return "block"
+    monkeypatch.setattr(auto, "choose", lambda a, b, out_dtype=None: "cublas")
+    monkeypatch.setattr(auto, "tuned", lambda a, b, out_dtype, model:
+                        asked.append((model, out_dtype)) or "persistent")
+    monkeypatch.setattr(auto, "get", Fake)
+    got = auto.GpuAutoEngine().gemm(["a"], ["b"], out_dtype="float16", tune=tune)
+    assert got == "block"
+    assert ran == (["persistent"] if tune else ["cublas"])
+    assert asked == ([("cublas", "float16")] if tune else [])

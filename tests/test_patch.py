@@ -421,3 +421,97 @@ def test_a_patched_product_in_dasks_chunks_keeps_its_placement(client, rng):
     blocks = [key for key in got.dask if str(key[0]).startswith("mgemm-block-")]
     assert blocks and all(key in placed for key in blocks)
     assert_close(client.compute(got).result(), x @ y, np.float64)
+
+
+# -- behaviour pinned by mutation testing ------------------------------------------------------------
+
+def test_numpy_with_cupy_chunks_stays_with_dask(spy, monkeypatch):
+    """mgemm refuses NumPy chunks with CuPy ones; the patch leaves such a product to dask, which
+    builds it (a NumPy subclass whose module is "cupy", registered as ``cupy.ndarray``, stands
+    in for CuPy: only the chunk types are read)."""
+    import types
+
+    class FakeCupy(np.ndarray):
+        pass
+    FakeCupy.__module__ = "cupy._core.core"
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(ndarray=FakeCupy))
+    host = da.ones((4, 4), chunks=2)
+    gpu = da.from_array(np.ones((4, 4)).view(FakeCupy), chunks=2, asarray=False)
+    assert mgemm.patch._routable(gpu, gpu, dot=False)  # CuPy chunks on both sides: mgemm's
+    for a, b in ((host, gpu), (gpu, host)):
+        want = da_core.Array.__dict__["__matmul__"](a, b)
+        with mgemm.patch_dask():
+            got = a @ b
+        assert got.name == want.name
+    assert not spy
+
+
+def test_a_batch_of_max_batch_matrices_is_routed(spy, monkeypatch):
+    rng = np.random.default_rng(31)
+    monkeypatch.setattr(mgemm.patch, "MAX_BATCH", 2)
+    x, y = random(rng, (2, 3, 4), "f8"), random(rng, (4, 5), "f8")
+    a, b = da.from_array(x, chunks=2), da.from_array(y, chunks=2)
+    with mgemm.patch_dask():
+        got = a @ b
+        assert len(spy) == 1 and mgemm.patch.through_mgemm(got)
+        assert not mgemm.patch.through_mgemm(da.concatenate([a, a]) @ b)  # 4 > MAX_BATCH
+    assert_close(got.compute(), x @ y, np.float64)
+
+
+def test_nested_patches_fall_back_to_dasks_own_functions():
+    """An inner patch wraps dask's own functions, not the outer patch's wrappers: its fallbacks
+    go straight to dask."""
+    before = _dask_attributes()
+    with mgemm.patch_dask(block_size=4):
+        with mgemm.patch_dask(block_size=5):
+            assert da.matmul.__wrapped__ is before[0]
+            assert da.dot.__wrapped__ is before[1]
+            assert da_core.Array.__dict__["dot"].__wrapped__ is before[4]
+
+
+@pytest.mark.parametrize("dt_a, dt_b", [("i4", "i8"), ("i8", "i4"), ("f4", "f8"), ("i8", "f4")])
+def test_mixed_dtypes_of_a_platform_width_result_are_routed(spy, dt_a, dt_b):
+    """Narrow integers stay with dask only where the *result* type is narrower than the
+    platform's integer: int32 with int64 is an int64 product, which mgemm computes as dask."""
+    rng = np.random.default_rng(32)
+    x, y = random(rng, (5, 4), dt_a), random(rng, (4, 3), dt_b)
+    with mgemm.patch_dask():
+        got = da.from_array(x, chunks=2) @ da.from_array(y, chunks=2)
+    assert len(spy) == 1 and got.dtype == np.result_type(x, y)
+    np.testing.assert_allclose(got.compute(), x.astype(np.float64) @ y.astype(np.float64),
+                               rtol=1e-6)
+
+
+def test_dot_of_two_ndarrays_is_lazy(spy):
+    """``da.dot`` of two in-memory arrays is lazy in dask, so it is under the patch too."""
+    rng = np.random.default_rng(33)
+    x, y = random(rng, (6, 4), "f8"), random(rng, (4, 3), "f8")
+    with mgemm.patch_dask():
+        got = da.dot(x, y)
+    assert len(spy) == 1 and isinstance(got, da.Array) and mgemm.patch.through_mgemm(got)
+    assert_close(got.compute(), x @ y, np.float64)
+
+
+def test_dot_with_extra_arguments_goes_to_dask(spy):
+    """``np.dot(a, b, out)`` reaches ``dask.array.dot`` with the extra argument, which dask refuses;
+    so does the patched one, rather than multiplying and dropping it."""
+    a = da.ones((3, 3), chunks=2)
+    with mgemm.patch_dask():
+        for call in (lambda: da.dot(a, a, None), lambda: np.dot(a, a, out=None)):
+            with pytest.raises(TypeError):
+                call()
+    assert not spy
+
+
+def test_masked_chunks_on_both_sides_stay_with_dask(spy):
+    """Masked arrays are a NumPy subclass that mgemm refuses: a product of two Dask arrays of
+    masked chunks is dask's own (not only one beside plain chunks)."""
+    rng = np.random.default_rng(34)
+    x = random(rng, (4, 4), "f8")
+    a = da.ma.masked_greater(da.from_array(x, chunks=2), 0.5)
+    want = da_core.Array.__dict__["__matmul__"](a, a)
+    with mgemm.patch_dask():
+        got = a @ a
+    assert got.name == want.name and not spy
+    np.testing.assert_array_equal(np.ma.getmaskarray(got.compute()),
+                                  np.ma.getmaskarray(want.compute()))

@@ -168,3 +168,64 @@ def test_staged_block_queues_each_part_after_its_copies(staged, rng):
     sync = max(i for i, entry in enumerate(staged) if entry[0] == "synchronize")
     back = [i for i, entry in enumerate(staged) if entry[0] == "copy back"]
     assert back and min(back) > sync > gemms[-1]
+
+
+@pytest.mark.parametrize("dtype, acc", [("float16", "float32"), ("float32", "float32"),
+                                        ("int64", "int64")])
+def test_staged_parts_are_multiplied_into_the_accumulator_type(staged, monkeypatch, dtype, acc):
+    """By part, every K part's GEMM writes ``engines.accumulator_dtype``: a float16 block adds up
+    in float32 and is rounded once at the end, not once per part."""
+    rng = np.random.default_rng(41)
+    engine = engines._cache["cublas"]
+    asked, gemm = [], engine.gemm
+    monkeypatch.setattr(engine, "gemm", lambda *args, **kw: asked.append(np.dtype(kw["out_dtype"]))
+                        or gemm(*args, **kw))
+    alpha, beta = (3, 2) if dtype == "int64" else (0.5, 2)
+    a, b, c, got = _product(dtype, rng, alpha, beta)
+    assert len(asked) == 4 and set(asked) == {np.dtype(acc)}
+    assert got.dtype == np.dtype(dtype)
+    if dtype == "int64":
+        np.testing.assert_array_equal(got, 3 * (a @ b) + 2 * c)
+    else:
+        wide = a.astype(np.float64) @ b.astype(np.float64)
+        assert_close(got, 0.5 * wide + 2 * c.astype(np.float64), dtype)
+
+
+@pytest.mark.parametrize("by_part", [True, False], ids=["by_part", "whole"])
+def test_staged_block_hands_the_engine_device_arrays(staged, monkeypatch, by_part):
+    """Every operand a staged block's engine gets is on the device, C included (the whole block
+    copied at once as well as part by part)."""
+    rng = np.random.default_rng(42)
+    monkeypatch.setattr(graph, "STAGE_BY_PART", by_part)
+    engine = engines._cache["cublas"]
+    kinds, gemm = set(), engine.gemm
+
+    def checking(a_parts, b_parts, **kw):
+        kinds.update(type(x).__name__ for x in (*a_parts, *b_parts, kw["c"]))
+        return gemm(a_parts, b_parts, **kw)
+    monkeypatch.setattr(engine, "gemm", checking)
+    a, b, c, got = _product("float32", rng, 0.5, 2)
+    assert kinds == {"DeviceArray"}
+    assert_close(got, 0.5 * (a.astype(np.float64) @ b.astype(np.float64)) + 2 * c, np.float32)
+
+
+def test_an_emulated_staged_block_is_multiplied_whole(staged, monkeypatch):
+    """``emulate_fp32``: a staged block is copied whole and multiplied by ``mgemm.emulate.gemm``
+    over all its K parts (not part by part with the engine's plain product)."""
+    rng = np.random.default_rng(43)
+    from mgemm import emulate
+
+    calls = []
+
+    def emulated(engine, a_parts, b_parts, scheme, **kw):
+        calls.append((scheme, len(a_parts)))
+        return engine.gemm(a_parts, b_parts, **kw)  # the exact product, as off sm_90
+    monkeypatch.setattr(emulate, "gemm", emulated)
+    a, b, c = (random(rng, s, "float32") for s in ((60, 50), (50, 40), (60, 40)))
+    x = da.from_array(a, chunks=((25, 35), (20, 16, 14)))
+    y = da.from_array(b, chunks=((12, 38), (40,)))
+    with dask.config.set(scheduler="sync"):
+        got = mgemm.gemm(x, y, c, alpha=0.5, beta=2, engine="cublas", block_size=(60, 40),
+                         emulate_fp32="bf16x6").compute()
+    assert calls == [("bf16x6", 4)]
+    assert_close(got, 0.5 * (a.astype(np.float64) @ b.astype(np.float64)) + 2 * c, np.float32)
