@@ -187,10 +187,13 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0
 
 def _scalar(value: Any, name: str, out_dtype: Any) -> Any:
     """``alpha`` or ``beta`` as the product's kind of number (BLAS's scalars have the matrices'
-    type): a TypeError where that would change its value, not a silently rounded result."""
+    type): a TypeError where that would change its value, not a silently rounded result.  A
+    float or complex product's scalar is rounded to the type its block is added up in
+    (``engines.accumulator_dtype``: float32 for 16-bit products) and given as a Python number,
+    so ``numpy.float64(1/3)`` and ``numpy.float32(1/3)`` scale a float32 product alike."""
     kind = np.dtype(out_dtype).kind
     if kind == "c":
-        return value
+        return _rounded(value, np.dtype(out_dtype), name, complex)
     if np.iscomplexobj(value):
         if value.imag != 0:
             raise TypeError(f"mgemm.gemm: {name} = {value} is complex, but the product is "
@@ -206,7 +209,18 @@ def _scalar(value: Any, name: str, out_dtype: Any) -> Any:
             raise TypeError(f"mgemm.gemm: {name} = {value} is not a value of the product's type "
                             f"{out_dtype} ({low} to {high})")
         return np.dtype(out_dtype).type(int(value))  # 2.0 scales an integer block as 2 does
-    return value
+    return _rounded(value, np.dtype(engines.accumulator_dtype(out_dtype)), name, float)
+
+
+def _rounded(value: Any, dtype: np.dtype, name: str, kind: type) -> Any:
+    """``value`` rounded to ``dtype``, as a Python ``kind``; a finite value beyond the type's
+    range is a TypeError (it would scale every element to inf)."""
+    with np.errstate(over="ignore"):
+        rounded = dtype.type(value)
+    if np.isfinite(value) and not np.isfinite(rounded):
+        raise TypeError(f"mgemm.gemm: {name} = {value} is beyond the range of {dtype}, the type "
+                        f"the product is scaled in")
+    return kind(rounded)
 
 
 def _empty(shape: tuple, dtype: Any, a: Any, b: Any) -> da.Array:

@@ -773,3 +773,42 @@ def test_option_values_are_parsed():
     for bad in ("maybe", 2):
         with pytest.raises(ValueError, match="not a boolean"):
             config.resolve(allow_tf32=bad)
+
+
+def test_gemm_scalars_are_rounded_to_the_products_type():
+    """alpha and beta scale in the product's type (BLAS's scalars), whatever type they come in:
+    a numpy.float64 beta gives what a float32 or a Python float one gives."""
+    rng = np.random.default_rng(24)
+    a, b, c = random(rng, (40, 20), "f4"), random(rng, (20, 30), "f4"), random(rng, (40, 30), "f4")
+    kinds = [np.float64(1 / 3), np.float32(1 / 3), 1 / 3]
+    for name in ("alpha", "beta"):
+        got = [mgemm.gemm(a, b, c, **{name: value}) for value in kinds]
+        assert all(x.dtype == np.float32 for x in got)
+        np.testing.assert_array_equal(got[0], got[1])
+        np.testing.assert_array_equal(got[0], got[2])
+
+
+@pytest.mark.parametrize("dtype, value", [("f4", 1e39), ("f4", np.float64(1e300)),
+                                          ("c8", complex(1e300, 1)), ("f2", 1e39)])
+def test_gemm_scalars_beyond_the_types_range_are_refused(dtype, value):
+    x = np.ones((2, 2), dtype)
+    for name in ("alpha", "beta"):
+        with pytest.raises(TypeError, match=f"{name} = .* is beyond the range"):
+            mgemm.gemm(x, x, x, **{name: value})
+    assert np.isinf(mgemm.gemm(x, x, alpha=float("inf"))).all()  # an infinite one is the user's
+
+
+@pytest.mark.parametrize("other", ["bool", "int8", "uint8", "int16", "float16", "int64"])
+def test_bfloat16_products_take_numpys_promotion(other):
+    """bfloat16 with another type: numpy.result_type's answer, which dask's matmul and numpy.dot
+    give too (numpy.matmul's own loops give float32 for bool and 8-bit integers)."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    a = np.ones((3, 4), ml_dtypes.bfloat16)
+    b = np.ones((4, 2), other)
+    want = np.result_type(a.dtype, b.dtype)
+    assert np.dot(a, b).dtype == want
+    assert (da.from_array(a) @ da.from_array(b)).dtype == want
+    for x, y in ((a, b), (b.T, a.T)):
+        got = mgemm.matmul(x, y)
+        assert got.dtype == want
+        np.testing.assert_array_equal(got.astype(np.float64), np.full(got.shape, 4.0))
