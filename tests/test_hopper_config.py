@@ -369,3 +369,72 @@ def test_plan_launch_matches_mirror():
     assert lp.grid == 132
     pt = hopper.plan_launch(cfg.replace(policy="per_tile"), 1000, 3000, 4000, 132)
     assert pt.grid == pt.tiles and pt.sk_tiles == 0
+
+
+# --- mutation-audit additions: the validation's edges, rendering, the split-only plan -----------
+
+def test_config_validation_edges():
+    """What is allowed right at each limit, and the checks the tests above do not reach."""
+    assert HopperConfig(stages=2).stages == 2
+    assert HopperConfig(producer_regs=168, consumer_regs=168).producer_regs == 168  # LAUNCH_REGS each
+    assert HopperConfig(producer_regs=32, consumer_regs=240).consumer_regs == 240  # 65536 registers exactly
+    assert HopperConfig(k_parts=hopper_config.MAX_K_PARTS).k_parts == hopper_config.MAX_K_PARTS
+    assert HopperConfig(tile_n=192, promote=2).promote == 2
+    with pytest.raises(ValueError, match="promote"):
+        HopperConfig(tile_n=224, promote=2)
+    with pytest.raises(ValueError, match="promote"):
+        HopperConfig(pingpong=True, tile_m=64, tile_n=128, promote=2)
+    with pytest.raises(ValueError, match="raster"):
+        HopperConfig(raster="x")
+    with pytest.raises(ValueError, match="split_only"):
+        HopperConfig(policy="streamk", sk_reduce="owner", split_only=True)
+    with pytest.raises(ValueError, match="plain_out"):
+        HopperConfig(epilogue="pair", plain_out=True)
+    with pytest.raises(ValueError, match="out_cols"):  # divides 144, but 8 x 8 pieces is half a round
+        HopperConfig(input="float16", tile_n=288, stages=3, epilogue="columns", out_cols=8)
+    assert HopperConfig(input="float16", tile_n=288, stages=3, epilogue="columns", out_cols=16).out_cols == 16
+    with pytest.raises(ValueError, match="an exact width"):  # pingpong, 128 rows
+        HopperConfig(tile_n=144, pingpong=True, tile_m=128)
+
+
+def test_tma_epilogue_takes_a_larger_barrier_area():
+    tma = HopperConfig(input="float16", tile_n=128, stages=4, epilogue="tma")
+    staged = tma.replace(epilogue="staged")
+    assert tma.smem_bytes == 1024 + 4 * (128 + 128) * 128 + 1024 + 2 * 64 * 256
+    assert tma.smem_bytes - staged.smem_bytes == 512
+
+
+def test_trimmed_code_renders_and_keys():
+    only = HopperConfig(policy="streamk", sk_reduce="spread", split_only=True)
+    plain = HopperConfig(input="float16", epilogue="staged", plain_out=True)
+    assert "#define MGEMM_SPLIT_ONLY 1\n" in only.render() and "#define MGEMM_SPLIT_ONLY 0\n" in plain.render()
+    assert "#define MGEMM_PLAIN_OUT 1\n" in plain.render() and "#define MGEMM_PLAIN_OUT 0\n" in only.render()
+    assert only.key() != only.replace(split_only=False).key()
+    assert plain.key() != plain.replace(plain_out=False).key()
+
+
+def test_plan_launch_refuses_split_only_where_a_tile_runs_whole():
+    """One k-iteration a tile cannot be split: every_tile_split is False there, and a split_only
+    config's launch is refused; 512x512x32768 splits every tile."""
+    spread = HopperConfig(policy="streamk", sk_reduce="spread")
+    assert not hopper_config.every_tile_split(spread, hopper_config.plan_launch(spread, 128, 128, 64, 132))
+    only = spread.replace(split_only=True)
+    with pytest.raises(ValueError, match="split_only=True, but"):
+        hopper_config.plan_launch(only, 2048, 2048, 512, 132)
+    assert hopper_config.plan_launch(only, 512, 512, 32768, 132).grid == 128
+
+
+def test_sk_ways_is_for_stream_k_under_one_wave():
+    """sk_ways is dropped by the policies that split no tile, and a launch of more tiles than
+    slots is plain stream-K: one CTA a slot."""
+    for policy in ("static", "per_tile", "dynamic"):
+        assert HopperConfig(policy=policy, sk_ways=3).sk_ways == 0, policy
+    ways = HopperConfig(policy="streamk", sk_ways=2)
+    assert hopper_config.plan_launch(ways, 1152, 3968, 512, 132).grid == 132  # 279 tiles
+
+
+def test_input_kind_takes_float32_only_as_tf32_when_allowed():
+    assert hopper_config.input_kind("float32", allow_tf32=True) == "tf32"
+    assert hopper_config.input_kind("bfloat16") == "bfloat16"
+    with pytest.raises(TypeError, match="allow_tf32"):
+        hopper_config.input_kind("float32")

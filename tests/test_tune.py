@@ -312,3 +312,165 @@ def test_auto_engine_tunes_the_engine_and_is_right(shapes, monkeypatch, tmp_path
         assert len(engine) == 1 and engine[0]["label"] in ("cublas", "persistent")
         assert set(engine[0]["ms"]) == {"cublas", "persistent"}
         monkeypatch.setattr(tune, "measure", lambda *a, **k: pytest.fail("timed again"))
+
+
+# --- mutation-audit additions: the key, the cache file's edge cases, the margin's edges ----------
+
+def test_key_names_every_part_of_a_product_kind():
+    """Each of the key's parts tells two kinds apart; flags sort by name; the tail is the kernel
+    sources' digest and mgemm's version."""
+    from mgemm.kernels import sources_digest
+    base = dict(device="H200", sms=132, kind="float16", out="float16", m=8, n=16, k=32, parts=1,
+                layouts=(True, False), flags={"b_rows_off": False, "a_rows_off_128": True})
+    k0 = tune.key(**base)
+    assert k0.split("|")[:7] == ["H200", "132", "float16->float16", "8x16x32", "1", "KN",
+                                 "a_rows_off_128=1,b_rows_off=0"]
+    assert k0.endswith(f"|{sources_digest()[:16]}|{mgemm.__version__}")
+    assert tune.code_stamp() == f"{sources_digest()[:16]}|{mgemm.__version__}"
+    assert tune.key(**{**base, "flags": {"a_rows_off_128": True, "b_rows_off": False}}) == k0
+    for change in (dict(device="H100"), dict(sms=120), dict(kind="bfloat16"), dict(out="float32"),
+                   dict(m=9), dict(n=17), dict(k=33), dict(parts=2), dict(layouts=(False, True)),
+                   dict(flags={"b_rows_off": True, "a_rows_off_128": True})):
+        assert tune.key(**{**base, **change}) != k0, change
+
+
+def test_cache_ignores_a_file_that_is_not_an_object(tmp_path):
+    path = tmp_path / "tune.json"
+    path.write_text("[1, 2]")
+    cache = tune.Cache(path)
+    assert cache.get("a") is None
+    cache.put("a", {"label": "heuristic", "config": None, "ms": {}})
+    assert set(json.loads(path.read_text())) == {"a"}
+
+
+def test_cache_put_keeps_entries_written_after_this_cache_loaded(tmp_path):
+    """Two processes that both read the file before either writes: the second write keeps the
+    first's entry, and a later put of a key replaces its entry in the file."""
+    path = tmp_path / "tune.json"
+    one, two = tune.Cache(path), tune.Cache(path)
+    assert one.get("x") is None and two.get("x") is None  # both loaded the (missing) file
+    one.put("a", {"label": "s192", "config": None, "ms": {}})
+    two.put("b", {"label": "heuristic", "config": None, "ms": {}})
+    assert set(json.loads(path.read_text())) == {"a", "b"}
+    two.put("a", {"label": "q128", "config": None, "ms": {}})
+    assert tune.Cache(path).get("a")["label"] == "q128"
+
+
+def test_cache_put_leaves_the_old_file_whole_where_a_write_fails(tmp_path, monkeypatch):
+    """The file is replaced whole: a write that fails half way leaves the last good file."""
+    path = tmp_path / "tune.json"
+    tune.Cache(path).put("a", {"label": "s192", "config": None, "ms": {}})
+    real = type(path).write_text
+
+    def half_write(self, text, *args, **kwargs):
+        real(self, text[: len(text) // 2], *args, **kwargs)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(type(path), "write_text", half_write)
+    cache = tune.Cache(path)
+    cache.put("b", {"label": "heuristic", "config": None, "ms": {}})
+    monkeypatch.undo()
+    assert cache.get("b") is not None  # in memory still
+    assert set(json.loads(path.read_text())) == {"a"}
+
+
+def test_fastest_at_the_margin_and_without_the_incumbent():
+    assert tune.fastest({tune.HEURISTIC: 1.0, "s192": 0.98}) == "s192"  # just the margin ahead
+    assert tune.fastest({tune.HEURISTIC: 1.0, "s192": 0.97}) == "s192"
+    assert tune.fastest({tune.HEURISTIC: 1.0, "s192": 0.985}) == tune.HEURISTIC
+    assert tune.fastest({"s192": 1.0, tune.HEURISTIC: 1.0}, margin=0.0) == tune.HEURISTIC
+    assert tune.fastest({"s192": 1.0, "k128": 0.5}) == "k128"  # no incumbent: the least time
+
+
+def test_check_rows_takes_every_64th_and_the_last():
+    assert tune.check_rows(130) == [0, 64, 128, 129]
+    assert tune.check_rows(64) == [0, 63] and tune.check_rows(1) == [0]
+
+
+def test_choose_retunes_an_entry_without_a_config_or_with_unknown_fields(monkeypatch, tmp_path):
+    pick, _, calls, cache = _fake_choose(monkeypatch, tmp_path, {"heuristic": 1.0})
+    cache.put("key", {"label": "x", "ms": {}})  # no "config"
+    assert pick() is None and len(calls) == 1
+    cache.put("key", {"label": "x", "config": {"tile_n": 128, "warp_size": 64}, "ms": {}})
+    assert pick() is None and len(calls) == 2
+    cache.put("key", {"label": "x", "config": [128], "ms": {}})
+    assert pick() is None and len(calls) == 3
+
+
+def test_choose_times_again_only_under_short_ms(monkeypatch, tmp_path):
+    pick, _, calls, _ = _fake_choose(monkeypatch, tmp_path, {"heuristic": tune.SHORT_MS})
+    assert pick() is None and calls == [tune.REPS]
+
+
+def test_engine_choice_retunes_a_cached_engine_it_does_not_have(monkeypatch, tmp_path):
+    pick, calls = _engine_choice(monkeypatch, tmp_path, {"cublas": 1.0, "persistent": 0.5},
+                                 {"cublas": 1.0, "persistent": 1.0})
+    tune.Cache(tmp_path / "tune.json").put("engine|GPU|float16->float16|8x4x16|111|digest|0",
+                                            {"label": "gone", "ms": {}, "config": None})
+    assert pick() == "persistent" and len(calls) == 1
+
+
+def test_engine_choice_agreement_bound_and_engines_that_raise(monkeypatch, tmp_path, caplog):
+    """A block within AGREE x max |block| of the incumbent's (the bound itself included; a negative
+    block too) is timed; one further off, or whose call raises, is left out."""
+    for blocks, kept in (({"cublas": 50.0, "persistent": 51.0}, True),  # |diff| == the bound
+                         ({"cublas": -1.0, "persistent": -1.0}, True),
+                         ({"cublas": 1.0, "persistent": 1.1}, False)):
+        pick, calls = _engine_choice(monkeypatch, tmp_path / str(blocks), {"cublas": 1.0, "persistent": 0.5},
+                                     blocks)
+        assert pick() == ("persistent" if kept else "cublas"), blocks
+    pick, calls = _engine_choice(monkeypatch, tmp_path / "raises", {"cublas": 1.0, "persistent": 0.5},
+                                 {"cublas": 1.0, "persistent": 1.0})
+    fns = {"cublas": lambda: np.full((8, 4), 1.0), "persistent": lambda: 1 / 0}
+    name = "engine|GPU|float16->float16|8x4x16|111|digest|0"
+    with caplog.at_level(logging.INFO, logger="mgemm.tune"):
+        assert tune.engine_choice(name, "cublas", fns, lambda x: x, [0, 7],
+                                  tune.Cache(tmp_path / "raises2" / "tune.json")) == "cublas"
+    assert "leaves out persistent" in caplog.text
+
+
+def test_once_computes_once_across_threads():
+    """Two threads asking for one key at once: one computation (the second waits on the lock and
+    finds the value)."""
+    import threading
+    import time
+    table, runs, started = {}, [], threading.Event()
+
+    def compute():
+        runs.append(1)
+        started.set()
+        time.sleep(0.2)
+        return len(runs)
+
+    first = threading.Thread(target=tune.once, args=(table, "k", compute))
+    first.start()
+    started.wait()
+    assert tune.once(table, "k", compute) == 1
+    first.join()
+    assert runs == [1]
+
+
+def test_candidates_keep_the_base_promote_and_leave_out_what_it_cannot_take():
+    """A promoted base (float32 emulation) keeps its promote in every variant; the widths past
+    192 cannot take it and are left out, not raised."""
+    base = HopperConfig(input="float16", promote=2)
+    cands = tune.candidates(base, 1024, 1024, 4096)
+    assert sorted(cands) == ["c128", "k128", "k192", "q128", "s128", "s192"]
+    assert all(cfg.promote == 2 for cfg in cands.values())
+
+
+def test_candidates_take_the_variants_stages_and_a_thin_base_output():
+    """Past the few-stages K each variant runs its own stages; a pingpong base's variants keep
+    its output type."""
+    m = n = k = 8192
+    base = hopper.choose_config(m, n, k, "float16", 132)
+    for label, cfg in tune.candidates(base, m, n, k).items():
+        assert cfg.stages == dict(tune.VARIANTS)[label]["stages"], label
+    thin = HopperConfig(input="float16", output="float32", pingpong=True, tile_m=64, tile_n=128)
+    assert {cfg.output for cfg in tune.candidates(thin, 1024, 1024, 4096).values()} == {"float32"}
+
+
+def test_cache_reads_a_missing_file_quietly(tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="mgemm.tune"):
+        assert tune.Cache(tmp_path / "none" / "tune.json").get("a") is None
+    assert caplog.text == ""
