@@ -281,7 +281,7 @@ def engine_choice(name: str, incumbent: str, fns: Mapping[str, Callable[[], Any]
     ``incumbent`` (the engine ``auto``'s model picks) on ``rows`` of the blocks."""
     cache = CACHE if cache is None else cache
     entry = cache.get(name)
-    if entry is not None and entry.get("label") in fns:
+    if isinstance(entry, dict) and entry.get("label") in fns:  # else (another writer's): time
         return entry["label"]
     label, times = _fastest_agreeing(incumbent, fns, values, rows, f"the engine of {name.split('|')[3]}")
     cache.put(name, {"label": label, "ms": times, "config": None})

@@ -410,6 +410,17 @@ def test_engine_choice_retunes_a_cached_engine_it_does_not_have(monkeypatch, tmp
     assert pick() == "persistent" and len(calls) == 1
 
 
+@pytest.mark.parametrize("entry", ["cublas", ["cublas"], 1])
+def test_engine_choice_times_again_where_an_entry_is_not_an_object(monkeypatch, tmp_path, entry):
+    """An entry another writer left that is not an object (a hand-edited file, say) is timed
+    again, as ``choose`` does, not an AttributeError."""
+    pick, calls = _engine_choice(monkeypatch, tmp_path, {"cublas": 1.0, "persistent": 0.5},
+                                 {"cublas": 1.0, "persistent": 1.0})
+    (tmp_path / "tune.json").write_text(
+        json.dumps({"engine|GPU|float16->float16|8x4x16|111|digest|0": entry}))
+    assert pick() == "persistent" and len(calls) == 1
+
+
 def test_engine_choice_agreement_bound_and_engines_that_raise(monkeypatch, tmp_path, caplog):
     """A block within AGREE x max |block| of the incumbent's (the bound itself included; a negative
     block too) is timed; one further off, or whose call raises, is left out."""
