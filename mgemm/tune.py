@@ -24,6 +24,7 @@ never left half written.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -161,13 +162,15 @@ class Cache:
         with self._lock:
             self._load()[name] = entry
             path = self.path or cache_file()
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
             try:
                 merged = {**self._read(), name: entry}  # keep what other processes wrote meanwhile
                 path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
                 tmp.write_text(json.dumps(merged, indent=1, sort_keys=True))
                 os.replace(tmp, path)
             except OSError as exc:
+                with contextlib.suppress(OSError):  # no half-written file left behind
+                    tmp.unlink(missing_ok=True)
                 if not self._warned:
                     log.warning("mgemm: cannot write the tuning cache %s (%s); tuned choices stay "
                                 "in memory", path, exc)

@@ -372,6 +372,15 @@ def test_cache_put_leaves_the_old_file_whole_where_a_write_fails(tmp_path, monke
     monkeypatch.undo()
     assert cache.get("b") is not None  # in memory still
     assert set(json.loads(path.read_text())) == {"a"}
+    assert [p.name for p in tmp_path.iterdir()] == ["tune.json"]  # no half-written file left
+
+
+def test_cache_put_leaves_no_file_behind_where_the_replace_fails(tmp_path):
+    (tmp_path / "tune.json").mkdir()  # a folder where the file goes: os.replace fails
+    cache = tune.Cache(tmp_path / "tune.json")
+    cache.put("a", {"label": "s192", "config": None, "ms": {}})
+    assert cache.get("a") is not None
+    assert [p.name for p in tmp_path.iterdir()] == ["tune.json"]
 
 
 def test_fastest_at_the_margin_and_without_the_incumbent():
