@@ -62,9 +62,10 @@ drawn after the rule, geomean 0.64 -> 0.79), and the operand copies got rows on 
 TMA reads rows off them slowly (0.63-0.70 of cuBLAS where padded rows reach 0.88-0.99; operands read
 in place still pay this, see ``_operand``), and where B's rows are off 32-byte sectors static
 128x128 tiles give way to 128x192 (``OFF_ROWS_WIDTH``; 26 of 28 runs ahead).  In the thirty-first
-session stream-K learned to run over 2 x 2 clusters (the blocks of tiles split over the clusters, A and B multicast: 257 -> 157 MB
-through the L2 on 256x256x65536), and 128 x 128 launches below 0.75 of a wave take it (``QUAD_SK``;
-ahead in 33 of 36 runs on shapes drawn after the rule; 256x256x65536 0.77 -> 0.90).
+session stream-K learned to run over 2 x 2 clusters (the blocks of tiles split over the clusters,
+A and B multicast: 257 -> 157 MB through the L2 on 256x256x65536), and 128 x 128 launches below
+0.75 of a wave take it (``QUAD_SK``; ahead in 33 of 36 runs on shapes drawn after the rule;
+256x256x65536 0.77 -> 0.90).
 """
 
 from __future__ import annotations
