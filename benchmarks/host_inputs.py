@@ -50,26 +50,16 @@ _XT_GEMM = {"float32": ("cublasXtSgemm", ctypes.c_float),
 
 
 def one_gpu_tflops(n: int, dtype: str, reps: int = 5) -> float:
-    """cuBLAS (``cupy.matmul``) on GPU 0, inputs on the device: median TFLOP/s by CUDA events."""
+    """The anchor: ``cublas_one_gpu.time_matmul`` (cuBLAS on GPU 0, device-resident inputs, CUDA
+    events) as median TFLOP/s, with this process's pool emptied after it, since GPU 0 is also a
+    worker's."""
     import cupy
+    from cublas_one_gpu import time_matmul  # benchmarks/, this script's folder
 
     with cupy.cuda.Device(0):
-        rng = cupy.random.default_rng(1)
-        a = rng.random((n, n), dtype=dtype) * 2 - 1
-        b = rng.random((n, n), dtype=dtype) * 2 - 1
-        out = cupy.empty((n, n), dtype=dtype)
-        cupy.matmul(a, b, out=out)
-        times = []
-        for _ in range(reps):
-            start, end = cupy.cuda.Event(), cupy.cuda.Event()
-            start.record()
-            cupy.matmul(a, b, out=out)
-            end.record()
-            end.synchronize()
-            times.append(cupy.cuda.get_elapsed_time(start, end) / 1e3)
-        del a, b, out
+        seconds = statistics.median(time_matmul(n, dtype, reps))
         cupy.get_default_memory_pool().free_all_blocks()
-    return 2 * n ** 3 / statistics.median(times) / 1e12
+    return 2 * n ** 3 / seconds / 1e12
 
 
 class CublasXt:
