@@ -17,9 +17,11 @@ Tuning costs a compile of each candidate the first time it runs on a machine (Cu
 binaries on disk) and ``REPS + 1`` launches of each (``SHORT_REPS`` more for short products); it
 is logged on the ``mgemm.tune`` logger.  The cache file is ``$MGEMM_CACHE_DIR/tune.json``, else
 under ``$XDG_CACHE_HOME/mgemm`` or ``~/.cache/mgemm``; an entry names the GPU, the kernel sources'
-digest and mgemm's version, so a changed kernel or heuristic tunes again.  Processes that write
-the file at the same time may lose an entry (then it is tuned again): the file is replaced whole,
-never left half written.
+digest and mgemm's version, so a changed kernel or heuristic tunes again.  A write merges this
+process's entry into what the file holds then and replaces the file whole (never left half
+written), under an advisory lock on its folder (``fcntl.flock``, where the platform has it), so
+processes writing at once keep each other's entries; a process that misses a kind reads the file
+again where it changed since, so a worker uses what another worker on the machine tuned meanwhile.
 """
 
 from __future__ import annotations
@@ -135,6 +137,7 @@ class Cache:
     def __init__(self, path: Path | None = None):
         self.path = path
         self._entries: dict[str, dict] | None = None
+        self._seen: tuple[int, int] | None = None  # the file's (mtime_ns, size) when last read
         self._lock = threading.Lock()
         self._warned = False
 
@@ -146,6 +149,7 @@ class Cache:
     def _read(self) -> dict[str, dict]:
         path = self.path or cache_file()
         try:
+            self._seen = _stamp(path)
             data = json.loads(path.read_text())
         except FileNotFoundError:
             return {}
@@ -156,7 +160,11 @@ class Cache:
 
     def get(self, name: str) -> dict | None:
         with self._lock:
-            return self._load().get(name)
+            entries = self._load()
+            if name not in entries and _stamp(self.path or cache_file()) != self._seen:
+                # another process wrote the file since: take its entries, keeping this one's
+                self._entries = entries = {**self._read(), **entries}
+            return entries.get(name)
 
     def put(self, name: str, entry: dict) -> None:
         with self._lock:
@@ -164,10 +172,13 @@ class Cache:
             path = self.path or cache_file()
             tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
             try:
-                merged = {**self._read(), name: entry}  # keep what other processes wrote meanwhile
                 path.parent.mkdir(parents=True, exist_ok=True)
-                tmp.write_text(json.dumps(merged, indent=1, sort_keys=True))
-                os.replace(tmp, path)
+                with _folder_lock(path.parent):
+                    merged = {**self._read(), name: entry}  # keep what other processes wrote
+                    tmp.write_text(json.dumps(merged, indent=1, sort_keys=True))
+                    os.replace(tmp, path)
+                    self._seen = _stamp(path)
+                self._entries = {**merged, **self._entries}
             except OSError as exc:
                 with contextlib.suppress(OSError):  # no half-written file left behind
                     tmp.unlink(missing_ok=True)
@@ -175,6 +186,43 @@ class Cache:
                     log.warning("mgemm: cannot write the tuning cache %s (%s); tuned choices stay "
                                 "in memory", path, exc)
                     self._warned = True
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    """The file's (mtime_ns, size), or None where it cannot be read: what ``Cache.get`` compares
+    to see that another process wrote it."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+@contextlib.contextmanager
+def _folder_lock(folder: Path):
+    """An exclusive advisory lock on ``folder`` (``fcntl.flock`` on its descriptor) for the
+    read-merge-replace of the cache file, so two processes' writes do not drop each other's
+    entries; no lock where the platform has no ``fcntl`` or the folder cannot be opened."""
+    try:
+        import fcntl
+    except ImportError:
+        fd = None
+    else:
+        try:
+            fd = os.open(folder, os.O_RDONLY)
+        except OSError:
+            fd = None
+        else:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError:  # a file system without locks
+                os.close(fd)
+                fd = None
+    try:
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)  # closing the descriptor releases the lock
 
 
 CACHE = Cache()
