@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 import types
+import warnings
 
 import numpy as np
 import pytest
@@ -305,3 +308,549 @@ def test_an_address_gets_one_client_and_a_new_one_once_it_closed():
         second = cluster.active_client(local.scheduler_address)
         assert second is not first and second.status == "running"
         second.close()
+
+
+# -- the commands on a stand-in cluster (no cluster started) ---------------------------------------
+
+def _stand_in(monkeypatch, *, gpu=False, workers=2, rows=None):
+    """``mgemm demo``/``bench`` on a stand-in cluster: ``_session`` yields a fake client (and
+    records what it was asked to start), ``run_case`` records its calls and returns ``rows(case,
+    methods)`` (default: mgemm 1 s, dask 2 s)."""
+    import contextlib
+
+    from mgemm import bench, cli
+
+    calls = {"run_case": []}
+    client = types.SimpleNamespace(
+        nthreads=lambda: {f"tcp://127.0.0.1:{4000 + i}": 1 for i in range(workers)},
+        scheduler=types.SimpleNamespace(address="tcp://127.0.0.1:8786"))
+
+    @contextlib.contextmanager
+    def session(given, **start):
+        calls["session"] = (given, start)
+        yield client
+
+    def ok_rows(case, methods):
+        return [bench.Row(case.name, bench.METHODS[m].name, case.m, case.n, case.k, case.dtype,
+                          [1.0 + i], 1.0 + i, 2.0, 3e-7, workers, "tcp")
+                for i, m in enumerate(methods)]
+
+    def run_case(client_, case, methods, **kw):
+        calls["run_case"].append((case, list(methods), kw))
+        if kw.get("trace"):
+            kw["trace"]({"case": case.name})
+        return (rows or ok_rows)(case, methods)
+
+    monkeypatch.setattr(cli, "_session", session)
+    monkeypatch.setattr(cli, "_cluster_has_gpus", lambda c: gpu)
+    monkeypatch.setattr(bench, "run_case", run_case)
+    return calls
+
+
+def test_cli_demo_hands_its_flags_on_and_prints_the_check(monkeypatch):
+    """``mgemm demo``: --size, --dtype, --repeat, --workers and the mgemm options reach the run;
+    the table and the verdict go to stdout (speed-up over dask, the float64 check), progress to
+    stderr."""
+    from click.testing import CliRunner
+
+    from mgemm import cli
+
+    calls = _stand_in(monkeypatch)
+    result = CliRunner().invoke(cli.main, ["demo", "--size", "1024", "--dtype", "float64",
+                                           "--repeat", "2", "--workers", "3", "--block-size", "64"])
+    assert result.exit_code == 0, result.output
+    assert calls["session"] == (None, {"n_workers": 3})
+    ((case, methods, kw),) = calls["run_case"]
+    assert (case.m, case.n, case.k, case.dtype, case.chunk) == (1024, 1024, 1024, "float64", 256)
+    assert methods == ["mgemm", "dask"] and kw["repeat"] == 2 and kw["options"]["block_size"] == 64
+    assert "2.00× dask.array.matmul" in result.stdout and "relative error 3.0e-07" in result.stdout
+    assert "checked against float64" in result.stdout and "float64-1024" in result.stdout
+    assert "2 CPU worker(s) at tcp://127.0.0.1:8786" in result.stderr
+    assert "A, B 1024×1024 float64" in result.stderr and "worker(s)" not in result.stdout
+
+
+@pytest.mark.parametrize("gpu, workers, size, kind", [(False, 2, 2048, "CPU"), (True, 1, 16384, "GPU"),
+                                                      (True, 2, 32768, "GPU")])
+def test_cli_demo_sizes_the_product_from_the_hardware(monkeypatch, gpu, workers, size, kind):
+    """Without --size: 2048 on CPU workers, 16384 on one GPU, 32768 on two or more; float32 by
+    default."""
+    from click.testing import CliRunner
+
+    from mgemm import cli
+
+    calls = _stand_in(monkeypatch, gpu=gpu, workers=workers)
+    result = CliRunner().invoke(cli.main, ["demo", "--repeat", "1"])
+    assert result.exit_code == 0, result.output
+    ((case, _, _),) = calls["run_case"]
+    assert (case.m, case.dtype, case.chunk) == (size, "float32", size // 4)
+    assert f"{workers} {kind} worker(s)" in result.stderr
+
+
+
+
+def test_cli_demo_exit_status_follows_mgemm(monkeypatch):
+    """A demo whose mgemm row failed (an error, or outside the float64 check's bound) exits 1 with
+    the error; a failed dask.array.matmul is only reported beside mgemm's result."""
+    from click.testing import CliRunner
+
+    from mgemm import bench, cli
+
+    def rows(failing):
+        def make(case, methods):
+            return [bench.Row(case.name, bench.METHODS[m].name, 8, 8, 8, case.dtype, [1.0], 1.0,
+                              2.0, 1e-7, 2, "tcp", error="AssertionError: relative error 1 > 1e-05"
+                              if m == failing else "") for m in methods]
+        return make
+
+    _stand_in(monkeypatch, rows=rows("mgemm"))
+    bad = CliRunner().invoke(cli.main, ["demo", "--size", "8"])
+    assert bad.exit_code == 1
+    assert "mgemm failed: AssertionError: relative error 1 > 1e-05" in bad.output
+    _stand_in(monkeypatch, rows=rows("dask"))
+    ok = CliRunner().invoke(cli.main, ["demo", "--size", "8"])
+    assert ok.exit_code == 0, ok.output
+    assert "dask.array.matmul failed (AssertionError: relative error" in ok.stdout
+    assert "mgemm: 2.00 TFLOP/s" in ok.stdout
+
+
+def test_cli_demo_says_it_starts_a_cluster_only_when_it_does(monkeypatch):
+    """``mgemm demo`` says it starts the embedded cluster only where no client is active."""
+    from click.testing import CliRunner
+
+    from mgemm import cli, cluster
+
+    _stand_in(monkeypatch)
+    monkeypatch.setattr(cluster, "active_client", lambda option=None: None)
+    assert "starting the embedded default cluster" in CliRunner().invoke(cli.main, ["demo"]).stderr
+    monkeypatch.setattr(cluster, "active_client", lambda option=None: object())
+    assert "starting" not in CliRunner().invoke(cli.main, ["demo"]).output
+
+
+def test_cli_options_fall_back_to_dask_config_and_name_bad_values(monkeypatch):
+    """An unset flag leaves the option to ``dask.config`` (on/off flags too: not passing --tune is
+    not --no-tune); a bad value is a usage error (exit 2) naming the option."""
+    import dask
+    from click.testing import CliRunner
+
+    from mgemm import cli
+
+    calls = _stand_in(monkeypatch)
+    with dask.config.set({"mgemm.tune": True, "mgemm.allow_tf32": True, "mgemm.split": "off"}):
+        assert CliRunner().invoke(cli.main, ["demo", "--size", "8"]).exit_code == 0
+        assert CliRunner().invoke(cli.main, ["demo", "--size", "8", "--no-tune",
+                                             "--split", "on"]).exit_code == 0
+    first, second = (kw["options"] for _, _, kw in calls["run_case"])
+    assert (first["tune"], first["allow_tf32"], first["split"]) == (True, True, "off")
+    assert (second["tune"], second["allow_tf32"], second["split"]) == (False, True, "on")
+    bad = CliRunner().invoke(cli.main, ["demo", "--block-size", "0"])
+    assert bad.exit_code == 2 and "mgemm option block_size" in bad.output, bad.output
+    assert len(calls["run_case"]) == 2
+
+
+def test_cli_bench_hands_its_flags_to_the_cluster_and_the_runs(monkeypatch, tmp_path):
+    """``mgemm bench``'s cluster flags reach the embedded cluster (only those given, and
+    --transfer-sync always), its run flags every ``run_case``; the defaults are 5 runs, both
+    methods, Dask's layout, stream transfers and no trace."""
+    from click.testing import CliRunner
+
+    from mgemm import cli
+
+    calls = _stand_in(monkeypatch)
+    assert CliRunner().invoke(cli.main, ["bench"]).exit_code == 0
+    assert calls["session"] == (None, {"transfer_sync": "stream"})
+    assert [c.name for c, _, _ in calls["run_case"]] == ["float64-2048", "float32-2048"]
+    _, methods, kw = calls["run_case"][0]
+    assert methods == ["mgemm", "dask"]
+    assert (kw["repeat"], kw["layout"], kw["trace"]) == (5, "dask", None)
+
+    calls = _stand_in(monkeypatch)
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text('{"earlier": 1}\n')
+    result = CliRunner().invoke(cli.main, [
+        "bench", "--protocol", "tcp", "--transfer-limit", "1GiB", "--transfer-sync", "device",
+        "--threads-per-worker", "3", "--layout", "cyclic", "--method", "mgemm", "--repeat", "2",
+        "--trace", str(trace), "--case", "float32-2048"])
+    assert result.exit_code == 0, result.output
+    assert calls["session"] == (None, {"protocol": "tcp", "transfer_limit": "1GiB",
+                                       "transfer_sync": "device", "threads_per_worker": 3})
+    ((case, methods, kw),) = calls["run_case"]
+    assert case.name == "float32-2048" and methods == ["mgemm"]
+    assert (kw["repeat"], kw["layout"]) == (2, "cyclic")
+    assert trace.read_text().splitlines() == ['{"earlier": 1}', '{"case": "float32-2048"}']
+
+
+def test_cli_bench_picks_the_suite_on_gpus_and_refuses_unknown_cases(monkeypatch):
+    """GPU workers run --suite's cases for their count (foundation by default); a --case no suite
+    has is a usage error before any case runs."""
+    from click.testing import CliRunner
+
+    from mgemm import bench, cli
+
+    monkeypatch.setattr(bench, "has_bfloat16", lambda: False)
+    calls = _stand_in(monkeypatch, gpu=True, workers=4)
+    assert CliRunner().invoke(cli.main, ["bench", "--suite", "scaling"]).exit_code == 0
+    assert [c.name for c, _, _ in calls["run_case"]] == [c.name for c in bench.scaling_cases(4)]
+    calls = _stand_in(monkeypatch, gpu=True)
+    assert CliRunner().invoke(cli.main, ["bench"]).exit_code == 0
+    assert [c.name for c, _, _ in calls["run_case"]] == [c.name for c in bench.gpu_cases(2)]
+    calls = _stand_in(monkeypatch)
+    result = CliRunner().invoke(cli.main, ["bench", "--case", "nope"])
+    assert result.exit_code == 2 and "no case named nope" in result.output
+    assert calls["run_case"] == []  # refused before any case ran
+
+
+def test_cli_bench_appends_one_json_row_per_case_and_method_and_prints_the_table(monkeypatch, tmp_path):
+    """--json appends each case's rows once (earlier lines kept); the table goes to stdout."""
+    from click.testing import CliRunner
+
+    from mgemm import cli
+
+    _stand_in(monkeypatch)
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"earlier": 1}\n')
+    result = CliRunner().invoke(cli.main, ["bench", "--json", str(rows)])
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in rows.read_text().splitlines()]
+    assert lines[0] == {"earlier": 1}
+    assert [(r["case"], r["method"]) for r in lines[1:]] == [
+        ("float64-2048", "mgemm"), ("float64-2048", "dask.array.matmul"),
+        ("float32-2048", "mgemm"), ("float32-2048", "dask.array.matmul")]
+    table = result.stdout.splitlines()
+    assert table[0].split()[:2] == ["case", "method"] and len(table) == 5
+    assert "2.00" in table[1] and "float32-2048" in table[3]
+
+
+def test_cli_bench_exit_status_says_whether_mgemm_failed(monkeypatch):
+    """Every case runs; the status is 1 naming the cases where mgemm failed, 0 where only
+    dask.array.matmul did."""
+    from click.testing import CliRunner
+
+    from mgemm import bench, cli
+
+    def rows(failing):
+        def make(case, methods):
+            return [bench.Row(case.name, bench.METHODS[m].name, 8, 8, 8, case.dtype, [1.0], 1.0,
+                              2.0, 1e-7, 2, "tcp", error="TypeError: no" if m == failing else "")
+                    for m in methods]
+        return make
+
+    calls = _stand_in(monkeypatch, rows=rows("dask"))
+    ok = CliRunner().invoke(cli.main, ["bench"])
+    assert ok.exit_code == 0 and "failed: TypeError: no" in ok.stdout, ok.output
+    calls = _stand_in(monkeypatch, rows=rows("mgemm"))
+    bad = CliRunner().invoke(cli.main, ["bench"])
+    assert bad.exit_code == 1 and "mgemm failed on float32-2048, float64-2048" in bad.output
+    assert len(calls["run_case"]) == 2
+
+
+def test_cli_info_lists_the_workers_in_address_order(monkeypatch):
+    """``mgemm info``: the scheduler's protocol and worker count, then per worker (in address
+    order) its threads, memory limit in GiB and its GPU (model, SMs, GiB) or "no GPU"."""
+    import contextlib
+
+    from click.testing import CliRunner
+
+    from mgemm import cli
+
+    client = types.SimpleNamespace(scheduler=types.SimpleNamespace(address="ucx://127.0.0.1:8786"))
+    monkeypatch.setattr(cli, "_session", lambda given: contextlib.nullcontext(client))
+    workers = {"ucx://127.0.0.1:5002": {"nthreads": 2, "memory_limit": 3 * 2**30},
+               "ucx://127.0.0.1:5001": {"nthreads": 4, "memory_limit": 2**29}}
+    devices = {"ucx://127.0.0.1:5002": {"model": "NVIDIA H200", "sms": 132, "memory": 141 * 2**30}}
+    monkeypatch.setattr(cluster, "workers_info", lambda c: workers)
+    monkeypatch.setattr(cluster, "worker_devices", lambda c: devices)
+    result = CliRunner().invoke(cli.main, ["info"])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        "scheduler ucx://127.0.0.1:8786  protocol ucx  workers 2",
+        "  ucx://127.0.0.1:5001  threads 4  memory 0.5 GiB  no GPU",
+        "  ucx://127.0.0.1:5002  threads 2  memory 3.0 GiB  NVIDIA H200, 132 SMs, 141 GiB"]
+
+
+# -- what the planner knows of a worker ------------------------------------------------------------
+
+def test_flop_rates_per_dtype():
+    """TF32's rate only for float32; CPU float32 (and float16) at twice float64's rate per
+    thread, integers and complex at float64's."""
+    assert cluster.gpu_flops({}, "float64", allow_tf32=True) == cluster.H200_FLOPS["float64"]
+    assert cluster.gpu_flops({}, "float32", allow_tf32=True) == cluster.H200_FLOPS["tf32"]
+    f64 = cluster.cpu_flops(4, "float64")
+    assert f64 == 4 * cluster.CPU_FLOPS_PER_THREAD
+    assert cluster.cpu_flops(4, "float32") == cluster.cpu_flops(4, "float16") == 2 * f64
+    assert cluster.cpu_flops(4, "int32") == cluster.cpu_flops(4, "complex64") == f64
+
+
+def test_device_info_counts_the_unused_pool_as_free(monkeypatch):
+    """The GPU of this process (model, SMs, memory, compute capability, first visible device);
+    free memory includes what this process's RMM pool holds unused, at most the GPU's total."""
+    gib = 2**30
+    runtime = types.SimpleNamespace(
+        getDeviceProperties=lambda i: {"name": b"NVIDIA H200", "multiProcessorCount": 132,
+                                       "major": 9, "minor": 0},
+        memGetInfo=lambda: (10 * gib, 100 * gib))
+    cupy = types.ModuleType("cupy")
+    cupy.cuda = types.SimpleNamespace(Device=lambda: types.SimpleNamespace(id=0), runtime=runtime)
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,4")
+    monkeypatch.setattr(cluster, "rmm_pool_unused", lambda dask_worker=None: 30 * gib)
+    assert cluster.device_info() == {"model": "NVIDIA H200", "sms": 132, "memory": 100 * gib,
+                                     "free": 40 * gib, "cc": "9.0", "visible": "3"}
+    monkeypatch.setattr(cluster, "rmm_pool_unused", lambda dask_worker=None: 200 * gib)
+    assert cluster.device_info()["free"] == 100 * gib
+
+
+def test_rmm_pool_unused_is_never_negative_and_finds_pools_behind_upstream_mr(monkeypatch):
+    """A pool behind an adaptor's ``upstream_mr`` counts; a worker holding more than the pool: 0."""
+    class Pool:
+        def pool_size(self):
+            return 100
+
+    adaptor = types.SimpleNamespace(upstream_mr=Pool())  # RMM versions without get_upstream()
+    mr = types.SimpleNamespace(PoolMemoryResource=Pool, get_current_device_resource=lambda: adaptor)
+    monkeypatch.setitem(sys.modules, "rmm", types.SimpleNamespace(mr=mr))
+    assert cluster.rmm_pool_unused() == 100
+    worker = types.SimpleNamespace(state=types.SimpleNamespace(nbytes=300))  # spilled past it
+    assert cluster.rmm_pool_unused(worker) == 0
+
+
+def test_describe_workers_from_devices_protocols_and_memory_limits(monkeypatch):
+    """A GPU worker plans 0.8 of its free GPU memory at its SM-scaled rate, a CPU worker half its
+    memory limit (8 GiB where none is set) at its threads' rate; fetches at the protocol's
+    bandwidth; a cluster without workers is an error."""
+    info = {"ucx://h:1": {"nthreads": 2, "memory_limit": 0},
+            "tcp://h:2": {"nthreads": 4, "memory_limit": 2**30}}
+    monkeypatch.setattr(cluster, "worker_devices", lambda client, workers=None: {
+        "ucx://h:1": {"free": 10 * 2**30, "sms": 66}, "tcp://h:2": None})
+    cpu, gpu = cluster.describe_workers(None, "float32", gpu=True, info=info)
+    assert (cpu.name, cpu.kind, cpu.flops, cpu.memory, cpu.bandwidth, cpu.slots) == (
+        "tcp://h:2", "cpu", cluster.cpu_flops(4, "float32"), 2**29, 1.5e9, 4)
+    assert (gpu.kind, gpu.flops, gpu.memory, gpu.bandwidth) == (
+        "gpu", cluster.H200_FLOPS["float32"] / 2, int(10 * 2**30 * 0.8), 150e9)
+    on_cpu = cluster.describe_workers(None, "float32", gpu=False, info=info)
+    assert [w.kind for w in on_cpu] == ["cpu", "cpu"] and on_cpu[1].memory == 4 << 30
+    with pytest.raises(RuntimeError, match="no workers"):
+        cluster.describe_workers(None, "float64", gpu=False, info={})
+    monkeypatch.setattr(cluster, "device_info", lambda: {"free": 10 * 10**9, "sms": 66})
+    (local,) = cluster.local_workers("float32", gpu=True)
+    assert (local.kind, local.flops, local.memory) == ("gpu", cluster.H200_FLOPS["float32"] / 2, 8 * 10**9)
+    (local,) = cluster.local_workers("float64", gpu=False)
+    assert local.kind == "cpu" and local.flops == cluster.cpu_flops(os.cpu_count() or 1, "float64")
+
+
+def test_local_scheduler_only_on_the_clients_own_loop(client):
+    """The in-process scheduler is used in place only from the client's own event loop."""
+    assert cluster.local_scheduler(client) is client.cluster.scheduler
+    elsewhere = types.SimpleNamespace(cluster=client.cluster, scheduler=client.scheduler,
+                                      loop=types.SimpleNamespace(asyncio_loop=object()))
+    assert cluster.local_scheduler(elsewhere) is None
+
+
+class _Hashable(types.SimpleNamespace):
+    """A stand-in for a scheduler's task or worker state: hashable, by identity."""
+    __hash__ = object.__hash__
+    __eq__ = object.__eq__
+
+
+def test_acquire_replicas_asks_only_for_chunks_held_elsewhere():
+    """Prefetch asks a worker only for chunks in memory elsewhere, not held by it; keys that came
+    as lists are tuples again; unknown workers and keys are skipped."""
+    asked = []
+    w1, w2 = _Hashable(name="w1"), _Hashable(name="w2")
+    tasks = {"a": _Hashable(state="memory", who_has={w2}),
+             "b": _Hashable(state="memory", who_has={w1, w2}),  # held already
+             "c": _Hashable(state="released", who_has={w2}),  # being forgotten
+             ("d", 0): _Hashable(state="memory", who_has={w2})}
+    scheduler = types.SimpleNamespace(
+        workers={"w1": w1, "w2": w2}, tasks=tasks,
+        request_acquire_replicas=lambda addr, keys, stimulus_id: asked.append((addr, keys)))
+    count = cluster.acquire_replicas(scheduler, {"w1": ["a", "b", "c", ["d", 0], "nope"],
+                                                 "gone": ["a"]})
+    assert count == 2 and asked == [("w1", ["a", ("d", 0)])]
+
+
+def test_client_arguments_are_checked(monkeypatch):
+    """A closing client is refused like a closed one; TLS addresses need a port as TCP ones do;
+    UCX addresses need distributed-ucxx."""
+    with pytest.raises(ValueError, match="client given is closing"):
+        cluster.active_client(types.SimpleNamespace(status="closing", asynchronous=False))
+    with pytest.raises(ValueError, match="missing port"):
+        cluster._check_address("tls://10.0.0.1")
+    monkeypatch.setattr(cluster, "has_ucx", lambda: False)
+    with pytest.raises(ValueError, match="distributed-ucxx"):
+        cluster._check_address("ucx://10.0.0.1:8786")
+    cluster._check_address("tcp://10.0.0.1:8786")
+
+
+def test_an_address_client_is_not_made_the_default():
+    """``client="tcp://..."`` makes a client for mgemm's own use: code that asks Dask for the
+    default client afterwards does not get it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from distributed import LocalCluster, get_client
+
+    def default_client():
+        try:
+            return get_client()
+        except ValueError:
+            return None
+
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as local:
+        made = cluster.active_client(local.scheduler_address)
+        try:  # asked in a new thread: not the client a ``with Client()`` here made current
+            with ThreadPoolExecutor(1) as pool:
+                assert pool.submit(default_client).result() is not made
+        finally:
+            made.close()
+
+
+def test_auto_rmm_pool_is_at_most_16_gib_in_256_byte_units(monkeypatch):
+    """The pool: half the GPU, at most 16 GiB (as README says), rounded down to 256 bytes."""
+    fake = types.ModuleType("dask_cuda.utils")
+    fake.get_device_total_memory = lambda index=0: {0: 141 * 10**9, 1: 10**9 + 1000}[index]
+    monkeypatch.setitem(sys.modules, "dask_cuda.utils", fake)
+    monkeypatch.setitem(sys.modules, "dask_cuda", types.ModuleType("dask_cuda"))
+    assert cluster.auto_rmm_pool_size(0) == 16 * 2**30  # README: "at most 16 GiB"
+    assert cluster.auto_rmm_pool_size(1) == (10**9 + 1000) // 2 // 256 * 256
+
+
+# -- the embedded default cluster, with stand-ins for the cluster classes ---------------------------
+
+def _stand_in_clusters(monkeypatch, *, gpus=0, ucx=False, rmm=True, cpus=8):
+    """``start_default_cluster`` with stand-ins for LocalCUDACluster, LocalCluster, Client and the
+    plugins; returns what it made: the cluster class, its arguments, the Dask settings in force
+    while it was made, and the plugins installed."""
+    import dask
+    import distributed
+
+    made = {"plugins": []}
+
+    def cluster_class(kind):
+        def make(**kwargs):
+            made.update(kind=kind, kwargs=kwargs,
+                        stealing=dask.config.get("distributed.scheduler.work-stealing"),
+                        limit=dask.config.get("distributed.worker.transfer.message-bytes-limit"))
+            return kind
+        return make
+
+    cuda = types.ModuleType("dask_cuda")
+    cuda.LocalCUDACluster = cluster_class("cuda")
+    monkeypatch.setitem(sys.modules, "dask_cuda", cuda)
+    monkeypatch.setitem(sys.modules, "rmm", types.ModuleType("rmm") if rmm else None)
+    monkeypatch.setattr(distributed, "LocalCluster", cluster_class("local"))
+    monkeypatch.setattr(distributed, "Client", lambda c: types.SimpleNamespace(cluster=c))
+    monkeypatch.setattr(cluster, "gpus_visible", lambda: gpus)
+    monkeypatch.setattr(cluster, "has_ucx", lambda: ucx)
+    monkeypatch.setattr(cluster, "auto_rmm_pool_size", lambda device_index=0: 12345 * 256)
+    monkeypatch.setattr(cluster, "install_placement", lambda c: made["plugins"].append("placement"))
+    monkeypatch.setattr(cluster, "install_stream_scoped_transfers",
+                        lambda c: made["plugins"].append("stream"))
+    monkeypatch.setattr(cluster.os, "cpu_count", lambda: cpus)
+    monkeypatch.setenv("UCX_WARN_UNUSED_ENV_VARS", "n")
+    return made
+
+
+def test_embedded_gpu_cluster_defaults(monkeypatch):
+    """GPUs and distributed-ucxx: a LocalCUDACluster over UCX with NVLink, on 127.0.0.1 only (the
+    dashboard too), two threads a worker, the RMM pool sized by ``auto_rmm_pool_size``, 512 MiB
+    messages, no work stealing; the placement and stream-scoped transfer plugins installed."""
+    made = _stand_in_clusters(monkeypatch, gpus=2, ucx=True)
+    assert cluster.start_default_cluster().cluster == "cuda"
+    assert made["kwargs"] == {"protocol": "ucx", "host": "127.0.0.1",
+                              "dashboard_address": "127.0.0.1:0", "threads_per_worker": 2,
+                              "enable_nvlink": True, "enable_tcp_over_ucx": True,
+                              "rmm_pool_size": 12345 * 256}
+    assert (made["stealing"], made["limit"], made["plugins"]) == (False, "512MiB", ["placement", "stream"])
+
+
+def test_embedded_gpu_cluster_follows_its_arguments(monkeypatch):
+    """--workers, --protocol, the RMM pool size (or none, or no RMM), --transfer-limit,
+    --threads-per-worker and --transfer-sync reach the LocalCUDACluster and the plugins."""
+    made = _stand_in_clusters(monkeypatch, gpus=4, ucx=True)
+    cluster.start_default_cluster(n_workers=2, protocol="tcp", rmm_pool="4GiB",
+                                  transfer_limit="1GiB", threads_per_worker=3)
+    assert made["kwargs"] == {"protocol": "tcp", "host": "127.0.0.1",
+                              "dashboard_address": "127.0.0.1:0", "threads_per_worker": 3,
+                              "CUDA_VISIBLE_DEVICES": [0, 1], "rmm_pool_size": "4GiB"}
+    assert (made["limit"], made["plugins"]) == ("1GiB", ["placement"])  # no UCX: no stream plugin
+
+    made = _stand_in_clusters(monkeypatch, gpus=1, ucx=True)
+    cluster.start_default_cluster(transfer_sync="device", rmm_pool=None)
+    assert made["kwargs"]["protocol"] == "ucx" and "rmm_pool_size" not in made["kwargs"]
+    assert made["plugins"] == ["placement"]
+
+    made = _stand_in_clusters(monkeypatch, gpus=1, ucx=False, rmm=False)
+    cluster.start_default_cluster()
+    assert made["kwargs"]["protocol"] == "tcp" and "enable_nvlink" not in made["kwargs"]
+    assert "rmm_pool_size" not in made["kwargs"]
+
+
+@pytest.mark.parametrize("cpus, workers, threads", [(8, 4, 2), (2, 2, 1), (1, 2, 1), (32, 4, 8)])
+def test_embedded_cpu_cluster_shares_out_the_cpus(monkeypatch, cpus, workers, threads):
+    """No GPU: a LocalCluster of 2 to 4 worker processes with the CPUs shared out, on 127.0.0.1
+    only, Dask's own message limit, no work stealing; --protocol tcp is no reason to warn."""
+    import dask
+
+    dask_limit = dask.config.get("distributed.worker.transfer.message-bytes-limit")
+    made = _stand_in_clusters(monkeypatch, cpus=cpus)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cluster.start_default_cluster(protocol="tcp")
+    assert made["kwargs"] == {"n_workers": workers, "threads_per_worker": threads, "processes": True,
+                              "host": "127.0.0.1", "dashboard_address": "127.0.0.1:0"}
+    assert (made["stealing"], made["limit"], made["plugins"]) == (False, dask_limit, ["placement"])
+
+
+def test_session_closes_only_the_cluster_it_started(monkeypatch):
+    """``session``: a given client is left open; an embedded cluster it started is closed after."""
+    closed = []
+    given = types.SimpleNamespace(cluster=None, close=lambda: closed.append("given"))
+    monkeypatch.setattr(cluster, "active_client", lambda option=None: option)
+    with cluster.session(given) as c:
+        assert c is given
+    assert closed == []
+    started = types.SimpleNamespace(cluster=types.SimpleNamespace(close=lambda: closed.append("cluster")),
+                                    close=lambda: closed.append("client"))
+    monkeypatch.setattr(cluster, "start_default_cluster", lambda **kw: closed.append(kw) or started)
+    with cluster.session(None, n_workers=3) as c:
+        assert c is started
+    assert closed == [{"n_workers": 3}, "client", "cluster"]
+
+
+def test_placement_plugin_takes_block_tasks_off_stealing_when_they_start():
+    """A block task going to processing leaves work stealing's candidates and unknown durations;
+    other transitions and other tasks are left alone."""
+    removed = []
+    ts = _Hashable(prefix=types.SimpleNamespace(name="mgemm-block-x"))
+    other = _Hashable(prefix=types.SimpleNamespace(name="mgemm-block-x"))
+    pending = {ts, other}
+    stealing = types.SimpleNamespace(remove_key_from_stealable=removed.append,
+                                     unknown_durations={"mgemm-block-x": pending})
+    plugin = cluster.KeepPlacement()
+    plugin.scheduler = types.SimpleNamespace(extensions={"stealing": stealing},
+                                             tasks={("mgemm-block-x", 0, 0): ts, ("add-y", 0): other})
+    plugin.transition(("mgemm-block-x", 0, 0), "waiting", "memory")
+    plugin.transition(("add-y", 0), "waiting", "processing")
+    assert removed == [] and pending == {ts, other}
+    plugin.transition(("mgemm-block-x", 0, 0), "waiting", "processing")
+    assert removed == [ts] and pending == {other}
+
+
+def test_install_placement_once_per_scheduler_and_warns_where_it_cannot(monkeypatch):
+    """Plugins are registered once per scheduler id; a scheduler refusing them gives a warning
+    and False."""
+    monkeypatch.setattr(cluster, "_installed", set())
+    registered = []
+    ok = types.SimpleNamespace(register_plugin=lambda plugin, name: registered.append(name),
+                               scheduler_info=lambda n_workers: {"id": "scheduler-1"})
+    assert cluster.install_placement(ok) and cluster.install_placement(ok)
+    assert registered == [cluster.KeepExtensionDtypes.name, cluster.KeepPlacement.name]
+
+    def refuse(plugin, name):
+        raise RuntimeError("no mgemm on that scheduler")
+
+    remote = types.SimpleNamespace(register_plugin=refuse,
+                                   scheduler_info=lambda n_workers: {"id": "scheduler-2"})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert cluster.install_placement(remote) is False
+    assert any("could not install its placement plugin" in str(w.message) for w in caught)

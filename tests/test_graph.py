@@ -492,3 +492,282 @@ def test_blocks_that_do_not_tile_the_chunks_are_refused():
                                blocks=(Block(0, 1, 0, 1), Block(0, 1, 1, 2), Block(1, 2, 0, 1)))
     with pytest.raises(ValueError, match="do not form a grid"):  # block (1, 1) missing
         graph.out_chunks(four)
+
+
+# -- mgemm.bench: the check, the inputs, the timing and the rows ------------------------------------
+
+def test_bench_check_fails_on_a_wrong_product(rng):
+    """The float64 check of ``mgemm demo``/``bench`` passes a right float32 product and fails one
+    off by 1e-4 (float32's bound is 1e-5, TF32's 5e-3), one with non-finite values and a complex
+    one whose imaginary parts are wrong; it samples no more rows or columns than there are."""
+    from mgemm import bench
+
+    x, y = rng.standard_normal((40, 30)).astype(np.float32), rng.standard_normal((30, 50)).astype(np.float32)
+    a, b = da.from_array(x, chunks=16), da.from_array(y, chunks=16)
+    right = x @ y
+    assert bench.check(a, b, da.from_array(right, chunks=16), tol=bench.tolerance("float32")) < 1e-6
+    off = da.from_array(right * np.float32(1 + 1e-4), chunks=16)
+    with pytest.raises(AssertionError, match="relative error 0.0001 > 1e-05"):
+        bench.check(a, b, off, tol=bench.tolerance("float32"))
+    assert bench.check(a, b, off, tol=bench.tolerance("float32", allow_tf32=True)) < 2e-4
+    nan = right.copy()
+    nan[:, ::2] = np.nan
+    with pytest.raises(AssertionError, match="non-finite"):
+        bench.check(a, b, da.from_array(nan, chunks=16), tol=1.0)
+    small = x[:8, :8]
+    assert bench.check(da.from_array(small), da.from_array(small), da.from_array(small @ small),
+                       tol=1e-5) < 1e-6
+    z = x[:, :30] + 1j * y[:, :40].T
+    zc = da.from_array(z, chunks=16)
+    assert bench.check(zc, zc.T, da.from_array(z @ z.T), tol=1e-5) < 1e-6
+    with pytest.raises(AssertionError, match="relative error"):
+        bench.check(zc, zc.T, da.from_array(np.conj(z @ z.T)), tol=1e-5)
+
+
+def test_bench_tolerance_per_dtype():
+    """TF32's bound only for float32 with allow_tf32; bfloat16 by name; integers exact."""
+    from mgemm import bench
+
+    assert bench.tolerance("float32", allow_tf32=True) == bench.TOLERANCE["tf32"]
+    assert bench.tolerance("float64", allow_tf32=True) == bench.tolerance("float64") == 1e-12
+    assert bench.tolerance("bfloat16") == bench.TOLERANCE["bfloat16"]
+    assert bench.tolerance("int32") == 0.0
+
+
+def test_bench_inputs_are_seeded_random_in_minus_one_one():
+    """Each chunk seeded by the matrix's seed and its position: the same seed gives the same
+    matrix, another seed another one, and chunks differ from each other; values in [-1, 1), complex
+    ones with imaginary parts too."""
+    from mgemm import bench
+
+    def make(shape, chunks, dtype, seed):
+        return bench.random_matrix(shape, chunks, dtype, gpu=False, seed=seed).compute(scheduler="sync")
+
+    a = make((64, 48), 16, "float64", 1)
+    assert np.array_equal(a, make((64, 48), 16, "float64", 1))
+    assert not np.array_equal(a, make((64, 48), 16, "float64", 2))
+    assert not np.array_equal(a[:16, :16], a[16:32, :16])
+    assert -1 <= a.min() < -0.9 and 0.9 < a.max() < 1
+    z = make((16, 16), 8, "complex64", 3)
+    assert z.dtype == np.complex64 and z.imag.min() < -0.5 and z.imag.max() > 0.5
+    assert bench.Case("z", 2, 3, 4, "complex64").flops == 4 * bench.Case("x", 2, 3, 4).flops == 4 * 48
+
+
+def test_bench_timed_restores_the_layout_and_times_build_to_synchronized(monkeypatch):
+    """A timed run: the layout restored and the GPUs synchronized before the clock starts; then
+    build, persist, wait and a last synchronize, all inside the seconds returned; the marks split
+    them."""
+    import types
+
+    import distributed
+
+    from mgemm import bench
+
+    events = []
+    clock = iter([0.0, 1.0, 3.0, 6.0, 10.0])
+
+    class Lazy:
+        def persist(self):
+            events.append("persist")
+            return "out"
+
+    def make():
+        events.append("make")
+        return Lazy()
+
+    monkeypatch.setattr(bench, "drop_replicas", lambda client, keep: events.append(("drop", keep)))
+    monkeypatch.setattr(bench, "synchronize_workers", lambda client: events.append("sync"))
+    monkeypatch.setattr(bench, "time", types.SimpleNamespace(perf_counter=lambda: next(clock),
+                                                            time=lambda: 100.0))
+    monkeypatch.setattr(distributed, "wait", lambda x: events.append("wait"))
+    started, marks = [], {}
+    seconds, out = bench.timed("client", make, started, marks, keep={"k": "w"})
+    assert events == [("drop", {"k": "w"}), "sync", "make", "persist", "wait", "sync"]
+    assert (seconds, out, started) == (10.0, "out", [100.0])
+    assert marks == {"built": 1.0, "submitted": 3.0, "done": 6.0, "synced": 10.0}
+
+
+def test_bench_pauses_the_active_memory_manager_and_restarts_it():
+    """The active memory manager is stopped for the block and restarted only if it was running."""
+    import types
+
+    from mgemm import bench
+
+    calls = []
+    amm = types.SimpleNamespace(running=lambda: True, stop=lambda: calls.append("stop"),
+                                start=lambda: calls.append("start"))
+    with bench.memory_manager_paused(types.SimpleNamespace(amm=amm)):
+        assert calls == ["stop"]
+    assert calls == ["stop", "start"]
+    amm.running = lambda: False  # off before: left off
+    with bench.memory_manager_paused(types.SimpleNamespace(amm=amm)):
+        pass
+    assert calls == ["stop", "start"]
+
+
+def test_bench_keeps_only_each_chunks_home_copy():
+    """``drop_replicas(keep=...)`` on the scheduler: every copy but the home's is dropped; a chunk
+    whose home lost it, or not in memory, is left alone."""
+    import types
+
+    from mgemm import bench
+
+    def task(state, *holders):
+        return types.SimpleNamespace(state=state, who_has=[types.SimpleNamespace(address=h) for h in holders])
+
+    removed = {}
+    scheduler = types.SimpleNamespace(
+        tasks={"a": task("memory", "w1", "w2", "w3"), "b": task("memory", "w2"),
+               "c": task("released", "w1", "w2")},
+        request_remove_replicas=lambda addr, keys, stimulus_id: removed.update({addr: keys}))
+    count = bench._keep_only(scheduler, {"a": "w1", "b": "w1", "c": "w1", "gone": "w1"})
+    assert count == 2 and removed == {"w2": ["a"], "w3": ["a"]}
+
+
+def test_bench_rows_take_the_median_of_repeat_runs_from_the_layout(client, monkeypatch):
+    """A row: the seconds of --repeat timed runs (not the warm-up), their median and its TFLOP/s,
+    the workers, the options in the environment; every run starts from the inputs' layout with
+    the active memory manager paused, and A and B are different matrices."""
+    from mgemm import bench
+
+    seconds, seen, inputs, progress = iter([9.0, 3.0, 1.0, 2.0]), [], [], []
+
+    def timed(client_, make, *args, keep=None):
+        seen.append((keep, client_.amm.running()))
+        return next(seconds), make().persist()
+
+    def method(a, b, options):
+        inputs.append((a, b))
+        return da.matmul(a, b)
+
+    monkeypatch.setattr(bench, "timed", timed)
+    monkeypatch.setitem(bench.METHODS, "mgemm", bench.Method("mgemm", method))
+    assert client.amm.running()
+    case = bench.Case("float64-64", 64, 64, 64, "float64", 32)
+    (row,) = bench.run_case(client, case, ["mgemm"], repeat=3, gpu=False, progress=progress.append,
+                            options={"allow_tf32": True, "tune": True})
+    assert (row.seconds, row.median_s, row.tflops) == ([3.0, 1.0, 2.0], 2.0, case.flops / 2.0 / 1e12)
+    assert row.workers == 2 and not row.error and row.rel_error < 1e-12
+    assert row.environment["allow_tf32"] is True and row.environment["tune"] is True
+    assert len(seen) == 4 and all(keep and len(keep) == 8 and not running for keep, running in seen)
+    assert client.amm.running()
+    assert progress == ["float64-64: mgemm warm-up and check", "float64-64: mgemm run 1/3",
+                        "float64-64: mgemm run 2/3", "float64-64: mgemm run 3/3"]
+    a, b = inputs[0]
+    assert not np.array_equal(a.compute(), b.compute())
+
+
+def test_bench_checks_float32_against_the_tf32_bound_with_allow_tf32(client, monkeypatch):
+    """A float32 result off by 1e-4 passes the check under allow_tf32 and fails it otherwise; the
+    failure is a row of the cluster's workers, and progress says so."""
+    from mgemm import bench
+
+    monkeypatch.setattr(bench, "timed", lambda c, make, *a, keep=None: (1.0, make().persist()))
+    monkeypatch.setitem(bench.METHODS, "mgemm", bench.Method(
+        "mgemm", lambda a, b, options: da.matmul(a, b) * np.float32(1 + 1e-4)))
+    case = bench.Case("float32-64", 64, 64, 64, "float32", 32)
+    (ok,) = bench.run_case(client, case, ["mgemm"], repeat=1, gpu=False, options={"allow_tf32": True})
+    assert not ok.error and 5e-5 < ok.rel_error < 2e-4
+    progress = []
+    (bad,) = bench.run_case(client, case, ["mgemm"], repeat=1, gpu=False, options={},
+                            progress=progress.append)
+    assert bad.error.startswith("AssertionError: relative error") and bad.workers == 2
+    assert progress[-1].startswith("float32-64: mgemm FAILED: AssertionError: relative error")
+
+
+def test_bench_rows_name_the_protocol_and_threads_of_the_workers(monkeypatch):
+    """Rows name the workers' protocol (tcp here, not inproc) and their threads per worker."""
+    from distributed import Client, LocalCluster
+
+    from mgemm import bench
+
+    monkeypatch.setattr(bench, "timed", lambda c, make, *a, keep=None: (1.0, make().persist()))
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, protocol="tcp",
+                      host="127.0.0.1", dashboard_address=":0") as lc, Client(lc) as c:
+        case = bench.Case("float64-32", 32, 32, 32, "float64", 16)
+        (row,) = bench.run_case(c, case, ["dask"], repeat=1, options={}, gpu=False)
+    assert row.protocol == "tcp" and row.environment["threads_per_worker"] == [2]
+
+
+def test_bench_table_counts_the_runs_and_says_na_without_dask():
+    """The table's runs column counts the timed runs; no dask row: the ratio is n/a."""
+    from mgemm.bench import Row, table
+
+    row = Row("float64-64", "mgemm", 64, 64, 64, "float64", [1.0, 2.0, 3.0], 2.0, 1.0, 1e-15, 2, "tcp")
+    line = table([row]).splitlines()[1].split()
+    assert line[-1] == "3" and line[-3] == "n/a" and line[2] == "2.000"
+
+
+def test_bench_scheme_only_for_float32_on_hopper_gpus_with_its_engines(monkeypatch):
+    """``emulate_fp32`` is recorded only for float32 on GPU chunks, on sm_90, with its engines."""
+    from mgemm import bench, cluster
+
+    h200 = {"model": "NVIDIA H200", "cc": "9.0"}
+    monkeypatch.setattr(cluster, "worker_devices", lambda client: {"w1": h200, "w2": h200})
+    on = {"emulate_fp32": "bf16x9", "engine": "auto"}
+    assert bench.emulated_scheme(None, "float32", on, gpu=True) == "bf16x9"
+    assert bench.emulated_scheme(None, "float64", on, gpu=True) == "off"
+    assert bench.emulated_scheme(None, "float32", on, gpu=False) == "off"
+    assert bench.emulated_scheme(None, "float32", {**on, "engine": "cublas"}, gpu=True) == "off"
+
+
+def test_bench_scaling_cases(monkeypatch):
+    """Weak scaling keeps n³ per GPU at 32768³ on two GPUs; bfloat16 cases only where CuPy has
+    the dtype."""
+    from mgemm import bench
+
+    monkeypatch.setattr(bench, "has_bfloat16", lambda: False)
+    names = [c.name for c in bench.scaling_cases(16)]
+    assert names == ["strong-float32-32768", "strong-float32-65536", "weak-float32-65536"]
+    assert bench.scaling_cases(2)[-1].name == "weak-float32-32768"
+    monkeypatch.setattr(bench, "has_bfloat16", lambda: True)
+    assert "weak-bfloat16-65536" in [c.name for c in bench.scaling_cases(16)]
+
+
+def test_bench_trace_summaries():
+    """Per worker from a task stream: tasks, compute and transfer seconds, first start and last
+    stop, distinct peers; fetch time is the union of the fetches in flight; only fetches that
+    began after the run started."""
+    import types
+
+    from mgemm import bench
+
+    records = [
+        {"worker": "w1", "key": "k1", "startstops": [
+            {"action": "transfer", "start": 10.0, "stop": 11.0, "source": "w2"},
+            {"action": "compute", "start": 11.0, "stop": 13.0}]},
+        {"worker": "w1", "key": "k2", "startstops": [
+            {"action": "transfer", "start": 12.0, "stop": 12.5, "source": "w3"},
+            {"action": "compute", "start": 13.0, "stop": 14.0}]},
+        {"worker": "w2", "key": "k3", "startstops": [{"action": "compute", "start": 12.0, "stop": 12.5}]}]
+    s = bench.stream_summary(records, start=10.0)
+    w1 = s["w1"]
+    assert (w1["tasks"], w1["compute_s"], w1["transfer_s"]) == (2, 3.0, 1.5)
+    assert (w1["first"], w1["last"]) == (1.0, 4.0)
+    assert w1["sources"] == 2 and s["w2"]["sources"] == 0
+    assert w1["task_log"] == [(1.0, 2.0, "k1"), (3.0, 1.0, "k2")]
+
+    fake = types.SimpleNamespace(run=lambda f, since: {"w1": [(0.0, 2.0, 2**30, 3), (1.0, 2.0, 2**30, 1)]})
+    bench.add_fetches(fake, s, since=10.0)
+    assert (s["w1"]["fetches"], s["w1"]["fetch_gib"], s["w1"]["fetch_busy_s"]) == (2, 2.0, 3.0)
+    assert s["w1"]["fetch_first"] == 0.0
+    worker = types.SimpleNamespace(transfer_incoming_log=[
+        {"start": 5.0, "stop": 6.0, "total": 8, "keys": ["a"]},
+        {"start": 15.0, "stop": 17.0, "total": 16, "keys": ["b", "c"]}])
+    assert bench._incoming_log(worker, since=10.0) == [(5.0, 2.0, 16, 2)]
+
+
+def test_bench_persister_and_environment(client, monkeypatch):
+    """``--layout`` picks the persister; rows name MGEMM_COMMIT where set and the workers' UCX_*
+    variables."""
+    import types
+
+    from mgemm import bench
+
+    assert bench.persister("cyclic") is bench.persist_cyclic
+    assert bench.persister("dask")(None, lambda: types.SimpleNamespace(persist=lambda: "p")) == "p"
+    monkeypatch.setenv("MGEMM_COMMIT", "c0ffee1")
+    monkeypatch.setenv("UCX_TLS", "tcp,cuda_copy")
+    assert bench.environment(client)["commit"] == "c0ffee1"
+    ucx = bench._ucx_environment()
+    assert ucx["UCX_TLS"] == "tcp,cuda_copy" and "MGEMM_COMMIT" not in ucx and "transfer_limit" in ucx

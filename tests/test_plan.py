@@ -983,3 +983,53 @@ def test_split_on_hands_work_on_while_a_worker_is_idle(speeds, problem):
         w.flops for w in workers)
     assert all(t > 0 for t in plan.predicted.values())
     assert plan.makespan <= ideal + chunk * 1.001, (plan.predicted, ideal)
+
+
+def _cli_plan(*args: str) -> dict:
+    from click.testing import CliRunner
+
+    from mgemm.cli import main
+
+    result = CliRunner().invoke(main, ["plan", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_cli_plan_workers_follow_the_flags():
+    """``mgemm plan``'s synthetic workers: by default 2 GPU workers at the H200 float32 rate, one
+    block task each; --allow-tf32 rates TF32; --kind cpu gives workers of --threads slots
+    (default 8) at that many threads' CPU rate."""
+    from mgemm.cluster import H200_FLOPS, cpu_flops
+
+    shape = ["--m", "1000", "--n", "1000", "--k", "1000"]
+    workers = _cli_plan(*shape)["workers"]
+    assert [(w["kind"], w["flops"], w["slots"]) for w in workers] == [("gpu", H200_FLOPS["float32"], 1)] * 2
+    assert _cli_plan(*shape, "--allow-tf32")["workers"][0]["flops"] == H200_FLOPS["tf32"]
+    workers = _cli_plan(*shape, "--kind", "cpu", "--threads", "4", "--workers", "3",
+                        "--dtype", "float64")["workers"]
+    assert [(w["kind"], w["flops"], w["slots"]) for w in workers] == [("cpu", cpu_flops(4, "float64"), 4)] * 3
+    assert [w["slots"] for w in _cli_plan(*shape, "--kind", "cpu")["workers"]] == [8, 8]
+
+
+def test_cli_plan_chunks_block_size_split_and_dtype_follow_the_flags():
+    """--chunk, --block-size, --split and --dtype (item and partial sizes) reach the plan."""
+    shape = ["--m", "2000", "--n", "2000", "--k", "8000"]
+    assert set(_cli_plan(*shape, "--chunk", "250")["problem"]["m_chunks"]) == {250}
+    assert set(_cli_plan(*shape, "--block-size", "500")["problem"]["k_chunks"]) == {500}
+    tiled = [*shape, "--workers", "3", "--block-size", "1000", "--chunk", "1000"]
+    assert _cli_plan(*tiled)["fixup"]  # auto splits a tail block here ...
+    assert _cli_plan(*tiled, "--split", "off")["fixup"] == {}  # ... off does not
+    problem = _cli_plan(*shape, "--dtype", "bfloat16")["problem"]
+    assert (problem["itemsize"], problem["part_itemsize"]) == (2, 4)
+    assert _cli_plan(*shape, "--dtype", "complex128")["problem"]["itemsize"] == 16
+
+
+def test_cli_plan_that_cannot_fit_is_a_one_line_error():
+    """A product the workers cannot hold is an error message (exit 1), not a traceback."""
+    from click.testing import CliRunner
+
+    from mgemm.cli import main
+
+    result = CliRunner().invoke(main, ["plan", "--m", "1000000", "--n", "1000000", "--k", "1000000"])
+    assert result.exit_code == 1 and "use more workers" in result.output, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
