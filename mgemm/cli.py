@@ -47,14 +47,16 @@ def _session(given: Any, **start: Any) -> Iterator[Any]:
     """``cluster.session`` for a command, its client current (a scheduler address gives a client
     that is not the default one, and the command's ``persist`` and ``wait`` must run on it): a
     scheduler it cannot reach, or a malformed address, is an error message naming the address,
-    not a traceback."""
+    not a traceback; so is an embedded cluster that cannot start."""
     from .cluster import session
 
     with contextlib.ExitStack() as stack:
         try:
             client = stack.enter_context(session(given, **start))
         except (OSError, ValueError) as exc:
-            raise click.ClickException(f"cannot reach the scheduler {given}: {exc}") from None
+            what = ("cannot start the embedded cluster" if given is None
+                    else f"cannot reach the scheduler {given}")
+            raise click.ClickException(f"{what}: {exc}") from None
         stack.enter_context(client.as_current())
         yield client
 

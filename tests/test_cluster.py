@@ -208,6 +208,24 @@ def test_commands_name_a_scheduler_they_cannot_reach():
     assert "Traceback" not in result.output
 
 
+def test_an_embedded_cluster_that_cannot_start_is_a_one_line_error(monkeypatch):
+    """No scheduler given and the embedded cluster fails to start: the error says so, not
+    'cannot reach the scheduler None'."""
+    from click.testing import CliRunner
+
+    from mgemm import cli, cluster
+
+    def boom(**kwargs):
+        raise OSError("[Errno 98] Address already in use")
+
+    monkeypatch.setattr(cluster, "start_default_cluster", boom)
+    monkeypatch.setattr(cluster, "active_client", lambda given=None: None)
+    result = CliRunner().invoke(cli.main, ["info"])
+    assert result.exit_code == 1, result.output
+    assert "cannot start the embedded cluster: [Errno 98] Address already in use" in result.output
+    assert "None" not in result.output and "Traceback" not in result.output
+
+
 @pytest.mark.parametrize("address, says", [
     ("foo", "missing port number"), ("tcp://127.0.0.1:abc", "invalid literal"),
     ("bogus://h:1", "unknown address scheme 'bogus'")])
