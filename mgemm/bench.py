@@ -633,7 +633,7 @@ def _plans_logged() -> Any:
 
 def table(rows: list[Row]) -> str:
     """A text table; rows of one case show their speed-up over dask.array.matmul."""
-    base = {r.case: r.median_s for r in rows if r.method == "dask.array.matmul"}
+    base = {r.case: r.median_s for r in rows if r.method == "dask.array.matmul" and not r.error}
     lines = [f"{'case':<16} {'method':<18} {'median s':>9} {'TFLOP/s':>8} {'vs dask':>8} "
              f"{'rel err':>9} {'runs':>5}"]
     for r in rows:

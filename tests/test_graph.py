@@ -698,6 +698,19 @@ def test_bench_table_counts_the_runs_and_says_na_without_dask():
     assert line[-1] == "3" and line[-3] == "n/a" and line[2] == "2.000"
 
 
+def test_bench_table_says_na_beside_a_failed_dask_row():
+    """A dask row that failed gives no baseline: mgemm's ratio is n/a, not nan."""
+    from mgemm.bench import Row, table
+
+    nan = float("nan")
+    rows = [Row("c", "mgemm", 8, 8, 8, "float64", [1.0], 1.0, 1.0, 1e-16, 2, "tcp"),
+            Row("c", "dask.array.matmul", 8, 8, 8, "float64", [], nan, nan, nan, 2, "tcp",
+                error="TypeError: x")]
+    lines = table(rows).splitlines()
+    assert lines[1].split()[4] == "n/a", lines[1]
+    assert "failed: TypeError: x" in lines[2]
+
+
 def test_bench_scheme_only_for_float32_on_hopper_gpus_with_its_engines(monkeypatch):
     """``emulate_fp32`` is recorded only for float32 on GPU chunks, on sm_90, with its engines."""
     from mgemm import bench, cluster
