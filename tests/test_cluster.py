@@ -404,8 +404,6 @@ def test_cli_demo_sizes_the_product_from_the_hardware(monkeypatch, gpu, workers,
     assert f"{workers} {kind} worker(s)" in result.stderr
 
 
-
-
 def test_cli_demo_exit_status_follows_mgemm(monkeypatch):
     """A demo whose mgemm row failed (an error, or outside the float64 check's bound) exits 1 with
     the error; a failed dask.array.matmul is only reported beside mgemm's result."""
