@@ -205,19 +205,15 @@ def _folder_lock(folder: Path):
     entries; no lock where the platform has no ``fcntl`` or the folder cannot be opened."""
     try:
         import fcntl
-    except ImportError:
+        fd = os.open(folder, os.O_RDONLY)
+    except (ImportError, OSError):
         fd = None
-    else:
+    if fd is not None:
         try:
-            fd = os.open(folder, os.O_RDONLY)
-        except OSError:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # a file system without locks
+            os.close(fd)
             fd = None
-        else:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            except OSError:  # a file system without locks
-                os.close(fd)
-                fd = None
     try:
         yield
     finally:
