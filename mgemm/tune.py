@@ -10,8 +10,8 @@ layouts) times the heuristic's launch and the ``VARIANTS`` on the caller's opera
 heuristic's, and keeps the fastest where it is ``MARGIN`` ahead (``fastest``): in memory and in a
 JSON file (``cache_file()``), so later products of that kind, in this process or another, launch
 it at once.  Engine ``auto`` does the same between the cuBLAS and persistent engines per kind of
-block (``engine_choice``).  A Dask computation whose blocks share a shape pays the tuning once per
-worker process.
+block (``engine_choice``).  A Dask computation whose blocks share a shape pays the tuning at most
+once per worker process.
 
 Tuning costs a compile of each candidate the first time it runs on a machine (CuPy keeps the
 binaries on disk) and ``REPS + 1`` launches of each (``SHORT_REPS`` more for short products); it
