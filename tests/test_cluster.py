@@ -365,6 +365,16 @@ def _stand_in(monkeypatch, *, gpu=False, workers=2, rows=None):
     return calls
 
 
+def _failing_rows(failing, error):
+    """``_stand_in``'s ``rows``: one row per method, the ``failing`` one with ``error``."""
+    from mgemm import bench
+
+    def make(case, methods):
+        return [bench.Row(case.name, bench.METHODS[m].name, 8, 8, 8, case.dtype, [1.0], 1.0, 2.0,
+                          1e-7, 2, "tcp", error=error if m == failing else "") for m in methods]
+    return make
+
+
 def test_cli_demo_hands_its_flags_on_and_prints_the_check(monkeypatch):
     """``mgemm demo``: --size, --dtype, --repeat, --workers and the mgemm options reach the run;
     the table and the verdict go to stdout (speed-up over dask, the float64 check), progress to
@@ -409,20 +419,14 @@ def test_cli_demo_exit_status_follows_mgemm(monkeypatch):
     the error; a failed dask.array.matmul is only reported beside mgemm's result."""
     from click.testing import CliRunner
 
-    from mgemm import bench, cli
+    from mgemm import cli
 
-    def rows(failing):
-        def make(case, methods):
-            return [bench.Row(case.name, bench.METHODS[m].name, 8, 8, 8, case.dtype, [1.0], 1.0,
-                              2.0, 1e-7, 2, "tcp", error="AssertionError: relative error 1 > 1e-05"
-                              if m == failing else "") for m in methods]
-        return make
-
-    _stand_in(monkeypatch, rows=rows("mgemm"))
+    error = "AssertionError: relative error 1 > 1e-05"
+    _stand_in(monkeypatch, rows=_failing_rows("mgemm", error))
     bad = CliRunner().invoke(cli.main, ["demo", "--size", "8"])
     assert bad.exit_code == 1
     assert "mgemm failed: AssertionError: relative error 1 > 1e-05" in bad.output
-    _stand_in(monkeypatch, rows=rows("dask"))
+    _stand_in(monkeypatch, rows=_failing_rows("dask", error))
     ok = CliRunner().invoke(cli.main, ["demo", "--size", "8"])
     assert ok.exit_code == 0, ok.output
     assert "dask.array.matmul failed (AssertionError: relative error" in ok.stdout
@@ -541,19 +545,12 @@ def test_cli_bench_exit_status_says_whether_mgemm_failed(monkeypatch):
     dask.array.matmul did."""
     from click.testing import CliRunner
 
-    from mgemm import bench, cli
+    from mgemm import cli
 
-    def rows(failing):
-        def make(case, methods):
-            return [bench.Row(case.name, bench.METHODS[m].name, 8, 8, 8, case.dtype, [1.0], 1.0,
-                              2.0, 1e-7, 2, "tcp", error="TypeError: no" if m == failing else "")
-                    for m in methods]
-        return make
-
-    calls = _stand_in(monkeypatch, rows=rows("dask"))
+    calls = _stand_in(monkeypatch, rows=_failing_rows("dask", "TypeError: no"))
     ok = CliRunner().invoke(cli.main, ["bench"])
     assert ok.exit_code == 0 and "failed: TypeError: no" in ok.stdout, ok.output
-    calls = _stand_in(monkeypatch, rows=rows("mgemm"))
+    calls = _stand_in(monkeypatch, rows=_failing_rows("mgemm", "TypeError: no"))
     bad = CliRunner().invoke(cli.main, ["bench"])
     assert bad.exit_code == 1 and "mgemm failed on float32-2048, float64-2048" in bad.output
     assert len(calls["run_case"]) == 2
