@@ -6,8 +6,9 @@ multiply them on a machine's GPUs, and this times all three on the same inputs, 
 - ``mgemm``: ``mgemm.matmul(a, b, engine="cublas")`` on the embedded ``LocalCUDACluster`` (one
   worker per GPU); each block task copies its chunks to its worker's GPU, multiplies there and
   copies the block back, so the result is NumPy chunks held on the workers.  ``mgemm`` copies
-  and multiplies one K part at a time (``mgemm.graph.STAGE_BY_PART``), ``mgemm-whole`` copies
-  the whole block first.
+  and multiplies one K part at a time (``mgemm.graph.STAGE_BY_PART``) and keeps the copies of
+  chunks its worker reads again (``mgemm.staging``); ``mgemm-nokeep`` copies every chunk again
+  for each block that reads it; ``mgemm-whole`` copies each block whole first.
 - ``dask``: what a dask-cuda user writes, ``(a.map_blocks(cupy.asarray) @
   b.map_blocks(cupy.asarray)).map_blocks(cupy.asnumpy)``, on the same cluster and inputs.
 - ``xt``: cuBLASXt (libcublas's multi-GPU host API) in this process, on the whole matrices
@@ -40,7 +41,7 @@ import dask.array as da  # noqa: E402
 import numpy as np  # noqa: E402
 
 import mgemm  # noqa: E402
-from mgemm import bench  # noqa: E402
+from mgemm import bench, staging  # noqa: E402
 from mgemm.cluster import gpus_visible, session  # noqa: E402
 
 #: cublasOperation_t CUBLAS_OP_N; cublasXtPinnedMemMode_t CUBLASXT_PINNING_ENABLED
@@ -137,10 +138,16 @@ def _dask_cuda_way(a: da.Array, b: da.Array) -> da.Array:
     return product.map_blocks(cupy.asnumpy, meta=np.empty((0, 0), dtype=a.dtype))
 
 
-def _stage_by_part(on: bool) -> None:
-    """On a worker: ``mgemm.graph.STAGE_BY_PART`` (``mgemm-whole`` copies each block whole)."""
-    from mgemm import graph
-    graph.STAGE_BY_PART = on
+#: mgemm's variants: (``mgemm.graph.STAGE_BY_PART``, ``mgemm.staging.CACHE_FRACTION``).
+STAGING = {"mgemm": (True, staging.CACHE_FRACTION), "mgemm-nokeep": (True, 0.0),
+           "mgemm-whole": (False, staging.CACHE_FRACTION)}
+
+
+def _set_staging(by_part: bool, keep: float) -> None:
+    """On a worker: copy by K part or whole blocks, and the share of the GPU kept copies of
+    chunks may hold (``mgemm-nokeep`` copies a chunk again for every block that reads it)."""
+    from mgemm import graph, staging
+    graph.STAGE_BY_PART, staging.CACHE_FRACTION = by_part, keep
 
 
 def time_cluster(client, a: da.Array, b: da.Array, make, runs: int, tol: float) -> list[float]:
@@ -167,7 +174,7 @@ def main() -> None:
     p.add_argument("--protocol", default="ucx", choices=("ucx", "tcp"))
     p.add_argument("--xt-block", default="4096,8192",
                    help="cuBLASXt tile edges to time, comma-separated (0: its default)")
-    p.add_argument("--methods", default="mgemm,mgemm-whole,dask,xt,xt-pinned")
+    p.add_argument("--methods", default="mgemm,mgemm-nokeep,mgemm-whole,dask,xt,xt-pinned")
     p.add_argument("--engine", default="cublas",
                    help="mgemm's engine (numpy: a dry run of the script on a CPU cluster)")
     args = p.parse_args()
@@ -188,13 +195,13 @@ def main() -> None:
             b = bench.persist_cyclic(client, lambda: bench.random_matrix(
                 (n, n), args.chunk, dtype, gpu=False, seed=12))
             rows = {}
-            for method, by_part in (("mgemm", True), ("mgemm-whole", False)):
+            for method, setting in STAGING.items():
                 if method in methods:
-                    client.run(_stage_by_part, by_part)
+                    client.run(_set_staging, *setting)
                     rows[method] = time_cluster(
                         client, a, b, lambda x, y: mgemm.matmul(x, y, engine=args.engine),
                         args.runs, tol)
-            client.run(_stage_by_part, True)
+            client.run(_set_staging, *STAGING["mgemm"])
             if "dask" in methods:
                 rows["dask"] = time_cluster(client, a, b, _dask_cuda_way, args.runs, tol)
             if any(m.startswith("xt") for m in methods):

@@ -23,7 +23,7 @@ from dask._task_spec import Task, TaskRef, parse_input
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
-from . import engines
+from . import engines, staging
 from .plan import Plan
 
 #: Prefix of every block task key; the placement plugin recognises mgemm tasks by it.
@@ -41,11 +41,13 @@ def common_k_chunks(ka: Sequence[int], kb: Sequence[int]) -> tuple[int, ...]:
 
 
 def _block_task(engine_name: str, shape: tuple, c: Any, alpha: float, beta: float,
-                out_dtype: str, allow_tf32: bool, emulate: str, tune: bool, *chunks: Any) -> Any:
+                out_dtype: str, allow_tf32: bool, emulate: str, tune: bool, reuse: str,
+                *chunks: Any) -> Any:
     """Worker side: alpha · (A row panel @ B column panel) + beta · C for one block (float32 on
     bfloat16 tensor cores unless ``emulate`` is "off": ``mgemm.emulate``; ``tune``: the engine's
     ``tune``).  An engine with ``gemm_chunks`` (numpy) takes the chunks as they are; the others
-    take each K part's panels.
+    take each K part's panels.  ``reuse``: what the plan says of each chunk on this worker, one
+    ``mgemm.staging`` mark per chunk (only a staged block reads it).
 
     ``shape`` = (rows, ks, cols): ``chunks`` are A's ``rows × ks`` chunks (row chunk r, K chunk
     k at ``r * ks + k``), then B's ``ks × cols`` (K chunk k, column chunk j), in the order of
@@ -56,7 +58,7 @@ def _block_task(engine_name: str, shape: tuple, c: Any, alpha: float, beta: floa
     off = rows * ks
     if engines.staged(engine_name, chunks[0]):
         return _staged_block(engine_name, shape, c, alpha, beta, out_dtype, allow_tf32, emulate,
-                             tune, chunks)
+                             tune, reuse, chunks)
     xp = _array_module(chunks[0])
     engine = engines.get(engine_name)
     if hasattr(engine, "gemm_chunks"):  # the chunks as they are, no panels (NumPy: never emulated)
@@ -82,22 +84,18 @@ def _block_task(engine_name: str, shape: tuple, c: Any, alpha: float, beta: floa
 STAGE_BY_PART = True
 
 
-def _part_panels(xp: Any, shape: tuple, chunks: Sequence[Any], k: int,
-                 load: Any = None) -> tuple[Any, Any]:
+def _part_panels(xp: Any, shape: tuple, chunks: Sequence[Any], k: int) -> tuple[Any, Any]:
     """K part ``k`` of a block task's ``chunks`` (``_block_task``'s ``shape`` and order): A's
-    chunks (r, k) stacked over the rows and B's (k, j) side by side, each chunk through ``load``
-    first (a copy to the GPU, say)."""
+    chunks (r, k) stacked over the rows and B's (k, j) side by side."""
     rows, ks, cols = shape
     off = rows * ks
     a = [chunks[r * ks + k] for r in range(rows)]
     b = chunks[off + k * cols:off + (k + 1) * cols]
-    if load is not None:
-        a, b = [load(x) for x in a], [load(x) for x in b]
     return _concat(xp, list(a), 0), _concat(xp, list(b), 1)
 
 
 def _staged_block(engine_name: str, shape: tuple, c: Any, alpha: float, beta: float,
-                  out_dtype: str, allow_tf32: bool, emulate: str, tune: bool,
+                  out_dtype: str, allow_tf32: bool, emulate: str, tune: bool, reuse: str,
                   chunks: Sequence[Any]) -> Any:
     """``_block_task`` of a GPU engine on NumPy chunks: the chunks (and C) copied to this worker's
     GPU, the block multiplied there, and copied back once its GPU work has finished, so that
@@ -106,17 +104,18 @@ def _staged_block(engine_name: str, shape: tuple, c: Any, alpha: float, beta: fl
     By K part (``STAGE_BY_PART``): part k's GEMM, ``alpha · A_k B_k`` plus ``beta · C`` for the
     first part and plus the parts so far for later ones, in ``engines.accumulator_dtype`` (a
     16-bit block adds up in float32 and is rounded once), waits on the GPU for part k's copies
-    only.  The parts and C's copy stay referenced until the block is done: their memory came
-    from the copy stream's pool, which does not know the GEMMs still read it.  Otherwise the
-    whole block is copied on the legacy default stream, which the block's stream waits for
-    (``engines.task_stream``)."""
+    only.  A chunk the plan reads again on this worker is copied once and kept for the later
+    reads (``mgemm.staging``, as ``reuse`` marks it).  The parts and C's copy stay referenced
+    until the block is done: their memory came from a copy stream's pool, which does not know the
+    GEMMs still read it.  Otherwise the whole block is copied on the legacy default stream, which
+    the block's stream waits for (``engines.task_stream``), and nothing is kept."""
     import cupy
 
     if not STAGE_BY_PART or emulate != "off":
         device = [cupy.asarray(_typed(x)) for x in chunks]
         c = None if c is None else cupy.asarray(_typed(c))
         out = _block_task(engine_name, shape, c, alpha, beta, out_dtype, allow_tf32, emulate,
-                          tune, *device)
+                          tune, reuse, *device)
         return cupy.asnumpy(out)
     engine = engines.get(engine_name)
     acc_dtype = engines.accumulator_dtype(out_dtype)
@@ -124,10 +123,14 @@ def _staged_block(engine_name: str, shape: tuple, c: Any, alpha: float, beta: fl
     with engines.task_stream(cupy), engines.queue_only():
         task, copies = cupy.cuda.get_current_stream(), engines.copy_stream(cupy)
         out = c
+        device = list(chunks)
+        order = staging.load_order(shape)
+        per_part = len(order) // shape[1]
         for k in range(shape[1]):  # the K parts
             with copies:
-                a_k, b_k = _part_panels(cupy, shape, chunks, k,
-                                        load=lambda x: cupy.asarray(_typed(x)))
+                for i in order[k * per_part:(k + 1) * per_part]:
+                    device[i] = staging.load(cupy, copies, chunks[i], reuse[i], _typed)
+                a_k, b_k = _part_panels(cupy, shape, device, k)
                 if k == 0 and out is not None:
                     out = cupy.asarray(_typed(out))
                     held.append(out)
@@ -243,30 +246,35 @@ def build(a: da.Array, b: da.Array, plan: Plan, *, c: da.Array | None = None, al
     works_by_block: dict[int, list] = {}
     for w in plan.work:
         works_by_block.setdefault(w.block, []).append(w)
+    # each block task's key, and what it reads: (rows, ks, cols) and the chunks' keys
+    tasks: dict[int, list] = {}
+    reads: dict[str, list] = {}  # per worker: (seq, task key, shape, chunk keys)
     for blk_index, works in works_by_block.items():
         blk = plan.blocks[blk_index]
         bi, bj = bi_of[blk.i0], bj_of[blk.j0]
-        out_key = (name, bi, bj)
-        c_ref = TaskRef((c.name, bi, bj)) if c is not None else None
-        works = sorted(works, key=lambda w: w.k0)
+        tasks[blk_index] = []
+        for p, w in enumerate(sorted(works, key=lambda w: w.k0)):
+            key = (name, bi, bj) if len(works) == 1 else (part_name, bi, bj, p)
+            shape, keys = input_keys(a.name, b.name, blk, w.k0, w.k1)
+            tasks[blk_index].append((w, key, shape, keys))
+            reads.setdefault(w.worker, []).append((w.seq, key, shape, keys))
+    marks: dict = {}  # the staged copies' reuse marks, from each worker's order
+    for listed in reads.values():
+        marks.update(staging.reuse_marks([r[1:] for r in sorted(listed, key=lambda r: r[0])]))
 
-        def inputs(k0: int, k1: int) -> tuple:  # (rows, ks, cols) and references to the chunks
-            shape, keys = input_keys(a.name, b.name, blk, k0, k1)
-            return shape, [TaskRef(key) for key in keys]
-
-        if len(works) == 1:
-            w = works[0]
-            shape, refs = inputs(w.k0, w.k1)
-            dsk[out_key] = Task(out_key, _block_task, engine, shape, c_ref, alpha, beta,
-                                str(out_dtype), allow_tf32, emulate, tune, *refs)
-            owner[out_key], order[out_key] = w.worker, w.seq
+    for blk_index, listed in tasks.items():
+        out_key = (name, *listed[0][1][1:3])  # (name or part_name, bi, bj, ...)
+        c_ref = TaskRef((c.name, *out_key[1:])) if c is not None else None
+        if len(listed) == 1:
+            w, key, shape, keys = listed[0]
+            dsk[key] = Task(key, _block_task, engine, shape, c_ref, alpha, beta, str(out_dtype),
+                            allow_tf32, emulate, tune, marks[key], *map(TaskRef, keys))
+            owner[key], order[key] = w.worker, w.seq
             continue
         part_refs = []
-        for p, w in enumerate(works):
-            key = (part_name, bi, bj, p)
-            shape, refs = inputs(w.k0, w.k1)
+        for w, key, shape, keys in listed:
             dsk[key] = Task(key, _block_task, engine, shape, None, 1.0, 0.0, part_dtype,
-                            allow_tf32, emulate, tune, *refs)
+                            allow_tf32, emulate, tune, marks[key], *map(TaskRef, keys))
             owner[key], order[key] = w.worker, w.seq
             part_refs.append(TaskRef(key))
         dsk[out_key] = Task(out_key, _fixup_task, parse_input(part_refs), c_ref, alpha, beta,

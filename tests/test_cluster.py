@@ -143,7 +143,8 @@ def test_block_task_reads_raw_voids_as_bfloat16():
     rng = np.random.default_rng(3)
     a = rng.standard_normal((8, 6)).astype(ml_dtypes.bfloat16)
     b = rng.standard_normal((6, 5)).astype(ml_dtypes.bfloat16)
-    got = _block_task("numpy", (1, 1, 1), None, 1.0, 0.0, "bfloat16", False, "off", False, a.view("V2"), b.view("V2"))
+    got = _block_task("numpy", (1, 1, 1), None, 1.0, 0.0, "bfloat16", False, "off", False, "00",
+                      a.view("V2"), b.view("V2"))
     ref = a.astype(np.float64) @ b.astype(np.float64)
     assert got.dtype == np.dtype(ml_dtypes.bfloat16)
     assert np.linalg.norm(got.astype(np.float64) - ref) / np.linalg.norm(ref) < 1e-2

@@ -5,6 +5,8 @@ Marked ``gpu`` / ``multi_gpu``: they skip, saying why, on machines without CUDA.
 
 from __future__ import annotations
 
+import gc
+
 import dask
 import dask.array as da
 import numpy as np
@@ -144,7 +146,7 @@ def test_block_task_waits_for_inputs_still_being_written(cp, rng, engine):
            i += (long long)gridDim.x * blockDim.x) dst[i] = src[i];
     }""", "late_copy")
     late_copy((32,), (256,), (src, a, np.int64(n * n), np.int64(200_000_000)))  # legacy stream
-    out = _block_task(engine, (1, 1, 1), None, 1.0, 0.0, "float64", False, "off", False, a, b)
+    out = _block_task(engine, (1, 1, 1), None, 1.0, 0.0, "float64", False, "off", False, "00", a, b)
     assert_close(cp.asnumpy(out), a_host @ b_host, "float64")
 
 
@@ -184,7 +186,7 @@ def test_gpu_engines_stage_numpy_chunks(cp, rng, monkeypatch, engine, dtype, by_
     back, so the result is NumPy; ragged chunks, mismatched K chunking, a transposed operand,
     alpha, beta and C, and one block of every chunk; copied and multiplied by K part
     (``STAGE_BY_PART``) or whole."""
-    from mgemm import graph
+    from mgemm import graph, staging
 
     exact = np.dtype(dtype).kind in "iub"
     if engine == "persistent" and (exact or dtype == "complex64"):
@@ -197,10 +199,24 @@ def test_gpu_engines_stage_numpy_chunks(cp, rng, monkeypatch, engine, dtype, by_
     x = da.from_array(a, chunks=((100, 120, 80), (64, 70, 56)))
     y = da.from_array(b, chunks=((90, 60), (100, 90)))
     alpha, beta = {"int64": (3, 2), "bool": (1, 1)}.get(dtype, (0.5, 2))
+    copies, kept = staging.DeviceCopies(), []
+    put = copies.put
+
+    def counted_put(*args):
+        kept.append(put(*args))
+        return kept[-1]
+
+    monkeypatch.setattr(copies, "put", counted_put)
+    monkeypatch.setattr(staging, "COPIES", copies)
     with dask.config.set(scheduler="sync"):
         got = mgemm.gemm(x, y, da.from_array(c, chunks=70), alpha=alpha, beta=beta, trans_b=True,
                          engine=engine, block_size=(150, 150)).compute()
         whole = mgemm.matmul(x, y.T, engine=engine, block_size=(300, 150)).compute()
+    # by part, the two blocks of ``got`` share B's chunks: kept by one block, read by the other;
+    # once the product's chunks are released nothing stays on the GPU
+    assert any(kept) == by_part, kept
+    gc.collect()
+    assert copies.nbytes(cp.cuda.Device().id) == 0
     assert type(got) is np.ndarray and type(whole) is np.ndarray
     assert got.dtype == np.dtype(dtype)
     if exact:  # in the type itself, as NumPy computes it (bool: and, then or)

@@ -17,7 +17,7 @@ import pytest
 
 import mgemm
 from conftest import assert_close, random
-from mgemm import engines, graph
+from mgemm import engines, graph, staging
 
 
 class DeviceArray(np.ndarray):
@@ -77,7 +77,8 @@ def fake_cupy(log: list) -> types.ModuleType:
     cp.concatenate = lambda arrays, axis=0: np.concatenate(arrays, axis).view(DeviceArray)
     cp.cuda = types.SimpleNamespace(Stream=Stream, Event=Event,
                                     get_current_stream=lambda: current[-1],
-                                    Device=lambda: types.SimpleNamespace(id=0))
+                                    Device=lambda *_: types.SimpleNamespace(
+                                        id=0, mem_info=(1 << 30, 1 << 30)))
     cp.current = current
     return cp
 
@@ -109,6 +110,7 @@ def staged(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", cp)
     monkeypatch.setattr(engines, "_streams", threading.local())
     monkeypatch.setitem(engines._cache, "cublas", FakeEngine(log, cp))
+    monkeypatch.setattr(staging, "COPIES", staging.DeviceCopies())
     return log
 
 
@@ -229,3 +231,103 @@ def test_an_emulated_staged_block_is_multiplied_whole(staged, monkeypatch):
                          emulate_fp32="bf16x6").compute()
     assert calls == [("bf16x6", 4)]
     assert_close(got, 0.5 * (a.astype(np.float64) @ b.astype(np.float64)) + 2 * c, np.float32)
+
+
+def _blocks_sharing_chunks(rng):
+    """Two 1 x 1 x 2 block tasks that read the same two chunks of A (K in two parts) and B's
+    two column panels: (A, [B0, B1]) and the chunks in ``_block_task`` order per task."""
+    a = random(rng, (6, 8), "float32")
+    b = [random(rng, (8, 5), "float32") for _ in range(2)]
+    a_chunks = [a[:, :4], a[:, 4:]]
+    tasks = [[*a_chunks, bj[:4], bj[4:]] for bj in b]
+    return a, b, tasks
+
+
+def _run_block(chunks, marks):
+    return graph._block_task("cublas", (1, 2, 1), None, 1.0, 0.0, "float32", False, "off",
+                             False, marks, *chunks)
+
+
+def test_staged_chunks_read_again_are_copied_once_and_dropped_after_their_last_read(staged, rng):
+    """The plan's marks: A's chunks are kept by the first block and taken from the cache, then
+    dropped, by the second; B's are copied each time; nothing stays kept afterwards."""
+    a, b, tasks = _blocks_sharing_chunks(rng)
+    marks = staging.reuse_marks([(t, (1, 2, 1), [("a", 0, 0), ("a", 0, 1), ("b", 0, t),
+                                                 ("b", 1, t)]) for t in range(2)])
+    assert marks == {0: "1100", 1: "2200"}
+    got = [_run_block(chunks, marks[t]) for t, chunks in enumerate(tasks)]
+    for out, bj in zip(got, b):
+        assert_close(out, a.astype(np.float64) @ bj.astype(np.float64), "float32")
+    assert sum(entry[0] == "copy" for entry in staged) == 4 + 2  # A's two once, B's four
+    assert staging.COPIES.nbytes(0) == 0
+
+
+def test_staged_chunks_are_copied_per_read_when_nothing_may_be_kept(staged, rng, monkeypatch):
+    """With ``CACHE_FRACTION`` 0 (or a copy that does not fit) every read copies, with the same
+    result."""
+    monkeypatch.setattr(staging, "CACHE_FRACTION", 0.0)
+    a, b, tasks = _blocks_sharing_chunks(rng)
+    got = [_run_block(chunks, marks) for chunks, marks in zip(tasks, ("1100", "2200"))]
+    assert sum(entry[0] == "copy" for entry in staged) == 8
+    for out, bj in zip(got, b):
+        assert_close(out, a.astype(np.float64) @ bj.astype(np.float64), "float32")
+
+
+def test_a_copy_kept_by_another_thread_is_waited_for_on_the_copy_stream(staged, rng):
+    """A task that uses a copy another thread made makes its own copy stream wait for the event
+    recorded after that copy, before the part's GEMM is queued."""
+    a, b, tasks = _blocks_sharing_chunks(rng)
+    other = threading.Thread(target=_run_block, args=(tasks[0], "1100"))
+    other.start()
+    other.join()
+    first = len(staged)
+    kept = {entry[2] for entry in staged if entry[0] == "record"}
+    out = _run_block(tasks[1], "2200")
+    assert_close(out, a.astype(np.float64) @ b[1].astype(np.float64), "float32")
+    mine = staged[first:]
+    copy_stream = next(entry[1] for entry in mine if entry[0] == "copy")
+    waited = [i for i, entry in enumerate(mine)
+              if entry[0] == "wait" and entry[1] == copy_stream and entry[2] in kept]
+    gemm = next(i for i, entry in enumerate(mine) if entry[0] == "gemm")
+    assert len(waited) == 2 and waited[0] < gemm  # one per kept chunk of A, each before use
+    assert staging.COPIES.nbytes(0) == 0
+
+
+def test_a_kept_copy_goes_with_its_host_chunk():
+    """An entry lasts no longer than its host chunk: released, the chunk's copy is forgotten,
+    and another object at the same address is not taken for it."""
+    import gc
+
+    copies = staging.DeviceCopies()
+    x = np.ones((4, 4))
+    assert copies.put(0, x, np.zeros((4, 4)), "ready", limit=1 << 20)
+    assert copies.get(0, x)[1] == "ready" and copies.nbytes(0) == 128
+    assert not copies.put(0, np.ones(1000), np.zeros(1000), "ready", limit=1 << 10)  # too big
+    del x
+    gc.collect()
+    assert copies.nbytes(0) == 0 and copies.get(0, np.ones((4, 4))) is None
+
+
+def test_graph_marks_each_chunk_by_its_reads_in_each_workers_order():
+    """Per worker, a chunk read once there is ``ONCE``; one read several times is ``KEEP`` on
+    every read in the plan's order but the last, which is ``LAST``."""
+    from mgemm.graph import input_keys
+    from mgemm.plan import GiB, Problem, Worker, make_plan
+
+    x, y = da.ones((64, 32), chunks=16), da.ones((32, 64), chunks=16)
+    workers = [Worker(f"w{i}", "cpu", 1e9, GiB, 1e12) for i in range(2)]
+    plan = make_plan(Problem((16,) * 4, (16,) * 4, (16,) * 2, 8), workers, block_size=16,
+                     split="off")
+    out = graph.build(x, y, plan, engine="cublas", out_dtype=np.dtype("f8"))
+    layer = out.dask.layers[out.name]
+    gn = plan.grid[1]
+    for w in workers:
+        seen: dict = {}
+        for t in plan.work_for(w.name):
+            shape, keys = input_keys(x.name, y.name, plan.blocks[t.block], t.k0, t.k1)
+            marks = layer[(out.name, *divmod(t.block, gn))].args[9]
+            for key, mark in zip(keys, marks):
+                seen.setdefault(key, []).append(mark)
+        assert seen and all(m == ["0"] or m == ["1"] * (len(m) - 1) + ["2"]
+                            for m in seen.values()), seen
+        assert any(len(m) > 1 for m in seen.values())
