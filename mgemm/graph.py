@@ -46,8 +46,8 @@ def _block_task(engine_name: str, shape: tuple, c: Any, alpha: float, beta: floa
     """Worker side: alpha · (A row panel @ B column panel) + beta · C for one block (float32 on
     bfloat16 tensor cores unless ``emulate`` is "off": ``mgemm.emulate``; ``tune``: the engine's
     ``tune``).  An engine with ``gemm_chunks`` (numpy) takes the chunks as they are; the others
-    take each K part's panels.  ``reuse``: what the plan says of each chunk on this worker, one
-    ``mgemm.staging`` mark per chunk (only a staged block reads it).
+    take each K part's panels.  ``reuse``: the plan's reads of each chunk on this worker,
+    comma-separated (``mgemm.staging.reuse_marks``; only a staged block reads it).
 
     ``shape`` = (rows, ks, cols): ``chunks`` are A's ``rows × ks`` chunks (row chunk r, K chunk
     k at ``r * ks + k``), then B's ``ks × cols`` (K chunk k, column chunk j), in the order of
@@ -104,8 +104,8 @@ def _staged_block(engine_name: str, shape: tuple, c: Any, alpha: float, beta: fl
     By K part (``STAGE_BY_PART``): part k's GEMM, ``alpha · A_k B_k`` plus ``beta · C`` for the
     first part and plus the parts so far for later ones, in ``engines.accumulator_dtype`` (a
     16-bit block adds up in float32 and is rounded once), waits on the GPU for part k's copies
-    only.  A chunk the plan reads again on this worker is copied once and kept for the later
-    reads (``mgemm.staging``, as ``reuse`` marks it).  The parts and C's copy stay referenced
+    only.  A chunk the plan reads again on this worker is copied once and kept for the other
+    reads (``mgemm.staging``; ``reuse`` counts them).  The parts and C's copy stay referenced
     until the block is done: their memory came from a copy stream's pool, which does not know the
     GEMMs still read it.  Otherwise the whole block is copied on the legacy default stream, which
     the block's stream waits for (``engines.task_stream``), and nothing is kept."""
@@ -123,13 +123,13 @@ def _staged_block(engine_name: str, shape: tuple, c: Any, alpha: float, beta: fl
     with engines.task_stream(cupy), engines.queue_only():
         task, copies = cupy.cuda.get_current_stream(), engines.copy_stream(cupy)
         out = c
-        device = list(chunks)
+        device, reads = list(chunks), [int(r) for r in reuse.split(",")]
         order = staging.load_order(shape)
         per_part = len(order) // shape[1]
         for k in range(shape[1]):  # the K parts
             with copies:
                 for i in order[k * per_part:(k + 1) * per_part]:
-                    device[i] = staging.load(cupy, copies, chunks[i], reuse[i], _typed)
+                    device[i] = staging.load(cupy, copies, chunks[i], reads[i], _typed)
                 a_k, b_k = _part_panels(cupy, shape, device, k)
                 if k == 0 and out is not None:
                     out = cupy.asarray(_typed(out))
@@ -248,7 +248,7 @@ def build(a: da.Array, b: da.Array, plan: Plan, *, c: da.Array | None = None, al
         works_by_block.setdefault(w.block, []).append(w)
     # each block task's key, and what it reads: (rows, ks, cols) and the chunks' keys
     tasks: dict[int, list] = {}
-    reads: dict[str, list] = {}  # per worker: (seq, task key, shape, chunk keys)
+    reads: dict[str, list] = {}  # per worker: (task key, chunk keys)
     for blk_index, works in works_by_block.items():
         blk = plan.blocks[blk_index]
         bi, bj = bi_of[blk.i0], bj_of[blk.j0]
@@ -257,10 +257,10 @@ def build(a: da.Array, b: da.Array, plan: Plan, *, c: da.Array | None = None, al
             key = (name, bi, bj) if len(works) == 1 else (part_name, bi, bj, p)
             shape, keys = input_keys(a.name, b.name, blk, w.k0, w.k1)
             tasks[blk_index].append((w, key, shape, keys))
-            reads.setdefault(w.worker, []).append((w.seq, key, shape, keys))
-    marks: dict = {}  # the staged copies' reuse marks, from each worker's order
+            reads.setdefault(w.worker, []).append((key, keys))
+    marks: dict = {}  # how often each worker reads each chunk, for the staged copies
     for listed in reads.values():
-        marks.update(staging.reuse_marks([r[1:] for r in sorted(listed, key=lambda r: r[0])]))
+        marks.update(staging.reuse_marks(listed))
 
     for blk_index, listed in tasks.items():
         out_key = (name, *listed[0][1][1:3])  # (name or part_name, bi, bj, ...)

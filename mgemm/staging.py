@@ -6,105 +6,107 @@ blocks there, so without a cache every chunk crosses the host link once per bloc
 a 4 × 4 grid of blocks on one GPU moves each input four times.  With it, a chunk the plan reads
 again on this worker is copied once, kept, and dropped after its last read there.
 
-``build`` marks every chunk a block task reads with what the plan says about it on that worker
-(``reuse_marks``): ``ONCE`` (no other read there: copied, not kept), ``KEEP`` (read again later:
-kept after the copy) or ``LAST`` (the last of several reads: used from the cache if there, then
-dropped).  Tasks run out of the plan's order only where they may (two task threads, a lost
-worker's blocks run elsewhere), and then a mark is only a hint: a chunk not in the cache is copied.
+``build`` gives every block task the number of reads the plan makes of each of its chunks on
+its worker (``reuse_marks``).  The first read of a chunk read more than once there copies it and
+keeps the copy; the others use it (a read that comes while the copy is being made waits for it);
+the last drops it.  Reads are counted, not ordered, so tasks that run out of the plan's order (two
+task threads) still copy each chunk once.
 
-The copies may hold ``CACHE_FRACTION`` of the GPU's memory; a copy that does not fit is used and
-not kept.  A staged plan sizes each task slot's working set to a share of the GPU's memory
+The copies may hold ``CACHE_FRACTION`` of the GPU's memory; a chunk that does not fit is copied
+for each read.  A staged plan sizes each task slot's working set to a share of the GPU's memory
 (``mgemm.plan.MEMORY_FRACTION``), and the inputs themselves are in host memory, so the rest is
-free.  An entry lasts until its ``LAST`` read, or until its host chunk is released (a weak
-reference), whichever comes first: one whose last read ran on another worker stays until then.
+free.  A copy lasts until its last read on this worker, or until its host chunk is released (a
+weak reference), whichever comes first: one whose other reads ran on another worker (a lost
+worker's blocks, say) stays until then.
 
 Streams: a copy is made on the loading thread's copy stream and recorded by an event; a task that
-finds it in the cache makes its own copy stream wait for that event before using it.  Memory: the
-cache holds one reference, each task that reads a copy holds another until its GPU work is done
+finds it kept makes its own copy stream wait for that event before using it.  Memory: the cache
+holds one reference, and each task that reads a copy holds another until its GPU work is done
 (``mgemm.graph._staged_block``), so a copy is never freed, and its memory never reused, while a
-queued GEMM may still read it.
+queued kernel may still read it.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
-from typing import Any, NamedTuple
+from collections import Counter
+from typing import Any
 
 #: Share of the GPU's memory the kept copies may hold (0: nothing is kept).
 CACHE_FRACTION = 0.4
-#: A chunk's mark (one character per chunk a block task reads, ``reuse_marks``).
-ONCE, KEEP, LAST = "0", "1", "2"
 
 
-class _Entry(NamedTuple):
-    ref: weakref.ref  # the host chunk
-    copy: Any  # its device copy
-    ready: Any  # an event recorded after the copy, on the stream that made it
-    nbytes: int
+class _Entry:
+    """A kept copy: made by the first read (``loaded`` set once ``copy`` and ``ready`` are, or
+    with ``copy`` None if making it failed); ``left``: the reads still to come on this worker."""
+
+    __slots__ = ("ref", "nbytes", "left", "loaded", "copy", "ready")
+
+    def __init__(self, ref: weakref.ref, nbytes: int, left: int) -> None:
+        self.ref, self.nbytes, self.left = ref, nbytes, left
+        self.loaded = threading.Event()
+        self.copy = self.ready = None
 
 
 class DeviceCopies:
     """The kept device copies of this process, by GPU and host chunk (its identity, checked by a
-    weak reference, so a chunk released and another made at its address is not mistaken)."""
+    weak reference, so a chunk released and another made at its address is not mistaken).
+    ``kept`` and ``hits`` count the copies made to be kept and the reads that used one."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # re-entrant: a chunk may die, and its weak reference's callback run, in this thread
+        # while it holds the lock (a garbage collection set off by an allocation)
+        self._lock = threading.RLock()
         self._entries: dict[tuple[int, int], _Entry] = {}
         self._bytes: dict[int, int] = {}
-        self._dead: list = []  # weak references whose chunk died (appended by their callback)
+        self.kept = self.hits = 0
 
-    def get(self, device: int, x: Any) -> tuple[Any, Any] | None:
-        """(copy, ready event) of ``x`` on ``device``, or None."""
+    def claim(self, device: int, x: Any, reads: int, limit: int) -> tuple[_Entry | None, bool]:
+        """One read of ``x`` on ``device``, of ``reads`` the plan makes there: (the kept entry,
+        False) to use it (wait for ``loaded``), (a new entry, True) to make the copy and fill it
+        in (``loaded``), (None, True) to make a copy and not keep it."""
+        key = (device, id(x))
         with self._lock:
-            self._purge()
-            entry = self._entries.get((device, id(x)))
-            if entry is None or entry.ref() is not x:
-                return None
-            return entry.copy, entry.ready
-
-    def put(self, device: int, x: Any, copy: Any, ready: Any, limit: int) -> bool:
-        """Keep ``copy`` of ``x`` if the device's kept copies stay within ``limit`` bytes."""
-        nbytes = int(copy.nbytes)
-        try:
-            ref = weakref.ref(x, self._dead.append)  # list.append: no lock taken during a GC
-        except TypeError:  # an object without weak references: never kept
-            return False
-        with self._lock:
-            self._purge()
-            key = (device, id(x))
-            if key in self._entries or self._bytes.get(device, 0) + nbytes > limit:
-                return False
-            self._entries[key] = _Entry(ref, copy, ready, nbytes)
-            self._bytes[device] = self._bytes.get(device, 0) + nbytes
-            return True
-
-    def drop(self, device: int, x: Any) -> None:
-        """Forget ``x``'s copy on ``device`` (tasks still holding it keep it alive)."""
-        with self._lock:
-            entry = self._entries.get((device, id(x)))
+            entry = self._entries.get(key)
             if entry is not None and entry.ref() is x:
+                entry.left -= 1
+                if entry.left <= 0:
+                    self._remove(key)
+                self.hits += 1
+                return entry, False
+            nbytes = int(x.nbytes)
+            if reads < 2 or self._bytes.get(device, 0) + nbytes > limit:
+                return None, True
+            try:
+                ref = weakref.ref(x, functools.partial(self._expire, key))
+            except TypeError:  # an object without weak references: never kept
+                return None, True
+            entry = self._entries[key] = _Entry(ref, nbytes, reads - 1)
+            self._bytes[device] = self._bytes.get(device, 0) + nbytes
+            self.kept += 1
+            return entry, True
+
+    def abandon(self, device: int, x: Any, entry: _Entry) -> None:
+        """The copy of a claimed ``entry`` could not be made: forget it; readers waiting on it
+        make their own."""
+        with self._lock:
+            if self._entries.get((device, id(x))) is entry:
                 self._remove((device, id(x)))
+        entry.loaded.set()
 
     def nbytes(self, device: int) -> int:
         """Bytes of the copies kept on ``device``."""
         with self._lock:
-            self._purge()
             return self._bytes.get(device, 0)
 
-    def clear(self) -> None:
+    def _expire(self, key: tuple[int, int], ref: weakref.ref) -> None:
+        """A kept chunk died: its copy goes too."""
         with self._lock:
-            self._entries.clear()
-            self._bytes.clear()
-            self._dead.clear()
-
-    def _purge(self) -> None:
-        """Drop the entries whose host chunk died (under the lock)."""
-        while self._dead:
-            ref = self._dead.pop()
-            for key, entry in list(self._entries.items()):
-                if entry.ref is ref:
-                    self._remove(key)
+            entry = self._entries.get(key)
+            if entry is not None and entry.ref is ref:
+                self._remove(key)
 
     def _remove(self, key: tuple[int, int]) -> None:
         entry = self._entries.pop(key)
@@ -128,30 +130,17 @@ def load_order(shape: tuple[int, int, int]) -> list[int]:
     return order
 
 
-def reuse_marks(tasks: list[tuple[Any, tuple[int, int, int], list]]) -> dict:
-    """Each block task's marks, from one worker's tasks in the plan's order: ``tasks`` holds
-    (task key, shape, the chunk keys it reads in ``mgemm.graph`` order); the result maps each
-    task key to a string of one mark per chunk, in that order.  Reads are counted in the order
-    the tasks load them (``load_order``), so a chunk read twice by one task (``x @ x``) is kept
-    by its first read there and dropped by its last.
+def reuse_marks(tasks: list[tuple[Any, list]]) -> dict:
+    """Each block task's reads, from one worker's tasks: ``tasks`` holds (task key, the chunk
+    keys it reads); the result maps each task key to the number of reads of each of its chunks
+    on the worker, comma-separated, in the task's order (a chunk read twice by one task, as in
+    ``x @ x``, counts twice).
 
-    >>> reuse_marks([("t0", (1, 1, 1), ["a0", "b0"]), ("t1", (1, 1, 1), ["a0", "b1"])])
-    {'t0': '10', 't1': '20'}
+    >>> reuse_marks([("t0", ["a0", "b0"]), ("t1", ["a0", "b1"])])
+    {'t0': '2,1', 't1': '2,1'}
     """
-    reads: dict = {}
-    for _, shape, keys in tasks:
-        for i in load_order(shape):
-            reads[keys[i]] = reads.get(keys[i], 0) + 1
-    seen: dict = {}
-    marks = {}
-    for task, shape, keys in tasks:
-        mark = [ONCE] * len(keys)
-        for i in load_order(shape):
-            seen[keys[i]] = seen.get(keys[i], 0) + 1
-            if reads[keys[i]] > 1:
-                mark[i] = LAST if seen[keys[i]] == reads[keys[i]] else KEEP
-        marks[task] = "".join(mark)
-    return marks
+    reads = Counter(key for _, keys in tasks for key in keys)
+    return {task: ",".join(str(reads[key]) for key in keys) for task, keys in tasks}
 
 
 _memory: dict[int, int] = {}  # each GPU's memory, in bytes
@@ -164,19 +153,25 @@ def limit(cupy: Any, device: int) -> int:
     return int(CACHE_FRACTION * _memory[device])
 
 
-def load(cupy: Any, copies: Any, x: Any, mark: str, typed: Any) -> Any:
-    """``x``'s device copy for a task whose copy stream ``copies`` is current: the kept one (the
-    stream made to wait for it) or a new one, kept when ``mark`` says a later task reads it too;
-    a ``LAST`` read drops the kept one.  ``typed``: what ``x`` is copied as."""
+def load(cupy: Any, copies: Any, x: Any, reads: int, typed: Any) -> Any:
+    """``x``'s device copy for a task whose copy stream ``copies`` is current, ``reads`` being
+    the plan's reads of ``x`` on this worker: the kept one (the stream made to wait for it) or a
+    new one, kept when ``reads`` is more than one.  ``typed``: what ``x`` is copied as."""
     device = cupy.cuda.Device().id
-    found = COPIES.get(device, x)
-    if found is not None:
-        copy, ready = found
-        copies.wait_event(ready)
-        if mark == LAST:
-            COPIES.drop(device, x)
-        return copy
-    copy = cupy.asarray(typed(x))
-    if mark == KEEP:
-        COPIES.put(device, x, copy, copies.record(), limit(cupy, device))
+    entry, mine = COPIES.claim(device, x, reads, limit(cupy, device))
+    if not mine:
+        entry.loaded.wait()
+        if entry.copy is not None:
+            copies.wait_event(entry.ready)
+            return entry.copy
+        return cupy.asarray(typed(x))
+    try:
+        copy = cupy.asarray(typed(x))
+    except BaseException:
+        if entry is not None:
+            COPIES.abandon(device, x, entry)
+        raise
+    if entry is not None:
+        entry.copy, entry.ready = copy, copies.record()
+        entry.loaded.set()
     return copy

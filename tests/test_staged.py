@@ -249,26 +249,28 @@ def _run_block(chunks, marks):
 
 
 def test_staged_chunks_read_again_are_copied_once_and_dropped_after_their_last_read(staged, rng):
-    """The plan's marks: A's chunks are kept by the first block and taken from the cache, then
-    dropped, by the second; B's are copied each time; nothing stays kept afterwards."""
+    """The plan's counts: A's chunks are copied and kept by the first block and used, then
+    dropped, by the second; B's are copied once each; nothing stays kept afterwards."""
     a, b, tasks = _blocks_sharing_chunks(rng)
-    marks = staging.reuse_marks([(t, (1, 2, 1), [("a", 0, 0), ("a", 0, 1), ("b", 0, t),
-                                                 ("b", 1, t)]) for t in range(2)])
-    assert marks == {0: "1100", 1: "2200"}
+    marks = staging.reuse_marks([(t, [("a", 0, 0), ("a", 0, 1), ("b", 0, t), ("b", 1, t)])
+                                 for t in range(2)])
+    assert marks == {0: "2,2,1,1", 1: "2,2,1,1"}
     got = [_run_block(chunks, marks[t]) for t, chunks in enumerate(tasks)]
     for out, bj in zip(got, b):
         assert_close(out, a.astype(np.float64) @ bj.astype(np.float64), "float32")
-    assert sum(entry[0] == "copy" for entry in staged) == 4 + 2  # A's two once, B's four
+    assert sum(entry[0] == "copy" for entry in staged) == 2 + 4  # A's two once, B's four
+    assert (staging.COPIES.kept, staging.COPIES.hits) == (2, 2)
     assert staging.COPIES.nbytes(0) == 0
 
 
 def test_staged_chunks_are_copied_per_read_when_nothing_may_be_kept(staged, rng, monkeypatch):
-    """With ``CACHE_FRACTION`` 0 (or a copy that does not fit) every read copies, with the same
+    """With ``CACHE_FRACTION`` 0 (or chunks that do not fit) every read copies, with the same
     result."""
     monkeypatch.setattr(staging, "CACHE_FRACTION", 0.0)
     a, b, tasks = _blocks_sharing_chunks(rng)
-    got = [_run_block(chunks, marks) for chunks, marks in zip(tasks, ("1100", "2200"))]
+    got = [_run_block(chunks, "2,2,1,1") for chunks in tasks]
     assert sum(entry[0] == "copy" for entry in staged) == 8
+    assert (staging.COPIES.kept, staging.COPIES.hits) == (0, 0)
     for out, bj in zip(got, b):
         assert_close(out, a.astype(np.float64) @ bj.astype(np.float64), "float32")
 
@@ -277,12 +279,12 @@ def test_a_copy_kept_by_another_thread_is_waited_for_on_the_copy_stream(staged, 
     """A task that uses a copy another thread made makes its own copy stream wait for the event
     recorded after that copy, before the part's GEMM is queued."""
     a, b, tasks = _blocks_sharing_chunks(rng)
-    other = threading.Thread(target=_run_block, args=(tasks[0], "1100"))
+    other = threading.Thread(target=_run_block, args=(tasks[0], "2,2,1,1"))
     other.start()
     other.join()
     first = len(staged)
     kept = {entry[2] for entry in staged if entry[0] == "record"}
-    out = _run_block(tasks[1], "2200")
+    out = _run_block(tasks[1], "2,2,1,1")
     assert_close(out, a.astype(np.float64) @ b[1].astype(np.float64), "float32")
     mine = staged[first:]
     copy_stream = next(entry[1] for entry in mine if entry[0] == "copy")
@@ -293,24 +295,52 @@ def test_a_copy_kept_by_another_thread_is_waited_for_on_the_copy_stream(staged, 
     assert staging.COPIES.nbytes(0) == 0
 
 
+def test_a_read_while_the_copy_is_being_made_waits_for_it():
+    """Two reads at once: the second waits until the first has made (and recorded) the copy,
+    and uses it; a copy that fails is given up, and the waiting read makes its own."""
+    copies = staging.DeviceCopies()
+    x = np.ones((4, 4))
+    entry, mine = copies.claim(0, x, 3, limit=1 << 20)
+    assert mine and entry is not None and copies.nbytes(0) == 128
+    got: list = []
+    reader = threading.Thread(target=lambda: got.append(copies.claim(0, x, 3, limit=1 << 20)))
+    reader.start()
+    reader.join()
+    other, mine = got[0]
+    assert other is entry and not mine and not entry.loaded.is_set()  # it must wait
+    entry.copy, entry.ready = "copy", "ready"
+    entry.loaded.set()
+    last, mine = copies.claim(0, x, 3, limit=1 << 20)  # the third read: dropped after it
+    assert last is entry and not mine and copies.nbytes(0) == 0
+    y = np.ones((2, 2))
+    failed, mine = copies.claim(0, y, 2, limit=1 << 20)
+    copies.abandon(0, y, failed)
+    assert failed.loaded.is_set() and failed.copy is None and copies.nbytes(0) == 0
+
+
 def test_a_kept_copy_goes_with_its_host_chunk():
-    """An entry lasts no longer than its host chunk: released, the chunk's copy is forgotten,
-    and another object at the same address is not taken for it."""
+    """An entry lasts no longer than its host chunk: released, the chunk's copy is forgotten at
+    once, and another object at the same address is not taken for it; a chunk read once, or one
+    that does not fit, is not kept."""
     import gc
 
     copies = staging.DeviceCopies()
     x = np.ones((4, 4))
-    assert copies.put(0, x, np.zeros((4, 4)), "ready", limit=1 << 20)
-    assert copies.get(0, x)[1] == "ready" and copies.nbytes(0) == 128
-    assert not copies.put(0, np.ones(1000), np.zeros(1000), "ready", limit=1 << 10)  # too big
+    entry, mine = copies.claim(0, x, 2, limit=1 << 20)
+    assert mine and entry is not None and copies.nbytes(0) == 128
+    assert copies.claim(0, np.ones(1000), 2, limit=1 << 10) == (None, True)  # too big
+    assert copies.claim(0, np.ones(4), 1, limit=1 << 20) == (None, True)  # read once
     del x
     gc.collect()
-    assert copies.nbytes(0) == 0 and copies.get(0, np.ones((4, 4))) is None
+    assert copies.nbytes(0) == 0
+    assert copies.claim(0, np.ones((4, 4)), 1, limit=1 << 20) == (None, True)
 
 
-def test_graph_marks_each_chunk_by_its_reads_in_each_workers_order():
-    """Per worker, a chunk read once there is ``ONCE``; one read several times is ``KEEP`` on
-    every read in the plan's order but the last, which is ``LAST``."""
+def test_graph_counts_each_chunks_reads_on_each_worker():
+    """Every block task carries, per chunk it reads, how many of the plan's tasks on its worker
+    read that chunk."""
+    from collections import Counter
+
     from mgemm.graph import input_keys
     from mgemm.plan import GiB, Problem, Worker, make_plan
 
@@ -322,12 +352,10 @@ def test_graph_marks_each_chunk_by_its_reads_in_each_workers_order():
     layer = out.dask.layers[out.name]
     gn = plan.grid[1]
     for w in workers:
-        seen: dict = {}
-        for t in plan.work_for(w.name):
-            shape, keys = input_keys(x.name, y.name, plan.blocks[t.block], t.k0, t.k1)
+        mine = [(t, input_keys(x.name, y.name, plan.blocks[t.block], t.k0, t.k1)[1])
+                for t in plan.work_for(w.name)]
+        reads = Counter(key for _, keys in mine for key in keys)
+        assert max(reads.values()) > 1
+        for t, keys in mine:
             marks = layer[(out.name, *divmod(t.block, gn))].args[9]
-            for key, mark in zip(keys, marks):
-                seen.setdefault(key, []).append(mark)
-        assert seen and all(m == ["0"] or m == ["1"] * (len(m) - 1) + ["2"]
-                            for m in seen.values()), seen
-        assert any(len(m) > 1 for m in seen.values())
+            assert marks == ",".join(str(reads[key]) for key in keys)
