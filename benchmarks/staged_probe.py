@@ -72,7 +72,7 @@ def main() -> None:
     row("d2h into", timed(lambda: dev.get(out=into), args.reps), nbytes)
     pinned = cupyx.empty_pinned(a[0].shape, dtype)
     row("d2h pinned", timed(lambda: dev.get(out=pinned), args.reps), nbytes)
-    del dev
+    dev = None  # freed before the block rows
 
     da_, db = [cupy.asarray(x) for x in a], [cupy.asarray(x) for x in b]
 
@@ -91,7 +91,7 @@ def main() -> None:
         end.synchronize()
         times.append(cupy.cuda.get_elapsed_time(start, end) / 1e3)
     row("gemm", statistics.median(times))
-    del da_, db
+    da_ = db = None
 
     chunks = [*a, *b]
     reads = ",".join(["1"] * len(chunks))
