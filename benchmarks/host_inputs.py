@@ -8,9 +8,7 @@ multiply them on a machine's GPUs, and this times all three on the same inputs, 
   copies the block back, so the result is NumPy chunks held on the workers.  ``mgemm`` copies
   and multiplies one K part at a time (``mgemm.graph.STAGE_BY_PART``) and keeps the copies of
   chunks its worker reads again (``mgemm.staging``); ``mgemm-nokeep`` copies every chunk again
-  for each block that reads it; ``mgemm-whole`` copies each block whole first;
-  ``mgemm-bigblocks`` takes the larger blocks chosen for chunks held on the GPUs (fewer than
-  ``mgemm.plan.STAGED_BLOCKS_PER_SLOT`` per task slot).
+  for each block that reads it; ``mgemm-whole`` copies each block whole first.
 - ``dask``: what a dask-cuda user writes, ``(a.map_blocks(cupy.asarray) @
   b.map_blocks(cupy.asarray)).map_blocks(cupy.asnumpy)``, on the same cluster and inputs.
 - ``xt``: cuBLASXt (libcublas's multi-GPU host API) in this process, on the whole matrices
@@ -45,8 +43,7 @@ import numpy as np  # noqa: E402
 
 import mgemm  # noqa: E402
 from mgemm import bench, staging  # noqa: E402
-from mgemm.cluster import describe_workers, gpus_visible, session  # noqa: E402
-from mgemm.plan import choose_block_size  # noqa: E402
+from mgemm.cluster import gpus_visible, session  # noqa: E402
 
 #: cublasOperation_t CUBLAS_OP_N; cublasXtPinnedMemMode_t CUBLASXT_PINNING_ENABLED
 _OP_N, _PINNING_ENABLED = 0, 1
@@ -142,22 +139,12 @@ def _dask_cuda_way(a: da.Array, b: da.Array) -> da.Array:
     return product.map_blocks(cupy.asnumpy, meta=np.empty((0, 0), dtype=a.dtype))
 
 
-#: mgemm's variants: (``mgemm.graph.STAGE_BY_PART``, ``mgemm.staging.CACHE_FRACTION``, blocks:
-#: "auto" or "resident", the blocks chosen for the same product on chunks held on the GPUs).
-STAGING = {"mgemm": (True, staging.CACHE_FRACTION, "auto"),
-           "mgemm-nokeep": (True, 0.0, "auto"),
-           "mgemm-whole": (False, staging.CACHE_FRACTION, "auto"),
-           "mgemm-bigblocks": (True, staging.CACHE_FRACTION, "resident")}
+#: mgemm's variants: (``mgemm.graph.STAGE_BY_PART``, ``mgemm.staging.CACHE_FRACTION``).
+STAGING = {"mgemm": (True, staging.CACHE_FRACTION), "mgemm-nokeep": (True, 0.0),
+           "mgemm-whole": (False, staging.CACHE_FRACTION)}
 
 
-def resident_blocks(client, n: int, dtype: str) -> tuple[int, int]:
-    """The block size mgemm chooses for an n³ product of chunks held on the GPUs (larger: no
-    ``STAGED_BLOCKS_PER_SLOT``)."""
-    workers = describe_workers(client, np.dtype(dtype), gpu=True)
-    return choose_block_size(n, n, n, np.dtype(dtype).itemsize, workers)
-
-
-def _set_staging(by_part: bool, keep: float, blocks: str = "auto") -> None:
+def _set_staging(by_part: bool, keep: float) -> None:
     """On a worker: copy by K part or whole blocks, and the share of the GPU kept copies of
     chunks may hold (``mgemm-nokeep`` copies a chunk again for every block that reads it)."""
     from mgemm import graph, staging
@@ -214,11 +201,8 @@ def main() -> None:
             for method, setting in STAGING.items():
                 if method in methods:
                     client.run(_set_staging, *setting)
-                    blocks = resident_blocks(client, n, dtype) if setting[2] == "resident" \
-                        else "auto"
                     rows[method] = time_cluster(
-                        client, a, b, lambda x, y: mgemm.matmul(x, y, engine=args.engine,
-                                                                block_size=blocks),
+                        client, a, b, lambda x, y: mgemm.matmul(x, y, engine=args.engine),
                         args.runs, tol)
             client.run(_set_staging, *STAGING["mgemm"])
             if "dask" in methods:

@@ -336,7 +336,7 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
             raise ValueError(f"engine {engine!r} multiplies on GPUs, and worker {no_gpu[0]} has "
                              f"none (or no CuPy); for NumPy chunks on CPU workers use 'numpy' or "
                              f"'auto'")
-    target = _target_block(opts["block_size"], m, n, k, itemsize, workers, staged)
+    target = _target_block(opts["block_size"], m, n, k, itemsize, workers)
     if staged:
         # blocks sized for the GPUs (above); the chunks stored and fetched, and the blocks made,
         # are NumPy arrays in the workers' host memory
@@ -425,10 +425,9 @@ def _first_remote_inputs(plan: Any, a: da.Array, b: da.Array, who: dict, count: 
     return {worker: list(keys) for worker, keys in out.items()}
 
 
-def _target_block(option: Any, m: int, n: int, k: int, itemsize: int, workers: list,
-                  staged: bool) -> tuple:
+def _target_block(option: Any, m: int, n: int, k: int, itemsize: int, workers: list) -> tuple:
     if option == "auto":
-        return tuple(choose_block_size(m, n, k, itemsize, workers, staged))
+        return tuple(choose_block_size(m, n, k, itemsize, workers))
     if isinstance(option, int):
         return (option, option)
     return tuple(option)

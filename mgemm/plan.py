@@ -57,12 +57,6 @@ DEFAULTS = {"gpu": (51e12, 120 * GiB, 300e9), "cpu": (1e12, 16 * GiB, 10e9)}
 #: One block's working set (A row panel + B column panel + C block) may take this share of a
 #: worker's memory: the rest holds the prefetched next set and the input chunks stored there.
 MEMORY_FRACTION = 0.25
-#: Least blocks per task slot for NumPy chunks staged through GPUs.  Each block's chunks cross
-#: the host link before its GEMM and its result after it; with one or two blocks per slot, both
-#: slots load at the start and copy back at the end while the GPU waits (one H100, 32768³
-#: float32: two blocks of 32768 x 16384 took 3.15 s, 0.42 of the GPU's cuBLAS).  Kept copies
-#: (``mgemm.staging``) make the smaller blocks' extra reads of the same chunks free.
-STAGED_BLOCKS_PER_SLOT = 4
 #: ``split="auto"`` keeps tail splits only if they shorten the predicted makespan this much:
 #: every split adds tasks and a fix-up, whose scheduling overhead the model leaves out.
 SPLIT_GAIN = 0.01
@@ -291,8 +285,8 @@ class Plan:
 
 # -- block size ------------------------------------------------------------------------------------
 
-def choose_block_size(m: int, n: int, k: int, itemsize: int, workers: Sequence[Worker],
-                      staged: bool = False) -> tuple[int, int]:
+def choose_block_size(m: int, n: int, k: int, itemsize: int,
+                      workers: Sequence[Worker]) -> tuple[int, int]:
     """Output block (rows, cols) for an m×k @ k×n product on ``workers``; deterministic.
 
     Among block grids whose edges are at least a quarter of the GEMM-efficiency knee (4096 on
@@ -300,8 +294,7 @@ def choose_block_size(m: int, n: int, k: int, itemsize: int, workers: Sequence[W
     block) of every slot at once fits ``MEMORY_FRACTION`` of the worker's memory; every worker
     gets a block; CPU blocks stay ≤ 2048 where tasks share the cores (more than one slot in
     all: a lone slot gains nothing from more tasks, and in this process without a cluster BLAS
-    runs on every core inside the task); ``staged`` (NumPy chunks through GPUs): at least
-    ``STAGED_BLOCKS_PER_SLOT`` blocks per slot; then the shortest estimated makespan (wave
+    runs on every core inside the task); then the shortest estimated makespan (wave
     quantization over the workers' slots, GEMM efficiency, exposed transfers); then fewer
     blocks, then squarer blocks.
 
@@ -316,16 +309,13 @@ def choose_block_size(m: int, n: int, k: int, itemsize: int, workers: Sequence[W
     >>> cpu16 = Worker("c", "cpu", 1.6e12, 16 * GiB, 10e9, slots=16)  # a block for every thread
     >>> choose_block_size(4096, 4096, 4096, 8, [cpu16] * 2)
     (512, 512)
-    >>> choose_block_size(32768, 32768, 32768, 4, [Worker("g", "gpu", 51e12, 72 * GiB, 300e9,
-    ...                                                   slots=2)], staged=True)
-    (16384, 8192)
     """
-    return _choose_block_size(m, n, k, itemsize, tuple(workers), staged)
+    return _choose_block_size(m, n, k, itemsize, tuple(workers))
 
 
 @functools.lru_cache(maxsize=256)  # pure: a product of the same shape on the same workers asks again
-def _choose_block_size(m: int, n: int, k: int, itemsize: int, workers: tuple[Worker, ...],
-                       staged: bool) -> tuple[int, int]:
+def _choose_block_size(m: int, n: int, k: int, itemsize: int,
+                       workers: tuple[Worker, ...]) -> tuple[int, int]:
     p = len(workers)
     if p == 0:
         raise ValueError("no workers to plan for")
@@ -344,8 +334,7 @@ def _choose_block_size(m: int, n: int, k: int, itemsize: int, workers: tuple[Wor
         need = (rows * k + k * cols + rows * cols) * itemsize
         t = _estimate(m, n, k, itemsize, grid, p, speed, bandwidth, knee, slots)
         too_big = cap is not None and max(rows, cols) > cap
-        few = staged and gm * gn < STAGED_BLOCKS_PER_SLOT * p * slots
-        return (need if need > budget else 0, gm * gn < p, too_big, few, round(t / ideal, 3),
+        return (need if need > budget else 0, gm * gn < p, too_big, round(t / ideal, 3),
                 gm * gn, abs(rows - cols), gm)
 
     gm, gn = min(itertools.product(_counts(m, knee // 4, p), _counts(n, knee // 4, p)), key=key)

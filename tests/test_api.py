@@ -812,19 +812,3 @@ def test_bfloat16_products_take_numpys_promotion(other):
         got = mgemm.matmul(x, y)
         assert got.dtype == want
         np.testing.assert_array_equal(got.astype(np.float64), np.full(got.shape, 4.0))
-
-
-def test_staged_products_ask_for_staged_blocks(monkeypatch):
-    """``mgemm.matmul`` asks the block-size choice for staged blocks exactly where a GPU engine
-    is given NumPy chunks."""
-    from mgemm import api
-
-    asked = []
-    monkeypatch.setattr(api, "choose_block_size", lambda *args: asked.append(args[-1]) or
-                        (64, 64))
-    a, b = np.ones((128, 64)), np.ones((64, 128))
-    np.testing.assert_array_equal(mgemm.matmul(da.from_array(a, chunks=64), b).compute(
-        scheduler="sync"), a @ b)
-    assert asked == [False]
-    assert api._target_block("auto", 128, 128, 64, 8, [], True) == (64, 64)
-    assert asked[-1] is True

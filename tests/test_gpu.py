@@ -270,9 +270,24 @@ def test_local_cuda_cluster_end_to_end(cp, rng):
                                                                      seed=7))
         hy = persist_cyclic(client, lambda: random_matrix((1536, 768), 512, "float32", gpu=False,
                                                                      seed=8))
-        host = mgemm.matmul(hx, hy, engine="cublas").persist()
+        product = mgemm.matmul(hx, hy, engine="cublas", block_size=512)
+        host = product.persist()
         err = check(hx, hy, host, tol=1e-5)
         assert err < 1e-5, f"relative error {err:.2e}"
+        # where the plan reads a chunk twice on a worker, a read used the kept copy; once every
+        # block is done no copy is kept
+        def kept_copies() -> tuple[int, int]:  # on each worker (nested: pickled by value)
+            import cupy
+
+            from mgemm import staging
+            return staging.COPIES.hits, staging.COPIES.nbytes(cupy.cuda.Device().id)
+
+        kept = client.run(kept_copies)
+        layer = product.dask.layers[product.name]
+        again = any(int(n) > 1 for task in layer.values() if len(task.args) > 9
+                    for n in task.args[9].split(","))
+        assert (sum(hits for hits, _ in kept.values()) > 0) == again, kept
+        assert all(nbytes == 0 for _, nbytes in kept.values()), kept
         assert isinstance(host._meta, np.ndarray), type(host._meta)
         assert type(host.blocks[0, 0].compute()) is np.ndarray
         # plain CuPy operands: their chunks are scattered to the workers, not carried in the graph

@@ -320,26 +320,6 @@ def test_block_size_gives_every_gpu_a_block():
     assert min(rows, cols) >= 1024
 
 
-@pytest.mark.parametrize("gpus", [1, 2, 4])
-def test_staged_blocks_give_every_gpu_slot_several(gpus):
-    """NumPy chunks staged through GPUs: ``STAGED_BLOCKS_PER_SLOT`` blocks per task slot at
-    least, where device-resident chunks take fewer, larger blocks; small products keep the
-    floor."""
-    from mgemm.plan import STAGED_BLOCKS_PER_SLOT
-
-    gpu = [Worker(f"g{i}", "gpu", 51e12, 72 * GiB, 300e9, slots=2) for i in range(gpus)]
-    for size in (16384, 32768, 65536):
-        rows, cols = choose_block_size(size, size, size, 4, gpu, staged=True)
-        assert -(-size // rows) * -(-size // cols) >= STAGED_BLOCKS_PER_SLOT * 2 * gpus
-        assert min(rows, cols) >= 1024
-        resident = choose_block_size(size, size, size, 4, gpu)
-        assert resident[0] * resident[1] >= rows * cols
-    assert choose_block_size(32768, 32768, 32768, 4, gpu, staged=True) != choose_block_size(
-        32768, 32768, 32768, 4, gpu)
-    rows, cols = choose_block_size(2048, 2048, 2048, 4, gpu, staged=True)
-    assert min(rows, cols) >= 1024  # 4096 // 4: the floor stands
-
-
 def test_block_size_on_cpus_is_moderate():
     rows, cols = choose_block_size(16384, 16384, 16384, 8, cpu_workers([1] * 4))
     assert 1024 <= min(rows, cols) and max(rows, cols) <= 2048
