@@ -8,6 +8,10 @@ Per row, median of ``--reps`` (after one untimed run), seconds and GB/s where it
   task returns);
 - ``d2h into``: ``get(out=...)`` into a host array written before (its pages already mapped);
 - ``d2h pinned``: ``get(out=...)`` into pinned host memory;
+- ``h2d x8``: ``cupy.asarray`` of a block's chunks (A's and B's K parts) one after another;
+- ``h2d par``: one chunk copied by ``--threads`` threads into pinned memory (allocated before),
+  then to the GPU; ``d2h par``: one chunk to pinned memory, then by the threads into a new host
+  array (what a block task could do instead of ``h2d``/``d2h fresh``);
 - ``gemm``: the block's K parts multiplied on the GPU from device copies (``cupy.matmul`` into
   one accumulator), CUDA events;
 - ``block``: ``mgemm.graph._block_task`` on the host chunks (copies in by K part, GEMMs, the
@@ -23,6 +27,7 @@ import statistics
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -52,6 +57,7 @@ def main() -> None:
     p.add_argument("--parts", type=int, default=4)
     p.add_argument("--dtype", default="float32")
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--threads", type=int, default=4)
     args = p.parse_args()
     n, parts, dtype = args.chunk, args.parts, np.dtype(args.dtype)
     rng = np.random.default_rng(0)
@@ -72,6 +78,27 @@ def main() -> None:
     row("d2h into", timed(lambda: dev.get(out=into), args.reps), nbytes)
     pinned = cupyx.empty_pinned(a[0].shape, dtype)
     row("d2h pinned", timed(lambda: dev.get(out=pinned), args.reps), nbytes)
+    row("h2d x8", timed(lambda: [cupy.asarray(x) for x in (*a, *b)], args.reps),
+        (len(a) + len(b)) * nbytes)
+    pool = ThreadPoolExecutor(args.threads)
+
+    def parallel_copy(dst: np.ndarray, src: np.ndarray) -> None:
+        rows = np.array_split(np.arange(dst.shape[0]), args.threads)
+        list(pool.map(lambda r: np.copyto(dst[r[0]:r[-1] + 1], src[r[0]:r[-1] + 1]), rows))
+
+    def h2d_par() -> None:
+        parallel_copy(pinned, a[0])
+        dev.set(pinned)
+
+    row("h2d par", timed(h2d_par, args.reps), nbytes)
+
+    def d2h_par() -> np.ndarray:
+        dev.get(out=pinned)
+        fresh = np.empty_like(a[0])
+        parallel_copy(fresh, pinned)
+        return fresh
+
+    row("d2h par", timed(d2h_par, args.reps), nbytes)
     dev = None  # freed before the block rows
 
     da_, db = [cupy.asarray(x) for x in a], [cupy.asarray(x) for x in b]
