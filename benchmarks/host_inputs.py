@@ -8,7 +8,8 @@ multiply them on a machine's GPUs, and this times all three on the same inputs, 
   copies the block back, so the result is NumPy chunks held on the workers.  ``mgemm`` copies
   and multiplies one K part at a time (``mgemm.graph.STAGE_BY_PART``) and keeps the copies of
   chunks its worker reads again (``mgemm.staging``); ``mgemm-nokeep`` copies every chunk again
-  for each block that reads it; ``mgemm-whole`` copies each block whole first.
+  for each block that reads it; ``mgemm-whole`` copies each block whole first;
+  ``mgemm-pinned`` copies through mgemm's pinned buffers (``mgemm.staging.PINNED_COPIES``).
 - ``dask``: what a dask-cuda user writes, ``(a.map_blocks(cupy.asarray) @
   b.map_blocks(cupy.asarray)).map_blocks(cupy.asnumpy)``, on the same cluster and inputs.
 - ``xt``: cuBLASXt (libcublas's multi-GPU host API) in this process, on the whole matrices
@@ -139,16 +140,20 @@ def _dask_cuda_way(a: da.Array, b: da.Array) -> da.Array:
     return product.map_blocks(cupy.asnumpy, meta=np.empty((0, 0), dtype=a.dtype))
 
 
-#: mgemm's variants: (``mgemm.graph.STAGE_BY_PART``, ``mgemm.staging.CACHE_FRACTION``).
-STAGING = {"mgemm": (True, staging.CACHE_FRACTION), "mgemm-nokeep": (True, 0.0),
-           "mgemm-whole": (False, staging.CACHE_FRACTION)}
+#: mgemm's variants: (``mgemm.graph.STAGE_BY_PART``, ``mgemm.staging.CACHE_FRACTION``,
+#: ``mgemm.staging.PINNED_COPIES``).
+STAGING = {"mgemm": (True, staging.CACHE_FRACTION, staging.PINNED_COPIES),
+           "mgemm-nokeep": (True, 0.0, staging.PINNED_COPIES),
+           "mgemm-whole": (False, staging.CACHE_FRACTION, staging.PINNED_COPIES),
+           "mgemm-pinned": (True, staging.CACHE_FRACTION, True)}
 
 
-def _set_staging(by_part: bool, keep: float) -> None:
-    """On a worker: copy by K part or whole blocks, and the share of the GPU kept copies of
-    chunks may hold (``mgemm-nokeep`` copies a chunk again for every block that reads it)."""
+def _set_staging(by_part: bool, keep: float, pinned: bool) -> None:
+    """On a worker: copy by K part or whole blocks, the share of the GPU kept copies of chunks
+    may hold (``mgemm-nokeep`` copies a chunk again for every block that reads it), and whether
+    copies go through mgemm's pinned buffers (``mgemm-pinned``)."""
     from mgemm import graph, staging
-    graph.STAGE_BY_PART, staging.CACHE_FRACTION = by_part, keep
+    graph.STAGE_BY_PART, staging.CACHE_FRACTION, staging.PINNED_COPIES = by_part, keep, pinned
 
 
 def time_cluster(client, a: da.Array, b: da.Array, make, runs: int, tol: float) -> list[float]:
@@ -175,7 +180,8 @@ def main() -> None:
     p.add_argument("--protocol", default="ucx", choices=("ucx", "tcp"))
     p.add_argument("--xt-block", default="4096,8192",
                    help="cuBLASXt tile edges to time, comma-separated (0: its default)")
-    p.add_argument("--methods", default="mgemm,mgemm-nokeep,mgemm-whole,dask,xt,xt-pinned")
+    p.add_argument("--methods",
+                   default="mgemm,mgemm-nokeep,mgemm-whole,mgemm-pinned,dask,xt,xt-pinned")
     p.add_argument("--engine", default="cublas",
                    help="mgemm's engine (numpy: a dry run of the script on a CPU cluster)")
     args = p.parse_args()

@@ -3,10 +3,12 @@
 #   bash benchmarks/run_pending_checks.sh suite   # the whole GPU suite, then the CuPy example
 #   bash benchmarks/run_pending_checks.sh draws   # SK_256_CLUSTER_PAD on a draw of its own (fp16,
 #       bf16), the exact-width pricing on three narrow products, issue 4's table
+#   bash benchmarks/run_pending_checks.sh staged  # NumPy chunks through the GPU: the staged GPU
+#       tests, staged_probe.py (CuPy's copies against the pinned buffers), host_inputs.py
 # The census rows through census_study.sh's census_study: every launch cold, in turns with
 # cuBLAS, every output checked against float64 on sampled rows; full outputs under $OUT.
 set -o pipefail
-[[ "${1:-}" == suite || "${1:-}" == draws ]] || { echo "usage: $0 suite|draws" >&2; exit 2; }
+[[ "${1:-}" =~ ^(suite|draws|staged)$ ]] || { echo "usage: $0 suite|draws|staged" >&2; exit 2; }
 source "$(dirname "$0")/census_study.sh"  # $OUT, gpu_env.sh, census_study
 echo "commit $(cat .whl/commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader
@@ -17,6 +19,16 @@ if [[ $1 == suite ]]; then
   echo "== examples/local_cuda.py"
   MGEMM_EXAMPLE_N=4096 timeout 90 python3 examples/local_cuda.py >"$OUT/example.log" 2>&1
   tail -12 "$OUT/example.log"
+elif [[ $1 == staged ]]; then
+  echo "== the staged GPU tests"
+  timeout 120 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_gpu.py tests/test_staged.py \
+    -k "stage or staged or pinned or end_to_end" 2>&1 | tail -4
+  echo "== staged_probe.py"
+  timeout 120 python3 benchmarks/staged_probe.py --reps 3 --threads 4
+  echo "== host_inputs.py, one GPU"
+  timeout 300 python3 benchmarks/host_inputs.py --size 32768 --dtypes float32,float64 --runs 3 \
+    --xt-block 8192 --methods mgemm,mgemm-nokeep,mgemm-pinned,xt-pinned --protocol tcp 2>&1 |
+    grep -v "UCX  WARN"
 else
   echo "== SK_256_CLUSTER_PAD, a draw where it changes a caller's launch"
   SHAPES="" DTYPES="float16 bfloat16" STUDY_TIMEOUT=130 census_study pad --caller --scrub \

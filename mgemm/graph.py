@@ -132,7 +132,7 @@ def _staged_block(engine_name: str, shape: tuple, c: Any, alpha: float, beta: fl
                     device[i] = staging.load(cupy, copies, chunks[i], reads[i], _typed)
                 a_k, b_k = _part_panels(cupy, shape, device, k)
                 if k == 0 and out is not None:
-                    out = cupy.asarray(_typed(out))
+                    out = staging.to_device(cupy, _typed(out), copies)
                     held.append(out)
                 copied = copies.record()
             task.wait_event(copied)
@@ -141,7 +141,7 @@ def _staged_block(engine_name: str, shape: tuple, c: Any, alpha: float, beta: fl
                               out_dtype=acc_dtype, allow_tf32=allow_tf32, tune=tune)
         if out.dtype != cupy.dtype(out_dtype):
             out = out.astype(out_dtype)
-    return cupy.asnumpy(out)
+    return staging.to_host(cupy, out, engines.copy_stream(cupy))
 
 
 def input_keys(a_name: str, b_name: str, blk: Any, k0: int, k1: int) -> tuple[tuple, list]:

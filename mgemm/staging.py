@@ -24,6 +24,14 @@ finds it kept makes its own copy stream wait for that event before using it.  Me
 holds one reference, and each task that reads a copy holds another until its GPU work is done
 (``mgemm.graph._staged_block``), so a copy is never freed, and its memory never reused, while a
 queued kernel may still read it.
+
+Copies each way (``to_device``, ``to_host``): CuPy's own copy of a pageable host array runs at
+the speed of one thread's memcpy into pinned memory (9.5 GB/s in on an H100 host), and a new host
+array for a block coming back is slower still, its pages mapped as the copy first writes them
+(3.4 GB/s), where the link itself moves 51 GB/s between pinned memory and the GPU
+(``benchmarks/staged_probe.py``).  With ``PINNED_COPIES`` a copy goes through two pinned buffers
+of ``PIECE_BYTES`` per thread instead: ``COPY_THREADS`` threads copy a piece between the host
+array and one buffer while the other buffer's piece crosses the link.
 """
 
 from __future__ import annotations
@@ -32,10 +40,20 @@ import functools
 import threading
 import weakref
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+import numpy as np
 
 #: Share of the GPU's memory the kept copies may hold (0: nothing is kept).
 CACHE_FRACTION = 0.4
+#: Copies to and from the GPU through this module's pinned buffers (else CuPy's own copies).
+#: Off until it is measured on a GPU against CuPy's (``benchmarks/staged_probe.py``).
+PINNED_COPIES = False
+#: Bytes of each pinned buffer (two per thread that copies), and the threads that copy between
+#: host arrays and pinned memory.
+PIECE_BYTES = 64 << 20
+COPY_THREADS = 4
 
 
 class _Entry:
@@ -164,9 +182,9 @@ def load(cupy: Any, copies: Any, x: Any, reads: int, typed: Any) -> Any:
         if entry.copy is not None:
             copies.wait_event(entry.ready)
             return entry.copy
-        return cupy.asarray(typed(x))
+        return to_device(cupy, typed(x), copies)
     try:
-        copy = cupy.asarray(typed(x))
+        copy = to_device(cupy, typed(x), copies)
     except BaseException:
         if entry is not None:
             COPIES.abandon(device, x, entry)
@@ -175,3 +193,97 @@ def load(cupy: Any, copies: Any, x: Any, reads: int, typed: Any) -> Any:
         entry.copy, entry.ready = copy, copies.record()
         entry.loaded.set()
     return copy
+
+
+def _rows(x: Any) -> int:
+    """Rows of ``x`` a pinned piece holds; 0 where ``x`` takes CuPy's copies: not a 2-D array of
+    one of NumPy's own numeric types (bfloat16 and the rest), or a row longer than a buffer."""
+    if not (PINNED_COPIES and getattr(x, "ndim", 0) == 2 and x.dtype.kind in "biufc"
+            and type(x.dtype).__module__.startswith("numpy")):
+        return 0
+    return PIECE_BYTES // max(1, x.shape[1] * x.dtype.itemsize)
+
+
+class _Buffers:
+    """A thread's two pinned buffers, and an event per buffer recorded after its last copy."""
+
+    def __init__(self, cupy: Any) -> None:
+        self.memory = [np.frombuffer(cupy.cuda.alloc_pinned_memory(PIECE_BYTES), np.uint8,
+                                     PIECE_BYTES) for _ in range(2)]
+        self.done = [None, None]
+
+    def take(self, i: int, dtype: Any, shape: tuple[int, int]) -> np.ndarray:
+        """Buffer ``i % 2`` as a C-contiguous ``shape`` of ``dtype``, once its last copy has
+        finished."""
+        if self.done[i % 2] is not None:
+            self.done[i % 2].synchronize()
+        return self.memory[i % 2].view(dtype)[:shape[0] * shape[1]].reshape(shape)
+
+    def copied(self, i: int, stream: Any) -> Any:
+        self.done[i % 2] = stream.record()
+        return self.done[i % 2]
+
+
+_local = threading.local()
+_pool: list = []  # the copying threads, made once
+
+
+def _buffers(cupy: Any) -> _Buffers:
+    if getattr(_local, "buffers", None) is None or _local.buffers.memory[0].size != PIECE_BYTES:
+        _local.buffers = _Buffers(cupy)
+    return _local.buffers
+
+
+def _host_copy(dst: np.ndarray, src: np.ndarray) -> None:
+    """``dst[...] = src`` by ``COPY_THREADS`` threads at once, each a band of rows (NumPy lets
+    go of the GIL while it copies)."""
+    if not _pool:
+        _pool.append(ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="mgemm-copy"))
+    cuts = np.linspace(0, len(dst), COPY_THREADS + 1).astype(int)
+    list(_pool[0].map(lambda i: np.copyto(dst[cuts[i]:cuts[i + 1]], src[cuts[i]:cuts[i + 1]]),
+                      range(COPY_THREADS)))
+
+
+def to_device(cupy: Any, x: Any, stream: Any) -> Any:
+    """``x`` copied to the current GPU on ``stream`` (queued there: the stream orders what reads
+    it).  ``PINNED_COPIES``: a band of rows at a time through this thread's pinned buffers (any
+    strides on the host); a buffer is written again only after the copy out of it finished."""
+    step = _rows(x)
+    if not step:
+        with stream:
+            return cupy.asarray(x)
+    out, buffers = cupy.empty(x.shape, x.dtype), _buffers(cupy)
+    for i, r in enumerate(range(0, x.shape[0], step)):
+        band = x[r:r + step]
+        staged = buffers.take(i, x.dtype, band.shape)
+        _host_copy(staged, band)
+        out[r:r + step].set(staged, stream=stream)
+        buffers.copied(i, stream)
+    return out
+
+
+def to_host(cupy: Any, x: Any, stream: Any) -> np.ndarray:
+    """The device array ``x`` as a new host array, copied on ``stream`` (the work that wrote
+    ``x`` must be ordered before it).  ``PINNED_COPIES``: a band of rows at a time into this
+    thread's pinned buffers, each copied on into the host array while the next crosses."""
+    step = _rows(x) if x.flags.c_contiguous else 0
+    if not step:
+        return cupy.asnumpy(x, stream=stream)
+    out, buffers = np.empty(x.shape, x.dtype), _buffers(cupy)
+    pending = None
+    for i, r in enumerate(range(0, x.shape[0], step)):
+        band = x[r:r + step]
+        staged = buffers.take(i, x.dtype, band.shape)
+        cupy.asnumpy(band, stream=stream, out=staged, blocking=False)
+        arrived = buffers.copied(i, stream)
+        if pending is not None:
+            _finish(*pending)
+        pending = (arrived, staged, out[r:r + step])
+    if pending is not None:
+        _finish(*pending)
+    return out
+
+
+def _finish(arrived: Any, staged: np.ndarray, dst: np.ndarray) -> None:
+    arrived.synchronize()
+    _host_copy(dst, staged)

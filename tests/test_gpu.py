@@ -6,6 +6,7 @@ Marked ``gpu`` / ``multi_gpu``: they skip, saying why, on machines without CUDA.
 from __future__ import annotations
 
 import gc
+import threading
 
 import dask
 import dask.array as da
@@ -175,6 +176,33 @@ def test_matmul_with_cupy_chunks_stays_cupy(cp, rng, dtype):
         got = out.compute()
     assert isinstance(got, cp.ndarray)
     assert_close(cp.asnumpy(got), a.astype(np.float64) @ b.astype(np.float64), dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "complex64", "int8", "bool"])
+def test_pinned_copies_each_way(cp, rng, monkeypatch, dtype):
+    """``staging.PINNED_COPIES``: host chunks (a transposed one among them) to the GPU and back
+    through small pinned buffers, in many bands, exactly; then a staged product through them."""
+    from mgemm import staging
+
+    monkeypatch.setattr(staging, "PINNED_COPIES", True)
+    monkeypatch.setattr(staging, "PIECE_BYTES", 4096)
+    monkeypatch.setattr(staging, "_local", threading.local())
+    stream = cp.cuda.Stream(non_blocking=True)
+    x = random(rng, (301, 67), dtype)
+    for host in (x, x.T):
+        dev = staging.to_device(cp, host, stream)
+        stream.synchronize()
+        np.testing.assert_array_equal(cp.asnumpy(dev), host)
+        back = staging.to_host(cp, dev, stream)
+        assert type(back) is np.ndarray and back.dtype == host.dtype
+        np.testing.assert_array_equal(back, host)
+    if dtype in ("float64", "float32"):
+        a, b = random(rng, (300, 190), dtype), random(rng, (190, 150), dtype)
+        with dask.config.set(scheduler="sync"):
+            got = mgemm.matmul(da.from_array(a, chunks=(100, 64)),
+                               da.from_array(b, chunks=(64, 75)), engine="cublas",
+                               block_size=(150, 75)).compute()
+        assert_close(got, a.astype(np.float64) @ b.astype(np.float64), dtype)
 
 
 @pytest.mark.parametrize("by_part", [True, False], ids=["by_part", "whole"])

@@ -21,7 +21,14 @@ from mgemm import engines, graph, staging
 
 
 class DeviceArray(np.ndarray):
-    """A NumPy array that ``engines.is_cupy`` takes for a CuPy one (it reads the type's module)."""
+    """A NumPy array that ``engines.is_cupy`` takes for a CuPy one (it reads the type's module);
+    ``set`` copies a host array in, logged to the fake module's log as a copy on its stream."""
+
+    log: list = []
+
+    def set(self, arr, stream=None):
+        DeviceArray.log.append(("copy piece", stream.name, len(arr)))
+        self[...] = arr
 
 
 DeviceArray.__module__ = "cupy._core.core"
@@ -69,14 +76,20 @@ def fake_cupy(log: list) -> types.ModuleType:
         log.append(("copy", current[-1].name))
         return np.array(x).view(DeviceArray)
 
-    def asnumpy(x):
-        log.append(("copy back", current[-1].name))
-        return np.array(x)
+    def asnumpy(x, stream=None, out=None, blocking=True):
+        log.append(("copy back", (stream or current[-1]).name, blocking))
+        if out is None:
+            return np.array(x)
+        out[...] = x
+        return out
 
+    DeviceArray.log = log
     cp.asarray, cp.asnumpy, cp.dtype = asarray, asnumpy, np.dtype
+    cp.empty = lambda shape, dtype: np.empty(shape, dtype).view(DeviceArray)
     cp.concatenate = lambda arrays, axis=0: np.concatenate(arrays, axis).view(DeviceArray)
     cp.cuda = types.SimpleNamespace(Stream=Stream, Event=Event,
                                     get_current_stream=lambda: current[-1],
+                                    alloc_pinned_memory=lambda nbytes: bytearray(nbytes),
                                     Device=lambda *_: types.SimpleNamespace(
                                         id=0, mem_info=(1 << 30, 1 << 30)))
     cp.current = current
@@ -111,6 +124,7 @@ def staged(monkeypatch):
     monkeypatch.setattr(engines, "_streams", threading.local())
     monkeypatch.setitem(engines._cache, "cublas", FakeEngine(log, cp))
     monkeypatch.setattr(staging, "COPIES", staging.DeviceCopies())
+    monkeypatch.setattr(staging, "_local", threading.local())
     return log
 
 
@@ -359,3 +373,74 @@ def test_graph_counts_each_chunks_reads_on_each_worker():
         for t, keys in mine:
             marks = layer[(out.name, *divmod(t.block, gn))].args[9]
             assert marks == ",".join(str(reads[key]) for key in keys)
+
+
+@pytest.fixture
+def pinned(staged, monkeypatch):
+    """``staging.PINNED_COPIES`` on, with buffers of 512 bytes (a chunk crosses in many pieces)
+    and three copying threads."""
+    monkeypatch.setattr(staging, "PINNED_COPIES", True)
+    monkeypatch.setattr(staging, "PIECE_BYTES", 512)
+    monkeypatch.setattr(staging, "COPY_THREADS", 3)
+    monkeypatch.setattr(staging, "_pool", [])
+    return staged
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "complex64", "int64", "bool"])
+def test_staged_block_values_through_pinned_buffers(pinned, rng, dtype):
+    """Through the pinned buffers, piece by piece, the same values as through CuPy's copies,
+    each chunk and the block back in many pieces."""
+    alpha, beta = {"int64": (3, 2), "bool": (1, 1)}.get(dtype, (0.5, 2))
+    a, b, c, got = _product(dtype, rng, alpha, beta)
+    assert type(got) is np.ndarray and got.dtype == np.dtype(dtype)
+    if np.dtype(dtype).kind in "iub":
+        typed = np.dtype(dtype).type
+        np.testing.assert_array_equal(got, typed(alpha) * (a @ b) + typed(beta) * c)
+    else:
+        wide = np.complex128 if np.dtype(dtype).kind == "c" else np.float64
+        assert_close(got, 0.5 * (a.astype(wide) @ b.astype(wide)) + 2 * c.astype(wide), dtype)
+    pieces = [entry for entry in pinned if entry[0] == "copy piece"]
+    backs = [entry for entry in pinned if entry[0] == "copy back"]
+    assert len(pieces) > 10 and not any(entry[0] == "copy" for entry in pinned)  # strided too
+    assert len(backs) > 1 and not any(blocking for *_, blocking in backs)
+
+
+def test_a_pinned_buffer_is_written_again_only_after_its_last_copy(pinned):
+    """Two buffers a thread: piece i goes through buffer i % 2 once the event recorded after
+    piece i - 2's copy has been waited for, both ways; a round trip is exact."""
+    cp = sys.modules["cupy"]
+    stream = cp.cuda.Stream(non_blocking=True)
+    x = np.arange(600, dtype=np.float64).reshape(60, 10)  # 10 bands of 6 rows (480 bytes)
+    dev = staging.to_device(cp, x, stream)
+    back = staging.to_host(cp, dev, stream)
+    np.testing.assert_array_equal(back, x)
+    for what in ("copy piece", "copy back"):
+        moves = [i for i, entry in enumerate(pinned) if entry[0] == what]
+        assert len(moves) == 10
+        recorded = [next(entry[2] for entry in pinned[m:] if entry[0] == "record")
+                    for m in moves]
+        for i in range(2, len(moves)):
+            waited = [entry[2] for entry in pinned[moves[i - 1]:moves[i]]
+                      if entry[0] == "synchronize"]
+            assert recorded[i - 2] in waited, (what, i)
+    # back: each piece has arrived (its event waited for) before the next but one crosses, and
+    # the last before the host array is handed over
+    backs = [i for i, entry in enumerate(pinned) if entry[0] == "copy back"] + [len(pinned)]
+    for i, m in enumerate(backs[:-1]):
+        event = next(entry[2] for entry in pinned[m:] if entry[0] == "record")
+        until = backs[min(i + 2, len(backs) - 1)]
+        assert ("synchronize", None, event) in pinned[m:until], i
+
+
+def test_other_arrays_take_cupys_copies(pinned):
+    """A chunk whose rows do not fit a buffer, or not of NumPy's own types, goes through
+    ``asarray``; a transposed one through the buffers."""
+    cp = sys.modules["cupy"]
+    stream = cp.cuda.Stream(non_blocking=True)
+    staging.to_device(cp, np.ones((2, 65)), stream)  # 520-byte rows
+    assert [entry[0] for entry in pinned] == ["copy"]
+    staging.to_device(cp, np.ones((4, 4), dtype=[("f", "f8")]), stream)
+    assert [entry[0] for entry in pinned] == ["copy", "copy"]
+    x = np.arange(64.0).reshape(8, 8)
+    np.testing.assert_array_equal(staging.to_device(cp, x.T, stream), x.T)
+    assert pinned[-1][0] == "record" and pinned[2][0] == "copy piece"
