@@ -84,14 +84,19 @@ def _block_task(engine_name: str, shape: tuple, c: Any, alpha: float, beta: floa
 STAGE_BY_PART = True
 
 
-def _part_panels(xp: Any, shape: tuple, chunks: Sequence[Any], k: int) -> tuple[Any, Any]:
-    """K part ``k`` of a block task's ``chunks`` (``_block_task``'s ``shape`` and order): A's
-    chunks (r, k) stacked over the rows and B's (k, j) side by side."""
+def _part_indices(shape: tuple, k: int) -> tuple[list[int], list[int]]:
+    """Where K part ``k``'s chunks are among a block task's (``_block_task``'s ``shape`` and
+    order): A's chunks (r, k) over the rows, then B's (k, j) over the columns."""
     rows, ks, cols = shape
     off = rows * ks
-    a = [chunks[r * ks + k] for r in range(rows)]
-    b = chunks[off + k * cols:off + (k + 1) * cols]
-    return _concat(xp, list(a), 0), _concat(xp, list(b), 1)
+    return [r * ks + k for r in range(rows)], list(range(off + k * cols, off + (k + 1) * cols))
+
+
+def _part_panels(xp: Any, shape: tuple, chunks: Sequence[Any], k: int) -> tuple[Any, Any]:
+    """K part ``k`` of a block task's ``chunks``: A's chunks (r, k) stacked over the rows and
+    B's (k, j) side by side."""
+    a, b = _part_indices(shape, k)
+    return _concat(xp, [chunks[i] for i in a], 0), _concat(xp, [chunks[i] for i in b], 1)
 
 
 def _staged_block(engine_name: str, shape: tuple, c: Any, alpha: float, beta: float,
@@ -124,11 +129,10 @@ def _staged_block(engine_name: str, shape: tuple, c: Any, alpha: float, beta: fl
         task, copies = cupy.cuda.get_current_stream(), engines.copy_stream(cupy)
         out = c
         device, reads = list(chunks), [int(r) for r in reuse.split(",")]
-        order = staging.load_order(shape)
-        per_part = len(order) // shape[1]
         for k in range(shape[1]):  # the K parts
             with copies:
-                for i in order[k * per_part:(k + 1) * per_part]:
+                a_index, b_index = _part_indices(shape, k)
+                for i in a_index + b_index:
                     device[i] = staging.load(cupy, copies, chunks[i], reads[i], _typed)
                 a_k, b_k = _part_panels(cupy, shape, device, k)
                 if k == 0 and out is not None:
@@ -246,24 +250,25 @@ def build(a: da.Array, b: da.Array, plan: Plan, *, c: da.Array | None = None, al
     works_by_block: dict[int, list] = {}
     for w in plan.work:
         works_by_block.setdefault(w.block, []).append(w)
-    # each block task's key, and what it reads: (rows, ks, cols) and the chunks' keys
-    tasks: dict[int, list] = {}
+    # per block: its output key, and per block task its Work, key, (rows, ks, cols) and the
+    # keys of the chunks it reads
+    tasks: dict[int, tuple[tuple, list]] = {}
     reads: dict[str, list] = {}  # per worker: (task key, chunk keys)
     for blk_index, works in works_by_block.items():
         blk = plan.blocks[blk_index]
         bi, bj = bi_of[blk.i0], bj_of[blk.j0]
-        tasks[blk_index] = []
+        listed = []
         for p, w in enumerate(sorted(works, key=lambda w: w.k0)):
             key = (name, bi, bj) if len(works) == 1 else (part_name, bi, bj, p)
             shape, keys = input_keys(a.name, b.name, blk, w.k0, w.k1)
-            tasks[blk_index].append((w, key, shape, keys))
+            listed.append((w, key, shape, keys))
             reads.setdefault(w.worker, []).append((key, keys))
+        tasks[blk_index] = ((name, bi, bj), listed)
     marks: dict = {}  # how often each worker reads each chunk, for the staged copies
-    for listed in reads.values():
-        marks.update(staging.reuse_marks(listed))
+    for mine in reads.values():
+        marks.update(staging.reuse_marks(mine))
 
-    for blk_index, listed in tasks.items():
-        out_key = (name, *listed[0][1][1:3])  # (name or part_name, bi, bj, ...)
+    for blk_index, (out_key, listed) in tasks.items():
         c_ref = TaskRef((c.name, *out_key[1:])) if c is not None else None
         if len(listed) == 1:
             w, key, shape, keys = listed[0]

@@ -137,19 +137,6 @@ class DeviceCopies:
 COPIES = DeviceCopies()
 
 
-def load_order(shape: tuple[int, int, int]) -> list[int]:
-    """The order in which a staged block task loads its chunks (``mgemm.graph``'s order of a
-    block task's chunks: A's ``rows × ks`` row by row, then B's ``ks × cols``): by K part, A's
-    chunks of the part, then B's."""
-    rows, ks, cols = shape
-    off = rows * ks
-    order = []
-    for k in range(ks):
-        order += [r * ks + k for r in range(rows)]
-        order += [off + k * cols + j for j in range(cols)]
-    return order
-
-
 def reuse_marks(tasks: list[tuple[Any, list]]) -> dict:
     """Each block task's reads, from one worker's tasks: ``tasks`` holds (task key, the chunk
     keys it reads); the result maps each task key to the number of reads of each of its chunks
