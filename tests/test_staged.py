@@ -140,6 +140,18 @@ def _product(dtype, rng, alpha, beta):
     return a, b, c, got
 
 
+def _check_product(dtype, alpha, beta, a, b, c, got):
+    """``got`` is ``alpha · a @ b + beta · c``: exactly in the type itself for integers and
+    bool, else within the dtype's bound of the float64 (complex128) product."""
+    if np.dtype(dtype).kind in "iub":
+        typed = np.dtype(dtype).type
+        np.testing.assert_array_equal(got, typed(alpha) * (a @ b) + typed(beta) * c)
+    else:
+        wide = np.complex128 if np.dtype(dtype).kind == "c" else np.float64
+        assert_close(got, alpha * (a.astype(wide) @ b.astype(wide)) + beta * c.astype(wide),
+                     dtype)
+
+
 @pytest.mark.parametrize("by_part", [True, False], ids=["by_part", "whole"])
 @pytest.mark.parametrize("dtype", ["float32", "float16", "complex64", "int64", "bool"])
 def test_staged_block_values(staged, rng, monkeypatch, dtype, by_part):
@@ -151,12 +163,7 @@ def test_staged_block_values(staged, rng, monkeypatch, dtype, by_part):
     assert type(got) is np.ndarray and got.dtype == np.dtype(dtype)
     parts = len(graph.common_k_chunks((20, 16, 14), (12, 38)))  # K cut at 12, 20, 36: four parts
     assert sum(what == "gemm" for what, *_ in staged) == (parts if by_part else 1)
-    if np.dtype(dtype).kind in "iub":
-        typed = np.dtype(dtype).type
-        np.testing.assert_array_equal(got, typed(alpha) * (a @ b) + typed(beta) * c)
-    else:
-        wide = np.complex128 if np.dtype(dtype).kind == "c" else np.float64
-        assert_close(got, 0.5 * (a.astype(wide) @ b.astype(wide)) + 2 * c.astype(wide), dtype)
+    _check_product(dtype, alpha, beta, a, b, c, got)
 
 
 def test_staged_block_queues_each_part_after_its_copies(staged, rng):
@@ -393,12 +400,7 @@ def test_staged_block_values_through_pinned_buffers(pinned, rng, dtype):
     alpha, beta = {"int64": (3, 2), "bool": (1, 1)}.get(dtype, (0.5, 2))
     a, b, c, got = _product(dtype, rng, alpha, beta)
     assert type(got) is np.ndarray and got.dtype == np.dtype(dtype)
-    if np.dtype(dtype).kind in "iub":
-        typed = np.dtype(dtype).type
-        np.testing.assert_array_equal(got, typed(alpha) * (a @ b) + typed(beta) * c)
-    else:
-        wide = np.complex128 if np.dtype(dtype).kind == "c" else np.float64
-        assert_close(got, 0.5 * (a.astype(wide) @ b.astype(wide)) + 2 * c.astype(wide), dtype)
+    _check_product(dtype, alpha, beta, a, b, c, got)
     pieces = [entry for entry in pinned if entry[0] == "copy piece"]
     backs = [entry for entry in pinned if entry[0] == "copy back"]
     assert len(pieces) > 10 and not any(entry[0] == "copy" for entry in pinned)  # strided too
