@@ -122,7 +122,7 @@ def main() -> None:
     da_ = db = None
 
     chunks = [*a, *b]
-    reads = ",".join(["1"] * len(chunks))
+    reads = "probe;" + ",".join(["1"] * len(chunks))  # each chunk read once: none kept
 
     def block() -> np.ndarray:
         return graph._block_task("cublas", (1, parts, 1), None, 1.0, 0.0, str(dtype), False,

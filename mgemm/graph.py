@@ -46,8 +46,8 @@ def _block_task(engine_name: str, shape: tuple, c: Any, alpha: float, beta: floa
     """Worker side: alpha · (A row panel @ B column panel) + beta · C for one block (float32 on
     bfloat16 tensor cores unless ``emulate`` is "off": ``mgemm.emulate``; ``tune``: the engine's
     ``tune``).  An engine with ``gemm_chunks`` (numpy) takes the chunks as they are; the others
-    take each K part's panels.  ``reuse``: the plan's reads of each chunk on this worker,
-    comma-separated (``mgemm.staging.reuse_marks``; only a staged block reads it).
+    take each K part's panels.  ``reuse``: the product and the plan's reads of each chunk on
+    this worker (``mgemm.staging.reuse_marks``; only a staged block reads it).
 
     ``shape`` = (rows, ks, cols): ``chunks`` are A's ``rows × ks`` chunks (row chunk r, K chunk
     k at ``r * ks + k``), then B's ``ks × cols`` (K chunk k, column chunk j), in the order of
@@ -128,12 +128,13 @@ def _staged_block(engine_name: str, shape: tuple, c: Any, alpha: float, beta: fl
     with engines.task_stream(cupy), engines.queue_only():
         task, copies = cupy.cuda.get_current_stream(), engines.copy_stream(cupy)
         out = c
-        device, reads = list(chunks), [int(r) for r in reuse.split(",")]
+        device, (product, reads) = list(chunks), staging.parse_marks(reuse)
         for k in range(shape[1]):  # the K parts
             with copies:
                 a_index, b_index = _part_indices(shape, k)
                 for i in a_index + b_index:
-                    device[i] = staging.load(cupy, copies, chunks[i], reads[i], _typed)
+                    device[i] = staging.load(cupy, copies, chunks[i], product, reads[i],
+                                             _typed)
                 a_k, b_k = _part_panels(cupy, shape, device, k)
                 if k == 0 and out is not None:
                     out = staging.to_device(cupy, _typed(out), copies)
@@ -266,7 +267,7 @@ def build(a: da.Array, b: da.Array, plan: Plan, *, c: da.Array | None = None, al
         tasks[blk_index] = ((name, bi, bj), listed)
     marks: dict = {}  # how often each worker reads each chunk, for the staged copies
     for mine in reads.values():
-        marks.update(staging.reuse_marks(mine))
+        marks.update(staging.reuse_marks(name, mine))
 
     for blk_index, (out_key, listed) in tasks.items():
         c_ref = TaskRef((c.name, *out_key[1:])) if c is not None else None

@@ -8,18 +8,19 @@ again on this worker is copied once, kept, and dropped after its last read there
 32768³ float32 from host chunks, that cut the copies in from 24 GiB to 8 GiB and gained only
 1.04-1.08 ×: how fast each copy runs, below, bounds such products more than how many there are.)
 
-``build`` gives every block task the number of reads the plan makes of each of its chunks on
-its worker (``reuse_marks``).  The first read of a chunk read more than once there copies it and
-keeps the copy; the others use it (a read that comes while the copy is being made waits for it);
-the last drops it.  Reads are counted, not ordered, so tasks that run out of the plan's order (two
-task threads) still copy each chunk once.
+``build`` gives every block task its product and the number of reads the plan makes of each of
+its chunks on its worker (``reuse_marks``).  The first read of a chunk read more than once there
+copies it and keeps the copy; the others use it (a read that comes while the copy is being made
+waits for it); the last drops it.  Reads are counted per product, not ordered, so tasks that run
+out of the plan's order (two task threads) still copy each chunk once, and the last read is the
+last whatever came before it.
 
-The copies may hold ``CACHE_FRACTION`` of the GPU's memory; a chunk that does not fit is copied
-for each read.  A staged plan sizes each task slot's working set to a share of the GPU's memory
+The copies may hold ``CACHE_FRACTION`` of the GPU's memory; a chunk whose first read finds no
+room is copied for each read.  A staged plan sizes each task slot's working set to a share of the GPU's memory
 (``mgemm.plan.MEMORY_FRACTION``), and the inputs themselves are in host memory, so the rest is
 free.  A copy lasts until its last read on this worker, or until its host chunk is released (a
-weak reference), whichever comes first: one whose other reads ran on another worker (a lost
-worker's blocks, say) stays until then.
+weak reference), whichever comes first: one whose other reads never ran here (a lost worker's
+blocks run elsewhere, tasks a later step of the graph left out) stays until then.
 
 Streams: a copy is made on the loading thread's copy stream and recorded by an event; a task that
 finds it kept makes its own copy stream wait for that event before using it.  Memory: the cache
@@ -59,8 +60,9 @@ COPY_THREADS = 4
 
 
 class _Entry:
-    """A kept copy: made by the first read (``loaded`` set once ``copy`` and ``ready`` are, or
-    with ``copy`` None if making it failed); ``left``: the reads still to come on this worker."""
+    """What a worker knows of one host chunk in one product: ``left``, the plan's reads of it
+    still to come there; ``nbytes`` > 0 where a copy is kept (made by the first read: ``loaded``
+    is set once ``copy`` and ``ready`` are, with ``copy`` None if making it failed)."""
 
     __slots__ = ("ref", "nbytes", "left", "loaded", "copy", "ready")
 
@@ -71,49 +73,59 @@ class _Entry:
 
 
 class DeviceCopies:
-    """The kept device copies of this process, by GPU and host chunk (its identity, checked by a
-    weak reference, so a chunk released and another made at its address is not mistaken).
-    ``kept`` and ``hits`` count the copies made to be kept and the reads that used one."""
+    """The kept device copies of this process, by GPU, product and host chunk (its identity,
+    checked by a weak reference, so a chunk released and another made at its address is not
+    mistaken).  Reads are counted whether or not a copy is kept, so the last one is known however
+    the reads interleave.  ``kept`` and ``hits`` count the copies made to be kept and the reads
+    that used one."""
 
     def __init__(self) -> None:
         # re-entrant: a chunk may die, and its weak reference's callback run, in this thread
         # while it holds the lock (a garbage collection set off by an allocation)
         self._lock = threading.RLock()
-        self._entries: dict[tuple[int, int], _Entry] = {}
+        self._entries: dict[tuple, _Entry] = {}
         self._bytes: dict[int, int] = {}
         self.kept = self.hits = 0
 
-    def claim(self, device: int, x: Any, reads: int, limit: int) -> tuple[_Entry | None, bool]:
-        """One read of ``x`` on ``device``, of ``reads`` the plan makes there: (the kept entry,
-        False) to use it (wait for ``loaded``), (a new entry, True) to make the copy and fill it
-        in (``loaded``), (None, True) to make a copy and not keep it."""
-        key = (device, id(x))
+    def claim(self, device: int, product: str, x: Any, reads: int,
+              limit: int) -> tuple[_Entry | None, bool]:
+        """One read of ``x`` on ``device`` for ``product``, of ``reads`` the plan makes there:
+        (the kept entry, False) to use its copy (once ``loaded``), (a new entry, True) to make
+        the copy and fill it in, (None, True) to make a copy and not keep it (read once, or no
+        room: the first read decides)."""
+        key = (device, product, id(x))
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None and entry.ref() is x:
                 entry.left -= 1
                 if entry.left <= 0:
                     self._remove(key)
+                if not entry.nbytes:
+                    return None, True
                 self.hits += 1
                 return entry, False
-            nbytes = int(x.nbytes)
-            if reads < 2 or self._bytes.get(device, 0) + nbytes > limit:
+            if reads < 2:
                 return None, True
             try:
                 ref = weakref.ref(x, functools.partial(self._expire, key))
             except TypeError:  # an object without weak references: never kept
                 return None, True
-            entry = self._entries[key] = _Entry(ref, nbytes, reads - 1)
+            nbytes = int(x.nbytes)
+            keep = self._bytes.get(device, 0) + nbytes <= limit
+            entry = self._entries[key] = _Entry(ref, nbytes if keep else 0, reads - 1)
+            if not keep:
+                return None, True
             self._bytes[device] = self._bytes.get(device, 0) + nbytes
             self.kept += 1
             return entry, True
 
-    def abandon(self, device: int, x: Any, entry: _Entry) -> None:
-        """The copy of a claimed ``entry`` could not be made: forget it; readers waiting on it
-        make their own."""
+    def abandon(self, device: int, product: str, x: Any, entry: _Entry) -> None:
+        """The copy of a claimed ``entry`` could not be made: its reads are still counted, its
+        bytes freed; readers waiting on it, and later ones, make their own."""
         with self._lock:
-            if self._entries.get((device, id(x))) is entry:
-                self._remove((device, id(x)))
+            if self._entries.get((device, product, id(x))) is entry:
+                self._bytes[device] -= entry.nbytes
+            entry.nbytes = 0
         entry.loaded.set()
 
     def nbytes(self, device: int) -> int:
@@ -121,33 +133,44 @@ class DeviceCopies:
         with self._lock:
             return self._bytes.get(device, 0)
 
-    def _expire(self, key: tuple[int, int], ref: weakref.ref) -> None:
-        """A kept chunk died: its copy goes too."""
+    def _expire(self, key: tuple, ref: weakref.ref) -> None:
+        """A counted chunk died: its entry, and any copy, go too."""
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None and entry.ref is ref:
                 self._remove(key)
 
-    def _remove(self, key: tuple[int, int]) -> None:
+    def _remove(self, key: tuple) -> None:
         entry = self._entries.pop(key)
-        self._bytes[key[0]] -= entry.nbytes
+        self._bytes[key[0]] = self._bytes.get(key[0], 0) - entry.nbytes
 
 
 #: This process's copies (a worker's task threads share them).
 COPIES = DeviceCopies()
 
 
-def reuse_marks(tasks: list[tuple[Any, list]]) -> dict:
-    """Each block task's reads, from one worker's tasks: ``tasks`` holds (task key, the chunk
-    keys it reads); the result maps each task key to the number of reads of each of its chunks
-    on the worker, comma-separated, in the task's order (a chunk read twice by one task, as in
-    ``x @ x``, counts twice).
+def reuse_marks(product: str, tasks: list[tuple[Any, list]]) -> dict:
+    """Each block task's reads, from one worker's tasks of ``product``: ``tasks`` holds (task
+    key, the chunk keys it reads); the result maps each task key to the product, a semicolon,
+    and the number of reads of each of its chunks on the worker, comma-separated, in the task's
+    order (a chunk read twice by one task, as in ``x @ x``, counts twice).
 
-    >>> reuse_marks([("t0", ["a0", "b0"]), ("t1", ["a0", "b1"])])
-    {'t0': '2,1', 't1': '2,1'}
+    >>> reuse_marks("p", [("t0", ["a0", "b0"]), ("t1", ["a0", "b1"])])
+    {'t0': 'p;2,1', 't1': 'p;2,1'}
     """
     reads = Counter(key for _, keys in tasks for key in keys)
-    return {task: ",".join(str(reads[key]) for key in keys) for task, keys in tasks}
+    return {task: product + ";" + ",".join(str(reads[key]) for key in keys)
+            for task, keys in tasks}
+
+
+def parse_marks(reuse: str) -> tuple[str, list[int]]:
+    """``reuse_marks``'s string as (product, reads per chunk).
+
+    >>> parse_marks("p;2,1")
+    ('p', [2, 1])
+    """
+    product, _, reads = reuse.rpartition(";")
+    return product, [int(r) for r in reads.split(",")]
 
 
 _memory: dict[int, int] = {}  # each GPU's memory, in bytes
@@ -160,12 +183,13 @@ def limit(cupy: Any, device: int) -> int:
     return int(CACHE_FRACTION * _memory[device])
 
 
-def load(cupy: Any, copies: Any, x: Any, reads: int, typed: Any) -> Any:
-    """``x``'s device copy for a task whose copy stream ``copies`` is current, ``reads`` being
-    the plan's reads of ``x`` on this worker: the kept one (the stream made to wait for it) or a
-    new one, kept when ``reads`` is more than one.  ``typed``: what ``x`` is copied as."""
+def load(cupy: Any, copies: Any, x: Any, product: str, reads: int, typed: Any) -> Any:
+    """``x``'s device copy for a task of ``product`` whose copy stream ``copies`` is current,
+    ``reads`` being the plan's reads of ``x`` on this worker: the kept one (the stream made to
+    wait for it) or a new one, kept when ``reads`` is more than one.  ``typed``: what ``x`` is
+    copied as."""
     device = cupy.cuda.Device().id
-    entry, mine = COPIES.claim(device, x, reads, limit(cupy, device))
+    entry, mine = COPIES.claim(device, product, x, reads, limit(cupy, device))
     if not mine:
         entry.loaded.wait()
         if entry.copy is not None:
@@ -174,12 +198,13 @@ def load(cupy: Any, copies: Any, x: Any, reads: int, typed: Any) -> Any:
         return to_device(cupy, typed(x), copies)
     try:
         copy = to_device(cupy, typed(x), copies)
+        ready = copies.record() if entry is not None else None
     except BaseException:
         if entry is not None:
-            COPIES.abandon(device, x, entry)
+            COPIES.abandon(device, product, x, entry)
         raise
     if entry is not None:
-        entry.copy, entry.ready = copy, copies.record()
+        entry.copy, entry.ready = copy, ready
         entry.loaded.set()
     return copy
 
@@ -219,7 +244,13 @@ _pool_lock = threading.Lock()
 
 
 def _buffers(cupy: Any) -> _Buffers:
-    if getattr(_local, "buffers", None) is None or _local.buffers.memory[0].size != PIECE_BYTES:
+    """This thread's buffers (new ones where ``PIECE_BYTES`` changed, once the old ones' last
+    copies have finished)."""
+    old = getattr(_local, "buffers", None)
+    if old is None or old.memory[0].size != PIECE_BYTES:
+        for done in old.done if old is not None else ():
+            if done is not None:
+                done.synchronize()
         _local.buffers = _Buffers(cupy)
     return _local.buffers
 
@@ -241,26 +272,29 @@ def to_device(cupy: Any, x: Any, stream: Any) -> Any:
     it).  ``PINNED_COPIES``: a band of rows at a time through this thread's pinned buffers (any
     strides on the host); a buffer is written again only after the copy out of it finished."""
     step = _rows(x)
-    if not step:
-        with stream:
+    with stream:  # the copy's memory from the stream that writes it
+        if not step:
             return cupy.asarray(x)
-    out, buffers = cupy.empty(x.shape, x.dtype), _buffers(cupy)
-    for i, r in enumerate(range(0, x.shape[0], step)):
-        band = x[r:r + step]
-        staged = buffers.take(i, x.dtype, band.shape)
-        _host_copy(staged, band)
-        out[r:r + step].set(staged, stream=stream)
-        buffers.copied(i, stream)
-    return out
+        out, buffers = cupy.empty(x.shape, x.dtype), _buffers(cupy)
+        for i, r in enumerate(range(0, x.shape[0], step)):
+            band = x[r:r + step]
+            staged = buffers.take(i, x.dtype, band.shape)
+            _host_copy(staged, band)
+            out[r:r + step].set(staged, stream=stream)
+            buffers.copied(i, stream)
+        return out
 
 
 def to_host(cupy: Any, x: Any, stream: Any) -> np.ndarray:
     """The device array ``x`` as a new host array, copied on ``stream`` (the work that wrote
     ``x`` must be ordered before it).  ``PINNED_COPIES``: a band of rows at a time into this
     thread's pinned buffers, each copied on into the host array while the next crosses."""
-    step = _rows(x) if x.flags.c_contiguous else 0
+    step = _rows(x)
     if not step:
         return cupy.asnumpy(x, stream=stream)
+    if not x.flags.c_contiguous:  # cuBLAS writes column-major blocks: row-major on the GPU first
+        with stream:
+            x = cupy.ascontiguousarray(x)
     out, buffers = np.empty(x.shape, x.dtype), _buffers(cupy)
     pending = None
     for i, r in enumerate(range(0, x.shape[0], step)):

@@ -15,6 +15,7 @@ import pytest
 
 import mgemm
 from conftest import assert_close, random
+from mgemm import staging
 
 pytestmark = pytest.mark.gpu
 
@@ -181,9 +182,8 @@ def test_matmul_with_cupy_chunks_stays_cupy(cp, rng, dtype):
 @pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "complex64", "int8", "bool"])
 def test_pinned_copies_each_way(cp, rng, monkeypatch, dtype):
     """``staging.PINNED_COPIES``: host chunks (a transposed one among them) to the GPU and back
-    through small pinned buffers, in many bands, exactly; then a staged product through them."""
-    from mgemm import staging
-
+    through small pinned buffers, in many bands, exactly (a column-major device array comes back
+    row-major); then a staged product through them."""
     monkeypatch.setattr(staging, "PINNED_COPIES", True)
     monkeypatch.setattr(staging, "PIECE_BYTES", 4096)
     monkeypatch.setattr(staging, "_local", threading.local())
@@ -193,9 +193,11 @@ def test_pinned_copies_each_way(cp, rng, monkeypatch, dtype):
         dev = staging.to_device(cp, host, stream)
         stream.synchronize()
         np.testing.assert_array_equal(cp.asnumpy(dev), host)
-        back = staging.to_host(cp, dev, stream)
-        assert type(back) is np.ndarray and back.dtype == host.dtype
-        np.testing.assert_array_equal(back, host)
+        for device in (dev, cp.asfortranarray(dev)):
+            back = staging.to_host(cp, device, stream)
+            assert type(back) is np.ndarray and back.dtype == host.dtype
+            assert back.flags.c_contiguous
+            np.testing.assert_array_equal(back, host)
     if dtype in ("float64", "float32"):
         a, b = random(rng, (300, 190), dtype), random(rng, (190, 150), dtype)
         with dask.config.set(scheduler="sync"):
@@ -214,7 +216,7 @@ def test_gpu_engines_stage_numpy_chunks(cp, rng, monkeypatch, engine, dtype, by_
     back, so the result is NumPy; ragged chunks, mismatched K chunking, a transposed operand,
     alpha, beta and C, and one block of every chunk; copied and multiplied by K part
     (``STAGE_BY_PART``) or whole."""
-    from mgemm import graph, staging
+    from mgemm import graph
 
     exact = np.dtype(dtype).kind in "iub"
     if engine == "persistent" and (exact or dtype == "complex64"):
@@ -312,8 +314,8 @@ def test_local_cuda_cluster_end_to_end(cp, rng):
 
         kept = client.run(kept_copies)
         layer = product.dask.layers[product.name]
-        again = any(int(n) > 1 for task in layer.values() if len(task.args) > 9
-                    for n in task.args[9].split(","))
+        again = any(n > 1 for task in layer.values() if len(task.args) > 9
+                    for n in staging.parse_marks(task.args[9])[1])
         assert (sum(hits for hits, _ in kept.values()) > 0) == again, kept
         assert all(nbytes == 0 for _, nbytes in kept.values()), kept
         assert isinstance(host._meta, np.ndarray), type(host._meta)

@@ -86,6 +86,7 @@ def fake_cupy(log: list) -> types.ModuleType:
     DeviceArray.log = log
     cp.asarray, cp.asnumpy, cp.dtype = asarray, asnumpy, np.dtype
     cp.empty = lambda shape, dtype: np.empty(shape, dtype).view(DeviceArray)
+    cp.ascontiguousarray = lambda x: np.ascontiguousarray(x).view(DeviceArray)
     cp.concatenate = lambda arrays, axis=0: np.concatenate(arrays, axis).view(DeviceArray)
     cp.cuda = types.SimpleNamespace(Stream=Stream, Event=Event,
                                     get_current_stream=lambda: current[-1],
@@ -273,9 +274,9 @@ def test_staged_chunks_read_again_are_copied_once_and_dropped_after_their_last_r
     """The plan's counts: A's chunks are copied and kept by the first block and used, then
     dropped, by the second; B's are copied once each; nothing stays kept afterwards."""
     a, b, tasks = _blocks_sharing_chunks(rng)
-    marks = staging.reuse_marks([(t, [("a", 0, 0), ("a", 0, 1), ("b", 0, t), ("b", 1, t)])
-                                 for t in range(2)])
-    assert marks == {0: "2,2,1,1", 1: "2,2,1,1"}
+    marks = staging.reuse_marks("p", [(t, [("a", 0, 0), ("a", 0, 1), ("b", 0, t), ("b", 1, t)])
+                                      for t in range(2)])
+    assert marks == {0: "p;2,2,1,1", 1: "p;2,2,1,1"}
     got = [_run_block(chunks, marks[t]) for t, chunks in enumerate(tasks)]
     for out, bj in zip(got, b):
         assert_close(out, a.astype(np.float64) @ bj.astype(np.float64), "float32")
@@ -289,7 +290,7 @@ def test_staged_chunks_are_copied_per_read_when_nothing_may_be_kept(staged, rng,
     result."""
     monkeypatch.setattr(staging, "CACHE_FRACTION", 0.0)
     a, b, tasks = _blocks_sharing_chunks(rng)
-    got = [_run_block(chunks, "2,2,1,1") for chunks in tasks]
+    got = [_run_block(chunks, "p;2,2,1,1") for chunks in tasks]
     assert sum(entry[0] == "copy" for entry in staged) == 8
     assert (staging.COPIES.kept, staging.COPIES.hits) == (0, 0)
     for out, bj in zip(got, b):
@@ -300,12 +301,12 @@ def test_a_copy_kept_by_another_thread_is_waited_for_on_the_copy_stream(staged, 
     """A task that uses a copy another thread made makes its own copy stream wait for the event
     recorded after that copy, before the part's GEMM is queued."""
     a, b, tasks = _blocks_sharing_chunks(rng)
-    other = threading.Thread(target=_run_block, args=(tasks[0], "2,2,1,1"))
+    other = threading.Thread(target=_run_block, args=(tasks[0], "p;2,2,1,1"))
     other.start()
     other.join()
     first = len(staged)
     kept = {entry[2] for entry in staged if entry[0] == "record"}
-    out = _run_block(tasks[1], "2,2,1,1")
+    out = _run_block(tasks[1], "p;2,2,1,1")
     assert_close(out, a.astype(np.float64) @ b[1].astype(np.float64), "float32")
     mine = staged[first:]
     copy_stream = next(entry[1] for entry in mine if entry[0] == "copy")
@@ -318,25 +319,62 @@ def test_a_copy_kept_by_another_thread_is_waited_for_on_the_copy_stream(staged, 
 
 def test_a_read_while_the_copy_is_being_made_waits_for_it():
     """Two reads at once: the second waits until the first has made (and recorded) the copy,
-    and uses it; a copy that fails is given up, and the waiting read makes its own."""
+    and uses it; the third and last drops it."""
     copies = staging.DeviceCopies()
     x = np.ones((4, 4))
-    entry, mine = copies.claim(0, x, 3, limit=1 << 20)
+    entry, mine = copies.claim(0, "p", x, 3, limit=1 << 20)
     assert mine and entry is not None and copies.nbytes(0) == 128
     got: list = []
-    reader = threading.Thread(target=lambda: got.append(copies.claim(0, x, 3, limit=1 << 20)))
+    reader = threading.Thread(target=lambda: got.append(copies.claim(0, "p", x, 3, 1 << 20)))
     reader.start()
     reader.join()
     other, mine = got[0]
     assert other is entry and not mine and not entry.loaded.is_set()  # it must wait
     entry.copy, entry.ready = "copy", "ready"
     entry.loaded.set()
-    last, mine = copies.claim(0, x, 3, limit=1 << 20)  # the third read: dropped after it
+    last, mine = copies.claim(0, "p", x, 3, limit=1 << 20)
     assert last is entry and not mine and copies.nbytes(0) == 0
+    assert copies.claim(0, "q", x, 2, limit=1 << 20)[1]  # another product counts on its own
+    assert copies.nbytes(0) == 128
+
+
+def test_reads_are_counted_where_no_copy_is_kept():
+    """A chunk whose first read found no room, or whose copy failed, is not kept by a later
+    read, and its entry goes after the last read, so nothing stays behind."""
+    copies = staging.DeviceCopies()
+    x = np.ones((4, 4))
+    assert copies.claim(0, "p", x, 3, limit=64) == (None, True)  # no room for 128 bytes
+    assert copies.claim(0, "p", x, 3, limit=1 << 20) == (None, True)  # room now: still not kept
+    assert copies.claim(0, "p", x, 3, limit=1 << 20) == (None, True)
+    assert copies.nbytes(0) == 0 and not copies._entries
     y = np.ones((2, 2))
-    failed, mine = copies.claim(0, y, 2, limit=1 << 20)
-    copies.abandon(0, y, failed)
+    failed, mine = copies.claim(0, "p", y, 3, limit=1 << 20)
+    waiting, mine_too = copies.claim(0, "p", y, 3, limit=1 << 20)
+    copies.abandon(0, "p", y, failed)
+    assert waiting is failed and not mine_too
     assert failed.loaded.is_set() and failed.copy is None and copies.nbytes(0) == 0
+    assert copies.claim(0, "p", y, 3, limit=1 << 20) == (None, True)  # the last read
+    assert not copies._entries
+
+
+def test_a_copy_that_fails_does_not_leave_readers_waiting(staged):
+    """If recording the copy's event fails, the copy is given up: a reader waiting for it is
+    let go and makes its own."""
+    cp = sys.modules["cupy"]
+    stream, broken = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+    x = np.ones((4, 4))
+
+    def no_event():
+        raise RuntimeError("no event")
+
+    broken.record = no_event
+    with pytest.raises(RuntimeError, match="no event"):
+        staging.load(cp, broken, x, "p", 2, lambda v: v)
+    entry = staging.COPIES._entries[(0, "p", id(x))]
+    assert entry.loaded.is_set() and entry.copy is None and staging.COPIES.nbytes(0) == 0
+    staged.clear()
+    np.testing.assert_array_equal(staging.load(cp, stream, x, "p", 2, lambda v: v), x)
+    assert [what for what, *_ in staged] == ["copy"] and not staging.COPIES._entries
 
 
 def test_a_kept_copy_goes_with_its_host_chunk():
@@ -347,14 +385,14 @@ def test_a_kept_copy_goes_with_its_host_chunk():
 
     copies = staging.DeviceCopies()
     x = np.ones((4, 4))
-    entry, mine = copies.claim(0, x, 2, limit=1 << 20)
+    entry, mine = copies.claim(0, "p", x, 2, limit=1 << 20)
     assert mine and entry is not None and copies.nbytes(0) == 128
-    assert copies.claim(0, np.ones(1000), 2, limit=1 << 10) == (None, True)  # too big
-    assert copies.claim(0, np.ones(4), 1, limit=1 << 20) == (None, True)  # read once
+    assert copies.claim(0, "p", np.ones(1000), 2, limit=1 << 10) == (None, True)  # too big
+    assert copies.claim(0, "p", np.ones(4), 1, limit=1 << 20) == (None, True)  # read once
     del x
     gc.collect()
     assert copies.nbytes(0) == 0
-    assert copies.claim(0, np.ones((4, 4)), 1, limit=1 << 20) == (None, True)
+    assert copies.claim(0, "p", np.ones((4, 4)), 1, limit=1 << 20) == (None, True)
 
 
 def test_graph_counts_each_chunks_reads_on_each_worker():
@@ -379,7 +417,7 @@ def test_graph_counts_each_chunks_reads_on_each_worker():
         assert max(reads.values()) > 1
         for t, keys in mine:
             marks = layer[(out.name, *divmod(t.block, gn))].args[9]
-            assert marks == ",".join(str(reads[key]) for key in keys)
+            assert marks == out.name + ";" + ",".join(str(reads[key]) for key in keys)
 
 
 @pytest.fixture
@@ -446,3 +484,15 @@ def test_other_arrays_take_cupys_copies(pinned):
     x = np.arange(64.0).reshape(8, 8)
     np.testing.assert_array_equal(staging.to_device(cp, x.T, stream), x.T)
     assert pinned[-1][0] == "record" and pinned[2][0] == "copy piece"
+
+
+def test_a_column_major_block_comes_back_row_major_through_the_buffers(pinned):
+    """cuBLAS writes column-major blocks: through the pinned buffers one comes back with the
+    same values, as a row-major host array (as CuPy's own copy gives it)."""
+    cp = sys.modules["cupy"]
+    stream = cp.cuda.Stream(non_blocking=True)
+    x = np.asfortranarray(np.arange(600.0).reshape(60, 10)).view(DeviceArray)
+    back = staging.to_host(cp, x, stream)
+    np.testing.assert_array_equal(back, x)
+    assert back.flags.c_contiguous and type(back) is np.ndarray
+    assert sum(entry[0] == "copy back" for entry in pinned) == 10
