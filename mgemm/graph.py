@@ -15,6 +15,7 @@ worker while that worker lives and re-runs it elsewhere if the worker is lost.
 from __future__ import annotations
 
 import itertools
+from collections import defaultdict
 from typing import Any, Sequence
 
 import dask.array as da
@@ -128,7 +129,7 @@ def _staged_block(engine_name: str, shape: tuple, c: Any, alpha: float, beta: fl
     with engines.task_stream(cupy), engines.queue_only():
         task, copies = cupy.cuda.get_current_stream(), engines.copy_stream(cupy)
         out = c
-        device, (product, reads) = list(chunks), staging.parse_marks(reuse)
+        device, (product, reads) = list(chunks), staging.parse_marks(reuse, len(chunks))
         for k in range(shape[1]):  # the K parts
             with copies:
                 a_index, b_index = _part_indices(shape, k)
@@ -265,9 +266,11 @@ def build(a: da.Array, b: da.Array, plan: Plan, *, c: da.Array | None = None, al
             listed.append((w, key, shape, keys))
             reads.setdefault(w.worker, []).append((key, keys))
         tasks[blk_index] = ((name, bi, bj), listed)
-    marks: dict = {}  # how often each worker reads each chunk, for the staged copies
-    for mine in reads.values():
-        marks.update(staging.reuse_marks(name, mine))
+    # how often each worker reads each chunk, for the staged copies (none for CuPy chunks)
+    marks: dict = defaultdict(str)
+    if engines.staged(engine, a._meta):
+        for mine in reads.values():
+            marks.update(staging.reuse_marks(name, mine))
 
     for blk_index, (out_key, listed) in tasks.items():
         c_ref = TaskRef((c.name, *out_key[1:])) if c is not None else None

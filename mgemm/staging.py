@@ -163,12 +163,15 @@ def reuse_marks(product: str, tasks: list[tuple[Any, list]]) -> dict:
             for task, keys in tasks}
 
 
-def parse_marks(reuse: str) -> tuple[str, list[int]]:
-    """``reuse_marks``'s string as (product, reads per chunk).
+def parse_marks(reuse: str, chunks: int) -> tuple[str, list[int]]:
+    """``reuse_marks``'s string as (product, reads per chunk); an empty one (``build`` marks no
+    reads where the operands' meta is CuPy) as one read of each of the ``chunks``.
 
-    >>> parse_marks("p;2,1")
-    ('p', [2, 1])
+    >>> parse_marks("p;2,1", 2), parse_marks("", 2)
+    (('p', [2, 1]), ('', [1, 1]))
     """
+    if not reuse:
+        return "", [1] * chunks
     product, _, reads = reuse.rpartition(";")
     return product, [int(r) for r in reads.split(",")]
 

@@ -315,7 +315,7 @@ def test_local_cuda_cluster_end_to_end(cp, rng):
         kept = client.run(kept_copies)
         layer = product.dask.layers[product.name]
         again = any(n > 1 for task in layer.values() if len(task.args) > 9
-                    for n in staging.parse_marks(task.args[9])[1])
+                    for n in staging.parse_marks(task.args[9], 0)[1])
         assert (sum(hits for hits, _ in kept.values()) > 0) == again, kept
         assert all(nbytes == 0 for _, nbytes in kept.values()), kept
         assert isinstance(host._meta, np.ndarray), type(host._meta)

@@ -297,6 +297,17 @@ def test_staged_chunks_are_copied_per_read_when_nothing_may_be_kept(staged, rng,
         assert_close(out, a.astype(np.float64) @ bj.astype(np.float64), "float32")
 
 
+def test_a_block_without_marks_copies_every_read(staged, rng):
+    """A block task built without reuse marks (``build`` gives none where the operands' meta is
+    CuPy, and a chunk turns out NumPy) copies each chunk for each read and keeps nothing."""
+    a, b, tasks = _blocks_sharing_chunks(rng)
+    got = [_run_block(chunks, "") for chunks in tasks]
+    for out, bj in zip(got, b):
+        assert_close(out, a.astype(np.float64) @ bj.astype(np.float64), "float32")
+    assert sum(entry[0] == "copy" for entry in staged) == 8
+    assert staging.COPIES.kept == 0 and not staging.COPIES._entries
+
+
 def test_a_copy_kept_by_another_thread_is_waited_for_on_the_copy_stream(staged, rng):
     """A task that uses a copy another thread made makes its own copy stream wait for the event
     recorded after that copy, before the part's GEMM is queued."""
@@ -418,6 +429,9 @@ def test_graph_counts_each_chunks_reads_on_each_worker():
         for t, keys in mine:
             marks = layer[(out.name, *divmod(t.block, gn))].args[9]
             assert marks == out.name + ";" + ",".join(str(reads[key]) for key in keys)
+    # the numpy engine stages nothing: no marks to make
+    plain = graph.build(x, y, plan, engine="numpy", out_dtype=np.dtype("f8"))
+    assert {task.args[9] for task in plain.dask.layers[plain.name].values()} == {""}
 
 
 @pytest.fixture
