@@ -167,10 +167,15 @@ def test_staged_block_values(staged, rng, monkeypatch, dtype, by_part):
     _check_product(dtype, alpha, beta, a, b, c, got)
 
 
-def test_staged_block_queues_each_part_after_its_copies(staged, rng):
-    """By part: every copy in goes to the copy stream; each GEMM goes to the block's own stream
-    after that stream waited for an event recorded on the copy stream after the part's copies;
-    the copy back comes after the block's end was synchronized."""
+def test_staged_block_queues_each_part_after_its_copies(staged, rng, monkeypatch):
+    """By part: every copy in, and the part's panels made of the copies, go to the copy stream;
+    each GEMM goes to the block's own stream after that stream waited for an event recorded on
+    the copy stream after the part's copies and panels; the copy back, on the copy stream, comes
+    after the block's end was synchronized."""
+    cp = sys.modules["cupy"]
+    concatenate = cp.concatenate
+    monkeypatch.setattr(cp, "concatenate", lambda arrays, axis=0: staged.append(
+        ("concatenate", cp.current[-1].name)) or concatenate(arrays, axis))
     _product("float32", rng, 0.5, 2)
     gemms = [i for i, entry in enumerate(staged) if entry[0] == "gemm"]
     copies = {entry[1] for entry in staged if entry[0] == "copy"}
@@ -188,10 +193,14 @@ def test_staged_block_queues_each_part_after_its_copies(staged, rng):
         assert waits and waits[-1] in recorded, part  # waited for a copy-stream event ...
         last_copy = max(i for i, entry in enumerate(staged[:g]) if entry[0] == "copy")
         assert recorded[waits[-1]] > last_copy  # ... recorded after this part's copies
+        panels = [start + i for i, entry in enumerate(part) if entry[0] == "concatenate"]
+        assert panels and {staged[i][1] for i in panels} == {copy_stream}, part
+        assert recorded[waits[-1]] > max(panels)
         start = g + 1
     sync = max(i for i, entry in enumerate(staged) if entry[0] == "synchronize")
     back = [i for i, entry in enumerate(staged) if entry[0] == "copy back"]
     assert back and min(back) > sync > gemms[-1]
+    assert {staged[i][1] for i in back} == {copy_stream}
 
 
 @pytest.mark.parametrize("dtype, acc", [("float16", "float32"), ("float32", "float32"),
@@ -230,6 +239,35 @@ def test_staged_block_hands_the_engine_device_arrays(staged, monkeypatch, by_par
     monkeypatch.setattr(engine, "gemm", checking)
     a, b, c, got = _product("float32", rng, 0.5, 2)
     assert kinds == {"DeviceArray"}
+    assert_close(got, 0.5 * (a.astype(np.float64) @ b.astype(np.float64)) + 2 * c, np.float32)
+
+
+def test_a_staged_blocks_operands_stay_referenced_until_its_copy_back(staged, monkeypatch):
+    """By part, every panel a part's GEMM was given, and C's copy, is still referenced when the
+    block's copy back is queued: their memory came from the copy stream's pool, which does not
+    know that a queued GEMM may still read it."""
+    import gc
+    import weakref
+
+    rng = np.random.default_rng(44)
+    engine = engines._cache["cublas"]
+    refs, gemm = [], engine.gemm
+
+    def watching(a_parts, b_parts, **kw):
+        refs.extend(weakref.ref(x) for x in (*a_parts, *b_parts))
+        if len(refs) == 2:  # the first part: C's copy (later parts add to the running sum)
+            refs.append(weakref.ref(kw["c"]))
+        return gemm(a_parts, b_parts, **kw)
+    monkeypatch.setattr(engine, "gemm", watching)
+    alive, to_host = [], staging.to_host
+
+    def checking(cupy, x, stream):
+        gc.collect()
+        alive.append(sum(ref() is not None for ref in refs))
+        return to_host(cupy, x, stream)
+    monkeypatch.setattr(staging, "to_host", checking)
+    a, b, c, got = _product("float32", rng, 0.5, 2)
+    assert alive == [len(refs)] and len(refs) == 4 * 2 + 1
     assert_close(got, 0.5 * (a.astype(np.float64) @ b.astype(np.float64)) + 2 * c, np.float32)
 
 
@@ -406,6 +444,68 @@ def test_a_kept_copy_goes_with_its_host_chunk():
     assert copies.claim(0, "p", np.ones((4, 4)), 1, limit=1 << 20) == (None, True)
 
 
+def test_a_chunk_that_just_fills_the_room_left_is_kept():
+    """A first read keeps its copy where the kept copies then hold at most the limit, exactly
+    the limit included, and not where they would hold one byte more."""
+    copies = staging.DeviceCopies()
+    x, y, z = np.ones((4, 4)), np.ones(1), np.ones(1)
+    assert copies.claim(0, "p", x, 2, limit=128)[0] is not None  # 128 bytes of 128
+    assert copies.claim(0, "p", y, 2, limit=135) == (None, True)  # 136 bytes of 135
+    assert copies.claim(0, "p", z, 2, limit=136)[0] is not None
+    assert copies.nbytes(0) == 136 and copies.kept == 2
+
+
+def test_parse_marks_reads_back_what_reuse_marks_wrote():
+    """``parse_marks`` inverts ``reuse_marks`` for any product name (one holding a semicolon
+    too), a chunk one task reads twice counted twice."""
+    for product in ("p", "mgemm-block-0a1b", "a;b"):
+        marks = staging.reuse_marks(product, [("t0", ["k0", "k1", "k0"]), ("t1", ["k1"])])
+        assert staging.parse_marks(marks["t0"], 3) == (product, [2, 2, 2])
+        assert staging.parse_marks(marks["t1"], 1) == (product, [2])
+
+
+def test_the_room_for_copies_is_a_share_of_the_gpus_total_memory(staged, monkeypatch):
+    """``limit``: ``CACHE_FRACTION`` of the GPU's total memory (not of what is free, which the
+    kept copies themselves use up), asked of the GPU once."""
+    cp = sys.modules["cupy"]
+    monkeypatch.setattr(staging, "_memory", {})
+    asked = []
+
+    def device(*_):
+        asked.append(1)
+        return types.SimpleNamespace(id=0, mem_info=(1 << 20, 1 << 30))  # (free, total)
+    monkeypatch.setattr(cp.cuda, "Device", device)
+    assert staging.limit(cp, 0) == int(staging.CACHE_FRACTION * (1 << 30))
+    monkeypatch.setattr(staging, "CACHE_FRACTION", 0.25)
+    assert staging.limit(cp, 0) == 1 << 28 and len(asked) == 1
+
+
+def test_a_load_while_the_copy_is_being_made_waits_and_uses_it(staged):
+    """``load``: a read that finds the copy still being made by another thread waits until it
+    is made, then uses it (its copy stream waiting for the copy's event) and copies nothing."""
+    cp = sys.modules["cupy"]
+    x = np.ones((4, 4))
+    entry, mine = staging.COPIES.claim(0, "p", x, 3, limit=1 << 20)
+    waiting = threading.Event()
+
+    class Loaded(threading.Event):
+        def wait(self, timeout=None):
+            waiting.set()
+            return super().wait(timeout)
+    entry.loaded = Loaded()
+    stream = cp.cuda.Stream(non_blocking=True)
+    got: list = []
+    reader = threading.Thread(
+        target=lambda: got.append(staging.load(cp, stream, x, "p", 3, lambda v: v)))
+    reader.start()
+    assert waiting.wait(5)
+    assert not got  # still waiting
+    entry.copy, entry.ready = x.view(DeviceArray), cp.cuda.Event()
+    entry.loaded.set()
+    reader.join()
+    assert got[0] is entry.copy and staged == [("wait", stream.name, entry.ready.id)]
+
+
 def test_graph_counts_each_chunks_reads_on_each_worker():
     """Every block task carries, per chunk it reads, how many of the plan's tasks on its worker
     read that chunk."""
@@ -487,7 +587,8 @@ def test_a_pinned_buffer_is_written_again_only_after_its_last_copy(pinned):
 
 
 def test_other_arrays_take_cupys_copies(pinned):
-    """A chunk whose rows do not fit a buffer, or not of NumPy's own types, goes through
+    """A chunk whose rows do not fit a buffer, not 2-D, or not of NumPy's own types (a
+    structured one, or one of ml_dtypes' even where its kind is NumPy's "f"), goes through
     ``asarray``; a transposed one through the buffers."""
     cp = sys.modules["cupy"]
     stream = cp.cuda.Stream(non_blocking=True)
@@ -495,18 +596,59 @@ def test_other_arrays_take_cupys_copies(pinned):
     assert [entry[0] for entry in pinned] == ["copy"]
     staging.to_device(cp, np.ones((4, 4), dtype=[("f", "f8")]), stream)
     assert [entry[0] for entry in pinned] == ["copy", "copy"]
+    staging.to_device(cp, np.ones(8), stream)
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    assert np.dtype(ml_dtypes.float8_e5m2).kind == "f"
+    staging.to_device(cp, np.ones((4, 4), ml_dtypes.float8_e5m2), stream)
+    assert [entry[0] for entry in pinned] == ["copy"] * 4
     x = np.arange(64.0).reshape(8, 8)
     np.testing.assert_array_equal(staging.to_device(cp, x.T, stream), x.T)
-    assert pinned[-1][0] == "record" and pinned[2][0] == "copy piece"
+    assert pinned[-1][0] == "record" and pinned[4][0] == "copy piece"
 
 
-def test_a_column_major_block_comes_back_row_major_through_the_buffers(pinned):
+def test_a_column_major_block_comes_back_row_major_through_the_buffers(pinned, monkeypatch):
     """cuBLAS writes column-major blocks: through the pinned buffers one comes back with the
-    same values, as a row-major host array (as CuPy's own copy gives it)."""
+    same values, as a row-major host array (as CuPy's own copy gives it), made row-major on the
+    GPU first, on the copy's stream, before any piece crosses."""
     cp = sys.modules["cupy"]
     stream = cp.cuda.Stream(non_blocking=True)
+    contiguous = cp.ascontiguousarray
+    monkeypatch.setattr(cp, "ascontiguousarray", lambda a: pinned.append(
+        ("row-major", cp.current[-1].name)) or contiguous(a))
     x = np.asfortranarray(np.arange(600.0).reshape(60, 10)).view(DeviceArray)
     back = staging.to_host(cp, x, stream)
     np.testing.assert_array_equal(back, x)
     assert back.flags.c_contiguous and type(back) is np.ndarray
     assert sum(entry[0] == "copy back" for entry in pinned) == 10
+    assert pinned[0] == ("row-major", stream.name)
+
+
+def test_cupys_copies_run_on_the_stream_given(staged):
+    """Without the pinned buffers, ``to_device`` copies (and allocates) on the stream it is given
+    and ``to_host`` copies back on its stream, whatever stream is current."""
+    cp = sys.modules["cupy"]
+    stream = cp.cuda.Stream(non_blocking=True)
+    x = np.arange(12.0).reshape(3, 4)
+    back = staging.to_host(cp, staging.to_device(cp, x, stream), stream)
+    np.testing.assert_array_equal(back, x)
+    assert cp.current[-1].name == "null"
+    assert staged == [("copy", stream.name), ("copy back", stream.name, True)]
+
+
+def test_pinned_buffers_are_replaced_when_the_piece_size_changes(pinned, monkeypatch):
+    """A thread's buffers follow ``PIECE_BYTES``: after a change a copy goes through new buffers
+    of the new size, made once the old ones' last copies have finished (their events waited
+    for)."""
+    cp = sys.modules["cupy"]
+    stream = cp.cuda.Stream(non_blocking=True)
+    x = np.arange(600, dtype=np.float64).reshape(60, 10)
+    staging.to_device(cp, x, stream)
+    old = staging._local.buffers
+    last = {("synchronize", None, event.id) for event in old.done}
+    monkeypatch.setattr(staging, "PIECE_BYTES", 1024)
+    pinned.clear()
+    np.testing.assert_array_equal(staging.to_device(cp, x, stream), x)
+    new = staging._local.buffers
+    assert new is not old and new.memory[0].size == new.memory[1].size == 1024
+    pieces = [i for i, entry in enumerate(pinned) if entry[0] == "copy piece"]
+    assert len(pieces) == 5 and last <= set(pinned[:pieces[0]])  # 12 rows of 80 bytes a piece
