@@ -9,9 +9,9 @@ Per row, median of ``--reps`` (after one untimed run), seconds and GB/s where it
 - ``d2h into``: ``get(out=...)`` into a host array written before (its pages already mapped);
 - ``d2h pinned``: ``get(out=...)`` into pinned host memory;
 - ``h2d x8``: ``cupy.asarray`` of a block's chunks (A's and B's K parts) one after another;
-- ``h2d par``: one chunk copied by ``--threads`` threads into pinned memory (allocated before),
-  then to the GPU; ``d2h par``: one chunk to pinned memory, then by the threads into a new host
-  array (what a block task could do instead of ``h2d``/``d2h fresh``);
+- ``h2d par``, ``d2h par``: one chunk each way through ``mgemm.staging``'s pinned buffers
+  (``to_device``/``to_host`` with ``PINNED_COPIES`` on, ``--threads`` copying threads), back
+  into a new host array (what a block task does instead of ``h2d``/``d2h fresh`` with them on);
 - ``gemm``: the block's K parts multiplied on the GPU from device copies (``cupy.matmul`` into
   one accumulator), CUDA events;
 - ``block``: ``mgemm.graph._block_task`` on the host chunks (copies in by K part, GEMMs, the
@@ -28,7 +28,6 @@ import statistics
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -81,25 +80,11 @@ def main() -> None:
     row("d2h pinned", timed(lambda: dev.get(out=pinned), args.reps), nbytes)
     row("h2d x8", timed(lambda: [cupy.asarray(x) for x in (*a, *b)], args.reps),
         (len(a) + len(b)) * nbytes)
-    pool = ThreadPoolExecutor(args.threads)
-
-    def parallel_copy(dst: np.ndarray, src: np.ndarray) -> None:
-        rows = np.array_split(np.arange(dst.shape[0]), args.threads)
-        list(pool.map(lambda r: np.copyto(dst[r[0]:r[-1] + 1], src[r[0]:r[-1] + 1]), rows))
-
-    def h2d_par() -> None:
-        parallel_copy(pinned, a[0])
-        dev.set(pinned)
-
-    row("h2d par", timed(h2d_par, args.reps), nbytes)
-
-    def d2h_par() -> np.ndarray:
-        dev.get(out=pinned)
-        fresh = np.empty_like(a[0])
-        parallel_copy(fresh, pinned)
-        return fresh
-
-    row("d2h par", timed(d2h_par, args.reps), nbytes)
+    staging.PINNED_COPIES, staging.COPY_THREADS = True, args.threads
+    stream = cupy.cuda.get_current_stream()
+    row("h2d par", timed(lambda: staging.to_device(cupy, a[0], stream), args.reps), nbytes)
+    row("d2h par", timed(lambda: staging.to_host(cupy, dev, stream), args.reps), nbytes)
+    staging.PINNED_COPIES = False
     dev = None  # freed before the block rows
 
     da_, db = [cupy.asarray(x) for x in a], [cupy.asarray(x) for x in b]
@@ -145,7 +130,7 @@ def main() -> None:
             t.join()
 
     row("block x2", timed(two, args.reps))
-    staging.PINNED_COPIES, staging.COPY_THREADS = True, args.threads
+    staging.PINNED_COPIES = True
     err_pinned = error(block())
     row("block pinned", timed(block, args.reps))
     row("block x2 pin", timed(two, args.reps))
