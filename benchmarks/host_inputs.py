@@ -9,7 +9,8 @@ multiply them on a machine's GPUs, and this times all three on the same inputs, 
   and multiplies one K part at a time (``mgemm.graph.STAGE_BY_PART``) and keeps the copies of
   chunks its worker reads again (``mgemm.staging``); ``mgemm-nokeep`` copies every chunk again
   for each block that reads it; ``mgemm-whole`` copies each block whole first;
-  ``mgemm-pinned`` copies through mgemm's pinned buffers (``mgemm.staging.PINNED_COPIES``).
+  ``mgemm-cupy`` copies with CuPy's own copies instead of mgemm's pinned buffers
+  (``mgemm.staging.PINNED_COPIES`` off); ``mgemm-copy8`` fills those buffers with 8 threads.
 - ``dask``: what a dask-cuda user writes, ``(a.map_blocks(cupy.asarray) @
   b.map_blocks(cupy.asarray)).map_blocks(cupy.asnumpy)``, on the same cluster and inputs.
 - ``xt``: cuBLASXt (libcublas's multi-GPU host API) in this process, on the whole matrices
@@ -43,7 +44,7 @@ import dask.array as da  # noqa: E402
 import numpy as np  # noqa: E402
 
 import mgemm  # noqa: E402
-from mgemm import bench, staging  # noqa: E402
+from mgemm import bench, graph, staging  # noqa: E402
 from mgemm.cluster import gpus_visible, session  # noqa: E402
 
 #: cublasOperation_t CUBLAS_OP_N; cublasXtPinnedMemMode_t CUBLASXT_PINNING_ENABLED
@@ -140,20 +141,26 @@ def _dask_cuda_way(a: da.Array, b: da.Array) -> da.Array:
     return product.map_blocks(cupy.asnumpy, meta=np.empty((0, 0), dtype=a.dtype))
 
 
-#: mgemm's variants: (``mgemm.graph.STAGE_BY_PART``, ``mgemm.staging.CACHE_FRACTION``,
-#: ``mgemm.staging.PINNED_COPIES``).
-STAGING = {"mgemm": (True, staging.CACHE_FRACTION, staging.PINNED_COPIES),
-           "mgemm-nokeep": (True, 0.0, staging.PINNED_COPIES),
-           "mgemm-whole": (False, staging.CACHE_FRACTION, staging.PINNED_COPIES),
-           "mgemm-pinned": (True, staging.CACHE_FRACTION, True)}
+#: mgemm's variants, as the settings each changes on the workers: ``graph.STAGE_BY_PART``
+#: (copy and multiply by K part, else whole blocks), ``staging.CACHE_FRACTION`` (0: copy a chunk
+#: again for every block that reads it), ``staging.PINNED_COPIES`` (else CuPy's own copies) and
+#: ``staging.COPY_THREADS`` (threads copying between host arrays and the pinned buffers).
+STAGING = {"mgemm": {},
+           "mgemm-nokeep": {"CACHE_FRACTION": 0.0},
+           "mgemm-whole": {"STAGE_BY_PART": False},
+           "mgemm-cupy": {"PINNED_COPIES": False},
+           "mgemm-copy8": {"COPY_THREADS": 8}}
+_DEFAULTS = {"STAGE_BY_PART": graph.STAGE_BY_PART, "CACHE_FRACTION": staging.CACHE_FRACTION,
+             "PINNED_COPIES": staging.PINNED_COPIES, "COPY_THREADS": staging.COPY_THREADS}
 
 
-def _set_staging(by_part: bool, keep: float, pinned: bool) -> None:
-    """On a worker: copy by K part or whole blocks, the share of the GPU kept copies of chunks
-    may hold (``mgemm-nokeep`` copies a chunk again for every block that reads it), and whether
-    copies go through mgemm's pinned buffers (``mgemm-pinned``)."""
+def _set_staging(settings: dict) -> None:
+    """On a worker: mgemm's defaults, then ``settings`` (one of ``STAGING``'s)."""
     from mgemm import graph, staging
-    graph.STAGE_BY_PART, staging.CACHE_FRACTION, staging.PINNED_COPIES = by_part, keep, pinned
+    settings = {**_DEFAULTS, **settings}
+    graph.STAGE_BY_PART = settings.pop("STAGE_BY_PART")
+    for name, value in settings.items():
+        setattr(staging, name, value)
 
 
 def time_cluster(client, a: da.Array, b: da.Array, make, runs: int, tol: float) -> list[float]:
@@ -181,7 +188,7 @@ def main() -> None:
     p.add_argument("--xt-block", default="4096,8192",
                    help="cuBLASXt tile edges to time, comma-separated (0: its default)")
     p.add_argument("--methods",
-                   default="mgemm,mgemm-nokeep,mgemm-whole,mgemm-pinned,dask,xt,xt-pinned")
+                   default="mgemm,mgemm-nokeep,mgemm-whole,mgemm-cupy,mgemm-copy8,dask,xt,xt-pinned")
     p.add_argument("--engine", default="cublas",
                    help="mgemm's engine (numpy: a dry run of the script on a CPU cluster)")
     args = p.parse_args()
@@ -206,11 +213,11 @@ def main() -> None:
             rows = {}
             for method, setting in STAGING.items():
                 if method in methods:
-                    client.run(_set_staging, *setting)
+                    client.run(_set_staging, setting)
                     rows[method] = time_cluster(
                         client, a, b, lambda x, y: mgemm.matmul(x, y, engine=args.engine),
                         args.runs, tol)
-            client.run(_set_staging, *STAGING["mgemm"])
+            client.run(_set_staging, STAGING["mgemm"])
             if "dask" in methods:
                 rows["dask"] = time_cluster(client, a, b, _dask_cuda_way, args.runs, tol)
             if any(m.startswith("xt") for m in methods):

@@ -24,10 +24,11 @@ elif [[ $1 == staged ]]; then
   timeout 120 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_gpu.py tests/test_staged.py \
     -k "stage or staged or pinned or end_to_end" 2>&1 | tail -4
   echo "== staged_probe.py"
-  timeout 120 python3 benchmarks/staged_probe.py --reps 3 --threads 4
+  timeout 90 python3 benchmarks/staged_probe.py --reps 3 --threads 8
   echo "== host_inputs.py, one GPU"
-  timeout 300 python3 benchmarks/host_inputs.py --size 32768 --dtypes float32,float64 --runs 3 \
-    --xt-block 8192 --methods mgemm,mgemm-nokeep,mgemm-pinned,xt-pinned --protocol tcp 2>&1 |
+  timeout 420 python3 benchmarks/host_inputs.py --size 32768 --dtypes float32,float64 --runs 3 \
+    --xt-block 8192 --methods mgemm,mgemm-nokeep,mgemm-cupy,mgemm-copy8,dask,xt-pinned \
+    --protocol tcp 2>&1 |
     grep -v "UCX  WARN"
 else
   echo "== SK_256_CLUSTER_PAD, a draw where it changes a caller's launch"

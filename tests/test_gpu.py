@@ -207,21 +207,26 @@ def test_pinned_copies_each_way(cp, rng, monkeypatch, dtype):
         assert_close(got, a.astype(np.float64) @ b.astype(np.float64), dtype)
 
 
+@pytest.mark.parametrize("pinned", [True, False], ids=["pinned", "cupy_copies"])
 @pytest.mark.parametrize("by_part", [True, False], ids=["by_part", "whole"])
 @pytest.mark.parametrize("engine", ["cublas", "persistent"])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "complex64",
                                    "int64", "bool"])
-def test_gpu_engines_stage_numpy_chunks(cp, rng, monkeypatch, engine, dtype, by_part):
+def test_gpu_engines_stage_numpy_chunks(cp, rng, monkeypatch, engine, dtype, by_part, pinned):
     """NumPy chunks with a GPU engine named: each block's chunks go to the GPU and the block comes
     back, so the result is NumPy; ragged chunks, mismatched K chunking, a transposed operand,
     alpha, beta and C, and one block of every chunk; copied and multiplied by K part
-    (``STAGE_BY_PART``) or whole."""
+    (``STAGE_BY_PART``) or whole; through mgemm's pinned buffers (small ones, so each chunk
+    crosses in several bands) or CuPy's own copies."""
     from mgemm import graph
 
     exact = np.dtype(dtype).kind in "iub"
     if engine == "persistent" and (exact or dtype == "complex64"):
         pytest.skip("the persistent engine multiplies floats")
     monkeypatch.setattr(graph, "STAGE_BY_PART", by_part)
+    monkeypatch.setattr(staging, "PINNED_COPIES", pinned)
+    monkeypatch.setattr(staging, "PIECE_BYTES", 8192)
+    monkeypatch.setattr(staging, "_local", threading.local())
     a, b, c = random(rng, (300, 190), dtype), random(rng, (150, 190), dtype), \
         random(rng, (300, 150), dtype)
     if dtype == "bool":  # sparse enough that a product's entries are not all True

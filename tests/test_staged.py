@@ -118,7 +118,8 @@ class FakeEngine:
 
 @pytest.fixture
 def staged(monkeypatch):
-    """The stand-ins in place of CuPy and the cublas engine; this thread's streams fresh."""
+    """The stand-ins in place of CuPy and the cublas engine; this thread's streams fresh; CuPy's
+    own copies (the ``pinned`` fixture turns mgemm's pinned buffers on)."""
     log: list = []
     cp = fake_cupy(log)
     monkeypatch.setitem(sys.modules, "cupy", cp)
@@ -126,6 +127,7 @@ def staged(monkeypatch):
     monkeypatch.setitem(engines._cache, "cublas", FakeEngine(log, cp))
     monkeypatch.setattr(staging, "COPIES", staging.DeviceCopies())
     monkeypatch.setattr(staging, "_local", threading.local())
+    monkeypatch.setattr(staging, "PINNED_COPIES", False)
     return log
 
 
@@ -541,7 +543,7 @@ def pinned(staged, monkeypatch):
     monkeypatch.setattr(staging, "PINNED_COPIES", True)
     monkeypatch.setattr(staging, "PIECE_BYTES", 512)
     monkeypatch.setattr(staging, "COPY_THREADS", 3)
-    monkeypatch.setattr(staging, "_pool", [])
+    monkeypatch.setattr(staging, "_pool", {})
     return staged
 
 
@@ -652,3 +654,21 @@ def test_pinned_buffers_are_replaced_when_the_piece_size_changes(pinned, monkeyp
     assert new is not old and new.memory[0].size == new.memory[1].size == 1024
     pieces = [i for i, entry in enumerate(pinned) if entry[0] == "copy piece"]
     assert len(pieces) == 5 and last <= set(pinned[:pieces[0]])  # 12 rows of 80 bytes a piece
+
+
+def test_copying_threads_follow_copy_threads(pinned, monkeypatch):
+    """A change of ``COPY_THREADS`` takes effect at the next copy: the bands go to a pool of
+    that many copying threads, the only one kept."""
+    cp = sys.modules["cupy"]
+    stream = cp.cuda.Stream(non_blocking=True)
+    x = np.arange(600.0).reshape(60, 10)
+    for threads in (3, 5, 2):
+        monkeypatch.setattr(staging, "COPY_THREADS", threads)
+        seen = set()
+        copyto = np.copyto
+        monkeypatch.setattr(np, "copyto", lambda dst, src: seen.add(
+            threading.current_thread().name) or copyto(dst, src))
+        np.testing.assert_array_equal(staging.to_device(cp, x, stream), x)
+        monkeypatch.setattr(np, "copyto", copyto)
+        assert list(staging._pool) == [threads]
+        assert all(name.startswith("mgemm-copy") for name in seen) and 1 <= len(seen) <= threads
