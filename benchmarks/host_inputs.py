@@ -10,7 +10,7 @@ multiply them on a machine's GPUs, and this times all three on the same inputs, 
   chunks its worker reads again (``mgemm.staging``); ``mgemm-nokeep`` copies every chunk again
   for each block that reads it; ``mgemm-whole`` copies each block whole first;
   ``mgemm-cupy`` copies with CuPy's own copies instead of mgemm's pinned buffers
-  (``mgemm.staging.PINNED_COPIES`` off); ``mgemm-copy8`` fills those buffers with 8 threads.
+  (``mgemm.staging.PINNED_COPIES`` off); ``mgemm-copy4`` fills those buffers with 4 threads.
 - ``dask``: what a dask-cuda user writes, ``(a.map_blocks(cupy.asarray) @
   b.map_blocks(cupy.asarray)).map_blocks(cupy.asnumpy)``, on the same cluster and inputs.
 - ``xt``: cuBLASXt (libcublas's multi-GPU host API) in this process, on the whole matrices
@@ -149,7 +149,7 @@ STAGING = {"mgemm": {},
            "mgemm-nokeep": {"CACHE_FRACTION": 0.0},
            "mgemm-whole": {"STAGE_BY_PART": False},
            "mgemm-cupy": {"PINNED_COPIES": False},
-           "mgemm-copy8": {"COPY_THREADS": 8}}
+           "mgemm-copy4": {"COPY_THREADS": 4}}
 _DEFAULTS = {"STAGE_BY_PART": graph.STAGE_BY_PART, "CACHE_FRACTION": staging.CACHE_FRACTION,
              "PINNED_COPIES": staging.PINNED_COPIES, "COPY_THREADS": staging.COPY_THREADS}
 
@@ -188,7 +188,7 @@ def main() -> None:
     p.add_argument("--xt-block", default="4096,8192",
                    help="cuBLASXt tile edges to time, comma-separated (0: its default)")
     p.add_argument("--methods",
-                   default="mgemm,mgemm-nokeep,mgemm-whole,mgemm-cupy,mgemm-copy8,dask,xt,xt-pinned")
+                   default="mgemm,mgemm-nokeep,mgemm-whole,mgemm-cupy,mgemm-copy4,dask,xt,xt-pinned")
     p.add_argument("--engine", default="cublas",
                    help="mgemm's engine (numpy: a dry run of the script on a CPU cluster)")
     args = p.parse_args()

@@ -27,7 +27,7 @@ elif [[ $1 == staged ]]; then
   timeout 90 python3 benchmarks/staged_probe.py --reps 3 --threads 8
   echo "== host_inputs.py, one GPU"
   timeout 420 python3 benchmarks/host_inputs.py --size 32768 --dtypes float32,float64 --runs 3 \
-    --xt-block 8192 --methods mgemm,mgemm-nokeep,mgemm-cupy,mgemm-copy8,dask,xt-pinned \
+    --xt-block 8192 --methods mgemm,mgemm-nokeep,mgemm-cupy,mgemm-copy4,dask,xt-pinned \
     --protocol tcp 2>&1 |
     grep -v "UCX  WARN"
 else

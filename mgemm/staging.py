@@ -6,7 +6,8 @@ blocks there, so without a cache every chunk crosses the host link once per bloc
 a 4 × 4 grid of blocks on one GPU moves each input four times.  With it, a chunk the plan reads
 again on this worker is copied once, kept, and dropped after its last read there.  (On one H100,
 32768³ float32 from host chunks, that cut the copies in from 24 GiB to 8 GiB and gained only
-1.04-1.08 ×: how fast each copy runs, below, bounds such products more than how many there are.)
+1.04-1.08 × with CuPy's copies, and 0.99-1.02 × with the pinned ones below: how fast each copy
+runs bounds such products more than how many there are.)
 
 ``build`` gives every block task its product and the number of reads the plan makes of each of
 its chunks on its worker (``reuse_marks``).  The first read of a chunk read more than once there
@@ -32,14 +33,19 @@ Copies each way (``to_device``, ``to_host``): CuPy's own copy of a pageable host
 the speed of one thread's memcpy into pinned memory (9.5 GB/s in on an H100 host), and a new host
 array for a block coming back is slower still, its pages mapped as the copy first writes them
 (3.4 GB/s), where the link itself moves 51 GB/s between pinned memory and the GPU
-(``benchmarks/staged_probe.py``).  With ``PINNED_COPIES`` a copy goes through two pinned buffers
-of ``PIECE_BYTES`` per thread instead, a band of rows at a time: ``COPY_THREADS`` threads copy a
-band between the host array and one buffer while the other buffer's band crosses the link.
+(``benchmarks/staged_probe.py``).  So (``PINNED_COPIES``, the default) a copy goes through two
+pinned buffers of ``PIECE_BYTES`` per thread instead, a band of rows at a time: ``COPY_THREADS``
+threads copy a band between the host array and one buffer while the other buffer's band crosses.
+On that H100, 32768³ from 8192² host chunks took 1.5-2.0 × less time this way than with CuPy's
+copies, about what cuBLASXt takes on inputs already pinned (``benchmarks/host_inputs.py``).
+Arrays that are not 2-D, or not of one of NumPy's own types in native byte order (bfloat16,
+say), and rows longer than a buffer, keep CuPy's copies.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import threading
 import weakref
 from collections import Counter
@@ -51,12 +57,15 @@ import numpy as np
 #: Share of the GPU's memory the kept copies may hold (0: nothing is kept).
 CACHE_FRACTION = 0.4
 #: Copies to and from the GPU through this module's pinned buffers (else CuPy's own copies).
-#: On one H100 they made 32768³ from host chunks 1.6-1.8 × faster (``benchmarks/host_inputs.py``).
+#: On one H100 they made 32768³ from host chunks 1.5-2.0 × faster (``benchmarks/host_inputs.py``).
 PINNED_COPIES = True
-#: Bytes of each pinned buffer (two per thread that copies), and the threads that copy between
-#: host arrays and pinned memory.
+#: Bytes of each pinned buffer (two per thread that copies).
 PIECE_BYTES = 64 << 20
-COPY_THREADS = 4
+#: Threads that copy between host arrays and pinned memory: 8 (measured 1.09-1.13 × faster than
+#: 4 there), or the CPUs this process may run on where it has fewer (dask-cuda binds each worker
+#: to its GPU's CPUs).
+COPY_THREADS = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                   else os.cpu_count() or 1)
 
 
 class _Entry:
