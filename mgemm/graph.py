@@ -114,15 +114,17 @@ def _staged_block(engine_name: str, shape: tuple, c: Any, alpha: float, beta: fl
     reads (``mgemm.staging``; ``reuse`` counts them).  The parts and C's copy stay referenced
     until the block is done: their memory came from a copy stream's pool, which does not know the
     GEMMs still read it.  Otherwise the whole block is copied on the legacy default stream, which
-    the block's stream waits for (``engines.task_stream``), and nothing is kept."""
+    the block's stream waits for (``engines.task_stream``), and nothing is kept.  Either way the
+    copies are ``staging.to_device`` and ``staging.to_host`` (through pinned buffers)."""
     import cupy
 
     if not STAGE_BY_PART or emulate != "off":
-        device = [cupy.asarray(_typed(x)) for x in chunks]
-        c = None if c is None else cupy.asarray(_typed(c))
+        null = cupy.cuda.Stream.null
+        device = [staging.to_device(cupy, _typed(x), null) for x in chunks]
+        c = None if c is None else staging.to_device(cupy, _typed(c), null)
         out = _block_task(engine_name, shape, c, alpha, beta, out_dtype, allow_tf32, emulate,
                           tune, reuse, *device)
-        return cupy.asnumpy(out)
+        return staging.to_host(cupy, out, null)
     engine = engines.get(engine_name)
     acc_dtype = engines.accumulator_dtype(out_dtype)
     held = []

@@ -672,3 +672,30 @@ def test_copying_threads_follow_copy_threads(pinned, monkeypatch):
         monkeypatch.setattr(np, "copyto", copyto)
         assert list(staging._pool) == [threads]
         assert all(name.startswith("mgemm-copy") for name in seen) and 1 <= len(seen) <= threads
+
+
+@pytest.mark.parametrize("emulated", [False, True], ids=["whole", "emulated"])
+def test_a_block_copied_whole_goes_through_the_pinned_buffers(pinned, rng, monkeypatch, emulated):
+    """A block copied whole (``STAGE_BY_PART`` off, or emulated float32) crosses through the
+    pinned buffers too, piece by piece on the legacy default stream, both ways, with the same
+    values as through CuPy's copies."""
+    from mgemm import emulate
+
+    monkeypatch.setattr(graph, "STAGE_BY_PART", emulated)  # an emulated block is whole anyway
+    monkeypatch.setattr(emulate, "gemm", lambda engine, a_parts, b_parts, scheme, **kw:
+                        engine.gemm(a_parts, b_parts, **kw))  # the exact product, as off sm_90
+    a, b, c = (random(rng, s, "float32") for s in ((60, 50), (50, 40), (60, 40)))
+    x = da.from_array(a, chunks=((25, 35), (20, 16, 14)))
+    y = da.from_array(b, chunks=((12, 38), (40,)))
+    with dask.config.set(scheduler="sync"):
+        got = mgemm.gemm(x, y, da.from_array(c, chunks=20), alpha=0.5, beta=2, engine="cublas",
+                         block_size=(60, 40), emulate_fp32="bf16x6" if emulated else None).compute()
+    assert type(got) is np.ndarray
+    _check_product("float32", 0.5, 2, a, b, c, got)
+    pieces = [entry for entry in pinned if entry[0] == "copy piece"]
+    backs = [entry for entry in pinned if entry[0] == "copy back"]
+    assert not any(entry[0] == "copy" for entry in pinned)
+    # every row of every chunk once: A's three K chunks of each row chunk, B's, C's 20 x 20 ones
+    assert sum(piece[2] for piece in pieces) == 3 * 60 + 50 + 2 * 60
+    # 512-byte buffers: a 40-column float32 row of the block is 160 bytes, three rows a piece
+    assert {entry[1] for entry in pieces + backs} == {"null"} and len(backs) == 20
