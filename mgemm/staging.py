@@ -272,10 +272,8 @@ def _host_copy(dst: np.ndarray, src: np.ndarray) -> None:
     go of the GIL while it copies)."""
     threads = COPY_THREADS
     with _pool_lock:
-        if threads not in _pool:
-            for old in _pool.values():
-                old.shutdown(wait=False)  # copies already queued there still run
-            _pool.clear()
+        if threads not in _pool:  # the old pool's threads end once no copy uses it (its
+            _pool.clear()          # weak reference), not at once: a copy may be starting there
             _pool[threads] = ThreadPoolExecutor(threads, thread_name_prefix="mgemm-copy")
         pool = _pool[threads]
     cuts = np.linspace(0, len(dst), threads + 1).astype(int)
