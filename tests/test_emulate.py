@@ -280,6 +280,25 @@ def test_matmul_with_cupy_chunks_emulated(cp, rng):
     assert_close(cp.asnumpy(got), a.astype(np.float64) @ b, "float32")
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("pinned", [True, False], ids=["pinned", "cupy_copies"])
+def test_numpy_chunks_emulated_on_the_gpu(cp, rng, monkeypatch, pinned):
+    """NumPy chunks with ``emulate_fp32`` on a GPU engine: each block copied whole to the GPU
+    (through mgemm's pinned buffers, small ones, or CuPy's copies), multiplied there, and back as
+    NumPy, within float32's bound of float64."""
+    from mgemm import staging
+    import threading
+
+    monkeypatch.setattr(staging, "PINNED_COPIES", pinned)
+    monkeypatch.setattr(staging, "PIECE_BYTES", 16384)
+    monkeypatch.setattr(staging, "_local", threading.local())
+    a, b = random(rng, (700, 900), "float32"), random(rng, (900, 500), "float32")
+    out = mgemm.matmul(da.from_array(a, chunks=(300, 400)), da.from_array(b, chunks=(400, 250)),
+                       engine="persistent", emulate_fp32="on")
+    got = out.compute(scheduler="sync")
+    assert type(got) is np.ndarray and got.dtype == np.float32
+    assert_close(got, a.astype(np.float64) @ b, "float32")
+
 def test_promote_config_is_checked():
     from mgemm.hopper import HopperConfig
 
