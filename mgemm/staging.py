@@ -61,7 +61,7 @@ CACHE_FRACTION = 0.4
 PINNED_COPIES = True
 #: Bytes of each pinned buffer (two per thread that copies).
 PIECE_BYTES = 64 << 20
-#: Threads that copy between host arrays and pinned memory: 8 (measured 1.09-1.13 × faster than
+#: Threads that copy between host arrays and pinned memory: 8 (measured 1.08-1.13 × faster than
 #: 4 there), or the CPUs this process may run on where it has fewer (dask-cuda binds each worker
 #: to its GPU's CPUs).
 COPY_THREADS = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
@@ -223,7 +223,8 @@ def load(cupy: Any, copies: Any, x: Any, product: str, reads: int, typed: Any) -
 
 def _rows(x: Any) -> int:
     """Rows of ``x`` a pinned piece holds; 0 where ``x`` takes CuPy's copies: not a 2-D array of
-    one of NumPy's own numeric types (bfloat16 and the rest), or a row longer than a buffer."""
+    one of NumPy's own numeric types in native byte order (not bfloat16 or other types NumPy is
+    given by another package), or a row longer than a buffer."""
     if not (PINNED_COPIES and getattr(x, "ndim", 0) == 2 and x.dtype.kind in "biufc"
             and x.dtype.isbuiltin == 1):
         return 0
