@@ -44,13 +44,14 @@ say), and rows longer than a buffer, keep CuPy's copies.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
 import weakref
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -232,7 +233,7 @@ def _rows(x: Any) -> int:
 
 
 class _Buffers:
-    """A thread's two pinned buffers, and an event per buffer recorded after its last copy."""
+    """A copy's two pinned buffers, and an event per buffer recorded after its last copy."""
 
     def __init__(self, cupy: Any) -> None:
         self.memory = [np.frombuffer(cupy.cuda.alloc_pinned_memory(PIECE_BYTES), np.uint8,
@@ -250,22 +251,38 @@ class _Buffers:
         self.done[i % 2] = stream.record()
         return self.done[i % 2]
 
+    def finish(self) -> None:
+        """Wait for both buffers' last copies."""
+        for done in self.done:
+            if done is not None:
+                done.synchronize()
 
-_local = threading.local()
+
+_idle: list = []  # pinned buffers no copy is using (under _idle_lock)
+_idle_lock = threading.Lock()
 _pool: dict = {}  # COPY_THREADS: its copying threads (under _pool_lock; made again where it changed)
 _pool_lock = threading.Lock()
 
 
-def _buffers(cupy: Any) -> _Buffers:
-    """This thread's buffers (new ones where ``PIECE_BYTES`` changed, once the old ones' last
-    copies have finished)."""
-    old = getattr(_local, "buffers", None)
-    if old is None or old.memory[0].size != PIECE_BYTES:
-        for done in old.done if old is not None else ():
-            if done is not None:
-                done.synchronize()
-        _local.buffers = _Buffers(cupy)
-    return _local.buffers
+@contextlib.contextmanager
+def _buffers(cupy: Any) -> Iterator[_Buffers]:
+    """Pinned buffers for one copy, idle again when it ends: ones another copy left (each buffer
+    is written again only after its last copy finished), else new ones.  So there are as many
+    as copies ever ran at once, not a pair for every thread that ever copied (the threaded
+    scheduler has one per CPU).  Where ``PIECE_BYTES`` changed, new ones, once the old ones'
+    last copies have finished."""
+    with _idle_lock:
+        buffers = _idle.pop() if _idle else None
+    if buffers is not None and buffers.memory[0].size != PIECE_BYTES:
+        buffers.finish()
+        buffers = None
+    if buffers is None:
+        buffers = _Buffers(cupy)
+    try:
+        yield buffers
+    finally:
+        with _idle_lock:
+            _idle.append(buffers)
 
 
 def _host_copy(dst: np.ndarray, src: np.ndarray) -> None:
@@ -284,44 +301,46 @@ def _host_copy(dst: np.ndarray, src: np.ndarray) -> None:
 
 def to_device(cupy: Any, x: Any, stream: Any) -> Any:
     """``x`` copied to the current GPU on ``stream`` (queued there: the stream orders what reads
-    it).  ``PINNED_COPIES``: a band of rows at a time through this thread's pinned buffers (any
+    it).  ``PINNED_COPIES``: a band of rows at a time through a pair of pinned buffers (any
     strides on the host); a buffer is written again only after the copy out of it finished."""
     step = _rows(x)
     with stream:  # the copy's memory from the stream that writes it
         if not step:
             return cupy.asarray(x)
-        out, buffers = cupy.empty(x.shape, x.dtype), _buffers(cupy)
-        for i, r in enumerate(range(0, x.shape[0], step)):
-            band = x[r:r + step]
-            staged = buffers.take(i, x.dtype, band.shape)
-            _host_copy(staged, band)
-            out[r:r + step].set(staged, stream=stream)
-            buffers.copied(i, stream)
+        out = cupy.empty(x.shape, x.dtype)
+        with _buffers(cupy) as buffers:
+            for i, r in enumerate(range(0, x.shape[0], step)):
+                band = x[r:r + step]
+                staged = buffers.take(i, x.dtype, band.shape)
+                _host_copy(staged, band)
+                out[r:r + step].set(staged, stream=stream)
+                buffers.copied(i, stream)
         return out
 
 
 def to_host(cupy: Any, x: Any, stream: Any) -> np.ndarray:
     """The device array ``x`` as a new host array, copied on ``stream`` (the work that wrote
-    ``x`` must be ordered before it).  ``PINNED_COPIES``: a band of rows at a time into this
-    thread's pinned buffers, each copied on into the host array while the next crosses."""
+    ``x`` must be ordered before it).  ``PINNED_COPIES``: a band of rows at a time into a pair
+    of pinned buffers, each copied on into the host array while the next crosses."""
     step = _rows(x)
     if not step:
         return cupy.asnumpy(x, stream=stream)
     if not x.flags.c_contiguous:  # cuBLAS writes column-major blocks: row-major on the GPU first
         with stream:
             x = cupy.ascontiguousarray(x)
-    out, buffers = np.empty(x.shape, x.dtype), _buffers(cupy)
-    pending = None
-    for i, r in enumerate(range(0, x.shape[0], step)):
-        band = x[r:r + step]
-        staged = buffers.take(i, x.dtype, band.shape)
-        cupy.asnumpy(band, stream=stream, out=staged, blocking=False)
-        arrived = buffers.copied(i, stream)
+    out = np.empty(x.shape, x.dtype)
+    with _buffers(cupy) as buffers:
+        pending = None
+        for i, r in enumerate(range(0, x.shape[0], step)):
+            band = x[r:r + step]
+            staged = buffers.take(i, x.dtype, band.shape)
+            cupy.asnumpy(band, stream=stream, out=staged, blocking=False)
+            arrived = buffers.copied(i, stream)
+            if pending is not None:
+                _finish(*pending)
+            pending = (arrived, staged, out[r:r + step])
         if pending is not None:
             _finish(*pending)
-        pending = (arrived, staged, out[r:r + step])
-    if pending is not None:
-        _finish(*pending)
     return out
 
 

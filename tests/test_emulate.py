@@ -291,7 +291,7 @@ def test_numpy_chunks_emulated_on_the_gpu(cp, rng, monkeypatch, pinned):
 
     monkeypatch.setattr(staging, "PINNED_COPIES", pinned)
     monkeypatch.setattr(staging, "PIECE_BYTES", 16384)
-    monkeypatch.setattr(staging, "_local", threading.local())
+    monkeypatch.setattr(staging, "_idle", [])
     a, b = random(rng, (700, 900), "float32"), random(rng, (900, 500), "float32")
     out = mgemm.matmul(da.from_array(a, chunks=(300, 400)), da.from_array(b, chunks=(400, 250)),
                        engine="persistent", emulate_fp32="on")

@@ -186,7 +186,7 @@ def test_pinned_copies_each_way(cp, rng, monkeypatch, dtype):
     row-major); then a staged product through them."""
     monkeypatch.setattr(staging, "PINNED_COPIES", True)
     monkeypatch.setattr(staging, "PIECE_BYTES", 4096)
-    monkeypatch.setattr(staging, "_local", threading.local())
+    monkeypatch.setattr(staging, "_idle", [])
     stream = cp.cuda.Stream(non_blocking=True)
     x = random(rng, (301, 67), dtype)
     for host in (x, x.T):
@@ -226,7 +226,7 @@ def test_gpu_engines_stage_numpy_chunks(cp, rng, monkeypatch, engine, dtype, by_
     monkeypatch.setattr(graph, "STAGE_BY_PART", by_part)
     monkeypatch.setattr(staging, "PINNED_COPIES", pinned)
     monkeypatch.setattr(staging, "PIECE_BYTES", 8192)
-    monkeypatch.setattr(staging, "_local", threading.local())
+    monkeypatch.setattr(staging, "_idle", [])
     a, b, c = random(rng, (300, 190), dtype), random(rng, (150, 190), dtype), \
         random(rng, (300, 150), dtype)
     if dtype == "bool":  # sparse enough that a product's entries are not all True

@@ -126,7 +126,7 @@ def staged(monkeypatch):
     monkeypatch.setattr(engines, "_streams", threading.local())
     monkeypatch.setitem(engines._cache, "cublas", FakeEngine(log, cp))
     monkeypatch.setattr(staging, "COPIES", staging.DeviceCopies())
-    monkeypatch.setattr(staging, "_local", threading.local())
+    monkeypatch.setattr(staging, "_idle", [])
     monkeypatch.setattr(staging, "PINNED_COPIES", False)
     return log
 
@@ -562,7 +562,7 @@ def test_staged_block_values_through_pinned_buffers(pinned, rng, dtype):
 
 
 def test_a_pinned_buffer_is_written_again_only_after_its_last_copy(pinned):
-    """Two buffers a thread: piece i goes through buffer i % 2 once the event recorded after
+    """Two buffers a copy: piece i goes through buffer i % 2 once the event recorded after
     piece i - 2's copy has been waited for, both ways; a round trip is exact."""
     cp = sys.modules["cupy"]
     stream = cp.cuda.Stream(non_blocking=True)
@@ -638,19 +638,18 @@ def test_cupys_copies_run_on_the_stream_given(staged):
 
 
 def test_pinned_buffers_are_replaced_when_the_piece_size_changes(pinned, monkeypatch):
-    """A thread's buffers follow ``PIECE_BYTES``: after a change a copy goes through new buffers
-    of the new size, made once the old ones' last copies have finished (their events waited
-    for)."""
+    """The buffers follow ``PIECE_BYTES``: after a change a copy goes through new buffers of the
+    new size, made once the old ones' last copies have finished (their events waited for)."""
     cp = sys.modules["cupy"]
     stream = cp.cuda.Stream(non_blocking=True)
     x = np.arange(600, dtype=np.float64).reshape(60, 10)
     staging.to_device(cp, x, stream)
-    old = staging._local.buffers
+    [old] = staging._idle
     last = {("synchronize", None, event.id) for event in old.done}
     monkeypatch.setattr(staging, "PIECE_BYTES", 1024)
     pinned.clear()
     np.testing.assert_array_equal(staging.to_device(cp, x, stream), x)
-    new = staging._local.buffers
+    [new] = staging._idle
     assert new is not old and new.memory[0].size == new.memory[1].size == 1024
     pieces = [i for i, entry in enumerate(pinned) if entry[0] == "copy piece"]
     assert len(pieces) == 5 and last <= set(pinned[:pieces[0]])  # 12 rows of 80 bytes a piece
@@ -699,3 +698,40 @@ def test_a_block_copied_whole_goes_through_the_pinned_buffers(pinned, rng, monke
     assert sum(piece[2] for piece in pieces) == 3 * 60 + 50 + 2 * 60
     # 512-byte buffers: a 40-column float32 row of the block is 160 bytes, three rows a piece
     assert {entry[1] for entry in pieces + backs} == {"null"} and len(backs) == 20
+
+
+def test_pinned_buffers_are_shared_by_the_threads_that_copy(pinned):
+    """A copy takes buffers another copy left idle, whichever thread made them, and makes new
+    ones only where none is idle: copies one after another on many threads (the threaded
+    scheduler's) use one pair; two at once, two pairs (one of them the first), each idle again
+    afterwards."""
+    cp = sys.modules["cupy"]
+    x = np.arange(600, dtype=np.float64).reshape(60, 10)
+    made = []
+    real = staging._Buffers
+
+    class Counted(real):
+        def __init__(self, cupy):
+            made.append(self)
+            super().__init__(cupy)
+    staging._Buffers = Counted
+    try:
+        for _ in range(4):
+            thread = threading.Thread(target=lambda: staging.to_host(
+                cp, staging.to_device(cp, x, cp.cuda.Stream()), cp.cuda.Stream()))
+            thread.start()
+            thread.join()
+        assert len(made) == 1 and staging._idle == made
+        both = threading.Barrier(2)
+
+        def overlapping():
+            with staging._buffers(cp):  # as a copy holds them
+                both.wait(timeout=10)  # both hold buffers at once
+        threads = [threading.Thread(target=overlapping) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        staging._Buffers = real
+    assert len(made) == 2 and sorted(map(id, staging._idle)) == sorted(map(id, made))
