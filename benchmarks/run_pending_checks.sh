@@ -22,7 +22,8 @@ if [[ $1 == suite ]]; then
 elif [[ $1 == staged ]]; then
   echo "== the staged GPU tests"
   timeout 120 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_gpu.py tests/test_staged.py \
-    -k "stage or staged or pinned or end_to_end" 2>&1 | tail -4
+    tests/test_emulate.py -k "stage or staged or pinned or end_to_end or numpy_chunks_emulated" \
+    2>&1 | tail -4
   echo "== staged_probe.py"
   timeout 90 python3 benchmarks/staged_probe.py --reps 3 --threads 8
   echo "== host_inputs.py, one GPU"
