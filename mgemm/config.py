@@ -15,6 +15,17 @@ flag and an environment variable::
 A keyword wins over ``dask.config`` (which includes ``DASK_MGEMM__*`` variables), which wins over
 ``MGEMM_*`` variables, which win over the defaults below.
 
+GPU workers given NumPy chunks copy them to the GPU and back (``mgemm.staging``).  How is set on
+the workers, not per call, by ``dask.config`` keys under ``mgemm.staging`` that each process reads
+once, when it imports mgemm (a bad value makes the import raise; a variable such as
+``DASK_MGEMM__STAGING__COPY_THREADS=4`` where the workers start, or ``dask.config.set`` before the
+embedded cluster starts: its nannies hand their config to the workers)::
+
+    mgemm.staging.pinned-copies    copies through pinned buffers (default true), else CuPy's own
+    mgemm.staging.copy-threads     threads copying between host arrays and those buffers
+                                   ("auto": 8, or the CPUs the worker may use where fewer)
+    mgemm.staging.cache-fraction   share of the GPU's memory kept copies of chunks may hold (0.4)
+
 >>> resolve(engine="numpy")["engine"]
 'numpy'
 >>> import dask
@@ -184,7 +195,43 @@ def _defaults() -> dict[str, Any]:
     return out
 
 
-dask.config.update_defaults({"mgemm": _defaults()})
+#: ``mgemm.staging``'s settings: dask.config key under ``mgemm.staging`` → default.
+STAGING_DEFAULTS = {"pinned-copies": True, "copy-threads": "auto", "cache-fraction": 0.4}
+
+dask.config.update_defaults({"mgemm": {**_defaults(), "staging": dict(STAGING_DEFAULTS)}})
+
+
+def _parse_fraction(value: Any) -> float:
+    fraction = float(value.strip() if isinstance(value, str) else value)
+    if isinstance(value, bool) or not 0.0 <= fraction <= 1.0:
+        raise ValueError(value)
+    return fraction
+
+
+def staging() -> dict[str, Any]:
+    """``mgemm.staging``'s settings from ``dask.config``, parsed: ``pinned_copies`` (bool),
+    ``copy_threads`` (an int, or None for "auto") and ``cache_fraction`` (0 to 1).
+
+    >>> with dask.config.set({"mgemm.staging.copy-threads": "4"}):
+    ...     staging()["copy_threads"]
+    4
+    """
+    parse = {"pinned-copies": _parse_bool, "cache-fraction": _parse_fraction,
+             "copy-threads": lambda v: None if str(v).strip().lower() == "auto"
+             else _positive_int(v)}
+    out = {}
+    for key, default in STAGING_DEFAULTS.items():
+        value = dask.config.get(f"mgemm.staging.{key}", default=default)
+        try:
+            out[key.replace("-", "_")] = parse[key](value)
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError(f"dask.config mgemm.staging.{key}: not {_STAGING_KINDS[key]}, "
+                             f"got {value!r}") from None
+    return out
+
+
+_STAGING_KINDS = {"pinned-copies": "a boolean", "copy-threads": '"auto" or a positive integer',
+                  "cache-fraction": "a number from 0 to 1"}
 
 
 def resolve(**given: Any) -> dict[str, Any]:

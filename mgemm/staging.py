@@ -55,18 +55,21 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from . import config
+
+_settings = config.staging()  # dask.config's mgemm.staging.*, read once per process
 #: Share of the GPU's memory the kept copies may hold (0: nothing is kept).
-CACHE_FRACTION = 0.4
+CACHE_FRACTION = _settings["cache_fraction"]
 #: Copies to and from the GPU through this module's pinned buffers (else CuPy's own copies).
 #: On one H100 they made 32768³ from host chunks 1.5-2.0 × faster (``benchmarks/host_inputs.py``).
-PINNED_COPIES = True
-#: Bytes of each pinned buffer (two per thread that copies).
+PINNED_COPIES = _settings["pinned_copies"]
+#: Bytes of each pinned buffer (two per copy under way).
 PIECE_BYTES = 64 << 20
-#: Threads that copy between host arrays and pinned memory: 8 (measured 1.08-1.13 × faster than
-#: 4 there), or the CPUs this process may run on where it has fewer (dask-cuda binds each worker
-#: to its GPU's CPUs).
-COPY_THREADS = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                   else os.cpu_count() or 1)
+#: Threads that copy between host arrays and pinned memory: by default ("auto") 8 (measured
+#: 1.08-1.13 × faster than 4 there), or the CPUs this process may run on where it has fewer
+#: (dask-cuda binds each worker to its GPU's CPUs).
+COPY_THREADS = _settings["copy_threads"] or min(
+    8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
 class _Entry:

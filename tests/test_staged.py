@@ -735,3 +735,62 @@ def test_pinned_buffers_are_shared_by_the_threads_that_copy(pinned):
     finally:
         staging._Buffers = real
     assert len(made) == 2 and sorted(map(id, staging._idle)) == sorted(map(id, made))
+
+
+def test_staging_settings_from_dask_config():
+    """``mgemm.staging.*`` in dask.config, parsed, "auto" threads as None; a bad value raises,
+    naming the key and what it takes."""
+    from mgemm import config
+
+    assert config.staging() == {"pinned_copies": True, "copy_threads": None, "cache_fraction": 0.4}
+    with dask.config.set({"mgemm.staging.pinned-copies": "off", "mgemm.staging.copy-threads": 3,
+                          "mgemm.staging.cache-fraction": "0"}):
+        assert config.staging() == {"pinned_copies": False, "copy_threads": 3,
+                                    "cache_fraction": 0.0}
+    for key, bad, says in (("copy-threads", 0, "positive integer"), ("copy-threads", 2.5, "auto"),
+                           ("cache-fraction", 1.5, "from 0 to 1"), ("cache-fraction", True, "0 to 1"),
+                           ("pinned-copies", "sometimes", "boolean")):
+        with dask.config.set({f"mgemm.staging.{key}": bad}):
+            with pytest.raises(ValueError, match=f"mgemm.staging.{key}: not .*{says}"):
+                config.staging()
+
+
+def test_a_worker_process_reads_its_staging_settings_from_the_environment():
+    """A process that imports ``mgemm.staging`` takes dask.config's values, environment
+    variables included (as a ``dask cuda worker`` started with them would); "auto" threads are
+    8, or the CPUs the process may use where fewer."""
+    import os
+    import subprocess
+
+    show = ("from mgemm import staging; "
+            "print(staging.PINNED_COPIES, staging.COPY_THREADS, staging.CACHE_FRACTION)")
+    env = {**os.environ, "DASK_MGEMM__STAGING__PINNED_COPIES": "false",
+           "DASK_MGEMM__STAGING__COPY_THREADS": "3", "DASK_MGEMM__STAGING__CACHE_FRACTION": "0.25"}
+    got = subprocess.run([sys.executable, "-c", show], env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert got == ["False", "3", "0.25"]
+    plain = {k: v for k, v in os.environ.items() if not k.startswith("DASK_MGEMM__STAGING")}
+    got = subprocess.run([sys.executable, "-c", show], env=plain, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert got == ["True", str(min(8, len(os.sched_getaffinity(0)))), "0.4"]
+
+
+def _staging_settings_here():
+    from mgemm import staging
+    return staging.PINNED_COPIES, staging.COPY_THREADS, staging.CACHE_FRACTION
+
+
+def test_the_embedded_clusters_workers_take_the_staging_settings_set_before_it_starts():
+    """``dask.config.set`` around the start of a process cluster reaches its workers (the
+    nannies hand their config on), where ``mgemm.staging`` reads it."""
+    from distributed import Client, LocalCluster
+
+    with dask.config.set({"mgemm.staging.copy-threads": 3, "mgemm.staging.cache-fraction": 0.1,
+                          "mgemm.staging.pinned-copies": False}):
+        cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                               dashboard_address=None, host="127.0.0.1")
+    try:
+        with Client(cluster) as client:
+            assert list(client.run(_staging_settings_here).values()) == [(False, 3, 0.1)]
+    finally:
+        cluster.close()
