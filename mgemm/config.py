@@ -197,6 +197,8 @@ def _defaults() -> dict[str, Any]:
 
 #: ``mgemm.staging``'s settings: dask.config key under ``mgemm.staging`` → default.
 STAGING_DEFAULTS = {"pinned-copies": True, "copy-threads": "auto", "cache-fraction": 0.4}
+_STAGING_KINDS = {"pinned-copies": "a boolean", "copy-threads": '"auto" or a positive integer',
+                  "cache-fraction": "a number from 0 to 1"}
 
 dask.config.update_defaults({"mgemm": {**_defaults(), "staging": dict(STAGING_DEFAULTS)}})
 
@@ -229,9 +231,6 @@ def staging() -> dict[str, Any]:
                              f"got {value!r}") from None
     return out
 
-
-_STAGING_KINDS = {"pinned-copies": "a boolean", "copy-threads": '"auto" or a positive integer',
-                  "cache-fraction": "a number from 0 to 1"}
 
 
 def resolve(**given: Any) -> dict[str, Any]:

@@ -34,8 +34,9 @@ the speed of one thread's memcpy into pinned memory (9.5 GB/s in on an H100 host
 array for a block coming back is slower still, its pages mapped as the copy first writes them
 (3.4 GB/s), where the link itself moves 51 GB/s between pinned memory and the GPU
 (``benchmarks/staged_probe.py``).  So (``PINNED_COPIES``, the default) a copy goes through two
-pinned buffers of ``PIECE_BYTES`` per thread instead, a band of rows at a time: ``COPY_THREADS``
-threads copy a band between the host array and one buffer while the other buffer's band crosses.
+pinned buffers of ``PIECE_BYTES`` instead (a pair per copy under way, shared by the threads that
+copy), a band of rows at a time: ``COPY_THREADS`` threads copy a band between the host array and
+one buffer while the other buffer's band crosses.
 On that H100, 32768³ from 8192² host chunks took 1.5-2.0 × less time this way than with CuPy's
 copies, about what cuBLASXt takes on inputs already pinned (``benchmarks/host_inputs.py``).
 Arrays that are not 2-D, or not of one of NumPy's own types in native byte order (bfloat16,
