@@ -249,7 +249,8 @@ def plan_cmd(m: int, n: int, k: int, dtype: str, workers: int, kind: str, thread
               help="scheduler address (default: mgemm.client / MGEMM_CLIENT, else the embedded "
                    "cluster)")
 def info(client: str | None) -> None:
-    """Show the workers, their GPUs (model, SMs, memory) and the protocol."""
+    """Show the workers, their GPUs (model, SMs, memory), how GPU workers copy NumPy chunks, and
+    the protocol."""
     from .cluster import protocol, worker_devices, workers_info
 
     with _session(_resolve({"client": client})["client"]) as c:
@@ -263,6 +264,12 @@ def info(client: str | None) -> None:
                    if dev else "no GPU")
             click.echo(f"  {address}  threads {w.get('nthreads')}  "
                        f"memory {w.get('memory_limit', 0) / 2**30:.1f} GiB  {gpu}")
+            copies = (dev or {}).get("copies")
+            if copies:  # mgemm.staging's settings on that worker
+                how = (f"pinned buffers, {copies['threads']} threads" if copies["pinned"]
+                       else "CuPy's copies")
+                click.echo(f"    NumPy chunks: {how}; kept copies up to {copies['keep']:g} of "
+                           f"the GPU")
 
 
 if __name__ == "__main__":  # pragma: no cover

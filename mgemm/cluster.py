@@ -23,6 +23,7 @@ from typing import Any, Iterator
 import numpy as np
 from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
 
+from . import staging
 from .plan import Worker
 
 #: Sustained GEMM FLOP/s of one NVIDIA H200 (132 SMs) per dtype, measured with cuBLAS at 8192³
@@ -63,7 +64,8 @@ def device_info(dask_worker: Any = None) -> dict | None:
     """Runs on a worker: the GPU this process uses (model, SMs, memory), or None.
 
     "free" counts what an RMM pool of this process holds but does not use as free: the driver
-    reports the whole pool as taken."""
+    reports the whole pool as taken.  "copies": how this process copies NumPy chunks to its GPU
+    and back (``mgemm.staging``'s settings, as dask.config gave them here)."""
     try:
         import cupy
         dev = cupy.cuda.Device()
@@ -76,7 +78,9 @@ def device_info(dask_worker: Any = None) -> dict | None:
     return {"model": name.decode() if isinstance(name, bytes) else str(name),
             "sms": int(props["multiProcessorCount"]), "memory": int(total), "free": int(free),
             "cc": f"{props['major']}.{props['minor']}",
-            "visible": os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0]}
+            "visible": os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0],
+            "copies": {"pinned": staging.PINNED_COPIES, "threads": staging.COPY_THREADS,
+                       "keep": staging.CACHE_FRACTION}}
 
 
 def rmm_pool_unused(dask_worker: Any = None) -> int:

@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 import pytest
 
-from mgemm import cluster
+from mgemm import cluster, staging
 
 
 def _fake_ucxx_comm(monkeypatch):
@@ -559,7 +559,8 @@ def test_cli_bench_exit_status_says_whether_mgemm_failed(monkeypatch):
 
 def test_cli_info_lists_the_workers_in_address_order(monkeypatch):
     """``mgemm info``: the scheduler's protocol and worker count, then per worker (in address
-    order) its threads, memory limit in GiB and its GPU (model, SMs, GiB) or "no GPU"."""
+    order) its threads, memory limit in GiB and its GPU (model, SMs, GiB) or "no GPU"; under a
+    GPU worker, how it copies NumPy chunks."""
     import contextlib
 
     from click.testing import CliRunner
@@ -570,15 +571,22 @@ def test_cli_info_lists_the_workers_in_address_order(monkeypatch):
     monkeypatch.setattr(cli, "_session", lambda given: contextlib.nullcontext(client))
     workers = {"ucx://127.0.0.1:5002": {"nthreads": 2, "memory_limit": 3 * 2**30},
                "ucx://127.0.0.1:5001": {"nthreads": 4, "memory_limit": 2**29}}
-    devices = {"ucx://127.0.0.1:5002": {"model": "NVIDIA H200", "sms": 132, "memory": 141 * 2**30}}
+    devices = {"ucx://127.0.0.1:5002": {"model": "NVIDIA H200", "sms": 132, "memory": 141 * 2**30,
+                                        "copies": {"pinned": True, "threads": 8, "keep": 0.4}},
+               "ucx://127.0.0.1:5003": {"model": "NVIDIA H200", "sms": 132, "memory": 141 * 2**30,
+                                        "copies": {"pinned": False, "threads": 8, "keep": 0.0}}}
+    workers["ucx://127.0.0.1:5003"] = {"nthreads": 1, "memory_limit": 2**30}
     monkeypatch.setattr(cluster, "workers_info", lambda c: workers)
     monkeypatch.setattr(cluster, "worker_devices", lambda c: devices)
     result = CliRunner().invoke(cli.main, ["info"])
     assert result.exit_code == 0, result.output
     assert result.output.splitlines() == [
-        "scheduler ucx://127.0.0.1:8786  protocol ucx  workers 2",
+        "scheduler ucx://127.0.0.1:8786  protocol ucx  workers 3",
         "  ucx://127.0.0.1:5001  threads 4  memory 0.5 GiB  no GPU",
-        "  ucx://127.0.0.1:5002  threads 2  memory 3.0 GiB  NVIDIA H200, 132 SMs, 141 GiB"]
+        "  ucx://127.0.0.1:5002  threads 2  memory 3.0 GiB  NVIDIA H200, 132 SMs, 141 GiB",
+        "    NumPy chunks: pinned buffers, 8 threads; kept copies up to 0.4 of the GPU",
+        "  ucx://127.0.0.1:5003  threads 1  memory 1.0 GiB  NVIDIA H200, 132 SMs, 141 GiB",
+        "    NumPy chunks: CuPy's copies; kept copies up to 0 of the GPU"]
 
 
 # -- what the planner knows of a worker ------------------------------------------------------------
@@ -595,8 +603,9 @@ def test_flop_rates_per_dtype():
 
 
 def test_device_info_counts_the_unused_pool_as_free(monkeypatch):
-    """The GPU of this process (model, SMs, memory, compute capability, first visible device);
-    free memory includes what this process's RMM pool holds unused, at most the GPU's total."""
+    """The GPU of this process (model, SMs, memory, compute capability, first visible device,
+    how it copies NumPy chunks); free memory includes what this process's RMM pool holds unused,
+    at most the GPU's total."""
     gib = 2**30
     runtime = types.SimpleNamespace(
         getDeviceProperties=lambda i: {"name": b"NVIDIA H200", "multiProcessorCount": 132,
@@ -607,8 +616,11 @@ def test_device_info_counts_the_unused_pool_as_free(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", cupy)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,4")
     monkeypatch.setattr(cluster, "rmm_pool_unused", lambda dask_worker=None: 30 * gib)
+    monkeypatch.setattr(staging, "COPY_THREADS", 5)
     assert cluster.device_info() == {"model": "NVIDIA H200", "sms": 132, "memory": 100 * gib,
-                                     "free": 40 * gib, "cc": "9.0", "visible": "3"}
+                                     "free": 40 * gib, "cc": "9.0", "visible": "3",
+                                     "copies": {"pinned": staging.PINNED_COPIES, "threads": 5,
+                                                "keep": staging.CACHE_FRACTION}}
     monkeypatch.setattr(cluster, "rmm_pool_unused", lambda dask_worker=None: 200 * gib)
     assert cluster.device_info()["free"] == 100 * gib
 
