@@ -47,6 +47,15 @@ def random(rng: np.random.Generator, shape, dtype) -> np.ndarray:
     return x.astype(dtype)
 
 
+def pinned_copies(monkeypatch, on: bool, piece_bytes: int) -> None:
+    """``mgemm.staging``'s pinned copies ``on`` (else CuPy's), through fresh buffers of
+    ``piece_bytes`` (small ones: a chunk crosses in many bands)."""
+    from mgemm import staging
+
+    monkeypatch.setattr(staging, "PINNED_COPIES", on)
+    monkeypatch.setattr(staging, "PIECE_BYTES", piece_bytes)
+    monkeypatch.setattr(staging, "_idle", [])
+
 @pytest.fixture
 def rng(request) -> np.random.Generator:
     return np.random.default_rng(abs(hash(request.node.nodeid)) % 2**32)

@@ -13,7 +13,7 @@ import pytest
 
 import mgemm
 from mgemm import config, emulate
-from conftest import assert_close, random, rel_error
+from conftest import assert_close, pinned_copies, random, rel_error
 
 
 def _wide_range(rng, n):
@@ -286,12 +286,7 @@ def test_numpy_chunks_emulated_on_the_gpu(cp, rng, monkeypatch, pinned):
     """NumPy chunks with ``emulate_fp32`` on a GPU engine: each block copied whole to the GPU
     (through mgemm's pinned buffers, small ones, or CuPy's copies), multiplied there, and back as
     NumPy, within float32's bound of float64."""
-    from mgemm import staging
-    import threading
-
-    monkeypatch.setattr(staging, "PINNED_COPIES", pinned)
-    monkeypatch.setattr(staging, "PIECE_BYTES", 16384)
-    monkeypatch.setattr(staging, "_idle", [])
+    pinned_copies(monkeypatch, pinned, 16384)
     a, b = random(rng, (700, 900), "float32"), random(rng, (900, 500), "float32")
     out = mgemm.matmul(da.from_array(a, chunks=(300, 400)), da.from_array(b, chunks=(400, 250)),
                        engine="persistent", emulate_fp32="on")

@@ -6,7 +6,6 @@ Marked ``gpu`` / ``multi_gpu``: they skip, saying why, on machines without CUDA.
 from __future__ import annotations
 
 import gc
-import threading
 
 import dask
 import dask.array as da
@@ -14,7 +13,7 @@ import numpy as np
 import pytest
 
 import mgemm
-from conftest import assert_close, random
+from conftest import assert_close, pinned_copies, random
 from mgemm import staging
 
 pytestmark = pytest.mark.gpu
@@ -184,9 +183,7 @@ def test_pinned_copies_each_way(cp, rng, monkeypatch, dtype):
     """``staging.PINNED_COPIES``: host chunks (a transposed one among them) to the GPU and back
     through small pinned buffers, in many bands, exactly (a column-major device array comes back
     row-major); then a staged product through them."""
-    monkeypatch.setattr(staging, "PINNED_COPIES", True)
-    monkeypatch.setattr(staging, "PIECE_BYTES", 4096)
-    monkeypatch.setattr(staging, "_idle", [])
+    pinned_copies(monkeypatch, True, 4096)
     stream = cp.cuda.Stream(non_blocking=True)
     x = random(rng, (301, 67), dtype)
     for host in (x, x.T):
@@ -224,9 +221,7 @@ def test_gpu_engines_stage_numpy_chunks(cp, rng, monkeypatch, engine, dtype, by_
     if engine == "persistent" and (exact or dtype == "complex64"):
         pytest.skip("the persistent engine multiplies floats")
     monkeypatch.setattr(graph, "STAGE_BY_PART", by_part)
-    monkeypatch.setattr(staging, "PINNED_COPIES", pinned)
-    monkeypatch.setattr(staging, "PIECE_BYTES", 8192)
-    monkeypatch.setattr(staging, "_idle", [])
+    pinned_copies(monkeypatch, pinned, 8192)
     a, b, c = random(rng, (300, 190), dtype), random(rng, (150, 190), dtype), \
         random(rng, (300, 150), dtype)
     if dtype == "bool":  # sparse enough that a product's entries are not all True
