@@ -10,7 +10,8 @@ multiply them on a machine's GPUs, and this times all three on the same inputs, 
   chunks its worker reads again (``mgemm.staging``); ``mgemm-nokeep`` copies every chunk again
   for each block that reads it; ``mgemm-whole`` copies each block whole first;
   ``mgemm-cupy`` copies with CuPy's own copies instead of mgemm's pinned buffers
-  (``mgemm.staging.PINNED_COPIES`` off); ``mgemm-copy4`` fills those buffers with 4 threads.
+  (``mgemm.staging.PINNED_COPIES`` off); ``mgemm-copy4`` fills those buffers with 4 threads;
+  ``mgemm-b<edge>`` (or ``mgemm-b<rows>x<cols>``) takes that output block size, not the plan's.
 - ``dask``: what a dask-cuda user writes, ``(a.map_blocks(cupy.asarray) @
   b.map_blocks(cupy.asarray)).map_blocks(cupy.asnumpy)``, on the same cluster and inputs.
 - ``xt``: cuBLASXt (libcublas's multi-GPU host API) in this process, on the whole matrices
@@ -218,6 +219,13 @@ def main() -> None:
                         client, a, b, lambda x, y: mgemm.matmul(x, y, engine=args.engine),
                         args.runs, tol)
             client.run(_set_staging, STAGING["mgemm"])
+            for method in methods:  # mgemm-b<edge> or mgemm-b<rows>x<cols>: that block size
+                if method.startswith("mgemm-b"):
+                    edges = tuple(int(e) for e in method[len("mgemm-b"):].split("x"))
+                    block = edges[0] if len(edges) == 1 else edges
+                    rows[method] = time_cluster(
+                        client, a, b, lambda x, y, block=block: mgemm.matmul(
+                            x, y, engine=args.engine, block_size=block), args.runs, tol)
             if "dask" in methods:
                 rows["dask"] = time_cluster(client, a, b, _dask_cuda_way, args.runs, tol)
             if any(m.startswith("xt") for m in methods):

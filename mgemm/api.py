@@ -28,7 +28,7 @@ from . import config, engines, graph
 from . import cluster as cluster_module
 from .cluster import (active_client, describe_workers, host_memory, install_placement,
                       local_workers, prefetch)
-from .plan import Problem, choose_block_size, make_plan
+from .plan import HostCopies, Problem, choose_block_size, make_plan
 
 #: Each product's plan (``Plan.table()``, with the chunks' known locations applied) at DEBUG level.
 plan_log = logging.getLogger("mgemm.plan")
@@ -336,7 +336,8 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
             raise ValueError(f"engine {engine!r} multiplies on GPUs, and worker {no_gpu[0]} has "
                              f"none (or no CuPy); for NumPy chunks on CPU workers use 'numpy' or "
                              f"'auto'")
-    target = _target_block(opts["block_size"], m, n, k, itemsize, workers)
+    host = _host_copies(a, b, k, workers) if staged else None
+    target = _target_block(opts["block_size"], m, n, k, itemsize, workers, host)
     if staged:
         # blocks sized for the GPUs (above); the chunks stored and fetched, and the blocks made,
         # are NumPy arrays in the workers' host memory
@@ -425,12 +426,30 @@ def _first_remote_inputs(plan: Any, a: da.Array, b: da.Array, who: dict, count: 
     return {worker: list(keys) for worker, keys in out.items()}
 
 
-def _target_block(option: Any, m: int, n: int, k: int, itemsize: int, workers: list) -> tuple:
+def _target_block(option: Any, m: int, n: int, k: int, itemsize: int, workers: list,
+                  host: HostCopies | None) -> tuple:
     if option == "auto":
-        return tuple(choose_block_size(m, n, k, itemsize, workers))
+        return tuple(choose_block_size(m, n, k, itemsize, workers, host))
     if isinstance(option, int):
         return (option, option)
     return tuple(option)
+
+
+def _host_copies(a: Any, b: Any, k: int, workers: list) -> HostCopies:
+    """How the planner prices the copies of a product of NumPy chunks on GPU workers: the kept
+    copies' share of the smallest GPU's memory (``mgemm.staging``), K parts of the operands' K
+    chunks (all of K for arrays not chunked yet), and CuPy's copy rates where the pinned buffers
+    are off (an H100 host: 256 MiB in 32.7 ms, back into a new host array in 99 ms,
+    ``benchmarks/RESULTS.md``, sixty-fifth session)."""
+    from . import staging
+
+    k_part = k
+    if isinstance(a, da.Array) and isinstance(b, da.Array):
+        k_part = max(graph.common_k_chunks(a.chunks[1], b.chunks[0]))
+    keep = staging.CACHE_FRACTION * min(w.memory for w in workers)
+    if staging.PINNED_COPIES:
+        return HostCopies(keep, k_part)
+    return HostCopies(keep, k_part, to_device=8e9, to_host=3e9)
 
 
 def _to_dask(x: Any, chunks: Any, eager: bool = False) -> da.Array:

@@ -83,6 +83,28 @@ ChunkKey = tuple  # ("a", i, k) or ("b", k, j)
 
 
 @dataclass(frozen=True)
+class HostCopies:
+    """A product of NumPy chunks multiplied on GPU workers (``choose_block_size``'s ``host``):
+    each block task copies its chunks to the GPU, a K part at a time, and its block back.
+
+    ``keep``: device bytes a worker keeps copies of chunks read again in (a chunk read by several
+    of its blocks crosses once if its panels fit); ``k_part``: K of one part (the first part's
+    copy cannot overlap a GEMM); ``to_device`` / ``to_host``: the copies' bytes/s.  The defaults
+    are an H100 host's through ``mgemm.staging``'s pinned buffers with eight copying threads
+    (``benchmarks/RESULTS.md``, sixty-fourth and sixty-fifth sessions: 256 MiB in 11-13 ms, back
+    into a new host array in 18-25 ms); ``task``: seconds a block task spends on the host beside
+    its copies (Dask's overhead, waiting for its GEMMs, making its arrays), which many small
+    blocks add up.
+    """
+
+    keep: float
+    k_part: int
+    to_device: float = 20e9
+    to_host: float = 12e9
+    task: float = 2e-3
+
+
+@dataclass(frozen=True)
 class Worker:
     """A Dask worker as the planner sees it (see the CONTRACT above).
 
@@ -285,8 +307,8 @@ class Plan:
 
 # -- block size ------------------------------------------------------------------------------------
 
-def choose_block_size(m: int, n: int, k: int, itemsize: int,
-                      workers: Sequence[Worker]) -> tuple[int, int]:
+def choose_block_size(m: int, n: int, k: int, itemsize: int, workers: Sequence[Worker],
+                      host: HostCopies | None = None) -> tuple[int, int]:
     """Output block (rows, cols) for an m×k @ k×n product on ``workers``; deterministic.
 
     Among block grids whose edges are at least a quarter of the GEMM-efficiency knee (4096 on
@@ -296,7 +318,9 @@ def choose_block_size(m: int, n: int, k: int, itemsize: int,
     all: a lone slot gains nothing from more tasks, and in this process without a cluster BLAS
     runs on every core inside the task); then the shortest estimated makespan (wave
     quantization over the workers' slots, GEMM efficiency, exposed transfers); then fewer
-    blocks, then squarer blocks.
+    blocks, then squarer blocks.  ``host``: the chunks are NumPy arrays copied to the GPUs by
+    each block task (``HostCopies``), so the first blocks' first K parts and the last blocks'
+    copies back are exposed: smaller blocks than for chunks already on the GPUs.
 
     >>> h200 = Worker("g", "gpu", 51e12, 120 * GiB, 300e9)
     >>> choose_block_size(32768, 32768, 32768, 4, [h200, h200])
@@ -309,13 +333,18 @@ def choose_block_size(m: int, n: int, k: int, itemsize: int,
     >>> cpu16 = Worker("c", "cpu", 1.6e12, 16 * GiB, 10e9, slots=16)  # a block for every thread
     >>> choose_block_size(4096, 4096, 4096, 8, [cpu16] * 2)
     (512, 512)
+    >>> h100 = Worker("g", "gpu", 53e12, 80 * GiB, 300e9, slots=2)
+    >>> choose_block_size(32768, 32768, 32768, 4, [h100])
+    (32768, 16384)
+    >>> choose_block_size(32768, 32768, 32768, 4, [h100], HostCopies(32 * GiB, 8192))
+    (8192, 8192)
     """
-    return _choose_block_size(m, n, k, itemsize, tuple(workers))
+    return _choose_block_size(m, n, k, itemsize, tuple(workers), host)
 
 
 @functools.lru_cache(maxsize=256)  # pure: a product of the same shape on the same workers asks again
-def _choose_block_size(m: int, n: int, k: int, itemsize: int,
-                       workers: tuple[Worker, ...]) -> tuple[int, int]:
+def _choose_block_size(m: int, n: int, k: int, itemsize: int, workers: tuple[Worker, ...],
+                       host: HostCopies | None) -> tuple[int, int]:
     p = len(workers)
     if p == 0:
         raise ValueError("no workers to plan for")
@@ -332,7 +361,7 @@ def _choose_block_size(m: int, n: int, k: int, itemsize: int,
         gm, gn = grid
         rows, cols = -(-m // gm), -(-n // gn)
         need = (rows * k + k * cols + rows * cols) * itemsize
-        t = _estimate(m, n, k, itemsize, grid, p, speed, bandwidth, knee, slots)
+        t = _estimate(m, n, k, itemsize, grid, p, speed, bandwidth, knee, slots, host)
         too_big = cap is not None and max(rows, cols) > cap
         return (need if need > budget else 0, gm * gn < p, too_big, round(t / ideal, 3),
                 gm * gn, abs(rows - cols), gm)
@@ -353,9 +382,10 @@ def _counts(size: int, floor: int, p: int) -> list[int]:
 
 
 def _estimate(m: int, n: int, k: int, itemsize: int, grid: tuple[int, int], p: int,
-              speed: float, bandwidth: float, knee: int, slots: int = 1) -> float:
+              speed: float, bandwidth: float, knee: int, slots: int = 1,
+              host: HostCopies | None = None) -> float:
     """Rough makespan of a banded plan on ``grid`` blocks, every worker at ``speed`` over
-    ``slots`` block tasks at a time."""
+    ``slots`` block tasks at a time (``host``: as ``choose_block_size``'s)."""
     gm, gn = grid
     rows, cols = -(-m // gm), -(-n // gn)
     q = -(-gm * gn // p)  # blocks on the busiest worker
@@ -365,7 +395,18 @@ def _estimate(m: int, n: int, k: int, itemsize: int, grid: tuple[int, int], p: i
     per_edge = (p - 1) / p * k * itemsize / bandwidth  # seconds to fetch one row/col of a panel
     band = min(m, rows * -(-q // gn)) + min(n, cols * min(q, gn))
     # The first block's panels cannot overlap a GEMM; later ones can, as far as compute lasts.
-    return compute + (rows + cols) * per_edge + max(0.0, band * per_edge - compute)
+    fetched = band * per_edge
+    if host is not None:
+        # each worker's chunks cross to its GPU (each once where its panels fit the kept
+        # copies, else once per block), its blocks back; the first slots' first K parts
+        # cannot overlap a GEMM, nor can the last wave's copies back
+        read = band if band * k * itemsize <= host.keep else q * (rows + cols)
+        fetched += (read * k * itemsize / host.to_device
+                    + q * rows * cols * itemsize / host.to_host)
+        compute += (min(slots, q) * ((rows + cols) * min(k, host.k_part) * itemsize / host.to_device
+                                     + rows * cols * itemsize / host.to_host)
+                    + waves * host.task)
+    return compute + (rows + cols) * per_edge + max(0.0, fetched - compute)
 
 
 # -- the planner -----------------------------------------------------------------------------------

@@ -98,6 +98,30 @@ def test_staged_products_are_planned_against_host_memory(monkeypatch):
             mgemm.matmul(a, b, engine="cublas", client=client)
 
 
+def test_staged_products_take_blocks_whose_copies_overlap(monkeypatch):
+    """NumPy chunks with a GPU engine on one GPU worker: the plan prices the copies each block
+    task makes (``plan.HostCopies``), so the output comes in blocks of the chunks' size, where
+    chunks already on the GPU make one block (whose copy back would follow every GEMM).  The
+    graph is built, not run."""
+    from distributed import Client, LocalCluster
+
+    from mgemm import api
+    from mgemm.plan import GiB, Worker
+
+    def gpus(client, dtype, *, gpu, info, **kw):
+        return [Worker(name, "gpu", 53e12, 62 * GiB, 1e10) for name in sorted(info)]
+
+    monkeypatch.setattr(api, "describe_workers", gpus)
+    a = da.ones((16384, 16384), dtype="f4", chunks=4096)
+    b = da.ones((16384, 16384), dtype="f4", chunks=4096)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
+        staged = mgemm.matmul(a, b, engine="cublas", client=client)
+        assert staged.chunks == ((4096,) * 4,) * 2
+        monkeypatch.setattr(api.engines, "staged", lambda *a: False)  # as if chunks were CuPy
+        assert mgemm.matmul(a, b, engine="cublas", client=client).chunks == ((16384,),) * 2
+
+
 def test_numpy_with_cupy_chunks_is_refused_before_any_work():
     """A block task takes its chunks from one library: a product of NumPy with CuPy chunks (in
     either order, Dask or plain) is a TypeError saying how to bring them together.  (A NumPy

@@ -665,6 +665,29 @@ def test_block_size_follows_the_slowest_link():
     assert mixed != choose_block_size(16384, 16384, 16384, 4, gpus(3e11, 3e11))
 
 
+def test_host_chunks_take_smaller_blocks_than_chunks_on_the_gpu():
+    # NumPy chunks copied to one GPU by each block task: the first K part in and the last block
+    # back cannot overlap a GEMM, so the plan cuts the output finer than for chunks already there
+    # (one block, whose 4 GiB copy back would follow every GEMM).
+    h100 = Worker("h100", "gpu", 53e12, 62 * GiB, 300e9)
+    host = plan_module.HostCopies(keep=31 * GiB, k_part=8192)
+    on_gpu = choose_block_size(32768, 32768, 32768, 4, [h100])
+    rows, cols = choose_block_size(32768, 32768, 32768, 4, [h100], host)
+    assert on_gpu == (32768, 32768)
+    assert 4096 <= min(rows, cols) and max(rows, cols) <= 16384
+
+
+def test_host_chunks_that_cannot_be_kept_take_larger_blocks():
+    # Where the chunks' copies cannot be kept, every block copies its panels again: fewer,
+    # larger blocks copy less.
+    h100 = Worker("h100", "gpu", 53e12, 62 * GiB, 300e9)
+    kept = choose_block_size(32768, 32768, 32768, 4, [h100],
+                             plan_module.HostCopies(keep=31 * GiB, k_part=8192))
+    not_kept = choose_block_size(32768, 32768, 32768, 4, [h100],
+                                 plan_module.HostCopies(keep=0, k_part=8192))
+    assert not_kept[0] * not_kept[1] > kept[0] * kept[1]
+
+
 def test_block_counts_include_every_power_of_two_edge():
     counts = plan_module._counts(32768, 256, 1)
     assert {32768 // edge for edge in (256, 512, 1024, 2048, 4096, 8192, 16384)} <= set(counts)
