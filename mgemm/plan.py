@@ -89,19 +89,21 @@ class HostCopies:
 
     ``keep``: device bytes a worker keeps copies of chunks read again in (a chunk read by several
     of its blocks crosses once if its panels fit); ``k_part``: K of one part (the first part's
-    copy cannot overlap a GEMM); ``to_device`` / ``to_host``: the copies' bytes/s.  The defaults
-    are an H100 host's through ``mgemm.staging``'s pinned buffers with eight copying threads
-    (``benchmarks/RESULTS.md``, sixty-fourth and sixty-fifth sessions: 256 MiB in 11-13 ms, back
-    into a new host array in 18-25 ms); ``task``: seconds a block task spends on the host beside
-    its copies (Dask's overhead, waiting for its GEMMs, making its arrays), which many small
-    blocks add up.
+    copy cannot overlap a GEMM); ``to_device`` / ``to_host``: the copies' bytes/s; ``task``:
+    seconds a block task spends on the host beside its copies (Dask's overhead, waiting for its
+    GEMMs, making its arrays), which many small blocks add up.  The defaults are an H100 host's
+    through ``mgemm.staging``'s pinned buffers with eight copying threads: 256 MiB in 11-13 ms
+    and back into a new host array in 18-36 ms (``benchmarks/staged_probe.py``), with
+    ``to_host`` and ``task`` fitted to whole products (``benchmarks/host_inputs.py``, sixty-fifth
+    session in ``benchmarks/RESULTS.md``): 32768³ in float32 and float64 ran fastest on 2 x 2
+    blocks (ahead of one block and of 4 x 4 by 6 %), 16384³ float32 on 2 x 2 (1.28 x one block).
     """
 
     keep: float
     k_part: int
     to_device: float = 20e9
-    to_host: float = 12e9
-    task: float = 2e-3
+    to_host: float = 8e9
+    task: float = 0.02
 
 
 @dataclass(frozen=True)
@@ -333,11 +335,11 @@ def choose_block_size(m: int, n: int, k: int, itemsize: int, workers: Sequence[W
     >>> cpu16 = Worker("c", "cpu", 1.6e12, 16 * GiB, 10e9, slots=16)  # a block for every thread
     >>> choose_block_size(4096, 4096, 4096, 8, [cpu16] * 2)
     (512, 512)
-    >>> h100 = Worker("g", "gpu", 53e12, 80 * GiB, 300e9, slots=2)
+    >>> h100 = Worker("g", "gpu", 53e12, 62 * GiB, 300e9)
     >>> choose_block_size(32768, 32768, 32768, 4, [h100])
-    (32768, 16384)
-    >>> choose_block_size(32768, 32768, 32768, 4, [h100], HostCopies(32 * GiB, 8192))
-    (8192, 8192)
+    (32768, 32768)
+    >>> choose_block_size(32768, 32768, 32768, 4, [h100], HostCopies(31 * GiB, 8192))
+    (16384, 16384)
     """
     return _choose_block_size(m, n, k, itemsize, tuple(workers), host)
 

@@ -100,8 +100,8 @@ def test_staged_products_are_planned_against_host_memory(monkeypatch):
 
 def test_staged_products_take_blocks_whose_copies_overlap(monkeypatch):
     """NumPy chunks with a GPU engine on one GPU worker: the plan prices the copies each block
-    task makes (``plan.HostCopies``), so the output comes in blocks of the chunks' size, where
-    chunks already on the GPU make one block (whose copy back would follow every GEMM).  The
+    task makes (``plan.HostCopies``), so the output comes in 2 x 2 blocks, where chunks already
+    on the GPU make one block (whose copy back would follow every GEMM).  The
     graph is built, not run."""
     from distributed import Client, LocalCluster
 
@@ -117,7 +117,7 @@ def test_staged_products_take_blocks_whose_copies_overlap(monkeypatch):
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
                       dashboard_address=":0") as cluster, Client(cluster) as client:
         staged = mgemm.matmul(a, b, engine="cublas", client=client)
-        assert staged.chunks == ((4096,) * 4,) * 2
+        assert staged.chunks == ((8192,) * 2,) * 2
         monkeypatch.setattr(api.engines, "staged", lambda *a: False)  # as if chunks were CuPy
         assert mgemm.matmul(a, b, engine="cublas", client=client).chunks == ((16384,),) * 2
 

@@ -681,9 +681,9 @@ def test_host_chunks_that_cannot_be_kept_take_larger_blocks():
     # Where the chunks' copies cannot be kept, every block copies its panels again: fewer,
     # larger blocks copy less.
     h100 = Worker("h100", "gpu", 53e12, 62 * GiB, 300e9)
-    kept = choose_block_size(32768, 32768, 32768, 4, [h100],
+    kept = choose_block_size(16384, 16384, 16384, 4, [h100],
                              plan_module.HostCopies(keep=31 * GiB, k_part=8192))
-    not_kept = choose_block_size(32768, 32768, 32768, 4, [h100],
+    not_kept = choose_block_size(16384, 16384, 16384, 4, [h100],
                                  plan_module.HostCopies(keep=0, k_part=8192))
     assert not_kept[0] * not_kept[1] > kept[0] * kept[1]
 
