@@ -219,23 +219,32 @@ def _appender(path: str) -> Any:
 @click.option("--chunk", type=click.IntRange(min=1), default=None,
               help="input chunk edge (default: the block size)")
 @click.option("--json", "as_json", is_flag=True, help="print the plan as JSON")
+@click.option("--host-chunks", is_flag=True,
+              help="A and B are NumPy chunks in host memory, which each block task copies to its "
+                   "GPU (engine cublas or persistent): blocks priced with those copies")
 @mgemm_options(skip=("engine", "tune", "client"))  # a plan of identical workers, no cluster
 def plan_cmd(m: int, n: int, k: int, dtype: str, workers: int, kind: str, threads: int,
-             chunk: int | None, as_json: bool, **options: Any) -> None:
+             chunk: int | None, as_json: bool, host_chunks: bool, **options: Any) -> None:
     """Print the plan mgemm makes for an M×K @ K×N product on --workers identical workers."""
+    from . import staging
     from .cluster import cpu_flops, gpu_flops
     from .engines import itemsizes
-    from .plan import plan_from_shape
+    from .plan import DEFAULTS, HostCopies, plan_from_shape
 
     opts = _resolve(options)
     itemsize, part_itemsize = itemsizes(dtype)
     gpu = kind == "gpu"
+    if host_chunks and not gpu:
+        raise click.UsageError("--host-chunks describes GPU workers (--kind gpu)")
     flops = (gpu_flops({}, dtype, opts["allow_tf32"], opts["emulate_fp32"]) if gpu
              else cpu_flops(threads, dtype))
+    host = (HostCopies(staging.CACHE_FRACTION * DEFAULTS["gpu"][1], min(k, chunk or k))
+            if host_chunks else None)
     try:
         plan = plan_from_shape(m, n, k, itemsize, workers, kind=kind, flops=flops, chunk=chunk,
                                block_size=opts["block_size"], split=opts["split"],
-                               part_itemsize=part_itemsize, slots=1 if gpu else threads)
+                               part_itemsize=part_itemsize, slots=1 if gpu else threads,
+                               host=host)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:

@@ -935,9 +935,11 @@ def plan_from_shape(m: int, n: int, k: int, itemsize: int, n_workers: int, *, ki
                     flops: float | None = None, memory: int | None = None,
                     bandwidth: float | None = None, chunk: int | tuple[int, int, int] | None = None,
                     block_size: BlockSize = "auto", split: str = "auto",
-                    part_itemsize: int | None = None, slots: int = 1) -> Plan:
+                    part_itemsize: int | None = None, slots: int = 1,
+                    host: HostCopies | None = None) -> Plan:
     """The plan for an m×k @ k×n product on ``n_workers`` identical synthetic workers
-    (``itemsize``, ``part_itemsize``: as in ``Problem``; ``slots``: as in ``Worker``).
+    (``itemsize``, ``part_itemsize``: as in ``Problem``; ``slots``: as in ``Worker``; ``host``:
+    as in ``choose_block_size``, for a product of NumPy chunks on GPU workers).
 
     Defaults per ``kind`` come from ``DEFAULTS`` (an H200 at fp32 for "gpu").  ``chunk``: the
     input chunk edge, or (m, n, k) edges; None makes chunks equal to the block size (K chunks
@@ -956,6 +958,8 @@ def plan_from_shape(m: int, n: int, k: int, itemsize: int, n_workers: int, *, ki
     if held > room:  # A, B and C at once: before chunking sizes that could never fit
         raise MemoryPlanError(f"A, B and C take {_fmt_bytes(held)}, but {n_workers} workers may "
                               f"use {_fmt_bytes(room)} in all; use more workers")
+    if block_size == "auto" and host is not None:
+        block_size = choose_block_size(m, n, k, itemsize, workers, host)
     if chunk is None:
         block_size = _block_size(block_size, Problem((m,), (n,), (k,), itemsize), workers)
         chunk = (*block_size, min(block_size))

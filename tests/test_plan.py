@@ -1018,6 +1018,20 @@ def _cli_plan(*args: str) -> dict:
     return json.loads(result.output)
 
 
+def test_cli_plan_prices_host_chunks_copies():
+    """``mgemm plan --host-chunks``: NumPy chunks copied by each block task make smaller blocks
+    than chunks already on the GPU (one block here); CPU workers refuse the flag."""
+    from click.testing import CliRunner
+
+    from mgemm.cli import main
+
+    shape = ["--m", "32768", "--n", "32768", "--k", "32768", "--workers", "1", "--chunk", "8192"]
+    assert len(_cli_plan(*shape)["blocks"]) == 1
+    assert len(_cli_plan(*shape, "--host-chunks")["blocks"]) == 4
+    refused = CliRunner().invoke(main, ["plan", *shape, "--kind", "cpu", "--host-chunks"])
+    assert refused.exit_code == 2 and "--kind gpu" in refused.output
+
+
 def test_cli_plan_workers_follow_the_flags():
     """``mgemm plan``'s synthetic workers: by default 2 GPU workers at the H200 float32 rate, one
     block task each; --allow-tf32 rates TF32; --kind cpu gives workers of --threads slots
