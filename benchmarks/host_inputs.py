@@ -134,6 +134,16 @@ def time_xt(xt: CublasXt, a: np.ndarray, b: np.ndarray, runs: int, tol: float) -
     return times
 
 
+def _time_xt_with(gpus: int, block: int, pinning: bool, a: np.ndarray, b: np.ndarray,
+                  runs: int, tol: float) -> list[float]:
+    """``time_xt`` on a cuBLASXt handle of its own, closed however it ends."""
+    xt = CublasXt(gpus, block, pinning=pinning)
+    try:
+        return time_xt(xt, a, b, runs, tol)
+    finally:
+        xt.close()
+
+
 def _dask_cuda_way(a: da.Array, b: da.Array) -> da.Array:
     import cupy
 
@@ -212,49 +222,55 @@ def main() -> None:
             b = bench.persist_cyclic(client, lambda: bench.random_matrix(
                 (n, n), args.chunk, dtype, gpu=False, seed=12))
             rows = {}
+
+            def run(name: str, timing) -> None:
+                """One method's row, printed as soon as it is measured; a method that fails
+                (cuBLASXt out of GPU memory, say) prints its error and the others still run."""
+                try:
+                    rows[name] = times = timing()
+                except Exception as exc:  # noqa: BLE001 - reported, the run goes on
+                    print(f"  {name:28s} failed: {type(exc).__name__}: {exc}")
+                    return
+                med = statistics.median(times)
+                tflops = flop / med / 1e12
+                print(f"  {name:28s} median {med:.3f} s ({', '.join(f'{t:.3f}' for t in times)})"
+                      f"  {tflops:7.1f} TFLOP/s  {tflops / ideal:.2f} of ideal")
+
             for method, setting in STAGING.items():
                 if method in methods:
                     client.run(_set_staging, setting)
-                    rows[method] = time_cluster(
+                    run(method, lambda: time_cluster(
                         client, a, b, lambda x, y: mgemm.matmul(x, y, engine=args.engine),
-                        args.runs, tol)
+                        args.runs, tol))
             client.run(_set_staging, STAGING["mgemm"])
             for method in methods:  # mgemm-b<edge> or mgemm-b<rows>x<cols>: that block size
                 if method.startswith("mgemm-b"):
                     edges = tuple(int(e) for e in method[len("mgemm-b"):].split("x"))
                     block = edges[0] if len(edges) == 1 else edges
-                    rows[method] = time_cluster(
-                        client, a, b, lambda x, y, block=block: mgemm.matmul(
-                            x, y, engine=args.engine, block_size=block), args.runs, tol)
+                    run(method, lambda block=block: time_cluster(
+                        client, a, b, lambda x, y: mgemm.matmul(
+                            x, y, engine=args.engine, block_size=block), args.runs, tol))
             if "dask" in methods:
-                rows["dask"] = time_cluster(client, a, b, _dask_cuda_way, args.runs, tol)
+                run("dask", lambda: time_cluster(client, a, b, _dask_cuda_way, args.runs, tol))
             if any(m.startswith("xt") for m in methods):
                 host_a, host_b = a.compute(), b.compute()
                 for block in [int(x) for x in args.xt_block.split(",")]:
                     if "xt" in methods:
-                        xt = CublasXt(gpus, block, pinning=True)
-                        rows[f"xt (block {block or 'default'})"] = time_xt(
-                            xt, host_a, host_b, args.runs, tol)
-                        xt.close()
+                        run(f"xt (block {block or 'default'})", lambda block=block: _time_xt_with(
+                            gpus, block, True, host_a, host_b, args.runs, tol))
                     if "xt-pinned" in methods:
                         pa, pb = pinned_like(host_a), pinned_like(host_b)
-                        xt = CublasXt(gpus, block, pinning=False)
-                        rows[f"xt-pinned (block {block or 'default'})"] = time_xt(
-                            xt, pa, pb, args.runs, tol)
-                        xt.close()
+                        run(f"xt-pinned (block {block or 'default'})",
+                            lambda block=block: _time_xt_with(gpus, block, False, pa, pb,
+                                                              args.runs, tol))
                         del pa, pb
                 del host_a, host_b
-            for name, times in rows.items():
-                med = statistics.median(times)
-                tflops = flop / med / 1e12
-                print(f"  {name:28s} median {med:.3f} s ({', '.join(f'{t:.3f}' for t in times)})"
-                      f"  {tflops:7.1f} TFLOP/s  {tflops / ideal:.2f} of ideal")
             if "mgemm" in rows and len(rows) > 1:
                 base = statistics.median(rows["mgemm"])
                 print("  mgemm's speed-up: " + ", ".join(
                     f"{statistics.median(t) / base:.2f}x {name}" for name, t in rows.items()
                     if name != "mgemm"))
-            del a, b
+            a = b = None  # released before the next dtype's inputs
 
 
 if __name__ == "__main__":
