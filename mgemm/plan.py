@@ -95,8 +95,9 @@ class HostCopies:
     through ``mgemm.staging``'s pinned buffers with eight copying threads: 256 MiB in 11-13 ms
     and back into a new host array in 18-36 ms (``benchmarks/staged_probe.py``), with
     ``to_host`` and ``task`` fitted to whole products (``benchmarks/host_inputs.py``, sixty-fifth
-    session in ``benchmarks/RESULTS.md``): 32768³ in float32 and float64 ran fastest on 2 x 2
-    blocks (ahead of one block and of 4 x 4 by 6 %), 16384³ float32 on 2 x 2 (1.28 x one block).
+    session in ``benchmarks/RESULTS.md``): 16384³ float32 ran 1.27-1.28 x faster on 2 x 2 blocks
+    than as one; 32768³ in float32 and float64 0.99-1.06 x on 2 x 2 against one block (two
+    runs), and 4 x 4 no faster than one block.
     """
 
     keep: float
