@@ -96,7 +96,7 @@ class HostCopies:
     and back into a new host array in 18-36 ms (``benchmarks/staged_probe.py``), with
     ``to_host`` and ``task`` fitted to whole products (``benchmarks/host_inputs.py``, sixty-fifth
     session in ``benchmarks/RESULTS.md``): 16384³ float32 ran 1.27-1.28 x faster on 2 x 2 blocks
-    than as one; 32768³ in float32 and float64 0.99-1.06 x on 2 x 2 against one block (two
+    than as one; 32768³ in float32 and float64 1.00-1.07 x on 2 x 2 against one block (two
     runs), and 4 x 4 no faster than one block.
     """
 
