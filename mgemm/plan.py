@@ -21,6 +21,9 @@ CONTRACT (used by ``mgemm/graph.py`` and ``mgemm/cli.py``; keep these names and 
   partials are summed by a fix-up on ``plan.fixup[block]``.
 - ``make_plan(problem, workers, *, block_size="auto", split="auto", locations=None) -> Plan``
   ``locations`` maps ``("a", i, k)`` / ``("b", k, j)`` chunk keys to the worker name holding it.
+- ``choose_block_size(m, n, k, itemsize, workers, host=None)``: the block size "auto" means;
+  ``host`` a ``HostCopies`` where NumPy chunks are multiplied on GPU workers (``mgemm.api``
+  passes it, ``mgemm plan --host-chunks`` too).
 
 How a plan is made: group whole chunks into blocks; give each block an owner (speed-proportional
 bands of blocks, or, when ``locations`` is known, the cheapest of a greedy list schedule that
