@@ -27,7 +27,7 @@ worker); a cuBLASXt call blocks until its result is in host memory.  The anchor,
 for every dtype.
 
     python3 benchmarks/host_inputs.py [--size 32768] [--dtypes float32,float64] [--runs 5]
-        [--chunk 8192] [--protocol ucx|tcp] [--xt-block 4096,8192]
+        [--chunk 8192] [--protocol ucx|tcp] [--xt-block 4096,8192] [--trace]
 """
 
 from __future__ import annotations
@@ -174,7 +174,12 @@ def _set_staging(settings: dict) -> None:
         setattr(staging, name, value)
 
 
-def time_cluster(client, a: da.Array, b: da.Array, make, runs: int, tol: float) -> list[float]:
+def time_cluster(client, a: da.Array, b: da.Array, make, runs: int, tol: float,
+                 trace: bool = False) -> list[float]:
+    """Seconds of ``runs`` products on the cluster, after one checked against float64.  ``trace``:
+    one more run under Dask's task stream, printed per worker (``bench.stream_summary``) with each
+    task's start and seconds: where a block's time went (its copies, GEMMs and copy back run
+    inside the task)."""
     keep = bench.chunk_homes(client, a, b)
     out = make(a, b).persist()
     bench.check(a, b, out, tol=tol)
@@ -186,6 +191,18 @@ def time_cluster(client, a: da.Array, b: da.Array, make, runs: int, tol: float) 
         seconds, out = bench.timed(client, lambda: make(a, b), keep=keep)
         times.append(seconds)
         del out
+    if trace:
+        from distributed import get_task_stream
+
+        started: list[float] = []
+        with get_task_stream(client) as stream:
+            seconds, out = bench.timed(client, lambda: make(a, b), started, keep=keep)
+        del out
+        summary = bench.stream_summary(stream.data, started[0])
+        print(f"    traced run {seconds:.3f} s: {bench.format_summary(summary)}")
+        for w in summary.values():
+            print("      tasks (start+seconds): " + ", ".join(
+                f"{t0:.3f}+{dt:.3f}" for t0, dt, _ in sorted(w["task_log"])))
     return times
 
 
@@ -200,6 +217,8 @@ def main() -> None:
                    help="cuBLASXt tile edges to time, comma-separated (0: its default)")
     p.add_argument("--methods",
                    default="mgemm,mgemm-nokeep,mgemm-whole,mgemm-cupy,mgemm-copy4,dask,xt,xt-pinned")
+    p.add_argument("--trace", action="store_true",
+                   help="after mgemm's timed runs, one more under Dask's task stream, printed")
     p.add_argument("--engine", default="cublas",
                    help="mgemm's engine (numpy: a dry run of the script on a CPU cluster)")
     args = p.parse_args()
@@ -241,7 +260,7 @@ def main() -> None:
                     client.run(_set_staging, setting)
                     run(method, lambda: time_cluster(
                         client, a, b, lambda x, y: mgemm.matmul(x, y, engine=args.engine),
-                        args.runs, tol))
+                        args.runs, tol, args.trace))
             client.run(_set_staging, STAGING["mgemm"])
             for method in methods:  # mgemm-b<edge> or mgemm-b<rows>x<cols>: that block size
                 if method.startswith("mgemm-b"):
@@ -249,7 +268,8 @@ def main() -> None:
                     block = edges[0] if len(edges) == 1 else edges
                     run(method, lambda block=block: time_cluster(
                         client, a, b, lambda x, y: mgemm.matmul(
-                            x, y, engine=args.engine, block_size=block), args.runs, tol))
+                            x, y, engine=args.engine, block_size=block), args.runs, tol,
+                        args.trace))
             if "dask" in methods:
                 run("dask", lambda: time_cluster(client, a, b, _dask_cuda_way, args.runs, tol))
             if any(m.startswith("xt") for m in methods):
