@@ -20,9 +20,10 @@ multiply them on a machine's GPUs, and this times all three on the same inputs, 
 
 Inputs: random chunks made on the workers (``--chunk``), persisted block-cyclically, then
 gathered into this process for cuBLASXt.  Each method runs once untimed and is checked against
-a float64 reference on sampled rows and columns; then ``--runs`` timed runs.  A cluster run is
-timed as ``mgemm bench`` times it (build, ``persist``, ``wait``, a device synchronize on every
-worker); a cuBLASXt call blocks until its result is in host memory.  The anchor,
+a float64 reference on sampled rows and columns; then ``--runs`` timed runs.  A method that
+fails prints its error and the others still run; the script then exits with status 1.  A
+cluster run is timed as ``mgemm bench`` times it (build, ``persist``, ``wait``, a device
+synchronize on every worker); a cuBLASXt call blocks until its result is in host memory.  The anchor,
 ``--gpus`` times one GPU's cuBLAS on device-resident inputs (CUDA events), is measured first,
 for every dtype.
 
@@ -225,6 +226,7 @@ def main() -> None:
     methods = args.methods.split(",")
     n = args.size
     flop = 2 * n ** 3
+    failed = []
     with session(protocol=args.protocol) as client:
         gpus = len(client.nthreads())
         print(f"{gpus} workers, {args.protocol}, {n}³, chunks {args.chunk}², runs {args.runs}")
@@ -249,6 +251,7 @@ def main() -> None:
                     rows[name] = times = timing()
                 except Exception as exc:  # noqa: BLE001 - reported, the run goes on
                     print(f"  {name:28s} failed: {type(exc).__name__}: {exc}")
+                    failed.append(f"{dtype} {name}")
                     return
                 med = statistics.median(times)
                 tflops = flop / med / 1e12
@@ -291,6 +294,8 @@ def main() -> None:
                     f"{statistics.median(t) / base:.2f}x {name}" for name, t in rows.items()
                     if name != "mgemm"))
             a = b = None  # released before the next dtype's inputs
+    if failed:
+        sys.exit(f"failed: {', '.join(failed)}")
 
 
 if __name__ == "__main__":
