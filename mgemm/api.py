@@ -24,7 +24,7 @@ import dask
 import dask.array as da
 import numpy as np
 
-from . import config, engines, graph
+from . import config, engines, graph, staging
 from . import cluster as cluster_module
 from .cluster import (active_client, describe_workers, host_memory, install_placement,
                       local_workers, prefetch)
@@ -436,20 +436,13 @@ def _target_block(option: Any, m: int, n: int, k: int, itemsize: int, workers: l
 
 
 def _host_copies(a: Any, b: Any, k: int, workers: list) -> HostCopies:
-    """How the planner prices the copies of a product of NumPy chunks on GPU workers: the kept
-    copies' share of the smallest GPU's memory (``mgemm.staging``), K parts of the operands' K
-    chunks (all of K for arrays not chunked yet), and CuPy's copy rates where the pinned buffers
-    are off (an H100 host: 256 MiB in 32.7 ms, back into a new host array in 99 ms,
-    ``benchmarks/RESULTS.md``, sixty-fifth session)."""
-    from . import staging
-
+    """How the planner prices the copies of a product of NumPy chunks on GPU workers
+    (``staging.host_copies``): for the smallest GPU, K parts of the operands' K chunks (all of K
+    for arrays not chunked yet)."""
     k_part = k
     if isinstance(a, da.Array) and isinstance(b, da.Array):
         k_part = max(graph.common_k_chunks(a.chunks[1], b.chunks[0]))
-    keep = staging.CACHE_FRACTION * min(w.memory for w in workers)
-    if staging.PINNED_COPIES:
-        return HostCopies(keep, k_part)
-    return HostCopies(keep, k_part, to_device=8e9, to_host=3e9)
+    return staging.host_copies(min(w.memory for w in workers), k_part)
 
 
 def _to_dask(x: Any, chunks: Any, eager: bool = False) -> da.Array:

@@ -229,7 +229,7 @@ def plan_cmd(m: int, n: int, k: int, dtype: str, workers: int, kind: str, thread
     from . import staging
     from .cluster import cpu_flops, gpu_flops
     from .engines import itemsizes
-    from .plan import DEFAULTS, HostCopies, plan_from_shape
+    from .plan import DEFAULTS, plan_from_shape
 
     opts = _resolve(options)
     itemsize, part_itemsize = itemsizes(dtype)
@@ -238,8 +238,7 @@ def plan_cmd(m: int, n: int, k: int, dtype: str, workers: int, kind: str, thread
         raise click.UsageError("--host-chunks describes GPU workers (--kind gpu)")
     flops = (gpu_flops({}, dtype, opts["allow_tf32"], opts["emulate_fp32"]) if gpu
              else cpu_flops(threads, dtype))
-    host = (HostCopies(staging.CACHE_FRACTION * DEFAULTS["gpu"][1], min(k, chunk or k))
-            if host_chunks else None)
+    host = staging.host_copies(DEFAULTS["gpu"][1], min(k, chunk or k)) if host_chunks else None
     try:
         plan = plan_from_shape(m, n, k, itemsize, workers, kind=kind, flops=flops, chunk=chunk,
                                block_size=opts["block_size"], split=opts["split"],

@@ -57,6 +57,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from . import config
+from .plan import HostCopies
 
 _settings = config.staging()  # dask.config's mgemm.staging.*, read once per process
 #: Share of the GPU's memory the kept copies may hold (0: nothing is kept).
@@ -188,6 +189,18 @@ def parse_marks(reuse: str, chunks: int) -> tuple[str, list[int]]:
         return "", [1] * chunks
     product, _, reads = reuse.rpartition(";")
     return product, [int(r) for r in reads.split(",")]
+
+
+def host_copies(gpu_memory: int, k_part: int) -> HostCopies:
+    """How the planner prices the copies of a product of NumPy chunks on GPU workers of
+    ``gpu_memory`` bytes each, ``k_part`` the K of one part: the kept copies' share of that
+    memory, and CuPy's copy rates where the pinned buffers are off (an H100 host: 256 MiB in
+    32.7 ms, back into a new host array in 99 ms, ``benchmarks/RESULTS.md``, sixty-fifth
+    session)."""
+    keep = CACHE_FRACTION * gpu_memory
+    if PINNED_COPIES:
+        return HostCopies(keep, k_part)
+    return HostCopies(keep, k_part, to_device=8e9, to_host=3e9)
 
 
 _memory: dict[int, int] = {}  # each GPU's memory, in bytes
