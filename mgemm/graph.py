@@ -83,6 +83,28 @@ def _block_task(engine_name: str, shape: tuple, c: Any, alpha: float, beta: floa
 #: copies on a stream of their own (``engines.copy_stream``), so part k + 1 loads while part k's
 #: GEMM runs; False copies the whole block first (as do emulated blocks).
 STAGE_BY_PART = True
+#: By part, the last part's GEMM runs in up to ``BACK_BANDS`` bands of rows, each band of at least
+#: ``BAND_ROWS`` rows, and each band is copied back while the next ones multiply: only the last
+#: band's copy back follows the block's GEMMs, not the whole block's.
+BACK_BANDS = 4
+BAND_ROWS = 2048
+
+
+def back_bands(rows: int) -> list[tuple[int, int]]:
+    """The row bands [r0, r1) a staged block of ``rows`` rows is finished and copied back in:
+    as even as whole multiples of 128 rows allow where each band has that many (no 128-row tile
+    of a GEMM straddles two bands, and each band's rows start as aligned as the block's).
+
+    >>> back_bands(8192), back_bands(3000)
+    ([(0, 2048), (2048, 4096), (4096, 6144), (6144, 8192)], [(0, 3000)])
+    >>> back_bands(5000)
+    [(0, 2560), (2560, 5000)]
+    """
+    count = max(1, min(BACK_BANDS, rows // max(1, BAND_ROWS)))
+    align = 128 if rows >= 128 * count else 1
+    step = -(-rows // (count * align)) * align
+    cuts = [min(rows, i * step) for i in range(count + 1)]
+    return [(r0, r1) for r0, r1 in zip(cuts[:-1], cuts[1:]) if r1 > r0] or [(0, rows)]
 
 
 def _part_indices(shape: tuple, k: int) -> tuple[list[int], list[int]]:
@@ -104,8 +126,8 @@ def _staged_block(engine_name: str, shape: tuple, c: Any, alpha: float, beta: fl
                   out_dtype: str, allow_tf32: bool, emulate: str, tune: bool, reuse: str,
                   chunks: Sequence[Any]) -> Any:
     """``_block_task`` of a GPU engine on NumPy chunks: the chunks (and C) copied to this worker's
-    GPU, the block multiplied there, and copied back once its GPU work has finished, so that
-    while one task thread copies another's GEMM can run.
+    GPU, the block multiplied there, and copied back as its GPU work finishes, so that while one
+    task thread copies another's GEMM can run.
 
     By K part (``STAGE_BY_PART``): part k's GEMM, ``alpha · A_k B_k`` plus ``beta · C`` for the
     first part and plus the parts so far for later ones, in ``engines.accumulator_dtype`` (a
@@ -113,9 +135,11 @@ def _staged_block(engine_name: str, shape: tuple, c: Any, alpha: float, beta: fl
     only.  A chunk the plan reads again on this worker is copied once and kept for the other
     reads (``mgemm.staging``; ``reuse`` counts them).  The parts and C's copy stay referenced
     until the block is done: their memory came from a copy stream's pool, which does not know the
-    GEMMs still read it.  Otherwise the whole block is copied on the legacy default stream, which
-    the block's stream waits for (``engines.task_stream``), and nothing is kept.  Either way the
-    copies are ``staging.to_device`` and ``staging.to_host`` (through pinned buffers)."""
+    GEMMs still read it.  The last part's GEMM runs by bands of rows (``back_bands``), each band
+    copied back once its own GEMM is done, while the later bands' run.  Otherwise the whole block is
+    copied on the legacy default stream, which the block's stream waits for
+    (``engines.task_stream``), and nothing is kept.  Either way the copies are
+    ``staging.to_device`` and ``staging.to_host`` (through pinned buffers)."""
     import cupy
 
     if not STAGE_BY_PART or emulate != "off":
@@ -128,6 +152,7 @@ def _staged_block(engine_name: str, shape: tuple, c: Any, alpha: float, beta: fl
     engine = engines.get(engine_name)
     acc_dtype = engines.accumulator_dtype(out_dtype)
     held = []
+    last = shape[1] - 1
     with engines.task_stream(cupy), engines.queue_only():
         task, copies = cupy.cuda.get_current_stream(), engines.copy_stream(cupy)
         out = c
@@ -145,11 +170,25 @@ def _staged_block(engine_name: str, shape: tuple, c: Any, alpha: float, beta: fl
                 copied = copies.record()
             task.wait_event(copied)
             held += [a_k, b_k]
+            if k == last:
+                break
             out = engine.gemm([a_k], [b_k], alpha=alpha, beta=beta if k == 0 else 1, c=out,
                               out_dtype=acc_dtype, allow_tf32=allow_tf32, tune=tune)
-        if out.dtype != cupy.dtype(out_dtype):
-            out = out.astype(out_dtype)
-    return staging.to_host(cupy, out, engines.copy_stream(cupy))
+        # The last part by bands of rows, all queued first; each band's copy back then waits on
+        # the GPU for that band's GEMM only, so it crosses while the later bands multiply.
+        bands = []
+        for r0, r1 in back_bands(a_k.shape[0]):
+            band = engine.gemm([a_k[r0:r1]], [b_k], alpha=alpha, beta=beta if last == 0 else 1,
+                               c=None if out is None else out[r0:r1], out_dtype=acc_dtype,
+                               allow_tf32=allow_tf32, tune=tune)
+            if band.dtype != cupy.dtype(out_dtype):
+                band = band.astype(out_dtype)
+            bands.append((r0, r1, band, task.record()))
+        result = np.empty((a_k.shape[0], b_k.shape[1]), bands[0][2].dtype)
+        for r0, r1, band, done in bands:
+            copies.wait_event(done)
+            staging.to_host(cupy, band, copies, out=result[r0:r1])
+    return result
 
 
 def input_keys(a_name: str, b_name: str, blk: Any, k0: int, k1: int) -> tuple[tuple, list]:

@@ -335,17 +335,19 @@ def to_device(cupy: Any, x: Any, stream: Any) -> Any:
         return out
 
 
-def to_host(cupy: Any, x: Any, stream: Any) -> np.ndarray:
-    """The device array ``x`` as a new host array, copied on ``stream`` (the work that wrote
-    ``x`` must be ordered before it).  ``PINNED_COPIES``: a band of rows at a time into a pair
-    of pinned buffers, each copied on into the host array while the next crosses."""
-    step = _rows(x)
-    if not step:
-        return cupy.asnumpy(x, stream=stream)
+def to_host(cupy: Any, x: Any, stream: Any, out: np.ndarray | None = None) -> np.ndarray:
+    """The device array ``x`` as a host array, copied on ``stream`` (the work that wrote ``x``
+    must be ordered before it): into ``out`` (C-contiguous, ``x``'s shape and type) where given,
+    else a new one.  ``PINNED_COPIES``: a band of rows at a time into a pair of pinned buffers,
+    each copied on into the host array while the next crosses."""
     if not x.flags.c_contiguous:  # cuBLAS writes column-major blocks: row-major on the GPU first
         with stream:
             x = cupy.ascontiguousarray(x)
-    out = np.empty(x.shape, x.dtype)
+    step = _rows(x)
+    if not step:
+        return cupy.asnumpy(x, stream=stream, out=out)
+    if out is None:
+        out = np.empty(x.shape, x.dtype)
     with _buffers(cupy) as buffers:
         pending = None
         for i, r in enumerate(range(0, x.shape[0], step)):

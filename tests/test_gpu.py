@@ -213,14 +213,16 @@ def test_gpu_engines_stage_numpy_chunks(cp, rng, monkeypatch, engine, dtype, by_
     """NumPy chunks with a GPU engine named: each block's chunks go to the GPU and the block comes
     back, so the result is NumPy; ragged chunks, mismatched K chunking, a transposed operand,
     alpha, beta and C, and one block of every chunk; copied and multiplied by K part
-    (``STAGE_BY_PART``) or whole; through mgemm's pinned buffers (small ones, so each chunk
-    crosses in several bands) or CuPy's own copies."""
+    (``STAGE_BY_PART``) or whole, by part with the last part's GEMM and copy back in bands of
+    rows (2 and 4 of them, ragged); through mgemm's pinned buffers (small ones, so each chunk
+    crosses in several pieces) or CuPy's own copies."""
     from mgemm import graph
 
     exact = np.dtype(dtype).kind in "iub"
     if engine == "persistent" and (exact or dtype == "complex64"):
         pytest.skip("the persistent engine multiplies floats")
     monkeypatch.setattr(graph, "STAGE_BY_PART", by_part)
+    monkeypatch.setattr(graph, "BAND_ROWS", 64)  # blocks of 150 rows in 2 bands, of 300 in 4
     pinned_copies(monkeypatch, pinned, 8192)
     a, b, c = random(rng, (300, 190), dtype), random(rng, (150, 190), dtype), \
         random(rng, (300, 150), dtype)

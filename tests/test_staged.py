@@ -199,10 +199,45 @@ def test_staged_block_queues_each_part_after_its_copies(staged, rng, monkeypatch
         assert panels and {staged[i][1] for i in panels} == {copy_stream}, part
         assert recorded[waits[-1]] > max(panels)
         start = g + 1
-    sync = max(i for i, entry in enumerate(staged) if entry[0] == "synchronize")
     back = [i for i, entry in enumerate(staged) if entry[0] == "copy back"]
-    assert back and min(back) > sync > gemms[-1]
+    assert back and min(back) > gemms[-1]
     assert {staged[i][1] for i in back} == {copy_stream}
+    # ... after the copy stream waited for an event the block's stream recorded after its GEMMs
+    ends = {entry[2]: i for i, entry in enumerate(staged)
+            if entry[0] == "record" and entry[1] == task_stream}
+    waits = [entry[2] for entry in staged[:min(back)] if entry[0] == "wait"
+             and entry[1] == copy_stream]
+    assert waits and ends.get(waits[-1], -1) > gemms[-1]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_the_last_part_is_multiplied_and_copied_back_by_bands_of_rows(staged, rng, monkeypatch,
+                                                                      dtype):
+    """By part, the last K part's GEMM runs in bands of rows (``graph.back_bands``), all queued
+    before the first copy back; band i's copy back, on the copy stream, waits for an event the
+    block's stream recorded after band i's GEMM and before band i + 1's, and the block comes back
+    whole, in its type, with every band's values."""
+    monkeypatch.setattr(graph, "BAND_ROWS", 16)  # 60 rows: three bands of 20
+    assert graph.back_bands(60) == [(0, 20), (20, 40), (40, 60)]
+    engine = engines._cache["cublas"]
+    rows, gemm = [], engine.gemm
+    monkeypatch.setattr(engine, "gemm", lambda a_parts, b_parts, **kw: rows.append(
+        a_parts[0].shape[0]) or gemm(a_parts, b_parts, **kw))
+    a, b, c, got = _product(dtype, rng, 0.5, 2)
+    assert rows == [60, 60, 60, 20, 20, 20]  # four K parts, the last in three bands
+    assert type(got) is np.ndarray and got.dtype == np.dtype(dtype) and got.shape == (60, 40)
+    _check_product(dtype, 0.5, 2, a, b, c, got)
+    gemms = [i for i, entry in enumerate(staged) if entry[0] == "gemm"]
+    task_stream = staged[gemms[0]][1]
+    back = [i for i, entry in enumerate(staged) if entry[0] == "copy back"]
+    assert len(back) == 3 and min(back) > gemms[-1]
+    recorded = {entry[2]: i for i, entry in enumerate(staged)
+                if entry[0] == "record" and entry[1] == task_stream}
+    bands = gemms[-3:] + [len(staged)]
+    for band, copy in enumerate(back):
+        before = staged[back[band - 1] if band else 0:copy]
+        waits = [entry[2] for entry in before if entry[0] == "wait" and entry[1] != task_stream]
+        assert waits and bands[band] < recorded.get(waits[-1], -1) < bands[band + 1], before
 
 
 @pytest.mark.parametrize("dtype, acc", [("float16", "float32"), ("float32", "float32"),
@@ -255,18 +290,18 @@ def test_a_staged_blocks_operands_stay_referenced_until_its_copy_back(staged, mo
     engine = engines._cache["cublas"]
     refs, gemm = [], engine.gemm
 
-    def watching(a_parts, b_parts, **kw):
-        refs.extend(weakref.ref(x) for x in (*a_parts, *b_parts))
+    def watching(a_parts, b_parts, **kw):  # a band of the last part's A: its panel, the base
+        refs.extend(weakref.ref(x if x.base is None else x.base) for x in (*a_parts, *b_parts))
         if len(refs) == 2:  # the first part: C's copy (later parts add to the running sum)
             refs.append(weakref.ref(kw["c"]))
         return gemm(a_parts, b_parts, **kw)
     monkeypatch.setattr(engine, "gemm", watching)
     alive, to_host = [], staging.to_host
 
-    def checking(cupy, x, stream):
+    def checking(cupy, x, stream, **kw):
         gc.collect()
         alive.append(sum(ref() is not None for ref in refs))
-        return to_host(cupy, x, stream)
+        return to_host(cupy, x, stream, **kw)
     monkeypatch.setattr(staging, "to_host", checking)
     a, b, c, got = _product("float32", rng, 0.5, 2)
     assert alive == [len(refs)] and len(refs) == 4 * 2 + 1
