@@ -19,7 +19,9 @@ multiply them on a machine's GPUs, and this times all three on the same inputs, 
   matrices already in pinned memory (``xt-pinned``); ``--xt-block`` its tile edges.
 
 Inputs: random chunks made on the workers (``--chunk``), persisted block-cyclically, then
-gathered into this process for cuBLASXt.  Each method runs once untimed and is checked against
+gathered into this process for cuBLASXt, which runs first (the workers' memory pools, grown by
+the cluster's runs, would leave it no GPU memory; the workers restart between dtypes for the
+same reason).  Each method runs once untimed and is checked against
 a float64 reference on sampled rows and columns; then ``--runs`` timed runs.  A method that
 fails prints its error and the others still run; the script then exits with status 1.  A
 cluster run is timed as ``mgemm bench`` times it (build, ``persist``, ``wait``, a device
@@ -258,6 +260,21 @@ def main() -> None:
                 print(f"  {name:28s} median {med:.3f} s ({', '.join(f'{t:.3f}' for t in times)})"
                       f"  {tflops:7.1f} TFLOP/s  {tflops / ideal:.2f} of ideal")
 
+            # cuBLASXt first: the workers' memory pools grow with the cluster's runs and do not
+            # give memory back, which left cuBLASXt none on a GPU they share (status 3)
+            if any(m.startswith("xt") for m in methods):
+                host_a, host_b = a.compute(), b.compute()
+                for block in [int(x) for x in args.xt_block.split(",")]:
+                    if "xt" in methods:
+                        run(f"xt (block {block or 'default'})", lambda block=block: _time_xt_with(
+                            gpus, block, True, host_a, host_b, args.runs, tol))
+                    if "xt-pinned" in methods:
+                        pa, pb = pinned_like(host_a), pinned_like(host_b)
+                        run(f"xt-pinned (block {block or 'default'})",
+                            lambda block=block: _time_xt_with(gpus, block, False, pa, pb,
+                                                              args.runs, tol))
+                        del pa, pb
+                del host_a, host_b
             for method, setting in STAGING.items():
                 if method in methods:
                     client.run(_set_staging, setting)
@@ -275,25 +292,14 @@ def main() -> None:
                         args.trace))
             if "dask" in methods:
                 run("dask", lambda: time_cluster(client, a, b, _dask_cuda_way, args.runs, tol))
-            if any(m.startswith("xt") for m in methods):
-                host_a, host_b = a.compute(), b.compute()
-                for block in [int(x) for x in args.xt_block.split(",")]:
-                    if "xt" in methods:
-                        run(f"xt (block {block or 'default'})", lambda block=block: _time_xt_with(
-                            gpus, block, True, host_a, host_b, args.runs, tol))
-                    if "xt-pinned" in methods:
-                        pa, pb = pinned_like(host_a), pinned_like(host_b)
-                        run(f"xt-pinned (block {block or 'default'})",
-                            lambda block=block: _time_xt_with(gpus, block, False, pa, pb,
-                                                              args.runs, tol))
-                        del pa, pb
-                del host_a, host_b
             if "mgemm" in rows and len(rows) > 1:
                 base = statistics.median(rows["mgemm"])
                 print("  mgemm's speed-up: " + ", ".join(
                     f"{statistics.median(t) / base:.2f}x {name}" for name, t in rows.items()
                     if name != "mgemm"))
             a = b = None  # released before the next dtype's inputs
+            if dtype != list(anchors)[-1]:
+                client.restart()  # new worker processes: memory pools of their first size
     if failed:
         sys.exit(f"failed: {', '.join(failed)}")
 
