@@ -100,7 +100,10 @@ class HostCopies:
     ``to_host`` and ``task`` fitted to whole products (``benchmarks/host_inputs.py``, sixty-fifth
     session in ``benchmarks/RESULTS.md``): 16384³ float32 ran 1.27-1.28 x faster on 2 x 2 blocks
     than as one; 32768³ in float32 and float64 1.00-1.07 x on 2 x 2 against one block (two
-    runs), and 4 x 4 no faster than one block.
+    runs), and 4 x 4 no faster than one block.  Those fits predate the copy back by bands of rows
+    (``mgemm.graph.back_bands``), which hides most of a block's copy back behind its last GEMMs;
+    ``to_host`` still charges the whole copy, and with it the plan's 2 x 2 blocks stayed the
+    fastest or level on both products (sixty-sixth session: 1.09-1.13 x faster than before).
     """
 
     keep: float
