@@ -180,7 +180,7 @@ def _set_staging(settings: dict) -> None:
 def time_cluster(client, a: da.Array, b: da.Array, make, runs: int, tol: float,
                  trace: bool = False) -> list[float]:
     """Seconds of ``runs`` products on the cluster, after one checked against float64.  ``trace``:
-    one more run under Dask's task stream, printed per worker (``bench.stream_summary``) with each
+    one more run under Dask's task stream, printed per worker (``bench.traced``) with each
     task's start and seconds: where a block's time went (its copies, GEMMs and copy back run
     inside the task)."""
     keep = bench.chunk_homes(client, a, b)
@@ -195,13 +195,8 @@ def time_cluster(client, a: da.Array, b: da.Array, make, runs: int, tol: float,
         times.append(seconds)
         del out
     if trace:
-        from distributed import get_task_stream
-
-        started: list[float] = []
-        with get_task_stream(client) as stream:
-            seconds, out = bench.timed(client, lambda: make(a, b), started, keep=keep)
+        seconds, out, summary = bench.traced(client, lambda: make(a, b), keep=keep)
         del out
-        summary = bench.stream_summary(stream.data, started[0])
         print(f"    traced run {seconds:.3f} s: {bench.format_summary(summary)}")
         for w in summary.values():
             print("      tasks (start+seconds): " + ", ".join(

@@ -435,6 +435,20 @@ def _ucx_environment() -> dict:
     return env
 
 
+def traced(client: Any, make: Callable[[], da.Array], marks: dict[str, float] | None = None, *,
+           keep: dict | None = None) -> tuple[float, Any, dict[str, dict]]:
+    """``timed`` under Dask's task stream: its seconds and array, and the run summarised per
+    worker from the timed part's start (``stream_summary``, with ``add_fetches``)."""
+    from distributed import get_task_stream
+
+    started: list[float] = []
+    with get_task_stream(client) as stream:
+        seconds, out = timed(client, make, started, marks, keep=keep)
+    summary = stream_summary(stream.data, started[0])
+    add_fetches(client, summary, started[0])
+    return seconds, out, summary
+
+
 def stream_summary(records: list[dict], start: float) -> dict[str, dict]:
     """Per worker, from a Dask task stream: tasks, compute and transfer seconds, first start and
     last stop of computing (relative to ``start``), the peers data came from, and each task's
@@ -545,7 +559,7 @@ def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, option
 
     With ``trace``, each timed run's task stream is summarised per worker and passed to it.
     """
-    from distributed import get_task_stream, wait
+    from distributed import wait
 
     from .cluster import protocol
 
@@ -586,13 +600,10 @@ def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, option
                 if trace is None:
                     seconds, c = timed(client, lambda: method.run(a, b, options), keep=keep)
                 else:
-                    started: list[float] = []
                     marks: dict[str, float] = {}
-                    with get_task_stream(client) as stream, _plans_logged() as plans:
-                        seconds, c = timed(client, lambda: method.run(a, b, options), started,
-                                           marks, keep=keep)
-                    summary = stream_summary(stream.data, started[0])
-                    add_fetches(client, summary, started[0])
+                    with _plans_logged() as plans:
+                        seconds, c, summary = traced(client, lambda: method.run(a, b, options),
+                                                     marks, keep=keep)
                     progress(f"  {seconds:.3f} s (built {marks['built']:.3f}, submitted "
                              f"{marks['submitted']:.3f}, done {marks['done']:.3f})  {format_summary(summary)}")
                     trace({"case": case.name, "method": method.name, "run": r, "seconds": seconds,
