@@ -39,8 +39,9 @@ copy), a band of rows at a time: ``COPY_THREADS`` threads copy a band between th
 one buffer while the other buffer's band crosses.
 On that H100, 32768³ from 8192² host chunks took 1.5-2.0 × less time this way than with CuPy's
 copies, about what cuBLASXt takes on inputs already pinned (``benchmarks/host_inputs.py``).
-Arrays that are not 2-D, or not of one of NumPy's own types in native byte order (bfloat16,
-say), and rows longer than a buffer, keep CuPy's copies.
+Arrays that are not 2-D, or not of one of NumPy's own types in native byte order (bfloat16 is
+copied as 16-bit integers, its bits unchanged), and rows longer than a buffer, keep CuPy's
+copies.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from . import config
+from .engines import is_bfloat16
 from .plan import HostCopies
 
 _settings = config.staging()  # dask.config's mgemm.staging.*, read once per process
@@ -241,8 +243,9 @@ def load(cupy: Any, copies: Any, x: Any, product: str, reads: int, typed: Any) -
 
 def _rows(x: Any) -> int:
     """Rows of ``x`` a pinned piece holds; 0 where ``x`` takes CuPy's copies: not a 2-D array of
-    one of NumPy's own numeric types in native byte order (not bfloat16 or other types NumPy is
-    given by another package), or a row longer than a buffer."""
+    one of NumPy's own numeric types in native byte order (not the types another package gives
+    NumPy, such as ml_dtypes' float8 ones; bfloat16 comes here as integers, ``_bits``), or a row
+    longer than a buffer."""
     if not (PINNED_COPIES and getattr(x, "ndim", 0) == 2 and x.dtype.kind in "biufc"
             and x.dtype.isbuiltin == 1):
         return 0
@@ -316,23 +319,30 @@ def _host_copy(dst: np.ndarray, src: np.ndarray) -> None:
                   range(threads)))
 
 
+def _bits(x: Any) -> Any:
+    """``x``, or a bfloat16 array (ml_dtypes' type, which NumPy holds as opaque 2-byte items) viewed
+    as 16-bit unsigned integers: the pinned buffers copy bits, whatever they mean."""
+    return x.view(np.uint16) if is_bfloat16(x.dtype) else x
+
+
 def to_device(cupy: Any, x: Any, stream: Any) -> Any:
     """``x`` copied to the current GPU on ``stream`` (queued there: the stream orders what reads
     it).  ``PINNED_COPIES``: a band of rows at a time through a pair of pinned buffers (any
     strides on the host); a buffer is written again only after the copy out of it finished."""
-    step = _rows(x)
+    bits = _bits(x)
+    step = _rows(bits)
     with stream:  # the copy's memory from the stream that writes it
         if not step:
             return cupy.asarray(x)
-        out = cupy.empty(x.shape, x.dtype)
+        out = cupy.empty(bits.shape, bits.dtype)
         with _buffers(cupy) as buffers:
-            for i, r in enumerate(range(0, x.shape[0], step)):
-                band = x[r:r + step]
-                staged = buffers.take(i, x.dtype, band.shape)
+            for i, r in enumerate(range(0, bits.shape[0], step)):
+                band = bits[r:r + step]
+                staged = buffers.take(i, bits.dtype, band.shape)
                 _host_copy(staged, band)
                 out[r:r + step].set(staged, stream=stream)
                 buffers.copied(i, stream)
-        return out
+        return out if bits is x else out.view(x.dtype)
 
 
 def to_host(cupy: Any, x: Any, stream: Any, out: np.ndarray | None = None) -> np.ndarray:
@@ -343,21 +353,23 @@ def to_host(cupy: Any, x: Any, stream: Any, out: np.ndarray | None = None) -> np
     if not x.flags.c_contiguous:  # cuBLAS writes column-major blocks: row-major on the GPU first
         with stream:
             x = cupy.ascontiguousarray(x)
-    step = _rows(x)
+    bits = _bits(x)
+    step = _rows(bits)
     if not step:
         return cupy.asnumpy(x, stream=stream, out=out)
     if out is None:
         out = np.empty(x.shape, x.dtype)
+    dst = _bits(out)
     with _buffers(cupy) as buffers:
         pending = None
-        for i, r in enumerate(range(0, x.shape[0], step)):
-            band = x[r:r + step]
-            staged = buffers.take(i, x.dtype, band.shape)
+        for i, r in enumerate(range(0, bits.shape[0], step)):
+            band = bits[r:r + step]
+            staged = buffers.take(i, bits.dtype, band.shape)
             cupy.asnumpy(band, stream=stream, out=staged, blocking=False)
             arrived = buffers.copied(i, stream)
             if pending is not None:
                 _finish(*pending)
-            pending = (arrived, staged, out[r:r + step])
+            pending = (arrived, staged, dst[r:r + step])
         if pending is not None:
             _finish(*pending)
     return out

@@ -178,14 +178,16 @@ def test_matmul_with_cupy_chunks_stays_cupy(cp, rng, dtype):
     assert_close(cp.asnumpy(got), a.astype(np.float64) @ b.astype(np.float64), dtype)
 
 
-@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "complex64", "int8", "bool"])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16", "complex64",
+                                   "int8", "bool"])
 def test_pinned_copies_each_way(cp, rng, monkeypatch, dtype):
     """``staging.PINNED_COPIES``: host chunks (a transposed one among them) to the GPU and back
     through small pinned buffers, in many bands, exactly (a column-major device array comes back
-    row-major); then a staged product through them."""
+    row-major; bfloat16 crosses as 16-bit integers); then a staged product through them."""
     pinned_copies(monkeypatch, True, 4096)
     stream = cp.cuda.Stream(non_blocking=True)
     x = random(rng, (301, 67), dtype)
+    assert staging._rows(staging._bits(x)) > 0  # every type here crosses through the buffers
     for host in (x, x.T):
         dev = staging.to_device(cp, host, stream)
         stream.synchronize()

@@ -582,10 +582,10 @@ def pinned(staged, monkeypatch):
     return staged
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float16", "complex64", "int64", "bool"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "complex64", "int64", "bool"])
 def test_staged_block_values_through_pinned_buffers(pinned, rng, dtype):
     """Through the pinned buffers, piece by piece, the same values as through CuPy's copies,
-    each chunk and the block back in many pieces."""
+    each chunk and the block back in many pieces (bfloat16 too, as 16-bit integers)."""
     alpha, beta = {"int64": (3, 2), "bool": (1, 1)}.get(dtype, (0.5, 2))
     a, b, c, got = _product(dtype, rng, alpha, beta)
     assert type(got) is np.ndarray and got.dtype == np.dtype(dtype)
@@ -641,6 +641,29 @@ def test_other_arrays_take_cupys_copies(pinned):
     x = np.arange(64.0).reshape(8, 8)
     np.testing.assert_array_equal(staging.to_device(cp, x.T, stream), x.T)
     assert pinned[-1][0] == "record" and pinned[4][0] == "copy piece"
+
+
+def test_bfloat16_crosses_the_pinned_buffers_bit_for_bit(pinned):
+    """A bfloat16 chunk (ml_dtypes' type, kind "V") goes to the device through the pinned buffers
+    as 16-bit integers and arrives as bfloat16, NaN and -0 bits unchanged; back, into a new host
+    array and into a given one, the same; a transposed one too."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    cp = sys.modules["cupy"]
+    stream = cp.cuda.Stream(non_blocking=True)
+    bits = np.arange(0, 65536, 97, dtype=np.uint16)[:600].reshape(60, 10)
+    bits[0, :3] = (0x7FC1, 0x8000, 0xFF80)  # a NaN with a payload, -0, -inf
+    x = bits.view(ml_dtypes.bfloat16)
+    for host in (x, x.T):
+        dev = staging.to_device(cp, host, stream)
+        assert dev.dtype == x.dtype and not any(entry[0] == "copy" for entry in pinned)
+        np.testing.assert_array_equal(np.asarray(dev).view(np.uint16), host.view(np.uint16))
+        back = staging.to_host(cp, dev, stream)
+        assert type(back) is np.ndarray and back.dtype == x.dtype and back.flags.c_contiguous
+        np.testing.assert_array_equal(back.view(np.uint16), host.view(np.uint16))
+        into = np.empty(host.shape, x.dtype)
+        assert staging.to_host(cp, dev, stream, out=into) is into
+        np.testing.assert_array_equal(into.view(np.uint16), host.view(np.uint16))
+    assert sum(entry[0] == "copy piece" for entry in pinned) == 6  # 3 pieces of at most 512 B each
 
 
 def test_a_column_major_block_comes_back_row_major_through_the_buffers(pinned, monkeypatch):
