@@ -34,6 +34,23 @@ def assert_close(got, ref, dtype) -> None:
                              f"largest difference at {where}: {got[where]!r} vs {ref[where]!r}")
 
 
+def assert_within_dot_bound(got, want, scale, k: int, dtype) -> None:
+    """``got`` within the rounding-error bound of ``k``-term dot products in ``dtype`` of
+    ``want`` (float64 or complex128), element by element: |got - want| <= 4 (k + 2) eps * scale,
+    ``scale`` being |alpha| |A| |B| + |beta| |C| in float64.  Sound where cancellation leaves an
+    element of ``want`` small (a 1 x 1 product of 33 terms, say), which a bound relative to
+    ``want`` itself is not; a missing or doubled term, or a wrong alpha or beta, is still far
+    past it."""
+    wide = np.complex128 if np.iscomplexobj(want) else np.float64
+    diff = np.abs(np.asarray(got, dtype=wide) - want)
+    bound = 4 * (k + 2) * np.finfo(np.dtype(dtype)).eps * np.asarray(scale, dtype=np.float64)
+    bad = diff > bound
+    if bad.any():
+        where = np.unravel_index(np.argmax(diff - bound), diff.shape)
+        raise AssertionError(f"{int(bad.sum())} elements past the {np.dtype(dtype)} bound; at "
+                             f"{where}: {got[where]!r} vs {want[where]!r} (bound {bound[where]:.3g})")
+
+
 def random(rng: np.random.Generator, shape, dtype) -> np.ndarray:
     """Fresh random values in [-1, 1) (never zeros), in ``dtype``."""
     dtype = np.dtype(dtype)
