@@ -210,6 +210,20 @@ def test_staged_block_queues_each_part_after_its_copies(staged, rng, monkeypatch
     assert waits and ends.get(waits[-1], -1) > gemms[-1]
 
 
+def test_back_bands_cover_the_rows_once_in_order():
+    """``back_bands``: contiguous bands from 0 to ``rows``, none empty (one band of 0 rows for an
+    empty block), at most ``BACK_BANDS`` of them, one where the block is under two bands of
+    ``BAND_ROWS``, and cut at multiples of 128 rows where every band can hold that many."""
+    for rows in [0, 1, 127, 2047, 4095, 4096, 5000, 8192, 8200, 16384, 32768, 100_003]:
+        bands = graph.back_bands(rows)
+        assert bands[0][0] == 0 and bands[-1][1] == rows
+        assert all(r1 == s0 for (_, r1), (s0, _) in zip(bands, bands[1:]))
+        assert all(r1 > r0 for r0, r1 in bands) or bands == [(0, 0)]
+        assert len(bands) == max(1, min(graph.BACK_BANDS, rows // graph.BAND_ROWS))
+        if rows >= 128 * len(bands):
+            assert all(r0 % 128 == 0 for r0, _ in bands)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_the_last_part_is_multiplied_and_copied_back_by_bands_of_rows(staged, rng, monkeypatch,
                                                                       dtype):
