@@ -16,7 +16,8 @@ multiply them on a machine's GPUs, and this times all three on the same inputs, 
   b.map_blocks(cupy.asarray)).map_blocks(cupy.asnumpy)``, on the same cluster and inputs.
 - ``xt``: cuBLASXt (libcublas's multi-GPU host API) in this process, on the whole matrices
   gathered here, over every GPU, with cuBLASXt pinning the host memory itself (``xt``) and on
-  matrices already in pinned memory (``xt-pinned``); ``--xt-block`` its tile edges.
+  matrices already in pinned memory (``xt-pinned``); ``--xt-block`` its tile edges; float32 and
+  float64 only (other dtypes print that it was not run).
 
 Inputs: random chunks made on the workers (``--chunk``), persisted block-cyclically, then
 gathered into this process for cuBLASXt, which runs first (the workers' memory pools, grown by
@@ -257,18 +258,21 @@ def main() -> None:
 
             # cuBLASXt first: the workers' memory pools grow with the cluster's runs and do not
             # give memory back, which left cuBLASXt none on a GPU they share (status 3)
-            if any(m.startswith("xt") for m in methods):
+            xt = [m for m in methods if m in ("xt", "xt-pinned")]
+            if xt and dtype not in _XT_GEMM:
+                print(f"  {', '.join(xt)}: cuBLASXt has no {dtype} GEMM here (float32 and "
+                      "float64 only); not run")
+            elif xt:
                 host_a, host_b = a.compute(), b.compute()
                 for block in [int(x) for x in args.xt_block.split(",")]:
                     if "xt" in methods:
                         run(f"xt (block {block or 'default'})", lambda block=block: _time_xt_with(
                             gpus, block, True, host_a, host_b, args.runs, tol))
                     if "xt-pinned" in methods:
-                        pa, pb = pinned_like(host_a), pinned_like(host_b)
                         run(f"xt-pinned (block {block or 'default'})",
-                            lambda block=block: _time_xt_with(gpus, block, False, pa, pb,
-                                                              args.runs, tol))
-                        del pa, pb
+                            lambda block=block: _time_xt_with(
+                                gpus, block, False, pinned_like(host_a), pinned_like(host_b),
+                                args.runs, tol))
                 del host_a, host_b
             for method, setting in STAGING.items():
                 if method in methods:

@@ -4,9 +4,9 @@
 #   bash benchmarks/run_pending_checks.sh draws   # SK_256_CLUSTER_PAD on a draw of its own (fp16,
 #       bf16), the exact-width pricing on three narrow products, issue 4's table
 #   bash benchmarks/run_pending_checks.sh staged  # NumPy chunks through the GPU: the staged GPU
-#       tests, staged_probe.py (CuPy's copies against the pinned buffers), host_inputs.py (the
-#       planned blocks against one block and 8192² blocks, with their tasks traced; dask-cuda's
-#       way and cuBLASXt)
+#       tests, staged_probe.py (CuPy's copies against the pinned buffers), host_inputs.py (beside
+#       dask-cuda's way and cuBLASXt; bfloat16 through the pinned buffers against CuPy's copies,
+#       its tasks traced)
 # The census rows through census_study.sh's census_study: every launch cold, in turns with
 # cuBLAS, every output checked against float64 on sampled rows; full outputs under $OUT.
 set -o pipefail
@@ -28,15 +28,12 @@ elif [[ $1 == staged ]]; then
     2>&1 | tail -4
   echo "== staged_probe.py"
   timeout 90 python3 benchmarks/staged_probe.py --reps 3 --threads 8
-  echo "== host_inputs.py, one GPU (mgemm-b<edge>: that block size; 32768 as planned before"
-  echo "   HostCopies; each mgemm row's tasks traced once)"
-  timeout 330 python3 benchmarks/host_inputs.py --size 32768 --dtypes float32,float64 --runs 3 \
-    --xt-block 8192 --methods mgemm,mgemm-b32768,mgemm-b8192,dask,xt-pinned --trace \
-    --protocol tcp 2>&1 |
-    grep -v "UCX  WARN"
-  timeout 90 python3 benchmarks/host_inputs.py --size 16384 --dtypes float32 --runs 5 \
-    --xt-block 8192 --methods mgemm,mgemm-b16384,xt-pinned --trace --protocol tcp 2>&1 |
-    grep -v "UCX  WARN"
+  echo "== host_inputs.py, one GPU: float32 and float64 beside cuBLASXt and dask-cuda's way;"
+  echo "   bfloat16 through the pinned buffers against CuPy's copies (mgemm-cupy)"
+  timeout 300 python3 benchmarks/host_inputs.py --size 32768 --dtypes float32,float64 --runs 3 \
+    --xt-block 8192 --methods mgemm,dask,xt-pinned --protocol tcp 2>&1 | grep -v "UCX  WARN"
+  timeout 150 python3 benchmarks/host_inputs.py --size 32768 --dtypes bfloat16 --runs 3 \
+    --methods mgemm,mgemm-cupy,dask --trace --protocol tcp 2>&1 | grep -v "UCX  WARN"
 else
   echo "== SK_256_CLUSTER_PAD, a draw where it changes a caller's launch"
   SHAPES="" DTYPES="float16 bfloat16" STUDY_TIMEOUT=130 census_study pad --caller --scrub \
