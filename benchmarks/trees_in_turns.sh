@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Kernel rows of several source trees (commits) timed in turns on one GPU, each tree's own code
+# (mgemm/, kernels/, benchmarks/) in a process of its own: a ladder of kernel steps, one idea per
+# commit, each against the one before it in the same device call.
+#
+#   bash benchmarks/trees_in_turns.sh prepare REV...    # here: each REV's tree under scratch_trees/
+#   SHAPES="8192x8192x256 4096x4096x4096" [DTYPE=float16] [ROUNDS=2] [TESTS="-k staged"] \
+#     OUT=$OUT bash benchmarks/trees_in_turns.sh run    # on the GPU host (.whl carried)
+#
+# `run` times benchmarks/cublas_census.py --no-census --scrub (every launch cold, cuBLAS in turns
+# in the same process, every output checked against float64) in each tree, the trees in the order
+# prepared and then in reverse, ROUNDS times; with TESTS, it first runs tests/test_hopper.py's GPU
+# tests selected by TESTS in each tree but the first.  Rows under $OUT/<tree>-<round>.txt; the
+# table printed is the Hopper rows (µs, × cuBLAS) per tree.  scratch_trees/ is not ignored, so
+# that it travels to the GPU host: delete it once done.
+set -o pipefail
+cd "$(dirname "$0")/.."
+TREES=scratch_trees
+if [[ ${1:-} == prepare ]]; then
+  shift
+  (( $# )) || { echo "usage: $0 prepare REV..." >&2; exit 2; }
+  rm -rf "$TREES"; mkdir -p "$TREES"
+  for rev in "$@"; do
+    name=$(git rev-parse --short "$rev") || exit 1
+    mkdir -p "$TREES/$name"
+    git archive "$rev" mgemm kernels benchmarks tests pyproject.toml | tar -x -C "$TREES/$name" || exit 1
+    echo "$name" >>"$TREES/ORDER"
+    echo "$TREES/$name: $rev ($(git log -1 --format=%s "$rev" | cut -c1-80))"
+  done
+  exit 0
+fi
+[[ ${1:-} == run ]] || { echo "usage: $0 prepare REV... | run" >&2; exit 2; }
+[[ -f $TREES/ORDER ]] || { echo "no trees: run '$0 prepare REV...' first" >&2; exit 2; }
+[[ -n ${SHAPES:-} ]] || { echo "SHAPES: the MxNxK products to time" >&2; exit 2; }
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+source benchmarks/gpu_env.sh  # the wheels in /tmp/site
+mapfile -t order <"$TREES/ORDER"
+nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader
+if [[ -n ${TESTS:-} ]]; then
+  for name in "${order[@]:1}"; do
+    echo "== GPU tests in $name: $TESTS"
+    # shellcheck disable=SC2086
+    (cd "$TREES/$name" && PYTHONPATH=/tmp/site:$PWD timeout "${TESTS_TIMEOUT:-200}" python3 -m pytest -m gpu -q \
+       -p no:cacheprovider -n "${TEST_WORKERS:-14}" tests/test_hopper.py $TESTS 2>&1 | tail -3)
+  done
+fi
+reversed=(); for (( i=${#order[@]}-1; i>=0; i-- )); do reversed+=("${order[i]}"); done
+for (( r=1; r<=${ROUNDS:-2}; r++ )); do
+  for name in "${order[@]}" "${reversed[@]}"; do
+    # shellcheck disable=SC2086
+    (cd "$TREES/$name" && PYTHONPATH=/tmp/site:$PWD timeout "${CENSUS_TIMEOUT:-150}" python3 benchmarks/cublas_census.py \
+       --no-census --scrub --reps "${REPS:-8}" --dtype "${DTYPE:-float16}" $SHAPES >>"$OUT/$name-$r.txt" 2>&1)
+    grep -E "CHECK FAILED|Error" "$OUT/$name-$r.txt" | head -3
+  done
+done
+echo "== Hopper rows (µs, x cuBLAS), every run in order"
+for name in "${order[@]}"; do
+  for shape in $SHAPES; do
+    printf '%-10s %-18s' "$name" "$shape"
+    cat "$OUT/$name"-*.txt | awk -v s="$shape" '$1 == s && $2 == "hopper" && $4 == "us" {printf " %s (%s)", $3, $9}'
+    echo
+  done
+done
