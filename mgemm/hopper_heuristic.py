@@ -2172,8 +2172,8 @@ def fit_policy(config: HopperConfig, m: int, n: int, k: int, sms: int, *,
     K = 16384 (1280x1856x16384 0.90 -> 0.86); the twenty-sixth session saw static ahead at K =
     4360 and 4680 too (528x3984x4360 0.66 -> 0.79, 6400x272x4680 0.71 -> 0.77): so 192-wide
     tiles keep stream-K past ``PARTIAL_WAVE_STATIC_K`` (96) 64-wide steps.  Stream-K's CTAs
-    start their K loops at different offsets, which costs each one's mainloop 8-25 % (README,
-    "In step or apart").
+    start their K loops at different offsets, which costs each one's mainloop 8-25 %
+    (benchmarks/FINDINGS.md, "In step or apart").
 
     >>> fit_policy(HopperConfig(tile_n=128), 1920, 800, 8192, 132).policy  # 105 tiles
     'static'
