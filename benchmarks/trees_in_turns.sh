@@ -4,13 +4,13 @@
 # commit, each against the one before it in the same device call.
 #
 #   bash benchmarks/trees_in_turns.sh prepare REV...    # here: each REV's tree under scratch_trees/
-#   SHAPES="8192x8192x256 4096x4096x4096" [DTYPE=float16] [ROUNDS=2] [TESTS="-k staged"] \
+#   SHAPES="8192x8192x256 4096x4096x4096" [DTYPE=float16] [ROUNDS=2] [TESTS="staged or tma"] \
 #     OUT=$OUT bash benchmarks/trees_in_turns.sh run    # on the GPU host (.whl carried)
 #
 # `run` times benchmarks/cublas_census.py --no-census --scrub (every launch cold, cuBLAS in turns
 # in the same process, every output checked against float64) in each tree, the trees in the order
-# prepared and then in reverse, ROUNDS times; with TESTS, it first runs tests/test_hopper.py's GPU
-# tests selected by TESTS in each tree but the first.  Rows under $OUT/<tree>-<round>.txt; the
+# prepared and then in reverse, ROUNDS times; with TESTS (a pytest -k expression, or "all"), it
+# first runs the GPU tests of tests/test_hopper.py that TESTS selects in each tree but the first.  Rows under $OUT/<tree>-<round>.txt; the
 # table printed is the Hopper rows (µs, × cuBLAS) per tree.  scratch_trees/ is not ignored, so
 # that it travels to the GPU host: delete it once done.
 set -o pipefail
@@ -39,9 +39,9 @@ nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader
 if [[ -n ${TESTS:-} ]]; then
   for name in "${order[@]:1}"; do
     echo "== GPU tests in $name: $TESTS"
-    # shellcheck disable=SC2086
+    select=(-k "$TESTS"); [[ $TESTS == all ]] && select=()
     (cd "$TREES/$name" && PYTHONPATH=/tmp/site:$PWD timeout "${TESTS_TIMEOUT:-200}" python3 -m pytest -m gpu -q \
-       -p no:cacheprovider -n "${TEST_WORKERS:-14}" tests/test_hopper.py $TESTS 2>&1 | tail -3)
+       -p no:cacheprovider -n "${TEST_WORKERS:-14}" tests/test_hopper.py "${select[@]}" 2>&1 | tail -3)
   done
 fi
 reversed=(); for (( i=${#order[@]}-1; i>=0; i-- )); do reversed+=("${order[i]}"); done
