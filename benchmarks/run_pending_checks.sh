@@ -4,8 +4,9 @@
 #   bash benchmarks/run_pending_checks.sh draws   # SK_256_CLUSTER_PAD on a draw of its own (fp16,
 #       bf16), the exact-width pricing on three narrow products, issue 4's table
 #   bash benchmarks/run_pending_checks.sh ladder  # the epilogue steps of branch wip/stmatrix-epilogue
-#       (stmatrix; alpha and beta converted once) against main, in turns, with their GPU tests; first,
-#       here: bash benchmarks/trees_in_turns.sh prepare main wip/stmatrix-epilogue~1 wip/stmatrix-epilogue
+#       (stmatrix in the staged and TMA epilogues; alpha and beta converted once; stmatrix.trans in
+#       the columns epilogue) against main, in turns, with their GPU tests; first, here:
+#       bash benchmarks/trees_in_turns.sh prepare main wip/stmatrix-epilogue~2 wip/stmatrix-epilogue
 #   bash benchmarks/run_pending_checks.sh staged  # NumPy chunks through the GPU: the staged GPU
 #       tests, staged_probe.py (CuPy's copies against the pinned buffers), host_inputs.py (beside
 #       dask-cuda's way and cuBLASXt; bfloat16 through the pinned buffers against CuPy's copies,
@@ -16,9 +17,10 @@ set -o pipefail
 [[ "${1:-}" =~ ^(suite|draws|staged|ladder)$ ]] || { echo "usage: $0 suite|draws|staged|ladder" >&2; exit 2; }
 if [[ $1 == ladder ]]; then  # each tree forward and back once (ROUNDS=1), within one device call
   SHAPES="8192x8192x256 4096x4096x512 16384x8192x256 6144x6144x384 8192x8192x8192 4096x4096x4096"
-  SHAPES+=" 1408x1536x16384 64x8192x8192 896x2432x8192 1024x2112x8192"
-  TESTS="staged or tma or pingpong or out_buffers or exact or split_n or wide or beta or alpha"
-  SHAPES=$SHAPES TESTS=$TESTS TESTS_TIMEOUT=120 ROUNDS=1 exec bash "$(dirname "$0")/trees_in_turns.sh" run
+  SHAPES+=" 1408x1536x16384 64x8192x8192 896x2432x8192 1024x2112x8192 944x5144x6400 7088x712x7872"
+  TESTS="staged or tma or columns or swap or pingpong or out_buffers or exact or split_n or wide or beta or alpha"
+  SHAPES=$SHAPES TESTS=$TESTS TESTS_TIMEOUT=150 ROUNDS=1 CENSUS_ARGS=--caller \
+    exec bash "$(dirname "$0")/trees_in_turns.sh" run
 fi
 source "$(dirname "$0")/census_study.sh"  # $OUT, gpu_env.sh, census_study
 echo "commit $(cat .whl/commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)"

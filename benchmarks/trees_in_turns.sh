@@ -9,10 +9,13 @@
 #
 # `run` times benchmarks/cublas_census.py --no-census --scrub (every launch cold, cuBLAS in turns
 # in the same process, every output checked against float64) in each tree, the trees in the order
-# prepared and then in reverse, ROUNDS times; with TESTS (a pytest -k expression, or "all"), it
-# first runs the GPU tests of tests/test_hopper.py that TESTS selects in each tree but the first.  Rows under $OUT/<tree>-<round>.txt; the
-# table printed is the Hopper rows (µs, × cuBLAS) per tree.  scratch_trees/ is not ignored, so
-# that it travels to the GPU host: delete it once done.
+# prepared and then in reverse, ROUNDS times (CENSUS_ARGS: more of its arguments, e.g. --caller);
+# with TESTS (a pytest -k expression, or "all"), it first runs the GPU tests of
+# tests/test_hopper.py that TESTS selects in each tree but the first.  Rows under
+# $OUT/<tree>-<round>.txt; the table printed is the Hopper rows (µs, × cuBLAS) per tree: the
+# heuristic's config ("hopper") and, with --caller, hopper.gemm as a caller gets it ("auto":
+# swaps and copies included).  scratch_trees/ is not ignored, so that it travels to the GPU
+# host: delete it once done.
 set -o pipefail
 cd "$(dirname "$0")/.."
 TREES=scratch_trees
@@ -49,15 +52,17 @@ for (( r=1; r<=${ROUNDS:-2}; r++ )); do
   for name in "${order[@]}" "${reversed[@]}"; do
     # shellcheck disable=SC2086
     (cd "$TREES/$name" && PYTHONPATH=/tmp/site:$PWD timeout "${CENSUS_TIMEOUT:-150}" python3 benchmarks/cublas_census.py \
-       --no-census --scrub --reps "${REPS:-8}" --dtype "${DTYPE:-float16}" $SHAPES >>"$OUT/$name-$r.txt" 2>&1)
+       --no-census --scrub --reps "${REPS:-8}" --dtype "${DTYPE:-float16}" ${CENSUS_ARGS:-} $SHAPES \
+       >>"$OUT/$name-$r.txt" 2>&1)
     grep -E "CHECK FAILED|Error" "$OUT/$name-$r.txt" | head -3
   done
 done
 echo "== Hopper rows (µs, x cuBLAS), every run in order"
-for name in "${order[@]}"; do
-  for shape in $SHAPES; do
-    printf '%-10s %-18s' "$name" "$shape"
-    cat "$OUT/$name"-*.txt | awk -v s="$shape" '$1 == s && $2 == "hopper" && $4 == "us" {printf " %s (%s)", $3, $9}'
-    echo
+for label in hopper auto; do
+  for name in "${order[@]}"; do
+    for shape in $SHAPES; do
+      row=$(cat "$OUT/$name"-*.txt | awk -v s="$shape" -v l="$label" '$1 == s && $2 == l && $4 == "us" {printf " %s (%s)", $3, $9}')
+      [[ -n $row ]] && printf '%-6s %-10s %-18s%s\n' "$label" "$name" "$shape" "$row"
+    done
   done
 done
