@@ -12,7 +12,7 @@
 # prepared and then in reverse, ROUNDS times (CENSUS_ARGS: more of its arguments, e.g. --caller);
 # with TESTS (a pytest -k expression, or "all"), it first runs the GPU tests of
 # tests/test_hopper.py that TESTS selects in each tree but the first.  Rows under
-# $OUT/<tree>-<round>.txt; the table printed is the Hopper rows (µs, × cuBLAS) per tree: the
+# $OUT/<tree>-<run>.txt; the table printed is the Hopper rows (µs, × cuBLAS) per tree: the
 # heuristic's config ("hopper") and, with --caller, hopper.gemm as a caller gets it ("auto":
 # swaps and copies included).  scratch_trees/ is not ignored, so that it travels to the GPU
 # host: delete it once done.
@@ -48,13 +48,15 @@ if [[ -n ${TESTS:-} ]]; then
   done
 fi
 reversed=(); for (( i=${#order[@]}-1; i>=0; i-- )); do reversed+=("${order[i]}"); done
+runs=0
 for (( r=1; r<=${ROUNDS:-2}; r++ )); do
   for name in "${order[@]}" "${reversed[@]}"; do
+    log="$OUT/$name-$((++runs)).txt"  # one file a run, so each run's failures print once
     # shellcheck disable=SC2086
     (cd "$TREES/$name" && PYTHONPATH=/tmp/site:$PWD timeout "${CENSUS_TIMEOUT:-150}" python3 benchmarks/cublas_census.py \
        --no-census --scrub --reps "${REPS:-8}" --dtype "${DTYPE:-float16}" ${CENSUS_ARGS:-} $SHAPES \
-       >>"$OUT/$name-$r.txt" 2>&1)
-    grep -E "CHECK FAILED|Error" "$OUT/$name-$r.txt" | head -3
+       >"$log" 2>&1) || echo "census in $name exited with status $? (run $runs): $(tail -1 "$log")"
+    grep -E "CHECK FAILED|Error" "$log" | head -3
   done
 done
 echo "== Hopper rows (µs, x cuBLAS), every run in order"
