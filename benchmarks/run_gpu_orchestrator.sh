@@ -6,7 +6,8 @@
 #   bash benchmarks/run_gpu_orchestrator.sh [repeat] [tcp-repeat]
 # Environment: TESTS=0 skips the GPU tests, TCP=0 the TCP case, LINK_PROBE=1 adds the link probe,
 # DASK_CONTROL=0 skips dask.array.matmul on a cluster without mgemm's transfer plugin,
-# TRANSFER_LIMIT=1GiB raises the bytes per worker-to-worker message on the embedded cluster.
+# TRANSFER_LIMIT=1GiB raises the bytes per worker-to-worker message on the embedded cluster,
+# CUBLASMP=1 adds cuBLASMp on the same products (benchmarks/cublasmp_bench.py; its wheel in .whl).
 # One device call runs 600 s at most: with the GPU tests, TCP and the dask control the whole script
 # takes longer, so split it (e.g. TESTS=0 TCP=0 for one call, then the rest).
 set -uo pipefail
@@ -27,6 +28,8 @@ fi
 timeout 60 python3 benchmarks/cublas_one_gpu.py --repeat "$repeat" --json "$out/rows.jsonl" | tee "$out/cublas.txt"
 timeout 60 python3 benchmarks/cublas_one_gpu.py --n 65536 --dtypes float16 --repeat "$repeat" --json "$out/rows.jsonl" \
   | tee -a "$out/cublas.txt"  # the anchor of the float16-65536 case
+[ "${CUBLASMP:-0}" = 1 ] && timeout ${CUBLASMP_TIMEOUT:-300} python3 benchmarks/cublasmp_bench.py --suite foundation \
+  --repeat "$repeat" --timeout $(( ${CUBLASMP_TIMEOUT:-300} - 20 )) --json "$out/rows.jsonl" 2>&1 | tee "$out/cublasmp.txt"
 extra=()
 [ -n "${TRANSFER_LIMIT:-}" ] && extra=(--transfer-limit "$TRANSFER_LIMIT")
 timeout ${UCX_TIMEOUT:-300} python3 -m mgemm.cli bench --protocol ucx "${extra[@]}" --repeat "$repeat" --json "$out/rows.jsonl" --trace "$out/trace.jsonl" 2>"$out/ucx.err" \

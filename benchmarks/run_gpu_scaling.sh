@@ -34,6 +34,11 @@ PY
 # EMULATE=on (or bf16x9): mgemm's float32 cases on bfloat16 tensor cores (emulate_fp32; the rows
 # record it, and their efficiency is still against N x one-GPU SGEMM).
 cases=(); for c in ${CASES:-}; do cases+=(--case "$c"); done
+# CUBLASMP=1: cuBLASMp on the same cases first, one process a GPU (benchmarks/cublasmp_bench.py;
+# its wheel in .whl), so the report has mgemm x cuBLASMp too.
+[ "${CUBLASMP:-0}" = 1 ] && timeout ${CUBLASMP_TIMEOUT:-300} python3 benchmarks/cublasmp_bench.py --suite scaling \
+  "${cases[@]}" --repeat "$repeat" --timeout $(( ${CUBLASMP_TIMEOUT:-300} - 20 )) --json "$out/rows.jsonl" 2>&1 \
+  | tee "$out/cublasmp.txt"
 [ -n "${EMULATE:-}" ] && cases+=(--emulate-fp32 "$EMULATE")
 timeout ${BENCH_TIMEOUT:-420} python3 -m mgemm.cli bench --suite scaling --protocol ucx --repeat "$repeat" \
   "${cases[@]}" --json "$out/rows.jsonl" --trace "$out/trace.jsonl" 2>"$out/ucx.err" | tee "$out/ucx.txt"

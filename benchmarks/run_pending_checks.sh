@@ -11,10 +11,13 @@
 #       tests, staged_probe.py (CuPy's copies against the pinned buffers), host_inputs.py (beside
 #       dask-cuda's way and cuBLASXt; bfloat16 through the pinned buffers against CuPy's copies,
 #       its tasks traced)
+#   bash benchmarks/run_pending_checks.sh cublasmp  # cuBLASMp (benchmarks/cublasmp_bench.py; the
+#       nvidia-cublasmp-cu13 0.7.0 wheel in .whl) on every GPU of the host at 16384³ and 32768³,
+#       beside the one-GPU cuBLAS anchor: its first run anywhere (a 1 x 1 grid on one GPU)
 # The census rows through census_study.sh's census_study: every launch cold, in turns with
 # cuBLAS, every output checked against float64 on sampled rows; full outputs under $OUT.
 set -o pipefail
-[[ "${1:-}" =~ ^(suite|draws|staged|ladder)$ ]] || { echo "usage: $0 suite|draws|staged|ladder" >&2; exit 2; }
+[[ "${1:-}" =~ ^(suite|draws|staged|ladder|cublasmp)$ ]] || { echo "usage: $0 suite|draws|staged|ladder|cublasmp" >&2; exit 2; }
 if [[ $1 == ladder ]]; then  # each tree forward and back once (ROUNDS=1), within one device call
   SHAPES="8192x8192x256 4096x4096x512 16384x8192x256 6144x6144x384 8192x8192x8192 4096x4096x4096"
   SHAPES+=" 1408x1536x16384 64x8192x8192 896x2432x8192 1024x2112x8192 944x5144x6400 7088x712x7872"
@@ -32,6 +35,12 @@ if [[ $1 == suite ]]; then
   echo "== examples/local_cuda.py"
   MGEMM_EXAMPLE_N=4096 timeout 90 python3 examples/local_cuda.py >"$OUT/example.log" 2>&1
   tail -12 "$OUT/example.log"
+elif [[ $1 == cublasmp ]]; then
+  nvidia-smi topo -m | head -n 4
+  timeout 120 python3 benchmarks/cublas_one_gpu.py --n 16384 32768 --dtypes float32,float16,bfloat16 \
+    --repeat 5 --json "$OUT/rows.jsonl"
+  timeout 300 python3 benchmarks/cublasmp_bench.py --n 16384 32768 --dtypes float32,float16,bfloat16 \
+    --block 2048 8192 --repeat 5 --timeout 280 --json "$OUT/rows.jsonl" 2>&1 | tail -30
 elif [[ $1 == staged ]]; then
   echo "== the staged GPU tests"
   timeout 120 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_gpu.py tests/test_staged.py \

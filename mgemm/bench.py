@@ -328,22 +328,31 @@ def scaling_cases(n_gpus: int) -> list[Case]:
 def scaling_summary(rows: list[dict], n_gpus: int) -> str:
     """The scaling report from one call's JSON rows (``benchmarks/run_gpu_scaling.sh``): per case
     and method, TFLOP/s, efficiency against ``n_gpus`` × the one-GPU cuBLAS anchor of the same
-    dtype and size (rows of method ``cublas-1gpu``), and the ratio to dask.array.matmul."""
+    dtype and size (rows of method ``cublas-1gpu``), the ratio to dask.array.matmul and, for
+    mgemm, to cuBLASMp at its fastest block size (rows of method ``cublasmp``,
+    ``benchmarks/cublasmp_bench.py``)."""
     anchor = {(r["dtype"], r["n"]): r["tflops"] for r in rows if r.get("method") == "cublas-1gpu"}
-    bench = [r for r in rows if r.get("method") in ("mgemm", "dask.array.matmul")]
-    dask_s = {r["case"]: r["median_s"] for r in bench
-              if r["method"] == "dask.array.matmul" and not r.get("error")}
+    bench = [r for r in rows if r.get("method") in ("mgemm", "dask.array.matmul", "cublasmp")]
+    ok = [r for r in bench if not r.get("error")]
+    dask_s = {r["case"]: r["median_s"] for r in ok if r["method"] == "dask.array.matmul"}
+    mp_s: dict[str, float] = {}
+    for r in ok:
+        if r["method"] == "cublasmp":
+            mp_s[r["case"]] = min(r["median_s"], mp_s.get(r["case"], float("inf")))
     lines = [f"{'case':<24} {'method':<18} {'median s':>9} {'TFLOP/s':>8} "
-             f"{'x %d*cuBLAS' % n_gpus:>12} {'x dask':>7}"]
+             f"{'x %d*cuBLAS' % n_gpus:>12} {'x dask':>7} {'x cuBLASMp':>10}"]
     for r in bench:
+        method = r["method"] + (f" nb={r['block']}" if r["method"] == "cublasmp" else "")
         if r.get("error"):
-            lines.append(f"{r['case']:<24} {r['method']:<18} failed: {r['error']}")
+            lines.append(f"{r['case']:<24} {method:<18} failed: {r['error']}")
             continue
         one = anchor.get((r["dtype"], r["m"])) if r["m"] == r["n"] == r["k"] else None
         eff = f"{r['tflops'] / (n_gpus * one):12.2f}" if one else f"{'n/a':>12}"
         ratio = f"{dask_s[r['case']] / r['median_s']:.2f}" if r["case"] in dask_s else "n/a"
-        lines.append(f"{r['case']:<24} {r['method']:<18} {r['median_s']:>9.3f} {r['tflops']:>8.3g} "
-                     f"{eff} {ratio:>7}")
+        vs_mp = (f"{mp_s[r['case']] / r['median_s']:.2f}"
+                 if r["method"] == "mgemm" and r["case"] in mp_s else "n/a")
+        lines.append(f"{r['case']:<24} {method:<18} {r['median_s']:>9.3f} {r['tflops']:>8.3g} "
+                     f"{eff} {ratio:>7} {vs_mp:>10}")
     return "\n".join(lines)
 
 

@@ -171,8 +171,9 @@ def test_matmul_on_a_cluster_installs_the_dtype_plugin_on_every_worker(client):
     assert installed and all(installed.values())
 
 
-def test_scaling_summary_joins_the_anchor_and_dask():
-    """Efficiency against N × the one-GPU anchor of the same dtype and size, and × dask."""
+def test_scaling_summary_joins_the_anchor_dask_and_cublasmp():
+    """Efficiency against N × the one-GPU anchor of the same dtype and size, × dask, and for mgemm
+    × cuBLASMp at its fastest block size."""
     from mgemm import bench
 
     def row(method, seconds, tflops, **extra):
@@ -181,13 +182,17 @@ def test_scaling_summary_joins_the_anchor_and_dask():
     rows = [dict(case="float32-65536", method="cublas-1gpu", dtype="float32", n=65536,
                  median_s=10.5, tflops=50.0),
             row("mgemm", 1.0, 360.0), row("dask.array.matmul", 2.0, 180.0),
+            row("cublasmp", 1.6, 225.0, block=16384), row("cublasmp", 1.25, 288.0, block=4096),
+            row("cublasmp", float("nan"), float("nan"), block=1024, error="CHECK FAILED"),
             dict(row("mgemm", float("nan"), float("nan"), error="TypeError: no"),
                  case="strong-bfloat16-65536", dtype="bfloat16")]
     text = bench.scaling_summary(rows, 8).splitlines()
-    assert "x 8*cuBLAS" in text[0]
-    mg, dk, failed = text[1].split(), text[2].split(), text[3]
-    assert mg[-2:] == ["0.90", "2.00"] and dk[-2:] == ["0.45", "1.00"]
-    assert "failed: TypeError: no" in failed
+    assert "x 8*cuBLAS" in text[0] and "x cuBLASMp" in text[0]
+    mg, dk, mp16, mp4 = (line.split() for line in text[1:5])
+    assert mg[-3:] == ["0.90", "2.00", "1.25"] and dk[-3:] == ["0.45", "1.00", "n/a"]
+    assert mp16[2:4] == ["nb=16384", "1.600"] and mp4[-3:] == ["0.72", "1.60", "n/a"]
+    assert "failed: CHECK FAILED" in text[5] and "nb=1024" in text[5]
+    assert "failed: TypeError: no" in text[6]
 
 
 def test_bench_inputs_laid_out_block_cyclically(client):
