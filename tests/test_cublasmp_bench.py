@@ -106,3 +106,152 @@ def test_processes_that_cannot_start_are_reported_not_waited_for(mpb, monkeypatc
     assert "ModuleNotFoundError" in rows[0]["error"] and "cupy" in rows[0]["error"]
     # the processes started from an environment with multicast off
     assert all(os.environ[k] == v for k, v in mpb.NO_MULTICAST.items())
+
+
+# --- one GPU's part of a run, on NumPy: a stand-in for CuPy and for cuBLASMp on a 1 x 1 grid ------
+
+class _FakeArray(__import__("numpy").ndarray):
+    @property
+    def data(self):  # CuPy's device pointer
+        import types
+        return types.SimpleNamespace(ptr=self.ctypes.data)
+
+
+def _fake_cupy():
+    import time
+    import types
+
+    import numpy as np
+
+    def wrap(x):
+        return np.asarray(x).view(_FakeArray)
+
+    def kernel(in_params, out_params, body, name):
+        assert "seed" in in_params and name and "0x9E3779B97F4A7C15" in body
+
+        def run(gi, gj, seed, out):
+            u = np.uint64
+            with np.errstate(over="ignore"):
+                x = (gi.astype(u) * u(0x9E3779B97F4A7C15) + gj.astype(u) * u(0xD1B54A32D192ED03) + u(seed))
+                x ^= x >> u(31)
+                x *= u(0xBF58476D1CE4E5B9)
+                x ^= x >> u(29)
+                x *= u(0x94D049BB133111EB)
+                x ^= x >> u(32)
+            out[...] = (x >> u(11)).astype(np.float64) * (2.0 / 2 ** 53) - 1.0
+            return out
+        return run
+
+    class Event:
+        def record(self, stream=None):
+            self.t = time.perf_counter()
+
+        def synchronize(self):
+            pass
+
+    class Stream:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def synchronize(self):
+            pass
+
+    cuda = types.SimpleNamespace(Event=Event, Stream=Stream,
+                                 get_elapsed_time=lambda a, b: (b.t - a.t) * 1e3)
+    return types.SimpleNamespace(
+        ElementwiseKernel=kernel, cuda=cuda, linalg=np.linalg, isnan=np.isnan, uint64=np.uint64,
+        float64=np.float64, float32=np.float32, int64=np.int64, uint8=np.uint8, uint16=np.uint16,
+        asarray=wrap, arange=lambda *a, **k: wrap(np.arange(*a, **k)),
+        zeros=lambda *a, **k: wrap(np.zeros(*a, **k)),
+        empty=lambda shape, dtype=np.float64, order="C": wrap(np.empty(shape, dtype, order=order)))
+
+
+class _FakeCublasMp:
+    """cublasMpGemm on a 1 x 1 grid: the local arrays are the whole matrices."""
+
+    TYPES = {0: "float32", 1: "float64", 2: "float16"}
+
+    def __init__(self, skip_rows=0):
+        self.descs, self.calls, self.skip_rows = {}, 0, skip_rows
+
+    def cublasMpMatrixDescriptorCreate(self, m, n, mb, nb, rsrc, csrc, lld, cuda_type, grid, ref):
+        key = len(self.descs) + 1
+        self.descs[key] = (m, n, lld, self.TYPES[cuda_type])
+        ref._obj.value = key
+        return 0
+
+    def cublasMpMatrixDescriptorDestroy(self, d):
+        self.descs.pop(d.value)
+
+    def cublasMpGemm_bufferSize(self, *args):
+        args[-2]._obj.value, args[-1]._obj.value = 256, 16
+        return 0
+
+    def _array(self, ptr, desc):
+        import ctypes
+
+        import numpy as np
+        m, n, lld, dtype = self.descs[desc.value]
+        dt = np.dtype(dtype)
+        buf = (ctypes.c_char * (lld * n * dt.itemsize)).from_address(ptr)
+        return np.frombuffer(buf, dtype=dt).reshape((lld, n), order="F")[:m]
+
+    def cublasMpGemm(self, handle, op_a, op_b, m, n, k, alpha, a, ia, ja, da, b, ib, jb, db, beta, c, ic, jc,
+                     dc, compute, d_work, d_size, h_work, h_size):
+        import ctypes
+
+        import numpy as np
+        assert (op_a, op_b, ia, ja, ib, jb, ic, jc) == (0, 0, 1, 1, 1, 1, 1, 1) and d_size == 256
+        scale = ctypes.c_double if compute == 70 else ctypes.c_float
+        assert scale.from_address(alpha).value == 1.0 and scale.from_address(beta).value == 0.0
+        A, B, C = self._array(a, da), self._array(b, db), self._array(c, dc)
+        assert A.shape == (m, k) and B.shape == (k, n) and C.shape == (m, n)
+        full = (A.astype(np.float64) @ B.astype(np.float64)).astype(C.dtype)
+        C[self.skip_rows:] = full[self.skip_rows:]
+        self.calls += 1
+        return 0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_one_gpus_part_fills_checks_and_times(mpb, dtype):
+    import threading
+    import types
+
+    cp, mp = _fake_cupy(), _FakeCublasMp()
+    libs = types.SimpleNamespace(mp=mp, mp_check=mpb.Libraries.mp_check)
+    case = mpb.Case(f"{dtype}-96", 96, 80, 112, dtype, 32)
+    res = mpb._run_case(cp, libs, None, None, cp.cuda.Stream(), threading.Barrier(1), 0, 1, 1, case, 3, 8)
+    assert mp.calls == 4 and not mp.descs  # the warm-up and three timed runs; descriptors destroyed
+    assert res["nan"] is False and res["checked"] == 64 and res["rel_err"] < res["tolerance"]
+    assert len(res["times"]) == 3 and res["workspace"] == 256
+    row = mpb._row(case, {0: res}, 1, (1, 1), 700, None)
+    assert "error" not in row and row["median_s"] == sorted(res["times"])[1]
+
+
+def test_an_output_row_left_unwritten_fails_the_check(mpb):
+    import threading
+    import types
+
+    cp, mp = _fake_cupy(), _FakeCublasMp(skip_rows=1)
+    libs = types.SimpleNamespace(mp=mp, mp_check=mpb.Libraries.mp_check)
+    case = mpb.Case("float16-64", 64, 64, 64, "float16", 32)
+    res = mpb._run_case(cp, libs, None, None, cp.cuda.Stream(), threading.Barrier(1), 0, 1, 1, case, 1, 4)
+    assert res["nan"] is True
+    assert "NaN left: True" in mpb._row(case, {0: res}, 1, (1, 1), 700, None)["error"]
+
+
+def test_the_check_sees_a_wrong_product(mpb):
+    import numpy as np
+
+    cp = _fake_cupy()
+    case = mpb.Case("float32-64", 64, 48, 40, "float32", 64)
+    rows, cols = cp.arange(64, dtype=np.int64), cp.arange(48, dtype=np.int64)
+    a = mpb._values(cp, rows[:, None], cp.arange(40, dtype=np.int64)[None, :], 1, "float32")
+    b = mpb._values(cp, cp.arange(40, dtype=np.int64)[:, None], cols[None, :], 2, "float32")
+    good = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+    assert mpb._check(cp, good, case, rows, cols, 8, seed=0)["rel_err"] < 1e-6
+    bad = np.roll(good, 1, axis=0)  # rows one place off, as a layout mistake would put them
+    assert mpb._check(cp, bad, case, rows, cols, 64, seed=0)["rel_err"] > 1e-2
