@@ -4,9 +4,10 @@
 #   bash benchmarks/run_pending_checks.sh draws   # SK_256_CLUSTER_PAD on a draw of its own (fp16,
 #       bf16), the exact-width pricing on three narrow products, issue 4's table
 #   bash benchmarks/run_pending_checks.sh ladder  # the epilogue steps of branch wip/stmatrix-epilogue
-#       (stmatrix in the staged and TMA epilogues; alpha and beta converted once; stmatrix.trans in
-#       the columns epilogue) against main, in turns, with their GPU tests; first, here:
-#       bash benchmarks/trees_in_turns.sh prepare main wip/stmatrix-epilogue~2 wip/stmatrix-epilogue
+#       against main, in turns, with their GPU tests: its first step alone (stmatrix in the staged
+#       and TMA epilogues), then all four (also alpha and beta converted once per launch, stmatrix.trans
+#       in the columns epilogue, no multiplies where alpha is 1); first, here:
+#       bash benchmarks/trees_in_turns.sh prepare main wip/stmatrix-epilogue~3 wip/stmatrix-epilogue
 #   bash benchmarks/run_pending_checks.sh staged  # NumPy chunks through the GPU: the staged GPU
 #       tests, staged_probe.py (CuPy's copies against the pinned buffers), host_inputs.py (beside
 #       dask-cuda's way and cuBLASXt; bfloat16 through the pinned buffers against CuPy's copies,
