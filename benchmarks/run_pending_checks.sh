@@ -15,6 +15,8 @@
 #   bash benchmarks/run_pending_checks.sh cublasmp  # cuBLASMp (benchmarks/cublasmp_bench.py; the
 #       nvidia-cublasmp-cu13 0.7.0 wheel in .whl) on every GPU of the host at 16384³ and 32768³,
 #       beside the one-GPU cuBLAS anchor: its first run anywhere (a 1 x 1 grid on one GPU)
+# Wheels (benchmarks/split_wheels.sh): ladder, draws and cublasmp carry .whl alone; suite and staged
+# start GPU clusters and carry .whl and .whl-ucx.
 # The census rows through census_study.sh's census_study: every launch cold, in turns with
 # cuBLAS, every output checked against float64 on sampled rows; full outputs under $OUT.
 set -o pipefail
