@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU host (device tool, kind nvidia-h200-x2): the GPU tests, the one-GPU cuBLAS anchor, then
 # mgemm beside dask.array.matmul on the same cluster and inputs, over UCX/NVLink and over TCP.
-# Usage (from the repo root; on a host without dask, wheels of dask, distributed, dask-cuda,
-# distributed-ucxx and rmm for its Python in .whl):
+# Usage (from the repo root; on a host without dask, wheels of dask, distributed and dask-cuda for
+# its Python in .whl, of distributed-ucxx and rmm in .whl-ucx: benchmarks/split_wheels.sh):
 #   bash benchmarks/run_gpu_orchestrator.sh [repeat] [tcp-repeat]
 # Environment: TESTS=0 skips the GPU tests, TCP=0 the TCP case, LINK_PROBE=1 adds the link probe,
 # DASK_CONTROL=0 skips dask.array.matmul on a cluster without mgemm's transfer plugin,

@@ -3,8 +3,8 @@
 # the one-GPU cuBLAS anchor at each size, the plan mgemm makes, then mgemm beside
 # dask.array.matmul over UCX/NVLink on the same cluster and inputs (strong and weak scaling), and
 # last the report ($OUT/summary.txt): TFLOP/s, × N·one-GPU cuBLAS and × dask per case and method.
-# Usage (from the repo root; on a host without dask, wheels of dask, distributed, dask-cuda,
-# distributed-ucxx and rmm for its Python in .whl):
+# Usage (from the repo root; on a host without dask, wheels of dask, distributed and dask-cuda for
+# its Python in .whl, of distributed-ucxx and rmm in .whl-ucx: benchmarks/split_wheels.sh):
 #   bash benchmarks/run_gpu_scaling.sh [repeat]
 set -uo pipefail
 repeat=${1:-5}
