@@ -15,6 +15,8 @@ applied in turn, run after run, on the same embedded cluster and the same inputs
     noprefetch  no prefetch of the first tasks' remote inputs (mgemm.cluster.PREFETCH_BLOCKS = 0)
     persistent  mgemm with engine="persistent" (on an H200, float16/bfloat16 blocks go to the
                 Hopper kernel, a block's K chunks in one launch)
+    block<n>    mgemm with block_size=n, e.g. block16384: output blocks of 16384² over 8192² chunks
+                (four times a chunk's work per task, half the tasks' start-up per GPU)
     switch<us>  Python's thread switch interval (``sys.setswitchinterval``) set to <us> µs on the
                 workers and in this process (the scheduler's) for the run, e.g. switch500us
                 (Python's default: 5000 µs, how long a thread may keep the GIL from the others)
@@ -120,6 +122,9 @@ def main() -> None:
             if "dask" in parts:
                 return lambda: da.matmul(a, b)
             opts = {"engine": "persistent"} if "persistent" in parts else {}
+            block = next((int(p[len("block"):]) for p in parts if p.startswith("block")), None)
+            if block:
+                opts["block_size"] = block
             return lambda: mgemm.matmul(a, b, **opts)
 
         for variant in args.variants:  # warm-up and check, once each
