@@ -24,7 +24,10 @@ outright) and loaded before cuBLASMp, so its own search path does not matter.
 
 NVLink multicast stays off: NCCL_NVLS_ENABLE=0, NVSHMEM_DISABLE_NVLS=1 and
 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 are set in every process (whatever the environment had), and
-only ``cublasMpGemm`` runs, none of ``cublasMpMatmul``'s multicast algorithms.
+CUBLASMP_DISABLE_NVSHMEM=1 keeps cuBLASMp from starting NVSHMEM (which its grid creation would
+otherwise do, and whose multicast paths it can take); only ``cublasMpGemm`` runs, on buffers CuPy
+allocated, none of ``cublasMpMatmul``'s multicast algorithms.  The processes are daemons that the
+kernel kills with their parent.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 #: Set in every process before any CUDA library loads: multicast objects can take a shared
 #: host's GPUs out of service, so nothing here may create one.
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1",
-                "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}
+                "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "CUBLASMP_DISABLE_NVSHMEM": "1"}
 
 # cuBLAS / CUDA enum values (cublas_api.h, library_types.h; cublasmp.h for the grid layout)
 CUDA_R_32F, CUDA_R_64F, CUDA_R_16F, CUDA_R_16BF = 0, 1, 2, 14
@@ -93,6 +96,14 @@ def local_to_global(count: int, nb: int, iproc: int, nprocs: int) -> list[int]:
     """The global indices of process iproc's ``count`` local rows (or columns), in local order
     (source process 0)."""
     return [((l // nb) * nprocs + iproc) * nb + l % nb for l in range(count)]
+
+
+def sample_local(count: int, nb: int, samples: int, rng: Any) -> list[int]:
+    """Local indices to check among ``count`` (blocks of nb): one in every block, so that no block
+    of the output goes unchecked, then others at random up to ``samples`` in all."""
+    picks = {b + int(rng.integers(min(nb, count - b))) for b in range(0, count, nb)}
+    rest = [i for i in rng.permutation(count).tolist() if i not in picks]
+    return sorted(picks | set(rest[:max(0, samples - len(picks))]))
 
 
 def grid_shape(procs: int) -> tuple[int, int]:
@@ -252,15 +263,15 @@ def _has_nan(cp: Any, c: Any, dtype: str) -> bool:
 
 
 def _check(cp: Any, c: Any, case: Case, rows: Any, cols: Any, samples: int, seed: int) -> dict:
-    """Sampled entries of this rank's C (local rows x local columns, ``samples`` of each) against a
-    float64 reference of the same global rows and columns."""
+    """Sampled entries of this rank's C (``sample_local`` rows x columns) against a float64
+    reference of the same global rows and columns."""
     import numpy as np
 
     from mgemm.bench import array_dtype, tolerance
 
     rng = np.random.default_rng(seed)
-    li = cp.asarray(rng.permutation(rows.shape[0])[:samples])
-    lj = cp.asarray(rng.permutation(cols.shape[0])[:samples])
+    li = cp.asarray(sample_local(rows.shape[0], case.block, samples, rng))
+    lj = cp.asarray(sample_local(cols.shape[0], case.block, samples, rng))
     if li.size == 0 or lj.size == 0:
         return {"rel_err": 0.0, "checked": 0, "tolerance": tolerance(case.dtype)}
     ks = cp.arange(case.k, dtype=cp.int64)
@@ -342,8 +353,20 @@ def _run_case(cp: Any, libs: Libraries, handle: Any, grid: Any, stream: Any, bar
             libs.mp.cublasMpMatrixDescriptorDestroy(d)
 
 
+def _die_with_parent(parent: int) -> None:
+    """Linux: the kernel kills this process when its parent goes (PR_SET_PDEATHSIG, SIGKILL), so
+    no rank keeps a GPU, or waits in a collective, after the run that started it is gone."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, 9)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # gone before the call above
+        os._exit(1)
+
+
 def _rank_main(rank: int, world: int, grid_dims: tuple[int, int], uid_q: Any, barrier: Any, out_q: Any,
-               cases: list[Case], repeat: int, samples: int) -> None:
+               cases: list[Case], repeat: int, samples: int, parent: int) -> None:
+    _die_with_parent(parent)
     os.environ.update(NO_MULTICAST)
     try:
         import cupy as cp
@@ -375,6 +398,7 @@ def _rank_main(rank: int, world: int, grid_dims: tuple[int, int], uid_q: Any, ba
             cp.get_default_memory_pool().free_all_blocks()
         libs.mp.cublasMpGridDestroy(grid)
         libs.mp.cublasMpDestroy(handle)
+        libs.nccl.ncclCommFinalize(comm)
         libs.nccl.ncclCommDestroy(comm)
         out_q.put(("done", rank, None))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which stops the others
@@ -390,7 +414,8 @@ def run(cases: list[Case], gpus: int, grid: tuple[int, int], repeat: int, sample
     os.environ.update(NO_MULTICAST)  # the children start from this environment
     ctx = mp.get_context("spawn")
     uid_q, out_q, barrier = ctx.Queue(), ctx.Queue(), ctx.Barrier(gpus)
-    procs = [ctx.Process(target=_rank_main, args=(r, gpus, grid, uid_q, barrier, out_q, cases, repeat, samples))
+    procs = [ctx.Process(target=_rank_main, daemon=True,
+                         args=(r, gpus, grid, uid_q, barrier, out_q, cases, repeat, samples, os.getpid()))
              for r in range(gpus)]
     for p in procs:
         p.start()
@@ -398,12 +423,18 @@ def run(cases: list[Case], gpus: int, grid: tuple[int, int], repeat: int, sample
     version, error, done = None, None, 0
     deadline = time.monotonic() + timeout
     try:
+        finished: set[int] = set()
         while done < gpus and error is None:
             try:
-                kind, rank, payload = out_q.get(timeout=max(0.1, deadline - time.monotonic()))
+                kind, rank, payload = out_q.get(timeout=max(0.1, min(5.0, deadline - time.monotonic())))
             except queue.Empty:
-                error = f"timed out after {timeout:.0f} s"
-                break
+                # a rank that died without a word (a crash, a kill, a library's exit()) ends the run
+                gone = [r for r, p in enumerate(procs) if p.exitcode is not None and r not in finished]
+                if gone:
+                    error = f"rank {gone[0]} exited with status {procs[gone[0]].exitcode} and no report"
+                elif time.monotonic() >= deadline:
+                    error = f"timed out after {timeout:.0f} s"
+                continue
             if kind == "version":
                 version = payload
             elif kind == "case":
@@ -414,6 +445,7 @@ def run(cases: list[Case], gpus: int, grid: tuple[int, int], repeat: int, sample
                 error = f"rank {rank}: {payload}"
             else:
                 done += 1
+                finished.add(rank)
     finally:
         for p in procs:
             p.join(timeout=5 if error is None else 0.1)
@@ -438,12 +470,13 @@ def _row(case: Case, per_rank: dict, gpus: int, grid: tuple[int, int], version: 
         return row
     runs = [max(per_rank[r]["times"][i] for r in per_rank) for i in range(len(per_rank[0]["times"]))]
     med = statistics.median(runs)
-    err = max(per_rank[r]["rel_err"] for r in per_rank)
+    errs = [per_rank[r]["rel_err"] for r in per_rank]
+    err = float("nan") if any(math.isnan(e) for e in errs) else max(errs)
     tol = per_rank[0].get("tolerance")
     row.update(seconds=runs, median_s=med, tflops=2.0 * case.m * case.n * case.k / med / 1e12, rel_err=err,
                checked=sum(per_rank[r]["checked"] for r in per_rank),
                nan=any(per_rank[r]["nan"] for r in per_rank))
-    if row["nan"] or (tol is not None and err > tol):
+    if row["nan"] or not (math.isfinite(err) and (tol is None or err <= tol)):
         row["error"] = f"CHECK FAILED: relative error {err:.2e} (bound {tol}), NaN left: {row['nan']}"
     return row
 
@@ -472,6 +505,8 @@ def main(argv: list[str] | None = None) -> int:
         gpus = cp.cuda.runtime.getDeviceCount()
     if gpus < 1:
         p.error("--gpus must be at least 1")
+    if args.repeat < 1 or args.samples < 1:
+        p.error("--repeat and --samples must be at least 1")
     if args.grid:
         try:
             grid = tuple(int(x) for x in args.grid.lower().split("x"))

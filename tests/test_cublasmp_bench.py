@@ -255,3 +255,26 @@ def test_the_check_sees_a_wrong_product(mpb):
     assert mpb._check(cp, good, case, rows, cols, 8, seed=0)["rel_err"] < 1e-6
     bad = np.roll(good, 1, axis=0)  # rows one place off, as a layout mistake would put them
     assert mpb._check(cp, bad, case, rows, cols, 64, seed=0)["rel_err"] > 1e-2
+
+
+@pytest.mark.parametrize("count, nb, samples", [(16384, 8192, 8), (1000, 300, 2), (7, 3, 1), (0, 4, 8), (5, 8, 8)])
+def test_the_check_samples_every_local_block(mpb, count, nb, samples):
+    import numpy as np
+
+    picks = mpb.sample_local(count, nb, samples, np.random.default_rng(0))
+    assert picks == sorted(set(picks)) and all(0 <= i < count for i in picks)
+    assert {i // nb for i in picks} == set(range(-(-count // nb)))  # a row (or column) of each block
+    assert len(picks) == min(count, max(samples, -(-count // nb)))
+
+
+def test_a_nan_error_is_a_failed_check(mpb):
+    case = mpb.Case("float32-64", 64, 64, 64, "float32", 32)
+    row = mpb._row(case, {0: _result([1.0], err=float("nan")), 1: _result([1.0])}, 2, (1, 2), 700, None)
+    assert "CHECK FAILED" in row["error"]
+
+
+def test_repeat_and_samples_must_be_positive(mpb, capsys):
+    for flag in ("--repeat", "--samples"):
+        with pytest.raises(SystemExit):
+            mpb.main(["--plan", "--gpus", "1", flag, "0"])
+        assert "at least 1" in capsys.readouterr().err
