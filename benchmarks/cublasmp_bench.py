@@ -4,10 +4,11 @@ holds them), multiplied by ``cublasMpGemm``.  It is the distributed-memory libra
 pick instead of mgemm for matrices already on the GPUs, so its rows sit beside mgemm's and
 dask.array.matmul's in the scaling report (``mgemm.bench.scaling_summary``).
 
-Per case and block size: inputs filled on each GPU from a hash of the global (row, column), the
-output poisoned with NaN, a warm-up product checked (no NaN left anywhere; sampled rows and
-columns against a float64 reference made from the same hash, rounded to the dtype first, within
-``mgemm.bench.tolerance``), then ``--repeat`` products, each started after a barrier of all the
+Per case and block size: inputs filled on each GPU from a hash of the global (row, column); two
+warm-up products, the first over an output poisoned with NaN, the second over one poisoned with a
+number no entry reaches, then checked (no poison and no NaN left anywhere; sampled rows and
+columns, some of every block, against a float64 reference made from the same hash, rounded to the
+dtype first, within ``mgemm.bench.tolerance``); then ``--repeat`` products, each started after a barrier of all the
 processes and timed with CUDA events on each GPU; a run's time is the slowest GPU's.  JSON rows
 (method ``cublasmp``) go to ``--json``.
 
@@ -256,6 +257,28 @@ def _index(cp: Any, count: int, nb: int, iproc: int, nprocs: int) -> Any:
     return cp.asarray(np.asarray(local_to_global(count, nb, iproc, nprocs), dtype=np.int64))
 
 
+#: The second poison, and the magnitude no entry of these products reaches (inputs in [-1, 1):
+#: an entry is a sum of k products, about sqrt(k) / 3 in size, a few hundred at most), as 16-bit
+#: patterns where the dtype is 16-bit (30000 and 20000; bfloat16 29952 and 19968).
+BIG, BIG_FLOOR = 3e4, 2e4
+BIG16 = {"float16": (0x7753, 0x74E2), "bfloat16": (0x46EA, 0x469C)}
+
+
+def _fill_big(cp: Any, c: Any, dtype: str) -> None:
+    if dtype in BIG16:
+        c.view(cp.uint16).fill(BIG16[dtype][0])
+    else:
+        c.fill(BIG)
+
+
+def _has_big(cp: Any, c: Any, dtype: str) -> bool:
+    """Whether an entry's magnitude is BIG_FLOOR or more (NaN aside)."""
+    if dtype in BIG16:
+        mag = c.view(cp.uint16) & 0x7FFF
+        return bool(((mag >= BIG16[dtype][1]) & (mag <= NAN16[dtype][1])).any())
+    return bool((cp.abs(c) >= BIG_FLOOR).any())
+
+
 def _has_nan(cp: Any, c: Any, dtype: str) -> bool:
     if dtype in NAN16:
         return bool(((c.view(cp.uint16) & 0x7FFF) > NAN16[dtype][1]).any())
@@ -331,9 +354,21 @@ def _run_case(cp: Any, libs: Libraries, handle: Any, grid: Any, stream: Any, bar
             libs.mp_check(libs.mp.cublasMpGemm(*args, *work), "cublasMpGemm")
 
         barrier.wait(timeout=300)
-        gemm()  # warm-up, then its product checked
+        # Two warm-ups, each checked: over C poisoned with NaN, then with a number far past any
+        # entry of the product; an entry left unwritten keeps the second poison, and NaN after
+        # the first alone means C was read although beta is 0 (0 x NaN), which is not an error
+        # in the product.  Every rank runs both (the products are collective).
+        gemm()
         stream.synchronize()
-        result = {"nan": _has_nan(cp, out, case.dtype)}
+        nan_first = _has_nan(cp, out, case.dtype)
+        with stream:
+            _fill_big(cp, out, case.dtype)
+        barrier.wait(timeout=300)
+        gemm()
+        stream.synchronize()
+        unwritten = _has_big(cp, out, case.dtype)
+        result = {"nan": _has_nan(cp, out, case.dtype), "unwritten": unwritten,
+                  "reads_c": nan_first and not unwritten}
         with stream:
             result.update(_check(cp, out, case, c_rows, c_cols, samples, seed=rank))
         start, stop = cp.cuda.Event(), cp.cuda.Event()
@@ -475,9 +510,12 @@ def _row(case: Case, per_rank: dict, gpus: int, grid: tuple[int, int], version: 
     tol = per_rank[0].get("tolerance")
     row.update(seconds=runs, median_s=med, tflops=2.0 * case.m * case.n * case.k / med / 1e12, rel_err=err,
                checked=sum(per_rank[r]["checked"] for r in per_rank),
-               nan=any(per_rank[r]["nan"] for r in per_rank))
-    if row["nan"] or not (math.isfinite(err) and (tol is None or err <= tol)):
-        row["error"] = f"CHECK FAILED: relative error {err:.2e} (bound {tol}), NaN left: {row['nan']}"
+               nan=any(per_rank[r]["nan"] for r in per_rank),
+               unwritten=any(per_rank[r].get("unwritten", False) for r in per_rank),
+               reads_c_at_beta_0=any(per_rank[r].get("reads_c", False) for r in per_rank))
+    if row["nan"] or row["unwritten"] or not (math.isfinite(err) and (tol is None or err <= tol)):
+        row["error"] = (f"CHECK FAILED: relative error {err:.2e} (bound {tol}), NaN: {row['nan']}, "
+                        f"entries left unwritten: {row['unwritten']}")
     return row
 
 

@@ -87,7 +87,9 @@ def test_a_run_takes_the_slowest_gpu_and_the_row_the_median(mpb):
 
 
 @pytest.mark.parametrize("per_rank, says", [({0: _result([1.0], err=1e-3), 1: _result([1.0])}, "relative error"),
-                                            ({0: _result([1.0]), 1: _result([1.0], nan=True)}, "NaN left: True"),
+                                            ({0: _result([1.0]), 1: _result([1.0], nan=True)}, "NaN: True"),
+                                            ({0: _result([1.0]), 1: dict(_result([1.0]), unwritten=True)},
+                                             "left unwritten: True"),
                                             ({0: _result([1.0])}, "rank 1: boom")])
 def test_a_failed_check_or_a_missing_gpu_marks_the_row(mpb, per_rank, says):
     case = mpb.Case("float32-64", 64, 64, 64, "float32", 32)
@@ -162,7 +164,7 @@ def _fake_cupy():
     cuda = types.SimpleNamespace(Event=Event, Stream=Stream,
                                  get_elapsed_time=lambda a, b: (b.t - a.t) * 1e3)
     return types.SimpleNamespace(
-        ElementwiseKernel=kernel, cuda=cuda, linalg=np.linalg, isnan=np.isnan, uint64=np.uint64,
+        ElementwiseKernel=kernel, cuda=cuda, linalg=np.linalg, isnan=np.isnan, abs=np.abs, uint64=np.uint64,
         float64=np.float64, float32=np.float32, int64=np.int64, uint8=np.uint8, uint16=np.uint16,
         asarray=wrap, arange=lambda *a, **k: wrap(np.arange(*a, **k)),
         zeros=lambda *a, **k: wrap(np.zeros(*a, **k)),
@@ -172,10 +174,10 @@ def _fake_cupy():
 class _FakeCublasMp:
     """cublasMpGemm on a 1 x 1 grid: the local arrays are the whole matrices."""
 
-    TYPES = {0: "float32", 1: "float64", 2: "float16"}
+    TYPES = {0: "float32", 1: "float64", 2: "float16", 14: "bfloat16"}
 
-    def __init__(self, skip_rows=0):
-        self.descs, self.calls, self.skip_rows = {}, 0, skip_rows
+    def __init__(self, skip_rows=0, reads_c=False):
+        self.descs, self.calls, self.skip_rows, self.reads_c = {}, 0, skip_rows, reads_c
 
     def cublasMpMatrixDescriptorCreate(self, m, n, mb, nb, rsrc, csrc, lld, cuda_type, grid, ref):
         key = len(self.descs) + 1
@@ -194,8 +196,10 @@ class _FakeCublasMp:
         import ctypes
 
         import numpy as np
+        from mgemm.bench import array_dtype
+
         m, n, lld, dtype = self.descs[desc.value]
-        dt = np.dtype(dtype)
+        dt = array_dtype(dtype)
         buf = (ctypes.c_char * (lld * n * dt.itemsize)).from_address(ptr)
         return np.frombuffer(buf, dtype=dt).reshape((lld, n), order="F")[:m]
 
@@ -209,13 +213,15 @@ class _FakeCublasMp:
         assert scale.from_address(alpha).value == 1.0 and scale.from_address(beta).value == 0.0
         A, B, C = self._array(a, da), self._array(b, db), self._array(c, dc)
         assert A.shape == (m, k) and B.shape == (k, n) and C.shape == (m, n)
-        full = (A.astype(np.float64) @ B.astype(np.float64)).astype(C.dtype)
-        C[self.skip_rows:] = full[self.skip_rows:]
+        full = A.astype(np.float64) @ B.astype(np.float64)
+        if self.reads_c:  # beta x C added even where beta is 0: 0 x NaN is NaN
+            full = full + scale.from_address(beta).value * C.astype(np.float64)
+        C[self.skip_rows:] = full[self.skip_rows:].astype(C.dtype)
         self.calls += 1
         return 0
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 def test_one_gpus_part_fills_checks_and_times(mpb, dtype):
     import threading
     import types
@@ -224,8 +230,9 @@ def test_one_gpus_part_fills_checks_and_times(mpb, dtype):
     libs = types.SimpleNamespace(mp=mp, mp_check=mpb.Libraries.mp_check)
     case = mpb.Case(f"{dtype}-96", 96, 80, 112, dtype, 32)
     res = mpb._run_case(cp, libs, None, None, cp.cuda.Stream(), threading.Barrier(1), 0, 1, 1, case, 3, 8)
-    assert mp.calls == 4 and not mp.descs  # the warm-up and three timed runs; descriptors destroyed
-    assert res["nan"] is False and res["checked"] == 64 and res["rel_err"] < res["tolerance"]
+    assert mp.calls == 5 and not mp.descs  # two warm-ups and three timed runs; descriptors destroyed
+    assert res["nan"] is False and res["unwritten"] is False and res["reads_c"] is False
+    assert res["checked"] == 64 and res["rel_err"] < res["tolerance"]
     assert len(res["times"]) == 3 and res["workspace"] == 256
     row = mpb._row(case, {0: res}, 1, (1, 1), 700, None)
     assert "error" not in row and row["median_s"] == sorted(res["times"])[1]
@@ -239,8 +246,23 @@ def test_an_output_row_left_unwritten_fails_the_check(mpb):
     libs = types.SimpleNamespace(mp=mp, mp_check=mpb.Libraries.mp_check)
     case = mpb.Case("float16-64", 64, 64, 64, "float16", 32)
     res = mpb._run_case(cp, libs, None, None, cp.cuda.Stream(), threading.Barrier(1), 0, 1, 1, case, 1, 4)
-    assert res["nan"] is True
-    assert "NaN left: True" in mpb._row(case, {0: res}, 1, (1, 1), 700, None)["error"]
+    assert res["unwritten"] is True and res["reads_c"] is False
+    assert "left unwritten: True" in mpb._row(case, {0: res}, 1, (1, 1), 700, None)["error"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_c_read_at_beta_0_is_told_apart_from_a_wrong_product(mpb, dtype):
+    import threading
+    import types
+
+    pytest.importorskip("ml_dtypes")
+    cp, mp = _fake_cupy(), _FakeCublasMp(reads_c=True)
+    libs = types.SimpleNamespace(mp=mp, mp_check=mpb.Libraries.mp_check)
+    case = mpb.Case(f"{dtype}-64", 64, 48, 80, dtype, 32)
+    res = mpb._run_case(cp, libs, None, None, cp.cuda.Stream(), threading.Barrier(1), 0, 1, 1, case, 1, 4)
+    assert res["reads_c"] is True and res["unwritten"] is False and res["nan"] is False
+    row = mpb._row(case, {0: res}, 1, (1, 1), 700, None)
+    assert "error" not in row and row["reads_c_at_beta_0"] is True
 
 
 def test_the_check_sees_a_wrong_product(mpb):
