@@ -8,9 +8,9 @@ Per case and block size: inputs filled on each GPU from a hash of the global (ro
 warm-up products, the first over an output poisoned with NaN, the second over one poisoned with a
 number no entry reaches, then checked (no poison and no NaN left anywhere; sampled rows and
 columns, some of every block, against a float64 reference made from the same hash, rounded to the
-dtype first, within ``mgemm.bench.tolerance``); then ``--repeat`` products, each started after a barrier of all the
-processes and timed with CUDA events on each GPU; a run's time is the slowest GPU's.  JSON rows
-(method ``cublasmp``) go to ``--json``.
+dtype first, within ``mgemm.bench.tolerance``); then ``--repeat`` products, each started after a
+barrier of all the processes and timed with CUDA events on each GPU; a run's time is the slowest
+GPU's.  JSON rows (method ``cublasmp``) go to ``--json``.
 
     python3 benchmarks/cublasmp_bench.py --suite foundation --repeat 5 --json rows.jsonl
     python3 benchmarks/cublasmp_bench.py --n 32768 --dtypes float32,bfloat16 --block 4096 8192
