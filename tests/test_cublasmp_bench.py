@@ -300,3 +300,89 @@ def test_repeat_and_samples_must_be_positive(mpb, capsys):
         with pytest.raises(SystemExit):
             mpb.main(["--plan", "--gpus", "1", flag, "0"])
         assert "at least 1" in capsys.readouterr().err
+
+
+class _FakeGrid:
+    """A process grid of threads, and cublasMpGemm on it as ScaLAPACK defines the layout: each
+    rank's call hands in its local arrays; the global A and B are put together from every rank's
+    blocks (entry (i, j) on process ((i // mb) % nprow, (j // nb) % npcol), at local
+    ((i // (mb nprow)) mb + i % mb, ...), column-major with leading dimension lld), multiplied, and
+    each rank's part of C written back."""
+
+    def __init__(self, nprow, npcol, nb):
+        import threading
+        self.nprow, self.npcol, self.nb = nprow, npcol, nb
+        self.barrier = threading.Barrier(nprow * npcol)
+        self.calls, self.parts = 0, {}
+
+    def rank(self, r):
+        import types
+        mp = _FakeCublasMp()
+        grid = self
+
+        def gemm(handle, op_a, op_b, m, n, k, alpha, a, ia, ja, da, b, ib, jb, db, beta, c, ic, jc, dc, *rest):
+            grid.parts[r] = [(mp._array(a, da), mp.descs[da.value]), (mp._array(b, db), mp.descs[db.value]),
+                             (mp._array(c, dc), mp.descs[dc.value])]
+            grid.barrier.wait()
+            if r == 0:
+                grid._multiply(m, n, k)
+            grid.barrier.wait()
+            return 0
+
+        mp.cublasMpGemm = gemm
+        return types.SimpleNamespace(mp=mp, mp_check=lambda status, what: None)
+
+    def _place(self, i, nprocs):
+        """(process, local index) of global row or column i."""
+        return (i // self.nb) % nprocs, (i // (self.nb * nprocs)) * self.nb + i % self.nb
+
+    def _gather(self, which, rows, cols):
+        import numpy as np
+        out = np.empty((rows, cols))
+        for i in range(rows):
+            pr, li = self._place(i, self.nprow)
+            for j in range(cols):
+                pc, lj = self._place(j, self.npcol)
+                out[i, j] = self.parts[pr + pc * self.nprow][which][0][li, lj]
+        return out
+
+    def _multiply(self, m, n, k):
+        self.calls += 1
+        full = self._gather(0, m, k) @ self._gather(1, k, n)
+        for i in range(m):
+            pr, li = self._place(i, self.nprow)
+            for j in range(n):
+                pc, lj = self._place(j, self.npcol)
+                self.parts[pr + pc * self.nprow][2][0][li, lj] = full[i, j]
+
+
+@pytest.mark.parametrize("grid, shape", [((1, 2), (96, 80, 112)), ((2, 2), (100, 70, 90)), ((2, 1), (40, 72, 33))])
+def test_ranks_fill_and_check_the_layout_cublasmp_reads(mpb, grid, shape):
+    """Every rank's local arrays, read the way ScaLAPACK lays them out (independently of the
+    benchmark's own index helpers), make the product the check expects, on every rank."""
+    import threading
+
+    nprow, npcol = grid
+    fake = _FakeGrid(nprow, npcol, nb=16)
+    case = mpb.Case("float64-x", *shape, "float64", 16)
+    results, errors = {}, []
+
+    def rank(r):
+        try:
+            cp = _fake_cupy()
+            results[r] = mpb._run_case(cp, fake.rank(r), None, None, cp.cuda.Stream(), fake.barrier, r, nprow, npcol,
+                                       case, 1, 6)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(repr(exc))
+            fake.barrier.abort()
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(nprow * npcol)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    assert fake.calls == 3  # two warm-ups and one timed run, each collective
+    row = mpb._row(case, results, nprow * npcol, grid, 700, None)
+    assert "error" not in row, row
+    assert row["rel_err"] < 1e-12 and row["checked"] > 0
