@@ -887,17 +887,34 @@ __device__ __forceinline__ void epilogue_staged(const float (&acc)[kAcc], int wg
   if constexpr (Config::kTmaStore)
     if (t == 0) tma_store_wait_read<Config::kOutBuffers - 1>();
   named_sync<128>(bar);  // every thread is done reading buf (the previous chunk or tile)
-#pragma unroll
-  for (int i = kFirst; i < kLast; i += 2) {
-    int r, c;
-    coord_of(i, 0, t, r, c);  // r: the row within this warpgroup's 64
-    const int byte = (c - CH * Config::kOutCols) * (int)sizeof(Out);
-    unsigned char* p;
+  // where the 16-byte piece that holds the chunk's byte `byte` of row r lies in buf
+  const auto piece_in_buf = [&](int r, int byte) -> unsigned char* {
     if constexpr (Config::kTmaStore)
-      p = buf + (byte >> 7) * Config::kOutBoxBytes + r * 128 + ((((byte & 127) >> 4) ^ (r & 7)) << 4) + (byte & 15);
+      return buf + (byte >> 7) * Config::kOutBoxBytes + r * 128 + ((((byte & 127) >> 4) ^ (r & 7)) << 4);
     else
-      p = buf + r * Config::kOutPitch + (piece_at(byte >> 4, r) << 4) + (byte & 15);
-    store_pair(reinterpret_cast<Out*>(p), a * acc[i], a * acc[i + 1]);
+      return buf + r * Config::kOutPitch + (piece_at(byte >> 4, r) << 4);
+  };
+  if constexpr (sizeof(Out) == 2 && Config::kOutCols % 16 == 0) {
+    // 16-bit output: each 16 x 16 block of the warp's rows through one stmatrix (accumulators
+    // i .. i + 7: rows +0 / +8 of columns +0, then of columns +8), four 8 x 8 matrices whose row
+    // addresses lanes 8 j .. 8 j + 7 give: a quarter of the shared stores of pairs.
+    const int lane = t & 31, j = lane >> 3;
+    const int r = (t >> 5) * 16 + (lane & 7) + 8 * (j & 1);  // the row within this warpgroup's 64
+#pragma unroll
+    for (int i = kFirst; i < kLast; i += 8) {
+      const int byte = (2 * i + 8 * (j >> 1) - CH * Config::kOutCols) * (int)sizeof(Out);  // column 2i: coord_of
+      stmatrix_x4(piece_in_buf(r, byte), pack_pair<Out>(a * acc[i], a * acc[i + 1]),
+                  pack_pair<Out>(a * acc[i + 2], a * acc[i + 3]), pack_pair<Out>(a * acc[i + 4], a * acc[i + 5]),
+                  pack_pair<Out>(a * acc[i + 6], a * acc[i + 7]));
+    }
+  } else {
+#pragma unroll
+    for (int i = kFirst; i < kLast; i += 2) {
+      int r, c;
+      coord_of(i, 0, t, r, c);  // r: the row within this warpgroup's 64
+      const int byte = (c - CH * Config::kOutCols) * (int)sizeof(Out);
+      store_pair(reinterpret_cast<Out*>(piece_in_buf(r, byte) + (byte & 15)), a * acc[i], a * acc[i + 1]);
+    }
   }
   if constexpr (Config::kTmaStore) {
     fence_proxy_async_shared();  // the writes above, before the TMA unit reads them

@@ -201,10 +201,15 @@ __device__ __forceinline__ void load_pair(const T* p, A& x0, A& x1) {
     x1 = v.y;
   }
 }
+// Two 16-bit elements in one word, x0 in the low half (the lower address).
+template <class T>
+__device__ __forceinline__ unsigned pack_pair(float x0, float x1) {
+  return (unsigned)Store<T>::from(x0).bits | ((unsigned)Store<T>::from(x1).bits << 16);
+}
 template <class T, class A>
 __device__ __forceinline__ void store_pair(T* p, A x0, A x1) {
   if constexpr (sizeof(T) == 2) {
-    *reinterpret_cast<unsigned*>(p) = (unsigned)Store<T>::from(x0).bits | ((unsigned)Store<T>::from(x1).bits << 16);
+    *reinterpret_cast<unsigned*>(p) = pack_pair<T>(x0, x1);
   } else if constexpr (sizeof(T) == 4) {
     *reinterpret_cast<float2*>(p) = make_float2((float)x0, (float)x1);
   } else {
