@@ -3,11 +3,11 @@
 #   bash benchmarks/run_pending_checks.sh suite   # the whole GPU suite, then the CuPy example
 #   bash benchmarks/run_pending_checks.sh draws   # SK_256_CLUSTER_PAD on a draw of its own (fp16,
 #       bf16), the exact-width pricing on three narrow products, issue 4's table
-#   bash benchmarks/run_pending_checks.sh ladder  # the epilogue steps of branch wip/stmatrix-epilogue
-#       against main, in turns, with their GPU tests: its first step alone (stmatrix in the staged
-#       and TMA epilogues), then all four (also alpha and beta converted once per launch, stmatrix.trans
-#       in the columns epilogue, no multiplies where alpha is 1); first, here:
-#       bash benchmarks/trees_in_turns.sh prepare main wip/stmatrix-epilogue~3 wip/stmatrix-epilogue
+#   bash benchmarks/run_pending_checks.sh ladder  # branch wip/epilogue-steps (alpha and beta
+#       converted once per launch; stmatrix.trans in the columns epilogue) against main, in turns,
+#       with its GPU tests (the spread fix-up's among them: an earlier form of the first step broke
+#       it, RESULTS.md sixty-eighth session); first, here:
+#       bash benchmarks/trees_in_turns.sh prepare main wip/epilogue-steps
 #   bash benchmarks/run_pending_checks.sh staged  # NumPy chunks through the GPU: the staged GPU
 #       tests, staged_probe.py (CuPy's copies against the pinned buffers), host_inputs.py (beside
 #       dask-cuda's way and cuBLASXt; bfloat16 through the pinned buffers against CuPy's copies,
@@ -25,6 +25,7 @@ if [[ $1 == ladder ]]; then  # each tree forward and back once (ROUNDS=1), withi
   SHAPES="8192x8192x256 4096x4096x512 16384x8192x256 6144x6144x384 8192x8192x8192 4096x4096x4096"
   SHAPES+=" 1408x1536x16384 64x8192x8192 896x2432x8192 1024x2112x8192 944x5144x6400 7088x712x7872"
   TESTS="staged or tma or columns or swap or pingpong or out_buffers or exact or split_n or wide or beta or alpha"
+  TESTS+=" or cluster_streamk or sk_ways"
   SHAPES=$SHAPES TESTS=$TESTS TESTS_TIMEOUT=150 ROUNDS=1 CENSUS_ARGS=--caller \
     exec bash "$(dirname "$0")/trees_in_turns.sh" run
 fi
