@@ -23,7 +23,6 @@ struct Tag {};
 __device__ __forceinline__ void mbar_init(unsigned long long* bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
 }
-// Orders this thread's generic-proxy shared-memory writes before later async-proxy (TMA) reads.
 // stmatrix: four 8 x 8 matrices of 16-bit elements to shared memory.  Register j of lane l holds
 // row l / 4, columns 2 (l % 4) and + 1 of matrix j (an mma accumulator fragment's layout, two
 // elements packed, the lower column in the low half); lanes 8 j .. 8 j + 7 give the shared
@@ -34,6 +33,7 @@ __device__ __forceinline__ void stmatrix_x4(void* row, unsigned r0, unsigned r1,
                : "memory");
 }
 
+// Orders this thread's generic-proxy shared-memory writes before later async-proxy (TMA) reads.
 __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
