@@ -264,11 +264,13 @@ BIG, BIG_FLOOR = 3e4, 2e4
 BIG16 = {"float16": (0x7753, 0x74E2), "bfloat16": (0x46EA, 0x469C)}
 
 
-def _fill_big(cp: Any, c: Any, dtype: str) -> None:
-    if dtype in BIG16:
-        c.view(cp.uint16).fill(BIG16[dtype][0])
+def _poison(cp: Any, c: Any, dtype: str, patterns16: dict, value: float) -> None:
+    """``c`` filled with ``value``; a 16-bit dtype with its bit pattern (``patterns16[dtype][0]``:
+    NAN16, BIG16), written as integers."""
+    if dtype in patterns16:
+        c.view(cp.uint16).fill(patterns16[dtype][0])
     else:
-        c.fill(BIG)
+        c.fill(value)
 
 
 def _has_big(cp: Any, c: Any, dtype: str) -> bool:
@@ -326,10 +328,7 @@ def _run_case(cp: Any, libs: Libraries, handle: Any, grid: Any, stream: Any, bar
         a = _values(cp, a_rows[:, None], a_cols[None, :], 1, case.dtype)
         b = _values(cp, b_rows[:, None], b_cols[None, :], 2, case.dtype)
         out = cp.empty(shapes["C"], dt, order="F")
-        if case.dtype in NAN16:
-            out.view(cp.uint16).fill(NAN16[case.dtype][0])
-        else:
-            out.fill(float("nan"))
+        _poison(cp, out, case.dtype, NAN16, float("nan"))
     stream.synchronize()
     descs = []
     for (rows, cols), arr in (((case.m, case.k), a), ((case.k, case.n), b), ((case.m, case.n), out)):
@@ -362,7 +361,7 @@ def _run_case(cp: Any, libs: Libraries, handle: Any, grid: Any, stream: Any, bar
         stream.synchronize()
         nan_first = _has_nan(cp, out, case.dtype)
         with stream:
-            _fill_big(cp, out, case.dtype)
+            _poison(cp, out, case.dtype, BIG16, BIG)
         barrier.wait(timeout=300)
         gemm()
         stream.synchronize()
