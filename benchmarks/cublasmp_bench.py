@@ -454,11 +454,11 @@ def run(cases: list[Case], gpus: int, grid: tuple[int, int], repeat: int, sample
     for p in procs:
         p.start()
     results: dict[int, dict[int, dict]] = {}
-    version, error, done = None, None, 0
+    version, error = None, None
     deadline = time.monotonic() + timeout
     try:
         finished: set[int] = set()
-        while done < gpus and error is None:
+        while len(finished) < gpus and error is None:
             try:
                 kind, rank, payload = out_q.get(timeout=max(0.1, min(5.0, deadline - time.monotonic())))
             except queue.Empty:
@@ -478,7 +478,6 @@ def run(cases: list[Case], gpus: int, grid: tuple[int, int], repeat: int, sample
             elif kind == "error":
                 error = f"rank {rank}: {payload}"
             else:
-                done += 1
                 finished.add(rank)
     finally:
         for p in procs:
