@@ -23,7 +23,7 @@ set -o pipefail
 [[ "${1:-}" =~ ^(suite|draws|staged|ladder|cublasmp)$ ]] || { echo "usage: $0 suite|draws|staged|ladder|cublasmp" >&2; exit 2; }
 if [[ $1 == ladder ]]; then  # each tree forward and back once (ROUNDS=1), within one device call
   SHAPES="8192x8192x256 4096x4096x512 16384x8192x256 6144x6144x384 8192x8192x8192 4096x4096x4096"
-  SHAPES+=" 1408x1536x16384 64x8192x8192 896x2432x8192 1024x2112x8192 944x5144x6400 7088x712x7872"
+  SHAPES+=" 1408x1536x16384 64x8192x8192 896x2432x8192 1024x2112x8192 256x256x65536 944x5144x6400 7088x712x7872"
   TESTS="staged or tma or columns or swap or pingpong or out_buffers or exact or split_n or wide or beta or alpha"
   TESTS+=" or cluster_streamk or sk_ways"
   SHAPES=$SHAPES TESTS=$TESTS TESTS_TIMEOUT=150 ROUNDS=1 CENSUS_ARGS=--caller \
