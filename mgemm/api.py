@@ -145,7 +145,8 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0
          trans_a: bool = False, trans_b: bool = False, **options: Any) -> Any:
     """``alpha · op(a) @ op(b) + beta · c`` with BLAS semantics, for 2-D operands.
 
-    ``op(x)`` is ``x.T`` when ``trans_x`` is set (a view: no copy).  ``c`` is not read when
+    ``op(x)`` is ``x.T`` when ``trans_x`` is True (a view: no copy); ``trans_x`` takes a bool
+    only (a BLAS letter such as ``"N"`` raises ``TypeError``).  ``c`` is not read when
     ``beta == 0`` (a NaN there does not propagate); ``a`` and ``b`` are not read when
     ``alpha == 0``.
 
@@ -153,6 +154,9 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0
     >>> gemm(np.eye(2), np.ones((2, 2)), np.ones((2, 2)), alpha=2.0, beta=3.0).tolist()
     [[5.0, 5.0], [5.0, 5.0]]
     """
+    for name, flag in (("trans_a", trans_a), ("trans_b", trans_b)):
+        if not isinstance(flag, (bool, np.bool_)):  # BLAS's "N" would be truthy, so transpose
+            raise TypeError(f"mgemm.gemm: {name} must be True or False, got {flag!r}")
     opts = config.resolve(**options)
     a, kind_a = _as_operand(a, "a")
     b, kind_b = _as_operand(b, "b")

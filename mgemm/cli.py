@@ -30,8 +30,14 @@ def mgemm_options(func: Any = None, *, skip: tuple[str, ...] = ()) -> Any:
             func = click.option(f"{opt.flag}/--no-{opt.flag[2:]}", opt.name, default=None,
                                 help=opt.help)(func)
         else:
-            func = click.option(opt.flag, opt.name, default=None, help=opt.help)(func)
+            func = click.option(opt.flag, opt.name, default=None,
+                                help=_CLI_HELP.get(opt.name, opt.help))(func)
     return func
+
+
+#: Help for flags whose keyword takes more than a command line can give (a Client object).
+_CLI_HELP = {"client": "scheduler address (default: mgemm.client / MGEMM_CLIENT, else the active "
+                       "client, else the embedded cluster)"}
 
 
 def _resolve(options: dict) -> dict:
@@ -102,7 +108,7 @@ def demo(size: int | None, dtype: str, repeat: int, n_workers: int | None, **opt
             raise click.ClickException(f"mgemm failed: {m.error}")
         versus = (f"dask.array.matmul failed ({d.error})" if d.error else
                   f"{d.median_s / m.median_s:.2f}× dask.array.matmul")
-        click.echo(f"mgemm: {m.tflops:.2f} TFLOP/s, {versus}; checked against float64 "
+        click.echo(f"mgemm: {m.tflops:.3g} TFLOP/s, {versus}; checked against float64 "
                    f"(relative error {m.rel_error:.1e})")
 
 
@@ -164,10 +170,12 @@ def bench(suite: str, case_names: tuple, methods: tuple, repeat: int, protocol: 
     if transfer_limit:
         from dask.utils import parse_bytes
         try:
-            parse_bytes(transfer_limit)
+            limit = parse_bytes(transfer_limit)
         except (TypeError, ValueError):
-            raise click.BadParameter(f"{transfer_limit!r} is not a size such as 1GiB or 500MB",
-                                     param_hint="--transfer-limit") from None
+            limit = None
+        if limit is None or limit <= 0:
+            raise click.BadParameter(f"{transfer_limit!r} is not a positive size such as 1GiB or "
+                                     f"500MB", param_hint="--transfer-limit")
     opts = _resolve(options)
     given = opts.pop("client")
     start = {k: v for k, v in (("protocol", protocol), ("transfer_limit", transfer_limit)) if v}
@@ -179,9 +187,12 @@ def bench(suite: str, case_names: tuple, methods: tuple, repeat: int, protocol: 
         n = len(client.nthreads())
         cases = SUITES[suite](n) if gpu else cpu_cases()
         if case_names:
+            unknown = sorted(set(case_names) - {c.name for c in cases})
+            if unknown:
+                raise click.BadParameter(
+                    f"no case named {', '.join(unknown)} on this {'GPU' if gpu else 'CPU'} cluster; "
+                    f"its cases: {', '.join(c.name for c in cases)}", param_hint="--case")
             cases = [c for c in cases if c.name in case_names]
-            if not cases:
-                raise click.BadParameter(f"no case named {', '.join(case_names)}", param_hint="--case")
         rows = []
         for case in cases:
             rows += run_case(client, case, list(methods), repeat=repeat, options=opts, gpu=gpu,

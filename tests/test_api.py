@@ -291,6 +291,13 @@ def test_gemm_errors():
         mgemm.gemm(np.ones((3, 4)), np.ones((4, 5)), np.ones((2, 2)), beta=1.0)
     with pytest.raises(TypeError, match="alpha must be a number"):
         mgemm.gemm(np.ones((3, 4)), np.ones((4, 5)), alpha="2")
+    for flag in ("N", "T", 1, None):  # BLAS letters are truthy: "N" would have transposed
+        with pytest.raises(TypeError, match="trans_a must be True or False"):
+            mgemm.gemm(np.ones((3, 3)), np.ones((3, 3)), trans_a=flag)
+        with pytest.raises(TypeError, match="trans_b must be True or False"):
+            mgemm.gemm(np.ones((3, 3)), np.ones((3, 3)), trans_b=flag)
+    got = mgemm.gemm(np.arange(6.0).reshape(3, 2), np.ones((3, 2)), trans_a=np.True_)
+    assert got.tolist() == (np.arange(6.0).reshape(3, 2).T @ np.ones((3, 2))).tolist()
 
 
 def test_options_from_dask_config(rng):

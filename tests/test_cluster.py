@@ -258,7 +258,24 @@ def test_bench_refuses_a_transfer_limit_that_is_no_size(monkeypatch):
     monkeypatch.setattr(cli, "_session", lambda *a, **k: pytest.fail("a cluster was started"))
     result = CliRunner().invoke(cli.main, ["bench", "--transfer-limit", "abc"])
     assert result.exit_code == 2, result.output
-    assert "'abc' is not a size such as 1GiB" in result.output
+    assert "'abc' is not a positive size such as 1GiB" in result.output
+    for limit in ("0", "-1", "0B"):  # parse_bytes takes these; a worker could fetch nothing
+        result = CliRunner().invoke(cli.main, ["bench", "--transfer-limit", limit])
+        assert result.exit_code == 2 and "not a positive size" in result.output, (limit, result.output)
+
+
+def test_cli_client_flag_help_asks_for_an_address():
+    """On the command line ``--client`` takes a scheduler address only (the keyword also takes a
+    Client), and says so in every command's help."""
+    from click.testing import CliRunner
+
+    from mgemm import cli
+
+    for command in ("demo", "bench", "plan"):
+        out = " ".join(CliRunner().invoke(cli.main, [command, "--help"]).output.split())
+        if "--client" in out:
+            assert "--client TEXT scheduler address" in out, command
+            assert "distributed.Client" not in out, command
 
 
 def test_bench_plot_without_matplotlib_stops_before_any_work(monkeypatch):
@@ -431,7 +448,7 @@ def test_cli_demo_exit_status_follows_mgemm(monkeypatch):
     ok = CliRunner().invoke(cli.main, ["demo", "--size", "8"])
     assert ok.exit_code == 0, ok.output
     assert "dask.array.matmul failed (AssertionError: relative error" in ok.stdout
-    assert "mgemm: 2.00 TFLOP/s" in ok.stdout
+    assert "mgemm: 2 TFLOP/s" in ok.stdout  # three significant digits, as the table: a CPU's 0.0123 too
 
 
 def test_cli_demo_says_it_starts_a_cluster_only_when_it_does(monkeypatch):
@@ -516,8 +533,13 @@ def test_cli_bench_picks_the_suite_on_gpus_and_refuses_unknown_cases(monkeypatch
     assert [c.name for c, _, _ in calls["run_case"]] == [c.name for c in bench.gpu_cases(2)]
     calls = _stand_in(monkeypatch)
     result = CliRunner().invoke(cli.main, ["bench", "--case", "nope"])
-    assert result.exit_code == 2 and "no case named nope" in result.output
+    assert result.exit_code == 2 and "no case named nope on this CPU cluster" in result.output
+    assert ", ".join(c.name for c in bench.cpu_cases()) in " ".join(result.output.split())
     assert calls["run_case"] == []  # refused before any case ran
+    known = bench.cpu_cases()[0].name  # one unknown name among known ones is refused too
+    result = CliRunner().invoke(cli.main, ["bench", "--case", known, "--case", "nope"])
+    assert result.exit_code == 2 and "no case named nope" in result.output
+    assert calls["run_case"] == []
 
 
 def test_cli_bench_appends_one_json_row_per_case_and_method_and_prints_the_table(monkeypatch, tmp_path):
