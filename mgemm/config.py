@@ -166,7 +166,8 @@ OPTIONS = {
                "block GEMM engine: auto, numpy (CPU), cublas (cuBLAS) or persistent (mgemm's "
                "kernel); the last two copy NumPy chunks to the GPU and back"),
         Option("block_size", "auto", _parse_block_size,
-               "output block edge: 'auto' (planned from the cluster) or n or rows,cols"),
+               "output block edge: 'auto' (planned from the cluster) or n or rows,cols; a Dask "
+               "array's blocks are whole chunks grouped to about that edge (rechunk for smaller)"),
         Option("allow_tf32", False, _parse_bool,
                "let float32 products use TF32 tensor cores (faster, about 1e-3 relative error)"),
         Option("emulate_fp32", "off", _parse_emulate,

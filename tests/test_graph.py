@@ -164,6 +164,24 @@ def test_bench_records_a_failing_method_and_goes_on(client, monkeypatch):
     assert "failed: TypeError: no matrix product" in text and "mgemm" in text
 
 
+def test_bench_check_judges_a_result_as_the_type_it_declares():
+    """A bfloat16 result whose chunks are float32 (dask.array.matmul's, under numpy.matmul) is
+    checked after rounding to bfloat16, as mgemm's own bfloat16 chunks are: same error, not a
+    float32 error that made dask look 1e4 times more exact in the demo."""
+    from mgemm import bench
+
+    bf16 = bench.array_dtype("bfloat16")
+    rng = np.random.default_rng(3)
+    a64, b64 = rng.standard_normal((64, 48)), rng.standard_normal((48, 40))
+    a, b = (da.from_array(x.astype(bf16), chunks=32) for x in (a64, b64))
+    wide = a.astype(np.float32) @ b.astype(np.float32)  # float32 chunks
+    declared = wide.map_blocks(lambda x: x, dtype=bf16)  # chunks still float32, the array bf16
+    rounded = wide.astype(bf16)
+    tol = bench.tolerance("bfloat16", False)
+    assert bench.check(a, b, declared, tol=tol) == bench.check(a, b, rounded, tol=tol) > 1e-4
+    assert bench.check(a, b, wide, tol=tol) < 1e-6  # declared float32: judged as float32
+
+
 def test_matmul_on_a_cluster_installs_the_dtype_plugin_on_every_worker(client):
     x = da.ones((64, 64), chunks=32)
     mgemm.matmul(x, x, client=client).compute()
