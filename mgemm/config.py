@@ -188,12 +188,27 @@ OPTIONS = {
 }
 
 
+def _from_env() -> dict[str, str]:
+    """The ``MGEMM_*`` variables set now: option name → its raw value."""
+    return {opt.name: os.environ[opt.env] for opt in OPTIONS.values() if opt.env in os.environ}
+
+
 def _defaults() -> dict[str, Any]:
-    out = {}
-    for opt in OPTIONS.values():
-        raw = os.environ.get(opt.env)
-        out[opt.name] = opt.default if raw is None else raw
-    return out
+    env = _from_env()
+    return {opt.name: env.get(opt.name, opt.default) for opt in OPTIONS.values()}
+
+
+#: The ``MGEMM_*`` variables set when mgemm was imported, the defaults given to dask.config below.
+_FROM_ENV = _from_env()
+
+
+def _source(opt: Option, value: Any, given: bool) -> str:
+    """Where a value of ``opt`` came from, for an error message."""
+    if given:
+        return f"the argument {opt.name} ({opt.flag})"
+    if opt.name in _FROM_ENV and value == _FROM_ENV[opt.name]:
+        return f"the environment variable {opt.env}"
+    return f"dask.config {opt.key} (or DASK_{opt.key.upper().replace('.', '__')})"
 
 
 #: ``mgemm.staging``'s settings: dask.config key under ``mgemm.staging`` → default.
@@ -251,7 +266,8 @@ def resolve(**given: Any) -> dict[str, Any]:
         try:
             out[name] = opt.parse(value)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"mgemm option {name}: {exc}") from None
+            where = _source(opt, value, given.get(name) is not None)
+            raise ValueError(f"mgemm option {name} (from {where}): {exc}") from None
     if out["allow_tf32"] and out["emulate_fp32"] != "off":
         raise ValueError("mgemm options allow_tf32 and emulate_fp32 exclude each other: TF32 "
                          "rounds float32 inputs, emulation keeps all their bits; choose one")

@@ -786,6 +786,36 @@ def test_environment_options_under_dask_config(tmp_path):
     assert out.stdout.split() == ["96", "numpy", "on", "3", "auto"]
 
 
+def test_a_bad_option_value_names_where_it_came_from(tmp_path):
+    """The error for a bad option value says whether it came from the argument, dask.config (or
+    its DASK_MGEMM__* variable) or an MGEMM_* variable (read at import: a fresh interpreter)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import dask, mgemm.config as c\n"
+            "def err(**kw):\n"
+            "    try:\n"
+            "        c.resolve(**kw)\n"
+            "    except ValueError as e:\n"
+            "        print(str(e).split(':')[0])\n"
+            "err()\n"
+            "err(split='sideways')\n"
+            "with dask.config.set({'mgemm.split': 'up'}):\n"
+            "    err()\n")
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MGEMM_", "DASK_MGEMM"))}
+    env.update(PYTHONPATH=str(root), MGEMM_SPLIT="bogus")
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.splitlines() == [
+        "mgemm option split (from the environment variable MGEMM_SPLIT)",
+        "mgemm option split (from the argument split (--split))",
+        "mgemm option split (from dask.config mgemm.split (or DASK_MGEMM__SPLIT))"]
+
+
 def test_option_values_are_parsed():
     """The options' spellings: names in any case, booleans and splits from words and bools,
     block sizes as n, "RxC" or pairs of positive integers, "auto" or "" for the active client."""
