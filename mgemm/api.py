@@ -28,7 +28,7 @@ from . import config, engines, graph, staging
 from . import cluster as cluster_module
 from .cluster import (active_client, describe_workers, host_memory, install_placement,
                       local_workers, prefetch)
-from .plan import HostCopies, Problem, choose_block_size, make_plan
+from .plan import HostCopies, Problem, check_counts, choose_block_size, make_plan
 
 #: Each product's plan (``Plan.table()``, with the chunks' known locations applied) at DEBUG level.
 plan_log = logging.getLogger("mgemm.plan")
@@ -349,6 +349,9 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
         workers = [dataclasses.replace(w, memory=host_memory(hosts.get(w.name)))
                    for w in workers]
     a0, b0 = a, b
+    # NumPy or CuPy operands are chunked to the target next: refused before, if that is too fine
+    check_counts(len(a.chunks[0]) if isinstance(a, da.Array) else -(-m // target[0]),
+                 len(b.chunks[1]) if isinstance(b, da.Array) else -(-n // target[1]), (1, 1, 1))
     a = _to_dask(a, (target[0], "auto"), eager)
     b = _to_dask(b, ("auto", target[1]), eager)
     a, b = _align(a, b, target, sum(w.slots for w in workers))

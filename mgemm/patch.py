@@ -29,7 +29,7 @@ from . import api, config
 from .cluster import on_async_loop
 from .engines import is_bfloat16
 from .graph import BLOCK_PREFIX, PlacedArray
-from .plan import MemoryPlanError
+from .plan import MemoryPlanError, PlanSizeError
 
 #: A batched product is planned one matrix at a time; past this many matrices dask's single
 #: blockwise graph is cheaper to build than mgemm's stack of plans, so dask keeps them.
@@ -184,11 +184,12 @@ def _make_wrappers(options: dict[str, Any]) -> dict[str, Callable]:
 
 def _planned_or_dask(dask_product: Any, a: Any, b: Any, options: dict) -> Any:
     """``_in_dask_chunks(a, b, options)``, or ``dask_product()`` with a warning where mgemm's
-    plan does not fit the workers' memory: dask's own product may still run (its chunks can
-    spill), and code that ran before the patch should not start to fail under it."""
+    plan does not fit the workers' memory, or has more blocks or chunks than mgemm plans: dask's
+    own product may still run (its chunks can spill; it takes many tasks, slowly), and code that
+    ran before the patch should not start to fail under it."""
     try:
         return _in_dask_chunks(a, b, options)
-    except MemoryPlanError as exc:
+    except (MemoryPlanError, PlanSizeError) as exc:
         warnings.warn(f"mgemm.patch_dask: {exc}; dask.array computes this product", stacklevel=3)
         return dask_product()
 

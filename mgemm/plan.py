@@ -64,6 +64,10 @@ MEMORY_FRACTION = 0.25
 #: every split adds tasks and a fix-up, whose scheduling overhead the model leaves out.
 SPLIT_GAIN = 0.01
 SPLITS = ("auto", "on", "off")
+#: The most output blocks, and chunks of one operand, mgemm plans: each is a Dask task, and Dask
+#: schedules some thousands a second (a plan of 2^18 blocks alone takes the planner about 20 s).
+MAX_BLOCKS = 1 << 18
+MAX_CHUNKS = 1 << 20
 #: Most pieces a block is cut into so its held inputs compute while remote ones arrive.
 OVERLAP_PIECES = 4
 #: ... and the least compute a piece keeps: a Dask task costs about a millisecond of overhead.
@@ -182,6 +186,10 @@ class Problem:
 
 class MemoryPlanError(ValueError):
     """The workers cannot hold the product as planned (their ``memory``)."""
+
+
+class PlanSizeError(ValueError):
+    """The product has more output blocks or operand chunks than mgemm plans (``check_counts``)."""
 
 
 #: ``Plan.table`` lists each worker's first this many tasks in order.
@@ -442,8 +450,12 @@ def make_plan(problem: Problem, workers: Sequence[Worker], *, block_size: BlockS
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     rows, cols = _block_size(block_size, problem, workers)
+    row_runs, col_runs = _group(problem.m_chunks, rows), _group(problem.n_chunks, cols)
+    check_counts(len(row_runs), len(col_runs),
+                 (len(problem.m_chunks), len(problem.n_chunks), len(problem.k_chunks)))
     known = locations is not None
-    model = _Model(problem, workers, rows, cols, locations if known else _spread(problem, workers))
+    model = _Model(problem, workers, row_runs, col_runs,
+                   locations if known else _spread(problem, workers))
     owner, orders, ledger = _cheapest([_assemble(model, own) for own in _owners(model, known)])
     if split != "off" and model.nk > 1:
         trial = [[list(e) for e in order] for order in orders]
@@ -546,6 +558,21 @@ def _block_size(block_size: BlockSize, problem: Problem,
     return int(rows), int(cols)
 
 
+def check_counts(block_rows: int, block_cols: int, chunks: tuple[int, int, int]) -> None:
+    """Refuse a product of more than ``MAX_BLOCKS`` output blocks (``block_rows`` x
+    ``block_cols``), or operands of more than ``MAX_CHUNKS`` chunks (``chunks``: A's row, B's
+    column and the K chunk counts), before planning it would take minutes and gigabytes."""
+    mc, nc, kc = chunks
+    if block_rows * block_cols > MAX_BLOCKS:
+        raise PlanSizeError(f"{block_rows} x {block_cols} = {block_rows * block_cols:,} output blocks: "
+                         f"mgemm plans at most {MAX_BLOCKS:,} (each a Dask task); use a larger "
+                         f"block_size, or larger chunks")
+    if max(mc, nc) * kc > MAX_CHUNKS:
+        raise PlanSizeError(f"an operand of {max(mc, nc)} x {kc} = {max(mc, nc) * kc:,} chunks: mgemm "
+                         f"plans at most {MAX_CHUNKS:,} chunks an operand (each a Dask task); "
+                         f"rechunk to larger chunks")
+
+
 def _group(chunks: Sequence[int], target: int) -> list[tuple[int, int]]:
     """Runs [start, stop) of consecutive whole chunks whose sizes add up closest to ``target``;
     a short remainder joins the run before it when that is closer to the target."""
@@ -585,10 +612,10 @@ class _Model:
     is a panel at one K chunk (``panel * nk + k``), the unit a piece of a split block reads.
     """
 
-    def __init__(self, problem: Problem, workers: tuple[Worker, ...], rows: int, cols: int,
-                 locations: Mapping[ChunkKey, str]) -> None:
+    def __init__(self, problem: Problem, workers: tuple[Worker, ...], row_runs: list[tuple[int, int]],
+                 col_runs: list[tuple[int, int]], locations: Mapping[ChunkKey, str]) -> None:
+        """``row_runs``, ``col_runs``: the blocks' runs of chunks (``_group``)."""
         self.problem, self.workers = problem, workers
-        row_runs, col_runs = _group(problem.m_chunks, rows), _group(problem.n_chunks, cols)
         self.blocks = tuple(Block(i0, i1, j0, j1) for (i0, i1) in row_runs for (j0, j1) in col_runs)
         self.ncols, self.nk, self.nrows = len(col_runs), len(problem.k_chunks), len(row_runs)
         self.heights = [sum(problem.m_chunks[a:b]) for a, b in row_runs]

@@ -182,6 +182,22 @@ def test_a_plan_the_workers_cannot_hold_falls_back_to_dask_with_a_warning(rng, m
     assert_close(got.compute(), x @ y, np.float64)
 
 
+def test_a_product_of_more_blocks_than_mgemm_plans_falls_back_to_dask(rng, monkeypatch):
+    """Too many blocks for mgemm's planner (``PlanSizeError``): ``mgemm.matmul`` refuses, a
+    patched product goes to dask with a warning."""
+    from mgemm import plan
+    from mgemm.plan import PlanSizeError
+
+    monkeypatch.setattr(plan, "MAX_BLOCKS", 3)
+    x, y, a, b = _operands(rng)
+    with pytest.raises(PlanSizeError, match="output blocks: mgemm plans at most 3"):
+        mgemm.matmul(a, b)
+    with mgemm.patch_dask(), pytest.warns(UserWarning, match="plans at most 3.*dask.array computes"):
+        got = a @ b
+    assert not got.name.startswith("mgemm")
+    assert_close(got.compute(), x @ y, np.float64)
+
+
 @pytest.mark.parametrize("shapes", [((3, 4, 5), (5, 2)), ((5,), (5,)), ((4, 5), (5,))])
 def test_dot_other_than_2d_stays_with_dask(rng, spy, shapes):
     x, y = random(rng, shapes[0], "f8"), random(rng, shapes[1], "f8")

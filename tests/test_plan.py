@@ -565,13 +565,33 @@ def test_tied_owner_choices_go_to_the_one_whose_busiest_fetcher_moves_least():
     workers = tuple(Worker(f"w{i}", "gpu", 700e12, 60 * GiB, 100e9) for i in range(2))
     where = {("a", 0, 0): "w0", ("a", 0, 1): "w0", ("a", 1, 0): "w0", ("a", 1, 1): "w1",
              ("b", 0, 0): "w1", ("b", 0, 1): "w0", ("b", 1, 0): "w1", ("b", 1, 1): "w1"}
-    model = plan_module._Model(problem, workers, 16384, 16384, where)
+    runs = plan_module._group(problem.m_chunks, 16384)
+    model = plan_module._Model(problem, workers, runs, runs, where)
     options = [plan_module._assemble(model, own) for own in plan_module._owners(model, True)]
     first_best = min(options, key=lambda option: option[2].makespan())
     assert sorted(first_best[2].fetched) == [1.5 * GiB, 2 * GiB]
     plan = make_plan(problem, workers, locations=where)
     assert sorted(plan.loads[w.name].fetched for w in workers) == [1 * GiB, 1.5 * GiB]
     assert plan.makespan <= first_best[2].makespan() * (1 + plan_module.SPLIT_GAIN)
+
+
+def test_too_many_blocks_or_chunks_are_refused_before_planning(monkeypatch):
+    """A block_size or chunks so small that the plan (a Dask task a block, a key a chunk) would
+    take minutes and gigabytes is refused at once, naming the counts; the limits themselves
+    plan."""
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=r"2000 x 2000 = 4,000,000 output blocks: mgemm plans at most"):
+        plan_from_shape(2000, 2000, 2000, 4, 2, kind="cpu", block_size=1, chunk=(1, 1, 2000))
+    with pytest.raises(ValueError, match=r"an operand of 4096 x 4096 = 16,777,216 chunks"):
+        plan_from_shape(4096, 4096, 4096, 4, 2, kind="cpu", block_size=4096, chunk=1)
+    assert time.perf_counter() - start < 5
+    monkeypatch.setattr(plan_module, "MAX_BLOCKS", 16)
+    monkeypatch.setattr(plan_module, "MAX_CHUNKS", 32)
+    assert plan_from_shape(64, 64, 128, 4, 2, kind="cpu", block_size=16, chunk=16).grid == (4, 4)
+    with pytest.raises(ValueError, match="5 x 4 = 20 output blocks"):
+        plan_from_shape(80, 64, 16, 4, 2, kind="cpu", block_size=16, chunk=16)
+    with pytest.raises(ValueError, match="an operand of 4 x 9 = 36 chunks"):
+        plan_from_shape(64, 64, 144, 4, 2, kind="cpu", block_size=16, chunk=16)
 
 
 def test_the_block_cut_first_is_one_with_a_piece_whose_chunks_are_all_held():
@@ -974,7 +994,7 @@ def test_column_bands_walk_the_grid_column_by_column(rows, cols):
     # Owners along a column-major walk: each worker's blocks are whole columns of the grid, also
     # on grids that are not square.
     model = plan_module._Model(Problem((8,) * rows, (8,) * cols, (8,), 8), cpu_workers([1] * cols),
-                               8, 8, {})
+                               [(i, i + 1) for i in range(rows)], [(j, j + 1) for j in range(cols)], {})
     owner = plan_module._owners(model, True)[2]
     assert owner == [j for i in range(rows) for j in range(cols)]
 
