@@ -955,14 +955,30 @@ __device__ __forceinline__ void epilogue_columns(const float (&acc)[kAcc], int w
   const int t = threadIdx.x & 127;
   const int bar = Config::kWgBar + wg;
   named_sync<128>(bar);  // every thread is done reading buf (the previous chunk or tile)
+  if constexpr (sizeof(Out) == 2 && Config::kOutCols % 16 == 0) {
+    // 16-bit output: each 16 x 16 block of the warp's rows through one transposing stmatrix
+    // (accumulators i .. i + 7, as epilogue_staged): lane 8 j + l gives the address of column l of
+    // matrix j, whose 16 bytes are its eight rows, one piece of the staged column; an eighth of
+    // the element-wise shared stores.
+    const int lane = t & 31, j = lane >> 3;
+    const int piece = (t >> 5) * 2 + (j & 1);  // rows 16 warp + 8 (j & 1) .. + 7 of the warpgroup's 64
 #pragma unroll
-  for (int i = kFirst; i < kLast; ++i) {
-    int r, c;
-    coord_of(i, 0, t, r, c);  // r: the row within this warpgroup's 64
-    c -= CH * Config::kOutCols;
-    const int byte = r * (int)sizeof(Out);
-    *reinterpret_cast<Out*>(buf + c * Config::kColBytes + ((((byte >> 4) ^ (c & 7))) << 4) + (byte & 15)) =
-        Store<Out>::from(a * acc[i]);
+    for (int i = kFirst; i < kLast; i += 8) {
+      const int c = 2 * i + 8 * (j >> 1) + (lane & 7) - CH * Config::kOutCols;  // column 2i: coord_of
+      stmatrix_x4_trans(buf + c * Config::kColBytes + ((piece ^ (c & 7)) << 4),
+                        pack_pair<Out>(a * acc[i], a * acc[i + 1]), pack_pair<Out>(a * acc[i + 2], a * acc[i + 3]),
+                        pack_pair<Out>(a * acc[i + 4], a * acc[i + 5]), pack_pair<Out>(a * acc[i + 6], a * acc[i + 7]));
+    }
+  } else {
+#pragma unroll
+    for (int i = kFirst; i < kLast; ++i) {
+      int r, c;
+      coord_of(i, 0, t, r, c);  // r: the row within this warpgroup's 64
+      c -= CH * Config::kOutCols;
+      const int byte = r * (int)sizeof(Out);
+      *reinterpret_cast<Out*>(buf + c * Config::kColBytes + ((((byte >> 4) ^ (c & 7))) << 4) + (byte & 15)) =
+          Store<Out>::from(a * acc[i]);
+    }
   }
   named_sync<128>(bar);  // the chunk is in buf
 #pragma unroll
@@ -990,6 +1006,16 @@ __device__ __forceinline__ bool staged_ok(const Out* p, long long ld_m, long lon
 
 __device__ __forceinline__ bool columns_ok(const Out* p, long long ld_m, long long ld_n) { return staged_ok(p, ld_n, ld_m); }
 
+// alpha and beta as the epilogues use them, converted once per launch: float multipliers, and
+// whether C is read at all (beta != 0 as a double: a beta too small for a float still reads C).
+// Compared and converted in every epilogue, the doubles took the FP64 pipe, which the wgmmas
+// share, at the start of each tile's epilogue (Nsight Compute: DSETP 5 % of the stall samples
+// on 8192x8192x256, stall_math; RESULTS.md, sixty-seventh session).
+struct Scale {
+  float a, b;
+  bool read_c;
+};
+
 // D = alpha * acc + beta * C on the in-bounds part rb of the tile at m0, n0 (row block rb: rows
 // 64 rb .. 64 rb + 63; split along N and wide tiles: warpgroup rb's columns); C is not read when
 // beta == 0.  `out_stage`: the STAGED (or COLUMNS) epilogue's buffers (one per consumer
@@ -997,26 +1023,26 @@ __device__ __forceinline__ bool columns_ok(const Out* p, long long ld_m, long lo
 // warpgroup that holds acc (cooperative: rb itself).
 __device__ __forceinline__ void epilogue(const float (&acc)[kCoopAcc], int rb, const Out* C, Out* D, int M, int N,
                                          long long ldc_m, long long ldc_n, long long ldd_m, long long ldd_n,
-                                         int m0, int n0, double alpha, double beta,
+                                         int m0, int n0, const Scale& sc,
                                          unsigned char* out_stage = nullptr, int wg = -1,
                                          const TmaDesc* d_desc = nullptr) {
   if constexpr (Config::kStagedEpilogue) {
-    if (beta == 0.0 && staged_ok(D, ldd_m, ldd_n)) {  // TMA: the launcher encoded d_desc for D then
+    if (!sc.read_c && staged_ok(D, ldd_m, ldd_n)) {  // TMA: the launcher encoded d_desc for D then
       if (wg < 0) wg = rb;
 #pragma unroll
       for (int j = 0; j < Config::kCoopBlocks; ++j)
         epilogue_staged(acc_block(acc, j), wg, D, M, N, ldd_m, part_row(m0, rb) + 64 * j, part_col(n0, rb),
-                        (float)alpha, out_stage + wg * 64 * Config::kOutPitch, d_desc);
+                        sc.a, out_stage + wg * 64 * Config::kOutPitch, d_desc);
       return;
     }
   }
   if constexpr (Config::kColumnsEpilogue) {
-    if (beta == 0.0 && columns_ok(D, ldd_m, ldd_n)) {
+    if (!sc.read_c && columns_ok(D, ldd_m, ldd_n)) {
       if (wg < 0) wg = rb;
 #pragma unroll
       for (int j = 0; j < Config::kCoopBlocks; ++j)
         epilogue_columns(acc_block(acc, j), wg, D, M, N, ldd_n, part_row(m0, rb) + 64 * j, part_col(n0, rb),
-                         (float)alpha, out_stage + wg * 64 * Config::kOutPitch);
+                         sc.a, out_stage + wg * 64 * Config::kOutPitch);
       return;
     }
   }
@@ -1025,18 +1051,18 @@ __device__ __forceinline__ void epilogue(const float (&acc)[kCoopAcc], int rb, c
     return;
   }
   if constexpr (Config::kPairEpilogue) {
-    if (pairs_ok(D, ldd_m, ldd_n) && (beta == 0.0 || pairs_ok(C, ldc_m, ldc_n))) {
-      if (beta == 0.0)
-        epilogue_pairs<false>(acc, rb, C, D, M, N, ldc_m, ldd_m, m0, n0, (float)alpha, 0.f);
+    if (pairs_ok(D, ldd_m, ldd_n) && (!sc.read_c || pairs_ok(C, ldc_m, ldc_n))) {
+      if (!sc.read_c)
+        epilogue_pairs<false>(acc, rb, C, D, M, N, ldc_m, ldd_m, m0, n0, sc.a, 0.f);
       else
-        epilogue_pairs<true>(acc, rb, C, D, M, N, ldc_m, ldd_m, m0, n0, (float)alpha, (float)beta);
+        epilogue_pairs<true>(acc, rb, C, D, M, N, ldc_m, ldd_m, m0, n0, sc.a, sc.b);
       return;
     }
   }
-  if (beta == 0.0)
-    epilogue_loop<false>(acc, rb, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, m0, n0, (float)alpha, 0.f);
+  if (!sc.read_c)
+    epilogue_loop<false>(acc, rb, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, m0, n0, sc.a, 0.f);
   else
-    epilogue_loop<true>(acc, rb, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, m0, n0, (float)alpha, (float)beta);
+    epilogue_loop<true>(acc, rb, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, m0, n0, sc.a, sc.b);
 }
 
 // The stream-K flags of a launch: a slot's partial is complete when its flag holds this launch's
@@ -1202,8 +1228,8 @@ __device__ __forceinline__ void store_four(const float4& x, int gr, int gc, cons
 template <class S>
 __device__ __forceinline__ void spread_reduce(const S& sched, const WorkUnit& w, const float* ws, const SkFlags& flags,
                                               const Out* C, Out* D, int M, int N, long long ldc_m,
-                                              long long ldc_n, long long ldd_m, long long ldd_n, double alpha,
-                                              double beta, long long* t_ready = nullptr) {
+                                              long long ldc_n, long long ldd_m, long long ldd_n, const Scale& sc,
+                                              long long* t_ready = nullptr) {
   constexpr int T = Config::kConsumerThreads;
   constexpr int kElems = kCoopAcc * T;
   const int t = threadIdx.x - 128;
@@ -1228,7 +1254,7 @@ __device__ __forceinline__ void spread_reduce(const S& sched, const WorkUnit& w,
   const int G = 32 / P, lane = t & 31, p = lane / G;
   const int rounds = ((s.count + P - 1) / P + kSlots - 1) / kSlots;
   const int m0 = w.row * Config::kTileM, n0 = w.col * Config::kTileN;
-  const float a = (float)alpha, b = (float)beta;
+  const float a = sc.a, b = sc.b;
   for (int base = c0; base < c1; base += kWarps * G * kBatch) {  // the same trip count in every lane
     // this lane's chunks: mine + j * G, so the G lanes of a contributor read G neighbouring chunks
     const int mine = base + (t >> 5) * G * kBatch + lane % G;
@@ -1281,14 +1307,14 @@ __device__ __forceinline__ void spread_reduce(const S& sched, const WorkUnit& w,
       int r, c;
       partial_coord(f, r, c);
       const int gr = m0 + r, gc = n0 + c;
-      if (gr < M) store_four(x, gr, gc, C, D, N, ldc_m, ldc_n, ldd_m, ldd_n, a, b, beta != 0.0);
+      if (gr < M) store_four(x, gr, gc, C, D, N, ldc_m, ldc_n, ldd_m, ldd_n, a, b, sc.read_c);
     }
   }
 }
 
 __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const TileGrid& g, const SchedArgs& args,
                                         const Out* C, Out* D, int M, int N, long long ldc_m, long long ldc_n,
-                                        long long ldd_m, long long ldd_n, double alpha, double beta,
+                                        long long ldd_m, long long ldd_n, const Scale& sc,
                                         const SkFlags& flags, float* workspace, const TmaDesc* d_desc,
                                         int* record, long long t_start) {
   const int wg = threadIdx.x / 128 - 1;
@@ -1341,7 +1367,7 @@ __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const T
         if (!reduce_w) __trap();  // a whole tile: the launcher promised none
       } else if (!reduce_w) {
         epilogue(acc, wg, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, w.row * Config::kTileM,
-                 w.col * Config::kTileN, alpha, beta, out_stage, -1, d_desc);
+                 w.col * Config::kTileN, sc, out_stage, -1, d_desc);
         continue;
       }
     }
@@ -1354,7 +1380,7 @@ __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const T
         const bool first_pending = q == 0 && has_pending;
         const WorkUnit r = first_pending ? pending : w;  // (a copy: no address taken)
         spread_reduce(sched, r, workspace, flags, C, D, M, N, ldc_m, ldc_n, ldd_m,
-                      ldd_n, alpha, beta, tl.stamp(first_pending ? pending_entry : tl.cur, Timeline::kReady));
+                      ldd_n, sc, tl.stamp(first_pending ? pending_entry : tl.cur, Timeline::kReady));
       }
       has_pending = false;
     }
@@ -1408,9 +1434,10 @@ __device__ __forceinline__ void mainloop_under(float (&acc)[kCoopAcc], unsigned 
 // store it under the next unit's first wgmmas (after the end marker, under none).
 __device__ __forceinline__ void consume_overlap(unsigned char* ring, Shared& sh, const Out* C, Out* D, int M, int N,
                                                 long long ldc_m, long long ldc_n, long long ldd_m, long long ldd_n,
-                                                double alpha, double beta, const TmaDesc* d_desc) {
+                                                const Scale& sc, const TmaDesc* d_desc) {
   const int wg = threadIdx.x / 128 - 1;
-  const float a = (float)alpha;
+  const float a = sc.a;
+  const Scale applied{1.f, sc.b, sc.read_c};  // the held result has alpha applied
   RingPos pos;
   float acc[kCoopAcc], held[kCoopAcc];
   int held_m0 = -1, held_n0 = 0;  // the held tile (none yet)
@@ -1419,8 +1446,8 @@ __device__ __forceinline__ void consume_overlap(unsigned char* ring, Shared& sh,
     const bool end = w.tile < 0;
     mainloop_under(acc, ring, sh, end ? 0 : w.k_end - w.k_begin, wg, pos, [&] {
       if (held_m0 >= 0)
-        epilogue(held, wg, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, held_m0, held_n0, 1.0, beta,
-                 ring + Config::kOutStageOffset, -1, d_desc);  // (alpha applied)
+        epilogue(held, wg, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, held_m0, held_n0, applied,
+                 ring + Config::kOutStageOffset, -1, d_desc);
     });
     if (end) break;
     // held = alpha acc now, while no wgmma is in flight: the epilogue then reads registers that
@@ -1540,7 +1567,7 @@ template <int MB = Config::kMBlocks>
 __device__ __forceinline__ void consume_pingpong(unsigned char* ring, Shared& sh, const TileGrid& g,
                                                  const SchedArgs& args, const Out* C, Out* D, int M, int N,
                                                  long long ldc_m, long long ldc_n, long long ldd_m, long long ldd_n,
-                                                 double alpha, double beta, const SkFlags& flags,
+                                                 const Scale& sc, const SkFlags& flags,
                                                  float* workspace, const TmaDesc* d_desc) {
   const int wg = threadIdx.x / 128 - 1;
   const Scheduler sched(g, args);  // for stream-K's bookkeeping only; units come from the slots
@@ -1571,7 +1598,7 @@ __device__ __forceinline__ void consume_pingpong(unsigned char* ring, Shared& sh
 #pragma unroll
     for (int j = 0; j < MB; ++j)
       epilogue(acc[j], j, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, w.row * Config::kTileM, w.col * Config::kTileN,
-               alpha, beta, out_stage, wg, d_desc);
+               sc, out_stage, wg, d_desc);
   }
 }
 
@@ -1653,14 +1680,17 @@ extern "C" __global__ void __launch_bounds__(Config::kThreads, 1) MGEMM_CLUSTER_
 #else
     const TmaDesc* d_desc = nullptr;
 #endif
+    // (An empty asm that made these opaque to the compiler, so that it could not recompute them
+    // from the doubles, broke the spread stream-K fix-up of 128 x 256 float16 tiles: wrong sums in
+    // every run, one H100, sixty-eighth session.)
+    const Scale sc{(float)alpha, (float)beta, beta != 0.0};
     if constexpr (Config::kOverlap)
-      consume_overlap(ring, sh, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta, d_desc);
+      consume_overlap(ring, sh, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, sc, d_desc);
     else if constexpr (Config::kPingpong)
-      consume_pingpong(ring, sh, grid, args, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta, flags, workspace,
-                       d_desc);
+      consume_pingpong(ring, sh, grid, args, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, sc, flags, workspace, d_desc);
     else
-      consume(ring, sh, grid, args, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, alpha, beta, flags, workspace, d_desc,
-              record, t_start);
+      consume(ring, sh, grid, args, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, sc, flags, workspace, d_desc, record,
+              t_start);
   }
   // Clusters: every thread of every CTA, so that none leaves (its shared memory with it) while a
   // peer's consumers may still arrive on its "empty" barriers.  The peers' multicasts into this

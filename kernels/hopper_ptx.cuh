@@ -32,6 +32,13 @@ __device__ __forceinline__ void stmatrix_x4(void* row, unsigned r0, unsigned r1,
                "r"(r1), "r"(r2), "r"(r3)
                : "memory");
 }
+// The same, each matrix stored transposed: the 16 bytes at lane 8 j + i's address hold column i of
+// matrix j (its rows 0..7).
+__device__ __forceinline__ void stmatrix_x4_trans(void* col, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_addr(col)),
+               "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+}
 
 // Orders this thread's generic-proxy shared-memory writes before later async-proxy (TMA) reads.
 __device__ __forceinline__ void fence_proxy_async_shared() {
