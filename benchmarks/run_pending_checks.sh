@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU checks still owed on one H200 (kind nvidia-h200), each part within one device call:
 #   bash benchmarks/run_pending_checks.sh suite   # the whole GPU suite, then the CuPy example
+#   bash benchmarks/run_pending_checks.sh table   # issue 4's table (fp16, bf16), then the whole GPU suite
 #   bash benchmarks/run_pending_checks.sh draws   # SK_256_CLUSTER_PAD on a draw of its own (fp16,
 #       bf16), the exact-width pricing on three narrow products, issue 4's table
 #   bash benchmarks/run_pending_checks.sh ladder  # branch wip/epilogue-steps (alpha and beta
@@ -15,12 +16,12 @@
 #   bash benchmarks/run_pending_checks.sh cublasmp  # cuBLASMp (benchmarks/cublasmp_bench.py; the
 #       nvidia-cublasmp-cu13 0.7.0 wheel in .whl) on every GPU of the host at 16384³ and 32768³,
 #       beside the one-GPU cuBLAS anchor: its first run anywhere (a 1 x 1 grid on one GPU)
-# Wheels (benchmarks/split_wheels.sh): ladder, draws and cublasmp carry .whl alone; suite and staged
-# start GPU clusters and carry .whl and .whl-ucx.
+# Wheels (benchmarks/split_wheels.sh): ladder, draws and cublasmp carry .whl alone; suite, table and
+# staged start GPU clusters and carry .whl and .whl-ucx.
 # The census rows through census_study.sh's census_study: every launch cold, in turns with
 # cuBLAS, every output checked against float64 on sampled rows; full outputs under $OUT.
 set -o pipefail
-[[ "${1:-}" =~ ^(suite|draws|staged|ladder|cublasmp)$ ]] || { echo "usage: $0 suite|draws|staged|ladder|cublasmp" >&2; exit 2; }
+[[ "${1:-}" =~ ^(suite|table|draws|staged|ladder|cublasmp)$ ]] || { echo "usage: $0 suite|table|draws|staged|ladder|cublasmp" >&2; exit 2; }
 if [[ $1 == ladder ]]; then  # each tree forward and back once (ROUNDS=1), within one device call
   SHAPES="8192x8192x256 4096x4096x512 16384x8192x256 6144x6144x384 8192x8192x8192 4096x4096x4096"
   SHAPES+=" 1408x1536x16384 64x8192x8192 896x2432x8192 1024x2112x8192 256x256x65536 944x5144x6400 7088x712x7872"
@@ -30,9 +31,19 @@ if [[ $1 == ladder ]]; then  # each tree forward and back once (ROUNDS=1), withi
     exec bash "$(dirname "$0")/trees_in_turns.sh" run
 fi
 source "$(dirname "$0")/census_study.sh"  # $OUT, gpu_env.sh, census_study
+issue4_table() {
+  echo "== issue 4's table"
+  DTYPES="float16 bfloat16" SHAPES="8192x8192x8192 4096x4096x4096 896x2432x8192 1024x2112x8192 1408x1536x16384 256x256x65536
+    64x8192x8192 8192x8192x256" STUDY_TIMEOUT=120 census_study table --caller --scrub
+}
 echo "commit $(cat .whl/commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader
-if [[ $1 == suite ]]; then
+if [[ $1 == table ]]; then
+  issue4_table
+  echo "== the whole GPU suite"
+  timeout 240 python3 -m pytest -m gpu -q -p no:cacheprovider -n 14 -rfs >"$OUT/pytest-suite.log" 2>&1
+  tail -15 "$OUT/pytest-suite.log"
+elif [[ $1 == suite ]]; then
   echo "== the whole GPU suite"
   timeout 330 python3 -m pytest -m gpu -q -p no:cacheprovider -n 14 -rfs >"$OUT/pytest-suite.log" 2>&1
   tail -15 "$OUT/pytest-suite.log"
@@ -65,7 +76,5 @@ else
   echo "== narrow N: 256-wide stream-K priced against exact widths (prior: the rule off)"
   SHAPES="10632x432x4824 9920x488x7360 13360x280x7776" STUDY_TIMEOUT=70 census_study narrow \
     --caller --scrub --prior "SK_256_OVER_STATIC=None"
-  echo "== issue 4's table"
-  DTYPES="float16 bfloat16" SHAPES="8192x8192x8192 4096x4096x4096 896x2432x8192 1024x2112x8192 1408x1536x16384 256x256x65536
-    64x8192x8192 8192x8192x256" STUDY_TIMEOUT=120 census_study table --caller --scrub
+  issue4_table
 fi
