@@ -4,11 +4,10 @@
 #   bash benchmarks/run_pending_checks.sh table   # issue 4's table (fp16, bf16), then the whole GPU suite
 #   bash benchmarks/run_pending_checks.sh draws   # SK_256_CLUSTER_PAD on a draw of its own (fp16,
 #       bf16), the exact-width pricing on three narrow products, issue 4's table
-#   bash benchmarks/run_pending_checks.sh ladder  # branch wip/epilogue-steps (alpha and beta
-#       converted once per launch; stmatrix.trans in the columns epilogue) against main, in turns,
-#       with its GPU tests (the spread fix-up's among them: an earlier form of the first step broke
-#       it, RESULTS.md sixty-eighth session); first, here:
-#       bash benchmarks/trees_in_turns.sh prepare main wip/epilogue-steps
+#   bash benchmarks/run_pending_checks.sh ladder  # a kernel branch against main, in turns, with
+#       the epilogue, cluster and stream-K GPU tests (the spread fix-up's among them), every float16
+#       row of issue 4's table and more; first, here:
+#       bash benchmarks/trees_in_turns.sh prepare main <branch>
 #   bash benchmarks/run_pending_checks.sh staged  # NumPy chunks through the GPU: the staged GPU
 #       tests, staged_probe.py (CuPy's copies against the pinned buffers), host_inputs.py (beside
 #       dask-cuda's way and cuBLASXt; bfloat16 through the pinned buffers against CuPy's copies,
