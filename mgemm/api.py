@@ -42,9 +42,20 @@ def _kind(x: Any, name: str) -> str:
         return "cupy"
     if isinstance(x, np.ndarray):
         return "numpy"
-    if isinstance(x, (list, tuple)) or np.isscalar(x) or isinstance(x, np.generic):
+    if isinstance(x, (list, tuple, range)) or np.isscalar(x) or isinstance(x, np.generic):
         return "numpy"
-    raise TypeError(f"mgemm: {name} must be a NumPy, CuPy or Dask array, got {type(x).__name__}")
+    if hasattr(x, "__array__") or hasattr(x, "__array_interface__") or _has_buffer(x):
+        return "numpy"  # what NumPy converts (a pandas frame, array.array), as numpy.matmul does
+    raise TypeError(f"mgemm: {name} must be a NumPy, CuPy or Dask array (or what numpy.asarray "
+                    f"takes), got {type(x).__name__}")
+
+
+def _has_buffer(x: Any) -> bool:
+    try:
+        memoryview(x)
+    except TypeError:
+        return False
+    return True
 
 
 def _as_operand(x: Any, name: str) -> tuple[Any, str]:

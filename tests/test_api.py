@@ -163,6 +163,30 @@ def test_meta_stays_numpy():
     assert isinstance(got._meta, np.ndarray)
 
 
+def test_array_likes_numpy_converts_are_operands():
+    """What ``numpy.asarray`` converts (an object with ``__array__`` such as a pandas frame, one
+    with the buffer protocol such as ``array.array``, a range) multiplies as numpy.matmul would;
+    a dict or a set still raises."""
+    import array
+
+    class Frame:  # pandas' and xarray's way in
+        def __init__(self, values):
+            self.values = values
+
+        def __array__(self, dtype=None, copy=None):
+            return np.asarray(self.values, dtype=dtype)
+
+    x = np.arange(12.0).reshape(3, 4)
+    y = np.arange(8.0).reshape(4, 2)
+    assert np.array_equal(mgemm.matmul(Frame(x), y), x @ y)
+    assert np.array_equal(mgemm.matmul(array.array("d", range(4)), y), np.arange(4.0) @ y)
+    assert np.array_equal(mgemm.matmul(range(4), y), np.arange(4) @ y)
+    assert np.array_equal(mgemm.gemm(Frame(x), Frame(y), alpha=2.0), 2 * (x @ y))
+    for bad in ({1: 2}, {1, 2}):
+        with pytest.raises(TypeError, match="must be a NumPy, CuPy or Dask array"):
+            mgemm.matmul(bad, y)
+
+
 def test_errors_come_before_any_work():
     a = da.ones((3, 4), chunks=2)
     with pytest.raises(ValueError, match=r"\(3, 4\).*\(5, 2\)"):
