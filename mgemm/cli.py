@@ -100,8 +100,9 @@ def demo(size: int | None, dtype: str, repeat: int, n_workers: int | None, **opt
         _say(f"cluster: {n_workers_now} {'GPU' if gpu else 'CPU'} worker(s) at "
              f"{client.scheduler.address}; C = A @ B with A, B {size}×{size} {dtype}")
         case = Case(f"{dtype}-{size}", size, size, size, dtype, chunk)
-        rows = run_case(client, case, ["mgemm", "dask"], repeat=repeat, options=opts, gpu=gpu,
-                        progress=_say)
+        with _too_big_for_the_cluster():
+            rows = run_case(client, case, ["mgemm", "dask"], repeat=repeat, options=opts, gpu=gpu,
+                            progress=_say)
         click.echo(table(rows))
         m, d = rows
         if m.error:
@@ -110,6 +111,18 @@ def demo(size: int | None, dtype: str, repeat: int, n_workers: int | None, **opt
                   f"{d.median_s / m.median_s:.2f}× dask.array.matmul")
         click.echo(f"mgemm: {m.tflops:.3g} TFLOP/s, {versus}; checked against float64 "
                    f"(relative error {m.rel_error:.1e})")
+
+
+@contextlib.contextmanager
+def _too_big_for_the_cluster() -> Iterator[None]:
+    """A case whose inputs the cluster cannot hold (``bench.run_case`` refuses it before making
+    them) is an error message, not a traceback."""
+    from .plan import MemoryPlanError
+
+    try:
+        yield
+    except MemoryPlanError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def active_client_missing() -> bool:
@@ -195,9 +208,10 @@ def bench(suite: str, case_names: tuple, methods: tuple, repeat: int, protocol: 
             cases = [c for c in cases if c.name in case_names]
         rows = []
         for case in cases:
-            rows += run_case(client, case, list(methods), repeat=repeat, options=opts, gpu=gpu,
-                             progress=_say, trace=_appender(trace_path) if trace_path else None,
-                             layout=layout)
+            with _too_big_for_the_cluster():
+                rows += run_case(client, case, list(methods), repeat=repeat, options=opts, gpu=gpu,
+                                 progress=_say, trace=_appender(trace_path) if trace_path else None,
+                                 layout=layout)
             if json_path:
                 with open(json_path, "a") as fh:
                     for row in rows[-len(methods):]:

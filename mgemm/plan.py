@@ -988,10 +988,7 @@ def plan_from_shape(m: int, n: int, k: int, itemsize: int, n_workers: int, *, ki
     d_flops, d_memory, d_bandwidth = DEFAULTS[kind]
     workers = tuple(Worker(f"worker-{i}", kind, flops or d_flops, memory or d_memory,
                            bandwidth or d_bandwidth, slots) for i in range(n_workers))
-    held, room = (m * k + k * n + m * n) * itemsize, sum(w.memory for w in workers)
-    if held > room:  # A, B and C at once: before chunking sizes that could never fit
-        raise MemoryPlanError(f"A, B and C take {_fmt_bytes(held)}, but {n_workers} workers may "
-                              f"use {_fmt_bytes(room)} in all; use more workers")
+    check_fits(m, n, k, itemsize, workers)  # before chunking sizes that could never fit
     if block_size == "auto" and host is not None:
         block_size = choose_block_size(m, n, k, itemsize, workers, host)
     if chunk is None:
@@ -1002,6 +999,15 @@ def plan_from_shape(m: int, n: int, k: int, itemsize: int, n_workers: int, *, ki
     problem = Problem(*(_even(size, c) for size, c in zip((m, n, k), chunk)), itemsize,
                       part_itemsize)
     return make_plan(problem, workers, block_size=block_size, split=split)
+
+
+def check_fits(m: int, n: int, k: int, itemsize: int, workers: Sequence[Worker]) -> None:
+    """``MemoryPlanError`` where A (m×k), B (k×n) and C (m×n) of ``itemsize`` bytes an element
+    cannot be held at once by ``workers`` (their ``memory`` in all)."""
+    held, room = (m * k + k * n + m * n) * itemsize, sum(w.memory for w in workers)
+    if held > room:
+        raise MemoryPlanError(f"A, B and C take {_fmt_bytes(held)}, but {len(workers)} workers may "
+                              f"use {_fmt_bytes(room)} in all; use more workers or a smaller product")
 
 
 def _even(size: int, chunk: int) -> tuple[int, ...]:

@@ -451,6 +451,24 @@ def test_cli_demo_exit_status_follows_mgemm(monkeypatch):
     assert "mgemm: 2 TFLOP/s" in ok.stdout  # three significant digits, as the table: a CPU's 0.0123 too
 
 
+def test_cli_a_case_the_cluster_cannot_hold_is_an_error_message(monkeypatch):
+    """``bench.run_case`` refuses inputs the workers cannot hold (``MemoryPlanError``) before it
+    makes them; ``mgemm demo`` and ``mgemm bench`` say so in one line, exit status 1."""
+    from click.testing import CliRunner
+
+    from mgemm import cli
+    from mgemm.plan import MemoryPlanError
+
+    def too_big(case, methods):
+        raise MemoryPlanError("A, B and C take 1.0 TiB, but 2 workers may use 12 GiB in all")
+
+    for command in (["demo", "--size", "8"], ["bench"]):
+        _stand_in(monkeypatch, rows=too_big)
+        result = CliRunner().invoke(cli.main, command)
+        assert result.exit_code == 1, (command, result.output)
+        assert "Error: A, B and C take 1.0 TiB" in result.output and "Traceback" not in result.output
+
+
 def test_cli_demo_says_it_starts_a_cluster_only_when_it_does(monkeypatch):
     """``mgemm demo`` says it starts the embedded cluster only where no client is active."""
     from click.testing import CliRunner

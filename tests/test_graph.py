@@ -146,6 +146,18 @@ def test_bench_trace_marks_split_the_timed_run(client):
         assert row["workers"]  # the task stream saw the run
 
 
+def test_bench_refuses_inputs_the_cluster_cannot_hold_before_making_them(client, monkeypatch):
+    """A case whose A, B and C outgrow the workers' memory raises ``MemoryPlanError`` at once:
+    no input is made (a host out of memory otherwise) and no method runs."""
+    from mgemm import bench
+    from mgemm.plan import MemoryPlanError
+
+    monkeypatch.setattr(bench, "random_matrix", lambda *a, **k: pytest.fail("inputs were made"))
+    case = bench.Case("float64-1000000", 10**6, 10**6, 10**6, "float64", 10**5)
+    with pytest.raises(MemoryPlanError, match="A, B and C take 22.* workers may use"):
+        bench.run_case(client, case, ["mgemm", "dask"], repeat=1, options={}, gpu=False)
+
+
 def test_bench_records_a_failing_method_and_goes_on(client, monkeypatch):
     """A method that raises (or fails its check) becomes a row with the error and no times; the
     next method of the case still runs, and the table names the failure."""
