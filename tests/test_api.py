@@ -790,34 +790,35 @@ def test_keyword_options_win_over_dask_config_even_when_false():
 def test_environment_options_under_dask_config(tmp_path):
     """``MGEMM_*`` variables set the defaults: ``DASK_MGEMM__*`` ones and ``dask.config`` win over
     them, and a keyword over everything (read at import: a fresh interpreter)."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
     code = ("import dask, mgemm.config as c\n"
             "print(c.resolve()['block_size'], c.resolve()['engine'], c.resolve()['split'],"
             " c.resolve(block_size=3)['block_size'])\n"
             "with dask.config.set({'mgemm.engine': 'auto'}):\n"
             "    print(c.resolve()['engine'])\n")
-    root = Path(__file__).resolve().parents[1]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MGEMM_", "DASK_MGEMM"))}
-    env.update(PYTHONPATH=str(root), MGEMM_BLOCK_SIZE="96", MGEMM_ENGINE="NumPy",
-               MGEMM_SPLIT="off", DASK_MGEMM__SPLIT="on")
-    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split() == ["96", "numpy", "on", "3", "auto"]
+    out = _fresh_interpreter(code, tmp_path, MGEMM_BLOCK_SIZE="96", MGEMM_ENGINE="NumPy",
+                             MGEMM_SPLIT="off", DASK_MGEMM__SPLIT="on")
+    assert out.split() == ["96", "numpy", "on", "3", "auto"]
 
 
-def test_a_bad_option_value_names_where_it_came_from(tmp_path):
-    """The error for a bad option value says whether it came from the argument, dask.config (or
-    its DASK_MGEMM__* variable) or an MGEMM_* variable (read at import: a fresh interpreter)."""
+def _fresh_interpreter(code, cwd, **variables):
+    """The standard output of ``code`` run in a new Python with mgemm importable, no MGEMM_* or
+    DASK_MGEMM* variable but ``variables``."""
     import os
     import subprocess
     import sys
     from pathlib import Path
 
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MGEMM_", "DASK_MGEMM"))}
+    env.update(PYTHONPATH=str(Path(__file__).resolve().parents[1]), **variables)
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout
+
+
+def test_a_bad_option_value_names_where_it_came_from(tmp_path):
+    """The error for a bad option value says whether it came from the argument, dask.config (or
+    its DASK_MGEMM__* variable) or an MGEMM_* variable (read at import: a fresh interpreter)."""
     code = ("import dask, mgemm.config as c\n"
             "def err(**kw):\n"
             "    try:\n"
@@ -828,13 +829,7 @@ def test_a_bad_option_value_names_where_it_came_from(tmp_path):
             "err(split='sideways')\n"
             "with dask.config.set({'mgemm.split': 'up'}):\n"
             "    err()\n")
-    root = Path(__file__).resolve().parents[1]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MGEMM_", "DASK_MGEMM"))}
-    env.update(PYTHONPATH=str(root), MGEMM_SPLIT="bogus")
-    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.splitlines() == [
+    assert _fresh_interpreter(code, tmp_path, MGEMM_SPLIT="bogus").splitlines() == [
         "mgemm option split (from the environment variable MGEMM_SPLIT)",
         "mgemm option split (from the argument split (--split))",
         "mgemm option split (from dask.config mgemm.split (or DASK_MGEMM__SPLIT))"]
