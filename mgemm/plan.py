@@ -563,14 +563,15 @@ def check_counts(block_rows: int, block_cols: int, chunks: tuple[int, int, int])
     ``block_cols``), or operands of more than ``MAX_CHUNKS`` chunks (``chunks``: A's row, B's
     column and the K chunk counts), before planning it would take minutes and gigabytes."""
     mc, nc, kc = chunks
-    if block_rows * block_cols > MAX_BLOCKS:
-        raise PlanSizeError(f"{block_rows} x {block_cols} = {block_rows * block_cols:,} output blocks: "
-                         f"mgemm plans at most {MAX_BLOCKS:,} (each a Dask task); use a larger "
-                         f"block_size, or larger chunks")
-    if max(mc, nc) * kc > MAX_CHUNKS:
-        raise PlanSizeError(f"an operand of {max(mc, nc)} x {kc} = {max(mc, nc) * kc:,} chunks: mgemm "
-                         f"plans at most {MAX_CHUNKS:,} chunks an operand (each a Dask task); "
-                         f"rechunk to larger chunks")
+    blocks, most = block_rows * block_cols, max(mc, nc)
+    if blocks > MAX_BLOCKS:
+        raise PlanSizeError(f"{block_rows} x {block_cols} = {blocks:,} output blocks: mgemm plans "
+                            f"at most {MAX_BLOCKS:,} (each a Dask task); use a larger block_size, "
+                            f"or larger chunks")
+    if most * kc > MAX_CHUNKS:
+        raise PlanSizeError(f"an operand of {most} x {kc} = {most * kc:,} chunks: mgemm plans at "
+                            f"most {MAX_CHUNKS:,} chunks an operand (each a Dask task); rechunk to "
+                            f"larger chunks")
 
 
 def _group(chunks: Sequence[int], target: int) -> list[tuple[int, int]]:
