@@ -92,6 +92,8 @@ def demo(size: int | None, dtype: str, repeat: int, n_workers: int | None, **opt
     given = opts.pop("client")
     if given is None and active_client_missing():
         _say("starting the embedded default cluster ...")
+    else:
+        _say_ignored(given, ("n_workers",))
     with _session(given, n_workers=n_workers) as client:
         gpu = _cluster_has_gpus(client)
         n_workers_now = len(client.nthreads())
@@ -111,6 +113,20 @@ def demo(size: int | None, dtype: str, repeat: int, n_workers: int | None, **opt
                   f"{d.median_s / m.median_s:.2f}× dask.array.matmul")
         click.echo(f"mgemm: {m.tflops:.3g} TFLOP/s, {versus}; checked against float64 "
                    f"(relative error {m.rel_error:.1e})")
+
+
+def _say_ignored(given: Any, names: tuple[str, ...]) -> None:
+    """Name the flags among ``names`` (parameters of the running command) that the user gave but
+    that only shape the embedded cluster, which is not started: the command runs on ``given`` (a
+    scheduler address) or on the active client."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    flags = [p.opts[0] for p in ctx.command.params if p.name in names and
+             ctx.get_parameter_source(p.name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)]
+    if flags:
+        where = f"the scheduler {given}" if given is not None else "the active client"
+        _say(f"{', '.join(flags)}: for the embedded cluster, ignored on {where}")
 
 
 @contextlib.contextmanager
@@ -191,6 +207,8 @@ def bench(suite: str, case_names: tuple, methods: tuple, repeat: int, protocol: 
                                      f"500MB", param_hint="--transfer-limit")
     opts = _resolve(options)
     given = opts.pop("client")
+    if given is not None or not active_client_missing():
+        _say_ignored(given, ("protocol", "transfer_limit", "transfer_sync", "threads_per_worker"))
     start = {k: v for k, v in (("protocol", protocol), ("transfer_limit", transfer_limit)) if v}
     start["transfer_sync"] = transfer_sync
     if threads_per_worker:

@@ -415,6 +415,34 @@ def test_cli_demo_hands_its_flags_on_and_prints_the_check(monkeypatch):
     assert "A, B 1024×1024 float64" in result.stderr and "worker(s)" not in result.stdout
 
 
+def test_cli_flags_of_the_embedded_cluster_are_named_when_ignored(monkeypatch):
+    """Where a command runs on a given scheduler or on the active client, the embedded cluster's
+    flags the user gave (demo's --workers; bench's --protocol, --transfer-limit, --transfer-sync,
+    --threads-per-worker) are named as ignored on stderr; flags left at their defaults are not."""
+    from click.testing import CliRunner
+
+    from mgemm import cli
+
+    _stand_in(monkeypatch)
+    result = CliRunner().invoke(cli.main, ["demo", "--size", "8", "--workers", "3", "--client",
+                                           "tcp://h:8786"])
+    assert result.exit_code == 0, result.output
+    assert "--workers: for the embedded cluster, ignored on the scheduler tcp://h:8786" in result.stderr
+    result = CliRunner().invoke(cli.main, ["bench", "--client", "tcp://h:8786", "--protocol", "tcp",
+                                           "--transfer-sync", "device"])
+    assert result.exit_code == 0, result.output
+    assert ("--protocol, --transfer-sync: for the embedded cluster, ignored on the scheduler "
+            "tcp://h:8786") in result.stderr
+    monkeypatch.setattr(cli, "active_client_missing", lambda: False)
+    result = CliRunner().invoke(cli.main, ["bench", "--threads-per-worker", "2"])
+    assert "--threads-per-worker: for the embedded cluster, ignored on the active client" in result.stderr
+    for command in (["demo", "--size", "8"], ["bench"]):  # nothing given: nothing said
+        assert "ignored" not in CliRunner().invoke(cli.main, command + ["--client", "tcp://h:1"]).stderr
+    monkeypatch.setattr(cli, "active_client_missing", lambda: True)
+    result = CliRunner().invoke(cli.main, ["demo", "--size", "8", "--workers", "3"])
+    assert "ignored" not in result.stderr  # the embedded cluster takes them
+
+
 @pytest.mark.parametrize("gpu, workers, size, kind", [(False, 2, 2048, "CPU"), (True, 1, 16384, "GPU"),
                                                       (True, 2, 32768, "GPU")])
 def test_cli_demo_sizes_the_product_from_the_hardware(monkeypatch, gpu, workers, size, kind):
