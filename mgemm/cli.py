@@ -96,6 +96,7 @@ def demo(size: int | None, dtype: str, repeat: int, n_workers: int | None, **opt
         _say_ignored(given, ("n_workers",))
     with _session(given, n_workers=n_workers) as client:
         gpu = _cluster_has_gpus(client)
+        _engine_fits(opts["engine"], gpu, client)
         n_workers_now = len(client.nthreads())
         size = size or _demo_size(gpu, n_workers_now)
         chunk = max(256, size // 4)
@@ -113,6 +114,16 @@ def demo(size: int | None, dtype: str, repeat: int, n_workers: int | None, **opt
                   f"{d.median_s / m.median_s:.2f}× dask.array.matmul")
         click.echo(f"mgemm: {m.tflops:.3g} TFLOP/s, {versus}; checked against float64 "
                    f"(relative error {m.rel_error:.1e})")
+
+
+def _engine_fits(engine: str, gpu: bool, client: Any) -> None:
+    """A GPU engine asked of a cluster without GPUs is a usage error before any input is made
+    (the run would otherwise fail only after the inputs and dask's baseline)."""
+    from .engines import DEVICE_ENGINES
+
+    if engine in DEVICE_ENGINES and not gpu:
+        raise click.UsageError(f"--engine {engine} multiplies on GPUs, and the cluster at "
+                               f"{client.scheduler.address} has none; use auto or numpy")
 
 
 def _say_ignored(given: Any, names: tuple[str, ...]) -> None:
@@ -215,6 +226,7 @@ def bench(suite: str, case_names: tuple, methods: tuple, repeat: int, protocol: 
         start["threads_per_worker"] = threads_per_worker
     with _session(given, **start) as client:
         gpu = _cluster_has_gpus(client)
+        _engine_fits(opts["engine"], gpu, client)
         n = len(client.nthreads())
         cases = SUITES[suite](n) if gpu else cpu_cases()
         if case_names:

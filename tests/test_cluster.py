@@ -415,6 +415,26 @@ def test_cli_demo_hands_its_flags_on_and_prints_the_check(monkeypatch):
     assert "A, B 1024×1024 float64" in result.stderr and "worker(s)" not in result.stdout
 
 
+def test_cli_a_gpu_engine_on_a_cluster_without_gpus_is_refused_before_any_run(monkeypatch):
+    """``--engine cublas`` or ``persistent`` on CPU workers: a usage error naming the cluster,
+    before any case runs; on GPU workers it runs."""
+    from click.testing import CliRunner
+
+    from mgemm import cli
+
+    for command in (["demo", "--size", "8"], ["bench"]):
+        for engine in ("cublas", "persistent"):
+            calls = _stand_in(monkeypatch)
+            result = CliRunner().invoke(cli.main, command + ["--engine", engine])
+            assert result.exit_code == 2, result.output
+            assert (f"--engine {engine} multiplies on GPUs, and the cluster at tcp://127.0.0.1:8786 "
+                    f"has none") in " ".join(result.output.split())
+            assert calls["run_case"] == []
+        calls = _stand_in(monkeypatch, gpu=True)
+        assert CliRunner().invoke(cli.main, command + ["--engine", "cublas"]).exit_code == 0
+        assert calls["run_case"]
+
+
 def test_cli_flags_of_the_embedded_cluster_are_named_when_ignored(monkeypatch):
     """Where a command runs on a given scheduler or on the active client, the embedded cluster's
     flags the user gave (demo's --workers; bench's --protocol, --transfer-limit, --transfer-sync,
