@@ -348,7 +348,7 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
                                    emulate=opts["emulate_fp32"], info=ident["workers"])
         no_gpu = [w.name for w in workers if w.kind != "gpu"]
         if no_gpu and staged:
-            raise ValueError(f"engine {engine!r} multiplies on GPUs, and worker {no_gpu[0]} has "
+            raise RuntimeError(f"engine {engine!r} multiplies on GPUs, and worker {no_gpu[0]} has "
                              f"none (or no CuPy); for NumPy chunks on CPU workers use 'numpy' or "
                              f"'auto'")
     host = _host_copies(a, b, k, workers) if staged else None

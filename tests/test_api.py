@@ -150,8 +150,8 @@ def test_gpu_engines_on_numpy_chunks_need_a_gpu(monkeypatch):
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
                       dashboard_address=":0") as cluster, Client(cluster) as client:
         for engine in ("cublas", "persistent"):
-            with pytest.raises(ValueError, match=f"engine '{engine}' multiplies on GPUs, and "
-                                                 "worker .* has none"):
+            with pytest.raises(RuntimeError, match=f"engine '{engine}' multiplies on GPUs, and "
+                                                   "worker .* has none"):  # as without a client
                 mgemm.matmul(a, a.T, engine=engine, client=client)
         # ``auto`` keeps NumPy chunks on the CPU
         assert_close(mgemm.matmul(a, a.T, client=client).compute(), np.full((30, 30), 20.0),
