@@ -130,19 +130,17 @@ def local_shapes(case: Case, rank: int, nprow: int, npcol: int) -> dict[str, tup
     return {"A": shape(case.m, case.k), "B": shape(case.k, case.n), "C": shape(case.m, case.n)}
 
 
-def itemsize(dtype: str) -> int:
-    return {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}[dtype]
-
-
 def plan_table(cases: list[Case], procs: int, grid: tuple[int, int]) -> str:
     """Each case's grid, block and per-GPU local shapes and memory (``--plan``)."""
+    from mgemm.bench import array_dtype
+
     nprow, npcol = grid
     lines = [f"{procs} GPU(s), grid {nprow} x {npcol} (column-major)"]
     for case in cases:
         lines.append(f"{case.name}: {case.m}x{case.n}x{case.k} {case.dtype}, blocks of {case.block}")
         for rank in range(procs):
             shapes = local_shapes(case, rank, nprow, npcol)
-            held = sum(r * c for r, c in shapes.values()) * itemsize(case.dtype)
+            held = sum(r * c for r, c in shapes.values()) * array_dtype(case.dtype).itemsize
             lines.append(f"  rank {rank} {grid_position(rank, nprow)}: "
                          + "  ".join(f"{k} {r}x{c}" for k, (r, c) in shapes.items())
                          + f"  {held / 2**30:.1f} GiB")

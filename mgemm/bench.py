@@ -577,8 +577,8 @@ def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, option
 
     persist = persister(layout)
     # inputs the cluster cannot hold are refused before they are made (not an out-of-memory host)
-    check_fits(case.m, case.n, case.k, array_dtype(case.dtype).itemsize,
-               describe_workers(client, array_dtype(case.dtype), gpu=gpu))
+    dtype = array_dtype(case.dtype)
+    check_fits(case.m, case.n, case.k, dtype.itemsize, describe_workers(client, dtype, gpu=gpu))
     a = persist(client, lambda: random_matrix((case.m, case.k), case.chunk, case.dtype,
                                               gpu=gpu, seed=1))
     b = persist(client, lambda: random_matrix((case.k, case.n), case.chunk, case.dtype,
