@@ -293,8 +293,8 @@ def plan_cmd(m: int, n: int, k: int, dtype: str, workers: int, kind: str, thread
         raise click.UsageError("--host-chunks describes GPU workers (--kind gpu)")
     flops = (gpu_flops({}, dtype, opts["allow_tf32"], opts["emulate_fp32"]) if gpu
              else cpu_flops(threads, dtype))
-    host = staging.host_copies(DEFAULTS["gpu"][1], min(k, chunk or k)) if host_chunks else None
-    try:
+    try:  # (mgemm.staging's settings are read here: a bad one is an error line too)
+        host = staging.host_copies(DEFAULTS["gpu"][1], min(k, chunk or k)) if host_chunks else None
         plan = plan_from_shape(m, n, k, itemsize, workers, kind=kind, flops=flops, chunk=chunk,
                                block_size=opts["block_size"], split=opts["split"],
                                part_itemsize=part_itemsize, slots=1 if gpu else threads,

@@ -55,8 +55,10 @@ def gpu_flops(device: dict, dtype: Any, allow_tf32: bool = False,
 
 
 def cpu_flops(nthreads: int, dtype: Any) -> float:
-    itemsize = np.dtype(dtype).itemsize if str(dtype) != "bfloat16" else 2
-    scale = 2.0 if itemsize <= 4 and np.dtype(dtype).kind == "f" else 1.0
+    # bfloat16: a name NumPy knows only once ml_dtypes is imported (the engine adds in float32)
+    itemsize, kind = (2, "f") if str(dtype) == "bfloat16" else (np.dtype(dtype).itemsize,
+                                                                np.dtype(dtype).kind)
+    scale = 2.0 if itemsize <= 4 and kind == "f" else 1.0
     return nthreads * CPU_FLOPS_PER_THREAD * scale
 
 
@@ -79,8 +81,7 @@ def device_info(dask_worker: Any = None) -> dict | None:
             "sms": int(props["multiProcessorCount"]), "memory": int(total), "free": int(free),
             "cc": f"{props['major']}.{props['minor']}",
             "visible": os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0],
-            "copies": {"pinned": staging.PINNED_COPIES, "threads": staging.COPY_THREADS,
-                       "keep": staging.CACHE_FRACTION}}
+            "copies": dict(zip(("pinned", "threads", "keep"), staging.settings()))}
 
 
 def rmm_pool_unused(dask_worker: Any = None) -> int:

@@ -17,9 +17,11 @@ A keyword wins over ``dask.config`` (which includes ``DASK_MGEMM__*`` variables)
 
 GPU workers given NumPy chunks copy them to the GPU and back (``mgemm.staging``).  How is set on
 the workers, not per call, by ``dask.config`` keys under ``mgemm.staging`` that each process reads
-once, when it imports mgemm (a bad value makes the import raise; a variable such as
-``DASK_MGEMM__STAGING__COPY_THREADS=4`` where the workers start, or ``dask.config.set`` before the
-embedded cluster starts: its nannies hand their config to the workers)::
+once, at their first use (``mgemm.staging.settings``; a bad value raises there: in the client as
+it plans a product of NumPy chunks on GPU workers, in a worker's first such task, and in
+``mgemm info``).  Set them with a variable such as ``DASK_MGEMM__STAGING__COPY_THREADS=4`` where
+the workers start, or ``dask.config.set`` around the start of the embedded cluster: its nannies
+hand their config to the workers::
 
     mgemm.staging.pinned-copies    copies through pinned buffers (default true), else CuPy's own
     mgemm.staging.copy-threads     threads copying between host arrays and those buffers

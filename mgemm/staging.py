@@ -61,19 +61,36 @@ from . import config
 from .engines import is_bfloat16
 from .plan import HostCopies
 
-_settings = config.staging()  # dask.config's mgemm.staging.*, read once per process
+#: dask.config's mgemm.staging.*, read at their first use in this process (``settings``), not at
+#: import: a worker process imports this module (a spawned one imports the user's main script,
+#: and mgemm with it) before its nanny hands it the config the cluster was started with.
 #: Share of the GPU's memory the kept copies may hold (0: nothing is kept).
-CACHE_FRACTION = _settings["cache_fraction"]
+CACHE_FRACTION: float | None = None
 #: Copies to and from the GPU through this module's pinned buffers (else CuPy's own copies).
 #: On one H100 they made 32768³ from host chunks 1.5-2.0 × faster (``benchmarks/host_inputs.py``).
-PINNED_COPIES = _settings["pinned_copies"]
+PINNED_COPIES: bool | None = None
 #: Bytes of each pinned buffer (two per copy under way).
 PIECE_BYTES = 64 << 20
 #: Threads that copy between host arrays and pinned memory: by default ("auto") 8 (measured
 #: 1.08-1.13 × faster than 4 there), or the CPUs this process may run on where it has fewer
 #: (dask-cuda binds each worker to its GPU's CPUs).
-COPY_THREADS = _settings["copy_threads"] or min(
-    8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+COPY_THREADS: int | None = None
+
+
+def settings() -> tuple[bool, int, float]:
+    """``(PINNED_COPIES, COPY_THREADS, CACHE_FRACTION)``, those not yet set read from dask.config
+    (``ValueError`` naming a bad key)."""
+    global CACHE_FRACTION, PINNED_COPIES, COPY_THREADS
+    if None in (PINNED_COPIES, COPY_THREADS, CACHE_FRACTION):
+        read = config.staging()
+        if CACHE_FRACTION is None:
+            CACHE_FRACTION = read["cache_fraction"]
+        if PINNED_COPIES is None:
+            PINNED_COPIES = read["pinned_copies"]
+        if COPY_THREADS is None:
+            COPY_THREADS = read["copy_threads"] or min(8, len(os.sched_getaffinity(0)) if hasattr(
+                os, "sched_getaffinity") else os.cpu_count() or 1)
+    return PINNED_COPIES, COPY_THREADS, CACHE_FRACTION
 
 
 class _Entry:
@@ -199,8 +216,9 @@ def host_copies(gpu_memory: int, k_part: int) -> HostCopies:
     memory, and CuPy's copy rates where the pinned buffers are off (an H100 host: 256 MiB in
     32.7 ms, back into a new host array in 99 ms, ``benchmarks/RESULTS.md``, sixty-fifth
     session)."""
-    keep = CACHE_FRACTION * gpu_memory
-    if PINNED_COPIES:
+    pinned, _, fraction = settings()
+    keep = fraction * gpu_memory
+    if pinned:
         return HostCopies(keep, k_part)
     return HostCopies(keep, k_part, to_device=8e9, to_host=3e9)
 
@@ -212,7 +230,7 @@ def limit(cupy: Any, device: int) -> int:
     """``CACHE_FRACTION`` of ``device``'s memory, in bytes."""
     if device not in _memory:
         _memory[device] = int(cupy.cuda.Device(device).mem_info[1])
-    return int(CACHE_FRACTION * _memory[device])
+    return int(settings()[2] * _memory[device])
 
 
 def load(cupy: Any, copies: Any, x: Any, product: str, reads: int, typed: Any) -> Any:
@@ -246,7 +264,7 @@ def _rows(x: Any) -> int:
     one of NumPy's own numeric types in native byte order (not the types another package gives
     NumPy, such as ml_dtypes' float8 ones; bfloat16 comes here as integers, ``_bits``), or a row
     longer than a buffer."""
-    if not (PINNED_COPIES and getattr(x, "ndim", 0) == 2 and x.dtype.kind in "biufc"
+    if not (settings()[0] and getattr(x, "ndim", 0) == 2 and x.dtype.kind in "biufc"
             and x.dtype.isbuiltin == 1):
         return 0
     return PIECE_BYTES // max(1, x.shape[1] * x.dtype.itemsize)
@@ -308,7 +326,7 @@ def _buffers(cupy: Any) -> Iterator[_Buffers]:
 def _host_copy(dst: np.ndarray, src: np.ndarray) -> None:
     """``dst[...] = src`` by ``COPY_THREADS`` threads at once, each a band of rows (NumPy lets
     go of the GIL while it copies)."""
-    threads = COPY_THREADS
+    threads = settings()[1]
     with _pool_lock:
         if threads not in _pool:  # the old pool's threads end once no copy uses it (its
             _pool.clear()          # weak reference), not at once: a copy may be starting there

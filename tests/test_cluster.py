@@ -706,8 +706,8 @@ def test_device_info_counts_the_unused_pool_as_free(monkeypatch):
     monkeypatch.setattr(staging, "COPY_THREADS", 5)
     assert cluster.device_info() == {"model": "NVIDIA H200", "sms": 132, "memory": 100 * gib,
                                      "free": 40 * gib, "cc": "9.0", "visible": "3",
-                                     "copies": {"pinned": staging.PINNED_COPIES, "threads": 5,
-                                                "keep": staging.CACHE_FRACTION}}
+                                     "copies": {"pinned": staging.settings()[0], "threads": 5,
+                                                "keep": staging.settings()[2]}}
     monkeypatch.setattr(cluster, "rmm_pool_unused", lambda dask_worker=None: 200 * gib)
     assert cluster.device_info()["free"] == 100 * gib
 

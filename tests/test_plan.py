@@ -7,6 +7,7 @@ import doctest
 import json
 import time
 
+import dask
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -1090,3 +1091,33 @@ def test_cli_plan_that_cannot_fit_is_a_one_line_error():
     result = CliRunner().invoke(main, ["plan", "--m", "1000000", "--n", "1000000", "--k", "1000000"])
     assert result.exit_code == 1 and "use more workers" in result.output, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_cli_plan_of_bfloat16_on_cpu_workers_in_a_fresh_process():
+    """``mgemm plan --kind cpu --dtype bfloat16`` where nothing has imported ml_dtypes yet (the
+    name is NumPy's only after that): a plan priced at the float32 rate, not a TypeError."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "mgemm.cli", "plan", "--m", "2000", "--n", "2000",
+                          "--k", "2000", "--kind", "cpu", "--dtype", "bfloat16", "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    from mgemm.cluster import cpu_flops
+    assert json.loads(out.stdout)["workers"][0]["flops"] == cpu_flops(8, "float32")
+
+
+def test_cli_plan_with_a_bad_staging_setting_is_a_one_line_error(monkeypatch):
+    """``--host-chunks`` reads ``mgemm.staging``'s settings: a bad one is an error line naming
+    the key."""
+    from click.testing import CliRunner
+
+    from mgemm import staging
+    from mgemm.cli import main
+
+    for name in ("PINNED_COPIES", "COPY_THREADS", "CACHE_FRACTION"):
+        monkeypatch.setattr(staging, name, None)
+    with dask.config.set({"mgemm.staging.cache-fraction": 2}):
+        result = CliRunner().invoke(main, ["plan", "--m", "1000", "--n", "1000", "--k", "1000",
+                                           "--host-chunks"])
+    assert result.exit_code == 1 and "mgemm.staging.cache-fraction" in result.output, result.output

@@ -834,8 +834,7 @@ def test_a_worker_process_reads_its_staging_settings_from_the_environment():
     import os
     import subprocess
 
-    show = ("from mgemm import staging; "
-            "print(staging.PINNED_COPIES, staging.COPY_THREADS, staging.CACHE_FRACTION)")
+    show = "from mgemm import staging; print(*staging.settings())"
     env = {**os.environ, "DASK_MGEMM__STAGING__PINNED_COPIES": "false",
            "DASK_MGEMM__STAGING__COPY_THREADS": "3", "DASK_MGEMM__STAGING__CACHE_FRACTION": "0.25"}
     got = subprocess.run([sys.executable, "-c", show], env=env, capture_output=True, text=True,
@@ -849,7 +848,7 @@ def test_a_worker_process_reads_its_staging_settings_from_the_environment():
 
 def _staging_settings_here():
     from mgemm import staging
-    return staging.PINNED_COPIES, staging.COPY_THREADS, staging.CACHE_FRACTION
+    return staging.settings()
 
 
 def test_the_embedded_clusters_workers_take_the_staging_settings_set_before_it_starts():
@@ -866,3 +865,57 @@ def test_the_embedded_clusters_workers_take_the_staging_settings_set_before_it_s
             assert list(client.run(_staging_settings_here).values()) == [(False, 3, 0.1)]
     finally:
         cluster.close()
+
+
+_SCRIPT_IMPORTING_MGEMM = '''
+import dask
+import mgemm  # at the top: a spawned worker imports this script, and mgemm, before its config
+
+
+def here():
+    from mgemm import staging
+    return staging.settings()
+
+
+if __name__ == "__main__":
+    from distributed import Client, LocalCluster
+    with dask.config.set({"mgemm.staging.copy-threads": 1, "mgemm.staging.cache-fraction": 0.2}):
+        cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                               dashboard_address=None, host="127.0.0.1")
+    with Client(cluster) as client:
+        print(*list(client.run(here).values())[0])
+    cluster.close()
+'''
+
+
+def test_staging_settings_reach_workers_of_a_script_that_imports_mgemm_first(tmp_path):
+    """A user's script that imports mgemm at its top and sets ``mgemm.staging.*`` around its
+    cluster's start: the spawned worker imports the script (so mgemm) before its nanny hands it
+    that config, and still copies with the settings set (they are read at first use)."""
+    import os
+    import subprocess
+
+    script = tmp_path / "job.py"
+    script.write_text(_SCRIPT_IMPORTING_MGEMM)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DASK_MGEMM__STAGING")}
+    got = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                         check=True, timeout=120).stdout.split()
+    assert got == ["True", "1", "0.2"]
+
+
+def test_a_bad_staging_setting_raises_where_it_is_read_not_at_import(monkeypatch):
+    """``import mgemm`` (so every ``mgemm`` command, ``--help`` too) works with a bad
+    ``mgemm.staging`` value; reading the settings raises the ``ValueError`` naming the key."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "DASK_MGEMM__STAGING__COPY_THREADS": "0"}
+    subprocess.run([sys.executable, "-c", "import mgemm.staging, mgemm.cli"], env=env, check=True,
+                   timeout=60)
+    for name in ("PINNED_COPIES", "COPY_THREADS", "CACHE_FRACTION"):
+        monkeypatch.setattr(staging, name, None)
+    with dask.config.set({"mgemm.staging.copy-threads": 0}):
+        with pytest.raises(ValueError, match="mgemm.staging.copy-threads"):
+            staging.settings()
+        with pytest.raises(ValueError, match="mgemm.staging.copy-threads"):
+            staging.host_copies(2**30, 1024)
