@@ -518,6 +518,23 @@ def test_gemm_adds_beta_c_in_the_result_type(alpha):
             np.testing.assert_allclose(got.astype(np.float64), want, rtol=1e-15)
 
 
+def test_gemm_multiplies_narrow_integers_in_the_type_a_wider_c_sets():
+    """Integer (bool) A and B with a wider C: ``A @ B`` in the product's type, as ``beta · C``,
+    not in A's and B's, where it would wrap (int8: 4 · 100 · 100) and then be widened; in one
+    block and across K chunks (the first part written, the others added)."""
+    cases = [(np.full((2, 4), 100, np.int8), np.int64, 40000),
+             (np.full((2, 4), 100, np.uint8), np.uint16, 40000),
+             (np.ones((2, 4), bool), np.int64, 4)]
+    for a, c_type, want in cases:
+        c = np.ones((2, 2), c_type)
+        for beta in (0.0, 1.0):
+            for x in (a, da.from_array(a, chunks=(1, 1)), da.from_array(a, chunks=(2, 4))):
+                got = mgemm.gemm(x, a.T, c, beta=beta)
+                got = got.compute() if isinstance(got, da.Array) else got
+                assert got.dtype == np.result_type(a, c)
+                np.testing.assert_array_equal(got, np.full((2, 2), want + beta))
+
+
 # -- drawn products against NumPy --------------------------------------------------------------------
 
 DRAWN_DTYPES = ["float64", "float32", "float16", "complex64", "complex128", "int32", "int64",

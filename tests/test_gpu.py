@@ -126,6 +126,19 @@ def test_engine_c_of_a_narrower_dtype(cp, rng, engine):
                  "float32")
 
 
+def test_cublas_engine_multiplies_narrow_integers_in_the_product_type(cp):
+    """int8 A and B in an int64 product (a wider C sets it): multiplied in int64, not wrapped in
+    int8 and widened after; in one part and in two (the persistent engine takes floats only)."""
+    from mgemm.engines import get
+
+    a = cp.full((3, 4), 100, cp.int8)
+    for parts in ([a], [a[:, :1], a[:, 1:]]):
+        out = get("cublas").gemm(parts, [p.T for p in parts], beta=1.0, c=cp.ones((3, 3), cp.int64),
+                               out_dtype="int64")
+        assert out.dtype == np.int64
+        np.testing.assert_array_equal(cp.asnumpy(out), np.full((3, 3), 40001))
+
+
 @pytest.mark.parametrize("engine", ["cublas", "persistent"])
 def test_block_task_waits_for_inputs_still_being_written(cp, rng, engine):
     """A chunk whose kernel is still running on the legacy default stream when the block task

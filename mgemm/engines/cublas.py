@@ -60,7 +60,8 @@ class CublasEngine:
         else:
             a = parts[0][0] if len(parts) == 1 else cupy.concatenate([p[0] for p in parts], 1)
             b = parts[0][1] if len(parts) == 1 else cupy.concatenate([p[1] for p in parts], 0)
-            out = cupy.matmul(a, b).astype(dtype, copy=False)
+            # integers (bool) multiplied in the product's type, which a wider C may set
+            out = cupy.matmul(a.astype(dtype, copy=False), b.astype(dtype, copy=False))
         out = scale_and_add(out, alpha, beta, c, cupy)
         wait_for_queued_work(cupy)
         return out

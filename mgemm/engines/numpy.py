@@ -54,9 +54,11 @@ class NumpyEngine:
             if not b_row[0].shape[0]:
                 continue
             a_col = [row[k] for row in a_rows]
-            if acc_dtype.kind in "fc":  # each part in the accumulator's type (BLAS), once
-                a_col = [a.astype(acc_dtype, copy=False) for a in a_col]
-                b_row = [b.astype(acc_dtype, copy=False) for b in b_row]
+            # each part in the accumulator's type, once: BLAS for floats, and integers (bool)
+            # multiplied in the product's type, which a wider C may set (np.matmul with a wider
+            # `out` multiplies in its inputs' type, wrapping, and widens after)
+            a_col = [a.astype(acc_dtype, copy=False) for a in a_col]
+            b_row = [b.astype(acc_dtype, copy=False) for b in b_row]
             for (r0, h), a in zip(row_spans, a_col):
                 for (c0, w), b in zip(col_spans, b_row):
                     out = acc[r0:r0 + h, c0:c0 + w]
