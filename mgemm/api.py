@@ -14,6 +14,7 @@ Dask arrays in → a lazy ``dask.array.Array`` out; NumPy or CuPy arrays in → 
 
 from __future__ import annotations
 
+import cmath
 import dataclasses
 import itertools
 import logging
@@ -189,9 +190,14 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0
             raise ValueError(f"mgemm.gemm: c has shape {c.shape}; op(a) @ op(b) has shape "
                              f"{(a.shape[0], b.shape[1])}")
         operands.append(c)
+    scalars = []
     for name, value in (("alpha", alpha), ("beta", beta)):
-        if not isinstance(value, (int, float, complex, np.number)) or isinstance(value, bool):
+        if isinstance(value, np.ndarray) and value.ndim == 0:  # numpy.asarray(2.0): its number
+            value = value[()]
+        if not isinstance(value, (int, float, complex, np.number)) or isinstance(value, (bool, np.bool_)):
             raise TypeError(f"mgemm.gemm: {name} must be a number, got {value!r}")
+        scalars.append(value)
+    alpha, beta = scalars
     out_dtype = _result_dtype(*operands)
     alpha, beta = _scalar(alpha, "alpha", out_dtype), _scalar(beta, "beta", out_dtype)
     if c is None or beta == 0:
@@ -230,10 +236,15 @@ def _scalar(value: Any, name: str, out_dtype: Any) -> Any:
 def _rounded(value: Any, dtype: np.dtype, name: str, kind: type) -> Any:
     """``value`` rounded to ``dtype``, as a Python ``kind``; a finite value beyond the type's
     range is a TypeError (it would scale every element to inf)."""
+    try:  # a Python int may be beyond every float (10**400) or beyond NumPy's integers (2**64)
+        exact = kind(value)
+    except OverflowError:
+        exact = None
     with np.errstate(over="ignore"):
-        rounded = dtype.type(value)
-    if np.isfinite(value) and not np.isfinite(rounded):
-        raise TypeError(f"mgemm.gemm: {name} = {value} is beyond the range of {dtype}, the type "
+        rounded = None if exact is None else dtype.type(exact)
+    if rounded is None or (cmath.isfinite(exact) and not np.isfinite(rounded)):
+        shown = value if exact is not None else f"an integer of {int(value).bit_length()} bits"
+        raise TypeError(f"mgemm.gemm: {name} = {shown} is beyond the range of {dtype}, the type "
                         f"the product is scaled in")
     return kind(rounded)
 
@@ -569,5 +580,7 @@ def _degenerate(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: An
         # C in the zeros' chunks: dask's elementwise product of an array with empty chunks can
         # come out with more rows than its shape says
         c = _to_dask(c, "auto").rechunk(out.chunks)
-        out = (beta * c.astype(out_dtype)).astype(out_dtype)  # in the result's type, as BLAS
+        # in the type the product's blocks add beta · C in (float32 for 16-bit types), as there
+        acc = engines.accumulator_dtype(out_dtype)
+        out = (beta * c.astype(acc)).astype(out_dtype)
     return out

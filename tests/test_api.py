@@ -714,6 +714,24 @@ def test_degenerate_products_keep_the_result_dtype():
     np.testing.assert_array_equal(got, np.ones((3, 3), np.float32))
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_degenerate_16bit_products_scale_c_as_the_others(dtype):
+    """K == 0 and alpha == 0 with a 16-bit C: beta · C formed in float32 and rounded once, as a
+    product with K > 0 forms it (not beta rounded to 16 bits and multiplied there)."""
+    from mgemm.bench import array_dtype
+
+    t = array_dtype(dtype)
+    c = (np.arange(1, 65, dtype=np.float32) / 7).reshape(8, 8).astype(t)
+    want = (np.float32(0.1) * c.astype(np.float32)).astype(t)
+    for k, alpha in ((0, 1.0), (3, 0.0)):
+        a = np.ones((8, k), t)
+        for x in (a, da.from_array(a, chunks=4)):
+            got = mgemm.gemm(x, a.T, c, alpha=alpha, beta=0.1)
+            got = got.compute() if isinstance(got, da.Array) else got
+            assert got.dtype == t
+            np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))
+
+
 def test_gemm_result_type_includes_c():
     """C takes part in the type promotion: float32 A and B with a float64 C give float64, as
     ``alpha * a @ b + beta * c`` does in NumPy."""
@@ -740,8 +758,21 @@ def test_gemm_with_a_dask_c_is_lazy():
 def test_gemm_scalars_must_be_numbers_not_bools():
     x = np.ones((2, 3))
     for name in ("alpha", "beta"):
-        with pytest.raises(TypeError, match=f"{name} must be a number, got True"):
-            mgemm.gemm(x, x.T, np.ones((2, 2)), **{name: True})
+        for flag in (True, np.True_, np.array(True)):
+            with pytest.raises(TypeError, match=f"{name} must be a number, got (np.)?True"):
+                mgemm.gemm(x, x.T, np.ones((2, 2)), **{name: flag})
+        with pytest.raises(TypeError, match=f"{name} must be a number, got array"):
+            mgemm.gemm(x, x.T, np.ones((2, 2)), **{name: np.array([2.0])})
+
+
+def test_gemm_scalars_numpy_scales_by():
+    """Python integers beyond NumPy's (2**64), and 0-d arrays, scale as NumPy scales by them."""
+    x = np.ones((2, 3))
+    for dtype in ("f8", "c16"):
+        got = mgemm.gemm(x.astype(dtype), x.T, alpha=2**64)
+        np.testing.assert_array_equal(got, 2**64 * (x @ x.T).astype(dtype))
+    np.testing.assert_array_equal(mgemm.gemm(x, x.T, np.ones((2, 2)), alpha=np.array(2.0),
+                                             beta=np.asarray(3, np.int8)), 2 * (x @ x.T) + 3)
 
 
 def test_gemm_whole_and_real_scalars_of_other_types_are_converted():
@@ -886,7 +917,9 @@ def test_gemm_scalars_are_rounded_to_the_products_type():
 
 
 @pytest.mark.parametrize("dtype, value", [("f4", 1e39), ("f4", np.float64(1e300)),
-                                          ("c8", complex(1e300, 1)), ("f2", 1e39)])
+                                          ("c8", complex(1e300, 1)), ("f2", 1e39),
+                                          pytest.param("f8", 10**400, id="f8-10**400"),
+                                          pytest.param("c16", 10**400, id="c16-10**400")])
 def test_gemm_scalars_beyond_the_types_range_are_refused(dtype, value):
     x = np.ones((2, 2), dtype)
     for name in ("alpha", "beta"):
