@@ -584,6 +584,9 @@ class KeepPlacement(SchedulerPlugin):
     """
 
     name = "mgemm-keep-placement"
+    #: a client in another process registers it again: the scheduler keeps the one it has, with
+    #: the placements other clients sent it
+    idempotent = True
     #: block tasks whose placement is kept for graphs still to arrive (oldest dropped first)
     PLANNED = 1 << 17
 
@@ -709,6 +712,7 @@ class KeepExtensionDtypes(WorkerPlugin):
     """Installs ``keep_extension_dtypes`` on every worker (and on workers that join later)."""
 
     name = "mgemm-extension-dtypes"
+    idempotent = True  # set up once on each worker, whichever client registers it
 
     def setup(self, worker: Any) -> None:
         keep_extension_dtypes()

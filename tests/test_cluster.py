@@ -948,6 +948,23 @@ def test_placement_plugin_takes_block_tasks_off_stealing_when_they_start():
     assert removed == [ts] and pending == {other}
 
 
+def test_a_second_client_process_keeps_the_schedulers_placement_plugin(monkeypatch):
+    """A client in another process (``_installed`` empty there) registers the plugins again: the
+    scheduler keeps the placement plugin it has, with the placements other clients sent it."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as lc, Client(lc) as client:
+        monkeypatch.setattr(cluster, "_installed", set())
+        assert cluster.install_placement(client)
+        first = lc.scheduler.plugins[cluster.KeepPlacement.name]
+        first.remember({("mgemm-block-x", 0, 0): ("tcp://127.0.0.1:1", -1)})
+        monkeypatch.setattr(cluster, "_installed", set())
+        assert cluster.install_placement(client)
+        assert lc.scheduler.plugins[cluster.KeepPlacement.name] is first
+        assert ("mgemm-block-x", 0, 0) in first.planned
+
+
 def test_install_placement_once_per_scheduler_and_warns_where_it_cannot(monkeypatch):
     """Plugins are registered once per scheduler id; a scheduler refusing them gives a warning
     and False."""
