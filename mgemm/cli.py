@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import os
 import sys
 from typing import Any, Iterator
 
@@ -59,7 +60,7 @@ def _session(given: Any, **start: Any) -> Iterator[Any]:
     with contextlib.ExitStack() as stack:
         try:
             client = stack.enter_context(session(given, **start))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, TypeError) as exc:
             what = ("cannot start the embedded cluster" if given is None
                     else f"cannot reach the scheduler {given}")
             raise click.ClickException(f"{what}: {exc}") from None
@@ -69,6 +70,37 @@ def _session(given: Any, **start: Any) -> Iterator[Any]:
 
 def _say(msg: str) -> None:
     click.echo(msg, err=True)
+
+
+#: Seconds ``demo`` and ``bench`` wait for a first worker on a scheduler that has none yet (one
+#: just started beside its workers, as cluster/README.md starts them).
+WORKER_WAIT_S = 60
+
+
+def _joined(client: Any) -> Any:
+    """``client`` once its scheduler has a worker, waiting up to ``WORKER_WAIT_S`` for one;
+    an error message after that."""
+    if client.nthreads():
+        return client
+    _say(f"waiting for workers to join {client.scheduler.address} ...")
+    try:
+        client.wait_for_workers(1, timeout=WORKER_WAIT_S)
+    except TimeoutError:
+        raise click.ClickException(f"no worker joined the scheduler {client.scheduler.address} "
+                                   f"in {WORKER_WAIT_S} s") from None
+    return client
+
+
+def _writable(path: str | None, flag: str) -> None:
+    """A usage error, before any work, where ``path`` (a file --json or --trace appends to, or
+    --plot writes) could not be written: its folder missing, or it or that folder read-only."""
+    if path is None:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise click.BadParameter(f"{path}: no folder {folder}", param_hint=flag)
+    if not os.access(path if os.path.exists(path) else folder, os.W_OK):
+        raise click.BadParameter(f"{path}: not writable", param_hint=flag)
 
 
 @click.group()
@@ -95,7 +127,7 @@ def demo(size: int | None, dtype: str, repeat: int, n_workers: int | None, **opt
     else:
         _say_ignored(given, ("n_workers",))
     with _session(given, n_workers=n_workers) as client:
-        gpu = _cluster_has_gpus(client)
+        gpu = _cluster_has_gpus(_joined(client))
         _engine_fits(opts["engine"], gpu, client)
         n_workers_now = len(client.nthreads())
         size = size or _demo_size(gpu, n_workers_now)
@@ -205,8 +237,11 @@ def bench(suite: str, case_names: tuple, methods: tuple, repeat: int, protocol: 
     """Time mgemm and dask.array.matmul on the same cluster and inputs (median of --repeat)."""
     from .bench import SUITES, cpu_cases, plot, run_case, table
 
-    if plot_path and importlib.util.find_spec("matplotlib") is None:  # say so before any work
-        raise click.UsageError("--plot needs matplotlib: pip install 'mgemm[plot]'")
+    for path, flag in ((json_path, "--json"), (trace_path, "--trace"), (plot_path, "--plot")):
+        _writable(path, flag)  # before any work, as what follows
+    if plot_path and importlib.util.find_spec("matplotlib") is None:
+        raise click.UsageError("--plot needs matplotlib: pip install matplotlib (or mgemm's "
+                               "plot extra)")
     if transfer_limit:
         from dask.utils import parse_bytes
         try:
@@ -225,7 +260,7 @@ def bench(suite: str, case_names: tuple, methods: tuple, repeat: int, protocol: 
     if threads_per_worker:
         start["threads_per_worker"] = threads_per_worker
     with _session(given, **start) as client:
-        gpu = _cluster_has_gpus(client)
+        gpu = _cluster_has_gpus(_joined(client))
         _engine_fits(opts["engine"], gpu, client)
         n = len(client.nthreads())
         cases = SUITES[suite](n) if gpu else cpu_cases()

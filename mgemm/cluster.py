@@ -20,6 +20,7 @@ import warnings
 from collections import OrderedDict
 from typing import Any, Iterator
 
+import dask
 import numpy as np
 from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
 
@@ -415,6 +416,12 @@ def _check_address(address: str) -> None:
     get_backend(scheme)
     if scheme in ("tcp", "tls"):
         get_address_host_port(address)
+    if scheme == "tls" and not (dask.config.get("distributed.comm.tls.ca-file", None)
+                                and dask.config.get("distributed.comm.tls.client.cert", None)):
+        raise ValueError("a tls:// address needs the client's certificates in dask.config: "
+                         "DASK_DISTRIBUTED__COMM__TLS__CA_FILE, ..._CLIENT__CERT and "
+                         "..._CLIENT__KEY (cluster/README.md), or give a Client made with "
+                         "security=")
     if scheme == "ucx" and not has_ucx():
         raise ValueError("UCX addresses need distributed-ucxx (mgemm's cuda12 or cuda13 extra)")
 

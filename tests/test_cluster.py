@@ -229,7 +229,8 @@ def test_an_embedded_cluster_that_cannot_start_is_a_one_line_error(monkeypatch):
 
 @pytest.mark.parametrize("address, says", [
     ("foo", "missing port number"), ("tcp://127.0.0.1:abc", "invalid literal"),
-    ("bogus://h:1", "unknown address scheme 'bogus'")])
+    ("bogus://h:1", "unknown address scheme 'bogus'"),
+    ("tls://127.0.0.1:1", "needs the client's certificates")])
 def test_malformed_scheduler_addresses_are_refused_at_once(address, says):
     """An address no client could use is refused before a ``Client`` is made (one that fails in
     its constructor waits up to a minute to close when collected): by the CLI as a one-line
@@ -293,6 +294,43 @@ def test_bench_plot_without_matplotlib_stops_before_any_work(monkeypatch):
     result = CliRunner().invoke(cli.main, ["bench", "--plot", "out.png"])
     assert result.exit_code == 2, result.output
     assert "--plot needs matplotlib" in result.output
+
+
+def test_bench_output_paths_are_checked_before_any_work(monkeypatch, tmp_path):
+    """--json, --trace and --plot into a folder that does not exist: a usage error at once, not
+    a traceback after the first case has run."""
+    from click.testing import CliRunner
+
+    from mgemm import cli
+
+    monkeypatch.setattr(cli, "_session", lambda *a, **k: pytest.fail("a cluster was started"))
+    for flag in ("--json", "--trace", "--plot"):
+        result = CliRunner().invoke(cli.main, ["bench", flag, str(tmp_path / "no" / "out")])
+        assert result.exit_code == 2 and f"Invalid value for {flag}" in result.output, result.output
+        assert "no folder" in result.output
+
+
+def test_demo_and_bench_wait_for_a_first_worker(monkeypatch):
+    """On a scheduler with no worker yet (just started, beside workers still starting) the
+    commands wait for one, saying so, and after ``WORKER_WAIT_S`` give an error line."""
+    import threading
+
+    from click.testing import CliRunner
+    from distributed import Client, LocalCluster
+
+    from mgemm import cli
+
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as lc, \
+            Client(lc) as client:
+        monkeypatch.setattr(cli, "WORKER_WAIT_S", 0.5)
+        for command in ("demo", "bench"):
+            result = CliRunner().invoke(cli.main, [command, "--client", lc.scheduler_address])
+            assert result.exit_code == 1, result.output
+            assert f"no worker joined the scheduler {lc.scheduler_address} in 0.5 s" in result.output
+            assert "Traceback" not in result.output
+        monkeypatch.setattr(cli, "WORKER_WAIT_S", 60)
+        threading.Timer(0.5, lc.scale, [1]).start()
+        assert cli._joined(client) is client and len(client.nthreads()) == 1
 
 
 def test_placement_plugin_fills_in_only_missing_restrictions(monkeypatch):
