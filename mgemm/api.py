@@ -19,6 +19,7 @@ import dataclasses
 import itertools
 import logging
 import uuid
+import warnings
 from typing import Any
 
 import dask
@@ -290,6 +291,7 @@ def _finish(build: Any, eager: bool, opts: dict) -> Any:
     is planned and scattered again over the workers left (``LOST_INPUT_RETRIES``)."""
     out = build()
     if not eager:
+        _say_where_to_compute(opts["client"])
         return out
     client = active_client(opts["client"])
     if client is None:
@@ -303,6 +305,29 @@ def _finish(build: Any, eager: bool, opts: dict) -> Any:
             if attempt == LOST_INPUT_RETRIES or not _inputs_lost(out):
                 raise
         out = build()
+
+
+_warned_addresses: set = set()
+
+
+def _say_where_to_compute(option: Any) -> None:
+    """A warning, once per address, where a lazy result was planned for the scheduler at an
+    address (``client="tcp://…"``, ``MGEMM_CLIENT``) that is not the default client's: Dask
+    would compute it elsewhere (in this process, without a default client)."""
+    if not isinstance(option, str) or option in _warned_addresses:
+        return
+    from distributed import default_client
+    try:
+        here = default_client().scheduler.address
+    except ValueError:  # no default client
+        here = None
+    if here == option:
+        return
+    _warned_addresses.add(option)
+    where = f"the default client's scheduler {here}" if here else "this process (no default client)"
+    warnings.warn(f"mgemm planned this product for the workers at {option}, but Dask computes a "
+                  f"lazy result on {where}: compute it there, with client.compute(c) on a "
+                  f"Client({option!r}) or inside `with Client({option!r}):`", stacklevel=4)
 
 
 def _compute_here(out: da.Array) -> Any:

@@ -8,6 +8,7 @@ import sys
 import types
 import warnings
 
+import dask.array as da
 import numpy as np
 import pytest
 
@@ -294,6 +295,37 @@ def test_bench_plot_without_matplotlib_stops_before_any_work(monkeypatch):
     result = CliRunner().invoke(cli.main, ["bench", "--plot", "out.png"])
     assert result.exit_code == 2, result.output
     assert "--plot needs matplotlib" in result.output
+
+
+def test_a_lazy_result_planned_for_an_address_says_where_to_compute_it(monkeypatch):
+    """``client="<address>"`` (or ``MGEMM_CLIENT``) with Dask operands: the lazy result runs
+    wherever it is computed, so where that is not that scheduler (no default client here) a
+    warning, once per address, says how to compute it there; none under a default client of
+    that scheduler, nor for arrays in (computed there)."""
+    from distributed import Client, LocalCluster
+
+    import mgemm
+    from mgemm import api
+
+    monkeypatch.setattr(api, "_warned_addresses", set())
+    x = da.ones((8, 8), chunks=4)
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as lc:
+        address = lc.scheduler_address
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            mgemm.matmul(np.ones((4, 4)), np.ones((4, 4)), client=address)
+            assert not caught
+            c = mgemm.matmul(x, x, client=address)
+            mgemm.matmul(x, x, client=address)
+        said = [str(w.message) for w in caught]
+        assert len(said) == 1 and f"planned this product for the workers at {address}" in said[0]
+        assert "this process (no default client)" in said[0] and caught[0].filename == __file__
+        assert (c.compute() == 8).all()
+        monkeypatch.setattr(api, "_warned_addresses", set())
+        with Client(lc), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            mgemm.matmul(x, x, client=address)
+        assert not caught
 
 
 def test_bench_output_paths_are_checked_before_any_work(monkeypatch, tmp_path):
