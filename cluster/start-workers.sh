@@ -68,6 +68,11 @@ esac
 
 case "$kind" in
   cuda)
+    if ! "$py" -c "import dask_cuda" 2>/dev/null; then
+      echo "start-workers.sh: $py has no dask-cuda (pip install 'mgemm[cuda13]' or 'mgemm[cuda12]');" \
+           "for a CPU-only cluster set MGEMM_WORKER_KIND=cpu" >&2
+      exit 2
+    fi
     pool="${MGEMM_RMM_POOL_SIZE:-}"
     if [[ -z "$pool" && "$protocol" == ucx* ]]; then
       first="${CUDA_VISIBLE_DEVICES:-0}"

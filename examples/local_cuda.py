@@ -10,12 +10,18 @@ engine="cublas" (each block's chunks copied to its GPU and the block back).
 
 import os
 import statistics
+import sys
 
-import cupy
+try:
+    import cupy
+    from dask_cuda import LocalCUDACluster
+except ImportError as exc:  # a machine without the GPU stack: say what to run instead
+    sys.exit(f"examples/local_cuda.py needs GPUs with CuPy and dask-cuda (pip install "
+             f"'mgemm[cuda13]' or 'mgemm[cuda12]'); missing: {exc.name}. On CPUs, run "
+             f"examples/local_cpu.py")
 import dask
 import dask.array as da
 import numpy as np
-from dask_cuda import LocalCUDACluster
 from distributed import Client, wait
 
 import mgemm

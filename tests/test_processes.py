@@ -290,3 +290,18 @@ def test_worker_script_rmm_pool_from_nvidia_smi(tmp_path, smi, pool):
                           env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
     assert f"--rmm-pool-size {pool} " in done.stdout
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_worker_script_without_dask_cuda_says_what_to_do(tmp_path):
+    """start-workers.sh for GPU workers (the default kind) with a Python that has no dask-cuda
+    (a stand-in that fails every import): one line naming the extras and MGEMM_WORKER_KIND=cpu,
+    exit 2, not dask's "No such command 'cuda'"."""
+    (tmp_path / "py").write_text("#!/bin/sh\nexit 1\n")
+    (tmp_path / "py").chmod(0o755)
+    env = dict(os.environ, MGEMM_PYTHON=str(tmp_path / "py"))
+    env.pop("MGEMM_WORKER_KIND", None)
+    done = subprocess.run(["bash", str(ROOT / "cluster" / "start-workers.sh"), "tcp://h:8786"],
+                          env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and "has no dask-cuda" in done.stderr, done.stderr
+    assert "MGEMM_WORKER_KIND=cpu" in done.stderr
