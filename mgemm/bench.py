@@ -587,7 +587,11 @@ def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, option
     env = {**environment(client), "layout": layout,
            "allow_tf32": bool(options.get("allow_tf32", False)),
            "emulate_fp32": emulated_scheme(client, case.dtype, options, gpu),
-           "tune": bool(options.get("tune", False))}  # the warm-up run tunes, the timed runs reuse
+           "tune": bool(options.get("tune", False)),  # the warm-up tunes, the timed runs reuse
+           # mgemm's other options as the run was given them (engine and block size as asked,
+           # "auto" where mgemm chose)
+           **{name: str(options[name]) for name in ("engine", "block_size", "split")
+              if name in options}}
     workers = client.nthreads()
     proto = protocol(next(iter(workers))) if workers else "inproc"
     rows = []

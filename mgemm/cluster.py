@@ -523,8 +523,12 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
             kwargs: dict[str, Any] = {"protocol": proto, "host": "127.0.0.1",
                                       "dashboard_address": "127.0.0.1:0"}
             kwargs["threads_per_worker"] = threads_per_worker or GPU_THREADS_PER_WORKER
-            if n_workers:
-                kwargs["CUDA_VISIBLE_DEVICES"] = list(range(n_workers))
+            if n_workers:  # the first n_workers of the GPUs this process may use
+                if n_workers > gpu:
+                    raise ValueError(f"{n_workers} workers asked of {gpu} GPU(s): one worker a GPU")
+                given = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+                visible = [d.strip() for d in given.split(",") if d.strip()] or list(range(gpu))
+                kwargs["CUDA_VISIBLE_DEVICES"] = visible[:n_workers]
             if ucx:
                 kwargs.update(enable_nvlink=True, enable_tcp_over_ucx=True)
             if rmm_pool:

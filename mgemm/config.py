@@ -260,17 +260,21 @@ def resolve(**given: Any) -> dict[str, Any]:
     if unknown:
         raise TypeError(f"unknown mgemm option(s): {', '.join(sorted(unknown))}; "
                         f"known: {', '.join(OPTIONS)}")
-    out = {}
+    out, raw = {}, {}
     for name, opt in OPTIONS.items():
         value = given.get(name)
         if value is None:
             value = dask.config.get(opt.key, default=opt.default)
+        raw[name] = value
         try:
             out[name] = opt.parse(value)
         except (TypeError, ValueError) as exc:
             where = _source(opt, value, given.get(name) is not None)
             raise ValueError(f"mgemm option {name} (from {where}): {exc}") from None
     if out["allow_tf32"] and out["emulate_fp32"] != "off":
-        raise ValueError("mgemm options allow_tf32 and emulate_fp32 exclude each other: TF32 "
-                         "rounds float32 inputs, emulation keeps all their bits; choose one")
+        tf32, emulate = (_source(OPTIONS[n], raw[n], given.get(n) is not None)
+                         for n in ("allow_tf32", "emulate_fp32"))
+        raise ValueError(f"mgemm options allow_tf32 (from {tf32}) and emulate_fp32 (from "
+                         f"{emulate}) exclude each other: TF32 rounds float32 inputs, emulation "
+                         f"keeps all their bits; choose one")
     return out

@@ -949,12 +949,21 @@ def test_embedded_gpu_cluster_follows_its_arguments(monkeypatch):
     """--workers, --protocol, the RMM pool size (or none, or no RMM), --transfer-limit,
     --threads-per-worker and --transfer-sync reach the LocalCUDACluster and the plugins."""
     made = _stand_in_clusters(monkeypatch, gpus=4, ucx=True)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     cluster.start_default_cluster(n_workers=2, protocol="tcp", rmm_pool="4GiB",
                                   transfer_limit="1GiB", threads_per_worker=3)
     assert made["kwargs"] == {"protocol": "tcp", "host": "127.0.0.1",
                               "dashboard_address": "127.0.0.1:0", "threads_per_worker": 3,
                               "CUDA_VISIBLE_DEVICES": [0, 1], "rmm_pool_size": "4GiB"}
     assert (made["limit"], made["plugins"]) == ("1GiB", ["placement"])  # no UCX: no stream plugin
+
+    # --workers takes the first of the GPUs the user made visible, and no more than there are
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2, 5,7")
+    made = _stand_in_clusters(monkeypatch, gpus=3)
+    cluster.start_default_cluster(n_workers=2)
+    assert made["kwargs"]["CUDA_VISIBLE_DEVICES"] == ["2", "5"]
+    with pytest.raises(ValueError, match="4 workers asked of 3 GPU"):
+        cluster.start_default_cluster(n_workers=4)
 
     made = _stand_in_clusters(monkeypatch, gpus=1, ucx=True)
     cluster.start_default_cluster(transfer_sync="device", rmm_pool=None)

@@ -97,6 +97,13 @@ def test_option_at_every_layer(monkeypatch):
         config.resolve(emulate_fp32="fp16")
     with pytest.raises(ValueError, match="exclude each other"):
         config.resolve(emulate_fp32="on", allow_tf32=True)
+    # the clash names where each came from: here a flag and MGEMM_EMULATE_FP32
+    monkeypatch.setitem(config._FROM_ENV, "emulate_fp32", "on")
+    with dask.config.set({"mgemm.emulate_fp32": "on"}):
+        with pytest.raises(ValueError, match=r"allow_tf32 \(from the argument allow_tf32 "
+                           r"\(--allow-tf32\)\) and emulate_fp32 \(from the environment "
+                           r"variable MGEMM_EMULATE_FP32\) exclude each other"):
+            config.resolve(allow_tf32=True)
     assert config.OPTIONS["emulate_fp32"].env == "MGEMM_EMULATE_FP32"
 
 

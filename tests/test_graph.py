@@ -289,6 +289,17 @@ def test_bench_rows_say_which_layout(client, layout):
         bench.run_case(client, case, ["mgemm"], repeat=1, options={}, gpu=False, layout="rows")
 
 
+def test_bench_rows_record_the_options_given(client):
+    """A bench row records mgemm's engine, block size and split as the run was given them."""
+    from mgemm import bench, config
+
+    case = bench.Case("float64-128", 128, 128, 128, "float64", 64)
+    options = config.resolve(engine="numpy", block_size=64, split="off")
+    options.pop("client")
+    env = bench.run_case(client, case, ["mgemm"], repeat=1, options=options, gpu=False)[0].environment
+    assert (env["engine"], env["block_size"], env["split"]) == ("numpy", "64", "off")
+
+
 def _replicas_arrive(client, want: dict, timeout: float = 10.0) -> dict:
     """Poll until every worker in ``want`` holds its keys (or time out); the ones still missing."""
     import time
