@@ -195,7 +195,8 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0
     for name, value in (("alpha", alpha), ("beta", beta)):
         if isinstance(value, np.ndarray) and value.ndim == 0:  # numpy.asarray(2.0): its number
             value = value[()]
-        if not isinstance(value, (int, float, complex, np.number)) or isinstance(value, (bool, np.bool_)):
+        number = isinstance(value, (int, float, complex, np.number))
+        if not number or isinstance(value, (bool, np.bool_)):
             raise TypeError(f"mgemm.gemm: {name} must be a number, got {value!r}")
         scalars.append(value)
     alpha, beta = scalars

@@ -61,9 +61,10 @@ from . import config
 from .engines import is_bfloat16
 from .plan import HostCopies
 
-#: dask.config's mgemm.staging.*, read at their first use in this process (``settings``), not at
-#: import: a worker process imports this module (a spawned one imports the user's main script,
-#: and mgemm with it) before its nanny hands it the config the cluster was started with.
+# dask.config's mgemm.staging.*, read at their first use in this process (``settings``), not at
+# import: a worker process imports this module (a spawned one imports the user's main script,
+# and mgemm with it) before its nanny hands it the config the cluster was started with.
+
 #: Share of the GPU's memory the kept copies may hold (0: nothing is kept).
 CACHE_FRACTION: float | None = None
 #: Copies to and from the GPU through this module's pinned buffers (else CuPy's own copies).
