@@ -353,7 +353,10 @@ def info(client: str | None) -> None:
 
     with _session(_resolve({"client": client})["client"]) as c:
         workers = workers_info(c)
-        devices = worker_devices(c)
+        try:
+            devices = worker_devices(c)
+        except ValueError as exc:  # a GPU worker's bad mgemm.staging setting, read there
+            raise click.ClickException(str(exc)) from None
         click.echo(f"scheduler {c.scheduler.address}  protocol {protocol(c.scheduler.address)}  "
                    f"workers {len(workers)}")
         for address in sorted(workers):

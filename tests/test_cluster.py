@@ -328,6 +328,25 @@ def test_a_lazy_result_planned_for_an_address_says_where_to_compute_it(monkeypat
         assert not caught
 
 
+def test_info_with_a_bad_staging_setting_on_a_gpu_worker_is_an_error_line(monkeypatch):
+    """A GPU worker reads ``mgemm.staging`` as ``mgemm info`` asks for its device: a bad value
+    there is one error line naming the key."""
+    from click.testing import CliRunner
+    from distributed import LocalCluster
+
+    from mgemm import cli
+
+    def bad(client, workers=None):
+        raise ValueError("dask.config mgemm.staging.copy-threads: not \"auto\" or a positive "
+                         "integer, got 0")
+
+    monkeypatch.setattr(cluster, "worker_devices", bad)
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as lc:
+        result = CliRunner().invoke(cli.main, ["info", "--client", lc.scheduler_address])
+    assert result.exit_code == 1 and "mgemm.staging.copy-threads" in result.output, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
 def test_bench_output_paths_are_checked_before_any_work(monkeypatch, tmp_path):
     """--json, --trace and --plot into a folder that does not exist: a usage error at once, not
     a traceback after the first case has run."""
