@@ -584,11 +584,12 @@ class KeepPlacement(SchedulerPlugin):
     the loose restriction lets the scheduler run the block elsewhere.
 
     A block task's placement travels as annotations of its graph layer, and Dask's low-level
-    fusion drops those where the result is not computed itself but through operations chained
-    after it (``da.tanh(mgemm.matmul(a, b))``: each block fused with its ``tanh``).  Clients
-    send each product's placement here too (``register_placement``); a block task that arrives
-    without restrictions, fused or not, then gets its planned worker (loosely) and priority
-    before the scheduler places anything.  The last ``PLANNED`` tasks' placements are kept.
+    fusion (on by default) drops those as the graph is computed, whether the product itself is
+    computed or operations chained after it (``da.tanh(mgemm.matmul(a, b))``: each block fused
+    with its ``tanh``).  Clients send each product's placement here too (``register_placement``);
+    a block task that arrives without restrictions, fused or not, then gets its planned worker
+    (loosely) and priority before the scheduler places anything.  The last ``PLANNED`` tasks'
+    placements are kept.
 
     Scheduler handlers: ``mgemm_prefetch`` (``prefetch``) and ``mgemm_placement``
     (``register_placement``), for clients in other processes.
@@ -753,7 +754,8 @@ def install_placement(client: Any, scheduler_id: str | None = None) -> bool:
         client.register_plugin(KeepPlacement(), name=KeepPlacement.name)
     except Exception as exc:  # a remote scheduler without mgemm installed, say
         warnings.warn(f"mgemm could not install its placement plugin on the scheduler ({exc}); "
-                      "work stealing may move blocks off their planned workers", stacklevel=2)
+                      "the blocks' planned workers hold only where Dask's low-level fusion is "
+                      "off, and work stealing may move them", stacklevel=2)
         return False
     if scheduler_id is not None:
         _installed.add(scheduler_id)

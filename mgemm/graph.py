@@ -344,7 +344,12 @@ def build(a: da.Array, b: da.Array, plan: Plan, *, c: da.Array | None = None, al
     deps = [a, b] + ([c] if c is not None else [])
     graph = HighLevelGraph.from_collections(name, layer, dependencies=deps)
     meta = da.utils.meta_from_array(a._meta, ndim=2, dtype=out_dtype)
-    return PlacedArray(graph, name, chunks, meta=meta)
+    # A plain dask Array, optimized as every other: an Array type with an optimizer of its own
+    # (one that kept these annotations by skipping low-level fusion) is optimized apart from
+    # the other collections of one ``dask.compute``, and dask 2026.7 then hands their results
+    # back in the wrong order.  Fusion drops the annotations; ``cluster.KeepPlacement`` gives
+    # the block tasks their placement back (``register_placement``).
+    return da.Array(graph, name, chunks, meta=meta)
 
 
 def placement_of(x: da.Array) -> dict:
@@ -369,29 +374,6 @@ class _PerKey:
 
     def __call__(self, key: Any) -> Any:
         return self.values.get(key, self.default)
-
-
-def _optimize_keeping_layers(dsk: Any, keys: Any, **kwargs: Any) -> Any:
-    """dask.array's optimization without low-level fusion, which would drop layer annotations."""
-    import dask
-    from dask.array.optimization import optimize
-
-    with dask.config.set({"optimization.fuse.active": False}):
-        return optimize(dsk, keys, **kwargs)
-
-
-class PlacedArray(da.Array):
-    """A dask Array whose graph keeps mgemm's placement annotations when it is computed.
-
-    Dask's low-level fusion turns a graph into a plain dict and drops per-layer annotations, so
-    computing or persisting this array skips that fusion (mgemm's block tasks have several
-    dependencies and would not fuse anyway).  Arrays derived from it are ordinary Dask arrays:
-    there fusion drops the annotations (each block task fused with the operations after it), and
-    the scheduler plugin ``cluster.KeepPlacement`` gives the block tasks their placement back.
-    """
-
-    __slots__ = ()
-    __dask_optimize__ = staticmethod(_optimize_keeping_layers)
 
 
 def row_edges_chunks(plan: Plan) -> list[int]:

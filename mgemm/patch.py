@@ -28,7 +28,7 @@ import numpy as np
 from . import api, config
 from .cluster import on_async_loop
 from .engines import is_bfloat16
-from .graph import BLOCK_PREFIX, PlacedArray
+from .graph import BLOCK_PREFIX
 from .plan import MemoryPlanError, PlanSizeError
 
 #: A batched product is planned one matrix at a time; past this many matrices dask's single
@@ -202,14 +202,11 @@ def _in_dask_chunks(a: Any, b: Any, options: dict) -> Any:
     multiplies by the LU factorization's permutation and hands the product to
     ``solve_triangular``, which needs its row chunks to be the factors' columns.  The rechunk
     only cuts blocks into their chunks, on the worker that holds each block, unless mgemm cut
-    chunks too coarse to give every worker a block.  The result is a ``PlacedArray``, so that
-    computing it keeps the plan's placement of the blocks, as computing mgemm's own result does."""
+    chunks too coarse to give every worker a block.  Computing it keeps the plan's placement of
+    the blocks (``cluster.KeepPlacement``), as computing mgemm's own result does."""
     out = api.matmul(a, b, **options)
     want = dask_chunks(a, b)
-    if out.chunks == want:
-        return out
-    cut = out.rechunk(want)  # as a PlacedArray: computing it keeps the blocks' placement
-    return PlacedArray(cut.dask, cut.name, cut.chunks, meta=cut._meta)
+    return out if out.chunks == want else out.rechunk(want)
 
 
 def dask_chunks(a: Any, b: Any) -> tuple:

@@ -422,6 +422,56 @@ def test_blocks_fused_with_later_operations_keep_their_placement(client, rng):
     assert_close(client.compute(chained).result(), np.tanh(x @ y) + 1, np.float64)
 
 
+def test_a_product_computed_itself_keeps_its_placement(client, rng):
+    """``client.persist(mgemm.matmul(a, b))``: low-level fusion drops the annotations of a
+    product computed on its own too, and the placement plugin gives each block task its planned
+    worker (loosely) back."""
+    from mgemm.graph import placement_of
+
+    x, y = random(rng, (64, 48), "f8"), random(rng, (48, 64), "f8")
+    a, b = client.persist([da.from_array(x, chunks=16), da.from_array(y, chunks=16)])
+    out = mgemm.matmul(a, b, block_size=16, split="off", client=client)
+    planned = {key: worker for key, (worker, _) in placement_of(out).items()}
+    assert len(set(planned.values())) == 2
+    held = client.persist(out)
+    wait(held)
+
+    def restrictions(dask_scheduler):
+        return {key: (ts.worker_restrictions, ts.loose_restrictions,
+                      [w.address for w in ts.who_has or ()])
+                for key, ts in dask_scheduler.tasks.items() if key in planned}
+
+    got = client.run_on_scheduler(restrictions)
+    assert set(got) == set(planned)
+    for key, (workers, loose, where) in got.items():
+        assert workers == {planned[key]} and loose and where == [planned[key]], key
+    assert_close(held.compute(), x @ y, np.float64)
+
+
+@pytest.mark.parametrize("on_client", [False, True], ids=["local", "client"])
+def test_products_computed_beside_other_collections_come_back_in_order(client, rng, on_client):
+    """``dask.compute`` and ``dask.persist`` of mgemm's results beside plain dask arrays (and
+    under ``patch_dask``, ``a @ b`` beside ``x + 1``): each result in its own place.  A result
+    type with an optimizer of its own was optimized apart from the others, and dask handed the
+    results back in the order of those groups."""
+    import dask
+
+    x, y, z = (random(rng, (60, 60), "f8") for _ in range(3))
+    a, b, w = (da.from_array(m, chunks=20) for m in (x, y, z))
+    options = {"client": client} if on_client else {"client": None}
+    want = (x @ y, z + 1, y @ x)
+    got = dask.compute(mgemm.matmul(a, b, **options), w + 1, mgemm.matmul(b, a, **options))
+    for g, e in zip(got, want):
+        assert_close(g, e, np.float64)
+    with mgemm.patch_dask(**options):
+        got = dask.compute(a @ b, w + 1, b @ a)
+        held = dask.persist(a @ b, w + 1, b @ a)
+    for g, e in zip(got, want):
+        assert_close(g, e, np.float64)
+    for g, e in zip(held, want):
+        assert_close(g.compute(), e, np.float64)
+
+
 def test_build_refuses_operands_chunked_unlike_the_plan():
     from mgemm import graph
     from mgemm.plan import GiB, Problem, Worker, make_plan

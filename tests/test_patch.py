@@ -424,19 +424,29 @@ def test_the_plugin_fails_a_session_that_never_reaches_mgemm(tmp_path):
 
 def test_a_patched_product_in_dasks_chunks_keeps_its_placement(client, rng):
     """Where the patch cuts mgemm's blocks into dask's chunks, computing the result still gives
-    the scheduler the plan's placement of every block task (dask's own low-level fusion would
-    drop the blocks' annotations)."""
-    from dask.base import collections_to_expr
+    the scheduler the plan's placement of every block task (dask's own low-level fusion drops
+    the blocks' annotations; the placement plugin gives it back)."""
+    from distributed import wait
 
     x, y = random(rng, (64, 48), "f8"), random(rng, (48, 64), "f8")
     a, b = client.persist([da.from_array(x, chunks=16), da.from_array(y, chunks=16)])
     with mgemm.patch_dask(block_size=32, client=client):
         got = a @ b
     assert got.chunks == ((16,) * 4, (16,) * 4)
-    placed = collections_to_expr([got], optimize_graph=True).__dask_annotations__()["workers"]
-    blocks = [key for key in got.dask if str(key[0]).startswith("mgemm-block-")]
-    assert blocks and all(key in placed for key in blocks)
-    assert_close(client.compute(got).result(), x @ y, np.float64)
+    layer = next(layer for name, layer in got.dask.layers.items()
+                 if name.startswith("mgemm-block-"))
+    planned = {key: ws[0] for key, ws in layer.annotations["workers"].values.items()}
+    held = client.persist(got)
+    wait(held)
+
+    def restrictions(dask_scheduler):
+        return {key: (ts.worker_restrictions, ts.loose_restrictions)
+                for key, ts in dask_scheduler.tasks.items() if key in planned}
+
+    placed = client.run_on_scheduler(restrictions)
+    assert planned and set(placed) == set(planned)
+    assert all(placed[key] == ({worker}, True) for key, worker in planned.items())
+    assert_close(client.compute(held).result(), x @ y, np.float64)
 
 
 # -- behaviour pinned by mutation testing ------------------------------------------------------------
