@@ -919,15 +919,21 @@ def _finish(model: _Model, ledger: _Ledger, orders: list[list[list[int]]], owner
         fixes = sum(model.c_bytes(b) for b, n in parts.items() if n > 1 and owner[b] == w)
         out = sum(model.part_bytes(b) if parts[b] > 1 else model.c_bytes(b)
                   for b, _, _ in order) + ledger.fixup[w] + fixes
-        peak = model.stored[w] + out + _fetched_peak(model, w, order)
+        fetched = _fetched_peak(model, w, order)
+        peak = model.stored[w] + out + fetched
         if peak > workers[w].memory:
             fixed = model.stored[w] + out  # what no block size changes
+            prob = model.problem
+            # blocks group whole chunks: one chunk a block is as small as a block_size makes them
+            one_chunk = size[0] <= max(prob.m_chunks) and size[1] <= max(prob.n_chunks)
             raise MemoryPlanError(
                 f"worker {workers[w].name!r} would need about {_fmt_bytes(peak)} (inputs stored "
-                f"there {_fmt_bytes(model.stored[w])}, output blocks {_fmt_bytes(out)}) but may use "
-                f"{_fmt_bytes(workers[w].memory)}; " + (
+                f"there {_fmt_bytes(model.stored[w])}, output blocks {_fmt_bytes(out)}, panels "
+                f"fetched {_fmt_bytes(fetched)}) but may use {_fmt_bytes(workers[w].memory)}; " + (
                     "use more workers" if fixed > workers[w].memory else
-                    f"use a smaller block_size than {size[0]}x{size[1]} or more workers"))
+                    f"use a smaller block_size than {size[0]}x{size[1]} or more workers" + (
+                        " (Dask operands: rechunk them finer, a block holds whole chunks)"
+                        if one_chunk else "")))
         bw = workers[w].bandwidth
         loads[workers[w].name] = WorkerLoad(
             sum(parts[b] == 1 for b, _, _ in order), sum(parts[b] > 1 for b, _, _ in order),

@@ -376,12 +376,22 @@ def test_blocks_never_cut_chunks_and_stay_close_to_the_target():
 
 def test_memory_check_names_the_worker():
     # 4×4 blocks of 32², K = 128, float64, banded over two workers: "small" stores half of A and
-    # of B (128 KiB) and keeps 8 C blocks (64 KiB); streaming B's half panels adds 16 KiB.
+    # of B (128 KiB) and keeps 8 C blocks (64 KiB); streaming B's half panels adds 16 KiB.  A
+    # block is one chunk: Dask operands would have to be rechunked for smaller blocks.
     problem = Problem((32,) * 4, (32,) * 4, (32,) * 4, 8)
-    for memory, hint in ((200 << 10, "smaller block_size than 32x32"), (100 << 10, "more workers")):
+    for memory, hint in ((200 << 10, r"smaller block_size than 32x32 or more workers \(Dask "
+                                     r"operands: rechunk them finer"),
+                         (100 << 10, "more workers$")):
         workers = [Worker("roomy", "cpu", 1e9, 1 << 40, 1e9), Worker("small", "cpu", 1e9, memory, 1e9)]
-        with pytest.raises(ValueError, match=rf"worker 'small' would need about 208.0 KiB.*{hint}"):
+        with pytest.raises(ValueError, match=rf"worker 'small' would need about 208.0 KiB \(inputs "
+                           rf"stored there 128.0 KiB, output blocks 64.0 KiB, panels fetched "
+                           rf"16.0 KiB\).*{hint}"):
             make_plan(problem, workers, block_size=32)
+    # blocks of 2 x 2 chunks: a smaller block_size alone makes them smaller
+    with pytest.raises(ValueError, match=r"smaller block_size than 64x64 or more workers$"):
+        make_plan(Problem((32,) * 4, (32,) * 4, (32,) * 4, 8),
+                  [Worker("roomy", "cpu", 1e9, 1 << 40, 1e9), Worker("small", "cpu", 1e9, 200 << 10, 1e9)],
+                  block_size=64)
     workers[1] = Worker("small", "cpu", 1e9, 208 << 10, 1e9)
     assert make_plan(problem, workers, block_size=32).loads["small"].memory == 208 << 10
 
