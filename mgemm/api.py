@@ -301,11 +301,40 @@ def _finish(build: Any, eager: bool, opts: dict) -> Any:
 
     for attempt in itertools.count():
         try:
-            return client.compute(out).result()
-        except FutureCancelledError:
-            if attempt == LOST_INPUT_RETRIES or not _inputs_lost(out):
+            return _gather(client, out)
+        except FutureCancelledError as exc:
+            if not _inputs_lost(out):
                 raise
+            # the client keeps this exception with the future it cancelled: its frames would
+            # keep the scattered inputs of the next attempt (``out`` below) alive with it
+            exc.__traceback__ = None
+            if attempt == LOST_INPUT_RETRIES:
+                raise RuntimeError(
+                    f"mgemm: workers holding this product's inputs (scattered from this process) "
+                    f"were lost in each of {attempt + 1} attempts ({exc})") from None
+        del out  # this attempt's scattered inputs, released before the next are sent
         out = build()
+
+
+def _gather(client: Any, out: da.Array) -> Any:
+    """``out`` computed on the cluster and put together in this process, each chunk copied in
+    as it arrives and then dropped.  Dask's own ``compute`` concatenates every chunk on one
+    worker first, where the whole result can be past that worker's memory (the plan prices
+    each worker's blocks only).  A result of one chunk is that chunk."""
+    from distributed import as_completed, futures_of
+
+    futures = futures_of(client.persist(out))
+    if len(futures) == 1:
+        return _writeable(futures[0].result())
+    xp = _cupy() if engines.is_cupy(out._meta) else np
+    result = xp.empty(out.shape, out.dtype)
+    edges = [np.cumsum((0,) + c) for c in out.chunks]
+    for future, part in as_completed(futures, with_results=True):
+        if future.status != "finished":  # cancelled: ``result`` raises what the client holds
+            future.result()
+        where = tuple(slice(e[i], e[i + 1]) for e, i in zip(edges, future.key[1:]))
+        result[where] = part
+    return result
 
 
 _warned_addresses: set = set()
@@ -338,8 +367,13 @@ def _compute_here(out: da.Array) -> Any:
     if out.npartitions != 1:
         return out.compute()
     (value,) = dask.compute(out.to_delayed().ravel()[0])
-    if not getattr(getattr(value, "flags", None), "writeable", True):  # a broadcast constant
-        value = value.copy()
+    return _writeable(value)
+
+
+def _writeable(value: Any) -> Any:
+    """``value``, or a copy where it is a read-only array (a broadcast constant)."""
+    if isinstance(value, np.ndarray) and not value.flags.writeable:
+        return value.copy()
     return value
 
 

@@ -472,6 +472,25 @@ def test_products_computed_beside_other_collections_come_back_in_order(client, r
         assert_close(g.compute(), e, np.float64)
 
 
+def test_an_eager_result_is_put_together_here_not_on_a_worker(client, rng):
+    """NumPy operands on a client: the result's blocks come to this process one by one and are
+    copied into it; no task concatenates the whole result on a worker (Dask's ``compute``
+    would, past that worker's memory for a large product).  One block comes back as it is."""
+    from distributed import get_task_stream
+
+    x, y = random(rng, (64, 48), "f8"), random(rng, (48, 64), "f8")
+    with get_task_stream(client) as stream:
+        got = mgemm.matmul(x, y, block_size=16, split="off", client=client)
+    assert_close(got, x @ y, np.float64)
+    assert got.flags.writeable and got.flags.c_contiguous
+    ran = {str(t["key"][0] if isinstance(t["key"], tuple) else t["key"]) for t in stream.data}
+    assert any(name.startswith("mgemm-block-") for name in ran), ran
+    assert not any("finalize" in name or "concatenate" in name for name in ran), ran
+    one = mgemm.matmul(x, y, client=client)
+    assert_close(one, x @ y, np.float64)
+    assert one.flags.writeable
+
+
 def test_build_refuses_operands_chunked_unlike_the_plan():
     from mgemm import graph
     from mgemm.plan import GiB, Problem, Worker, make_plan

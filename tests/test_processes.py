@@ -240,6 +240,38 @@ def test_scattered_operands_of_a_lost_worker_are_sent_again(cluster, rng, monkey
     got = mgemm.matmul(x, y, block_size=150, client=client)
     assert_close(got, x @ y, np.float64)
     assert lost and list(client.nthreads()) != lost
+    assert not [key for key in client.who_has() if "mgemm" in str(key)]  # nothing left behind
+
+
+def test_scattered_operands_lost_past_the_retries_say_so_and_leave_nothing(cluster, rng,
+                                                                          monkeypatch):
+    """No retry left (``LOST_INPUT_RETRIES`` 0): a ``RuntimeError`` that says the inputs were
+    lost with their worker, and no scattered chunk stays on the workers left."""
+    import gc
+
+    client, workers = cluster
+    x, y = rng.standard_normal((600, 500)), rng.standard_normal((500, 700))
+    scatter, lost = mgemm.cluster.scatter, []
+
+    def scatter_then_lose_a_worker(*args):
+        out = scatter(*args)
+        if not lost:
+            held = client.who_has(list(out.dask.layers[out.name].values()))
+            lost.append(sorted({w for ws in held.values() for w in ws})[0])
+            workers[lost[0]].kill()
+            workers[lost[0]].wait()
+        return out
+
+    monkeypatch.setattr(mgemm.cluster, "scatter", scatter_then_lose_a_worker)
+    monkeypatch.setattr(mgemm.api, "LOST_INPUT_RETRIES", 0)
+    with pytest.raises(RuntimeError, match="inputs .scattered from this process. were lost in "
+                                           "each of 1 attempts"):
+        mgemm.matmul(x, y, block_size=150, client=client)
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while [key for key in client.who_has() if "mgemm" in str(key)]:
+        assert time.monotonic() < deadline, client.who_has()
+        time.sleep(0.05)
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None or shutil.which("bash") is None,
