@@ -215,12 +215,10 @@ def test_lost_worker_blocks_run_elsewhere(cluster, rng):
     assert survivor != victim
 
 
-def test_scattered_operands_of_a_lost_worker_are_sent_again(cluster, rng, monkeypatch):
-    """NumPy operands are scattered to the workers, with no lineage to recompute them from: a
-    worker lost after A's chunks reached it (before B's are sent) costs those chunks, and the
-    product is planned and scattered again over the worker left."""
-    client, workers = cluster
-    x, y = rng.standard_normal((600, 500)), rng.standard_normal((500, 700))
+def _lose_a_worker_after_the_first_scatter(client, workers, monkeypatch) -> list:
+    """``mgemm.cluster.scatter`` patched to kill the worker that received the first operand's
+    chunks (before the others are sent) and wait until the scheduler knows; returns the list
+    that then holds that worker's address."""
     scatter, lost = mgemm.cluster.scatter, []
 
     def scatter_then_lose_a_worker(*args):
@@ -237,10 +235,24 @@ def test_scattered_operands_of_a_lost_worker_are_sent_again(cluster, rng, monkey
         return out
 
     monkeypatch.setattr(mgemm.cluster, "scatter", scatter_then_lose_a_worker)
+    return lost
+
+
+def _mgemm_keys_held(client) -> list:
+    return [key for key in client.who_has() if "mgemm" in str(key)]
+
+
+def test_scattered_operands_of_a_lost_worker_are_sent_again(cluster, rng, monkeypatch):
+    """NumPy operands are scattered to the workers, with no lineage to recompute them from: a
+    worker lost after A's chunks reached it (before B's are sent) costs those chunks, and the
+    product is planned and scattered again over the worker left; nothing stays behind."""
+    client, workers = cluster
+    x, y = rng.standard_normal((600, 500)), rng.standard_normal((500, 700))
+    lost = _lose_a_worker_after_the_first_scatter(client, workers, monkeypatch)
     got = mgemm.matmul(x, y, block_size=150, client=client)
     assert_close(got, x @ y, np.float64)
     assert lost and list(client.nthreads()) != lost
-    assert not [key for key in client.who_has() if "mgemm" in str(key)]  # nothing left behind
+    assert not _mgemm_keys_held(client)
 
 
 def test_scattered_operands_lost_past_the_retries_say_so_and_leave_nothing(cluster, rng,
@@ -251,25 +263,14 @@ def test_scattered_operands_lost_past_the_retries_say_so_and_leave_nothing(clust
 
     client, workers = cluster
     x, y = rng.standard_normal((600, 500)), rng.standard_normal((500, 700))
-    scatter, lost = mgemm.cluster.scatter, []
-
-    def scatter_then_lose_a_worker(*args):
-        out = scatter(*args)
-        if not lost:
-            held = client.who_has(list(out.dask.layers[out.name].values()))
-            lost.append(sorted({w for ws in held.values() for w in ws})[0])
-            workers[lost[0]].kill()
-            workers[lost[0]].wait()
-        return out
-
-    monkeypatch.setattr(mgemm.cluster, "scatter", scatter_then_lose_a_worker)
+    _lose_a_worker_after_the_first_scatter(client, workers, monkeypatch)
     monkeypatch.setattr(mgemm.api, "LOST_INPUT_RETRIES", 0)
     with pytest.raises(RuntimeError, match="inputs .scattered from this process. were lost in "
                                            "each of 1 attempts"):
         mgemm.matmul(x, y, block_size=150, client=client)
     gc.collect()
     deadline = time.monotonic() + 10
-    while [key for key in client.who_has() if "mgemm" in str(key)]:
+    while _mgemm_keys_held(client):
         assert time.monotonic() < deadline, client.who_has()
         time.sleep(0.05)
 
