@@ -2,7 +2,8 @@
 
 Load it with ``-p _dask_patch_plugin`` (``tests/`` and the repository on ``PYTHONPATH``) to run
 dask's own tests with the patch on.  It counts the products that reached ``mgemm.api.matmul`` and
-fails the session if there were none, so a patch that silently does not apply cannot pass.
+fails the session if there were none, so a patch that silently does not apply cannot pass (with
+pytest-xdist's ``-n``, the workers' counts added up in the controller).
 ``MGEMM_PATCH_ENGINE`` picks the engine (default "numpy").
 """
 
@@ -41,6 +42,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     assert da.matmul is patch.wrappers["matmul"], "dask.array.matmul is not mgemm's wrapper"
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """pytest-xdist's controller: add a worker's count (its tests ran patched in that process)."""
+    _state["calls"] += getattr(node, "workeroutput", {}).get("mgemm_routed", 0)
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
     terminalreporter.write_line(f"{MARK} {_state['calls']}")
     if _state["calls"] == 0:
@@ -54,5 +61,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         _state["patch"].undo()
     if _state["real"] is not None:
         mgemm.api.matmul = _state["real"]
-    if _state["calls"] == 0 and session.testscollected:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: the controller adds up and judges the counts
+        workeroutput["mgemm_routed"] = _state["calls"]
+    elif _state["calls"] == 0 and session.testscollected:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

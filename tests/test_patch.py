@@ -332,7 +332,7 @@ def test_module_doctest():
     assert result.attempted and not result.failed
 
 
-def _pytest_with_plugin(tmp_path, *targets: str) -> tuple[int, str]:
+def _pytest_with_plugin(tmp_path, *targets: str) -> tuple[int, str]:  # targets may hold options
     """A fresh pytest over ``targets`` with ``_dask_patch_plugin``; (exit code, output)."""
     ini = tmp_path / "pytest.ini"
     ini.write_text("[pytest]\n")  # not mgemm's settings: dask's tests use their own markers
@@ -365,6 +365,20 @@ def test_dasks_own_matmul_and_dot_tests_pass_with_the_patch(tmp_path):
     assert code == 0, out[-6000:]
     assert _routed(out) > 0, out[-3000:]
     assert " passed" in out and " failed" not in out and "skipped" not in out, out[-3000:]
+
+
+def test_the_patch_plugin_counts_products_in_xdist_workers(tmp_path):
+    """Under pytest-xdist the patched tests run in worker processes: the controller adds up
+    their counts, passes a session whose products went through mgemm and fails one where none
+    did."""
+    pytest.importorskip("xdist")
+    import dask.array.tests
+
+    tests = Path(dask.array.tests.__file__).parent / "test_routines.py"
+    code, out = _pytest_with_plugin(tmp_path, f"{tests}::test_matmul", "-n", "2")
+    assert code == 0 and _routed(out) > 0, out[-3000:]
+    code, out = _pytest_with_plugin(tmp_path, f"{tests}::test_transpose", "-n", "2")
+    assert code == 1 and _routed(out) == 0 and "no product went through mgemm" in out, out[-3000:]
 
 
 def test_dasks_own_linalg_tests_pass_with_the_patch(tmp_path):
