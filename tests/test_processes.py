@@ -238,8 +238,16 @@ def _lose_a_worker_after_the_first_scatter(client, workers, monkeypatch) -> list
     return lost
 
 
-def _mgemm_keys_held(client) -> list:
-    return [key for key in client.who_has() if "mgemm" in str(key)]
+def _assert_mgemm_keys_released(client) -> None:
+    """No mgemm key stays on the workers (releases reach the scheduler a moment after the
+    client drops its futures: waited for, up to 10 s)."""
+    import gc
+
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while held := [key for key in client.who_has() if "mgemm" in str(key)]:
+        assert time.monotonic() < deadline, held
+        time.sleep(0.05)
 
 
 def test_scattered_operands_of_a_lost_worker_are_sent_again(cluster, rng, monkeypatch):
@@ -252,15 +260,13 @@ def test_scattered_operands_of_a_lost_worker_are_sent_again(cluster, rng, monkey
     got = mgemm.matmul(x, y, block_size=150, client=client)
     assert_close(got, x @ y, np.float64)
     assert lost and list(client.nthreads()) != lost
-    assert not _mgemm_keys_held(client)
+    _assert_mgemm_keys_released(client)
 
 
 def test_scattered_operands_lost_past_the_retries_say_so_and_leave_nothing(cluster, rng,
                                                                           monkeypatch):
     """No retry left (``LOST_INPUT_RETRIES`` 0): a ``RuntimeError`` that says the inputs were
     lost with their worker, and no scattered chunk stays on the workers left."""
-    import gc
-
     client, workers = cluster
     x, y = rng.standard_normal((600, 500)), rng.standard_normal((500, 700))
     _lose_a_worker_after_the_first_scatter(client, workers, monkeypatch)
@@ -268,11 +274,7 @@ def test_scattered_operands_lost_past_the_retries_say_so_and_leave_nothing(clust
     with pytest.raises(RuntimeError, match="inputs .scattered from this process. were lost in "
                                            "each of 1 attempts"):
         mgemm.matmul(x, y, block_size=150, client=client)
-    gc.collect()
-    deadline = time.monotonic() + 10
-    while _mgemm_keys_held(client):
-        assert time.monotonic() < deadline, client.who_has()
-        time.sleep(0.05)
+    _assert_mgemm_keys_released(client)
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None or shutil.which("bash") is None,
