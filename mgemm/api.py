@@ -191,21 +191,24 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0
             raise ValueError(f"mgemm.gemm: c has shape {c.shape}; op(a) @ op(b) has shape "
                              f"{(a.shape[0], b.shape[1])}")
         operands.append(c)
-    scalars = []
-    for name, value in (("alpha", alpha), ("beta", beta)):
-        if isinstance(value, np.ndarray) and value.ndim == 0:  # numpy.asarray(2.0): its number
-            value = value[()]
-        number = isinstance(value, (int, float, complex, np.number))
-        if not number or isinstance(value, (bool, np.bool_)):
-            raise TypeError(f"mgemm.gemm: {name} must be a number, got {value!r}")
-        scalars.append(value)
-    alpha, beta = scalars
+    alpha, beta = _number(alpha, "alpha"), _number(beta, "beta")
     out_dtype = _result_dtype(*operands)
     alpha, beta = _scalar(alpha, "alpha", out_dtype), _scalar(beta, "beta", out_dtype)
     if c is None or beta == 0:
         c, beta = None, 0.0
     eager = "dask" not in kinds
     return _finish(lambda: _product(a, b, c, alpha, beta, out_dtype, opts, eager), eager, opts)
+
+
+def _number(value: Any, name: str) -> Any:
+    """``alpha`` or ``beta`` as given, a 0-d array as its number; a ``TypeError`` for anything
+    else that is not a number (bools included)."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:  # numpy.asarray(2.0): its number
+        value = value[()]
+    number = isinstance(value, (int, float, complex, np.number))
+    if not number or isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"mgemm.gemm: {name} must be a number, got {value!r}")
+    return value
 
 
 def _scalar(value: Any, name: str, out_dtype: Any) -> Any:
@@ -238,15 +241,15 @@ def _scalar(value: Any, name: str, out_dtype: Any) -> Any:
 def _rounded(value: Any, dtype: np.dtype, name: str, kind: type) -> Any:
     """``value`` rounded to ``dtype``, as a Python ``kind``; a finite value beyond the type's
     range is a TypeError (it would scale every element to inf)."""
-    try:  # a Python int may be beyond every float (10**400) or beyond NumPy's integers (2**64)
+    try:  # as a Python number first: NumPy takes no int beyond its own (2**64)
         exact = kind(value)
-    except OverflowError:
-        exact = None
-    with np.errstate(over="ignore"):
-        rounded = None if exact is None else dtype.type(exact)
-    if rounded is None or (cmath.isfinite(exact) and not np.isfinite(rounded)):
-        shown = value if exact is not None else f"an integer of {int(value).bit_length()} bits"
-        raise TypeError(f"mgemm.gemm: {name} = {shown} is beyond the range of {dtype}, the type "
+        with np.errstate(over="ignore"):
+            rounded = dtype.type(exact)
+        beyond = cmath.isfinite(exact) and not np.isfinite(rounded)
+    except OverflowError:  # an int beyond every float (10**400)
+        beyond, value = True, f"an integer of {int(value).bit_length()} bits"
+    if beyond:
+        raise TypeError(f"mgemm.gemm: {name} = {value} is beyond the range of {dtype}, the type "
                         f"the product is scaled in")
     return kind(rounded)
 

@@ -127,8 +127,7 @@ def demo(size: int | None, dtype: str, repeat: int, n_workers: int | None, **opt
     else:
         _say_ignored(given, ("n_workers",))
     with _session(given, n_workers=n_workers) as client:
-        gpu = _cluster_has_gpus(_joined(client))
-        _engine_fits(opts["engine"], gpu, client)
+        gpu = _gpu_cluster(client, opts["engine"])
         n_workers_now = len(client.nthreads())
         size = size or _demo_size(gpu, n_workers_now)
         chunk = max(256, size // 4)
@@ -148,14 +147,17 @@ def demo(size: int | None, dtype: str, repeat: int, n_workers: int | None, **opt
                    f"(relative error {m.rel_error:.1e})")
 
 
-def _engine_fits(engine: str, gpu: bool, client: Any) -> None:
-    """A GPU engine asked of a cluster without GPUs is a usage error before any input is made
+def _gpu_cluster(client: Any, engine: str) -> bool:
+    """Whether the cluster ``demo`` or ``bench`` runs on has GPUs, once it has a worker
+    (``_joined``).  A GPU engine asked of one without is a usage error before any input is made
     (the run would otherwise fail only after the inputs and dask's baseline)."""
     from .engines import DEVICE_ENGINES
 
+    gpu = _cluster_has_gpus(_joined(client))
     if engine in DEVICE_ENGINES and not gpu:
         raise click.UsageError(f"--engine {engine} multiplies on GPUs, and the cluster at "
                                f"{client.scheduler.address} has none; use auto or numpy")
+    return gpu
 
 
 def _say_ignored(given: Any, names: tuple[str, ...]) -> None:
@@ -260,8 +262,7 @@ def bench(suite: str, case_names: tuple, methods: tuple, repeat: int, protocol: 
     if threads_per_worker:
         start["threads_per_worker"] = threads_per_worker
     with _session(given, **start) as client:
-        gpu = _cluster_has_gpus(_joined(client))
-        _engine_fits(opts["engine"], gpu, client)
+        gpu = _gpu_cluster(client, opts["engine"])
         n = len(client.nthreads())
         cases = SUITES[suite](n) if gpu else cpu_cases()
         if case_names:
