@@ -37,6 +37,7 @@
 #   DTYPES=float16 ...                            # only these 16-bit dtypes (default both)
 #   SHAPES=8192x64x8192,32x8192x8192 ...          # more cases (MxNxK), after the others
 #   SHAPES_ONLY=1 ...                             # only the SHAPES cases (no squares, no tf32)
+#   TF32_ONLY=1 ...                               # only tf32 at 8192³ (no 16-bit case)
 #   EXTRA="s4:stages=4;owner:sk_reduce=owner" ... # "hopper-s4", ...: the heuristic's config, changed
 #                                                 # (sms=N: launched on N SMs' worth of CTAs)
 #   REPS=20 ...                                   # timed reps per implementation (default 10)
@@ -119,7 +120,7 @@ out_dir = Path(sys.argv[1])
 CASES = [h.Case("square4096", 4096, 4096, 4096), h.Case("square8192", 8192, 8192, 8192)] + h.SKEWED
 if os.environ.get("SKEWED_ONLY"):  # the six skewed shapes alone, no tf32
     CASES = h.SKEWED
-if os.environ.get("SHAPES_ONLY"):  # only the SHAPES below, no tf32
+if os.environ.get("SHAPES_ONLY") or os.environ.get("TF32_ONLY"):  # only the SHAPES below (or tf32 alone)
     CASES = []
 for shape in filter(None, os.environ.get("SHAPES", "").split(",")):  # more shapes, e.g. 8192x64x8192
     CASES.append(h.Case(shape, *map(int, shape.split("x"))))
