@@ -434,9 +434,10 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
         workers = [dataclasses.replace(w, memory=host_memory(hosts.get(w.name)))
                    for w in workers]
     a0, b0 = a, b
-    # NumPy or CuPy operands are chunked to the target next: refused before, if that is too fine
-    check_counts(len(a.chunks[0]) if isinstance(a, da.Array) else -(-m // target[0]),
-                 len(b.chunks[1]) if isinstance(b, da.Array) else -(-n // target[1]), (1, 1, 1))
+    # NumPy or CuPy operands are chunked to the target next: refused before, if that is too
+    # fine (a Dask operand's chunks are grouped into blocks: make_plan counts those)
+    check_counts(1 if isinstance(a, da.Array) else -(-m // target[0]),
+                 1 if isinstance(b, da.Array) else -(-n // target[1]), (1, 1, 1))
     a = _to_dask(a, (target[0], "auto"), eager)
     b = _to_dask(b, ("auto", target[1]), eager)
     a, b = _align(a, b, target, sum(w.slots for w in workers))

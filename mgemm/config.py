@@ -44,8 +44,9 @@ from typing import Any, Callable
 
 import dask
 
+from .plan import SPLITS, parse_block_size as _parse_block_size, positive_int as _positive_int
+
 ENGINES = ("auto", "numpy", "cublas", "persistent")
-SPLITS = ("auto", "on", "off")
 #: ``emulate_fp32``'s schemes besides "off": those of ``mgemm.emulate`` (a test keeps them in step)
 EMULATE_SCHEMES = ("bf16x6", "bf16x9")
 EMULATE_DEFAULT = "bf16x6"  # what True / "on" means
@@ -91,43 +92,6 @@ def _parse_emulate(value: Any) -> str:
         raise ValueError(f"emulate_fp32 must be off, on or one of {EMULATE_SCHEMES}, "
                          f"got {value!r}") from None
     return EMULATE_DEFAULT if on else "off"
-
-
-def _parse_block_size(value: Any) -> str | int | tuple[int, int]:
-    """``"auto"``, an edge length ``n`` (blocks n × n) or a pair ``(rows, cols)`` of positive
-    integers.
-
-    >>> _parse_block_size("512x256"), _parse_block_size(" 64 "), _parse_block_size((2, 3.0))
-    ((512, 256), 64, (2, 3))
-    >>> _parse_block_size((2.5, 3))
-    Traceback (most recent call last):
-    ...
-    ValueError: block_size must be 'auto', n or (rows, cols) of positive integers, got (2.5, 3)
-    """
-    given = value
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if text == "auto":
-            return "auto"
-        value = [p for p in text.replace("x", ",").split(",") if p]
-    items = list(value) if isinstance(value, (tuple, list)) else [value]
-    try:
-        sizes = [_positive_int(v) for v in items]
-    except (TypeError, ValueError, OverflowError):
-        sizes = []
-    if len(sizes) != len(items) or len(sizes) not in (1, 2):
-        raise ValueError(f"block_size must be 'auto', n or (rows, cols) of positive integers, "
-                         f"got {given!r}")
-    return sizes[0] if len(sizes) == 1 else tuple(sizes)
-
-
-def _positive_int(value: Any) -> int:
-    """``value`` as an int where it is a positive whole number (not a bool), else ValueError."""
-    if isinstance(value, str):
-        value = int(value.strip())
-    if isinstance(value, bool) or int(value) != value or int(value) < 1:
-        raise ValueError(value)
-    return int(value)
 
 
 def _parse_client(value: Any) -> Any:

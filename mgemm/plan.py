@@ -29,13 +29,15 @@ How a plan is made: group whole chunks into blocks; give each block an owner (sp
 bands of blocks, or, when ``locations`` is known, the cheapest of a greedy list schedule that
 follows the data and row or column bands, ties going to the least data on the busiest fetcher);
 order each worker's blocks in the grouped order; split the K range of tail blocks (stream-K across
-workers); predict every worker's time and check its memory.  The cost model, per worker:
-compute = FLOPs / flops; fetch = bytes of the input chunks it uses but does not hold, each counted
-once, / bandwidth; fix-up = the partials it must read (``parts - 1`` partial blocks: one is
-its own) / bandwidth.  Predicted time is max(compute, fetch) + fix-up: a worker fetches the
-inputs of its queued tasks while others run (and on GPU workers its first block that reads
-remote chunks is cut into K pieces so that held ones compute meanwhile), but a fix-up can only
-read partials once they exist.
+workers) where that shortens the plan and still fits memory (``split="on"``: wherever it
+balances compute); predict every worker's time and check its memory.  The cost model, per
+worker: compute = FLOPs / flops; fetch = bytes of the input chunks it uses but does not hold,
+each counted once, / bandwidth; fix-up = the partials made on other workers, which it must read /
+bandwidth.  Predicted time is max(compute, fetch) + fix-up: a worker fetches the inputs of its
+queued tasks while others run, but a fix-up can only read partials once they exist.  Where
+``locations`` is known and ``split`` is not "off", a GPU worker's first block that reads remote
+chunks is also cut into K pieces so that held ones compute meanwhile (``_local_first``; kept
+only where its partials fit the worker's memory); without ``locations`` no block is cut so.
 
 >>> plan = plan_from_shape(32768, 32768, 32768, itemsize=4, n_workers=2)
 >>> plan.grid, [(w.block, w.worker, w.seq) for w in plan.work_for("worker-1")]
@@ -117,6 +119,15 @@ class HostCopies:
     task: float = 0.02
 
 
+def _whole(value: object) -> int | None:
+    """``value`` as an int where it is a whole number (not a bool), else None."""
+    try:
+        whole = int(value)  # type: ignore[call-overload]
+        return None if isinstance(value, bool) or whole != value else whole
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
 @dataclass(frozen=True)
 class Worker:
     """A Dask worker as the planner sees it (see the CONTRACT above).
@@ -133,6 +144,8 @@ class Worker:
     slots: int = 1
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise ValueError(f"a worker's name must be a string (its address), got {self.name!r}")
         if not (self.flops > 0 and self.memory > 0 and self.bandwidth > 0):
             raise ValueError(f"worker {self.name!r}: flops, memory and bandwidth must be > 0")
         if self.slots < 1:
@@ -157,15 +170,23 @@ class Problem:
 
     def __post_init__(self) -> None:
         for name in ("m_chunks", "n_chunks", "k_chunks"):
-            chunks = tuple(int(c) for c in getattr(self, name))
-            if not chunks or min(chunks) < 0 or sum(chunks) == 0:
-                raise ValueError(f"{name} must be sizes >= 0 with a positive sum, got {chunks}")
+            given = getattr(self, name)
+            try:
+                chunks = () if isinstance(given, (str, bytes)) else tuple(_whole(c) for c in given)
+            except TypeError:  # not a sequence
+                chunks = ()
+            if not chunks or None in chunks or min(chunks) < 0 or sum(chunks) == 0:
+                raise ValueError(f"{name} must be whole sizes >= 0 with a positive sum, "
+                                 f"got {given!r}")
             object.__setattr__(self, name, chunks)
         if self.part_itemsize is None:
             object.__setattr__(self, "part_itemsize", self.itemsize)
-        if min(self.itemsize, self.part_itemsize) <= 0:
-            raise ValueError(f"item sizes must be positive, got {self.itemsize} and "
-                             f"{self.part_itemsize}")
+        sizes = (_whole(self.itemsize), _whole(self.part_itemsize))
+        if None in sizes or min(sizes) <= 0:
+            raise ValueError(f"item sizes must be positive whole numbers, got {self.itemsize!r} "
+                             f"and {self.part_itemsize!r}")
+        object.__setattr__(self, "itemsize", sizes[0])
+        object.__setattr__(self, "part_itemsize", sizes[1])
 
     @property
     def m(self) -> int:
@@ -329,7 +350,7 @@ def choose_block_size(m: int, n: int, k: int, itemsize: int, workers: Sequence[W
     """Output block (rows, cols) for an m×k @ k×n product on ``workers``; deterministic.
 
     Among block grids whose edges are at least a quarter of the GEMM-efficiency knee (4096 on
-    GPUs, 1024 on CPUs), take the first by: the working set (A row panel + B column panel + C
+    GPUs, 1024 on CPUs; smaller edges only where no such grid fits memory), take the first by: the working set (A row panel + B column panel + C
     block) of every slot at once fits ``MEMORY_FRACTION`` of the worker's memory; every worker
     gets a block; CPU blocks stay ≤ 2048 where tasks share the cores (more than one slot in
     all: a lone slot gains nothing from more tasks, and in this process without a cluster BLAS
@@ -356,6 +377,9 @@ def choose_block_size(m: int, n: int, k: int, itemsize: int, workers: Sequence[W
     >>> choose_block_size(32768, 32768, 32768, 4, [h100], HostCopies(31 * GiB, 8192))
     (16384, 16384)
     """
+    if min(m, n, k, itemsize) < 1:
+        raise ValueError(f"sizes and itemsize must be positive, got m={m}, n={n}, k={k}, "
+                         f"itemsize={itemsize}")
     return _choose_block_size(m, n, k, itemsize, tuple(workers), host)
 
 
@@ -384,6 +408,8 @@ def _choose_block_size(m: int, n: int, k: int, itemsize: int, workers: tuple[Wor
                 gm * gn, abs(rows - cols), gm)
 
     gm, gn = min(itertools.product(_counts(m, knee // 4, p), _counts(n, knee // 4, p)), key=key)
+    if key((gm, gn))[0]:  # no block that large fits: below the floor, the largest that does
+        gm, gn = min(itertools.product(_counts(m, 1, p), _counts(n, 1, p)), key=key)
     return -(-m // gm), -(-n // gn)
 
 
@@ -457,17 +483,28 @@ def make_plan(problem: Problem, workers: Sequence[Worker], *, block_size: BlockS
     model = _Model(problem, workers, row_runs, col_runs,
                    locations if known else _spread(problem, workers))
     owner, orders, ledger = _cheapest([_assemble(model, own) for own in _owners(model, known)])
+    hint = ""
     if split != "off" and model.nk > 1:
         trial = [[list(e) for e in order] for order in orders]
         tried = _Ledger(model, trial, owner)
         _split_tail(model, tried, trial, owner, full=(split == "auto"))
-        if split == "on" or tried.makespan() < ledger.makespan() * (1 - SPLIT_GAIN):
+        faster = tried.makespan() < ledger.makespan() * (1 - SPLIT_GAIN)
+        if (split == "on" or faster) and _over(model, tried, trial, owner):
+            whole_fits = not _over(model, ledger, orders, owner)
+            # "auto" splits for speed, never into a plan that does not fit where the whole one does
+            faster = faster and not whole_fits
+            hint = ' or split="off"' if whole_fits else ""
+        if split == "on" or faster:
             orders, ledger = trial, tried
     if known and split != "off":
-        orders = [_local_first(model, w, order, owner, OVERLAP_BLOCKS
-                               if model.workers[w].kind == "gpu" else CPU_OVERLAP_BLOCKS)
-                  for w, order in enumerate(orders)]
-    return _finish(model, ledger, orders, owner, (rows, cols))
+        cut = [_local_first(model, w, order, owner, OVERLAP_BLOCKS
+                            if model.workers[w].kind == "gpu" else CPU_OVERLAP_BLOCKS)
+               for w, order in enumerate(orders)]
+        # a worker's pieces are partial blocks held until its fix-up: kept where they fit
+        # (cutting one worker's order changes no other worker's peak)
+        over = _over(model, ledger, cut, owner, [w for w in range(len(cut)) if cut[w] != orders[w]])
+        orders = [order if w in over else cut[w] for w, order in enumerate(orders)]
+    return _finish(model, ledger, orders, owner, (rows, cols), hint)
 
 
 def _local_first(model: _Model, w: int, order: list[list[int]],
@@ -550,12 +587,47 @@ def _local_first(model: _Model, w: int, order: list[list[int]],
 
 def _block_size(block_size: BlockSize, problem: Problem,
                 workers: tuple[Worker, ...]) -> tuple[int, int]:
-    if block_size == "auto":
+    size = parse_block_size(block_size)
+    if size == "auto":
         return choose_block_size(problem.m, problem.n, problem.k, problem.itemsize, workers)
-    rows, cols = (block_size, block_size) if isinstance(block_size, int) else block_size
-    if rows < 1 or cols < 1:
-        raise ValueError(f"block_size must be 'auto', n or (rows, cols) > 0, got {block_size!r}")
-    return int(rows), int(cols)
+    return (size, size) if isinstance(size, int) else size
+
+
+def parse_block_size(value: object) -> str | int | tuple[int, int]:
+    """``"auto"``, an edge length ``n`` (blocks n × n) or a pair ``(rows, cols)`` of positive
+    integers.
+
+    >>> parse_block_size("512x256"), parse_block_size(" 64 "), parse_block_size((2, 3.0))
+    ((512, 256), 64, (2, 3))
+    >>> parse_block_size((2.5, 3))
+    Traceback (most recent call last):
+    ...
+    ValueError: block_size must be 'auto', n or (rows, cols) of positive integers, got (2.5, 3)
+    """
+    given = value
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == "auto":
+            return "auto"
+        value = [p for p in text.replace("x", ",").split(",") if p]
+    items = list(value) if isinstance(value, (tuple, list)) else [value]
+    try:
+        sizes = [positive_int(v) for v in items]
+    except (TypeError, ValueError, OverflowError):
+        sizes = []
+    if len(sizes) != len(items) or len(sizes) not in (1, 2):
+        raise ValueError(f"block_size must be 'auto', n or (rows, cols) of positive integers, "
+                         f"got {given!r}")
+    return sizes[0] if len(sizes) == 1 else tuple(sizes)
+
+
+def positive_int(value: object) -> int:
+    """``value`` as an int where it is a positive whole number (not a bool), else ValueError."""
+    if isinstance(value, str):
+        value = int(value.strip())
+    if isinstance(value, bool) or int(value) != value or int(value) < 1:
+        raise ValueError(value)
+    return int(value)
 
 
 def check_counts(block_rows: int, block_cols: int, chunks: tuple[int, int, int]) -> None:
@@ -908,32 +980,50 @@ def _best_cut(model: _Model, ledger: _Ledger, owner: list[int], d: int, r: int,
     return best
 
 
+def _peaks(model: _Model, ledger: _Ledger, orders: list[list[list[int]]], owner: list[int],
+           which: Sequence[int] | None = None) -> dict[int, tuple[int, int, int]]:
+    """Estimated peak memory of the workers ``which`` (all if None), with its output blocks' and
+    fetched panels' parts: worker -> (peak, out, fetched); a block in several parts holds a
+    partial block a part and, on its fix-up's worker, the block."""
+    parts = Counter(b for order in orders for b, _, _ in order)
+    fixes = Counter()
+    for b, n in parts.items():
+        if n > 1:
+            fixes[owner[b]] += model.c_bytes(b)
+    peaks = {}
+    for w in range(len(orders)) if which is None else which:
+        out = sum(model.part_bytes(b) if parts[b] > 1 else model.c_bytes(b)
+                  for b, _, _ in orders[w]) + ledger.fixup[w] + fixes[w]
+        fetched = _fetched_peak(model, w, orders[w])
+        peaks[w] = (model.stored[w] + out + fetched, out, fetched)
+    return peaks
+
+
+def _over(model: _Model, ledger: _Ledger, orders: list[list[list[int]]], owner: list[int],
+          which: Sequence[int] | None = None) -> list[int]:
+    """Those of the workers ``which`` (all if None) whose estimated peak memory exceeds their
+    ``memory``."""
+    return [w for w, (peak, _, _) in _peaks(model, ledger, orders, owner, which).items()
+            if peak > model.workers[w].memory]
+
+
 def _finish(model: _Model, ledger: _Ledger, orders: list[list[list[int]]], owner: list[int],
-            size: tuple[int, int]) -> Plan:
-    """Freeze the plan; raise if a worker's estimated peak memory exceeds its ``memory``."""
+            size: tuple[int, int], hint: str = "") -> Plan:
+    """Freeze the plan; raise if a worker's estimated peak memory exceeds its ``memory``
+    (``hint``: another remedy the error names)."""
     workers = model.workers
     parts = Counter(b for order in orders for b, _, _ in order)
     work, loads = [], {}
+    peaks = _peaks(model, ledger, orders, owner)
     for w, order in enumerate(orders):
         work += [Work(b, k0, k1, workers[w].name, seq) for seq, (b, k0, k1) in enumerate(order)]
-        fixes = sum(model.c_bytes(b) for b, n in parts.items() if n > 1 and owner[b] == w)
-        out = sum(model.part_bytes(b) if parts[b] > 1 else model.c_bytes(b)
-                  for b, _, _ in order) + ledger.fixup[w] + fixes
-        fetched = _fetched_peak(model, w, order)
-        peak = model.stored[w] + out + fetched
+        peak, out, fetched = peaks[w]
         if peak > workers[w].memory:
-            fixed = model.stored[w] + out  # what no block size changes
-            prob = model.problem
-            # blocks group whole chunks: one chunk a block is as small as a block_size makes them
-            one_chunk = size[0] <= max(prob.m_chunks) and size[1] <= max(prob.n_chunks)
             raise MemoryPlanError(
                 f"worker {workers[w].name!r} would need about {_fmt_bytes(peak)} (inputs stored "
                 f"there {_fmt_bytes(model.stored[w])}, output blocks {_fmt_bytes(out)}, panels "
-                f"fetched {_fmt_bytes(fetched)}) but may use {_fmt_bytes(workers[w].memory)}; " + (
-                    "use more workers" if fixed > workers[w].memory else
-                    f"use a smaller block_size than {size[0]}x{size[1]} or more workers" + (
-                        " (Dask operands: rechunk them finer, a block holds whole chunks)"
-                        if one_chunk else "")))
+                f"fetched {_fmt_bytes(fetched)}) but may use {_fmt_bytes(workers[w].memory)}; "
+                + _remedy(model, w, size) + hint)
         bw = workers[w].bandwidth
         loads[workers[w].name] = WorkerLoad(
             sum(parts[b] == 1 for b, _, _ in order), sum(parts[b] > 1 for b, _, _ in order),
@@ -942,6 +1032,20 @@ def _finish(model: _Model, ledger: _Ledger, orders: list[list[list[int]]], owner
     return Plan(model.problem, workers, model.blocks, tuple(work),
                 {b: workers[owner[b]].name for b in sorted(parts) if parts[b] > 1},
                 {w.name: ledger.time(i) for i, w in enumerate(workers)}, loads)
+
+
+def _remedy(model: _Model, w: int, size: tuple[int, int]) -> str:
+    """What the memory error of worker ``w`` suggests: more workers where its stored inputs and
+    an even share of C alone exceed its memory (no block size changes those), else smaller
+    blocks (for Dask operands whose blocks are single chunks already: finer chunks)."""
+    share = sum(model.c_bytes(b) for b in range(len(model.blocks))) / len(model.workers)
+    if model.stored[w] + share > model.workers[w].memory:
+        return "use more workers"
+    # blocks group whole chunks: one chunk a block is as small as a block_size makes them
+    one_chunk = all(x.i1 - x.i0 == 1 and x.j1 - x.j0 == 1 for x in model.blocks)
+    return (f"use a smaller block_size than {size[0]}x{size[1]} or more workers"
+            + (" (Dask operands: rechunk them finer, a block holds whole chunks)" if one_chunk
+               else ""))
 
 
 def _fetched_peak(model: _Model, w: int, order: list[list[int]]) -> int:
@@ -992,17 +1096,29 @@ def plan_from_shape(m: int, n: int, k: int, itemsize: int, n_workers: int, *, ki
     """
     if kind not in DEFAULTS:
         raise ValueError(f"kind must be one of {tuple(DEFAULTS)}, got {kind!r}")
+    if _whole(n_workers) is None or n_workers < 1:
+        raise ValueError(f"n_workers must be a positive whole number, got {n_workers!r}")
     d_flops, d_memory, d_bandwidth = DEFAULTS[kind]
-    workers = tuple(Worker(f"worker-{i}", kind, flops or d_flops, memory or d_memory,
-                           bandwidth or d_bandwidth, slots) for i in range(n_workers))
+    workers = tuple(Worker(f"worker-{i}", kind, d_flops if flops is None else flops,
+                           d_memory if memory is None else memory,
+                           d_bandwidth if bandwidth is None else bandwidth, slots)
+                    for i in range(n_workers))
+    whole = Problem((m,), (n,), (k,), itemsize)  # checks the sizes
     check_fits(m, n, k, itemsize, workers)  # before chunking sizes that could never fit
     if block_size == "auto" and host is not None:
         block_size = choose_block_size(m, n, k, itemsize, workers, host)
     if chunk is None:
-        block_size = _block_size(block_size, Problem((m,), (n,), (k,), itemsize), workers)
+        block_size = _block_size(block_size, whole, workers)
         chunk = (*block_size, min(block_size))
-    elif isinstance(chunk, int):
-        chunk = (chunk, chunk, chunk)
+    else:
+        edges = (chunk,) * 3 if not isinstance(chunk, (tuple, list)) else tuple(chunk)
+        if len(edges) != 3 or any(_whole(c) is None or c < 1 for c in edges):
+            raise ValueError(f"chunk must be a positive whole number or three of them "
+                             f"(m, n, k), got {chunk!r}")
+        chunk = tuple(int(c) for c in edges)
+    # refused before the chunk tuples are made: too many would take minutes and gigabytes
+    mc, nc, kc = (-(-size // c) for size, c in zip((m, n, k), chunk))
+    check_counts(1, 1, (mc, nc, kc))
     problem = Problem(*(_even(size, c) for size, c in zip((m, n, k), chunk)), itemsize,
                       part_itemsize)
     return make_plan(problem, workers, block_size=block_size, split=split)

@@ -189,13 +189,31 @@ def test_a_product_of_more_blocks_than_mgemm_plans_falls_back_to_dask(rng, monke
     from mgemm.plan import PlanSizeError
 
     monkeypatch.setattr(plan, "MAX_BLOCKS", 3)
-    x, y, a, b = _operands(rng)
-    with pytest.raises(PlanSizeError, match="output blocks: mgemm plans at most 3"):
-        mgemm.matmul(a, b)
-    with mgemm.patch_dask(), pytest.warns(UserWarning, match="plans at most 3.*dask.array computes"):
+    x, y, a, b = _operands(rng)  # blocks of one chunk each at block_size 2: 3 x 2 of them
+    with pytest.raises(PlanSizeError, match="3 x 2 = 6 output blocks: mgemm plans at most 3"):
+        mgemm.matmul(a, b, block_size=2)
+    with mgemm.patch_dask(), dask.config.set({"mgemm.block_size": 2}), \
+            pytest.warns(UserWarning, match="plans at most 3.*dask.array computes"):
         got = a @ b
     assert not got.name.startswith("mgemm")
     assert_close(got.compute(), x @ y, np.float64)
+
+
+def test_the_block_limit_counts_the_blocks_a_dask_product_is_planned_in(rng, monkeypatch):
+    """A Dask operand's chunks are grouped into blocks: the limit counts the blocks, not A's row
+    chunks times B's column chunks (6 x 6 chunks of 2 make one block at block_size 12, fine;
+    at block_size 2 they make 36 blocks, refused)."""
+    from mgemm import plan
+    from mgemm.plan import PlanSizeError
+
+    monkeypatch.setattr(plan, "MAX_BLOCKS", 3)
+    x, y = random(rng, (12, 4), "f8"), random(rng, (4, 12), "f8")
+    a, b = da.from_array(x, chunks=(2, 4)), da.from_array(y, chunks=(4, 2))
+    got = mgemm.matmul(a, b, block_size=12)
+    assert got.numblocks == (1, 1)
+    assert_close(got.compute(), x @ y, np.float64)
+    with pytest.raises(PlanSizeError, match="36 output blocks"):
+        mgemm.matmul(a, b, block_size=2)
 
 
 @pytest.mark.parametrize("shapes", [((3, 4, 5), (5, 2)), ((5,), (5,)), ((4, 5), (5,))])

@@ -660,6 +660,89 @@ def test_empty_axes_and_block_sizes_below_one_are_refused():
             make_plan(Problem((8,), (8,), (8,), 8), cpu_workers([1]), block_size=block_size)
 
 
+def test_bad_sizes_chunks_and_block_sizes_are_value_errors():
+    """Input the planner cannot use is a ValueError naming it, not a traceback from inside."""
+    problem = Problem((8,) * 2, (8,), (8,), 8)
+    # as the CLI and dask.config give them: NumPy integers, numbers written as strings
+    for block_size in (np.int64(8), "8", "8x8", (8,)):
+        assert make_plan(problem, cpu_workers([1]), block_size=block_size).grid == (2, 1)
+    for block_size in ("foo", 2.5, None, (1.9, 100), (float("inf"), 4), True, (1, 2, 3)):
+        with pytest.raises(ValueError, match="block_size must be"):
+            make_plan(problem, cpu_workers([1]), block_size=block_size)
+    for chunks in ((2.5,), "123", 5, (True,), (float("nan"),)):
+        with pytest.raises(ValueError, match="m_chunks must be whole sizes"):
+            Problem(chunks, (8,), (8,), 8)
+    for itemsize in (None, 2.5, 0):
+        with pytest.raises(ValueError, match="item sizes"):
+            Problem((8,), (8,), (8,), itemsize)
+    for m, n in ((0, 8), (-1, 8)):
+        with pytest.raises(ValueError, match="must be positive"):
+            choose_block_size(m, n, 8, 4, [H200])
+    with pytest.raises(ValueError, match="name must be a string"):
+        Worker(7, "cpu", 1e9, GiB, 1e9)
+
+
+def test_plan_from_shape_refuses_bad_arguments_before_any_work():
+    """Zero rates are refused, not replaced by the defaults; bad chunks and worker counts are
+    ValueErrors; too many chunks are refused before their tuples are made (that took 26 s and
+    1.8 GB for 10**8 rows of chunk 1)."""
+    for options, want in ((dict(flops=0), "must be > 0"), (dict(memory=0), "must be > 0"),
+                          (dict(bandwidth=0), "must be > 0"),
+                          (dict(chunk=0), "chunk must be"), (dict(chunk=(10, 20)), "chunk must be"),
+                          (dict(chunk=2.5), "chunk must be"), (dict(n_workers=0), "n_workers"),
+                          (dict(n_workers=-1), "n_workers"), (dict(m=0), "m_chunks")):
+        args = dict(m=100, n=100, k=100, itemsize=4, n_workers=2, kind="cpu") | options
+        with pytest.raises(ValueError, match=want):
+            plan_from_shape(**args)
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=r"an operand of 100000000 x 1 = 100,000,000 chunks"):
+        plan_from_shape(10**8, 1, 1, 4, 2, chunk=1)
+    assert time.perf_counter() - start < 1
+
+
+def test_auto_split_and_pieces_never_turn_a_plan_that_fits_into_a_memory_error():
+    """``split="auto"`` and the overlap pieces are for speed: where the whole-block plan fits a
+    worker's memory, the tail split and the pieces (partial blocks held until the fix-up) are
+    kept only where they fit too; ``split="on"`` may not fit, and its error names split="off"."""
+    mib = 1 << 20
+    problem = Problem((1024,) * 3, (1024,), (256,) * 16, 4)
+
+    def two(memory):
+        return [Worker("w0", "gpu", 50e12, memory, 300e9), Worker("w1", "gpu", 50e12, 1 << 40, 300e9)]
+
+    assert make_plan(problem, two(1 << 40), block_size=1024).split_blocks()  # split where room
+    need = make_plan(problem, two(1 << 40), block_size=1024, split="off").loads["w0"].memory
+    plan = make_plan(problem, two(need), block_size=1024)
+    assert not plan.split_blocks() and plan.loads["w0"].memory <= need
+    with pytest.raises(ValueError, match='split="off"$'):
+        make_plan(problem, two(need), block_size=1024, split="on")
+    # the pieces of w0's remote block: 4 partials held at once, where 20 MiB holds the block
+    problem = Problem((1024,), (1024,), (256,) * 8, 4)
+    where = {("a", 0, k): "w0" for k in range(8)} | {("b", k, 0): "w1" for k in range(8)}
+    for memory, pieces in ((1 << 40, True), (20 * mib, False)):
+        workers = [Worker(f"w{i}", "gpu", 1e9, memory, 300e9) for i in range(2)]
+        plan = make_plan(problem, workers, block_size=1024, locations=where)
+        assert (len(plan.work_for("w0")) > 1) == pieces, plan.work
+        assert sorted(k for x in plan.work for k in range(x.k0, x.k1)) == list(range(8))
+
+
+def test_memory_error_advice_follows_the_blocks_made():
+    """The rechunk hint where every block is one chunk, whatever block_size asked for; "more
+    workers" alone only where the stored inputs and an even share of C exceed the memory; and
+    ``auto`` goes below its smallest edge where no larger block fits."""
+    problem = Problem((2048,) * 4, (2048,) * 4, (2048,) * 4, 4)
+    workers = [Worker(f"w{i}", "gpu", 50e12, 200 << 20, 300e9) for i in range(4)]
+    with pytest.raises(ValueError, match=r"smaller block_size than 3000x3000 or more workers "
+                                         r"\(Dask operands: rechunk them finer"):
+        make_plan(problem, workers, block_size=3000)
+    problem = Problem(plan_module._even(1000, 128), plan_module._even(1000, 128),
+                      plan_module._even(512, 128), 4)
+    workers = [Worker(f"w{i}", "gpu", 50e12, 5 << 20, 300e9) for i in range(2)]
+    plan = make_plan(problem, workers)
+    assert plan.grid != (1, 1) and all(load.memory <= 5 << 20 for load in plan.loads.values())
+    assert choose_block_size(1000, 1000, 512, 4, workers) < (1000, 1000)
+
+
 def test_signature_changes_with_the_work_and_the_fixup_worker_only():
     problem = block_row_problem(3)
     even = make_plan(problem, cpu_workers([1, 1], bandwidth=1e12), block_size=64, split="off")
