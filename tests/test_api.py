@@ -260,6 +260,51 @@ def test_a_result_of_one_block_is_not_copied(rng, monkeypatch):
         mgemm.matmul(a, b, block_size=10)
 
 
+def test_results_gathered_from_a_cluster_are_writable(client, rng):
+    """Arrays in, on a cluster: the result comes back through ``_gather``, as one chunk or many,
+    and is a writable array either way (a deserialized chunk can be read-only)."""
+    a, b = random(rng, (40, 30), "f8"), random(rng, (30, 20), "f8")
+    for got, want in ((mgemm.gemm(a, b, alpha=0.0, client=client), np.zeros((40, 20))),
+                      (mgemm.matmul(a, b, client=client), a @ b),
+                      (mgemm.matmul(a, b, block_size=10, client=client), a @ b)):
+        assert isinstance(got, np.ndarray) and got.flags.writeable
+        assert_close(got, want, np.float64)
+
+
+@pytest.mark.parametrize("losses", [0, 1, 2, 3])
+def test_an_eager_product_is_built_again_at_most_lost_input_retries_times(client, monkeypatch,
+                                                                          losses):
+    """Arrays in: each time the inputs are lost (here, faked: ``_gather`` raises as the client
+    does, and ``_inputs_lost`` says so) the product is built and scattered again, up to
+    ``LOST_INPUT_RETRIES`` (2) times; past that a ``RuntimeError``.  (test_processes kills real
+    workers.)"""
+    from distributed.client import FutureCancelledError
+
+    from mgemm import api
+
+    gather, builds, failed = api._gather, [], []
+
+    def lose(client, out):
+        if len(failed) < losses:
+            failed.append(out.name)
+            raise FutureCancelledError(out.name, reason="lost")
+        return gather(client, out)
+    monkeypatch.setattr(api, "_gather", lose)
+    monkeypatch.setattr(api, "_inputs_lost", lambda out: True)
+    a = np.arange(12.0).reshape(3, 4)
+
+    def build():
+        builds.append(True)
+        return da.from_array(a, chunks=2) * 2
+    if losses <= api.LOST_INPUT_RETRIES:
+        np.testing.assert_array_equal(api._finish(build, True, {"client": client}), 2 * a)
+        assert len(builds) == losses + 1
+    else:
+        with pytest.raises(RuntimeError, match="lost in each of 3 attempts"):
+            api._finish(build, True, {"client": client})
+        assert len(builds) == api.LOST_INPUT_RETRIES + 1
+
+
 def test_nan_and_inf_propagate_like_numpy(rng):
     a, b = random(rng, (6, 5), "f8"), random(rng, (5, 4), "f8")
     a[2, 3] = np.nan
@@ -287,6 +332,15 @@ def test_gemm_blas_semantics(rng):
     got = mgemm.gemm(da.from_array(a, chunks=4), da.from_array(b, chunks=5), da.from_array(c, chunks=3),
                      alpha=-1.5, beta=0.25, trans_a=True, trans_b=True)
     assert_close(got.compute(), -1.5 * a.T @ b.T + 0.25 * c, np.float64)
+
+
+@pytest.mark.parametrize("trans_a, trans_b", [(True, False), (False, True), (True, True)])
+def test_gemm_transposes_square_operands(rng, trans_a, trans_b):
+    """Square operands, where a transpose left out still multiplies: each flag alone."""
+    a, b = random(rng, (12, 12), "f8"), random(rng, (12, 12), "f8")
+    got = mgemm.gemm(da.from_array(a, chunks=5), da.from_array(b, chunks=4),
+                     trans_a=trans_a, trans_b=trans_b)
+    assert_close(got.compute(), (a.T if trans_a else a) @ (b.T if trans_b else b), np.float64)
 
 
 def test_gemm_does_not_read_c_when_beta_is_zero(rng):
@@ -414,8 +468,8 @@ def test_bfloat16_numpy_and_dask_operands():
 
 
 def test_bfloat16_with_float16_gives_float32():
-    """No NumPy promotion exists between bfloat16 and float16; like NumPy's matmul, the product is
-    float32 (both embed in it exactly)."""
+    """Like NumPy's matmul (through ml_dtypes' promotion, or mgemm's own where that is missing:
+    below), the product of bfloat16 and float16 is float32 (both embed in it exactly)."""
     ml_dtypes = pytest.importorskip("ml_dtypes")
     rng = np.random.default_rng(8)
     a = rng.standard_normal((20, 12)).astype(ml_dtypes.bfloat16)
@@ -424,6 +478,31 @@ def test_bfloat16_with_float16_gives_float32():
     assert got.dtype == np.float32
     assert_close(got, a.astype(np.float64) @ b.astype(np.float64), np.float32)
     assert mgemm.matmul(a, b.astype(np.float64)).dtype == np.float64
+
+
+def test_result_type_where_numpy_has_no_promotion_for_bfloat16(monkeypatch):
+    """Where NumPy cannot promote bfloat16 (ml_dtypes releases that leave it out), the result
+    type is the smallest float that holds every operand's exactly; with integers there is
+    none."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    from mgemm import api
+
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    promote = np.result_type
+
+    def without_bfloat16(*types):
+        if any(np.dtype(t) == bf16 for t in types):
+            raise TypeError("no promotion")
+        return promote(*types)
+    monkeypatch.setattr(np, "result_type", without_bfloat16)
+
+    def of(*dtypes):
+        return api._result_dtype(*(np.empty(1, d) for d in dtypes))
+    assert of(bf16, bf16) == bf16
+    assert of(bf16, np.float16) == of(np.float16, bf16) == np.float32
+    assert of(bf16, np.float64) == np.float64 and of(bf16, np.complex64) == np.complex64
+    with pytest.raises(TypeError, match="no common dtype for bfloat16, int32"):
+        of(bf16, np.int32)
 
 
 def test_numpy_operands_on_a_cluster_go_to_their_readers(client, rng, monkeypatch):

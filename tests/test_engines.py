@@ -122,9 +122,12 @@ def test_is_bfloat16_tells_the_bfloat16_dtype_apart():
 
 
 def test_task_stream_is_a_no_op_for_numpy():
+    """NumPy chunks: no stream is entered, and the body runs once."""
     import numpy as np
-    with engines.task_stream(np):
-        pass
+    ran = []
+    with engines.task_stream(np) as stream:
+        ran.append(True)
+    assert ran == [True] and stream is None
 
 
 class _Operand:
@@ -319,7 +322,8 @@ def test_numpy_engine_on_chunks_equals_numpy(dtype):
     a_rows, b_rows = cut(a, rows, ks), cut(b, ks, cols)
     a_rows[1][2] = np.asarray(a_rows[1][2].T, order="C").T  # column-major
     numeric = dtype != "bool"
-    alpha, beta = (2.0, 0.5) if numeric and np.dtype(dtype).kind in "fcV" else (1, 0)
+    integer = numeric and np.dtype(dtype).kind in "iu"
+    alpha, beta = (2.0, 0.5) if numeric and not integer else (2, 3) if integer else (1, 0)
     got = get("numpy").gemm_chunks(a_rows, b_rows, alpha=alpha, beta=beta, c=c)
     expect = np.matmul(a, b).dtype if dtype != "bfloat16" else a.dtype
     assert got.dtype == expect and got.shape == (sum(rows), sum(cols))
@@ -328,8 +332,8 @@ def test_numpy_engine_on_chunks_equals_numpy(dtype):
         return
     wide = np.complex128 if np.dtype(dtype).kind == "c" else np.float64
     ref = alpha * (a.astype(wide) @ b.astype(wide)) + beta * c.astype(wide)
-    if np.dtype(dtype).kind in "iu":
-        np.testing.assert_array_equal(got, np.matmul(a, b))
+    if integer:  # NumPy's product, wrapping as it does in the operands' type
+        np.testing.assert_array_equal(got, alpha * np.matmul(a, b) + beta * c)
     else:
         assert_close(got, ref, dtype)
 

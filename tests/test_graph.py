@@ -10,7 +10,7 @@ from distributed import wait
 
 import mgemm
 from conftest import assert_close, random
-from mgemm.graph import BLOCK_PREFIX, common_k_chunks
+from mgemm.graph import BLOCK_PREFIX, common_k_chunks, input_keys
 
 
 def _n_tasks(x: da.Array) -> int:
@@ -549,6 +549,54 @@ def test_a_block_split_three_ways_sums_every_partial_with_alpha_and_beta_once():
     parts = sorted(k for k in layer if len(k) == 4)
     k_of = [sorted(dep[2] for dep in layer[k].dependencies if dep[0] == x.name) for k in parts]
     assert [ks[0] for ks in k_of] == [0, 4, 8]
+
+
+def test_the_fixup_adds_the_partials_in_k_order_and_gives_the_block_its_type():
+    """Partials of 1e16, -1e16 and 1 (in K order) sum to exactly 1 in K order, and to 0 in any
+    other; a float16 block split three ways comes back float16 when it is the only block (Dask
+    takes an array's type from its first chunk, which a split block is here)."""
+    from mgemm import graph
+
+    plan, _, _ = _split_three_ways()
+    a = np.ones((16, 48))
+    b = np.empty((48, 16))
+    b[:16], b[16:32], b[32:] = 1e16 / 16, -1e16 / 16, 1 / 16  # each piece's 16 terms add exactly
+    x, y = da.from_array(a, chunks=(16, 4)), da.from_array(b, chunks=(4, 16))
+    out = graph.build(x, y, plan, engine="numpy", out_dtype=np.dtype("f8"), placement=False)
+    with dask.config.set(scheduler="sync"):
+        np.testing.assert_array_equal(out.compute(), np.ones((16, 16)))
+        rng = np.random.default_rng(3)
+        a16, b16 = rng.random((16, 48)).astype("f2"), rng.random((48, 16)).astype("f2")
+        x16, y16 = da.from_array(a16, chunks=(16, 4)), da.from_array(b16, chunks=(4, 16))
+        half = graph.build(x16, y16, plan, engine="numpy", out_dtype=np.dtype("f2"),
+                           placement=False)
+        got = half.compute()
+    assert half.dtype == got.dtype == np.float16
+    assert_close(got, a16.astype(np.float64) @ b16.astype(np.float64), "float16")
+
+
+def test_prefetch_asks_for_the_first_tasks_remote_chunks_only():
+    """``_first_remote_inputs``: a worker of six one-chunk blocks is asked for the remote chunks
+    of its first ``count`` tasks, in its order, and for nothing it holds or later tasks read."""
+    from mgemm.api import _first_remote_inputs
+    from mgemm.plan import GiB, Problem, Worker, make_plan
+
+    problem = Problem((4,) * 3, (4,) * 2, (4,) * 2, 8)
+    plan = make_plan(problem, [Worker("w0", "cpu", 1e9, GiB, 1e9)], block_size=4, split="off")
+    x, y = da.ones((12, 8), chunks=4), da.ones((8, 8), chunks=4)
+    # every chunk held by w1 but A's first row chunk at k = 0, which w0 holds
+    who = {(x.name, i, k): ["w1"] for i in range(3) for k in range(2)}
+    who |= {(y.name, k, j): ["w1"] for k in range(2) for j in range(2)}
+    who[(x.name, 0, 0)] = ["w0", "w1"]
+    for count in (1, 2, 4):
+        asked = _first_remote_inputs(plan, x, y, who, count)
+        first = plan.work_for("w0")[:count]
+        want = []
+        for w in first:
+            _, keys = input_keys(x.name, y.name, plan.blocks[w.block], w.k0, w.k1)
+            want += [k for k in keys if k not in want and k != (x.name, 0, 0)]
+        assert list(asked) == ["w0"] and asked["w0"] == want, (count, asked)
+        assert len(plan.work_for("w0")) == 6 and len(set(want)) == len(want)
 
 
 def test_placement_puts_pieces_and_the_fixup_where_the_plan_says_in_its_order():
