@@ -350,11 +350,12 @@ def choose_block_size(m: int, n: int, k: int, itemsize: int, workers: Sequence[W
     """Output block (rows, cols) for an m×k @ k×n product on ``workers``; deterministic.
 
     Among block grids whose edges are at least a quarter of the GEMM-efficiency knee (4096 on
-    GPUs, 1024 on CPUs; smaller edges only where no such grid fits memory), take the first by: the working set (A row panel + B column panel + C
-    block) of every slot at once fits ``MEMORY_FRACTION`` of the worker's memory; every worker
-    gets a block; CPU blocks stay ≤ 2048 where tasks share the cores (more than one slot in
-    all: a lone slot gains nothing from more tasks, and in this process without a cluster BLAS
-    runs on every core inside the task); then the shortest estimated makespan (wave
+    GPUs, 1024 on CPUs; smaller edges only where no such grid fits memory), take the first by:
+    the working set (A row panel + B column panel + C block) of every slot at once fits
+    ``MEMORY_FRACTION`` of the worker's memory; every worker gets a block; CPU blocks stay
+    ≤ 2048 where tasks share the cores (more than one slot in all: a lone slot gains nothing
+    from more tasks, and in this process without a cluster BLAS runs on every core inside the
+    task); then the shortest estimated makespan (wave
     quantization over the workers' slots, GEMM efficiency, exposed transfers); then fewer
     blocks, then squarer blocks.  ``host``: the chunks are NumPy arrays copied to the GPUs by
     each block task (``HostCopies``), so the first blocks' first K parts and the last blocks'
@@ -622,12 +623,12 @@ def parse_block_size(value: object) -> str | int | tuple[int, int]:
 
 
 def positive_int(value: object) -> int:
-    """``value`` as an int where it is a positive whole number (not a bool), else ValueError."""
-    if isinstance(value, str):
-        value = int(value.strip())
-    if isinstance(value, bool) or int(value) != value or int(value) < 1:
+    """``value`` (a number, or one written as a string) as an int where it is a positive whole
+    number (not a bool), else ValueError."""
+    whole = _whole(int(value.strip()) if isinstance(value, str) else value)
+    if whole is None or whole < 1:
         raise ValueError(value)
-    return int(value)
+    return whole
 
 
 def check_counts(block_rows: int, block_cols: int, chunks: tuple[int, int, int]) -> None:
