@@ -486,7 +486,8 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
     K-major first: ``copies_b_k_major``);
     ``debug=True`` returns ``(out, record)``; ``timeline=True`` returns ``(out, entries)``, an
     (n, 10) int64 array of ``mgemm.timeline.FIELDS`` (a variant of the config that stamps each
-    unit with the GPU's ns timer: cooperative consumers only; ``mgemm.timeline.summarize``);
+    unit with the GPU's ns timer: cooperative consumers only; ``mgemm.timeline.summarize``); both
+    run the heuristic's config on single CTAs (no clusters), and a caller's config must be so;
     ``tune=True`` takes the config ``mgemm.tune`` timed fastest for this kind of product.
     """
     return gemm_parts([a], [b], c, alpha=alpha, beta=beta, out=out, config=config,
@@ -546,6 +547,9 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
                         writer="the Hopper kernel", k=k)
     kind, dev, sms, config, res_dtype, out = (call.kind, call.dev, call.sms, call.config,
                                               call.res_dtype, call.out)
+    if (debug or timeline) and flags is not None and config.cluster_size > 1:
+        # the record and the timeline know single CTAs: the heuristic's tile without clusters
+        config = config.replace(cluster_m=1, cluster_n=1)
     if m == 0 or n == 0:
         if timeline:
             return out, np.zeros((0, 8), np.int64)
@@ -701,8 +705,8 @@ def _launch_setup(config: HopperConfig, dev: int, sms: int, m: int, n: int, k_it
     repeats for every block of its shape (the steps one by one cost about 10 µs of host time a
     call on the H200 host; RESULTS.md, twenty-first session).  ``trim``: without the code the
     launch cannot run (``trim_config``; ``plain``: ``plain_output`` holds)."""
-    config = config.replace(output=res_dtype, record=debug, a_k_major=a_k, b_k_major=b_k,
-                            k_parts=k_parts, timeline=timeline)
+    config = config.replace_fitting(output=res_dtype, record=debug, a_k_major=a_k, b_k_major=b_k,
+                                    k_parts=k_parts, timeline=timeline)
     k = k_iters * config.tile_k
     # the trimmed binary the launch will most likely take, compiled first (the plan needs a kernel)
     guess = trim_config(config, None, plain) if trim else config

@@ -285,6 +285,23 @@ class HopperConfig(RenderedConfig):
     def replace(self, **changes: Any) -> "HopperConfig":
         return dataclasses.replace(self, **changes)
 
+    def replace_fitting(self, **changes: Any) -> "HopperConfig":
+        """``replace(**changes)`` on as many ring stages as still fit one block's shared memory
+        (no more than asked, at least 2): a float32 output stages rows twice as wide as the
+        16-bit one a config was chosen for, which at 144 and 176 columns (whole rows staged)
+        passes ``SMEM_LIMIT`` on 5 and 4 stages.
+
+        >>> cfg = HopperConfig(input="float16", tile_n=144, stages=5, b_k_major=True,
+        ...                    epilogue="staged")
+        >>> cfg.replace_fitting(output="float32").stages, cfg.replace_fitting(k_parts=2).stages
+        (4, 5)
+        """
+        trial = object.__new__(type(self))  # unchecked: only its sizes are read
+        trial.__dict__.update(self.__dict__, **changes)
+        while trial.stages > 2 and trial.smem_bytes > SMEM_LIMIT:
+            trial.__dict__["stages"] -= 1
+        return self.replace(**{**changes, "stages": trial.stages})
+
     # --- what the C++ derives from the constants (kept in step with kernels/gemm_hopper.cu) ---
     @property
     def cluster_size(self) -> int:

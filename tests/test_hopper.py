@@ -107,6 +107,41 @@ def _output(shape, dtype, strides=None, offset=0):
                                  data=types.SimpleNamespace(ptr=4096 + offset))
 
 
+@pytest.mark.parametrize("kind, m, n, k", [("float16", 16384, 144, 8192), ("bfloat16", 8192, 176, 8192),
+                                            ("float16", 4096, 272, 8192)])
+def test_a_float32_output_of_an_exact_width_fits_shared_memory(kind, m, n, k):
+    """The heuristic sizes its config for a 16-bit output; an exact width of 144 or 176 columns
+    stages whole rows, twice as wide in float32, which on the same stages passed the shared
+    memory a block may have (``hopper.gemm(..., out_dtype="float32")`` raised).  The launch's
+    config drops ring stages until it fits, as ``_launch_setup`` builds it."""
+    cfg = hopper_heuristic.k_major_pick(hopper.choose_config(m, n, k, kind, 132), m, n, k, 132)
+    assert cfg.tile_n in (144, 176) and cfg.epilogue == "staged", cfg
+    with pytest.raises(ValueError, match="shared memory"):
+        cfg.replace(output="float32")
+    fitted = cfg.replace_fitting(output="float32", k_parts=2)
+    assert fitted.smem_bytes <= hopper_config.SMEM_LIMIT and 2 <= fitted.stages < cfg.stages
+    assert fitted.k_parts == 2 and fitted.replace(stages=cfg.stages, output=cfg.output, k_parts=1) == cfg
+    with pytest.raises(ValueError, match="shared memory"):  # as many stages as fit
+        fitted.replace(stages=fitted.stages + 1)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("kind, m, n, k, trans_b", [("float16", 16384, 144, 8192, False),
+                                                     ("float16", 16384, 144, 8192, True),
+                                                     ("bfloat16", 8192, 176, 8192, False)])
+def test_float32_output_of_16bit_inputs_at_exact_widths(kind, m, n, k, trans_b):
+    """16-bit inputs, float32 output, shapes whose launch takes an exact width of 144 or 176
+    columns (a K-major B): they raised for want of shared memory before the launch's config
+    dropped a ring stage; every element written and within the 16-bit bound."""
+    rng = np.random.default_rng(m + n + k)
+    (a, a64), (b, b64), _ = product_operands(m, n, k, kind, rng, trans_b=trans_b)
+    out = poisoned((m, n), "float32")
+    hopper.gemm(a, b, out=out, out_dtype="float32",
+                as_dtype="bfloat16" if kind == "bfloat16" else None)
+    check_product(as_float64(out), a64 @ b64, BOUNDS[kind], f"{kind} {m}x{n}x{k} -> float32")
+
+
 def test_plain_output_mirrors_the_kernels_conditions():
     """``plain_output``: beta == 0 and rows of unit stride, base and pitch 16-byte aligned (staged,
     TMA), the same with rows and columns exchanged (columns): kernels/gemm_hopper.cu's staged_ok
