@@ -185,6 +185,42 @@ def test_gemm_parts_chooses_with_both_row_flags(n, clusters, monkeypatch):
     assert (seen["config"].cluster_m == 2) is clusters
 
 
+@pytest.mark.parametrize("option", ["debug", "timeline"])
+def test_debug_and_timeline_run_the_heuristics_tile_on_single_ctas(option, monkeypatch):
+    """The record and the timeline know single CTAs: where the heuristic picks 2-CTA clusters
+    (4096 x 4104 x 4096 float16), ``debug`` and ``timeline`` launch its tile without them
+    instead of refusing; a caller's cluster config is left as given (and refused)."""
+    from types import SimpleNamespace
+
+    class Stop(Exception):
+        pass
+
+    launched = []
+
+    def fake_prepare(cp, a, b, c, out, *, choose, config, **kw):
+        config = config or choose(4096, 4104, 4096, "float16", 132, False)
+        return SimpleNamespace(kind="float16", dev=0, sms=132, config=config,
+                               res_dtype="float16", out=FakeArray((4096, 4104), (2 * 4104, 2)))
+
+    def fake_setup(config, *args, **kwargs):
+        launched.append(config)
+        raise Stop
+    monkeypatch.setattr(hopper, "prepare_call", fake_prepare)
+    monkeypatch.setattr(hopper, "_launch_setup", fake_setup)
+    monkeypatch.setattr(hopper, "_cupy", lambda: None)
+    monkeypatch.setattr(hopper, "_encode", lambda *args: args)
+    a, b = FakeArray((4096, 4096), (8192, 2)), FakeArray((4096, 4104), (2 * 4104, 2))
+    a.ndim = b.ndim = 2
+    picked = hopper.choose_config(4096, 4104, 4096, "float16", 132, **hopper.rows_flags([a], [b]))
+    assert picked.cluster_size == 2
+    with pytest.raises(Stop):
+        hopper.gemm_parts([a], [b], **{option: True})
+    assert launched[-1] == picked.replace(cluster_m=1, cluster_n=1)
+    with pytest.raises(Stop):
+        hopper.gemm_parts([a], [b], config=picked, **{option: True})
+    assert launched[-1] == picked
+
+
 def test_output_desc_follows_the_kernels_staged_condition(monkeypatch):
     """The TMA-store epilogue's output descriptor: encoded (N x M, ld, boxes of 128 bytes x 64
     rows) exactly where the kernel takes the staged path (beta == 0, unit column stride, 16-byte
