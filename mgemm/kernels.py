@@ -611,6 +611,9 @@ def launch_scratch(cp, dev_id: int, grid: int, zero_sync: bool, ws_elems: int, w
 
 
 _EPOCH_LIMIT = 2**31 - 1  # int32 flags: past this, zero them once and count from 1 again
+#: Most rows, columns or K of a launch: the kernels count M, N and K (and round them up to whole
+#: tiles) in 32-bit ints.
+MAX_DIM = 2**31 - 1024
 
 
 def epoch_sync(cp, dev_id: int, ints: int, zero_counter: bool) -> tuple[Any, int]:
@@ -743,6 +746,9 @@ def prepare_call(cp, a, b, c, out, *, beta: float, config, allow_tf32: bool, sms
     m = a.shape[0]
     k = a.shape[1] if k is None else k
     n = b.shape[1]
+    if max(m, n, k) > MAX_DIM:
+        raise ValueError(f"{writer} counts M, N and K in 32 bits: each at most {MAX_DIM:,}, got "
+                         f"{m} x {n} x {k}")
     dev = cp.cuda.runtime.getDevice()
     sm_count = device_sms(dev)
     sms = sm_count if sms is None else max(1, min(int(sms), sm_count))

@@ -58,6 +58,23 @@ def test_cache_key_changes_with_config_and_options():
     assert a.key() in a.source()
 
 
+@pytest.mark.parametrize("shape_a, shape_b", [((2**31 - 1, 1), (1, 1)), ((1, 2**31), (2**31, 1)),
+                                              ((1, 1), (1, 2**31 - 1000))])
+def test_dimensions_past_32_bits_are_refused_before_any_work(shape_a, shape_b):
+    """The kernels count M, N and K in 32-bit ints (a tile count of M = 2**31 - 1 wrapped
+    negative, and nothing was computed): such a launch is a ValueError before the device is
+    asked anything (no CuPy here), in ``prepare_call``, which both launchers call first."""
+    from types import SimpleNamespace
+
+    def fake(shape):
+        return SimpleNamespace(shape=shape, ndim=2, dtype=np.dtype("float16"))
+    with pytest.raises(ValueError, match="counts M, N and K in 32 bits: each at most 2,147,482,624"):
+        kernels.prepare_call(None, fake(shape_a), fake(shape_b), None, None, beta=0.0, config=None,
+                             allow_tf32=False, sms=None, as_dtype=None, out_dtype=None,
+                             input_kind=kernels.input_kind, choose=None, outputs=kernels.OUTPUTS,
+                             writer="the kernel")
+
+
 def test_config_validates():
     with pytest.raises(ValueError):
         KernelConfig(input="int8")
