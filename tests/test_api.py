@@ -136,6 +136,21 @@ def test_numpy_with_cupy_chunks_is_refused_before_any_work():
             mgemm.matmul(a, b)
 
 
+@pytest.mark.parametrize("dtypes", [("int32", "int32"), ("complex64", "complex64"),
+                                    ("int8", "uint8"), ("bool", "bool")])
+def test_the_persistent_engine_refuses_what_its_kernels_do_not_multiply(dtypes):
+    """``engine="persistent"`` with a product that is not float16/32/64 or bfloat16 (integers,
+    complex) is a TypeError when the product is built, not in every block task on the workers;
+    float operands with a complex C too."""
+    a, b = da.ones((8, 6), chunks=4, dtype=dtypes[0]), da.ones((6, 8), chunks=4, dtype=dtypes[1])
+    with pytest.raises(TypeError, match="engine 'persistent' multiplies float16/32/64 and "
+                                        f"bfloat16 products, not {np.result_type(*dtypes)}:"):
+        mgemm.matmul(a, b, engine="persistent")
+    with pytest.raises(TypeError, match="not complex128"):
+        mgemm.gemm(da.ones((8, 6), chunks=4), da.ones((6, 8), chunks=4),
+                   da.ones((8, 8), chunks=4, dtype="complex64"), beta=1.0, engine="persistent")
+
+
 @pytest.mark.skipif(has_gpu(), reason="checks the error of a machine without a GPU")
 def test_gpu_engines_on_numpy_chunks_need_a_gpu(monkeypatch):
     """``cublas`` or ``persistent`` by name on NumPy chunks multiply on GPUs (their block tasks

@@ -177,6 +177,36 @@ def test_cublas_operand_reads_in_place_or_copies(fake_cublas, shape, strides, ex
         assert copies == [] and arr is x and (op, ld) == expect
 
 
+@pytest.mark.parametrize("parts", [1, 2])
+def test_cublas_engine_rounds_a_16bit_block_once_with_beta_c(monkeypatch, parts):
+    """float16 A, B and C with beta != 0: alpha * A @ B (float32 compute, as cublasGemmEx) and
+    beta * C are added in float32 and rounded once, as the persistent and numpy engines do.
+    (Rounded to float16 before beta * C was added there, 2/3 - 0.5 came out 0.16650390625, not
+    float16(1/6) = 0.1666259765625.)  NumPy stands in for CuPy; ``_gemm_ex`` for cuBLAS."""
+    from mgemm.engines import cublas
+
+    fake = types.ModuleType("cupy")
+    fake.__getattr__ = lambda name: getattr(np, name)
+    fake.cublas = types.ModuleType("cupy.cublas")
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setitem(sys.modules, "cupy.cublas", fake.cublas)
+    monkeypatch.setattr(cublas, "wait_for_queued_work", lambda cupy: None)
+
+    def gemm_ex(cupy, a, b, acc, *, alpha, beta):  # float32 compute, written in acc's type
+        acc[...] = (np.float32(alpha) * (a.astype(np.float32) @ b.astype(np.float32))
+                    + np.float32(beta) * acc.astype(np.float32)).astype(acc.dtype)
+    monkeypatch.setattr(cublas, "_gemm_ex", gemm_ex)
+    a, b = np.array([[2.0, 0.0]], np.float16), np.array([[1.0], [0.0]], np.float16)
+    a_parts = [a] if parts == 1 else [a[:, :1], a[:, 1:]]
+    b_parts = [b] if parts == 1 else [b[:1], b[1:]]
+    got = cublas.CublasEngine().gemm(a_parts, b_parts, alpha=1 / 3, beta=-2.0,
+                                     c=np.array([[0.25]], np.float16))
+    assert got.dtype == np.float16 and got[0, 0] == np.float16(2 / 3 - 0.5) == 0.1666259765625
+    # no C to add, one part: written by cuBLAS in float16 directly, alpha inside
+    got = cublas.CublasEngine().gemm([a], [b], alpha=1 / 3)
+    assert got.dtype == np.float16 and got[0, 0] == np.float16(np.float32(1 / 3) * 2)
+
+
 def test_auto_on_gpu_chunks_picks_per_block(monkeypatch):
     """``engine="auto"`` with CuPy chunks resolves to ``auto-gpu``, which sends float16/bfloat16
     blocks of two or more K parts to the persistent engine where the Hopper kernel runs, and

@@ -5,9 +5,9 @@ first part), so a block never concatenates its panels.  Float32 uses TF32 tensor
 ``allow_tf32`` is set.  Float16 and bfloat16 do the same through ``cublasGemmEx`` into a float32
 accumulator (float32 compute, alpha applied there), rounded to the output type at the end: no
 concatenated panels (a 16384² block with four K chunks of 16384 used to copy 4 GiB first).  A
-block of one K part is written in its own type by cuBLAS directly (still float32 compute).  The
-pieces of a split block are rounded to the output type too, and beta · C is added in it, as
-before.  Mixed inputs with a floating output are upcast and go the float32/64 way; integers
+block of one K part and no C to add is written in its own type by cuBLAS directly (still float32
+compute); beta · C is added in the float32 accumulator, so a 16-bit block is rounded once, as the
+persistent and numpy engines round it.  Mixed inputs with a floating output are upcast and go the float32/64 way; integers
 concatenate the K parts and call ``cupy.matmul`` once.
 Each call ends by waiting for the work it queued (an event on the current stream), so a Dask task
 lasts as long as its GEMM: the scheduler then sees real durations and a finished task means a
@@ -42,12 +42,17 @@ class CublasEngine:
         if not parts:
             out = cupy.zeros((m, n), dtype=dtype)
         elif _half_inputs(parts) and (dtype.char in "ef" or is_bfloat16(dtype)):
-            # One part in its own type: cuBLAS rounds once, on its way out (no float32 block
-            # and no conversion pass).  Several: a float32 accumulator, rounded at the end.
-            direct = len(parts) == 1 and dtype == parts[0][0].dtype
+            # One part in its own type, C not read: cuBLAS rounds once, on its way out (no
+            # float32 block and no conversion pass).  Several, or beta * C to add: a float32
+            # accumulator, C added there, rounded once at the end (as the persistent engine does)
+            with_c = beta != 0 and c is not None
+            direct = len(parts) == 1 and dtype == parts[0][0].dtype and not with_c
             acc = cupy.empty((m, n), dtype=dtype if direct else cupy.float32)
             for idx, (a, b) in enumerate(parts):  # alpha inside, before the rounding
                 _gemm_ex(cupy, a, b, acc, alpha=alpha, beta=0.0 if idx == 0 else 1.0)
+            if with_c:
+                acc = scale_and_add(acc, 1.0, beta, c, cupy)
+                beta = 0.0
             out = acc if acc.dtype == dtype else acc.astype(dtype)
             alpha = 1.0
         elif dtype.char in "fdFD":
