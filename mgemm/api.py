@@ -401,12 +401,10 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
                         f"({type(meta_src).__name__} and {type(meta_b).__name__}); bring one to "
                         f"the other's library first, e.g. x.map_blocks(cupy.asarray)")
     engine = engines.select(opts["engine"], meta_src)
-    result = np.dtype(out_dtype)
-    if engine == "persistent" and not ((result.kind == "f" and result.itemsize in (2, 4, 8))
-                                       or engines.is_bfloat16(result)):
+    if engine == "persistent" and not engines.persistent_multiplies(np.dtype(out_dtype)):
         # refused here, not by every block task on the workers
         raise TypeError(f"engine 'persistent' multiplies float16/32/64 and bfloat16 products, "
-                        f"not {result}: use 'cublas' or 'auto'")
+                        f"not {np.dtype(out_dtype)}: use 'cublas' or 'auto'")
     gpu = engine in engines.DEVICE_ENGINES  # CuPy chunks, or NumPy ones staged through a GPU
     staged = engines.staged(engine, meta_src)
     client = active_client(opts["client"])

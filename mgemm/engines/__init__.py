@@ -301,5 +301,11 @@ def is_bfloat16(dtype: Any) -> bool:
     return dtype.kind == "V" and dtype.name == "bfloat16"
 
 
+def persistent_multiplies(dtype: Any) -> bool:
+    """Whether the persistent engine's kernels multiply (and write) ``dtype``: float16, float32,
+    float64 and bfloat16."""
+    return (dtype.kind == "f" and dtype.itemsize in (2, 4, 8)) or is_bfloat16(dtype)
+
+
 def is_cupy_module(xp: Any) -> bool:
     return getattr(xp, "__name__", "") == "cupy"

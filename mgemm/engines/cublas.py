@@ -7,8 +7,8 @@ accumulator (float32 compute, alpha applied there), rounded to the output type a
 concatenated panels (a 16384² block with four K chunks of 16384 used to copy 4 GiB first).  A
 block of one K part and no C to add is written in its own type by cuBLAS directly (still float32
 compute); beta · C is added in the float32 accumulator, so a 16-bit block is rounded once, as the
-persistent and numpy engines round it.  Mixed inputs with a floating output are upcast and go the float32/64 way; integers
-concatenate the K parts and call ``cupy.matmul`` once.
+persistent and numpy engines round it.  Mixed inputs with a floating output are upcast and go
+the float32/64 way; integers concatenate the K parts and call ``cupy.matmul`` once.
 Each call ends by waiting for the work it queued (an event on the current stream), so a Dask task
 lasts as long as its GEMM: the scheduler then sees real durations and a finished task means a
 finished block.

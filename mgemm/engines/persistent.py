@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from . import (accumulator_dtype, cuda_device_count, is_bfloat16, launch_groups,
-               wait_for_queued_work)
+               persistent_multiplies, wait_for_queued_work)
 
 
 class PersistentEngine:
@@ -39,7 +39,7 @@ class PersistentEngine:
                 in_dtype = cupy.result_type(*a_parts, *b_parts)
             except TypeError:  # bfloat16 with float16: no common 16-bit type; both embed in float32
                 in_dtype = cupy.dtype(cupy.float32)
-        if not ((in_dtype.kind == "f" and in_dtype.itemsize in (2, 4, 8)) or is_bfloat16(in_dtype)):
+        if not persistent_multiplies(in_dtype):
             raise TypeError(f"engine 'persistent' multiplies float16/32/64 and bfloat16, not {in_dtype}")
         dtype = cupy.dtype(out_dtype) if out_dtype is not None else in_dtype
         parts = [(a, b) for a, b in zip(a_parts, b_parts) if a.shape[1]]
