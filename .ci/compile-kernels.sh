@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Compiles a representative set of persistent-GEMM variants (each dtype x each policy at the default
-# tiles, plus every A/B layout) for sm_80 and sm_90a with nvcc, printing ptxas's resource report
-# (registers, spills).  Fails on any compile error, spill or stack frame (a register array in local memory).
+# tiles, plus every A/B layout; every tile the heuristic picks, with its knobs, output types and store
+# forms) for sm_80 and sm_90a with nvcc, printing ptxas's resource report (registers, spills).  Fails
+# on any compile error, spill or stack frame (a register array in local memory).
 set -euo pipefail
 cd "$(dirname "$0")/../kernels"
 NVCC=${NVCC:-nvcc}
@@ -61,10 +62,31 @@ variants+=("MGEMM_F16 STATIC 1 0 64_128_32_4_2_2 $KNOBS ${S}_PAIRS_C" "MGEMM_BF1
            "MGEMM_F16 PER_TILE 1 1 256_128_32_4_4_2 $KNOBS ${S}_ELEMENTS_C" "MGEMM_F64 STREAMK 1 0 - ${S}_PAIRS_C"
            "MGEMM_F64 STATIC 0 0 - ${S}_ELEMENTS_C" "MGEMM_TF32 DYNAMIC 1 0 - ${S}_ELEMENTS"
            "MGEMM_F32 STREAMK 1 0 - ${S}_ELEMENTS_C")
+# The heuristic's 16-bit tiles writing float32 (split blocks' partials, out_dtype="float32") in
+# every store form, the two inputs, layouts and policies in turn; its other tiles of tf32, float64
+# and float32 (TILE_CHOICES), two forms each.  Fields as above, then the output (default: as
+# OUTPUT below).
+i=0
+LAYOUTS=("1 0" "0 1" "0 0" "1 1")
+POLICIES=(STATIC STREAMK PER_TILE DYNAMIC)
+for tile in 256_128_32_4_4_2 128_128_32_6_2_2 64_128_32_4_2_2; do
+  for form in PAIRS PAIRS_C ELEMENTS ELEMENTS_C; do
+    input=$([[ $((i % 2)) == 0 ]] && echo MGEMM_F16 || echo MGEMM_BF16)
+    variants+=("$input ${POLICIES[i % 4]} ${LAYOUTS[i % 4]} $tile $KNOBS ${S}_$form -DMGEMM_OUTPUT=MGEMM_F32")
+    i=$((i + 1))
+  done
+done
+variants+=("MGEMM_TF32 STREAMK 1 0 64_128_32_3_2_2 ${S}_PAIRS" "MGEMM_TF32 PER_TILE 0 1 64_128_32_3_2_2 ${S}_ELEMENTS_C"
+           "MGEMM_F64 STATIC 1 1 64_64_16_3_2_2 ${S}_PAIRS_C" "MGEMM_F64 DYNAMIC 0 0 64_64_16_3_2_2 ${S}_ELEMENTS"
+           "MGEMM_F32 STATIC 1 0 128_128_8_3_4_2 ${S}_ELEMENTS" "MGEMM_F32 STREAMK 0 1 128_128_8_3_4_2 ${S}_ELEMENTS_C")
 
 compile() {  # input policy a_k_major b_k_major [tile (m_n_k_stages_wm_wn, - for the default) [-D...]]
   local input=$1 policy=$2 ak=$3 bk=$4 tile=${5:--}
-  local extra=("${@:6}")
+  local extra=("${@:6}") output e flags=()
+  output=${OUTPUT[$input]}
+  for e in "${extra[@]}"; do  # -DMGEMM_OUTPUT=... in the extras replaces the input's default
+    if [[ $e == -DMGEMM_OUTPUT=* ]]; then output=${e#-DMGEMM_OUTPUT=}; else flags+=("$e"); fi
+  done
   if [[ $tile == - ]]; then read -r tm tn tk st wm wn <<<"${TILE[$input]}"
   else IFS=_ read -r tm tn tk st wm wn <<<"$tile"; fi
   local name="${input#MGEMM_}_${policy}_a${ak}_b${bk}"
@@ -75,10 +97,10 @@ compile() {  # input policy a_k_major b_k_major [tile (m_n_k_stages_wm_wn, - for
   : >"$log"
   for arch in "${ARCHS[@]}"; do
   if ! "$NVCC" -std=c++17 -cubin "$arch" -Xptxas -v -o "$out/$name.cubin" \
-      -DMGEMM_INPUT="$input" -DMGEMM_OUTPUT="${OUTPUT[$input]}" \
+      -DMGEMM_INPUT="$input" -DMGEMM_OUTPUT="$output" \
       -DMGEMM_POLICY="MGEMM_POLICY_$policy" -DMGEMM_A_K_MAJOR="$ak" -DMGEMM_B_K_MAJOR="$bk" \
       -DMGEMM_TILE_M="$tm" -DMGEMM_TILE_N="$tn" -DMGEMM_TILE_K="$tk" -DMGEMM_STAGES="$st" \
-      -DMGEMM_WARPS_M="$wm" -DMGEMM_WARPS_N="$wn" "${extra[@]}" gemm_persistent.cu >>"$log" 2>&1; then
+      -DMGEMM_WARPS_M="$wm" -DMGEMM_WARPS_N="$wn" "${flags[@]}" gemm_persistent.cu >>"$log" 2>&1; then
     echo "FAILED: $name ($arch)"; cat "$log"; return 1
   fi
   done

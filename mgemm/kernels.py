@@ -68,6 +68,10 @@ TILE_CHOICES = {
 # together in the ladder: swizzle +13 %, the three together +31 % at 128x128x32 s4).
 TILE_KNOBS = {"float16": {"swizzle": True, "fast_copy": True, "frag_carry": True},
               "bfloat16": {"swizzle": True, "fast_copy": True, "frag_carry": True}}
+# Shared memory of one sm_90 SM (228 KiB), for which TILE_CHOICES counts its CTAs, and what the
+# driver keeps of an SM's for each resident CTA (``resident_ctas``)
+SM90_SMEM_PER_SM = 233472
+SMEM_PER_CTA_RESERVED = 1024
 
 
 class RenderedConfig:
@@ -335,8 +339,9 @@ def input_kind(dtype: str, allow_tf32: bool = False) -> str:
 
 
 def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: bool = False,
-                  shared: bool = False) -> KernelConfig:
-    """Tile shape and policy for an ``m × n × k`` product on ``sms`` SMs.  Pure and deterministic.
+                  shared: bool = False, smem_per_sm: int = SM90_SMEM_PER_SM) -> KernelConfig:
+    """Tile shape and policy for an ``m × n × k`` product on ``sms`` SMs with ``smem_per_sm``
+    bytes of shared memory each (``resident_ctas``).  Pure and deterministic.
 
     The tile is the candidate with the least estimated time: whole waves (a wave is one tile per
     resident CTA), or where ``split_tail`` allows it at ``TILE_SPLIT_FILL`` the work spread evenly
@@ -353,7 +358,8 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     """
     kind = input_kind(dtype, allow_tf32)
     best = None
-    for rank, (tile, occupancy) in enumerate(TILE_CHOICES[kind]):
+    for rank, (tile, _) in enumerate(TILE_CHOICES[kind]):
+        occupancy = resident_ctas(kind, tile, smem_per_sm)
         tm, tn = tile[0], tile[1]
         tiles = -(-m // tm) * -(-n // tn)
         k_iters = max(1, -(-k // tile[2]))
@@ -370,10 +376,10 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
             sharing = max(1, -(-slots // tiles))
             cost = min(cost, (tiles * tm * tn * k_iters / sms + 2 * sharing * tm * tn) / eff)
         if best is None or cost < best[0] - 1e-9:
-            best = (cost, tile)
-    tm, tn, tk, st, wm, wn = best[1]
+            best = (cost, tile, occupancy)
+    _, (tm, tn, tk, st, wm, wn), occupancy = best
     rows, cols, k_iters = schedule.tile_grid(m, n, k, tm, tn, tk)
-    slots = sms * dict(TILE_CHOICES[kind])[best[1]]
+    slots = sms * occupancy
     if shared:
         policy = "dynamic"
     else:
@@ -382,6 +388,22 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
         policy = "streamk" if split else "per_tile" if per_tile else "static"
     return KernelConfig(input=kind, tile_m=tm, tile_n=tn, tile_k=tk, stages=st, warps_m=wm,
                         warps_n=wn, policy=policy, **TILE_KNOBS.get(kind, {}))
+
+
+def resident_ctas(kind: str, tile: tuple, smem_per_sm: int = SM90_SMEM_PER_SM) -> int:
+    """The CTAs of ``tile`` (a ``TILE_CHOICES`` entry of input ``kind``) one SM holds: its
+    ``TILE_CHOICES`` count (sm_90's, which registers and threads bound), or fewer where
+    ``smem_per_sm`` holds fewer of its stages (sm_80's 164 KiB, sm_86's and sm_89's 100 KiB).
+    The launch asks the occupancy API for the real number; this one guides the choice.
+
+    >>> resident_ctas("float16", (128, 128, 32, 6, 2, 2)), resident_ctas("float16", (128, 128, 32, 6, 2, 2), 102400)
+    (2, 1)
+    """
+    tm, tn, tk, st, wm, wn = tile
+    table = dict(TILE_CHOICES[kind])[tile]
+    config = KernelConfig(input=kind, tile_m=tm, tile_n=tn, tile_k=tk, stages=st, warps_m=wm,
+                          warps_n=wn, **TILE_KNOBS.get(kind, {}))
+    return max(1, min(table, smem_per_sm // (config.smem_bytes + SMEM_PER_CTA_RESERVED)))
 
 
 #: the portable kernel's ``split_tail`` splits where the SMs' average load is below this share of
@@ -439,8 +461,15 @@ def split_tail(tiles: int, slots: int, sms: int, k_iters: int, fill: float = SPL
 
 
 @functools.lru_cache(maxsize=1024)
-def _choose_cached(m: int, n: int, k: int, dtype: str, sms: int, allow_tf32: bool) -> KernelConfig:
-    return choose_config(m, n, k, dtype, sms, allow_tf32=allow_tf32)
+def _choose_cached(m: int, n: int, k: int, dtype: str, sms: int, allow_tf32: bool,
+                   smem_per_sm: int = SM90_SMEM_PER_SM) -> KernelConfig:
+    return choose_config(m, n, k, dtype, sms, allow_tf32=allow_tf32, smem_per_sm=smem_per_sm)
+
+
+def _choose_on_device(m: int, n: int, k: int, dtype: str, sms: int, allow_tf32: bool) -> KernelConfig:
+    """``choose_config`` for the current device's shared memory per SM (``prepare_call``'s
+    ``choose``)."""
+    return _choose_cached(m, n, k, dtype, sms, allow_tf32, device_shared_memory(device_id())[1])
 
 @dataclass(frozen=True)
 class LaunchPlan:
@@ -524,6 +553,7 @@ def compile_kernel(config: RenderedConfig, options: tuple[str, ...], name: str,
             with dev:
                 module = cp.RawModule(code=config.source(), options=options)
                 kernel = module.get_function(name)
+                check_shared_memory(config, kernel.shared_size_bytes, dev_id)
                 # Always: the 48 KiB a launch gets without it counts the kernel's static shared
                 # memory too (the dynamic policy's ticket), so 48 KiB of dynamic tiles plus it
                 # failed to launch (64x128x32 s4 swizzled float16 is exactly 48 KiB).
@@ -532,6 +562,28 @@ def compile_kernel(config: RenderedConfig, options: tuple[str, ...], name: str,
             _compiled[key] = kernel
         _by_config[fast] = kernel
     return kernel
+
+
+def check_shared_memory(config: RenderedConfig, static_bytes: int, device: int) -> None:
+    """Raise ``ValueError`` where ``config``'s tiles and the kernel's static shared memory need more
+    than one block of ``device`` may have (227 KiB on sm_90, 163 KiB on sm_80, 99 KiB on sm_86 and
+    sm_89): otherwise CUDA refused the launch's shared memory with a bare ``invalid argument``."""
+    limit = device_shared_memory(device)[0]
+    need = config.smem_bytes + static_bytes
+    if need > limit:
+        raise ValueError(
+            f"{config} needs {need:,} bytes of shared memory per block ({config.smem_bytes:,} for its "
+            f"tiles, {static_bytes:,} static), more than the {limit:,} a block may have on device "
+            f"{device} (sm_{compute_capability(device)}): use fewer stages or a smaller tile")
+
+
+@functools.lru_cache(maxsize=None)
+def device_shared_memory(device: int) -> tuple[int, int]:
+    """``(per block, per SM)``: the most shared memory one block of ``device`` may have (opt-in)
+    and what one of its SMs holds, read once per device."""
+    attributes = _cupy().cuda.Device(device).attributes
+    return (attributes["MaxSharedMemoryPerBlockOptin"],
+            attributes["MaxSharedMemoryPerMultiprocessor"])
 
 
 @dataclass(frozen=True)
@@ -790,7 +842,7 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
     cp = _cupy()
     call = prepare_call(cp, a, b, c, out, beta=beta, config=config, allow_tf32=allow_tf32, sms=sms,
                         as_dtype=as_dtype, out_dtype=out_dtype, input_kind=input_kind,
-                        choose=_choose_cached, outputs=OUTPUTS, writer="the persistent kernel")
+                        choose=_choose_on_device, outputs=OUTPUTS, writer="the persistent kernel")
     m, n, k, dev, sms, config, res_dtype, out = (call.m, call.n, call.k, call.dev, call.sms,
                                                  call.config, call.res_dtype, call.out)
     if m == 0 or n == 0:

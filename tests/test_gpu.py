@@ -43,6 +43,20 @@ def test_cublas_engine_block(cp, rng, dtype, ks):
     assert_close(cp.asnumpy(out), ref, dtype)
 
 
+@pytest.mark.parametrize("parts", [1, 2])
+def test_cublas_engine_rounds_a_16bit_block_once_with_beta_c(cp, parts):
+    """float16 A, B and C with beta != 0 through cuBLAS: alpha * A @ B and beta * C are added in
+    float32 and rounded once (2/3 - 0.5 is float16(1/6), not the 0.16650390625 of a product
+    rounded to float16 before C was added)."""
+    from mgemm.engines import get
+
+    a, b = cp.array([[2.0, 0.0]], cp.float16), cp.array([[1.0], [0.0]], cp.float16)
+    a_parts = [a] if parts == 1 else [a[:, :1], a[:, 1:]]
+    b_parts = [b] if parts == 1 else [b[:1], b[1:]]
+    got = get("cublas").gemm(a_parts, b_parts, alpha=1 / 3, beta=-2.0, c=cp.array([[0.25]], cp.float16))
+    assert got.dtype == np.float16 and float(got[0, 0]) == 0.1666259765625 == np.float16(1 / 6)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 def test_persistent_engine_block(cp, rng, dtype):
     """The persistent engine on K parts, one of them a transposed view, with alpha, beta and C:

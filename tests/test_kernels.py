@@ -194,13 +194,20 @@ def test_heuristic_splits_a_last_wave_below_nine_tenths_of_the_busiest_load():
     assert hopper.choose_policy(300, 132, 128) == "streamk"  # 0.76
 
 
+SMEM_PER_SM = {"sm_90": 233472, "sm_80": 167936, "sm_86": 102400}  # bytes per SM
+
+
+@pytest.mark.parametrize("arch", SMEM_PER_SM)
 @pytest.mark.parametrize("m,n,k", [(8192, 8192, 8192), (896, 2432, 8192), (64, 8192, 8192),
-                                   (1408, 1536, 16384), (8192, 8192, 256), (1, 1, 1)])
+                                   (1408, 1536, 16384), (8192, 8192, 256), (1, 1, 1),
+                                   (1536, 2048, 8192), (3072, 2048, 4096)])
 @pytest.mark.parametrize("kind", ["float16", "float32", "float64"])
-def test_heuristic_streamk_only_when_last_wave_is_poor(m, n, k, kind):
-    cfg = kernels.choose_config(m, n, k, kind, 132)
-    occupancy = dict(kernels.TILE_CHOICES[kind])[
-        (cfg.tile_m, cfg.tile_n, cfg.tile_k, cfg.stages, cfg.warps_m, cfg.warps_n)]
+def test_heuristic_streamk_only_when_last_wave_is_poor(m, n, k, kind, arch):
+    """The policy follows the CTAs an SM of ``arch`` holds (fewer of the 16-bit tiles of six
+    stages where shared memory is smaller)."""
+    cfg = kernels.choose_config(m, n, k, kind, 132, smem_per_sm=SMEM_PER_SM[arch])
+    occupancy = kernels.resident_ctas(kind, (cfg.tile_m, cfg.tile_n, cfg.tile_k, cfg.stages,
+                                             cfg.warps_m, cfg.warps_n), SMEM_PER_SM[arch])
     rows, cols, k_iters = schedule.tile_grid(m, n, k, cfg.tile_m, cfg.tile_n, cfg.tile_k)
     slots = 132 * occupancy
     tiles = rows * cols
@@ -217,6 +224,77 @@ def test_heuristic_streamk_only_when_last_wave_is_poor(m, n, k, kind):
         # one CTA per tile where none would take a second (the same tiles, no persistent loop)
         one_wave = tiles <= slots and kind in kernels.PER_TILE_IN_ONE_WAVE
         assert cfg.policy == ("per_tile" if one_wave else "static")
+
+
+def test_resident_ctas_are_the_tables_on_sm90_and_fewer_where_shared_memory_is_smaller():
+    """On sm_90 every tile the heuristic weighs keeps its ``TILE_CHOICES`` count (the heuristic
+    chooses as before there); sm_80 and sm_86/89 hold as many stages as their shared memory takes,
+    one CTA of each 96 KiB 16-bit tile on sm_86 and two of the float32 tiles of 19-25 KiB."""
+    for kind, choices in kernels.TILE_CHOICES.items():
+        for tile, table in choices:
+            assert kernels.resident_ctas(kind, tile) == table, (kind, tile)
+    half = kernels.TILE_CHOICES["float16"]
+    assert [kernels.resident_ctas("float16", t, SMEM_PER_SM["sm_80"]) for t, _ in half] == [1, 1, 3]
+    assert [kernels.resident_ctas("float16", t, SMEM_PER_SM["sm_86"]) for t, _ in half] == [1, 1, 2]
+    assert [kernels.resident_ctas("float32", t, SMEM_PER_SM["sm_86"])
+            for t, _ in kernels.TILE_CHOICES["float32"]] == [4, 2]
+    # 2560x4096: 320 tiles of 256x128 (2.4 waves, split) against 640 of 128x128 that sm_90 runs
+    # two to an SM, sm_86 one (4.85 waves of 132, the SMs 0.97 filled: static)
+    sm90 = kernels.choose_config(2560, 4096, 4096, "float16", 132)
+    sm86 = kernels.choose_config(2560, 4096, 4096, "float16", 132, smem_per_sm=SMEM_PER_SM["sm_86"])
+    assert (sm90.tile_m, sm90.tile_n, sm90.policy) == (256, 128, "streamk"), sm90
+    assert (sm86.tile_m, sm86.tile_n, sm86.policy) == (128, 128, "static"), sm86
+
+
+def test_shared_memory_past_a_devices_block_is_a_clear_error(monkeypatch):
+    """A config whose tiles need more shared memory than one block of the device may have (the
+    default ``KernelConfig()``'s 106 KiB on an sm_86 GPU's 99 KiB) is a ``ValueError`` naming the
+    bytes and the limit, raised when the kernel is built, before the dynamic shared memory limit
+    is set (CUDA refused that with a bare invalid argument); one that fits is built."""
+    import types
+
+    built = []
+
+    class Function:
+        shared_size_bytes = 16  # the dynamic policy's ticket
+
+        def __setattr__(self, name, value):
+            built.append((name, value))
+
+    class Device:
+        def __init__(self, dev):
+            self.compute_capability = "86"
+            self.attributes = {"MaxSharedMemoryPerBlockOptin": 101376,
+                               "MaxSharedMemoryPerMultiprocessor": 102400}
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    module = types.SimpleNamespace(get_function=lambda name: Function())
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(Device=Device),
+                                 RawModule=lambda code, options: module)
+    monkeypatch.setattr(kernels, "_cupy", lambda: fake)
+    monkeypatch.setattr(kernels, "_compiled", {})
+    monkeypatch.setattr(kernels, "_by_config", {})
+    kernels.device_shared_memory.cache_clear()
+    kernels.compute_capability.cache_clear()
+    try:
+        big = KernelConfig()
+        assert big.smem_bytes == 108544
+        with pytest.raises(ValueError, match=r"108,560 bytes of shared memory per block \(108,544 for "
+                                             r"its tiles, 16 static\), more than the 101,376 .*\(sm_86\)"):
+            kernels.compile_kernel(big, ("-arch=sm_86",), kernels.KERNEL_NAME, 7)
+        assert built == [] and kernels._compiled == {}
+        fits = KernelConfig.default("float16")
+        kernels.compile_kernel(fits, ("-arch=sm_86",), kernels.KERNEL_NAME, 7)
+        assert built == [("max_dynamic_shared_size_bytes", fits.smem_bytes)]
+        assert kernels.device_shared_memory(7) == (101376, 102400)
+    finally:
+        kernels.device_shared_memory.cache_clear()
+        kernels.compute_capability.cache_clear()
 
 
 def test_heuristic_keeps_one_wave_whole_at_short_k():
@@ -545,6 +623,24 @@ def test_heuristic_tiles_with_their_knobs(kind, tile):
                    beta=0.5 if i % 2 else 0.0, alpha=1.0 if i % 3 else 0.75, **variant)
     for i, policy in enumerate(("per_tile", "dynamic")):
         _check(520, 300, 1000, kind, policy, seed=80 + i, beta=0.5, **variant)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_config_past_the_gpus_shared_memory_is_a_clear_error():
+    """A hand-passed config of 280 KiB of tiles, past any GPU's block: ``ValueError`` with the
+    device's limit, before anything is queued; the heuristic's launch on the same operands runs."""
+    limit = kernels.device_shared_memory(kernels.device_id())[0]
+    big = KernelConfig(input="float16", tile_m=128, tile_n=128, tile_k=64, stages=8, warps_m=2,
+                       warps_n=2)
+    assert big.smem_bytes > limit
+    rng = np.random.default_rng(7)
+    (a, a64), (b, b64) = rand_operand((256, 512), "float16", rng), rand_operand((512, 256), "float16", rng)
+    out = cp.full((256, 256), cp.nan, cp.float16)
+    with pytest.raises(ValueError, match=f"more than the {limit:,} a block may have"):
+        kernels.gemm(a, b, out=out, config=big)
+    assert bool(cp.isnan(out).all())
+    check_product(as_float64(kernels.gemm(a, b, out=out)), a64 @ b64, BOUNDS["float16"])
 
 
 @pytest.mark.gpu
