@@ -552,7 +552,7 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
         config = config.replace(cluster_m=1, cluster_n=1)
     if m == 0 or n == 0:
         if timeline:
-            return out, np.zeros((0, 8), np.int64)
+            return out, np.zeros((0, len(TIMELINE_FIELDS)), np.int64)
         return (out, np.zeros((0, 4), np.int32)) if debug else out
     if tune and flags is not None and not (debug or timeline) and kind in ("float16", "bfloat16") and k:
         tuned = _tuned(a_parts, b_parts, config, m, n, k, kind, dev, sms, res_dtype, out, flags,

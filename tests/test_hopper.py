@@ -1317,6 +1317,9 @@ def test_timeline_covers_the_units_and_adds_up(policy, sk_reduce, m, n, k, sms):
         s["warpgroups"] * s["span"], rel=1e-9)
     with pytest.raises(ValueError, match="share the kernel's log"):
         hopper.gemm(a, b, config=cfg, timeline=True, debug=True)
+    # an empty product: no unit, the entries' columns as ever
+    _, none = hopper.gemm(a[:0], b, config=cfg, timeline=True)
+    assert none.shape == (0, len(timeline.FIELDS)) and timeline.check(none) == []
 
 
 @pytest.mark.gpu
