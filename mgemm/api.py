@@ -245,11 +245,13 @@ def _rounded(value: Any, dtype: np.dtype, name: str, kind: type) -> Any:
         exact = kind(value)
         with np.errstate(over="ignore"):
             rounded = dtype.type(exact)
-        beyond = cmath.isfinite(exact) and not np.isfinite(rounded)
+        # (a finite long double can be past every Python float: inf as ``exact``)
+        beyond = not np.isfinite(rounded) and (
+            cmath.isfinite(exact) or (isinstance(value, np.number) and bool(np.isfinite(value))))
     except OverflowError:  # an int beyond every float (10**400)
         beyond, value = True, f"an integer of {int(value).bit_length()} bits"
     if beyond:
-        raise TypeError(f"mgemm.gemm: {name} = {value} is beyond the range of {dtype}, the type "
+        raise TypeError(f"mgemm.gemm: {name} = {value!s} is beyond the range of {dtype}, the type "
                         f"the product is scaled in")
     return kind(rounded)
 
@@ -258,8 +260,14 @@ def _empty(shape: tuple, dtype: Any, a: Any, b: Any) -> da.Array:
     """A batch with no matrices: an empty array of the result's shape, dtype and chunk type."""
     src = next((x._meta for x in (a, b) if isinstance(x, da.Array)), a)
     meta = da.utils.meta_from_array(src, ndim=len(shape), dtype=dtype)
-    return da.zeros(shape, dtype=dtype).map_blocks(lambda x: x, meta=meta) \
-        if engines.is_cupy(meta) else da.zeros(shape, dtype=dtype)
+    zeros = da.zeros(shape, dtype=dtype, chunks=_auto(shape))
+    return zeros.map_blocks(lambda x: x, meta=meta) if engines.is_cupy(meta) else zeros
+
+
+def _auto(shape: tuple) -> Any:
+    """Chunks for an array mgemm makes of ``shape``: Dask's "auto", or one chunk where a
+    dimension is 0 (Dask's "auto" divides by zero there beside a dimension of a few thousand)."""
+    return "auto" if all(shape) else -1
 
 
 def _shape(x: Any, name: str, squeeze: list) -> tuple:
@@ -640,14 +648,14 @@ def _degenerate(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: An
                 meta_src: Any) -> da.Array:
     """Empty dimensions, K == 0 or alpha == 0: no product to compute, A and B are not read."""
     shape = (a.shape[0], b.shape[1])
-    out = da.zeros(shape, dtype=out_dtype, chunks="auto")
+    out = da.zeros(shape, dtype=out_dtype, chunks=_auto(shape))
     if engines.is_cupy(meta_src):
         meta = da.utils.meta_from_array(meta_src, ndim=2, dtype=out_dtype)
         out = out.map_blocks(_cupy().asarray, meta=meta)
     if c is not None and beta != 0:
         # C in the zeros' chunks: dask's elementwise product of an array with empty chunks can
         # come out with more rows than its shape says
-        c = _to_dask(c, "auto").rechunk(out.chunks)
+        c = _to_dask(c, _auto(shape)).rechunk(out.chunks)
         # in the type the product's blocks add beta · C in (float32 for 16-bit types), as there
         acc = engines.accumulator_dtype(out_dtype)
         out = (beta * c.astype(acc)).astype(out_dtype)
