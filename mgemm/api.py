@@ -15,6 +15,7 @@ Dask arrays in → a lazy ``dask.array.Array`` out; NumPy or CuPy arrays in → 
 from __future__ import annotations
 
 import cmath
+import contextlib
 import dataclasses
 import itertools
 import logging
@@ -310,21 +311,25 @@ def _finish(build: Any, eager: bool, opts: dict) -> Any:
         return _compute_here(out)
     from distributed.client import FutureCancelledError
 
-    for attempt in itertools.count():
-        try:
-            return _gather(client, out)
-        except FutureCancelledError as exc:
-            if not _inputs_lost(out):
-                raise
-            # the client keeps this exception with the future it cancelled: its frames would
-            # keep the scattered inputs of the next attempt (``out`` below) alive with it
-            exc.__traceback__ = None
-            if attempt == LOST_INPUT_RETRIES:
-                raise RuntimeError(
-                    f"mgemm: workers holding this product's inputs (scattered from this process) "
-                    f"were lost in each of {attempt + 1} attempts ({exc})") from None
-        del out  # this attempt's scattered inputs, released before the next are sent
-        out = build()
+    try:
+        for attempt in itertools.count():
+            try:
+                return _gather(client, out)
+            except FutureCancelledError as exc:
+                if not _inputs_lost(out):
+                    raise
+                # the client keeps this exception with the future it cancelled: its frames would
+                # keep the scattered inputs of the next attempt (``out`` below) alive with it
+                exc.__traceback__ = None
+                if attempt == LOST_INPUT_RETRIES:
+                    raise RuntimeError(
+                        f"mgemm: workers holding this product's inputs (scattered from this "
+                        f"process) were lost in each of {attempt + 1} attempts ({exc})") from None
+            del out  # this attempt's scattered inputs, released before the next are sent
+            out = build()
+    except BaseException:
+        out = None  # noqa: F841 (the scattered inputs: not kept by the exception's traceback)
+        raise
 
 
 def _gather(client: Any, out: da.Array) -> Any:
@@ -335,17 +340,28 @@ def _gather(client: Any, out: da.Array) -> Any:
     from distributed import as_completed, futures_of
 
     futures = futures_of(client.persist(out))
-    if len(futures) == 1:
-        return _writeable(futures[0].result())
-    xp = _cupy() if engines.is_cupy(out._meta) else np
-    result = xp.empty(out.shape, out.dtype)
-    edges = [np.cumsum((0,) + c) for c in out.chunks]
-    for future, part in as_completed(futures, with_results=True):
-        if future.status != "finished":  # cancelled: ``result`` raises what the client holds
-            future.result()
-        where = tuple(slice(e[i], e[i + 1]) for e, i in zip(edges, future.key[1:]))
-        result[where] = part
-    return result
+    try:
+        if len(futures) == 1:
+            return _writeable(futures[0].result())
+        xp = _cupy() if engines.is_cupy(out._meta) else np
+        result = xp.empty(out.shape, out.dtype)
+        edges = [np.cumsum((0,) + c) for c in out.chunks]
+        for future, part in as_completed(futures, with_results=True):
+            if future.status != "finished":  # cancelled: ``result`` raises what the client holds
+                future.result()
+            where = tuple(slice(e[i], e[i + 1]) for e, i in zip(edges, future.key[1:]))
+            result[where] = part
+        return result
+    except BaseException:
+        # A block failed, or the caller interrupted (Ctrl-C): the blocks not yet run are cancelled
+        # (their keys are this call's alone: its inputs have names of their own), and this frame
+        # lets go of the product.  The client keeps a failed block's exception, and with its
+        # traceback this frame: holding the futures, it kept every block and input on the cluster.
+        with contextlib.suppress(Exception):  # a closed client: nothing of it left to cancel
+            client.cancel(futures)
+        futures.clear()
+        out = future = part = result = None  # noqa: F841 (references the traceback would keep)
+        raise
 
 
 _warned_addresses: set = set()

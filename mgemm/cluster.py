@@ -211,7 +211,8 @@ def scatter(client: Any, x: Any, chunks: tuple, name: str, where: Any) -> Any:
     """``x``, a NumPy or CuPy array, as a Dask array of ``chunks`` named ``name`` whose chunks
     are on the workers already: each chunk, by its index, to the worker ``where(index)`` names
     (None, or a worker that has left: any), sent by ``Client.scatter`` (passed on by the
-    scheduler, or straight to the workers with ``Client(direct_to_workers=True)``).  Scattered
+    scheduler, or straight to the workers with ``Client(direct_to_workers=True)``, where a
+    paused worker's chunks go to any worker too).  Scattered
     chunks have no lineage: a lost worker's are gone (``mgemm.api`` then builds the product
     again).
 
@@ -225,6 +226,14 @@ def scatter(client: Any, x: Any, chunks: tuple, name: str, where: Any) -> Any:
     by_worker: dict = {}
     for key, view in chunk_views(x, chunks, name).items():
         by_worker.setdefault(where(key[1:]), {})[key] = view
+    named = sorted(w for w in by_worker if w is not None)
+    if named and client.direct_to_workers:
+        # straight to the workers, Client.scatter waits (30 s by default) for a named worker that
+        # has left, or is paused, to run again: such a worker's chunks go to any worker instead
+        running = client.sync(client.scheduler.ncores_running, workers=named)
+        for worker in named:
+            if worker not in running:
+                by_worker.setdefault(None, {}).update(by_worker.pop(worker))
     futures: dict = {}
     for worker, data in by_worker.items():
         try:

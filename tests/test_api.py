@@ -286,6 +286,58 @@ def test_results_gathered_from_a_cluster_are_writable(client, rng):
         assert_close(got, want, np.float64)
 
 
+def _mgemm_tasks_gone(client, kept) -> None:
+    """No task of an mgemm product stays on the scheduler (the client's releases reach it a
+    moment later: polled, up to 10 s) while ``kept`` (an exception, its traceback with it, as an
+    interactive shell keeps the last one) is still referenced."""
+    import gc
+    import time
+
+    assert kept.__traceback__ is not None
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while held := client.run_on_scheduler(
+            lambda dask_scheduler: [k for k in dask_scheduler.tasks if "mgemm" in str(k)]):
+        assert time.monotonic() < deadline, held
+        time.sleep(0.05)
+
+
+def test_a_failed_block_of_an_eager_product_leaves_nothing_on_the_cluster(client, monkeypatch):
+    """Arrays in, a block task that raises: the error reaches the caller, and the product's
+    blocks and scattered inputs leave the cluster although the error is kept (its traceback held
+    every future of the product, so they stayed until the client closed)."""
+    from mgemm import engines
+
+    def broken(name):
+        raise MemoryError("a block failed")
+    monkeypatch.setattr(engines, "get", broken)
+    a = np.ones((600, 600))
+    with pytest.raises(MemoryError, match="a block failed") as failed:
+        mgemm.matmul(a, a, block_size=150, client=client)
+    monkeypatch.undo()
+    _mgemm_tasks_gone(client, failed.value)
+    np.testing.assert_array_equal(mgemm.matmul(a, a, block_size=150, client=client), a @ a)
+
+
+def test_an_interrupted_eager_product_stops_and_leaves_nothing_on_the_cluster(client, monkeypatch):
+    """Arrays in, interrupted (Ctrl-C) after the first block arrived: the blocks not yet run are
+    cancelled and nothing of the product stays on the cluster, with the interrupt kept."""
+    import distributed
+
+    arrived = []
+
+    def interrupted(futures, **kw):
+        for item in distributed.client.as_completed(futures, **kw):
+            arrived.append(item[0].key)
+            raise KeyboardInterrupt
+    monkeypatch.setattr(distributed, "as_completed", interrupted)
+    a = np.ones((600, 600))
+    with pytest.raises(KeyboardInterrupt) as stopped:
+        mgemm.matmul(a, a, block_size=150, client=client)
+    assert len(arrived) == 1
+    _mgemm_tasks_gone(client, stopped.value)
+
+
 @pytest.mark.parametrize("losses", [0, 1, 2, 3])
 def test_an_eager_product_is_built_again_at_most_lost_input_retries_times(client, monkeypatch,
                                                                           losses):

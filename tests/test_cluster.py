@@ -1082,3 +1082,27 @@ def test_install_placement_once_per_scheduler_and_warns_where_it_cannot(monkeypa
         warnings.simplefilter("always")
         assert cluster.install_placement(remote) is False
     assert any("could not install its placement plugin" in str(w.message) for w in caught)
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_scatter_sends_a_left_workers_chunks_to_another_at_once(direct):
+    """Chunks placed on a worker that has left go to a worker of the cluster, through the
+    scheduler and straight to the workers (``Client(direct_to_workers=True)`` waited 30 s for
+    the named worker, then raised ``TimeoutError``)."""
+    import time
+
+    from distributed import Client, LocalCluster
+
+    x = np.arange(48.0).reshape(6, 8)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as lc, Client(lc, direct_to_workers=direct) as client:
+        alive = sorted(client.nthreads())[0]
+        gone = "tcp://127.0.0.1:9"  # no worker of this cluster
+        start = time.monotonic()
+        arr = cluster.scatter(client, x, ((3, 3), (4, 4)), "mgemm-test-scatter",
+                                    lambda index: gone if index[0] else alive)
+        assert time.monotonic() - start < 5
+        held = client.who_has(list(arr.dask.layers[arr.name].values()))
+        assert {w for ws in held.values() for w in ws} <= set(client.nthreads())
+        assert [w for (_, i, _), ws in held.items() for w in ws if i == 0] == [alive, alive]
+        np.testing.assert_array_equal(arr.compute(), x)
