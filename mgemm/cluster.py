@@ -251,8 +251,9 @@ def register_placement(client: Any, placement: dict) -> None:
     that its block tasks keep it where Dask's low-level fusion drops the graph's annotations (by
     default, as any graph is computed).  Where the scheduler runs in this process, in place on
     the client's loop without waiting (it runs before any graph the caller computes next reaches
-    the scheduler); else through the plugin's handler, one round trip (a scheduler without the handler: the graph's annotations alone place the tasks,
-    where Dask's low-level fusion, which drops them, is off)."""
+    the scheduler); else through the plugin's handler, one round trip (a scheduler without the
+    handler: the graph's annotations alone place the tasks, where Dask's low-level fusion, which
+    drops them, is off)."""
     if not placement:
         return
     here = local_scheduler(client)
