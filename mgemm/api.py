@@ -125,7 +125,7 @@ def matmul(a: Any, b: Any, **options: Any) -> Any:
     if a.shape[-1] != b.shape[-2]:
         raise ValueError(f"mgemm.matmul: inner dimensions differ: shapes {_shape(a, 'a', squeeze)} "
                          f"and {_shape(b, 'b', squeeze)} (a's last {a.shape[-1]} != b's "
-                         f"second-to-last {b.shape[-2]})")
+                         f"{'only' if -1 in squeeze else 'second-to-last'} {b.shape[-2]})")
     try:
         batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     except ValueError:

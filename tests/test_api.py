@@ -204,8 +204,10 @@ def test_array_likes_numpy_converts_are_operands():
 
 def test_errors_come_before_any_work():
     a = da.ones((3, 4), chunks=2)
-    with pytest.raises(ValueError, match=r"\(3, 4\).*\(5, 2\)"):
+    with pytest.raises(ValueError, match=r"\(3, 4\).*\(5, 2\) .* b's second-to-last 5"):
         mgemm.matmul(a, da.ones((5, 2)))
+    with pytest.raises(ValueError, match=r"\(3, 4\) and \(5,\) .* b's only 5"):  # b 1-D
+        mgemm.matmul(a, da.ones(5))
     with pytest.raises(ValueError, match="at least one dimension"):
         mgemm.matmul(np.float64(2.0), a)
     with pytest.raises(ValueError, match=r"\(\)"):
