@@ -698,5 +698,5 @@ def plot(rows: list[Row], path: str) -> None:
     ax.set_ylabel("TFLOP/s (median)")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, format="png")  # PNG whatever the name ends in, at that name
     plt.close(fig)

@@ -12,6 +12,7 @@ import importlib.util
 import json
 import os
 import sys
+import warnings
 from typing import Any, Iterator
 
 import click
@@ -42,9 +43,10 @@ _CLI_HELP = {"client": "scheduler address (default: mgemm.client / MGEMM_CLIENT,
 
 
 def _resolve(options: dict) -> dict:
-    """``config.resolve`` for a command: a bad value is a usage error naming the option."""
+    """``config.resolve`` of a command's options (those it takes alone: a bad setting of another
+    is not its error): a bad value is a usage error naming the option."""
     try:
-        return config.resolve(**options)
+        return config.resolve(only=options, **options)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
 
@@ -54,8 +56,11 @@ def _session(given: Any, **start: Any) -> Iterator[Any]:
     """``cluster.session`` for a command, its client current (a scheduler address gives a client
     that is not the default one, and the command's ``persist`` and ``wait`` must run on it): a
     scheduler it cannot reach, or a malformed address, is an error message naming the address,
-    not a traceback; so is an embedded cluster that cannot start."""
+    not a traceback; so are an embedded cluster that cannot start and a cluster that stops
+    answering during the command."""
     from .cluster import session
+
+    from distributed.comm.core import CommClosedError
 
     with contextlib.ExitStack() as stack:
         try:
@@ -65,7 +70,10 @@ def _session(given: Any, **start: Any) -> Iterator[Any]:
                     else f"cannot reach the scheduler {given}")
             raise click.ClickException(f"{what}: {exc}") from None
         stack.enter_context(client.as_current())
-        yield client
+        try:
+            yield client
+        except (TimeoutError, CommClosedError) as exc:  # a worker or the scheduler hung or left
+            raise click.ClickException(f"the cluster stopped answering: {exc}") from None
 
 
 def _say(msg: str) -> None:
@@ -107,6 +115,14 @@ def _writable(path: str | None, flag: str) -> None:
 @click.version_option(package_name="mgemm")
 def main() -> None:
     """mgemm: large matrix products across GPUs with Dask."""
+    warnings.showwarning = _show_warning
+
+
+def _show_warning(message: Any, category: type, filename: str, lineno: int, file: Any = None,
+                  line: str | None = None) -> None:
+    """A warning in a command's output: one line of what it says (not the file, line and source
+    Python's own shows a library's user)."""
+    _say(f"warning: {message}")
 
 
 @main.command()
@@ -121,6 +137,7 @@ def demo(size: int | None, dtype: str, repeat: int, n_workers: int | None, **opt
     from .bench import Case, run_case, table
 
     opts = _resolve(options)
+    _dtype_available(dtype)
     given = opts.pop("client")
     if given is None and active_client_missing():
         _say("starting the embedded default cluster ...")
@@ -289,6 +306,18 @@ def bench(suite: str, case_names: tuple, methods: tuple, repeat: int, protocol: 
         failed = sorted({r.case for r in rows if r.error and r.method == "mgemm"})
         if failed:  # every case ran; the exit status still says mgemm did not finish them all
             raise click.ClickException(f"mgemm failed on {', '.join(failed)}")
+
+
+def _dtype_available(dtype: str) -> None:
+    """A usage error, before any work, for a dtype this install cannot make arrays of (bfloat16
+    without ml_dtypes, which only mgemm's CUDA extras bring; ``mgemm bench``'s suites leave out
+    such cases themselves)."""
+    from .bench import array_dtype
+
+    try:
+        array_dtype(dtype)
+    except TypeError as exc:
+        raise click.UsageError(f"--dtype {dtype}: {exc}: pip install ml_dtypes") from None
 
 
 def _appender(path: str) -> Any:

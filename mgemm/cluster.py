@@ -303,9 +303,19 @@ def _as_key(key: Any) -> Any:
     return tuple(_as_key(k) for k in key) if isinstance(key, list) else key
 
 
+#: Seconds the workers have to answer ``worker_devices`` (a CUDA context's start included): a
+#: hung worker is then a ``TimeoutError``, not a command waiting with no output.
+DEVICE_QUERY_TIMEOUT = 60
+
+
 @functools.lru_cache(maxsize=16)
 def _cached_devices(client: Any, addresses: tuple[str, ...]) -> dict[str, dict | None]:
-    return client.run(device_info, workers=list(addresses))
+    try:
+        return client.run(device_info, workers=list(addresses), callback_timeout=DEVICE_QUERY_TIMEOUT)
+    except TimeoutError:
+        raise TimeoutError(f"the workers did not say what devices they have within "
+                           f"{DEVICE_QUERY_TIMEOUT} s: one of {', '.join(addresses)} is hung or "
+                           f"overloaded") from None
 
 
 def protocol(address: str) -> str:

@@ -215,17 +215,21 @@ def staging() -> dict[str, Any]:
 
 
 
-def resolve(**given: Any) -> dict[str, Any]:
+def resolve(*, only: Any = None, **given: Any) -> dict[str, Any]:
     """Options after keyword > dask.config > environment > default, parsed and checked.
 
-    ``None`` for a keyword means "not given".  Unknown names raise ``TypeError``.
+    ``None`` for a keyword means "not given".  Unknown names raise ``TypeError``.  ``only``: the
+    names to resolve (default: every option), so that a bad setting of an option a caller does
+    not use (``mgemm plan`` takes no engine) is not its error.
     """
-    unknown = set(given) - set(OPTIONS)
+    names = OPTIONS if only is None else list(only)
+    unknown = (set(given) | set(names)) - set(OPTIONS)
     if unknown:
         raise TypeError(f"unknown mgemm option(s): {', '.join(sorted(unknown))}; "
                         f"known: {', '.join(OPTIONS)}")
     out, raw = {}, {}
-    for name, opt in OPTIONS.items():
+    for name in names:
+        opt = OPTIONS[name]
         value = given.get(name)
         if value is None:
             value = dask.config.get(opt.key, default=opt.default)
@@ -235,7 +239,7 @@ def resolve(**given: Any) -> dict[str, Any]:
         except (TypeError, ValueError) as exc:
             where = _source(opt, value, given.get(name) is not None)
             raise ValueError(f"mgemm option {name} (from {where}): {exc}") from None
-    if out["allow_tf32"] and out["emulate_fp32"] != "off":
+    if out.get("allow_tf32") and out.get("emulate_fp32", "off") != "off":
         tf32, emulate = (_source(OPTIONS[n], raw[n], given.get(n) is not None)
                          for n in ("allow_tf32", "emulate_fp32"))
         raise ValueError(f"mgemm options allow_tf32 (from {tf32}) and emulate_fp32 (from "

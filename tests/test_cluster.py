@@ -279,6 +279,29 @@ def test_cli_client_flag_help_asks_for_an_address():
         assert "distributed.Client" not in out, command
 
 
+def test_bench_plot_writes_a_png_at_the_name_given(monkeypatch):
+    """``--plot`` writes a PNG at the path given whatever it ends in (matplotlib took the format
+    from the suffix: a traceback for ``.txt`` after the whole benchmark, ``.png`` appended to a
+    name without one).  A stand-in matplotlib records the call."""
+    from unittest import mock
+
+    from mgemm import bench
+
+    fig, ax = mock.MagicMock(), mock.MagicMock()
+    pyplot = types.ModuleType("matplotlib.pyplot")
+    pyplot.subplots = lambda **kw: (fig, ax)
+    pyplot.close = lambda f: None
+    matplotlib = types.ModuleType("matplotlib")
+    matplotlib.use, matplotlib.pyplot = (lambda backend: None), pyplot
+    monkeypatch.setitem(sys.modules, "matplotlib", matplotlib)
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", pyplot)
+    row = bench.Row("float32-2048", "mgemm", 2048, 2048, 2048, "float32", [0.1], 0.1, 0.17, 1e-7,
+                    2, "tcp")
+    for name in ("chart.txt", "chart"):
+        bench.plot([row], name)
+        fig.savefig.assert_called_with(name, dpi=120, format="png")
+
+
 def test_bench_plot_without_matplotlib_stops_before_any_work(monkeypatch):
     """``mgemm bench --plot`` needs matplotlib (the ``plot`` extra); without it the command says
     so at once instead of failing after the whole benchmark has run."""
@@ -637,6 +660,73 @@ def test_cli_options_fall_back_to_dask_config_and_name_bad_values(monkeypatch):
     bad = CliRunner().invoke(cli.main, ["demo", "--block-size", "0"])
     assert bad.exit_code == 2 and "mgemm option block_size" in bad.output, bad.output
     assert len(calls["run_case"]) == 2
+
+
+def test_cli_commands_check_only_the_options_they_take():
+    """A bad setting of an option a command does not take is not its error: ``mgemm plan``
+    (no engine, tune or client) plans with a bad ``mgemm.engine``; a command that takes it
+    (``demo``) names it, before any work.  ``config.resolve(only=...)`` resolves just those."""
+    import dask
+    from click.testing import CliRunner
+
+    from mgemm import cli, config
+
+    with dask.config.set({"mgemm.engine": "bogus", "mgemm.tune": "maybe"}):
+        ok = CliRunner().invoke(cli.main, ["plan", "--m", "512", "--n", "512", "--k", "512"])
+        assert ok.exit_code == 0 and "worker-0" in ok.output, ok.output
+        bad = CliRunner().invoke(cli.main, ["demo", "--size", "8"])
+        assert bad.exit_code == 2 and "mgemm option engine" in bad.output, bad.output
+        assert config.resolve(only=["split", "client"], split="on") == {"split": "on", "client": None}
+        with pytest.raises(ValueError, match="mgemm option engine"):
+            config.resolve()
+    with pytest.raises(TypeError, match="unknown mgemm option.*: engines"):
+        config.resolve(only=["engines"])
+
+
+def test_cli_bfloat16_without_ml_dtypes_is_a_usage_error_before_any_work(monkeypatch):
+    """``mgemm demo --dtype bfloat16`` where ml_dtypes is not installed (a CPU install without
+    mgemm's CUDA extras): one line naming the package, before any run (a traceback after the
+    cluster started); with it (a stand-in module) the case runs."""
+    import builtins
+
+    from click.testing import CliRunner
+
+    from mgemm import cli
+
+    real_import = builtins.__import__
+
+    def without_ml_dtypes(name, *args, **kw):
+        if name == "ml_dtypes":
+            raise ImportError("No module named 'ml_dtypes'")
+        return real_import(name, *args, **kw)
+    calls = _stand_in(monkeypatch, gpu=True)
+    monkeypatch.setattr(builtins, "__import__", without_ml_dtypes)
+    out = CliRunner().invoke(cli.main, ["demo", "--size", "8", "--dtype", "bfloat16"])
+    assert out.exit_code == 2 and "--dtype bfloat16" in out.output, out.output
+    assert "pip install ml_dtypes" in out.output and "Traceback" not in out.output
+    assert "session" not in calls
+    assert calls["run_case"] == []
+    monkeypatch.setattr(builtins, "__import__", real_import)
+    monkeypatch.setitem(sys.modules, "ml_dtypes", types.SimpleNamespace(bfloat16=np.float32))
+    assert CliRunner().invoke(cli.main, ["demo", "--size", "8", "--dtype", "bfloat16"]).exit_code == 0
+    assert [case.dtype for case, _, _ in calls["run_case"]] == ["bfloat16"]
+
+
+def test_cli_shows_a_warning_as_one_line(capsys):
+    """A warning during a command (the embedded CPU cluster asked for UCX, say) is one line of
+    what it says, not Python's file, line and source."""
+    from click.testing import CliRunner
+
+    from mgemm import cli
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        assert CliRunner().invoke(cli.main, ["plan", "--m", "64", "--n", "64", "--k", "64"]).exit_code == 0
+        assert warnings.showwarning is cli._show_warning
+        capsys.readouterr()
+        warnings.warn("no GPU visible: the embedded CPU cluster runs over TCP, not ucx", stacklevel=1)
+        assert capsys.readouterr().err == ("warning: no GPU visible: the embedded CPU cluster runs "
+                                           "over TCP, not ucx\n")
 
 
 def test_cli_bench_hands_its_flags_to_the_cluster_and_the_runs(monkeypatch, tmp_path):
@@ -1106,3 +1196,36 @@ def test_scatter_sends_a_left_workers_chunks_to_another_at_once(direct):
         assert {w for ws in held.values() for w in ws} <= set(client.nthreads())
         assert [w for (_, i, _), ws in held.items() for w in ws if i == 0] == [alive, alive]
         np.testing.assert_array_equal(arr.compute(), x)
+
+
+def test_a_hung_worker_is_a_timeout_naming_the_workers_and_an_error_line(monkeypatch):
+    """Workers that do not answer the device query within ``DEVICE_QUERY_TIMEOUT`` are a
+    ``TimeoutError`` naming them (``mgemm info`` waited with no output for a stopped worker), and
+    a command's cluster that stops answering is one error line, not a traceback."""
+    import contextlib
+    import time
+
+    import click
+    from distributed import Client, LocalCluster
+
+    from mgemm import cli
+
+    def hung():
+        time.sleep(3)
+    monkeypatch.setattr(cluster, "device_info", hung)
+    monkeypatch.setattr(cluster, "DEVICE_QUERY_TIMEOUT", 0.5)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as lc, Client(lc) as client:
+        address = next(iter(client.nthreads()))
+        start = time.monotonic()
+        with pytest.raises(TimeoutError, match=f"within 0.5 s: one of {address} is hung"):
+            cluster.worker_devices(client)
+        assert time.monotonic() - start < 2.5
+
+    @contextlib.contextmanager
+    def session(given, **start):
+        yield types.SimpleNamespace(as_current=contextlib.nullcontext)
+    monkeypatch.setattr(cluster, "session", session)
+    with pytest.raises(click.ClickException, match="the cluster stopped answering: no answer"):
+        with cli._session(None):
+            raise TimeoutError("no answer")
