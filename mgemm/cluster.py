@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import logging
 import os
 import time
 import warnings
@@ -531,7 +532,7 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
     if transfer_limit:
         settings["distributed.worker.transfer.message-bytes-limit"] = transfer_limit
     ucx = False
-    with dask.config.set(settings):
+    with dask.config.set(settings), _workers_ignore_interrupts():
         if gpu:
             from dask_cuda import LocalCUDACluster
 
@@ -577,6 +578,26 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
 
 
 @contextlib.contextmanager
+def _workers_ignore_interrupts() -> Iterator[None]:
+    """Worker processes started in the block ignore SIGINT (they inherit its being ignored): a
+    Ctrl-C in a terminal reaches every process of its group, and each worker printed its own
+    ``KeyboardInterrupt`` traceback while this process was closing them anyway.  (This process
+    ignores one while they start, a few seconds.)  Off the main thread, where no signal handler
+    can be set, as it is."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+@contextlib.contextmanager
 def session(given: Any = None, **start: Any) -> Iterator[Any]:
     """The client a command runs on: ``given`` (a Client or a scheduler address), else the active
     client, else a new embedded default cluster (``start_default_cluster(**start)``), which is
@@ -590,9 +611,17 @@ def session(given: Any = None, **start: Any) -> Iterator[Any]:
     finally:
         if owned:
             cluster = client.cluster
-            client.close()
-            if cluster is not None:
-                cluster.close()
+            # quietly: under load, closing logged workers killed after 4 s and heartbeats that
+            # found the scheduler gone, after the command's output
+            logger = logging.getLogger("distributed")
+            level = logger.level
+            logger.setLevel(logging.CRITICAL)
+            try:
+                client.close()
+                if cluster is not None:
+                    cluster.close()
+            finally:
+                logger.setLevel(level)
 
 
 class KeepPlacement(SchedulerPlugin):

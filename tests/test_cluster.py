@@ -58,12 +58,20 @@ def test_threads_per_worker_is_checked():
 
 
 def test_threads_per_worker_reaches_the_workers():
+    """... and the embedded cluster's worker processes ignore SIGINT (a terminal's Ctrl-C reached
+    each, and each printed a traceback), while this process takes it as before."""
+    import signal
+
+    before = signal.getsignal(signal.SIGINT)
     client = cluster.start_default_cluster(n_workers=2, threads_per_worker=1)
     try:
         workers = cluster.workers_info(client)
         assert len(workers) == 2 and {w["nthreads"] for w in workers.values()} == {1}
         ident, who = cluster.scheduler_snapshot(client)
         assert set(ident["workers"]) == set(workers) and who == {}
+        assert set(client.run(lambda: int(signal.getsignal(signal.SIGINT))).values()) == \
+            {int(signal.SIG_IGN)}
+        assert signal.getsignal(signal.SIGINT) is before
     finally:
         lc = client.cluster
         client.close()
