@@ -58,9 +58,9 @@ def _session(given: Any, **start: Any) -> Iterator[Any]:
     scheduler it cannot reach, or a malformed address, is an error message naming the address,
     not a traceback; so are an embedded cluster that cannot start and a cluster that stops
     answering during the command."""
-    from .cluster import session
-
     from distributed.comm.core import CommClosedError
+
+    from .cluster import session
 
     with contextlib.ExitStack() as stack:
         try:

@@ -390,13 +390,15 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
                         warps_n=wn, policy=policy, **TILE_KNOBS.get(kind, {}))
 
 
+@functools.lru_cache(maxsize=None)
 def resident_ctas(kind: str, tile: tuple, smem_per_sm: int = SM90_SMEM_PER_SM) -> int:
     """The CTAs of ``tile`` (a ``TILE_CHOICES`` entry of input ``kind``) one SM holds: its
     ``TILE_CHOICES`` count (sm_90's, which registers and threads bound), or fewer where
     ``smem_per_sm`` holds fewer of its stages (sm_80's 164 KiB, sm_86's and sm_89's 100 KiB).
     The launch asks the occupancy API for the real number; this one guides the choice.
 
-    >>> resident_ctas("float16", (128, 128, 32, 6, 2, 2)), resident_ctas("float16", (128, 128, 32, 6, 2, 2), 102400)
+    >>> tile = (128, 128, 32, 6, 2, 2)  # 96 KiB of stages
+    >>> resident_ctas("float16", tile), resident_ctas("float16", tile, 102400)
     (2, 1)
     """
     tm, tn, tk, st, wm, wn = tile
@@ -470,6 +472,7 @@ def _choose_on_device(m: int, n: int, k: int, dtype: str, sms: int, allow_tf32: 
     """``choose_config`` for the current device's shared memory per SM (``prepare_call``'s
     ``choose``)."""
     return _choose_cached(m, n, k, dtype, sms, allow_tf32, device_shared_memory(device_id())[1])
+
 
 @dataclass(frozen=True)
 class LaunchPlan:
