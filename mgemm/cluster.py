@@ -213,9 +213,8 @@ def scatter(client: Any, x: Any, chunks: tuple, name: str, where: Any) -> Any:
     are on the workers already: each chunk, by its index, to the worker ``where(index)`` names
     (None, or a worker that has left: any), sent by ``Client.scatter`` (passed on by the
     scheduler, or straight to the workers with ``Client(direct_to_workers=True)``, where a
-    paused worker's chunks go to any worker too).  Scattered
-    chunks have no lineage: a lost worker's are gone (``mgemm.api`` then builds the product
-    again).
+    paused worker's chunks go to any worker too).  Scattered chunks have no lineage: a lost
+    worker's are gone (``mgemm.api`` then builds the product again).
 
     ``dask.array.from_array`` would put the whole array in the graph, which the scheduler
     unpacks and holds in its tasks until they have run (a 4096² float64 product carried 256 MiB
