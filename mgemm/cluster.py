@@ -12,12 +12,12 @@ listens on 127.0.0.1.
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import logging
 import os
 import time
 import warnings
+import weakref
 from collections import OrderedDict
 from typing import Any, Iterator
 
@@ -117,10 +117,17 @@ def workers_info(client: Any) -> dict[str, dict]:
 
 def worker_devices(client: Any, workers: Any = None) -> dict[str, dict | None]:
     """Worker address → ``device_info()`` there, cached per client and worker set
-    (``workers``: the addresses, when the caller already has them from the scheduler)."""
+    (``workers``: the addresses, when the caller already has them from the scheduler).  The
+    cache holds the client weakly: a closed client and its cluster are not kept alive by it."""
     if workers is None:
         workers = client.nthreads()
-    return _cached_devices(client, tuple(sorted(workers)))
+    addresses = tuple(sorted(workers))
+    cached = _devices.setdefault(client, {})
+    if addresses not in cached:
+        if len(cached) >= 16:  # worker sets of a client whose workers come and go
+            cached.clear()
+        cached[addresses] = _query_devices(client, addresses)
+    return cached[addresses]
 
 
 def scheduler_snapshot(client: Any, keys: Any = ()) -> tuple[dict, dict]:
@@ -308,8 +315,10 @@ def _as_key(key: Any) -> Any:
 DEVICE_QUERY_TIMEOUT = 60
 
 
-@functools.lru_cache(maxsize=16)
-def _cached_devices(client: Any, addresses: tuple[str, ...]) -> dict[str, dict | None]:
+_devices: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # client → worker set → devices
+
+
+def _query_devices(client: Any, addresses: tuple[str, ...]) -> dict[str, dict | None]:
     try:
         return client.run(device_info, workers=list(addresses), callback_timeout=DEVICE_QUERY_TIMEOUT)
     except TimeoutError:

@@ -1237,3 +1237,26 @@ def test_a_hung_worker_is_a_timeout_naming_the_workers_and_an_error_line(monkeyp
     with pytest.raises(click.ClickException, match="the cluster stopped answering: no answer"):
         with cli._session(None):
             raise TimeoutError("no answer")
+
+
+def test_the_device_cache_keeps_no_closed_client_alive():
+    """``worker_devices`` answers from its cache for the same client and workers, and holds the
+    client weakly: a closed client and its cluster are collected (an lru_cache kept 16 of them,
+    each with its whole cluster)."""
+    import gc
+    import weakref
+
+    from distributed import Client, LocalCluster
+
+    refs = []
+    for _ in range(2):
+        lc = LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None)
+        client = Client(lc)
+        first = cluster.worker_devices(client)
+        assert cluster.worker_devices(client) is first and list(first) == list(client.nthreads())
+        refs.append((weakref.ref(client), weakref.ref(lc)))
+        client.close()
+        lc.close()
+        del client, lc, first
+    gc.collect()
+    assert [(c(), lc()) for c, lc in refs] == [(None, None)] * 2
