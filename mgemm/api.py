@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import itertools
 import logging
+import threading
 import uuid
 import warnings
 from typing import Any
@@ -297,15 +298,38 @@ def _cupy() -> Any:
 LOST_INPUT_RETRIES = 2
 
 
+#: ``sink``: the chunks this thread's eager product scattered (``cluster.scatter``'s), cancelled
+#: if it fails.  (Not a context variable: an asyncio task the client starts meanwhile copies the
+#: context, and kept the first product's chunks on the workers for good.)
+_scattered = threading.local()
+
+
 def _finish(build: Any, eager: bool, opts: dict) -> Any:
     """``build()``'s graph: Dask in → lazy out; arrays in → computed on the client if there is
     one, else locally.  Arrays in have their chunks scattered to the workers, with no lineage to
     recompute them from: where a worker holding some is lost before their tasks ran, the product
     is planned and scattered again over the workers left (``LOST_INPUT_RETRIES``)."""
-    out = build()
     if not eager:
+        out = build()
         _say_where_to_compute(opts["client"])
         return out
+    scattered: list = []
+    before, _scattered.sink = getattr(_scattered, "sink", None), scattered
+    try:
+        return _finish_eager(build, opts)
+    except BaseException:
+        # failed or interrupted anywhere (a build that stopped while scattering, a block, the
+        # gather): what it scattered leaves the workers, though the traceback holds its futures
+        if scattered:
+            with contextlib.suppress(Exception):  # a closed client: nothing of it left
+                scattered[0].client.cancel(scattered)
+        raise
+    finally:
+        _scattered.sink = before
+
+
+def _finish_eager(build: Any, opts: dict) -> Any:
+    out = build()
     client = active_client(opts["client"])
     if client is None:
         return _compute_here(out)
@@ -516,7 +540,8 @@ def _scatter_inputs(client: Any, plan: Any, a: Any, a_chunks: tuple, b: Any, b_c
             continue
         name = f"{INPUT_PREFIX}{kind}-{uuid.uuid4().hex}"
         out.append(cluster_module.scatter(client, x, chunks, name,
-                                          lambda index, kind=kind: first.get((kind, *index))))
+                                          lambda index, kind=kind: first.get((kind, *index)),
+                                          sink=getattr(_scattered, "sink", None)))
         who.update(((name, *key[1:]), [worker]) for key, worker in first.items() if key[0] == kind)
     return (*out, who)
 

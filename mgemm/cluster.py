@@ -215,13 +215,15 @@ def chunk_views(x: Any, chunks: tuple, name: str) -> dict:
     return {(name, *index): x[part] for index, part in zip(indices, slices_from_chunks(chunks))}
 
 
-def scatter(client: Any, x: Any, chunks: tuple, name: str, where: Any) -> Any:
+def scatter(client: Any, x: Any, chunks: tuple, name: str, where: Any, sink: list | None = None) -> Any:
     """``x``, a NumPy or CuPy array, as a Dask array of ``chunks`` named ``name`` whose chunks
     are on the workers already: each chunk, by its index, to the worker ``where(index)`` names
     (None, or a worker that has left: any), sent by ``Client.scatter`` (passed on by the
     scheduler, or straight to the workers with ``Client(direct_to_workers=True)``, where a
     paused worker's chunks go to any worker too).  Scattered chunks have no lineage: a lost
-    worker's are gone (``mgemm.api`` then builds the product again).
+    worker's are gone (``mgemm.api`` then builds the product again).  ``sink``: a list each
+    chunk's future is appended to as it is scattered (the caller's, to cancel them should it
+    fail part-way).
 
     ``dask.array.from_array`` would put the whole array in the graph, which the scheduler
     unpacks and holds in its tasks until they have run (a 4096² float64 product carried 256 MiB
@@ -244,11 +246,14 @@ def scatter(client: Any, x: Any, chunks: tuple, name: str, where: Any) -> Any:
     futures: dict = {}
     for worker, data in by_worker.items():
         try:
-            futures.update(client.scatter(data, workers=None if worker is None else [worker]))
+            sent = client.scatter(data, workers=None if worker is None else [worker])
         except KeyError:  # that worker has left since: any other
             if worker is None:
                 raise
-            futures.update(client.scatter(data))
+            sent = client.scatter(data)
+        futures.update(sent)
+        if sink is not None:
+            sink.extend(sent.values())
     graph = HighLevelGraph.from_collections(name, futures, dependencies=())
     return da.Array(graph, name, chunks, meta=da.utils.meta_from_array(x, ndim=x.ndim))
 

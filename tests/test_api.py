@@ -288,20 +288,33 @@ def test_results_gathered_from_a_cluster_are_writable(client, rng):
         assert_close(got, want, np.float64)
 
 
-def _mgemm_tasks_gone(client, kept) -> None:
+def _mgemm_tasks_gone(client, kept=None) -> None:
     """No task of an mgemm product stays on the scheduler (the client's releases reach it a
     moment later: polled, up to 10 s) while ``kept`` (an exception, its traceback with it, as an
     interactive shell keeps the last one) is still referenced."""
     import gc
     import time
 
-    assert kept.__traceback__ is not None
+    assert kept is None or kept.__traceback__ is not None
     gc.collect()
     deadline = time.monotonic() + 10
     while held := client.run_on_scheduler(
             lambda dask_scheduler: [k for k in dask_scheduler.tasks if "mgemm" in str(k)]):
         assert time.monotonic() < deadline, held
         time.sleep(0.05)
+
+
+def test_eager_products_leave_nothing_on_a_new_clusters_workers():
+    """Arrays in, on a fresh cluster: once the results are back nothing of the products stays
+    on the workers, the first product's inputs included."""
+    from distributed import Client, LocalCluster
+
+    a = np.ones((600, 600))
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as lc, Client(lc) as fresh:
+        for _ in range(2):
+            np.testing.assert_array_equal(mgemm.matmul(a, a, block_size=150, client=fresh), a @ a)
+            _mgemm_tasks_gone(fresh)
 
 
 def test_a_failed_block_of_an_eager_product_leaves_nothing_on_the_cluster(client, monkeypatch):
@@ -337,6 +350,35 @@ def test_an_interrupted_eager_product_stops_and_leaves_nothing_on_the_cluster(cl
     with pytest.raises(KeyboardInterrupt) as stopped:
         mgemm.matmul(a, a, block_size=150, client=client)
     assert len(arrived) == 1
+    _mgemm_tasks_gone(client, stopped.value)
+
+
+@pytest.mark.parametrize("where", ["scattering b", "building the graph"])
+def test_an_eager_product_stopped_before_its_blocks_leaves_nothing_on_the_cluster(client, monkeypatch,
+                                                                                   where):
+    """Arrays in, interrupted while B's chunks are sent (A's already on the workers), or failed
+    building the graph after the inputs went out: the chunks sent leave the workers, with the
+    exception kept (the frames of its traceback hold their futures)."""
+    from mgemm import api, cluster, graph
+
+    scatter, calls = cluster.scatter, []
+
+    def interrupted(*args, **kw):
+        calls.append(args[3])
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return scatter(*args, **kw)
+
+    def broken(*args, **kw):
+        raise RuntimeError("the graph could not be built")
+    if where == "scattering b":
+        monkeypatch.setattr(cluster, "scatter", interrupted)
+    else:
+        monkeypatch.setattr(graph, "build", broken)
+    a = np.ones((600, 600))
+    with pytest.raises(KeyboardInterrupt if where == "scattering b" else RuntimeError) as stopped:
+        mgemm.matmul(a, a, block_size=150, client=client)
+    assert where != "scattering b" or calls[0].startswith(api.INPUT_PREFIX + "a-")
     _mgemm_tasks_gone(client, stopped.value)
 
 
@@ -596,8 +638,8 @@ def test_numpy_operands_on_a_cluster_go_to_their_readers(client, rng, monkeypatc
     monkeypatch.setattr(graph, "build",
                         lambda *args, **kw: built.append(build(*args, **kw)) or built[-1])
 
-    def scatter_and_look(*args):  # where each chunk is before any task fetches a copy
-        x = scatter(*args)
+    def scatter_and_look(*args, **kw):  # where each chunk is before any task fetches a copy
+        x = scatter(*args, **kw)
         held.update(client.who_has(list(x.dask.layers[x.name].values())))
         return x
 
@@ -961,8 +1003,8 @@ def test_gemm_on_a_cluster_does_not_send_c_when_beta_is_zero(client, monkeypatch
     from mgemm import cluster
 
     sent, scatter = [], cluster.scatter
-    monkeypatch.setattr(cluster, "scatter", lambda c, x, chunks, name, *rest:
-                        sent.append(name.split("-")[2]) or scatter(c, x, chunks, name, *rest))
+    monkeypatch.setattr(cluster, "scatter", lambda c, x, chunks, name, *rest, **kw:
+                        sent.append(name.split("-")[2]) or scatter(c, x, chunks, name, *rest, **kw))
     a, b = random(rng, (8, 6), "f8"), random(rng, (6, 4), "f8")
     got = mgemm.gemm(a, b, np.full((8, 4), np.nan), beta=0.0, client=client)
     assert_close(got, a @ b, np.float64)

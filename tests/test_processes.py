@@ -221,8 +221,8 @@ def _lose_a_worker_after_the_first_scatter(client, workers, monkeypatch) -> list
     that then holds that worker's address."""
     scatter, lost = mgemm.cluster.scatter, []
 
-    def scatter_then_lose_a_worker(*args):
-        out = scatter(*args)
+    def scatter_then_lose_a_worker(*args, **kw):
+        out = scatter(*args, **kw)
         if not lost:
             held = client.who_has(list(out.dask.layers[out.name].values()))
             lost.append(sorted({w for ws in held.values() for w in ws})[0])
