@@ -678,8 +678,11 @@ class KeepPlacement(SchedulerPlugin):
             {_as_key(key): (worker, priority) for key, worker, priority in placement})
 
     def remember(self, placement: dict) -> None:
-        """Block task key → (worker, priority annotation), for graphs still to arrive."""
-        self.planned.update(placement)
+        """Block task key → (worker, priority annotation), for graphs still to arrive; the
+        newest are kept (a product registered again counts as new, not as when first seen)."""
+        for key, place in placement.items():
+            self.planned[key] = place
+            self.planned.move_to_end(key)
         while len(self.planned) > self.PLANNED:
             self.planned.popitem(last=False)
 

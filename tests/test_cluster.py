@@ -448,6 +448,12 @@ def test_placement_plugin_fills_in_only_missing_restrictions(monkeypatch):
     monkeypatch.setattr(cluster.KeepPlacement, "PLANNED", 3)
     plugin.remember({(block, 2, j): ("w1", 0) for j in range(3)})
     assert list(plugin.planned) == [(block, 2, j) for j in range(3)]
+    # registered again (a product built again before it is computed): newest, not next dropped
+    plugin.remember({(block, 2, 0): ("w2", 1)})
+    plugin.remember({(block, 3, 0): ("w1", 0)})
+    assert plugin.planned == {(block, 2, 2): ("w1", 0), (block, 2, 0): ("w2", 1),
+                              (block, 3, 0): ("w1", 0)}
+    assert list(plugin.planned) == [(block, 2, 2), (block, 2, 0), (block, 3, 0)]
 
 
 def test_an_address_gets_one_client_and_a_new_one_once_it_closed():
