@@ -442,7 +442,7 @@ def _check_address(address: str) -> None:
     >>> _check_address("tcp://10.0.0.1")
     Traceback (most recent call last):
     ...
-    ValueError: missing port number in address 'tcp://10.0.0.1'
+    ValueError: missing port number in address '10.0.0.1'
     """
     from distributed.comm.addressing import get_address_host_port, parse_address
     from distributed.comm.registry import get_backend

@@ -9,7 +9,8 @@ import dask
 import pytest
 
 MODULES = ["mgemm", "mgemm.config", "mgemm.schedule", "mgemm.plan", "mgemm.graph", "mgemm.api",
-           "mgemm.engines", "mgemm.engines.auto", "mgemm.patch", "mgemm.emulate", "mgemm.tune"]
+           "mgemm.engines", "mgemm.engines.auto", "mgemm.patch", "mgemm.emulate", "mgemm.tune",
+           "mgemm.kernels", "mgemm.staging", "mgemm.cluster"]  # (the Hopper modules': test_hopper)
 
 
 @pytest.mark.parametrize("name", MODULES)
