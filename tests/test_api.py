@@ -1132,7 +1132,8 @@ def test_gemm_scalars_beyond_the_types_range_are_refused(dtype, value):
     for name in ("alpha", "beta"):
         with pytest.raises(TypeError, match=f"{name} = [^i].* is beyond the range"):
             mgemm.gemm(x, x, x, **{name: value})
-    assert np.isinf(mgemm.gemm(x, x, alpha=float("inf"))).all()  # an infinite one is the user's
+    for inf in (float("inf"), np.float64("inf"), np.float32("inf")):  # an infinite one is the user's
+        assert np.isinf(mgemm.gemm(x, x, alpha=inf)).all()
 
 
 @pytest.mark.parametrize("other", ["bool", "int8", "uint8", "int16", "float16", "int64"])

@@ -62,6 +62,9 @@ def test_threads_per_worker_reaches_the_workers():
     each, and each printed a traceback), while this process takes it as before."""
     import signal
 
+    # as a terminal starts a program (a shell's background job starts it ignoring SIGINT, which
+    # the workers would inherit whatever mgemm does)
+    outside = signal.signal(signal.SIGINT, signal.default_int_handler)
     before = signal.getsignal(signal.SIGINT)
     client = cluster.start_default_cluster(n_workers=2, threads_per_worker=1)
     try:
@@ -73,6 +76,7 @@ def test_threads_per_worker_reaches_the_workers():
             {int(signal.SIG_IGN)}
         assert signal.getsignal(signal.SIGINT) is before
     finally:
+        signal.signal(signal.SIGINT, outside)
         lc = client.cluster
         client.close()
         lc.close()
@@ -691,6 +695,7 @@ def test_cli_commands_check_only_the_options_they_take():
         bad = CliRunner().invoke(cli.main, ["demo", "--size", "8"])
         assert bad.exit_code == 2 and "mgemm option engine" in bad.output, bad.output
         assert config.resolve(only=["split", "client"], split="on") == {"split": "on", "client": None}
+        assert config.resolve(only=["allow_tf32"], allow_tf32=True) == {"allow_tf32": True}
         with pytest.raises(ValueError, match="mgemm option engine"):
             config.resolve()
     with pytest.raises(TypeError, match="unknown mgemm option.*: engines"):
@@ -1240,9 +1245,11 @@ def test_a_hung_worker_is_a_timeout_naming_the_workers_and_an_error_line(monkeyp
     def session(given, **start):
         yield types.SimpleNamespace(as_current=contextlib.nullcontext)
     monkeypatch.setattr(cluster, "session", session)
-    with pytest.raises(click.ClickException, match="the cluster stopped answering: no answer"):
-        with cli._session(None):
-            raise TimeoutError("no answer")
+    from distributed.comm.core import CommClosedError
+    for lost in (TimeoutError("no answer"), CommClosedError("no answer")):
+        with pytest.raises(click.ClickException, match="the cluster stopped answering: no answer"):
+            with cli._session(None):
+                raise lost
 
 
 def test_the_device_cache_keeps_no_closed_client_alive():
@@ -1266,3 +1273,38 @@ def test_the_device_cache_keeps_no_closed_client_alive():
         del client, lc, first
     gc.collect()
     assert [(c(), lc()) for c, lc in refs] == [(None, None)] * 2
+
+
+def test_the_embedded_cluster_closes_quietly_and_starts_off_the_main_thread(monkeypatch):
+    """``session``'s own cluster closes with Dask's logging silenced (under load it logged workers
+    killed and heartbeats that missed the scheduler), and the logging level is as it was after;
+    started off the main thread, where no signal handler can be set, it starts all the same."""
+    import logging
+    import threading
+
+    from distributed import Client
+
+    logger = logging.getLogger("distributed")
+    level, seen = logger.level, []
+    close = Client.close
+
+    def watched(self, *args, **kw):
+        seen.append(logger.level)
+        return close(self, *args, **kw)
+    monkeypatch.setattr(Client, "close", watched)
+    monkeypatch.setattr(cluster, "active_client", lambda given=None: None)
+    with cluster.session(n_workers=1, threads_per_worker=1) as client:
+        assert client.nthreads()
+    assert seen[0] == logging.CRITICAL and logger.level == level
+    errors = []
+
+    def start():
+        try:
+            with cluster._workers_ignore_interrupts():
+                pass
+        except BaseException as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+    thread = threading.Thread(target=start)
+    thread.start()
+    thread.join()
+    assert errors == []

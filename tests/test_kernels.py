@@ -238,12 +238,33 @@ def test_resident_ctas_are_the_tables_on_sm90_and_fewer_where_shared_memory_is_s
     assert [kernels.resident_ctas("float16", t, SMEM_PER_SM["sm_86"]) for t, _ in half] == [1, 1, 2]
     assert [kernels.resident_ctas("float32", t, SMEM_PER_SM["sm_86"])
             for t, _ in kernels.TILE_CHOICES["float32"]] == [4, 2]
+    six = (128, 128, 32, 6, 2, 2)  # 96 KiB of stages: two need the driver's 1 KiB each beside
+    assert kernels.resident_ctas("float16", six, 2 * 98304) == 1
+    assert kernels.resident_ctas("float16", six, 2 * 99328) == 2
+    assert kernels.resident_ctas("float16", six, 65536) == 1  # none fits: the launch will say
     # 2560x4096: 320 tiles of 256x128 (2.4 waves, split) against 640 of 128x128 that sm_90 runs
     # two to an SM, sm_86 one (4.85 waves of 132, the SMs 0.97 filled: static)
     sm90 = kernels.choose_config(2560, 4096, 4096, "float16", 132)
     sm86 = kernels.choose_config(2560, 4096, 4096, "float16", 132, smem_per_sm=SMEM_PER_SM["sm_86"])
     assert (sm90.tile_m, sm90.tile_n, sm90.policy) == (256, 128, "streamk"), sm90
     assert (sm86.tile_m, sm86.tile_n, sm86.policy) == (128, 128, "static"), sm86
+
+
+def test_a_launch_chooses_for_its_devices_shared_memory(monkeypatch):
+    """``gemm`` without a config chooses for the device's shared memory per SM
+    (``_choose_on_device``): on an sm_86 GPU's 100 KiB, 2560x4096x4096 float16 takes 128x128
+    tiles, not sm_90's 256x128."""
+    monkeypatch.setattr(kernels, "device_id", lambda device=None: 3)
+    monkeypatch.setattr(kernels, "device_shared_memory", lambda device: (101376, 102400))
+    got = kernels._choose_on_device(2560, 4096, 4096, "float16", 132, False)
+    assert got == kernels.choose_config(2560, 4096, 4096, "float16", 132, smem_per_sm=102400)
+    assert (got.tile_m, got.tile_n, got.policy) == (128, 128, "static")
+    asked = []
+    monkeypatch.setattr(kernels, "_cupy", lambda: None)
+    monkeypatch.setattr(kernels, "prepare_call", lambda *a, **kw: asked.append(kw["choose"]) or 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        kernels.gemm(np.ones((4, 4), np.float16), np.ones((4, 4), np.float16))
+    assert asked == [kernels._choose_on_device]
 
 
 def test_shared_memory_past_a_devices_block_is_a_clear_error(monkeypatch):
@@ -292,6 +313,8 @@ def test_shared_memory_past_a_devices_block_is_a_clear_error(monkeypatch):
         kernels.compile_kernel(fits, ("-arch=sm_86",), kernels.KERNEL_NAME, 7)
         assert built == [("max_dynamic_shared_size_bytes", fits.smem_bytes)]
         assert kernels.device_shared_memory(7) == (101376, 102400)
+        # exactly the limit fits
+        kernels.check_shared_memory(fits.replace(stages=2), 101376 - fits.replace(stages=2).smem_bytes, 7)
     finally:
         kernels.device_shared_memory.cache_clear()
         kernels.compute_capability.cache_clear()
