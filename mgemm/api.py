@@ -329,31 +329,28 @@ def _finish(build: Any, eager: bool, opts: dict) -> Any:
 
 
 def _finish_eager(build: Any, opts: dict) -> Any:
+    """``_finish`` of arrays in: built, and computed on the client if there is one."""
     out = build()
     client = active_client(opts["client"])
     if client is None:
         return _compute_here(out)
     from distributed.client import FutureCancelledError
 
-    try:
-        for attempt in itertools.count():
-            try:
-                return _gather(client, out)
-            except FutureCancelledError as exc:
-                if not _inputs_lost(out):
-                    raise
-                # the client keeps this exception with the future it cancelled: its frames would
-                # keep the scattered inputs of the next attempt (``out`` below) alive with it
-                exc.__traceback__ = None
-                if attempt == LOST_INPUT_RETRIES:
-                    raise RuntimeError(
-                        f"mgemm: workers holding this product's inputs (scattered from this "
-                        f"process) were lost in each of {attempt + 1} attempts ({exc})") from None
-            del out  # this attempt's scattered inputs, released before the next are sent
-            out = build()
-    except BaseException:
-        out = None  # noqa: F841 (the scattered inputs: not kept by the exception's traceback)
-        raise
+    for attempt in itertools.count():
+        try:
+            return _gather(client, out)
+        except FutureCancelledError as exc:
+            if not _inputs_lost(out):
+                raise
+            # the client keeps this exception with the future it cancelled: its frames would
+            # keep the scattered inputs of the next attempt (``out`` below) alive with it
+            exc.__traceback__ = None
+            if attempt == LOST_INPUT_RETRIES:
+                raise RuntimeError(
+                    f"mgemm: workers holding this product's inputs (scattered from this process) "
+                    f"were lost in each of {attempt + 1} attempts ({exc})") from None
+        del out  # this attempt's scattered inputs, released before the next are sent
+        out = build()
 
 
 def _gather(client: Any, out: da.Array) -> Any:
@@ -378,13 +375,12 @@ def _gather(client: Any, out: da.Array) -> Any:
         return result
     except BaseException:
         # A block failed, or the caller interrupted (Ctrl-C): the blocks not yet run are cancelled
-        # (their keys are this call's alone: its inputs have names of their own), and this frame
-        # lets go of the product.  The client keeps a failed block's exception, and with its
-        # traceback this frame: holding the futures, it kept every block and input on the cluster.
+        # (their keys are this call's alone: its inputs have names of their own; ``_finish``
+        # cancels those).  The exception's traceback holds this frame, so it held every block on
+        # the cluster until the client closed, and holds the result put together so far.
         with contextlib.suppress(Exception):  # a closed client: nothing of it left to cancel
             client.cancel(futures)
-        futures.clear()
-        out = future = part = result = None  # noqa: F841 (references the traceback would keep)
+        result = None  # noqa: F841 (a result's worth of memory the traceback would keep)
         raise
 
 
