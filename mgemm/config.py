@@ -71,12 +71,17 @@ def _parse_engine(value: Any) -> str:
 
 
 def _parse_split(value: Any) -> str:
-    if isinstance(value, bool):
-        return "on" if value else "off"
+    """``auto``, ``on`` or ``off``; a boolean, or its words, as on or off at every layer (Dask
+    reads ``DASK_MGEMM__SPLIT=True`` as the boolean, so ``MGEMM_SPLIT=True`` means it too)."""
     text = str(value).strip().lower()
-    if text not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, got {value!r}")
-    return text
+    if text in SPLITS:
+        return text
+    try:
+        if not text:
+            raise ValueError
+        return "on" if _parse_bool(value) else "off"
+    except ValueError:
+        raise ValueError(f"split must be one of {SPLITS}, got {value!r}") from None
 
 
 def _parse_emulate(value: Any) -> str:

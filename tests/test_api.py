@@ -1092,6 +1092,13 @@ def test_option_values_are_parsed():
     assert got == {"engine": "numpy", "block_size": (32, 16), "allow_tf32": False,
                    "emulate_fp32": "off", "split": "on", "tune": True, "client": None}
     assert config.resolve(split=False, client=" tcp://h:1 ")["split"] == "off"
+    # the words of a boolean, as an environment variable gives them (DASK_MGEMM__SPLIT=True is
+    # the boolean already)
+    assert [config.resolve(split=w)["split"] for w in ("True", "yes", "0", " OFF ")] == \
+        ["on", "on", "off", "off"]
+    for bad in ("maybe", " ", 2):
+        with pytest.raises(ValueError, match="split must be one of"):
+            config.resolve(split=bad)
     assert config.resolve(client=" tcp://h:1 ")["client"] == "tcp://h:1"
     assert config.resolve(block_size="64")["block_size"] == 64
     for bad in [(1, 2, 3), 0, -4, "0", True, (True, 2), 2.5]:
