@@ -261,6 +261,7 @@ def bench(suite: str, case_names: tuple, methods: tuple, repeat: int, protocol: 
     if plot_path and importlib.util.find_spec("matplotlib") is None:
         raise click.UsageError("--plot needs matplotlib: pip install matplotlib (or mgemm's "
                                "plot extra)")
+    methods = tuple(dict.fromkeys(methods))  # each once, in the order given
     if transfer_limit:
         from dask.utils import parse_bytes
         try:

@@ -778,6 +778,11 @@ def test_cli_bench_hands_its_flags_to_the_cluster_and_the_runs(monkeypatch, tmp_
     assert case.name == "float32-2048" and methods == ["mgemm"]
     assert (kw["repeat"], kw["layout"]) == (2, "cyclic")
     assert trace.read_text().splitlines() == ['{"earlier": 1}', '{"case": "float32-2048"}']
+    # a method named twice runs once, in the order first given
+    calls["run_case"].clear()
+    assert CliRunner().invoke(cli.main, ["bench", "--method", "dask", "--method", "mgemm",
+                                         "--method", "dask"]).exit_code == 0
+    assert calls["run_case"][0][1] == ["dask", "mgemm"]
 
 
 def test_cli_bench_picks_the_suite_on_gpus_and_refuses_unknown_cases(monkeypatch):
