@@ -382,7 +382,10 @@ def info(client: str | None) -> None:
     the protocol."""
     from .cluster import protocol, worker_devices, workers_info
 
-    with _session(_resolve({"client": client})["client"]) as c:
+    given = _resolve({"client": client})["client"]
+    if given is None and active_client_missing():
+        _say("starting the embedded default cluster ...")
+    with _session(given) as c:
         workers = workers_info(c)
         try:
             devices = worker_devices(c)

@@ -850,7 +850,8 @@ def test_cli_bench_exit_status_says_whether_mgemm_failed(monkeypatch):
 def test_cli_info_lists_the_workers_in_address_order(monkeypatch):
     """``mgemm info``: the scheduler's protocol and worker count, then per worker (in address
     order) its threads, memory limit in GiB and its GPU (model, SMs, GiB) or "no GPU"; under a
-    GPU worker, how it copies NumPy chunks."""
+    GPU worker, how it copies NumPy chunks.  Without a client it says it starts the embedded
+    cluster first."""
     import contextlib
 
     from click.testing import CliRunner
@@ -868,9 +869,11 @@ def test_cli_info_lists_the_workers_in_address_order(monkeypatch):
     workers["ucx://127.0.0.1:5003"] = {"nthreads": 1, "memory_limit": 2**30}
     monkeypatch.setattr(cluster, "workers_info", lambda c: workers)
     monkeypatch.setattr(cluster, "worker_devices", lambda c: devices)
+    monkeypatch.setattr(cli, "active_client_missing", lambda: True)
     result = CliRunner().invoke(cli.main, ["info"])
     assert result.exit_code == 0, result.output
     assert result.output.splitlines() == [
+        "starting the embedded default cluster ...",
         "scheduler ucx://127.0.0.1:8786  protocol ucx  workers 3",
         "  ucx://127.0.0.1:5001  threads 4  memory 0.5 GiB  no GPU",
         "  ucx://127.0.0.1:5002  threads 2  memory 3.0 GiB  NVIDIA H200, 132 SMs, 141 GiB",
