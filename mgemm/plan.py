@@ -631,10 +631,12 @@ def positive_int(value: object) -> int:
     return whole
 
 
-def check_counts(block_rows: int, block_cols: int, chunks: tuple[int, int, int]) -> None:
+def check_counts(block_rows: int, block_cols: int, chunks: tuple[int, int, int],
+                 fix: str = "rechunk to larger chunks") -> None:
     """Refuse a product of more than ``MAX_BLOCKS`` output blocks (``block_rows`` x
     ``block_cols``), or operands of more than ``MAX_CHUNKS`` chunks (``chunks``: A's row, B's
-    column and the K chunk counts), before planning it would take minutes and gigabytes."""
+    column and the K chunk counts), before planning it would take minutes and gigabytes.
+    ``fix``: what the second error advises."""
     mc, nc, kc = chunks
     blocks, most = block_rows * block_cols, max(mc, nc)
     if blocks > MAX_BLOCKS:
@@ -643,8 +645,7 @@ def check_counts(block_rows: int, block_cols: int, chunks: tuple[int, int, int])
                             f"or larger chunks")
     if most * kc > MAX_CHUNKS:
         raise PlanSizeError(f"an operand of {most} x {kc} = {most * kc:,} chunks: mgemm plans at "
-                            f"most {MAX_CHUNKS:,} chunks an operand (each a Dask task); rechunk to "
-                            f"larger chunks")
+                            f"most {MAX_CHUNKS:,} chunks an operand (each a Dask task); {fix}")
 
 
 def _group(chunks: Sequence[int], target: int) -> list[tuple[int, int]]:
@@ -1108,6 +1109,7 @@ def plan_from_shape(m: int, n: int, k: int, itemsize: int, n_workers: int, *, ki
     check_fits(m, n, k, itemsize, workers)  # before chunking sizes that could never fit
     if block_size == "auto" and host is not None:
         block_size = choose_block_size(m, n, k, itemsize, workers, host)
+    given_chunk = chunk is not None
     if chunk is None:
         block_size = _block_size(block_size, whole, workers)
         chunk = (*block_size, min(block_size))
@@ -1119,7 +1121,8 @@ def plan_from_shape(m: int, n: int, k: int, itemsize: int, n_workers: int, *, ki
         chunk = tuple(int(c) for c in edges)
     # refused before the chunk tuples are made: too many would take minutes and gigabytes
     mc, nc, kc = (-(-size // c) for size, c in zip((m, n, k), chunk))
-    check_counts(1, 1, (mc, nc, kc))
+    check_counts(1, 1, (mc, nc, kc), "give a larger chunk" if given_chunk else
+                 "give a larger block size (chunks are a block's edges where no chunk is given)")
     problem = Problem(*(_even(size, c) for size, c in zip((m, n, k), chunk)), itemsize,
                       part_itemsize)
     return make_plan(problem, workers, block_size=block_size, split=split)

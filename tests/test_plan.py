@@ -593,8 +593,12 @@ def test_too_many_blocks_or_chunks_are_refused_before_planning(monkeypatch):
     start = time.perf_counter()
     with pytest.raises(ValueError, match=r"2000 x 2000 = 4,000,000 output blocks: mgemm plans at most"):
         plan_from_shape(2000, 2000, 2000, 4, 2, kind="cpu", block_size=1, chunk=(1, 1, 2000))
-    with pytest.raises(ValueError, match=r"an operand of 4096 x 4096 = 16,777,216 chunks"):
+    with pytest.raises(ValueError, match=r"an operand of 4096 x 4096 = 16,777,216 chunks.*; give "
+                                         r"a larger chunk$"):
         plan_from_shape(4096, 4096, 4096, 4, 2, kind="cpu", block_size=4096, chunk=1)
+    with pytest.raises(ValueError, match=r"16,777,216 chunks.*; give a larger block size \(chunks "
+                                         r"are a block's edges where no chunk is given\)$"):
+        plan_from_shape(4096, 4096, 4096, 4, 2, kind="cpu", block_size=1)
     assert time.perf_counter() - start < 5
     monkeypatch.setattr(plan_module, "MAX_BLOCKS", 16)
     monkeypatch.setattr(plan_module, "MAX_CHUNKS", 32)
