@@ -215,7 +215,8 @@ def chunk_views(x: Any, chunks: tuple, name: str) -> dict:
     return {(name, *index): x[part] for index, part in zip(indices, slices_from_chunks(chunks))}
 
 
-def scatter(client: Any, x: Any, chunks: tuple, name: str, where: Any, sink: list | None = None) -> Any:
+def scatter(client: Any, x: Any, chunks: tuple, name: str, where: Any,
+            sink: list | None = None) -> Any:
     """``x``, a NumPy or CuPy array, as a Dask array of ``chunks`` named ``name`` whose chunks
     are on the workers already: each chunk, by its index, to the worker ``where(index)`` names
     (None, or a worker that has left: any), sent by ``Client.scatter`` (passed on by the
@@ -320,12 +321,14 @@ def _as_key(key: Any) -> Any:
 DEVICE_QUERY_TIMEOUT = 60
 
 
-_devices: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # client → worker set → devices
+# client → worker set → devices (``worker_devices``)
+_devices: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _query_devices(client: Any, addresses: tuple[str, ...]) -> dict[str, dict | None]:
     try:
-        return client.run(device_info, workers=list(addresses), callback_timeout=DEVICE_QUERY_TIMEOUT)
+        return client.run(device_info, workers=list(addresses),
+                          callback_timeout=DEVICE_QUERY_TIMEOUT)
     except TimeoutError:
         raise TimeoutError(f"the workers did not say what devices they have within "
                            f"{DEVICE_QUERY_TIMEOUT} s: one of {', '.join(addresses)} is hung or "

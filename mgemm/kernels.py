@@ -468,7 +468,8 @@ def _choose_cached(m: int, n: int, k: int, dtype: str, sms: int, allow_tf32: boo
     return choose_config(m, n, k, dtype, sms, allow_tf32=allow_tf32, smem_per_sm=smem_per_sm)
 
 
-def _choose_on_device(m: int, n: int, k: int, dtype: str, sms: int, allow_tf32: bool) -> KernelConfig:
+def _choose_on_device(m: int, n: int, k: int, dtype: str, sms: int,
+                      allow_tf32: bool) -> KernelConfig:
     """``choose_config`` for the current device's shared memory per SM (``prepare_call``'s
     ``choose``)."""
     return _choose_cached(m, n, k, dtype, sms, allow_tf32, device_shared_memory(device_id())[1])
@@ -575,9 +576,10 @@ def check_shared_memory(config: RenderedConfig, static_bytes: int, device: int) 
     need = config.smem_bytes + static_bytes
     if need > limit:
         raise ValueError(
-            f"{config} needs {need:,} bytes of shared memory per block ({config.smem_bytes:,} for its "
-            f"tiles, {static_bytes:,} static), more than the {limit:,} a block may have on device "
-            f"{device} (sm_{compute_capability(device)}): use fewer stages or a smaller tile")
+            f"{config} needs {need:,} bytes of shared memory per block ({config.smem_bytes:,} for "
+            f"its tiles, {static_bytes:,} static), more than the {limit:,} a block may have on "
+            f"device {device} (sm_{compute_capability(device)}): use fewer stages or a smaller "
+            f"tile")
 
 
 @functools.lru_cache(maxsize=None)
