@@ -359,6 +359,28 @@ def _run_block(chunks, marks):
                              False, marks, *chunks)
 
 
+def test_a_block_failing_part_way_waits_for_the_gemms_it_queued(staged, rng, monkeypatch):
+    """A staged block whose second part's copy fails after the first part's GEMM was queued: the
+    task still records an event on its stream after that GEMM and waits for it before the error
+    leaves it (its arrays are let go of then: no GEMM of it may still run on them)."""
+    to_device, calls = staging.to_device, []
+
+    def failing(cupy, x, stream, **kw):
+        calls.append(x.shape)
+        if len(calls) == 3:  # the second part's first chunk
+            raise MemoryError("out of memory allocating (injected)")
+        return to_device(cupy, x, stream, **kw)
+    monkeypatch.setattr(staging, "to_device", failing)
+    _, _, tasks = _blocks_sharing_chunks(rng)
+    with pytest.raises(MemoryError, match="injected"):
+        _run_block(tasks[0], "")
+    gemm = next(i for i, entry in enumerate(staged) if entry[0] == "gemm")
+    task_stream = staged[gemm][1]
+    after = {entry[2] for entry in staged[gemm:] if entry[0] == "record" and entry[1] == task_stream}
+    waited = [entry[2] for entry in staged[gemm:] if entry[0] == "synchronize"]
+    assert after & set(waited), staged[gemm:]
+
+
 def test_staged_chunks_read_again_are_copied_once_and_dropped_after_their_last_read(staged, rng):
     """The plan's counts: A's chunks are copied and kept by the first block and used, then
     dropped, by the second; B's are copied once each; nothing stays kept afterwards."""

@@ -225,7 +225,8 @@ def task_stream(xp: Any) -> Iterator[None]:
     fetches and sends (two H200s: 2-6 ms per 256 MiB chunk instead of ~90 ms, the GEMMs queued
     on the GPU).  The wait at the end, for an event recorded after the task's own work (not for
     the whole stream, which other task threads may be queuing on: ``ONE_STREAM_PER_GPU``), keeps
-    "task finished" meaning "block finished", so what the task hands to Dask is complete.  On a
+    "task finished" meaning "block finished", so what the task hands to Dask is complete (a task
+    that fails part-way waits for what it queued too, before its arrays are let go of).  On a
     shared stream the body only queues (``wait_for_queued_work`` returns at once inside it), under
     the GPU's lock, and the wait comes after the lock is released.
 
@@ -239,17 +240,29 @@ def task_stream(xp: Any) -> Iterator[None]:
         yield
         return
     stream, lock, inputs_written, finished = _task_stream_events(xp)
-    with lock if lock is not None else contextlib.nullcontext():
-        _streams.deferred = lock is not None
-        try:
-            inputs_written.record(xp.cuda.Stream.null)
-            stream.wait_event(inputs_written)
-            with stream:
-                yield
-            finished.record(stream)
-        finally:
-            _streams.deferred = False
-    finished.synchronize()
+    done = False
+    try:
+        with lock if lock is not None else contextlib.nullcontext():
+            _streams.deferred = lock is not None
+            try:
+                inputs_written.record(xp.cuda.Stream.null)
+                stream.wait_event(inputs_written)
+                with stream:
+                    yield
+                finished.record(stream)
+                done = True
+            finally:
+                _streams.deferred = False
+                if not done:  # failed part-way: its queued work is waited for all the same
+                    with contextlib.suppress(Exception):  # (the first error is the one raised)
+                        finished.record(stream)
+    finally:
+        # the task's arrays are let go of after this: no GEMM it queued may still run on them
+        if done:
+            finished.synchronize()
+        else:
+            with contextlib.suppress(Exception):
+                finished.synchronize()
 
 
 def copy_stream(cupy: Any) -> Any:
