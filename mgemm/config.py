@@ -38,6 +38,7 @@ hand their config to the workers::
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -76,12 +77,10 @@ def _parse_split(value: Any) -> str:
     text = str(value).strip().lower()
     if text in SPLITS:
         return text
-    try:
-        if not text:
-            raise ValueError
-        return "on" if _parse_bool(value) else "off"
-    except ValueError:
-        raise ValueError(f"split must be one of {SPLITS}, got {value!r}") from None
+    if text:  # (an empty value is no boolean here)
+        with contextlib.suppress(ValueError):
+            return "on" if _parse_bool(value) else "off"
+    raise ValueError(f"split must be one of {SPLITS}, got {value!r}")
 
 
 def _parse_emulate(value: Any) -> str:
