@@ -799,9 +799,66 @@ class KeepExtensionDtypes(WorkerPlugin):
         keep_extension_dtypes()
 
 
+class ReleaseCopies(WorkerPlugin):
+    """Drops a product's kept device copies (``mgemm.staging``) once this worker has none of its
+    tasks left to run.
+
+    The copies count the reads the plan makes of each chunk on this worker and go after the
+    last.  Where some reads never come (a block failed and the rest were cancelled, a Ctrl-C, a
+    lost worker's blocks ran elsewhere), the counts would stay behind: the copies held GPU
+    memory until their host chunks died, and a later run of the same product, its reads counted
+    on top of the stale ones, kept its copies too.  Here each task of the product, a block or a
+    part by its key, a fused one by the keys fused into it, is followed while it waits, runs or
+    is cancelled but still running; when none is left, no read of the product can come here
+    until the scheduler sends its tasks again, and its copies go.  (A task that came back to
+    this worker after such a moment counts its reads afresh: at worst a copy made again.)
+    """
+
+    name = "mgemm-release-copies"
+    idempotent = True  # set up once on each worker, whichever client registers it
+    #: a worker's task states in which it is still to run, or running
+    TO_RUN = frozenset({"waiting", "ready", "constrained", "executing", "long-running",
+                        "cancelled", "resumed"})
+
+    def setup(self, worker: Any) -> None:
+        self.worker = worker
+        self.products: dict = {}  # key of a task to run -> the product it belongs to
+        self.live: dict = {}  # product -> how many of its tasks this worker has to run
+
+    def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
+        # the task's state, not ``finish``: a running task let go of is reported "released"
+        # and is "cancelled", still running
+        ts = self.worker.state.tasks.get(key)
+        if (ts.state if ts is not None else finish) in self.TO_RUN:
+            if key not in self.products:
+                product = self._product(key)
+                if product is not None:
+                    self.products[key] = product
+                    self.live[product] = self.live.get(product, 0) + 1
+            return
+        product = self.products.pop(key, None)
+        if product is not None:
+            self.live[product] -= 1
+            if not self.live[product]:
+                del self.live[product]
+                staging.COPIES.drop(product)
+
+    def _product(self, key: Any) -> str | None:
+        from .graph import product_of
+        found = product_of(key[0] if isinstance(key, tuple) else key)
+        if found is not None:
+            return found
+        ts = self.worker.state.tasks.get(key)
+        for inner in _fused_keys(getattr(ts, "run_spec", None)):
+            found = product_of(inner[0] if isinstance(inner, tuple) else inner)
+            if found is not None:
+                return found
+        return None
+
+
 def install_placement(client: Any, scheduler_id: str | None = None) -> bool:
-    """Register ``KeepPlacement`` on the client's scheduler once (and ``KeepExtensionDtypes`` on
-    its workers); False if the placement plugin cannot be.
+    """Register ``KeepPlacement`` on the client's scheduler once (and ``KeepExtensionDtypes`` and
+    ``ReleaseCopies`` on its workers); False if the placement plugin cannot be.
 
     Remembered per scheduler id (``scheduler_id``: when the caller already has it), so a new
     scheduler (or a restarted one) gets the plugin again.
@@ -819,6 +876,12 @@ def install_placement(client: Any, scheduler_id: str | None = None) -> bool:
     except Exception as exc:
         warnings.warn(f"mgemm could not install its dtype plugin on the workers ({exc}); bfloat16 "
                       "chunks that move between workers arrive as raw bytes", stacklevel=2)
+    try:
+        client.register_plugin(ReleaseCopies(), name=ReleaseCopies.name)
+    except Exception as exc:
+        warnings.warn(f"mgemm could not install its copy plugin on the workers ({exc}); device "
+                      "copies of host chunks whose reads never all ran stay until the chunks "
+                      "are released", stacklevel=2)
     try:
         client.register_plugin(KeepPlacement(), name=KeepPlacement.name)
     except Exception as exc:  # a remote scheduler without mgemm installed, say

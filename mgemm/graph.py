@@ -29,6 +29,21 @@ from .plan import Plan
 
 #: Prefix of every block task key; the placement plugin recognises mgemm tasks by it.
 BLOCK_PREFIX = "mgemm-block-"
+#: What follows ``BLOCK_PREFIX`` in the keys of a split block's parts.
+PART = "part-"
+
+
+def product_of(name: Any) -> str | None:
+    """The product (its blocks' key name, as ``reuse_marks`` names it) that a task key name of
+    ``build``'s belongs to, a block's or a part's; None for any other name.
+
+    >>> product_of("mgemm-block-part-abc"), product_of("mgemm-block-abc"), product_of("x")
+    ('mgemm-block-abc', 'mgemm-block-abc', None)
+    """
+    if not (isinstance(name, str) and name.startswith(BLOCK_PREFIX)):
+        return None
+    rest = name[len(BLOCK_PREFIX):]
+    return BLOCK_PREFIX + rest[len(PART):] if rest.startswith(PART) else name
 
 
 def common_k_chunks(ka: Sequence[int], kb: Sequence[int]) -> tuple[int, ...]:
@@ -276,7 +291,7 @@ def build(a: da.Array, b: da.Array, plan: Plan, *, c: da.Array | None = None, al
     token = tokenize(a, b, c, alpha, beta, engine, str(out_dtype), allow_tf32, emulate, tune,
                      plan.signature())
     name = BLOCK_PREFIX + token
-    part_name = BLOCK_PREFIX + "part-" + token
+    part_name = BLOCK_PREFIX + PART + token
     if c is not None and beta != 0:
         c = c.rechunk(chunks)
     else:

@@ -19,9 +19,11 @@ last whatever came before it.
 The copies may hold ``CACHE_FRACTION`` of the GPU's memory; a chunk whose first read finds no
 room is copied for each read.  A staged plan sizes each task slot's working set to a share of the GPU's memory
 (``mgemm.plan.MEMORY_FRACTION``), and the inputs themselves are in host memory, so the rest is
-free.  A copy lasts until its last read on this worker, or until its host chunk is released (a
-weak reference), whichever comes first: one whose other reads never ran here (a lost worker's
-blocks run elsewhere, tasks a later step of the graph left out) stays until then.
+free.  A copy lasts until its last read on this worker, until its host chunk is released (a
+weak reference), or until the worker lets go of the product's last task (a distributed worker:
+``mgemm.cluster.ReleaseCopies``), whichever comes first: one whose other reads never ran here
+(a block failed, a lost worker's blocks ran elsewhere, tasks a later step of the graph left
+out) goes then, and a later run of the same product counts its reads afresh.
 
 Streams: a copy is made on the loading thread's copy stream and recorded by an event; a task that
 finds it kept makes its own copy stream wait for that event before using it.  Memory: the cache
@@ -162,6 +164,17 @@ class DeviceCopies:
                 self._bytes[device] -= entry.nbytes
             entry.nbytes = 0
         entry.loaded.set()
+
+    def drop(self, product: str) -> int:
+        """Forget every entry of ``product`` on every GPU (its copies freed once no task holds
+        them): this worker has let go of all the product's tasks, so reads still counted will
+        not come, and a later run of the same product counts its reads afresh.  Returns how
+        many entries went."""
+        with self._lock:
+            keys = [key for key in self._entries if key[1] == product]
+            for key in keys:
+                self._remove(key)
+            return len(keys)
 
     def nbytes(self, device: int) -> int:
         """Bytes of the copies kept on ``device``."""

@@ -1188,7 +1188,8 @@ def test_install_placement_once_per_scheduler_and_warns_where_it_cannot(monkeypa
     ok = types.SimpleNamespace(register_plugin=lambda plugin, name: registered.append(name),
                                scheduler_info=lambda n_workers: {"id": "scheduler-1"})
     assert cluster.install_placement(ok) and cluster.install_placement(ok)
-    assert registered == [cluster.KeepExtensionDtypes.name, cluster.KeepPlacement.name]
+    assert registered == [cluster.KeepExtensionDtypes.name, cluster.ReleaseCopies.name,
+                          cluster.KeepPlacement.name]
 
     def refuse(plugin, name):
         raise RuntimeError("no mgemm on that scheduler")
@@ -1199,6 +1200,7 @@ def test_install_placement_once_per_scheduler_and_warns_where_it_cannot(monkeypa
         warnings.simplefilter("always")
         assert cluster.install_placement(remote) is False
     assert any("could not install its placement plugin" in str(w.message) for w in caught)
+    assert any("could not install its copy plugin" in str(w.message) for w in caught)
 
 
 @pytest.mark.parametrize("direct", [False, True])

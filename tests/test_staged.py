@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import sys
 import threading
+import time
 import types
 
 import dask
@@ -941,3 +942,140 @@ def test_a_bad_staging_setting_raises_where_it_is_read_not_at_import(monkeypatch
             staging.settings()
         with pytest.raises(ValueError, match="mgemm.staging.copy-threads"):
             staging.host_copies(2**30, 1024)
+
+
+def test_drop_forgets_one_products_entries_on_every_gpu():
+    """``drop``: the product's entries go on each GPU, their bytes with them; another
+    product's stay."""
+    copies = staging.DeviceCopies()
+    chunks = [np.ones(8) for _ in range(3)]
+    for device, product, x in ((0, "p", chunks[0]), (1, "p", chunks[1]), (0, "q", chunks[2])):
+        assert copies.claim(device, product, x, 3, limit=1 << 20)[1]
+    assert copies.drop("p") == 2
+    assert [key[1] for key in copies._entries] == ["q"]
+    assert (copies.nbytes(0), copies.nbytes(1)) == (64, 0)
+    assert copies.drop("p") == 0
+    # a read of a dropped product's chunk starts its count afresh
+    entry, mine = copies.claim(0, "p", chunks[0], 2, limit=1 << 20)
+    assert mine and entry.left == 1 and copies.nbytes(0) == 128
+
+
+class _Worker:
+    """What ``ReleaseCopies`` reads of a worker: its tasks' states and run specs; ``move``
+    makes a transition and tells the plugin."""
+
+    def __init__(self, specs: dict) -> None:
+        self.specs, self.plugin = specs, None
+        self.state = types.SimpleNamespace(tasks={})
+
+    def move(self, key, finish: str, state: str | None = None) -> None:
+        ts = self.state.tasks.setdefault(key, types.SimpleNamespace(
+            state="released", run_spec=self.specs.get(key)))
+        start, ts.state = ts.state, state or finish
+        if finish == "forgotten":
+            del self.state.tasks[key]
+        self.plugin.transition(key, start, finish)
+
+
+def test_release_copies_drops_a_product_once_none_of_its_tasks_is_left_to_run(monkeypatch):
+    """The plugin follows a product's block and part keys, and a fused task by the block keys
+    in it, while they wait or run (a running task let go of, reported "released", runs on
+    "cancelled"), and drops the product's copies once none is left (a task done, failed or let
+    go of); other keys are not followed.  A task sent again counts again."""
+    from mgemm.cluster import ReleaseCopies
+
+    dropped: list = []
+    monkeypatch.setattr(staging.COPIES, "drop", dropped.append)
+    p, part = graph.BLOCK_PREFIX + "tok", graph.BLOCK_PREFIX + graph.PART + "tok"
+    fused = types.SimpleNamespace(args=({(p, 1, 1): None, ("tanh-x", 1, 1): None},))
+    worker = _Worker({("tanh-x", 1, 1): fused, ("sum-y", 0): None})
+    worker.plugin = plugin = ReleaseCopies()
+    plugin.setup(worker)
+    keys = [(p, 0, 0), (part, 0, 1, 0), ("tanh-x", 1, 1)]
+    for key in [*keys, ("sum-y", 0), ("a", 0, 0)]:
+        worker.move(key, "waiting")
+        worker.move(key, "ready")  # seen again: counted once
+    worker.move((p, 0, 1), "fetch")  # a block's result to fetch: not run here
+    assert plugin.live == {p: 3}
+    worker.move(keys[0], "executing")
+    worker.move(keys[0], "memory")
+    worker.move(keys[1], "executing")
+    worker.move(keys[1], "released", state="cancelled")  # let go of, still running
+    assert plugin.live == {p: 2} and not dropped
+    worker.move(keys[2], "released")
+    assert plugin.live == {p: 1} and not dropped
+    worker.move(keys[1], "error")
+    assert dropped == [p] and not plugin.live and not plugin.products
+    worker.move(keys[1], "released")
+    worker.move(keys[1], "waiting")  # retried
+    worker.move(keys[1], "executing")
+    assert plugin.live == {p: 1}
+    worker.move(keys[1], "memory")
+    assert dropped == [p, p]
+    worker.move(keys[1], "released")
+    worker.move(keys[1], "forgotten")
+    assert dropped == [p, p] and not plugin.live
+
+
+def _failing_engine(log: list, cp, fail_at: list):
+    """The stand-in engine, raising on its calls numbered in ``fail_at`` (counted from 0)."""
+    engine, calls = FakeEngine(log, cp), itertools.count()
+    real = engine.gemm
+
+    def gemm(*args, **kwargs):
+        if next(calls) in fail_at:
+            raise RuntimeError("a block failed")
+        return real(*args, **kwargs)
+    engine.gemm = gemm
+    return engine
+
+
+def test_a_failed_staged_run_leaves_no_copies_and_a_rerun_counts_afresh(staged, rng, monkeypatch):
+    """On a cluster (in-process workers, the stand-ins): a block fails part-way through a staged
+    product whose inputs stay persisted.  Once the failed run's tasks are let go of, the
+    worker keeps no copy of it; the same graph run again completes, right, and keeps none after
+    its last read either.  (Before ``ReleaseCopies``, both runs left counts and copies behind
+    for as long as the inputs lived.)"""
+    from distributed import Client, LocalCluster, wait
+
+    from mgemm.cluster import install_placement
+    from mgemm.plan import GiB, Problem, Worker, make_plan
+
+    cp = sys.modules["cupy"]
+    fail_at: list = [3]
+    monkeypatch.setitem(engines._cache, "cublas", _failing_engine(staged, cp, fail_at))
+    a, b = random(rng, (64, 48), "float32"), random(rng, (48, 64), "float32")
+
+    def left(deadline: float = 10.0) -> int:
+        stop = time.monotonic() + deadline
+        while staging.COPIES._entries and time.monotonic() < stop:
+            time.sleep(0.02)
+        return len(staging.COPIES._entries)
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
+        assert install_placement(client)
+        x = da.from_array(a, chunks=16).persist()
+        y = da.from_array(b, chunks=16).persist()
+        (address,) = client.scheduler_info()["workers"]
+        plan = make_plan(Problem((16,) * 4, (16,) * 4, (16,) * 3, 4),
+                         [Worker(address, "gpu", 1e12, 8 * GiB, 1e12)], block_size=16,
+                         split="off")
+        out = graph.build(x, y, plan, engine="cublas", out_dtype=np.dtype("f4"))
+        future = client.compute(out)
+        # (not ``result()``: its raise would tie the error to the future, which then stays)
+        assert "a block failed" in str(future.exception())
+        assert staging.COPIES.kept > 0
+        assert left() == 0 and staging.COPIES.nbytes(0) == 0  # the failed block still held
+        del future
+        stop = time.monotonic() + 10  # the erred run let go of on the scheduler too
+        while len(cluster.scheduler.tasks) > len(x.chunks[0]) * len(x.chunks[1]) + len(
+                y.chunks[0]) * len(y.chunks[1]) and time.monotonic() < stop:
+            time.sleep(0.02)
+        fail_at.clear()
+        kept = staging.COPIES.kept
+        got = client.compute(out).result()
+        assert_close(got, a.astype(np.float64) @ b.astype(np.float64), "float32")
+        assert staging.COPIES.kept > kept
+        assert left() == 0 and staging.COPIES.nbytes(0) == 0
+        wait([x, y])  # the inputs lived throughout
