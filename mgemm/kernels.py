@@ -508,7 +508,6 @@ _compiled: dict[tuple[int, str, str], Any] = {}
 # picked up (a new process recompiles them; the cache key hashes the sources).
 _by_config: dict[tuple, Any] = {}
 _occupancy: dict[tuple, int] = {}
-_sms: dict[int, int] = {}
 
 
 def _cupy():
@@ -582,11 +581,23 @@ def check_shared_memory(config: RenderedConfig, static_bytes: int, device: int) 
             f"tile")
 
 
+#: The attributes of a GPU that mgemm reads (``device_attributes``).
+_ATTRIBUTES = ("MultiProcessorCount", "MaxSharedMemoryPerBlockOptin",
+               "MaxSharedMemoryPerMultiprocessor")
+
+
 @functools.lru_cache(maxsize=None)
+def device_attributes(device: int) -> dict[str, int]:
+    """``_ATTRIBUTES`` of ``device``, read once per device (``Device.attributes`` queries every
+    attribute the driver has)."""
+    attributes = _cupy().cuda.Device(device).attributes
+    return {name: attributes[name] for name in _ATTRIBUTES}
+
+
 def device_shared_memory(device: int) -> tuple[int, int]:
     """``(per block, per SM)``: the most shared memory one block of ``device`` may have (opt-in)
-    and what one of its SMs holds, read once per device."""
-    attributes = _cupy().cuda.Device(device).attributes
+    and what one of its SMs holds."""
+    attributes = device_attributes(device)
     return (attributes["MaxSharedMemoryPerBlockOptin"],
             attributes["MaxSharedMemoryPerMultiprocessor"])
 
@@ -625,12 +636,8 @@ def occupancy(kernel, config: RenderedConfig) -> int:
 
 
 def device_sms(device: int | None = None) -> int:
-    """SM count of ``device`` (queried once: ``Device.attributes`` reads every attribute)."""
-    dev = device_id(device)
-    sms = _sms.get(dev)
-    if sms is None:
-        sms = _sms[dev] = _cupy().cuda.Device(dev).attributes["MultiProcessorCount"]
-    return sms
+    """SM count of ``device`` (the current one by default)."""
+    return device_attributes(device_id(device))["MultiProcessorCount"]
 
 
 # --- per-launch scratch (counters, stream-K workspace, debug record) -------------------------------

@@ -285,7 +285,7 @@ def test_shared_memory_past_a_devices_block_is_a_clear_error(monkeypatch):
     class Device:
         def __init__(self, dev):
             self.compute_capability = "86"
-            self.attributes = {"MaxSharedMemoryPerBlockOptin": 101376,
+            self.attributes = {"MultiProcessorCount": 84, "MaxSharedMemoryPerBlockOptin": 101376,
                                "MaxSharedMemoryPerMultiprocessor": 102400}
 
         def __enter__(self):
@@ -300,7 +300,7 @@ def test_shared_memory_past_a_devices_block_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(kernels, "_cupy", lambda: fake)
     monkeypatch.setattr(kernels, "_compiled", {})
     monkeypatch.setattr(kernels, "_by_config", {})
-    kernels.device_shared_memory.cache_clear()
+    kernels.device_attributes.cache_clear()
     kernels.compute_capability.cache_clear()
     try:
         big = KernelConfig()
@@ -316,7 +316,7 @@ def test_shared_memory_past_a_devices_block_is_a_clear_error(monkeypatch):
         # exactly the limit fits
         kernels.check_shared_memory(fits.replace(stages=2), 101376 - fits.replace(stages=2).smem_bytes, 7)
     finally:
-        kernels.device_shared_memory.cache_clear()
+        kernels.device_attributes.cache_clear()
         kernels.compute_capability.cache_clear()
 
 
