@@ -6,6 +6,7 @@ Marked ``gpu`` / ``multi_gpu``: they skip, saying why, on machines without CUDA.
 from __future__ import annotations
 
 import gc
+import time
 
 import dask
 import dask.array as da
@@ -351,6 +352,58 @@ def test_local_cuda_cluster_end_to_end(cp, rng):
         assert all(nbytes == 0 for _, nbytes in kept.values()), kept
         assert isinstance(host._meta, np.ndarray), type(host._meta)
         assert type(host.blocks[0, 0].compute()) is np.ndarray
+        # a staged product whose second GEMM on each worker fails: once its run is let go of,
+        # no worker keeps a copy of it, and the same product run again is right and keeps none
+        def fail_after(calls: int | None) -> None:  # the cublas engine raises after ``calls``
+            import itertools
+
+            from mgemm import engines
+            engine = engines.get("cublas")
+            engine.__dict__.pop("gemm", None)
+            if calls is not None:
+                count, real = itertools.count(), engine.gemm
+
+                def gemm(*args, **kwargs):
+                    if next(count) >= calls:
+                        raise RuntimeError("a block failed")
+                    return real(*args, **kwargs)
+                engine.gemm = gemm
+
+        def copies_left() -> tuple[int, int]:
+            import cupy
+
+            from mgemm import staging
+            return len(staging.COPIES._entries), staging.COPIES.nbytes(cupy.cuda.Device().id)
+
+        def settled() -> dict:
+            deadline = time.monotonic() + 30
+            while True:
+                left = client.run(copies_left)
+                if all(v == (0, 0) for v in left.values()) or time.monotonic() > deadline:
+                    return left
+                time.sleep(0.1)
+
+        def let_go() -> None:  # until the scheduler holds none of the product's tasks
+            deadline, token = time.monotonic() + 30, product.name.rsplit("-", 1)[1]
+            while any(token in str(k) for k in client.run_on_scheduler(
+                    lambda dask_scheduler: list(dask_scheduler.tasks))):
+                assert time.monotonic() < deadline, "the product's tasks were not let go of"
+                time.sleep(0.1)
+
+        del host
+        let_go()
+        client.run(fail_after, 1)
+        try:
+            future = client.compute(product)
+            assert "a block failed" in str(future.exception())
+            assert settled() == {w: (0, 0) for w in workers}
+            del future
+        finally:
+            client.run(fail_after, None)
+        let_go()
+        err = check(hx, hy, product.persist(), tol=1e-5)
+        assert err < 1e-5, f"relative error {err:.2e}"
+        assert settled() == {w: (0, 0) for w in workers}
         # plain CuPy operands: their chunks are scattered to the workers, not carried in the graph
         x, y = random(rng, (768, 640), "f4"), random(rng, (640, 512), "f4")
         got = mgemm.matmul(cp.asarray(x), cp.asarray(y), client=client, block_size=256)
