@@ -103,6 +103,8 @@ def _parse_client(value: Any) -> Any:
     if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "auto")):
         return None
     if isinstance(value, str):
+        from .cluster import _check_address  # a bad address named with where it came from
+        _check_address(value.strip())
         return value.strip()
     if hasattr(value, "scheduler_info") and hasattr(value, "submit"):
         return value

@@ -8,6 +8,7 @@ import sys
 import types
 import warnings
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -247,7 +248,7 @@ def test_an_embedded_cluster_that_cannot_start_is_a_one_line_error(monkeypatch):
 def test_malformed_scheduler_addresses_are_refused_at_once(address, says):
     """An address no client could use is refused before a ``Client`` is made (one that fails in
     its constructor waits up to a minute to close when collected): by the CLI as a one-line
-    error, by the API as a ``ValueError``."""
+    error, by the API as a ``ValueError``; each says where the address came from."""
     import time
 
     from click.testing import CliRunner
@@ -257,10 +258,14 @@ def test_malformed_scheduler_addresses_are_refused_at_once(address, says):
 
     start = time.perf_counter()
     result = CliRunner().invoke(main, ["info", "--client", address])
-    assert result.exit_code == 1, result.output
-    assert f"cannot reach the scheduler {address}" in result.output and says in result.output
-    with pytest.raises(ValueError, match=says):
+    assert result.exit_code == 2, result.output  # a usage error
+    assert "mgemm option client (from the argument client (--client))" in result.output
+    assert says in result.output and "Traceback" not in result.output
+    with pytest.raises(ValueError, match=f"from the argument client.*{says}"):
         mgemm.matmul(np.ones((2, 2)), np.ones((2, 2)), client=address)
+    with dask.config.set({"mgemm.client": address}), \
+            pytest.raises(ValueError, match=f"from dask.config mgemm.client .*{says}"):
+        mgemm.matmul(np.ones((2, 2)), np.ones((2, 2)))
     assert time.perf_counter() - start < 10
 
 
