@@ -367,9 +367,9 @@ def describe_workers(client: Any, dtype: Any, *, gpu: bool, allow_tf32: bool = F
 
 def host_memory(info: dict | None = None) -> int:
     """The host bytes a plan may use on a worker (``info``: the scheduler's identity of it; None:
-    this process): half its memory limit (Dask spills and pauses well before the limit), or of
-    the machine's memory (or its cgroup's limit) where the worker has none; 8 GiB where neither
-    is known."""
+    this process): half its memory limit (Dask spills and pauses well before the limit); for
+    this process, half the machine's memory (or its cgroup's limit); half of 8 GiB for a worker
+    without a limit (its machine's memory is not in the scheduler's identity of it)."""
     from distributed.system import MEMORY_LIMIT  # the machine's memory, or its cgroup's limit
 
     limit = MEMORY_LIMIT if info is None else info.get("memory_limit")
