@@ -107,18 +107,19 @@ BAND_ROWS = 2048
 
 def back_bands(rows: int) -> list[tuple[int, int]]:
     """The row bands [r0, r1) a staged block of ``rows`` rows is finished and copied back in:
-    as even as whole multiples of 128 rows allow where each band has that many (no 128-row tile
-    of a GEMM straddles two bands, and each band's rows start as aligned as the block's).
+    up to ``BACK_BANDS`` of at least ``BAND_ROWS`` rows each, cut at whole multiples of 128 rows
+    (no 128-row tile of a GEMM straddles two bands, and each band's rows start as aligned as the
+    block's), the last taking what is left over.
 
     >>> back_bands(8192), back_bands(3000)
     ([(0, 2048), (2048, 4096), (4096, 6144), (6144, 8192)], [(0, 3000)])
-    >>> back_bands(5000)
-    [(0, 2560), (2560, 5000)]
+    >>> back_bands(5000), back_bands(8193)
+    ([(0, 2432), (2432, 5000)], [(0, 2048), (2048, 4096), (4096, 6144), (6144, 8193)])
     """
     count = max(1, min(BACK_BANDS, rows // max(1, BAND_ROWS)))
     align = 128 if rows >= 128 * count else 1
-    step = -(-rows // (count * align)) * align
-    cuts = [min(rows, i * step) for i in range(count + 1)]
+    # each cut rounded down: a band is at least rows / count rounded down to the alignment
+    cuts = [i * rows // (count * align) * align for i in range(count)] + [rows]
     return [(r0, r1) for r0, r1 in zip(cuts[:-1], cuts[1:]) if r1 > r0] or [(0, rows)]
 
 

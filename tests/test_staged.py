@@ -214,8 +214,10 @@ def test_staged_block_queues_each_part_after_its_copies(staged, rng, monkeypatch
 def test_back_bands_cover_the_rows_once_in_order():
     """``back_bands``: contiguous bands from 0 to ``rows``, none empty (one band of 0 rows for an
     empty block), at most ``BACK_BANDS`` of them, one where the block is under two bands of
-    ``BAND_ROWS``, and cut at multiples of 128 rows where every band can hold that many."""
-    for rows in [0, 1, 127, 2047, 4095, 4096, 5000, 8192, 8200, 16384, 32768, 100_003]:
+    ``BAND_ROWS``, each of at least ``BAND_ROWS`` rows where there are several, and cut at
+    multiples of 128 rows where every band can hold that many (4097 rows were cut 2176 + 1921)."""
+    for rows in [0, 1, 127, 2047, 4095, 4096, 4097, 5000, 8192, 8193, 8200, 12_287, 16384,
+                 32768, 100_003, *range(4096, 70_000, 997)]:
         bands = graph.back_bands(rows)
         assert bands[0][0] == 0 and bands[-1][1] == rows
         assert all(r1 == s0 for (_, r1), (s0, _) in zip(bands, bands[1:]))
@@ -223,6 +225,10 @@ def test_back_bands_cover_the_rows_once_in_order():
         assert len(bands) == max(1, min(graph.BACK_BANDS, rows // graph.BAND_ROWS))
         if rows >= 128 * len(bands):
             assert all(r0 % 128 == 0 for r0, _ in bands)
+        if len(bands) > 1:
+            assert min(r1 - r0 for r0, r1 in bands) >= graph.BAND_ROWS, (rows, bands)
+            assert max(r1 - r0 for r0, r1 in bands) - min(r1 - r0 for r0, r1 in bands) < 128 * len(
+                bands), (rows, bands)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
