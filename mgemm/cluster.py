@@ -56,12 +56,25 @@ def gpu_flops(device: dict, dtype: Any, allow_tf32: bool = False,
     return rate * device.get("sms", H200_SMS) / H200_SMS
 
 
+#: NumPy's matmul of integers (and bool) runs without BLAS: one thread of a CI machine did int64
+#: at 1.0 GFLOP/s and int32 at 2.4, against float64's 66 (512², seventy-third session).
+CPU_INTEGER_SLOWDOWN = 32
+
+
 def cpu_flops(nthreads: int, dtype: Any) -> float:
+    """The cost model's rate of a CPU worker of ``nthreads`` threads, in the planner's FLOPs
+    (2mnk, whatever the type): ``CPU_FLOPS_PER_THREAD`` a thread for float64, twice that for
+    float32 and narrower floats, a quarter of the real type's for complex (a complex product is
+    four real ones: 3.6 × slower measured, either precision), and float64's over
+    ``CPU_INTEGER_SLOWDOWN`` for integers and bool."""
     # bfloat16: a name NumPy knows only once ml_dtypes is imported (the engine adds in float32)
     itemsize, kind = (2, "f") if str(dtype) == "bfloat16" else (np.dtype(dtype).itemsize,
                                                                 np.dtype(dtype).kind)
-    scale = 2.0 if itemsize <= 4 and kind == "f" else 1.0
-    return nthreads * CPU_FLOPS_PER_THREAD * scale
+    if kind == "c":
+        return cpu_flops(nthreads, np.dtype(f"f{itemsize // 2}")) / 4
+    if kind != "f":
+        return nthreads * CPU_FLOPS_PER_THREAD / CPU_INTEGER_SLOWDOWN
+    return nthreads * CPU_FLOPS_PER_THREAD * (2.0 if itemsize <= 4 else 1.0)
 
 
 def device_info(dask_worker: Any = None) -> dict | None:
