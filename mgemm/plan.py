@@ -28,7 +28,8 @@ CONTRACT (used by ``mgemm/graph.py`` and ``mgemm/cli.py``; keep these names and 
 How a plan is made: group whole chunks into blocks; give each block an owner (speed-proportional
 bands of blocks, or, when ``locations`` is known, the cheapest of a greedy list schedule that
 follows the data and row or column bands, ties going to the least data on the busiest fetcher);
-order each worker's blocks in the grouped order; split the K range of tail blocks (stream-K across
+move blocks off workers whose memory they overflow to those with room (``_fit``); order each
+worker's blocks in the grouped order; split the K range of tail blocks (stream-K across
 workers) where that shortens the plan and still fits memory (``split="on"``: wherever it
 balances compute); predict every worker's time and check its memory.  The cost model, per
 worker: compute = FLOPs / flops; fetch = bytes of the input chunks it uses but does not hold,
@@ -484,6 +485,8 @@ def make_plan(problem: Problem, workers: Sequence[Worker], *, block_size: BlockS
     model = _Model(problem, workers, row_runs, col_runs,
                    locations if known else _spread(problem, workers))
     owner, orders, ledger = _cheapest([_assemble(model, own) for own in _owners(model, known)])
+    if _over(model, ledger, orders, owner):
+        owner, orders, ledger = _fit(model, owner) or (owner, orders, ledger)
     hint = ""
     if split != "off" and model.nk > 1:
         trial = [[list(e) for e in order] for order in orders]
@@ -887,6 +890,41 @@ def _greedy(model: _Model) -> list[int]:
     return owner
 
 
+def _fit(model: _Model, owner: list[int]) -> tuple[list[int], list, "_Ledger"] | None:
+    """``owner`` with blocks moved off the workers whose estimated peak memory exceeds theirs,
+    to those with the most room left, until each fits; None where that fails.
+
+    The owners come from speed alone (bands, list scheduling), so a worker of little memory
+    beside one of much was refused its speed's share where the other could hold it.  Each round
+    moves, from each worker over, its blocks from the last in its order until their output bytes
+    cover its excess, each to the worker then with the most room (ties to one already reading
+    the block's panels); a receiver's fetched panels may grow, so the peaks are estimated again
+    after each round.
+    """
+    owner = list(owner)
+    memory = [w.memory for w in model.workers]
+    for _ in range(2 * len(memory) + 2):
+        owner, orders, ledger = _assemble(model, owner)
+        peaks = _peaks(model, ledger, orders, owner)
+        room = {w: memory[w] - peak for w, (peak, _, _) in peaks.items()}
+        over = [w for w in room if room[w] < 0]
+        if not over:
+            return owner, orders, ledger
+        for w in sorted(over, key=room.get):
+            for b, _, _ in reversed(orders[w]):
+                if room[w] >= 0:
+                    break
+                nbytes = model.c_bytes(b)
+                to = max((v for v in room if v != w and room[v] >= nbytes), default=None,
+                         key=lambda v: (room[v], model.is_local(v, b)))
+                if to is None:
+                    return None
+                owner[b] = to
+                room[w] += nbytes
+                room[to] -= nbytes
+    return None
+
+
 def _order(model: _Model, w: int, mine: list[int]) -> list[int]:
     """Worker ``w``'s blocks in grouped order, those with all inputs local first.
 
@@ -1021,10 +1059,13 @@ def _finish(model: _Model, ledger: _Ledger, orders: list[list[list[int]]], owner
         work += [Work(b, k0, k1, workers[w].name, seq) for seq, (b, k0, k1) in enumerate(order)]
         peak, out, fetched = peaks[w]
         if peak > workers[w].memory:
+            need, may = _fmt_bytes(peak), _fmt_bytes(workers[w].memory)
+            if need == may:  # the same when rounded: the bytes themselves
+                need, may = f"{peak:,} B", f"{workers[w].memory:,} B"
             raise MemoryPlanError(
-                f"worker {workers[w].name!r} would need about {_fmt_bytes(peak)} (inputs stored "
+                f"worker {workers[w].name!r} would need about {need} (inputs stored "
                 f"there {_fmt_bytes(model.stored[w])}, output blocks {_fmt_bytes(out)}, panels "
-                f"fetched {_fmt_bytes(fetched)}) but may use {_fmt_bytes(workers[w].memory)}; "
+                f"fetched {_fmt_bytes(fetched)}) but may use {may}; "
                 + _remedy(model, w, size) + hint)
         bw = workers[w].bandwidth
         loads[workers[w].name] = WorkerLoad(

@@ -377,12 +377,13 @@ def test_blocks_never_cut_chunks_and_stay_close_to_the_target():
 def test_memory_check_names_the_worker():
     # 4×4 blocks of 32², K = 128, float64, banded over two workers: "small" stores half of A and
     # of B (128 KiB) and keeps 8 C blocks (64 KiB); streaming B's half panels adds 16 KiB.  A
-    # block is one chunk: Dask operands would have to be rechunked for smaller blocks.
+    # block is one chunk: Dask operands would have to be rechunked for smaller blocks.  The
+    # other worker needs as much and has no more, so no block can move there.
     problem = Problem((32,) * 4, (32,) * 4, (32,) * 4, 8)
     for memory, hint in ((200 << 10, r"smaller block_size than 32x32 or more workers \(Dask "
                                      r"operands: rechunk them finer"),
                          (100 << 10, "more workers$")):
-        workers = [Worker("roomy", "cpu", 1e9, 1 << 40, 1e9), Worker("small", "cpu", 1e9, memory, 1e9)]
+        workers = [Worker("full", "cpu", 1e9, 208 << 10, 1e9), Worker("small", "cpu", 1e9, memory, 1e9)]
         with pytest.raises(ValueError, match=rf"worker 'small' would need about 208.0 KiB \(inputs "
                            rf"stored there 128.0 KiB, output blocks 64.0 KiB, panels fetched "
                            rf"16.0 KiB\).*{hint}"):
@@ -390,10 +391,42 @@ def test_memory_check_names_the_worker():
     # blocks of 2 x 2 chunks: a smaller block_size alone makes them smaller
     with pytest.raises(ValueError, match=r"smaller block_size than 64x64 or more workers$"):
         make_plan(Problem((32,) * 4, (32,) * 4, (32,) * 4, 8),
-                  [Worker("roomy", "cpu", 1e9, 1 << 40, 1e9), Worker("small", "cpu", 1e9, 200 << 10, 1e9)],
+                  [Worker("full", "cpu", 1e9, 208 << 10, 1e9), Worker("small", "cpu", 1e9, 200 << 10, 1e9)],
                   block_size=64)
     workers[1] = Worker("small", "cpu", 1e9, 208 << 10, 1e9)
     assert make_plan(problem, workers, block_size=32).loads["small"].memory == 208 << 10
+    # a shortfall too small to show at one decimal is given in bytes
+    workers[1] = Worker("small", "cpu", 1e9, (208 << 10) - 1, 1e9)
+    with pytest.raises(ValueError, match=r"would need about 212,992 B .* may use 212,991 B;"):
+        make_plan(problem, workers, block_size=32)
+
+
+def test_blocks_a_worker_cannot_hold_go_to_one_with_room():
+    """Owners come from speed; where a worker's share overflows its memory and another has room,
+    blocks move there instead of the plan being refused (it was, with "use a smaller block_size
+    ... or more workers").  Every chunk product is still computed once, every worker fits, and
+    the small worker keeps what it can hold."""
+    # ``test_memory_check_names_the_worker``'s "small" worker beside one of 1 TiB
+    problem = Problem((32,) * 4, (32,) * 4, (32,) * 4, 8)
+    workers = [Worker("roomy", "cpu", 1e9, 1 << 40, 1e9), Worker("small", "cpu", 1e9, 200 << 10, 1e9)]
+    plan = make_plan(problem, workers, block_size=32)
+    check_structure(plan)
+    assert all(plan.loads[w.name].memory <= w.memory for w in workers)
+    assert 0 < plan.loads["small"].blocks < plan.loads["roomy"].blocks
+    # a single block beside a worker that can hold everything (planner audit's case)
+    workers = [Worker("w0", "cpu", 1e9, 2000, 1e9), Worker("w1", "cpu", 1e9, 1 << 40, 1e9)]
+    plan = make_plan(Problem((8,) * 4, (8,), (8,), 8), workers, block_size=8, split="off",
+                     locations={})
+    assert [w.worker for w in plan.work].count("w0") == 1 and plan.loads["w0"].memory <= 2000
+    # 65536³ float32 in 16384² chunks on a 16 GiB and a 140 GiB GPU of equal speed: the small
+    # one holds what it can and the large one the rest, split tail blocks included
+    problem = Problem((16384,) * 4, (16384,) * 4, (16384,) * 4, 4)
+    workers = [Worker("small", "gpu", 50e12, 16 * GiB, 50e9),
+               Worker("large", "gpu", 50e12, 140 * GiB, 50e9)]
+    plan = make_plan(problem, workers, locations={})
+    check_structure(plan)
+    assert all(plan.loads[w.name].memory <= w.memory for w in workers)
+    assert plan.loads["small"].blocks > 0
 
 
 def test_bad_arguments_are_refused():
