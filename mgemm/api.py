@@ -336,21 +336,43 @@ def _finish_eager(build: Any, opts: dict) -> Any:
         return _compute_here(out)
     from distributed.client import FutureCancelledError
 
-    for attempt in itertools.count():
-        try:
-            return _gather(client, out)
-        except FutureCancelledError as exc:
-            if not _inputs_lost(out):
-                raise
-            # the client keeps this exception with the future it cancelled: its frames would
-            # keep the scattered inputs of the next attempt (``out`` below) alive with it
-            exc.__traceback__ = None
-            if attempt == LOST_INPUT_RETRIES:
-                raise RuntimeError(
-                    f"mgemm: workers holding this product's inputs (scattered from this process) "
-                    f"were lost in each of {attempt + 1} attempts ({exc})") from None
-        del out  # this attempt's scattered inputs, released before the next are sent
-        out = build()
+    with _out_of_the_task_pool():
+        for attempt in itertools.count():
+            try:
+                return _gather(client, out)
+            except FutureCancelledError as exc:
+                if not _inputs_lost(out):
+                    raise
+                # the client keeps this exception with the future it cancelled: its frames would
+                # keep the scattered inputs of the next attempt (``out`` below) alive with it
+                exc.__traceback__ = None
+                if attempt == LOST_INPUT_RETRIES:
+                    raise RuntimeError(
+                        f"mgemm: workers holding this product's inputs (scattered from this "
+                        f"process) were lost in each of {attempt + 1} attempts ({exc})") from None
+            del out  # this attempt's scattered inputs, released before the next are sent
+            out = build()
+
+
+@contextlib.contextmanager
+def _out_of_the_task_pool():
+    """Called in a Dask task (arrays in, the worker's own client): this thread leaves its
+    worker's pool of task threads while the product's blocks run, and rejoins it after, as
+    ``Client.get`` does.  Otherwise a block planned on this worker waited for the thread that
+    waited for it: a worker of one thread never finished."""
+    from distributed.threadpoolexecutor import rejoin
+    from distributed.worker import secede, thread_state
+
+    seceded = False
+    if getattr(thread_state, "key", None):
+        with contextlib.suppress(Exception):
+            secede()
+            seceded = True
+    try:
+        yield
+    finally:
+        if seceded:
+            rejoin()
 
 
 def _gather(client: Any, out: da.Array) -> Any:
