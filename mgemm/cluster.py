@@ -352,6 +352,10 @@ def protocol(address: str) -> str:
     return address.split("://", 1)[0] if "://" in address else "inproc"
 
 
+class NoWorkersError(RuntimeError):
+    """The cluster has no workers to plan for (yet: an adaptive cluster may still be starting)."""
+
+
 def describe_workers(client: Any, dtype: Any, *, gpu: bool, allow_tf32: bool = False,
                      emulate: str = "off", info: dict | None = None) -> list[Worker]:
     """The planner's view of the cluster: one ``Worker`` per Dask worker, sorted by address
@@ -359,7 +363,7 @@ def describe_workers(client: Any, dtype: Any, *, gpu: bool, allow_tf32: bool = F
     if info is None:
         info = workers_info(client)
     if not info:
-        raise RuntimeError("the Dask cluster has no workers")
+        raise NoWorkersError("the Dask cluster has no workers")
     devices = worker_devices(client, info) if gpu else {}
     out = []
     for address in sorted(info):

@@ -26,7 +26,7 @@ import dask.array.routines as da_routines
 import numpy as np
 
 from . import api, config
-from .cluster import on_async_loop
+from .cluster import NoWorkersError, on_async_loop
 from .engines import is_bfloat16
 from .graph import BLOCK_PREFIX
 from .plan import MemoryPlanError, PlanSizeError
@@ -77,7 +77,8 @@ def patch_dask(**options: Any) -> "DaskPatch":
     Everything else (object or boolean dtypes, masked or sparse chunks, scalars, mismatched
     shapes, extra arguments such as ``out=``) goes to dask's own function, errors included; so
     does, with a warning, a product whose plan does not fit the workers' memory
-    (``MemoryPlanError``, which ``mgemm.matmul`` raises).  When neither operand is a dask
+    (``MemoryPlanError``, which ``mgemm.matmul`` raises), or one of too many blocks or chunks
+    (``PlanSizeError``), or one on a cluster with no workers yet (``NoWorkersError``).  When neither operand is a dask
     array the result is still a lazy dask array, as in dask.
 
     Options are checked now and read again at each call, so ``dask.config`` changes still apply.
@@ -184,12 +185,13 @@ def _make_wrappers(options: dict[str, Any]) -> dict[str, Callable]:
 
 def _planned_or_dask(dask_product: Any, a: Any, b: Any, options: dict) -> Any:
     """``_in_dask_chunks(a, b, options)``, or ``dask_product()`` with a warning where mgemm's
-    plan does not fit the workers' memory, or has more blocks or chunks than mgemm plans: dask's
-    own product may still run (its chunks can spill; it takes many tasks, slowly), and code that
-    ran before the patch should not start to fail under it."""
+    plan does not fit the workers' memory, or has more blocks or chunks than mgemm plans, or
+    the cluster has no workers to plan for yet: dask's own product may still run (its chunks can
+    spill; it takes many tasks, slowly; its graph waits for workers), and code that ran before
+    the patch should not start to fail under it."""
     try:
         return _in_dask_chunks(a, b, options)
-    except (MemoryPlanError, PlanSizeError) as exc:
+    except (MemoryPlanError, PlanSizeError, NoWorkersError) as exc:
         warnings.warn(f"mgemm.patch_dask: {exc}; dask.array computes this product", stacklevel=3)
         return dask_product()
 

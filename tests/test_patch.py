@@ -182,6 +182,27 @@ def test_a_plan_the_workers_cannot_hold_falls_back_to_dask_with_a_warning(rng, m
     assert_close(got.compute(), x @ y, np.float64)
 
 
+def test_a_product_on_a_cluster_with_no_workers_yet_falls_back_to_dask(rng):
+    """A cluster of no workers (an adaptive one still starting them): ``mgemm.matmul`` cannot
+    plan and says so; a patched ``a @ b`` stays dask's lazy product, with a warning (it raised
+    ``RuntimeError``), and computes once a worker has come."""
+    from distributed import Client, LocalCluster
+
+    from mgemm.cluster import NoWorkersError
+
+    x, y, a, b = _operands(rng)
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as cluster, \
+            Client(cluster) as client:
+        with pytest.raises(NoWorkersError, match="no workers"):
+            mgemm.matmul(a, b)
+        with mgemm.patch_dask(), pytest.warns(UserWarning, match="no workers.*dask.array computes"):
+            got = a @ b
+        assert not got.name.startswith("mgemm")
+        cluster.scale(1)
+        client.wait_for_workers(1, timeout=30)
+        assert_close(client.compute(got).result(timeout=30), x @ y, np.float64)
+
+
 def test_a_product_of_more_blocks_than_mgemm_plans_falls_back_to_dask(rng, monkeypatch):
     """Too many blocks for mgemm's planner (``PlanSizeError``): ``mgemm.matmul`` refuses, a
     patched product goes to dask with a warning."""
