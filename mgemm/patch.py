@@ -172,13 +172,14 @@ def _make_wrappers(options: dict[str, Any]) -> dict[str, Callable]:
     def dot(a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
         if args or kwargs or not _routed(a, b, options, dot=True):
             return dask_dot(a, b, *args, **kwargs)
-        return _planned_or_dask(lambda: dask_dot(a, b), *_lazy(a, b), options)
+        return _planned_or_dask(lambda: dask_dot(a, b), *_as_dot_chunks(a, b), options)
 
     @functools.wraps(dask_dot_method)
     def dot_method(self: Any, other: Any) -> Any:
         if not _routed(self, other, options, dot=True):
             return dask_dot_method(self, other)
-        return _planned_or_dask(lambda: dask_dot_method(self, other), self, other, options)
+        return _planned_or_dask(lambda: dask_dot_method(self, other), *_as_dot_chunks(self, other),
+                                options)
 
     return {"matmul": matmul, "dot": dot, "dot_method": dot_method}
 
@@ -215,7 +216,8 @@ def dask_chunks(a: Any, b: Any) -> tuple:
     """The chunks of dask's ``matmul(a, b)`` (and of 2-D ``dot``): the batch dimensions broadcast
     over the common refinement of both operands' chunks (as ``blockwise`` unifies them), A's row
     chunks, B's column chunks; the axis of a 1-D operand dropped.  An operand that is not a Dask
-    array counts as one chunk.
+    array counts as one chunk, as ``matmul`` takes it (``dot`` is given Dask arrays:
+    ``_as_dot_chunks``).
 
     >>> dask_chunks(da.ones((3, 40, 50), chunks=(2, 20, 25)), da.ones((50, 30), chunks=15))
     ((2, 1), (20, 20), (15, 15))
@@ -259,6 +261,14 @@ def _lazy(a: Any, b: Any) -> tuple[Any, Any]:
     if isinstance(a, da.Array) or isinstance(b, da.Array):
         return a, b
     return da.asanyarray(a), b
+
+
+def _as_dot_chunks(a: Any, b: Any) -> tuple[Any, Any]:
+    """dask's ``dot`` (``tensordot``) makes a Dask array of an operand that is not one with
+    ``from_array``'s automatic chunks, where ``matmul`` makes it one chunk: the same here, so
+    the product has ``dot``'s chunks (a 4100 × 4100 NumPy B gave one column chunk, where dask's
+    gives 4096 + 4)."""
+    return tuple(x if isinstance(x, da.Array) else da.from_array(x) for x in (a, b))
 
 
 def _routed(a: Any, b: Any, options: dict, *, dot: bool) -> bool:

@@ -182,6 +182,24 @@ def test_a_plan_the_workers_cannot_hold_falls_back_to_dask_with_a_warning(rng, m
     assert_close(got.compute(), x @ y, np.float64)
 
 
+@pytest.mark.parametrize("call", [
+    lambda a, b: da.dot(a, b), lambda a, b: np.dot(a, b), lambda a, b: a.dot(b),
+    lambda a, b: da.dot(a.compute(), b), lambda a, b: da.dot(b.T, a.compute().T)],
+    ids=["da.dot", "np.dot", "a.dot", "da.dot(numpy, numpy)", "da.dot(numpy.T, numpy.T)"])
+def test_dot_with_an_array_in_memory_has_dots_chunks(rng, call):
+    """``dot`` chunks an operand that is not a Dask array as ``from_array`` does ("auto"), not as
+    one chunk as ``matmul`` does: the patched product has the same chunks (they were one)."""
+    x, y = random(rng, (30, 700), "f8"), random(rng, (700, 600), "f8")
+    a = da.from_array(x, chunks=(30, 250))
+    with dask.config.set({"array.chunk-size": "512KiB"}):
+        want = call(a, y)
+        assert len(want.chunks[1]) > 1 or len(want.chunks[0]) > 1  # "auto" cut the NumPy operand
+        with mgemm.patch_dask():
+            got = call(a, y)
+    assert mgemm.patch.through_mgemm(got) and got.chunks == want.chunks
+    assert_close(got.compute(), want.compute(), np.float64)
+
+
 def test_a_product_on_a_cluster_with_no_workers_yet_falls_back_to_dask(rng):
     """A cluster of no workers (an adaptive one still starting them): ``mgemm.matmul`` cannot
     plan and says so; a patched ``a @ b`` stays dask's lazy product, with a warning (it raised
