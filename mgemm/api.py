@@ -14,7 +14,6 @@ Dask arrays in → a lazy ``dask.array.Array`` out; NumPy or CuPy arrays in → 
 
 from __future__ import annotations
 
-import cmath
 import contextlib
 import dataclasses
 import itertools
@@ -241,21 +240,30 @@ def _scalar(value: Any, name: str, out_dtype: Any) -> Any:
 
 
 def _rounded(value: Any, dtype: np.dtype, name: str, kind: type) -> Any:
-    """``value`` rounded to ``dtype``, as a Python ``kind``; a finite value beyond the type's
-    range is a TypeError (it would scale every element to inf)."""
-    try:  # as a Python number first: NumPy takes no int beyond its own (2**64)
-        exact = kind(value)
-        with np.errstate(over="ignore"):
-            rounded = dtype.type(exact)
+    """``value`` rounded to ``dtype``, as a Python ``kind`` (as ``dtype`` itself where that is
+    wider than a Python number: long double); a finite value beyond the type's range is a
+    TypeError (it would scale every element to inf)."""
+    wide = dtype.itemsize > np.dtype(kind).itemsize
+    try:
+        if wide and isinstance(value, np.number):
+            # a long double straight to the product's long double, not through a Python float
+            # (which rounded 1/3 and took 1e400 for inf)
+            exact = value
+            with np.errstate(over="ignore"):
+                rounded = dtype.type(value)
+        else:  # as a Python number first: NumPy takes no int beyond its own (2**64)
+            exact = kind(value)
+            with np.errstate(over="ignore"):
+                rounded = dtype.type(exact)
         # (a finite long double can be past every Python float: inf as ``exact``)
         beyond = not np.isfinite(rounded) and (
-            cmath.isfinite(exact) or (isinstance(value, np.number) and bool(np.isfinite(value))))
+            bool(np.isfinite(exact)) or (isinstance(value, np.number) and bool(np.isfinite(value))))
     except OverflowError:  # an int beyond every float (10**400)
         beyond, value = True, f"an integer of {int(value).bit_length()} bits"
     if beyond:
         raise TypeError(f"mgemm.gemm: {name} = {value!s} is beyond the range of {dtype}, the type "
                         f"the product is scaled in")
-    return kind(rounded)
+    return rounded if wide else kind(rounded)
 
 
 def _empty(shape: tuple, dtype: Any, a: Any, b: Any) -> da.Array:

@@ -1160,6 +1160,24 @@ def test_gemm_scalars_beyond_the_types_range_are_refused(dtype, value):
         assert np.isinf(mgemm.gemm(x, x, alpha=inf)).all()
 
 
+@pytest.mark.parametrize("dtype", [np.longdouble, np.clongdouble])
+def test_long_double_scalars_scale_a_long_double_product_unrounded(dtype):
+    """A long double product's alpha and beta keep every bit (they went through a Python float:
+    1/3 lost its last 11 bits, and 1e400, in range, was refused as beyond it)."""
+    if np.finfo(np.longdouble).eps >= np.finfo(np.float64).eps:
+        pytest.skip("long double is double here")
+    a, b = np.eye(2, dtype=dtype), np.ones((2, 2), dtype)
+    third = np.longdouble(1) / 3
+    assert third != np.longdouble(float(third))
+    scalar = dtype(third) if dtype is np.longdouble else dtype(third + 1j * third)
+    assert mgemm.gemm(a, b, alpha=scalar)[0, 0] == scalar
+    assert mgemm.gemm(a, b, b, beta=scalar)[0, 0] == 1 + scalar
+    assert mgemm.gemm(a, b, alpha=np.longdouble("1e400"))[0, 0] == np.longdouble("1e400")
+    # a float64 product's scalar is still rounded once, to float64, and given as a Python float
+    got = mgemm.gemm(np.eye(2), np.ones((2, 2)), alpha=third)
+    assert got.dtype == np.float64 and got[0, 0] == float(third)
+
+
 @pytest.mark.parametrize("other", ["bool", "int8", "uint8", "int16", "float16", "int64"])
 def test_bfloat16_products_take_numpys_promotion(other):
     """bfloat16 with another type: numpy.result_type's answer, which dask's matmul and numpy.dot
