@@ -528,21 +528,17 @@ def test_a_block_for_every_thread_of_a_cpu_worker(rng):
         assert_close(client.compute(got).result(), a @ b, np.float64)
 
 
-def test_arrays_multiplied_inside_a_task_of_a_one_thread_worker(rng):
+def test_arrays_multiplied_inside_a_task_of_a_one_thread_worker(client, rng):
     """``mgemm.matmul`` of NumPy arrays called in a Dask task finds the worker's own client and
-    runs its blocks there; on a worker of one thread it waited forever for a block queued behind
-    itself.  It now leaves the worker's thread pool while it waits, and the worker's thread is
-    back for the next task after."""
-    from distributed import Client, LocalCluster
-
+    runs its blocks on the cluster; on a worker of one thread, a block planned there waited
+    forever for the thread that waited for it.  Now that thread leaves the worker's pool while
+    it waits, and is back for the next task after.  (Two one-thread workers, blocks on each.)"""
     a, b = random(rng, (200, 150), "f8"), random(rng, (150, 120), "f8")
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                      dashboard_address=":0") as cluster, Client(cluster) as client:
-        got = client.submit(mgemm.matmul, a, b).result(timeout=30)
+    for worker in client.nthreads():
+        got = client.submit(mgemm.matmul, a, b, block_size=64, workers=[worker],
+                            pure=False).result(timeout=30)
         assert_close(got, a @ b, np.float64)
-        assert client.submit(mgemm.matmul, a, b, block_size=64, pure=False).result(timeout=30) \
-            .shape == (200, 120)
-        assert client.submit(lambda: 2 + 2).result(timeout=10) == 4
+    assert client.submit(lambda: 2 + 2, pure=False).result(timeout=10) == 4
 
 
 def test_an_asynchronous_client(rng):
