@@ -602,9 +602,9 @@ def _target_block(option: Any, m: int, n: int, k: int, itemsize: int, workers: l
                   host: HostCopies | None) -> tuple:
     if option == "auto":
         return tuple(choose_block_size(m, n, k, itemsize, workers, host))
-    if isinstance(option, int):
-        return (option, option)
-    return tuple(option)
+    rows, cols = (option, option) if isinstance(option, int) else option
+    # no block is larger than the product (and Dask's chunking takes no size past 2**63)
+    return min(rows, max(m, 1)), min(cols, max(n, 1))
 
 
 def _host_copies(a: Any, b: Any, k: int, workers: list) -> HostCopies:

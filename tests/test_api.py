@@ -65,12 +65,15 @@ def test_ragged_and_mismatched_k_chunks(rng):
     assert_close(got.compute(), a @ b, np.float64)
 
 
-@pytest.mark.parametrize("block_size", [1, 7, 16, "auto", (5, 40)])
+@pytest.mark.parametrize("block_size", [1, 7, 16, "auto", (5, 40), 2**64, (3, 10**30)])
 def test_block_sizes(rng, block_size):
+    """Any positive block size, one past the product's (past 2**63 too: it failed inside Dask's
+    chunking) meaning one block along that side."""
     a, b = random(rng, (40, 30), "f8"), random(rng, (30, 45), "f8")
     got = mgemm.matmul(da.from_array(a, chunks=10), da.from_array(b, chunks=15),
                        block_size=block_size)
     assert_close(got.compute(), a @ b, np.float64)
+    assert_close(mgemm.matmul(a, b, block_size=block_size), a @ b, np.float64)
 
 
 def test_staged_products_are_planned_against_host_memory(monkeypatch):
