@@ -1020,12 +1020,17 @@ def _best_cut(model: _Model, ledger: _Ledger, owner: list[int], d: int, r: int,
     return best
 
 
+def _parts(orders: list[list[list[int]]]) -> Counter:
+    """Block -> the Works it is made of (more than one: a split block)."""
+    return Counter(b for order in orders for b, _, _ in order)
+
+
 def _peaks(model: _Model, ledger: _Ledger, orders: list[list[list[int]]], owner: list[int],
            which: Sequence[int] | None = None) -> dict[int, tuple[int, int, int]]:
     """Estimated peak memory of the workers ``which`` (all if None), with its output blocks' and
     fetched panels' parts: worker -> (peak, out, fetched); a block in several parts holds a
     partial block a part and, on its fix-up's worker, the block."""
-    parts = Counter(b for order in orders for b, _, _ in order)
+    parts = _parts(orders)
     fixes = Counter()
     for b, n in parts.items():
         if n > 1:
@@ -1052,7 +1057,7 @@ def _finish(model: _Model, ledger: _Ledger, orders: list[list[list[int]]], owner
     """Freeze the plan; raise if a worker's estimated peak memory exceeds its ``memory``
     (``hint``: another remedy the error names)."""
     workers = model.workers
-    parts = Counter(b for order in orders for b, _, _ in order)
+    parts = _parts(orders)
     work, loads = [], {}
     peaks = _peaks(model, ledger, orders, owner)
     for w, order in enumerate(orders):
