@@ -316,7 +316,8 @@ def _finish(build: Any, eager: bool, opts: dict) -> Any:
     """``build()``'s graph: Dask in → lazy out; arrays in → computed on the client if there is
     one, else locally.  Arrays in have their chunks scattered to the workers, with no lineage to
     recompute them from: where a worker holding some is lost before their tasks ran, the product
-    is planned and scattered again over the workers left (``LOST_INPUT_RETRIES``)."""
+    is planned and scattered again over the workers left (``LOST_INPUT_RETRIES``); not where
+    the client's cluster was restarted (``Client.restart``), whose cancellation is raised."""
     if not eager:
         out = build()
         _say_where_to_compute(opts["client"])
@@ -349,7 +350,8 @@ def _finish_eager(build: Any, opts: dict) -> Any:
             try:
                 return _gather(client, out)
             except FutureCancelledError as exc:
-                if not _inputs_lost(out):
+                # a restarted cluster asked for the work to stop, not to be run again
+                if exc.reason == "scheduler-restart" or not _inputs_lost(out):
                     raise
                 # the client keeps this exception with the future it cancelled: its frames would
                 # keep the scattered inputs of the next attempt (``out`` below) alive with it

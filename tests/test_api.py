@@ -419,6 +419,30 @@ def test_an_eager_product_is_built_again_at_most_lost_input_retries_times(client
         assert len(builds) == api.LOST_INPUT_RETRIES + 1
 
 
+def test_an_eager_product_is_not_run_again_after_a_restart(client, monkeypatch):
+    """A restart (``Client.restart``) cancels every future, the scattered inputs among them,
+    with its own reason: the product raises that cancellation, where a lost worker's inputs
+    would have it built and scattered again (it ran again, silently)."""
+    from distributed.client import FutureCancelledError
+
+    from mgemm import api
+
+    builds = []
+
+    def restarted(client, out):
+        raise FutureCancelledError(out.name, reason="scheduler-restart",
+                                   msg="Scheduler has restarted. Please re-run your work.")
+    monkeypatch.setattr(api, "_gather", restarted)
+    monkeypatch.setattr(api, "_inputs_lost", lambda out: True)
+
+    def build():
+        builds.append(True)
+        return da.ones((3, 4), chunks=2)
+    with pytest.raises(FutureCancelledError, match="scheduler-restart"):
+        api._finish(build, True, {"client": client})
+    assert len(builds) == 1
+
+
 def test_nan_and_inf_propagate_like_numpy(rng):
     a, b = random(rng, (6, 5), "f8"), random(rng, (5, 4), "f8")
     a[2, 3] = np.nan
