@@ -122,12 +122,15 @@ def code_stamp() -> str:
 
 
 def cache_file() -> Path:
-    """``tune.json`` in ``$MGEMM_CACHE_DIR``, else ``$XDG_CACHE_HOME/mgemm``, else
-    ``~/.cache/mgemm``."""
+    """``tune.json`` in ``$MGEMM_CACHE_DIR`` (a leading ``~`` expanded), else
+    ``$XDG_CACHE_HOME/mgemm`` (where that is an absolute path, as the XDG specification asks),
+    else ``~/.cache/mgemm``."""
     root = os.environ.get("MGEMM_CACHE_DIR")
-    if not root:
-        root = str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mgemm")
-    return Path(root) / "tune.json"
+    if root:
+        return Path(root).expanduser() / "tune.json"
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
+    return base / "mgemm" / "tune.json"
 
 
 class Cache:
@@ -153,8 +156,9 @@ class Cache:
             data = json.loads(path.read_text())
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError) as exc:
-            log.warning("mgemm: ignoring the tuning cache %s (%s)", path, exc)
+        except (OSError, ValueError, RecursionError) as exc:  # (nested past the parser's depth)
+            log.warning("mgemm: ignoring the tuning cache %s (%s)", path, type(exc).__name__
+                        if isinstance(exc, RecursionError) else exc)
             return {}
         return data if isinstance(data, dict) else {}
 

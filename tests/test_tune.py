@@ -8,6 +8,7 @@ import logging
 import multiprocessing
 import os
 import sys
+from pathlib import Path
 
 import dask.array as da
 import numpy as np
@@ -62,6 +63,11 @@ def test_cache_survives_a_bad_file_and_an_unwritable_place(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="mgemm.tune"):
         assert tune.Cache(bad).get("a") is None
     assert "ignoring the tuning cache" in caplog.text
+    bad.write_text("[" * 200_000)  # nested past the parser's depth: RecursionError, not ValueError
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="mgemm.tune"):
+        assert tune.Cache(bad).get("a") is None
+    assert "ignoring the tuning cache" in caplog.text
     blocker = tmp_path / "file"
     blocker.write_text("")
     cache = tune.Cache(blocker / "tune.json")  # a directory that cannot exist
@@ -79,6 +85,11 @@ def test_cache_file_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("MGEMM_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert tune.cache_file() == tmp_path / "xdg" / "mgemm" / "tune.json"
+    # a relative XDG_CACHE_HOME is ignored, as the XDG specification asks; "~" is the home folder
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative")
+    assert tune.cache_file() == Path.home() / ".cache" / "mgemm" / "tune.json"
+    monkeypatch.setenv("MGEMM_CACHE_DIR", "~/mgc")
+    assert tune.cache_file() == Path.home() / "mgc" / "tune.json"
 
 
 def test_fastest_prefers_the_heuristic_on_a_tie():
