@@ -13,6 +13,7 @@ import functools
 import gc
 import json
 import logging
+import math
 import os
 import platform
 import statistics
@@ -395,7 +396,22 @@ class Row:
     error: str = ""  # why the method could not run or failed its check (then no times)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self))
+        return strict_json(asdict(self))
+
+
+def strict_json(record: Any) -> str:
+    """``record`` as standard JSON: a float that is not finite (a failed row's NaN times, an
+    idle worker's infinite first start) as null, where ``json.dumps`` wrote NaN and Infinity,
+    which JSON parsers reject."""
+    def finite(x: Any) -> Any:
+        if isinstance(x, float):
+            return x if math.isfinite(x) else None
+        if isinstance(x, dict):
+            return {k: finite(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [finite(v) for v in x]
+        return x
+    return json.dumps(finite(record), allow_nan=False)
 
 
 def environment(client: Any) -> dict:
@@ -526,9 +542,11 @@ def format_summary(summary: dict[str, dict]) -> str:
             return ""
         return (f", {w['fetches']} fetches {w['fetch_gib']:.2f} GiB in {w['fetch_busy_s']:.3f} s "
                 f"({w['fetch_gbps']:.1f} GB/s) from {w['fetch_first']:.3f}")
+    def span(w: dict) -> str:  # a worker that computed nothing has no first start
+        return f" [{w['first']:.3f}..{w['last']:.3f}]" if w["tasks"] else ""
     return " | ".join(
-        f"{name.rsplit(':', 1)[-1]}: {w['tasks']} tasks, compute {w['compute_s']:.3f} s "
-        f"[{w['first']:.3f}..{w['last']:.3f}], transfer {w['transfer_s']:.3f} s" + fetches(w)
+        f"{name.rsplit(':', 1)[-1]}: {w['tasks']} tasks, compute {w['compute_s']:.3f} s"
+        f"{span(w)}, transfer {w['transfer_s']:.3f} s" + fetches(w)
         for name, w in sorted(summary.items()))
 
 
@@ -560,6 +578,18 @@ def emulated_scheme(client: Any, dtype: str, options: dict, gpu: bool) -> str:
         return "off"
     devices = list(worker_devices(client).values())
     return scheme if runs_on(devices, options.get("engine", "auto")) else "off"
+
+
+def refused(client: Any, case: Case, methods: list[str], error: str) -> list[Row]:
+    """A row per method for a case that did not run at all (its inputs past the cluster's
+    memory): no times, no environment (nothing ran), ``error`` saying why."""
+    from .cluster import protocol
+
+    workers = client.nthreads()
+    proto = protocol(next(iter(workers))) if workers else "inproc"
+    nan = float("nan")
+    return [Row(case.name, METHODS[key].name, case.m, case.n, case.k, case.dtype, [], nan, nan,
+                nan, len(workers), proto, {}, error) for key in methods]
 
 
 def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, options: dict,

@@ -399,6 +399,49 @@ def test_bench_output_paths_are_checked_before_any_work(monkeypatch, tmp_path):
         result = CliRunner().invoke(cli.main, ["bench", flag, str(tmp_path / "no" / "out")])
         assert result.exit_code == 2 and f"Invalid value for {flag}" in result.output, result.output
         assert "no folder" in result.output
+    # no file name at all: empty (an unset variable in a script), a folder, a trailing slash
+    (tmp_path / "dir").mkdir()
+    for flag in ("--json", "--trace", "--plot"):
+        for path in ("", str(tmp_path / "dir"), str(tmp_path / "new") + "/"):
+            result = CliRunner().invoke(cli.main, ["bench", flag, path])
+            assert result.exit_code == 2, (flag, path, result.output)
+            assert "is no file name" in result.output or "is a directory" in result.output
+    # two flags naming one file (--plot over the --json rows replaced them with a PNG)
+    same = str(tmp_path / "out.jsonl")
+    for first, second in (("--json", "--plot"), ("--json", "--trace"), ("--trace", "--plot")):
+        result = CliRunner().invoke(cli.main, ["bench", first, same, second,
+                                               str(tmp_path / "." / "out.jsonl")])
+        assert result.exit_code == 2 and "is the file" in result.output, result.output
+
+
+def test_bench_rows_and_trace_that_cannot_be_written_are_an_error_line(monkeypatch, tmp_path):
+    """A write that fails after the work (a full disk) is an error line naming the file."""
+    from click.testing import CliRunner
+
+    from mgemm import cli
+
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    for flag in ("--json", "--trace"):
+        _stand_in(monkeypatch)
+        result = CliRunner().invoke(cli.main, ["bench", flag, "/dev/full"])
+        assert result.exit_code == 1 and "could not write /dev/full" in result.output, result.output
+        assert "Traceback" not in result.output
+
+
+def test_bench_rows_and_trace_are_standard_json(tmp_path):
+    """A failed row's times and an idle worker's first start were written as NaN and Infinity,
+    which JSON parsers reject: null now."""
+    from mgemm import bench, cli
+
+    nan = float("nan")
+    row = bench.Row("c", "mgemm", 8, 8, 8, "float32", [], nan, nan, nan, 2, "tcp", {}, "broke")
+    assert json.loads(row.to_json(), parse_constant=pytest.fail)["median_s"] is None
+    path = tmp_path / "trace.jsonl"
+    cli._appender(str(path))({"workers": {"w": bench._worker_summary(0)}, "s": [1.0, nan]})
+    record = json.loads(path.read_text(), parse_constant=pytest.fail)
+    assert record["workers"]["w"]["first"] is None and record["s"] == [1.0, None]
+    assert "inf" not in bench.format_summary({"w": bench._worker_summary(0)})
 
 
 def test_demo_and_bench_wait_for_a_first_worker(monkeypatch):
@@ -633,9 +676,11 @@ def test_cli_demo_exit_status_follows_mgemm(monkeypatch):
     assert "mgemm: 2 TFLOP/s" in ok.stdout  # three significant digits, as the table: a CPU's 0.0123 too
 
 
-def test_cli_a_case_the_cluster_cannot_hold_is_an_error_message(monkeypatch):
+def test_cli_a_case_the_cluster_cannot_hold_is_an_error_message(monkeypatch, tmp_path):
     """``bench.run_case`` refuses inputs the workers cannot hold (``MemoryPlanError``) before it
-    makes them; ``mgemm demo`` and ``mgemm bench`` say so in one line, exit status 1."""
+    makes them; ``mgemm demo`` says so in one line, exit status 1.  ``mgemm bench`` runs its
+    other cases (one such case ended the whole bench, its other rows lost), gives the refused
+    case a failed row in the table and the --json file, and exits 1."""
     from click.testing import CliRunner
 
     from mgemm import cli
@@ -644,11 +689,31 @@ def test_cli_a_case_the_cluster_cannot_hold_is_an_error_message(monkeypatch):
     def too_big(case, methods):
         raise MemoryPlanError("A, B and C take 1.0 TiB, but 2 workers may use 12 GiB in all")
 
-    for command in (["demo", "--size", "8"], ["bench"]):
-        _stand_in(monkeypatch, rows=too_big)
-        result = CliRunner().invoke(cli.main, command)
-        assert result.exit_code == 1, (command, result.output)
-        assert "Error: A, B and C take 1.0 TiB" in result.output and "Traceback" not in result.output
+    _stand_in(monkeypatch, rows=too_big)
+    result = CliRunner().invoke(cli.main, ["demo", "--size", "8"])
+    assert result.exit_code == 1, result.output
+    assert "Error: A, B and C take 1.0 TiB" in result.output and "Traceback" not in result.output
+
+    calls = _stand_in(monkeypatch)
+    from mgemm import bench
+    ok = bench.run_case
+
+    def second_too_big(client, case, methods, **kw):
+        if len(calls["run_case"]) == 1:
+            calls["run_case"].append(None)
+            too_big(case, methods)
+        return ok(client, case, methods, **kw)
+    monkeypatch.setattr(bench, "run_case", second_too_big)
+    rows = tmp_path / "rows.jsonl"
+    result = CliRunner().invoke(cli.main, ["bench", "--json", str(rows)])
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    cases = [c for c in bench.cpu_cases()]
+    written = [json.loads(line) for line in rows.read_text().splitlines()]
+    assert [r["case"] for r in written] == [c.name for c in cases for _ in range(2)]
+    refused = [r for r in written if r["error"]]
+    assert {r["case"] for r in refused} == {cases[1].name} and len(refused) == 2
+    assert all("A, B and C take 1.0 TiB" in r["error"] and r["median_s"] is None for r in refused)
+    assert f"mgemm failed on {cases[1].name}" in result.output
 
 
 def test_cli_demo_says_it_starts_a_cluster_only_when_it_does(monkeypatch):

@@ -671,9 +671,21 @@ def test_cli_plan_refuses_sizes_below_one_and_names_the_option(flag, value):
     args[flag] = value
     result = CliRunner().invoke(main, ["plan", *[x for kv in args.items() for x in kv]])
     assert result.exit_code == 2, result.output
-    assert flag in result.output and "x>=1" in result.output
+    assert flag in result.output and ("x>=1" in result.output or "1<=x" in result.output)
     ok = CliRunner().invoke(main, ["plan", "--m", "1000", "--n", "1000", "--k", "1000", "--workers", "3"])
     assert ok.exit_code == 0 and "makespan" in ok.output, ok.output
+
+
+def test_cli_plan_refuses_more_workers_than_it_plans_for():
+    """``--workers`` past ``MAX_PLAN_WORKERS`` is a usage error at once (10**8 ran out of memory
+    planning)."""
+    from click.testing import CliRunner
+
+    from mgemm.cli import MAX_PLAN_WORKERS, main
+
+    result = CliRunner().invoke(main, ["plan", "--m", "8", "--n", "8", "--k", "8", "--workers",
+                                       str(MAX_PLAN_WORKERS + 1)])
+    assert result.exit_code == 2 and f"1<=x<={MAX_PLAN_WORKERS}" in result.output, result.output
 
 
 @pytest.mark.parametrize("args", [["demo", "--size", "0"], ["demo", "--repeat", "0"], ["demo", "--workers", "-1"],
