@@ -861,13 +861,12 @@ class ReleaseCopies(WorkerPlugin):
                 staging.COPIES.drop(product)
 
     def _product(self, key: Any) -> str | None:
+        """The product of the task ``key``: its own key's, else that of a key fused into it."""
         from .graph import product_of
-        found = product_of(key[0] if isinstance(key, tuple) else key)
-        if found is not None:
-            return found
-        ts = self.worker.state.tasks.get(key)
-        for inner in _fused_keys(getattr(ts, "run_spec", None)):
-            found = product_of(inner[0] if isinstance(inner, tuple) else inner)
+
+        spec = getattr(self.worker.state.tasks.get(key), "run_spec", None)
+        for k in (key, *_fused_keys(spec)):
+            found = product_of(k[0] if isinstance(k, tuple) else k)
             if found is not None:
                 return found
         return None
