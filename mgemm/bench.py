@@ -580,16 +580,25 @@ def emulated_scheme(client: Any, dtype: str, options: dict, gpu: bool) -> str:
     return scheme if runs_on(devices, options.get("engine", "auto")) else "off"
 
 
-def refused(client: Any, case: Case, methods: list[str], error: str) -> list[Row]:
-    """A row per method for a case that did not run at all (its inputs past the cluster's
-    memory): no times, no environment (nothing ran), ``error`` saying why."""
+def _failed(case: Case, method: str, workers: dict, env: dict, error: str) -> Row:
+    """The row of a method that did not run, or failed its check: no times, ``error`` saying
+    why."""
+    nan = float("nan")
+    return Row(case.name, method, case.m, case.n, case.k, case.dtype, [], nan, nan, nan,
+               len(workers), _protocol(workers), env, error)
+
+
+def _protocol(workers: dict) -> str:
+    """The comm protocol of a cluster of ``workers`` (addresses → threads)."""
     from .cluster import protocol
 
-    workers = client.nthreads()
-    proto = protocol(next(iter(workers))) if workers else "inproc"
-    nan = float("nan")
-    return [Row(case.name, METHODS[key].name, case.m, case.n, case.k, case.dtype, [], nan, nan,
-                nan, len(workers), proto, {}, error) for key in methods]
+    return protocol(next(iter(workers))) if workers else "inproc"
+
+
+def refused(client: Any, case: Case, methods: list[str], error: str) -> list[Row]:
+    """A row per method for a case that did not run at all (its inputs past the cluster's
+    memory): no environment either (nothing ran)."""
+    return [_failed(case, METHODS[key].name, client.nthreads(), {}, error) for key in methods]
 
 
 def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, options: dict,
@@ -602,7 +611,7 @@ def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, option
     """
     from distributed import wait
 
-    from .cluster import describe_workers, protocol
+    from .cluster import describe_workers
     from .plan import check_fits
 
     persist = persister(layout)
@@ -623,7 +632,7 @@ def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, option
            **{name: str(options[name]) for name in ("engine", "block_size", "split")
               if name in options}}
     workers = client.nthreads()
-    proto = protocol(next(iter(workers))) if workers else "inproc"
+    proto = _protocol(workers)
     rows = []
     keep = chunk_homes(client, a, b)  # every run starts from it
     with memory_manager_paused(client):
@@ -639,9 +648,7 @@ def run_case(client: Any, case: Case, methods: list[str], *, repeat: int, option
             except Exception as exc:  # the row says what broke; the other methods and cases still run
                 error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
                 progress(f"{case.name}: {method.name} FAILED: {error}")
-                nan = float("nan")
-                rows.append(Row(case.name, method.name, case.m, case.n, case.k, case.dtype, [], nan, nan,
-                                nan, len(workers), proto, env, error))
+                rows.append(_failed(case, method.name, workers, env, error))
                 continue
             times = []
             for r in range(repeat):

@@ -78,8 +78,8 @@ def patch_dask(**options: Any) -> "DaskPatch":
     shapes, extra arguments such as ``out=``) goes to dask's own function, errors included; so
     does, with a warning, a product whose plan does not fit the workers' memory
     (``MemoryPlanError``, which ``mgemm.matmul`` raises), or one of too many blocks or chunks
-    (``PlanSizeError``), or one on a cluster with no workers yet (``NoWorkersError``).  When neither operand is a dask
-    array the result is still a lazy dask array, as in dask.
+    (``PlanSizeError``), or one on a cluster with no workers yet (``NoWorkersError``).  When
+    neither operand is a dask array the result is still a lazy dask array, as in dask.
 
     Options are checked now and read again at each call, so ``dask.config`` changes still apply.
     Patches nest: the innermost active one routes calls, and undoing them in any order leaves
