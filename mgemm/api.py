@@ -245,16 +245,14 @@ def _rounded(value: Any, dtype: np.dtype, name: str, kind: type) -> Any:
     TypeError (it would scale every element to inf)."""
     wide = dtype.itemsize > np.dtype(kind).itemsize
     try:
-        if wide and isinstance(value, np.number):
-            # a long double straight to the product's long double, not through a Python float
-            # (which rounded 1/3 and took 1e400 for inf)
-            exact = value
-            with np.errstate(over="ignore"):
-                rounded = dtype.type(value)
-        else:  # as a Python number first: NumPy takes no int beyond its own (2**64)
+        # a long double product's scalar not through a Python float, which rounded 1/3 and
+        # 2**63 + 1 and took 1e400 for inf; else as a Python number first: NumPy takes no int
+        # beyond its own (2**64)
+        exact = _long_double(value) if wide else None
+        if exact is None:
             exact = kind(value)
-            with np.errstate(over="ignore"):
-                rounded = dtype.type(exact)
+        with np.errstate(over="ignore"):
+            rounded = dtype.type(exact)
         # (a finite long double can be past every Python float: inf as ``exact``)
         beyond = not np.isfinite(rounded) and (
             bool(np.isfinite(exact)) or (isinstance(value, np.number) and bool(np.isfinite(value))))
@@ -264,6 +262,18 @@ def _rounded(value: Any, dtype: np.dtype, name: str, kind: type) -> Any:
         raise TypeError(f"mgemm.gemm: {name} = {value!s} is beyond the range of {dtype}, the type "
                         f"the product is scaled in")
     return rounded if wide else kind(rounded)
+
+
+def _long_double(value: Any) -> Any:
+    """``value`` with every bit a long double holds: a NumPy number as it is, a Python int as a
+    long double; None for a Python float or complex (exact in long double as they are) and for
+    an int NumPy will not read (past 4300 digits)."""
+    if isinstance(value, np.number):
+        return value
+    if isinstance(value, int):
+        with contextlib.suppress(ValueError):
+            return np.longdouble(value)
+    return None
 
 
 def _empty(shape: tuple, dtype: Any, a: Any, b: Any) -> da.Array:

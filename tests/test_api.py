@@ -76,6 +76,14 @@ def test_block_sizes(rng, block_size):
     assert_close(mgemm.matmul(a, b, block_size=block_size), a @ b, np.float64)
 
 
+def test_a_block_size_past_the_product_is_cut_to_each_side():
+    from mgemm import api
+
+    assert api._target_block(2**64, 40, 45, 30, 8, [], None) == (40, 45)
+    assert api._target_block((7, 10**30), 40, 45, 30, 8, [], None) == (7, 45)
+    assert api._target_block(16, 40, 45, 30, 8, [], None) == (16, 16)
+
+
 def test_staged_products_are_planned_against_host_memory(monkeypatch):
     """NumPy chunks with a GPU engine: blocks are sized for the GPUs, while the chunks stored and
     the blocks made count against the workers' host memory, so a product larger than the GPUs'
@@ -561,10 +569,16 @@ def test_arrays_multiplied_inside_a_task_of_a_one_thread_worker(client, rng):
     forever for the thread that waited for it.  Now that thread leaves the worker's pool while
     it waits, and is back for the next task after.  (Two one-thread workers, blocks on each.)"""
     a, b = random(rng, (200, 150), "f8"), random(rng, (150, 120), "f8")
+
+    def multiply_and_say_if_back_in_the_pool(a, b):
+        from distributed.threadpoolexecutor import thread_state
+        return mgemm.matmul(a, b, block_size=64), thread_state.proceed
+
     for worker in client.nthreads():
-        got = client.submit(mgemm.matmul, a, b, block_size=64, workers=[worker],
-                            pure=False).result(timeout=30)
+        got, rejoined = client.submit(multiply_and_say_if_back_in_the_pool, a, b,
+                                      workers=[worker], pure=False).result(timeout=30)
         assert_close(got, a @ b, np.float64)
+        assert rejoined  # the thread is one of the worker's task threads again
     assert client.submit(lambda: 2 + 2, pure=False).result(timeout=10) == 4
 
 
@@ -1187,6 +1201,8 @@ def test_gemm_scalars_beyond_the_types_range_are_refused(dtype, value):
 def test_long_double_scalars_scale_a_long_double_product_unrounded(dtype):
     """A long double product's alpha and beta keep every bit (they went through a Python float:
     1/3 lost its last 11 bits, and 1e400, in range, was refused as beyond it)."""
+    from mgemm import api
+
     if np.finfo(np.longdouble).eps >= np.finfo(np.float64).eps:
         pytest.skip("long double is double here")
     a, b = np.eye(2, dtype=dtype), np.ones((2, 2), dtype)
@@ -1196,6 +1212,10 @@ def test_long_double_scalars_scale_a_long_double_product_unrounded(dtype):
     assert mgemm.gemm(a, b, alpha=scalar)[0, 0] == scalar
     assert mgemm.gemm(a, b, b, beta=scalar)[0, 0] == 1 + scalar
     assert mgemm.gemm(a, b, alpha=np.longdouble("1e400"))[0, 0] == np.longdouble("1e400")
+    # Python ints too: 2**63 + 1 is a long double, 10**400 is in range
+    assert mgemm.gemm(a, b, alpha=2**63 + 1)[0, 0].real == np.longdouble(2**63 + 1)
+    assert mgemm.gemm(a, b, alpha=10**400)[0, 0].real == np.longdouble(10**400)
+    assert type(api._rounded(np.float64(third), np.dtype("f8"), "alpha", float)) is float
     # a float64 product's scalar is still rounded once, to float64, and given as a Python float
     got = mgemm.gemm(np.eye(2), np.ones((2, 2)), alpha=third)
     assert got.dtype == np.float64 and got[0, 0] == float(third)
