@@ -406,27 +406,39 @@ def test_bench_output_paths_are_checked_before_any_work(monkeypatch, tmp_path):
             result = CliRunner().invoke(cli.main, ["bench", flag, path])
             assert result.exit_code == 2, (flag, path, result.output)
             assert "is no file name" in result.output or "is a directory" in result.output
-    # two flags naming one file (--plot over the --json rows replaced them with a PNG)
-    same = str(tmp_path / "out.jsonl")
+    # two flags naming one file (--plot over the --json rows replaced them with a PNG): the same
+    # name, another way of writing it, a link to it
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "out.jsonl")
     for first, second in (("--json", "--plot"), ("--json", "--trace"), ("--trace", "--plot")):
-        result = CliRunner().invoke(cli.main, ["bench", first, same, second,
-                                               str(tmp_path / "." / "out.jsonl")])
-        assert result.exit_code == 2 and "is the file" in result.output, result.output
+        for other in ("out.jsonl", "./out.jsonl", "dir/../out.jsonl", "link.jsonl"):
+            result = CliRunner().invoke(cli.main, ["bench", first, "out.jsonl", second, other])
+            assert result.exit_code == 2 and "is the file" in result.output, result.output
 
 
 def test_bench_rows_and_trace_that_cannot_be_written_are_an_error_line(monkeypatch, tmp_path):
     """A write that fails after the work (a full disk) is an error line naming the file."""
     from click.testing import CliRunner
 
-    from mgemm import cli
+    from mgemm import bench, cli
 
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full here")
     for flag in ("--json", "--trace"):
         _stand_in(monkeypatch)
         result = CliRunner().invoke(cli.main, ["bench", flag, "/dev/full"])
-        assert result.exit_code == 1 and "could not write /dev/full" in result.output, result.output
+        assert result.exit_code == 1, result.output
+        assert "could not write /dev/full: No space left on device" in result.output
         assert "Traceback" not in result.output
+    _stand_in(monkeypatch)  # the plot, whose writer is matplotlib's
+
+    def full(rows, path):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(bench, "plot", full)
+    monkeypatch.setattr(cli.importlib.util, "find_spec", lambda name: object())
+    result = CliRunner().invoke(cli.main, ["bench", "--plot", str(tmp_path / "p.png")])
+    assert result.exit_code == 1 and "could not write" in result.output, result.output
+    assert "Traceback" not in result.output
 
 
 def test_bench_rows_and_trace_are_standard_json(tmp_path):
@@ -441,6 +453,7 @@ def test_bench_rows_and_trace_are_standard_json(tmp_path):
     cli._appender(str(path))({"workers": {"w": bench._worker_summary(0)}, "s": [1.0, nan]})
     record = json.loads(path.read_text(), parse_constant=pytest.fail)
     assert record["workers"]["w"]["first"] is None and record["s"] == [1.0, None]
+    assert bench.strict_json({"x": (nan, 1.0), "y": float("-inf")}) == '{"x": [null, 1.0], "y": null}'
     assert "inf" not in bench.format_summary({"w": bench._worker_summary(0)})
 
 
@@ -714,6 +727,19 @@ def test_cli_a_case_the_cluster_cannot_hold_is_an_error_message(monkeypatch, tmp
     assert {r["case"] for r in refused} == {cases[1].name} and len(refused) == 2
     assert all("A, B and C take 1.0 TiB" in r["error"] and r["median_s"] is None for r in refused)
     assert f"mgemm failed on {cases[1].name}" in result.output
+    ran = [r for r in written if not r["error"]]
+    for field in ("method", "workers", "protocol"):  # as the rows of the cases that ran
+        assert sorted(r[field] for r in refused) == sorted(r[field] for r in ran[:2]), field
+
+    # any other error is not a refused case: it ends the bench as before
+    _stand_in(monkeypatch)
+
+    def broken(client, case, methods, **kw):
+        raise ValueError("boom")
+    monkeypatch.setattr(bench, "run_case", broken)
+    rows.unlink()
+    result = CliRunner().invoke(cli.main, ["bench", "--json", str(rows)])
+    assert isinstance(result.exception, ValueError) and not rows.exists()
 
 
 def test_cli_demo_says_it_starts_a_cluster_only_when_it_does(monkeypatch):

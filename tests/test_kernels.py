@@ -2,6 +2,8 @@
 every dtype, policy and layout against a float64 reference, and the kernel's debug record
 against the scheduler's Python mirror."""
 
+import types
+
 import numpy as np
 import pytest
 
@@ -789,3 +791,33 @@ def test_persistent_engine_accumulates_parts():
     out = PersistentEngine().gemm([a1, a2.T], [b1, b2], alpha=2.0, beta=0.5, c=c)
     ref = 2.0 * (a1_64 @ b1_64 + a2_64.T @ b2_64) + 0.5 * c64
     assert float(cp.linalg.norm(out - ref) / cp.linalg.norm(ref)) < 1e-12
+
+
+def test_device_attributes_are_read_once_per_device_and_follow_the_current_one(monkeypatch):
+    """``device_sms()`` and ``device_shared_memory`` read the device asked for, by default the
+    current one, each device's attributes once (``Device.attributes`` queries them all)."""
+    reads = []
+
+    class Device:
+        def __init__(self, dev):
+            self.id = dev
+
+        @property
+        def attributes(self):
+            reads.append(self.id)
+            return {"MultiProcessorCount": 100 + self.id, "MaxSharedMemoryPerBlockOptin": 1000,
+                    "MaxSharedMemoryPerMultiprocessor": 2000 + self.id, "ClockRate": 1}
+
+    current = [1]
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(
+        Device=Device, runtime=types.SimpleNamespace(getDevice=lambda: current[0])))
+    monkeypatch.setattr(kernels, "_cupy", lambda: fake)
+    kernels.device_attributes.cache_clear()
+    try:
+        assert kernels.device_sms() == 101 and kernels.device_sms(0) == 100
+        current[0] = 0
+        assert kernels.device_sms() == 100
+        assert kernels.device_shared_memory(1) == (1000, 2001)
+        assert sorted(reads) == [0, 1]
+    finally:
+        kernels.device_attributes.cache_clear()

@@ -429,6 +429,54 @@ def test_blocks_a_worker_cannot_hold_go_to_one_with_room():
     assert plan.loads["small"].blocks > 0
 
 
+@pytest.mark.parametrize("problem, workers", [
+    # a worker over after one round of moves: its blocks' fetches grew on the receivers
+    (Problem((32,) * 2, (32,), (32,) * 3, 8), [(1e9, 45056), (2e9, 90112), (4e9, 18022)]),
+    # a receiver with room for exactly the block it gets
+    (Problem((32,), (32,) * 4, (32,) * 4, 8), [(2e9, 39321), (1e9, 98304)]),
+    # several workers over, receivers filling up as they take blocks
+    (Problem((32,) * 4, (32,) * 5, (32,) * 3, 8), [(2e9, 115507), (4e9, 192512), (1e9, 77004),
+                                                  (1e9, 77004)])],
+    ids=["rounds", "exact_fit", "receivers_fill"])
+@pytest.mark.parametrize("split", ["off", "auto"])
+def test_moving_blocks_finds_plans_that_fit(problem, workers, split):
+    """Cases the moves must get right to fit (found by mutating ``_fit``: each of fewer rounds, a
+    receiver that must have more room than the block, blocks taken from the front of the order,
+    or a receiver's room not counted down, refused them)."""
+    workers = [Worker(f"w{i}", "cpu", flops, memory, 1e9) for i, (flops, memory) in enumerate(workers)]
+    plan = make_plan(problem, workers, block_size=32, split=split, locations={})
+    check_structure(plan)
+    assert all(plan.loads[w.name].memory <= w.memory for w in workers)
+
+
+def test_blocks_moved_go_to_the_worker_with_the_most_room_then_to_their_panels():
+    """The receiver of a block moved off a worker over its memory: the one with the most room;
+    between two with equal room, the one that holds the block's panels."""
+    problem = Problem((32,) * 4, (32,) * 4, (32,) * 4, 8)
+    # w0 can hold a quarter of its share; w1 has room for a few blocks, w2 for many
+    workers = [Worker("w0", "cpu", 4e9, 24 << 10, 1e9), Worker("w1", "cpu", 1e9, 60 << 10, 1e9),
+               Worker("w2", "cpu", 1e9, 1 << 30, 1e9)]
+    plan = make_plan(problem, workers, block_size=32, split="off", locations={})
+    assert plan.loads["w0"].memory <= 24 << 10
+    off = make_plan(problem, [Worker(w.name, "cpu", w.flops, 1 << 30, 1e9) for w in workers],
+                    block_size=32, split="off", locations={})
+    gained = {w.name: plan.loads[w.name].blocks - off.loads[w.name].blocks for w in workers}
+    assert gained["w0"] < 0 and gained["w1"] <= 0 and gained["w2"] == -gained["w0"] - gained["w1"]
+    # equal room (w2's larger memory holds the inputs stored there): the one block w0 cannot
+    # hold goes where its A row and B column panels are
+    problem = Problem((32,) * 2, (32,) * 2, (32,), 8)
+    where = {("a", i, 0): "w2" for i in range(2)} | {("b", 0, j): "w2" for j in range(2)}
+    fast = make_plan(problem, [Worker("w0", "cpu", 1e12, 1 << 30, 1e9),
+                               Worker("w2", "cpu", 1e6, (1 << 30) + (32 << 10), 1e9)],
+                     block_size=32, split="off", locations=where)
+    assert fast.loads["w0"].blocks == 4
+    workers = [Worker("w0", "cpu", 1e12, fast.loads["w0"].memory - 1, 1e9),
+               Worker("w1", "cpu", 1e6, 1 << 30, 1e9),
+               Worker("w2", "cpu", 1e6, (1 << 30) + (32 << 10), 1e9)]
+    plan = make_plan(problem, workers, block_size=32, split="off", locations=where)
+    assert [plan.loads[w].blocks for w in ("w0", "w1", "w2")] == [3, 0, 1]
+
+
 def test_bad_arguments_are_refused():
     problem = Problem((8,), (8,), (8,), 8)
     with pytest.raises(ValueError, match="split"):

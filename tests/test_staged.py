@@ -1021,6 +1021,27 @@ def test_release_copies_drops_a_product_once_none_of_its_tasks_is_left_to_run(mo
     worker.move(keys[1], "released")
     worker.move(keys[1], "forgotten")
     assert dropped == [p, p] and not plugin.live
+    # the other states a task waits or runs in: constrained (a worker with resources),
+    # long-running (a task that seceded), resumed (let go of, then wanted again while running)
+    dropped.clear()
+    key = (p, 2, 2)
+    for state, live in (("waiting", 1), ("constrained", 1), ("executing", 1), ("long-running", 1)):
+        worker.move(key, state)
+        assert plugin.live == {p: live} and not dropped, state
+    worker.move(key, "released", state="cancelled")
+    worker.move(key, "executing", state="resumed")
+    assert plugin.live == {p: 1} and not dropped
+    worker.move(key, "memory")
+    assert dropped == [p]
+    # two products on one worker: each goes when its own last task does
+    dropped.clear()
+    q = graph.BLOCK_PREFIX + "other"
+    worker.move((p, 3, 3), "waiting")
+    worker.move((q, 0, 0), "waiting")
+    worker.move((p, 3, 3), "memory")
+    assert dropped == [p] and plugin.live == {q: 1}
+    worker.move((q, 0, 0), "error")
+    assert dropped == [p, q] and not plugin.live
 
 
 def _failing_engine(log: list, cp, fail_at: list):
