@@ -530,6 +530,10 @@ def auto_rmm_pool_size(device_index: int = 0) -> int | float:
     return min(int(total) // 2, RMM_POOL_CAP) // 256 * 256
 
 
+#: Preloaded in the embedded cluster's worker processes: they ignore SIGINT.
+WORKER_SETUP = "mgemm.worker_setup"
+
+
 def start_default_cluster(*, n_workers: int | None = None, protocol: str | None = None,
                           rmm_pool: str | None = "auto", transfer_limit: str | None = None,
                           transfer_sync: str = "stream", threads_per_worker: int | None = None,
@@ -548,7 +552,8 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
     transfer waits for the legacy default stream instead of the whole GPU; "device" keeps
     distributed-ucxx's whole-device synchronize.  ``threads_per_worker``: tasks a worker runs at
     once (GPU workers: ``GPU_THREADS_PER_WORKER``, two block tasks sharing the GPU, each on its
-    own stream; CPU workers: the CPUs shared out).
+    own stream; CPU workers: the CPUs shared out).  The worker processes ignore SIGINT
+    (``WORKER_SETUP``, preloaded); this process takes a Ctrl-C as before.
     """
     if threads_per_worker is not None and threads_per_worker < 1:
         raise ValueError(f"threads_per_worker must be at least 1, got {threads_per_worker}")
@@ -565,7 +570,7 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
     if transfer_limit:
         settings["distributed.worker.transfer.message-bytes-limit"] = transfer_limit
     ucx = False
-    with dask.config.set(settings), _workers_ignore_interrupts():
+    with dask.config.set(settings):
         if gpu:
             from dask_cuda import LocalCUDACluster
 
@@ -576,7 +581,8 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
             proto = protocol or ("ucx" if has_ucx() else "tcp")
             ucx = proto.startswith("ucx")
             kwargs: dict[str, Any] = {"protocol": proto, "host": "127.0.0.1",
-                                      "dashboard_address": "127.0.0.1:0"}
+                                      "dashboard_address": "127.0.0.1:0",
+                                      "preload": [WORKER_SETUP]}
             kwargs["threads_per_worker"] = threads_per_worker or GPU_THREADS_PER_WORKER
             if n_workers:  # the first n_workers of the GPUs this process may use
                 if n_workers > gpu:
@@ -602,32 +608,12 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
             threads = threads_per_worker or max(1, cpus // workers)
             cluster = LocalCluster(n_workers=workers, threads_per_worker=threads,
                                    processes=True, host="127.0.0.1",
-                                   dashboard_address="127.0.0.1:0")
+                                   dashboard_address="127.0.0.1:0", preload=[WORKER_SETUP])
     client = Client(cluster)
     install_placement(client)
     if transfer_sync == "stream" and ucx:
         install_stream_scoped_transfers(client)
     return client
-
-
-@contextlib.contextmanager
-def _workers_ignore_interrupts() -> Iterator[None]:
-    """Worker processes started in the block ignore SIGINT (they inherit its being ignored): a
-    Ctrl-C in a terminal reaches every process of its group, and each worker printed its own
-    ``KeyboardInterrupt`` traceback while this process was closing them anyway.  (This process
-    ignores one while they start, a few seconds.)  Off the main thread, where no signal handler
-    can be set, as it is."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, before)
 
 
 @contextlib.contextmanager

@@ -58,6 +58,34 @@ def test_threads_per_worker_is_checked():
         cluster.start_default_cluster(threads_per_worker=0)
 
 
+def test_worker_setup_ignores_sigint_only_in_a_worker_process_on_its_main_thread(monkeypatch):
+    """The preload (``WORKER_SETUP``) ignores SIGINT in a worker process of its own, on its main
+    thread; in the client's process (an in-process worker) and off the main thread, where no
+    handler can be set, it leaves SIGINT as it is and raises nothing.  This process no longer
+    ignores SIGINT while the embedded cluster starts (a Ctrl-C then was lost)."""
+    import multiprocessing
+    import signal
+    import threading
+
+    from mgemm import worker_setup
+
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        worker_setup.dask_setup(None)  # the client's process
+        assert signal.getsignal(signal.SIGINT) is before
+        monkeypatch.setattr(multiprocessing, "parent_process", lambda: object())
+        errors: list = []
+        thread = threading.Thread(target=lambda: errors.append(worker_setup.dask_setup(None)))
+        thread.start()
+        thread.join()
+        assert errors == [None] and signal.getsignal(signal.SIGINT) is before
+        worker_setup.dask_setup(None)  # a worker process's main thread
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert not hasattr(cluster, "_workers_ignore_interrupts")
+
+
 def test_threads_per_worker_reaches_the_workers():
     """... and the embedded cluster's worker processes ignore SIGINT (a terminal's Ctrl-C reached
     each, and each printed a traceback), while this process takes it as before."""
@@ -1177,7 +1205,7 @@ def test_embedded_gpu_cluster_defaults(monkeypatch):
     assert made["kwargs"] == {"protocol": "ucx", "host": "127.0.0.1",
                               "dashboard_address": "127.0.0.1:0", "threads_per_worker": 2,
                               "enable_nvlink": True, "enable_tcp_over_ucx": True,
-                              "rmm_pool_size": 12345 * 256}
+                              "rmm_pool_size": 12345 * 256, "preload": ["mgemm.worker_setup"]}
     assert (made["stealing"], made["limit"], made["plugins"]) == (False, "512MiB", ["placement", "stream"])
 
 
@@ -1190,7 +1218,8 @@ def test_embedded_gpu_cluster_follows_its_arguments(monkeypatch):
                                   transfer_limit="1GiB", threads_per_worker=3)
     assert made["kwargs"] == {"protocol": "tcp", "host": "127.0.0.1",
                               "dashboard_address": "127.0.0.1:0", "threads_per_worker": 3,
-                              "CUDA_VISIBLE_DEVICES": [0, 1], "rmm_pool_size": "4GiB"}
+                              "CUDA_VISIBLE_DEVICES": [0, 1], "rmm_pool_size": "4GiB",
+                              "preload": ["mgemm.worker_setup"]}
     assert (made["limit"], made["plugins"]) == ("1GiB", ["placement"])  # no UCX: no stream plugin
 
     # --workers takes the first of the GPUs the user made visible, and no more than there are
@@ -1224,7 +1253,8 @@ def test_embedded_cpu_cluster_shares_out_the_cpus(monkeypatch, cpus, workers, th
         warnings.simplefilter("error")
         cluster.start_default_cluster(protocol="tcp")
     assert made["kwargs"] == {"n_workers": workers, "threads_per_worker": threads, "processes": True,
-                              "host": "127.0.0.1", "dashboard_address": "127.0.0.1:0"}
+                              "host": "127.0.0.1", "dashboard_address": "127.0.0.1:0",
+                              "preload": ["mgemm.worker_setup"]}
     assert (made["stealing"], made["limit"], made["plugins"]) == (False, dask_limit, ["placement"])
 
 
@@ -1385,12 +1415,10 @@ def test_the_device_cache_keeps_no_closed_client_alive():
     assert [(c(), lc()) for c, lc in refs] == [(None, None)] * 2
 
 
-def test_the_embedded_cluster_closes_quietly_and_starts_off_the_main_thread(monkeypatch):
+def test_the_embedded_cluster_closes_quietly(monkeypatch):
     """``session``'s own cluster closes with Dask's logging silenced (under load it logged workers
-    killed and heartbeats that missed the scheduler), and the logging level is as it was after;
-    started off the main thread, where no signal handler can be set, it starts all the same."""
+    killed and heartbeats that missed the scheduler), and the logging level is as it was after."""
     import logging
-    import threading
 
     from distributed import Client
 
@@ -1406,15 +1434,3 @@ def test_the_embedded_cluster_closes_quietly_and_starts_off_the_main_thread(monk
     with cluster.session(n_workers=1, threads_per_worker=1) as client:
         assert client.nthreads()
     assert seen[0] == logging.CRITICAL and logger.level == level
-    errors = []
-
-    def start():
-        try:
-            with cluster._workers_ignore_interrupts():
-                pass
-        except BaseException as exc:  # noqa: BLE001 (reported below)
-            errors.append(exc)
-    thread = threading.Thread(target=start)
-    thread.start()
-    thread.join()
-    assert errors == []

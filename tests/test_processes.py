@@ -340,3 +340,33 @@ def test_worker_script_without_dask_cuda_says_what_to_do(tmp_path):
                           env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode == 2 and "has no dask-cuda" in done.stderr, done.stderr
     assert "MGEMM_WORKER_KIND=cpu" in done.stderr
+
+
+@pytest.mark.parametrize("when", ["as_the_cluster_starts", "once_it_runs"])
+def test_ctrl_c_stops_the_demo_whenever_it_comes(when):
+    """A terminal's Ctrl-C (SIGINT to the command's process group) stops ``mgemm demo`` at once:
+    while its embedded cluster starts (this process ignored SIGINT then, so that the workers it
+    started inherited ignoring it, and the demo ran on to its end) and once it runs (the worker
+    processes, which ignore SIGINT from their start, print no tracebacks of their own)."""
+    proc = subprocess.Popen([sys.executable, "-m", "mgemm.cli", "demo", "--size", "2048",
+                             "--repeat", "200"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=_env(), start_new_session=True, cwd=ROOT)
+    lines: list[str] = []
+    try:
+        sent = None
+        for line in proc.stdout:
+            lines.append(line)
+            if sent is None and ("starting the embedded" in line if when == "as_the_cluster_starts"
+                                 else "run 2/200" in line):
+                if when == "as_the_cluster_starts":
+                    time.sleep(0.4)  # into the workers' start (about a second here)
+                os.killpg(proc.pid, signal.SIGINT)
+                sent = time.monotonic()
+        proc.wait(timeout=60)
+        assert sent is not None, "".join(lines)
+        assert proc.returncode == 1 and time.monotonic() - sent < 30, "".join(lines)
+        assert "Aborted!" in "".join(lines) and not any("run 200/200" in x for x in lines)
+        if when == "once_it_runs":
+            assert not any("Traceback" in x for x in lines), "".join(lines)
+    finally:
+        _stop(proc)
