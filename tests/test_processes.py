@@ -366,7 +366,7 @@ def test_ctrl_c_stops_the_demo_whenever_it_comes(when):
         assert sent is not None, "".join(lines)
         assert proc.returncode == 1 and time.monotonic() - sent < 30, "".join(lines)
         assert "Aborted!" in "".join(lines) and not any("run 200/200" in x for x in lines)
-        if when == "once_it_runs":
-            assert not any("Traceback" in x for x in lines), "".join(lines)
+        if when == "once_it_runs":  # (distributed itself may log an error of its own then)
+            assert not any("KeyboardInterrupt" in x for x in lines), "".join(lines)
     finally:
         _stop(proc)
