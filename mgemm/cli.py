@@ -169,7 +169,7 @@ def demo(size: int | None, dtype: str, repeat: int, n_workers: int | None, **opt
     opts = _resolve(options)
     _dtype_available(dtype)
     given = opts.pop("client")
-    if given is None and active_client_missing():
+    if _starts_embedded(given):
         _say("starting the embedded default cluster ...")
     else:
         _say_ignored(given, ("n_workers",))
@@ -236,6 +236,11 @@ def _too_big_for_the_cluster() -> Iterator[None]:
 def active_client_missing() -> bool:
     from .cluster import active_client
     return active_client() is None
+
+
+def _starts_embedded(given: Any) -> bool:
+    """Whether a command's session starts the embedded cluster: no client given, none active."""
+    return given is None and active_client_missing()
 
 
 def _demo_size(gpu: bool, n_workers: int) -> int:
@@ -306,7 +311,7 @@ def bench(suite: str, case_names: tuple, methods: tuple, repeat: int, protocol: 
                                      f"500MB", param_hint="--transfer-limit")
     opts = _resolve(options)
     given = opts.pop("client")
-    if given is not None or not active_client_missing():
+    if not _starts_embedded(given):
         _say_ignored(given, ("protocol", "transfer_limit", "transfer_sync", "threads_per_worker"))
     start = {k: v for k, v in (("protocol", protocol), ("transfer_limit", transfer_limit)) if v}
     start["transfer_sync"] = transfer_sync
@@ -423,7 +428,7 @@ def info(client: str | None) -> None:
     from .cluster import protocol, worker_devices, workers_info
 
     given = _resolve({"client": client})["client"]
-    if given is None and active_client_missing():
+    if _starts_embedded(given):
         _say("starting the embedded default cluster ...")
     with _session(given) as c:
         workers = workers_info(c)
