@@ -553,7 +553,7 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
     distributed-ucxx's whole-device synchronize.  ``threads_per_worker``: tasks a worker runs at
     once (GPU workers: ``GPU_THREADS_PER_WORKER``, two block tasks sharing the GPU, each on its
     own stream; CPU workers: the CPUs shared out).  The worker processes ignore SIGINT
-    (``WORKER_SETUP``, preloaded); this process takes a Ctrl-C as before.
+    (``WORKER_SETUP``, preloaded); this process takes a Ctrl-C whenever it comes.
     """
     if threads_per_worker is not None and threads_per_worker < 1:
         raise ValueError(f"threads_per_worker must be at least 1, got {threads_per_worker}")

@@ -28,11 +28,11 @@ on CuPy chunks with the ``persistent`` or ``auto`` engine, and on NumPy chunks w
 NumPy chunks on the CPU).  A tensor core's float32 accumulation truncates, so its error grows
 with the number of k16 steps it adds; the Hopper kernel therefore runs with promoted
 accumulation (``HopperConfig.promote``): its wgmmas add ``PROMOTE`` k-iterations at a time, and
-the consumers add those windows with ordinary float32 adds.  On an
-H200, bfloat16 products through cuBLAS (whole 8192-long K parts in the tensor cores) gave 5× the
-error of SGEMM, the Hopper kernel without promotion 20× (benchmarks/RESULTS.md, fifteenth
-session).  So everywhere else (the ``cublas`` engine, NumPy chunks under ``auto``, other GPUs,
-other dtypes) the product is computed as it is without the option.
+the consumers add those windows with ordinary float32 adds.  On an H200, bfloat16 products
+through cuBLAS (whole 8192-long K parts in the tensor cores) gave 5× the error of SGEMM, the
+Hopper kernel without promotion 20× (benchmarks/RESULTS.md, fifteenth session).  So everywhere
+else (the ``cublas`` engine, NumPy chunks under ``auto``, other GPUs, other dtypes) the product
+is computed as it is without the option.
 
 The NumPy functions here (``split_numpy``, ``product_numpy``) are the GPU path's reference:
 the tests check the kernel's pieces against them bit for bit.

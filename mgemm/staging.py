@@ -167,9 +167,9 @@ class DeviceCopies:
 
     def drop(self, product: str) -> int:
         """Forget every entry of ``product`` on every GPU (its copies freed once no task holds
-        them): this worker has let go of all the product's tasks, so reads still counted will
-        not come, and a later run of the same product counts its reads afresh.  Returns how
-        many entries went."""
+        them): this worker has none of the product's tasks left to run, so reads still counted
+        will not come, and a later run of the same product counts its reads afresh.  Returns
+        how many entries went."""
         with self._lock:
             keys = [key for key in self._entries if key[1] == product]
             for key in keys:
