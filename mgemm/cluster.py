@@ -15,11 +15,12 @@ import contextlib
 import itertools
 import logging
 import os
+import signal
 import time
 import warnings
 import weakref
 from collections import OrderedDict
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import dask
 import numpy as np
@@ -534,6 +535,39 @@ def auto_rmm_pool_size(device_index: int = 0) -> int | float:
 WORKER_SETUP = "mgemm.worker_setup"
 
 
+@contextlib.contextmanager
+def _loop_blocking_sigint() -> Iterator[Any]:
+    """A running Dask IO loop for the embedded cluster whose thread blocks SIGINT, handed to the
+    cluster on leaving the block (its own loop runner then stops it when it closes).
+
+    Each nanny starts its worker process from a thread the loop's thread starts, and a thread, a
+    forked child and an exec'd program inherit the signal mask: the workers block a terminal's
+    Ctrl-C from their first instruction, before ``WORKER_SETUP`` can ignore it (until then each
+    printed a ``KeyboardInterrupt`` traceback from wherever its start had got to).  The calling
+    thread blocks SIGINT only while the loop's thread is created, so a Ctrl-C at any moment of the
+    cluster's start still reaches this process at once.  multiprocessing's resource tracker is
+    started first: starting it unblocks SIGINT in the thread that does (a nanny's first queue
+    started it from the loop's thread, and the workers then took Ctrl-C again)."""
+    from distributed.utils import LoopRunner
+
+    runner = LoopRunner()
+    if hasattr(signal, "pthread_sigmask"):
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            runner.start()
+        finally:  # a SIGINT that came meanwhile is delivered here
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    else:
+        runner.start()
+    try:
+        yield runner.loop
+    finally:  # the cluster's runner, started on this loop, now owns it (or none does: stopped)
+        runner.stop()
+
+
 def start_default_cluster(*, n_workers: int | None = None, protocol: str | None = None,
                           rmm_pool: str | None = "auto", transfer_limit: str | None = None,
                           transfer_sync: str = "stream", threads_per_worker: int | None = None,
@@ -552,8 +586,9 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
     transfer waits for the legacy default stream instead of the whole GPU; "device" keeps
     distributed-ucxx's whole-device synchronize.  ``threads_per_worker``: tasks a worker runs at
     once (GPU workers: ``GPU_THREADS_PER_WORKER``, two block tasks sharing the GPU, each on its
-    own stream; CPU workers: the CPUs shared out).  The worker processes ignore SIGINT
-    (``WORKER_SETUP``, preloaded); this process takes a Ctrl-C whenever it comes.
+    own stream; CPU workers: the CPUs shared out).  The worker processes block SIGINT from their
+    start (``_loop_blocking_sigint``) and ignore it (``WORKER_SETUP``, preloaded); this process
+    takes a Ctrl-C whenever it comes.
     """
     if threads_per_worker is not None and threads_per_worker < 1:
         raise ValueError(f"threads_per_worker must be at least 1, got {threads_per_worker}")
@@ -570,7 +605,7 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
     if transfer_limit:
         settings["distributed.worker.transfer.message-bytes-limit"] = transfer_limit
     ucx = False
-    with dask.config.set(settings):
+    with dask.config.set(settings), _loop_blocking_sigint() as loop:
         if gpu:
             from dask_cuda import LocalCUDACluster
 
@@ -582,7 +617,7 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
             ucx = proto.startswith("ucx")
             kwargs: dict[str, Any] = {"protocol": proto, "host": "127.0.0.1",
                                       "dashboard_address": "127.0.0.1:0",
-                                      "preload": [WORKER_SETUP]}
+                                      "preload": [WORKER_SETUP], "loop": loop}
             kwargs["threads_per_worker"] = threads_per_worker or GPU_THREADS_PER_WORKER
             if n_workers:  # the first n_workers of the GPUs this process may use
                 if n_workers > gpu:
@@ -598,7 +633,7 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
                     kwargs["rmm_pool_size"] = auto_rmm_pool_size() if rmm_pool == "auto" else rmm_pool
                 except ImportError:
                     pass
-            cluster = LocalCUDACluster(**kwargs)
+            cluster = _started(lambda: LocalCUDACluster(**kwargs))
         else:
             if protocol and protocol != "tcp":
                 warnings.warn(f"no GPU visible: the embedded CPU cluster runs over TCP, not "
@@ -606,14 +641,48 @@ def start_default_cluster(*, n_workers: int | None = None, protocol: str | None 
             cpus = os.cpu_count() or 1
             workers = n_workers or max(2, min(4, cpus // 2))
             threads = threads_per_worker or max(1, cpus // workers)
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=threads,
-                                   processes=True, host="127.0.0.1",
-                                   dashboard_address="127.0.0.1:0", preload=[WORKER_SETUP])
+            cluster = _started(lambda: LocalCluster(
+                n_workers=workers, threads_per_worker=threads, processes=True, host="127.0.0.1",
+                dashboard_address="127.0.0.1:0", preload=[WORKER_SETUP], loop=loop))
     client = Client(cluster)
     install_placement(client)
     if transfer_sync == "stream" and ucx:
         install_stream_scoped_transfers(client)
     return client
+
+
+def _started(make: Callable[[], Any]) -> Any:
+    """``make()``: a Dask cluster of this process, started.  Where its start is interrupted (a
+    Ctrl-C) or fails, the cluster is closed here as far as distributed can close it, quietly,
+    before the exception goes on, and not again at exit: there, a worker whose start the Ctrl-C
+    had cancelled made distributed's own close print an ``AssertionError`` traceback after the
+    command's "Aborted!".  Such a worker's process never joined the cluster and ends with this
+    process."""
+    from distributed.deploy.spec import SpecCluster
+
+    before = set(SpecCluster._instances)
+    try:
+        return make()
+    except BaseException:
+        for part in set(SpecCluster._instances) - before:
+            with _quiet_distributed(), contextlib.suppress(Exception):
+                part.close(timeout=10)
+            part.shutdown_on_close = False  # closed as far as it would: not again at exit
+        raise
+
+
+@contextlib.contextmanager
+def _quiet_distributed() -> Iterator[None]:
+    """distributed's log at CRITICAL within the block: closing a cluster under load logged
+    workers killed after 4 s and heartbeats that found the scheduler gone, after a command's
+    output."""
+    logger = logging.getLogger("distributed")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 @contextlib.contextmanager
@@ -630,17 +699,10 @@ def session(given: Any = None, **start: Any) -> Iterator[Any]:
     finally:
         if owned:
             cluster = client.cluster
-            # quietly: under load, closing logged workers killed after 4 s and heartbeats that
-            # found the scheduler gone, after the command's output
-            logger = logging.getLogger("distributed")
-            level = logger.level
-            logger.setLevel(logging.CRITICAL)
-            try:
+            with _quiet_distributed():
                 client.close()
                 if cluster is not None:
                     cluster.close()
-            finally:
-                logger.setLevel(level)
 
 
 class KeepPlacement(SchedulerPlugin):

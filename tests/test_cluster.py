@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import types
 import warnings
 
@@ -103,12 +104,73 @@ def test_threads_per_worker_reaches_the_workers():
         assert set(ident["workers"]) == set(workers) and who == {}
         assert set(client.run(lambda: int(signal.getsignal(signal.SIGINT))).values()) == \
             {int(signal.SIG_IGN)}
+        # blocked too, from the process's start (``_loop_blocking_sigint``): a Ctrl-C before the
+        # preload had run printed a traceback in each worker
+        blocked = client.run(lambda: signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+        assert list(blocked.values()) == [True, True], blocked
         assert signal.getsignal(signal.SIGINT) is before
+        assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
     finally:
         signal.signal(signal.SIGINT, outside)
         lc = client.cluster
         client.close()
         lc.close()
+
+
+def test_the_loop_blocks_sigint_and_this_thread_does_not():
+    """``_loop_blocking_sigint``: the loop's thread, and so every thread and process started from
+    it, blocks SIGINT; the calling thread's mask is as it was; with no cluster to take the loop,
+    leaving the block stops its thread."""
+    import signal
+
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    with cluster._loop_blocking_sigint() as loop:
+        assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before
+        done = threading.Event()
+        seen = []
+
+        def probe():
+            seen.append(signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+            done.set()
+
+        loop.add_callback(probe)
+        assert done.wait(10) and seen == [True]
+        threads = [t for t in threading.enumerate() if t.name == "IO loop" and t.is_alive()]
+        assert threads
+    for t in threads:
+        t.join(10)
+    assert not any(t.is_alive() for t in threads)
+
+
+def test_a_start_interrupted_closes_what_started(monkeypatch):
+    """``_started``: a cluster whose start a Ctrl-C interrupts is closed (errors of distributed's
+    own close kept quiet) and left out of distributed's close at exit; the interrupt goes on.
+    Clusters that were there before are left alone; a start that succeeds returns its cluster."""
+    from distributed.deploy.spec import SpecCluster
+
+    class Part:
+        def __init__(self):
+            self.shutdown_on_close = True
+            self.closed = []
+
+        def close(self, timeout=None):
+            self.closed.append(timeout)
+            raise AssertionError("Status.init")  # as distributed's close of an unstarted worker
+
+    earlier, parts = Part(), []
+    monkeypatch.setattr(SpecCluster, "_instances", __import__("weakref").WeakSet([earlier]))
+
+    def interrupted():
+        parts.append(Part())
+        SpecCluster._instances.add(parts[-1])
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        cluster._started(interrupted)
+    assert parts[0].closed == [10] and parts[0].shutdown_on_close is False
+    assert earlier.closed == [] and earlier.shutdown_on_close is True
+    ok = Part()
+    assert cluster._started(lambda: ok) is ok and ok.closed == [] and ok.shutdown_on_close
 
 
 @pytest.mark.skipif(cluster.gpus_visible() > 0, reason="the embedded cluster of a CPU machine")
@@ -1173,7 +1235,8 @@ def _stand_in_clusters(monkeypatch, *, gpus=0, ucx=False, rmm=True, cpus=8):
 
     def cluster_class(kind):
         def make(**kwargs):
-            made.update(kind=kind, kwargs=kwargs,
+            loop = kwargs.pop("loop")  # the loop whose thread blocks SIGINT, running
+            made.update(kind=kind, kwargs=kwargs, loop=loop.asyncio_loop.is_running(),
                         stealing=dask.config.get("distributed.scheduler.work-stealing"),
                         limit=dask.config.get("distributed.worker.transfer.message-bytes-limit"))
             return kind
@@ -1207,6 +1270,7 @@ def test_embedded_gpu_cluster_defaults(monkeypatch):
                               "enable_nvlink": True, "enable_tcp_over_ucx": True,
                               "rmm_pool_size": 12345 * 256, "preload": ["mgemm.worker_setup"]}
     assert (made["stealing"], made["limit"], made["plugins"]) == (False, "512MiB", ["placement", "stream"])
+    assert made["loop"] is True
 
 
 def test_embedded_gpu_cluster_follows_its_arguments(monkeypatch):

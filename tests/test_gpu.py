@@ -303,10 +303,13 @@ def test_local_cuda_cluster_end_to_end(cp, rng):
         workers = client.nthreads()
         n = len(workers)
         assert set(workers.values()) == {GPU_THREADS_PER_WORKER}
-        # the workers ran mgemm's preload beside dask-cuda's own: they ignore a terminal's Ctrl-C
+        # the workers ran mgemm's preload beside dask-cuda's own: they ignore a terminal's Ctrl-C,
+        # and block it from their start (the loop whose threads started them blocks it)
         import signal
         assert set(client.run(lambda: int(signal.getsignal(signal.SIGINT))).values()) == \
             {int(signal.SIG_IGN)}
+        assert set(client.run(lambda: signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+                   .values()) == {True}
         # Chunks laid out block-cyclically, so each worker holds half of each operand whatever
         # order the workers came up in (left to Dask, one worker could get every chunk of this
         # small product, and the plan would rightly follow the data there).
