@@ -1,14 +1,13 @@
 """Where the Hopper kernel's time goes on a product: its timeline (``hopper.gemm(timeline=True)``)
 beside the launch's GPU time and cuBLAS's.
 
-For each case, the heuristic's config (the cooperative 128-wide tile where the heuristic picks
-pingpong, and one CTA per tile where it picks clusters: the timeline covers neither) and each
-``--variant`` (``label:field=value,...``, changes to that config; ``sms=N`` caps the CTAs) are
-timed in turns with cuBLAS (GPU time, median of --reps), then run once more with the timeline on;
-``mgemm.timeline.summarize`` splits the consumer warpgroups' time into setup, mainloops, the work
-after each mainloop (fix-up, epilogue), waits between units, the tail after the last unit and idle
-time.  The timeline variant stamps with ``%globaltimer`` and may itself run a little slower: its
-span is printed beside the plain launch's time.
+For each case, the heuristic's config (one CTA per tile where it picks clusters: the timeline does
+not cover them) and each ``--variant`` (``label:field=value,...``, changes to that config;
+``sms=N`` caps the CTAs) are timed in turns with cuBLAS (GPU time, median of --reps), then run once
+more with the timeline on; ``mgemm.timeline.summarize`` splits the consumer warpgroups' time into
+setup, mainloops, the work after each mainloop (fix-up, epilogue), waits between units, the tail
+after the last unit and idle time. The timeline variant stamps with ``%globaltimer`` and may itself
+run a little slower: its span is printed beside the plain launch's time.
 
     python3 benchmarks/timeline_probe.py [--reps 10] [--variant 's4:stages=4'] [--save DIR] [MxNxK:dtype ...]
 
@@ -51,9 +50,7 @@ def main(argv=None):
         pc = h.probe_case(spec, rng)
         m, n, k = pc.case.m, pc.case.n, pc.case.k
         base = pc.config
-        if base.pingpong:
-            base = hopper.choose_config(m, n, k, pc.dtype, sms_all, tile_n=128)
-        elif base.cluster_size > 1:
+        if base.cluster_size > 1:
             base = base.replace(cluster_m=1, cluster_n=1)
         configs = {"heuristic": (base, None)}
         for v in args.variant:

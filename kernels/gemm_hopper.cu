@@ -338,8 +338,8 @@ struct Config {
   static_assert(!kColumnsEpilogue || (kWgN % kOutCols == 0 && kOutCols * (kColBytes / 16) % 128 == 0),
                 "staged columns: a whole number of chunks per tile row, of whole 16-byte pieces per thread");
   static_assert(!kTmaStore || (kStageBytes % 1024 == 0 && kSharedBytes <= 1024), "TMA store boxes: 1024-byte aligned");
-  static_assert(!kTimeline || (!kPingpong && !kRecord && kClusterSize == 1),
-                "TIMELINE: cooperative consumers, one CTA per tile, not with RECORD");
+  static_assert(!kTimeline || (!kRecord && kClusterSize == 1),
+                "TIMELINE: one CTA per tile, not with RECORD");
   static_assert(kClusterSize == 1 || (!kPingpong && !kRecord && (kTileN >= 128 || kClusterM == 1) &&
                                       (MGEMM_POLICY == MGEMM_POLICY_STATIC || MGEMM_POLICY == MGEMM_POLICY_PER_TILE ||
                                        MGEMM_POLICY == MGEMM_POLICY_STREAMK)),
@@ -1521,7 +1521,8 @@ __device__ __forceinline__ void mainloop_pingpong(float (&acc)[MB][kAcc], unsign
 
 // Stream-K partials of one warpgroup: slot `cta` holds [m block][acc index][thread of 128].
 template <int MB>
-__device__ __forceinline__ void store_partial_wg(const float (&acc)[MB][kAcc], float* ws, const SkFlags& flags, int wg) {
+__device__ __forceinline__ void store_partial_wg(const float (&acc)[MB][kAcc], float* ws, const SkFlags& flags, int wg,
+                                                 long long* t_stored = nullptr) {
   constexpr int T = 128;
   const int t = threadIdx.x & 127;
   float* slot = ws + (long long)blockIdx.x * MB * kAcc * T;
@@ -1532,6 +1533,7 @@ __device__ __forceinline__ void store_partial_wg(const float (&acc)[MB][kAcc], f
   __threadfence();
   named_sync<T>(Config::kWgBar + wg);
   if (t == 0) flag_release(flags.p + blockIdx.x, flags.epoch);
+  if (t_stored) *t_stored = Timeline::now();  // timeline: the partial is stored and released
 }
 
 template <int MB>
@@ -1568,16 +1570,30 @@ __device__ __forceinline__ void consume_pingpong(unsigned char* ring, Shared& sh
                                                  const SchedArgs& args, const Out* C, Out* D, int M, int N,
                                                  long long ldc_m, long long ldc_n, long long ldd_m, long long ldd_n,
                                                  const Scale& sc, const SkFlags& flags,
-                                                 float* workspace, const TmaDesc* d_desc) {
+                                                 float* workspace, const TmaDesc* d_desc, int* record,
+                                                 long long t_start) {
   const int wg = threadIdx.x / 128 - 1;
   const Scheduler sched(g, args);  // for stream-K's bookkeeping only; units come from the slots
   unsigned char* out_stage = ring + Config::kOutStageOffset;
   RingPos pos;
+  // TIMELINE: as consume's, for the units this warpgroup runs (every other one); a unit is taken
+  // when its turn comes (the wait for the other warpgroup's mainloop falls between units)
+  Timeline tl{record};
+  const long long t_wait = Config::kTimeline ? Timeline::now() : 0;
   for (int u = 0;; ++u) {
     const WorkUnit w = take_unit(sh, u);
     if (w.tile < 0) {
+      const long long t_units = Config::kTimeline ? Timeline::now() : 0;
       if (u > 0 && (u & 1) == wg) named_sync<Config::kConsumerThreads>(Config::kTurnBar + wg);
       drain_stores();
+      if constexpr (Config::kTimeline)
+        if (tl.on()) {
+          tl.open(wg, -1, 0, 0, t_start);
+          tl.cur[6] = t_units;
+          tl.cur[7] = Timeline::now();
+          tl.cur[8] = t_wait;
+          tl.cur[9] = sh.t_posted;
+        }
       return;
     }
     const int nk = w.k_end - w.k_begin;
@@ -1586,11 +1602,17 @@ __device__ __forceinline__ void consume_pingpong(unsigned char* ring, Shared& sh
       continue;
     }
     if (u > 0) named_sync<Config::kConsumerThreads>(Config::kTurnBar + wg);
+    if constexpr (Config::kTimeline)
+      if (tl.on()) tl.open(wg, w.tile, w.k_begin, w.k_end, Timeline::now());
     float acc[MB][kAcc];
     mainloop_pingpong(acc, ring, sh, nk, pos, Config::kTurnBar + (wg ^ 1));
+    if constexpr (Config::kTimeline)
+      if (tl.on()) tl.cur[6] = Timeline::now();
     if constexpr (Scheduler::kSplitsK) {
       if (w.k_end < g.k_iters) {  // a contributor: hand the partial to the tile's owner
-        store_partial_wg(acc, workspace, flags, wg);
+        store_partial_wg(acc, workspace, flags, wg, tl.stamp(tl.cur, Timeline::kStored));
+        if constexpr (Config::kTimeline)
+          if (tl.on()) tl.cur[7] = Timeline::now();
         continue;
       }
       if (w.k_begin > 0) fix_up_wg(sched, w, acc, workspace, flags, wg);
@@ -1599,6 +1621,8 @@ __device__ __forceinline__ void consume_pingpong(unsigned char* ring, Shared& sh
     for (int j = 0; j < MB; ++j)
       epilogue(acc[j], j, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, w.row * Config::kTileM, w.col * Config::kTileN,
                sc, out_stage, wg, d_desc);
+    if constexpr (Config::kTimeline)
+      if (tl.on()) tl.cur[7] = Timeline::now();  // done: output written or its stores issued
   }
 }
 
@@ -1687,7 +1711,8 @@ extern "C" __global__ void __launch_bounds__(Config::kThreads, 1) MGEMM_CLUSTER_
     if constexpr (Config::kOverlap)
       consume_overlap(ring, sh, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, sc, d_desc);
     else if constexpr (Config::kPingpong)
-      consume_pingpong(ring, sh, grid, args, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, sc, flags, workspace, d_desc);
+      consume_pingpong(ring, sh, grid, args, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, sc, flags, workspace, d_desc,
+                       record, t_start);
     else
       consume(ring, sh, grid, args, C, D, M, N, ldc_m, ldc_n, ldd_m, ldd_n, sc, flags, workspace, d_desc, record,
               t_start);

@@ -113,8 +113,9 @@ parts; with one part it picks cuBLAS, ahead or level on every shape measured.
 Timeline (``gemm(..., timeline=True)``, debug; ``mgemm.timeline``; ``benchmarks/timeline_probe.py``):
 a variant of the config whose consumer warpgroups stamp each unit with the GPU's ns timer (taken,
 mainloop done, done) and their CTA's start and their exit, so a launch's time can be split into
-setup, mainloops, fix-up and epilogue, waits and tail.  Cooperative consumers only; its GPU test
-(``test_timeline_covers_the_units_and_adds_up``) passed in the fourteenth session.
+setup, mainloops, fix-up and epilogue, waits and tail.  Cooperative and pingpong consumers (a
+pingpong warpgroup takes a unit when its turn comes); not clusters.  Its GPU test:
+``test_timeline_covers_the_units_and_adds_up``.
 
 Promoted accumulation (``promote=P``, cooperative consumers, ``tile_n`` ≤ 192): the wgmmas add P
 k-iterations at a time into a second set of accumulators, which the consumers add to the unit's
@@ -486,7 +487,7 @@ def gemm(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, out=None,
     K-major first: ``copies_b_k_major``);
     ``debug=True`` returns ``(out, record)``; ``timeline=True`` returns ``(out, entries)``, an
     (n, 10) int64 array of ``mgemm.timeline.FIELDS`` (a variant of the config that stamps each
-    unit with the GPU's ns timer: cooperative consumers only; ``mgemm.timeline.summarize``); both
+    unit with the GPU's ns timer; ``mgemm.timeline.summarize``); both
     run the heuristic's config on single CTAs (no clusters), and a caller's config must be so;
     ``tune=True`` takes the config ``mgemm.tune`` timed fastest for this kind of product.
     """

@@ -217,9 +217,8 @@ class HopperConfig(RenderedConfig):
         if self.sk_reduce == "spread" and self.wide:
             raise ValueError(f"sk_reduce='spread' with a wide tile (tile_n={self.tile_n}) is not supported: "
                              f"its registers spill (use 'owner')")
-        if self.timeline and (self.pingpong or self.record or self.cluster_size > 1):
-            raise ValueError("timeline=True needs cooperative consumers, one CTA per tile and no "
-                             "record (debug)")
+        if self.timeline and (self.record or self.cluster_size > 1):
+            raise ValueError("timeline=True needs one CTA per tile (no cluster) and no record (debug)")
         if ITEMSIZE[self.input] != 2 and not (self.a_k_major and self.b_k_major):
             raise ValueError("tf32 operands must be K-major (wgmma has no transpose for tf32)")
         schedule.check_sk_waves(self.sk_waves)

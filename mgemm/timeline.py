@@ -36,11 +36,14 @@ def _split(entries) -> tuple[np.ndarray, np.ndarray]:
     return e[e[:, 2] >= 0], e[e[:, 2] < 0]
 
 
-def units(entries, wg: int = 0) -> dict[int, list[tuple[int, int, int]]]:
+def units(entries, wg: int | None = 0) -> dict[int, list[tuple[int, int, int]]]:
     """CTA -> its units ``(tile, k_begin, k_end)`` in the order warpgroup ``wg`` took them, for
-    comparison with ``mgemm.schedule.assignment`` (both cooperative warpgroups take every unit)."""
+    comparison with ``mgemm.schedule.assignment`` (both cooperative warpgroups take every unit);
+    ``wg=None``: every warpgroup's, in the order taken (pingpong warpgroups take every other
+    unit, each when its turn comes)."""
     work, _ = _split(entries)
-    work = work[work[:, 1] == wg]
+    if wg is not None:
+        work = work[work[:, 1] == wg]
     out: dict[int, list[tuple[int, int, int]]] = {}
     for row in work[np.argsort(work[:, 5], kind="stable")]:
         out.setdefault(int(row[0]), []).append((int(row[2]), int(row[3]), int(row[4])))

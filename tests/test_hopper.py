@@ -1278,17 +1278,25 @@ def test_kernel_record_equals_mirror(policy, m, n, k, sms, consumers):
 
 @pytest.mark.gpu
 @needs_sm90
-@pytest.mark.parametrize("policy,sk_reduce,m,n,k,sms", [("static", "owner", 1000, 1500, 700, None),
-                                                        ("streamk", "spread", 256, 256, 16384, None),
-                                                        ("streamk", "owner", 300, 2000, 4096, 20),
-                                                        ("dynamic", "owner", 1000, 700, 300, 7)])
-def test_timeline_covers_the_units_and_adds_up(policy, sk_reduce, m, n, k, sms):
+@pytest.mark.parametrize("policy,sk_reduce,m,n,k,sms,tile_m", [
+    ("static", "owner", 1000, 1500, 700, None, None),
+    ("streamk", "spread", 256, 256, 16384, None, None),
+    ("streamk", "owner", 300, 2000, 4096, 20, None),
+    ("dynamic", "owner", 1000, 700, 300, 7, None),
+    # pingpong consumers, a warpgroup a tile of 64 or 128 rows
+    ("static", "owner", 1000, 1500, 700, None, 64),
+    ("streamk", "owner", 300, 2000, 4096, 20, 128),
+    ("dynamic", "owner", 1000, 700, 300, 7, 64)])
+def test_timeline_covers_the_units_and_adds_up(policy, sk_reduce, m, n, k, sms, tile_m):
     """timeline=True: the same product (float64 reference, poisoned output), and the entries agree
     with themselves (mgemm.timeline.check) and with the schedule: each warpgroup takes the units the
-    mirror assigns its CTA (dynamic: every tile once over the CTAs), and leaves once."""
+    mirror assigns its CTA (dynamic: every tile once over the CTAs; pingpong: every other one, in
+    turn), and leaves once."""
     from mgemm import timeline
     cfg = HopperConfig(input="float16", tile_n=128, stages=6, policy=policy, sk_reduce=sk_reduce,
                        epilogue="tma")
+    if tile_m:
+        cfg = cfg.replace(pingpong=True, tile_m=tile_m)
     rng = np.random.default_rng(9)
     a, a64 = rand_operand((m, k), "float16", rng)
     b, b64 = rand_operand((k, n), "float16", rng)
@@ -1299,8 +1307,14 @@ def test_timeline_covers_the_units_and_adds_up(policy, sk_reduce, m, n, k, sms):
     lp = hopper.launch_info(a.shape, b.shape, cfg, sms=sms)
     exits = entries[entries[:, 2] < 0]
     assert sorted(map(tuple, exits[:, :2].tolist())) == [(c, w) for c in range(lp.grid) for w in (0, 1)]
-    got = timeline.units(entries)
-    assert got == timeline.units(entries, wg=1)
+    if tile_m:  # pingpong: the warpgroups take the CTA's units in turn
+        got = timeline.units(entries, wg=None)
+        for c, us in got.items():
+            assert timeline.units(entries, wg=0).get(c, []) == us[0::2]
+            assert timeline.units(entries, wg=1).get(c, []) == us[1::2]
+    else:
+        got = timeline.units(entries)
+        assert got == timeline.units(entries, wg=1)
     if policy == "dynamic":
         assert sorted(u for us in got.values() for u in us) == [(t, 0, lp.k_iters) for t in range(lp.tiles)]
     else:

@@ -13,10 +13,12 @@ def test_timeline_config_renders_and_is_checked():
     assert "#define MGEMM_TIMELINE 1\n" in cfg.render() and str(cfg).endswith(" timeline")
     assert "#define MGEMM_TIMELINE 0\n" in cfg.replace(timeline=False).render()
     assert cfg.key() != cfg.replace(timeline=False).key()
-    for bad in (dict(pingpong=True, tile_m=64, sk_reduce="owner"), dict(record=True),
-                dict(cluster_m=2, policy="static")):
-        with pytest.raises(ValueError, match="timeline=True needs cooperative"):
+    for bad in (dict(record=True), dict(cluster_m=2, policy="static")):
+        with pytest.raises(ValueError, match="timeline=True needs one CTA per tile"):
             cfg.replace(**bad)
+    # pingpong consumers stamp their units too
+    ping = cfg.replace(pingpong=True, tile_m=64, sk_reduce="owner")
+    assert "#define MGEMM_TIMELINE 1\n" in ping.render() and "#define MGEMM_PINGPONG 1\n" in ping.render()
 
 
 def test_cache_key_changes_with_config_and_options():

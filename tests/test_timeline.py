@@ -33,6 +33,19 @@ def test_units_in_the_order_taken():
     assert timeline.units(e, wg=1) == timeline.units(e)
 
 
+def test_units_of_pingpong_warpgroups_merged_in_the_order_taken():
+    """Pingpong: each warpgroup takes every other unit; ``wg=None`` gives the CTA's units in the
+    order taken, whichever warpgroup took them."""
+    f = len(timeline.FIELDS)
+    rows = [(0, 0, 5, 0, 4, 1, 21, 26, 0, 0), (0, 1, 7, 0, 4, 22, 42, 47, 0, 0),
+            (0, 0, 9, 0, 4, 43, 63, 68, 0, 0),
+            (0, 0, -1, 0, 0, 0, 70, 72, 1, 1), (0, 1, -1, 0, 0, 0, 70, 73, 1, 1)]
+    e = np.array(rows[::-1], np.int64).reshape(-1, f)
+    assert timeline.units(e, wg=None) == {0: [(5, 0, 4), (7, 0, 4), (9, 0, 4)]}
+    assert timeline.units(e) == {0: [(5, 0, 4), (9, 0, 4)]} and timeline.units(e, wg=1) == {0: [(7, 0, 4)]}
+    assert timeline.check(e) == []
+
+
 def test_summary_phases_add_up_to_warpgroups_times_span():
     s = timeline.summarize(entries())
     assert s["span"] == pytest.approx(0.100)  # 0 .. 100 ns
