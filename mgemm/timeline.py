@@ -12,7 +12,7 @@ Each entry is one row of ``FIELDS``.  This module is pure NumPy: it needs no GPU
 into phases, which is what the question "when does a persistent kernel beat one CTA per tile,
 and why" needs in numbers: setup before the first unit, mainloops, the work after each mainloop
 (fix-up, epilogue), waits between units, the tail after the last unit, and idle time while other
-CTAs still run.
+CTAs still run (all of a warpgroup's time where it ran no unit: a pingpong CTA of one unit).
 """
 
 from __future__ import annotations
@@ -103,14 +103,15 @@ def summarize(entries) -> dict[str, float]:
         cta, wg, start, end_units, leave = (int(v) for v in row[[0, 1, 5, 6, 7]])
         mine = work[(work[:, 0] == cta) & (work[:, 1] == wg)]
         mine = mine[np.argsort(mine[:, 5], kind="stable")]
-        first = int(mine[0, 5]) if len(mine) else end_units
-        phase["setup"] += first - start
+        phase["idle"] += (start - t0) + (t1 - leave)
+        if not len(mine):  # a warpgroup with no unit (pingpong, one unit a CTA): idle throughout
+            phase["idle"] += leave - start
+            continue
+        phase["setup"] += int(mine[0, 5]) - start
         phase["mainloop"] += float((mine[:, 6] - mine[:, 5]).sum())
         phase["after mainloop"] += float((mine[:, 7] - mine[:, 6]).sum())
-        if len(mine):
-            phase["between units"] += float((mine[1:, 5] - mine[:-1, 7]).sum()) + (end_units - int(mine[-1, 7]))
+        phase["between units"] += float((mine[1:, 5] - mine[:-1, 7]).sum()) + (end_units - int(mine[-1, 7]))
         phase["tail"] += leave - end_units
-        phase["idle"] += (start - t0) + (t1 - leave)
     k_iters = work[:, 4] - work[:, 3]
     loop = work[:, 6] - work[:, 5]
     per_k = loop[k_iters > 0] / k_iters[k_iters > 0]

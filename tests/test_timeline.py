@@ -44,6 +44,15 @@ def test_units_of_pingpong_warpgroups_merged_in_the_order_taken():
     assert timeline.units(e, wg=None) == {0: [(5, 0, 4), (7, 0, 4), (9, 0, 4)]}
     assert timeline.units(e) == {0: [(5, 0, 4), (9, 0, 4)]} and timeline.units(e, wg=1) == {0: [(7, 0, 4)]}
     assert timeline.check(e) == []
+    # a CTA of one unit: its second warpgroup runs none and is idle from start to exit
+    one = np.array([(0, 0, 5, 0, 4, 2, 22, 24, 0, 0), (0, 0, -1, 0, 0, 0, 25, 30, 1, 1),
+                    (0, 1, -1, 0, 0, 0, 18, 29, 1, 1)], np.int64)
+    assert timeline.check(one) == []
+    s = timeline.summarize(one)
+    assert (s["setup"], s["mainloop"], s["after mainloop"], s["between units"], s["tail"]) == \
+        pytest.approx((2e-3, 20e-3, 2e-3, 1e-3, 5e-3))
+    assert s["idle"] == pytest.approx(30e-3)  # the second warpgroup's whole span
+    assert sum(s[p] for p in timeline.PHASES) == pytest.approx(2 * s["span"])
 
 
 def test_summary_phases_add_up_to_warpgroups_times_span():
