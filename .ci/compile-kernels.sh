@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Compiles a representative set of persistent-GEMM variants (each dtype x each policy at the default
 # tiles, plus every A/B layout; every tile the heuristic picks, with its knobs, output types and store
-# forms) for sm_80 and sm_90a with nvcc, printing ptxas's resource report (registers, spills).  Fails
-# on any compile error, spill or stack frame (a register array in local memory).
+# forms) for sm_80 and sm_90a with nvcc, printing ptxas's resource report (registers, spills), and
+# a few of them for sm_89, sm_100 and sm_120; the Hopper kernel for sm_90a.  Fails on any compile
+# error, spill or stack frame (a register array in local memory).
 set -euo pipefail
 cd "$(dirname "$0")/../kernels"
 NVCC=${NVCC:-nvcc}
@@ -113,22 +114,41 @@ compile() {  # input policy a_k_major b_k_major [tile (m_n_k_stages_wm_wn, - for
 }
 
 export -f compile
-status=0
 jobs_max=${JOBS:-$(nproc)}
-pids=()
-for v in "${variants[@]}"; do
-  # shellcheck disable=SC2086
-  compile $v >"$out/$(echo "$v" | tr -c 'A-Za-z0-9\n' _).report" 2>&1 &
-  pids+=($!)
-  if (( ${#pids[@]} >= jobs_max )); then
-    wait "${pids[0]}" || status=1
-    pids=("${pids[@]:1}")
-  fi
-done
-for p in "${pids[@]}"; do wait "$p" || status=1; done
-cat "$out"/*.report
-if (( status )); then echo "compile-kernels: FAILED"; exit 1; fi
+compile_all() {  # variant... : compiled $jobs_max at a time for ${ARCHS[@]}; their reports; 1 if any failed
+  local v p status=0 pids=()
+  rm -f "$out"/*.report
+  for v in "$@"; do
+    # shellcheck disable=SC2086
+    compile $v >"$out/$(echo "$v" | tr -c 'A-Za-z0-9\n' _).report" 2>&1 &
+    pids+=($!)
+    if (( ${#pids[@]} >= jobs_max )); then
+      wait "${pids[0]}" || status=1
+      pids=("${pids[@]:1}")
+    fi
+  done
+  for p in "${pids[@]}"; do wait "$p" || status=1; done
+  cat "$out"/*.report
+  return $status
+}
+compile_all "${variants[@]}" || { echo "compile-kernels: FAILED"; exit 1; }
 echo "compile-kernels: ${#variants[@]} variants x 2 archs OK"
+
+# The GPUs after these two, where mgemm runs the portable kernel (NVRTC builds it for the GPU's own
+# sm_XY: mgemm/kernels.py compile_options): Ada (sm_89), Blackwell's data-centre (sm_100) and
+# desktop (sm_120) parts.  Each input type at its default tile, the heuristic's 16-bit tiles with
+# their knobs, a float32 output of 16-bit inputs; the same report and failures.
+PORTABLE_ARCHS=("${ARCHS[@]}")
+NEWER_ARCHS=(-gencode=arch=compute_89,code=sm_89 -gencode=arch=compute_100,code=sm_100
+             -gencode=arch=compute_120,code=sm_120)
+ARCHS=("${NEWER_ARCHS[@]}")
+newer=()
+for input in MGEMM_F16 MGEMM_BF16 MGEMM_TF32 MGEMM_F64 MGEMM_F32; do newer+=("$input STREAMK 1 0"); done
+for tile in 256_128_32_4_4_2 128_128_32_6_2_2 64_128_32_4_2_2; do newer+=("MGEMM_F16 STATIC 1 0 $tile $KNOBS"); done
+newer+=("MGEMM_BF16 DYNAMIC 0 1 128_128_32_6_2_2 $KNOBS ${S}_PAIRS_C -DMGEMM_OUTPUT=MGEMM_F32")
+compile_all "${newer[@]}" || { echo "compile-kernels: FAILED (sm_89, sm_100, sm_120)"; exit 1; }
+echo "compile-kernels: ${#newer[@]} variants x 3 newer archs (sm_89, sm_100, sm_120) OK"
+ARCHS=("${PORTABLE_ARCHS[@]}")
 
 # Hopper GEMM (gemm_hopper.cu), sm_90a only: each input x policy at 128x128 s4, plus the heuristic's
 # tiles (mgemm/hopper_heuristic.py: TILE_CHOICES), the narrowest, the MN-major operand layouts (16-bit:
@@ -241,6 +261,9 @@ hvariants+=("MGEMM_BF16 MGEMM_BF16 256 4 STREAMK" "MGEMM_F16 MGEMM_F16 128 6 STA
             "MGEMM_TF32 MGEMM_F32 160 4 STATIC 1 1 -DMGEMM_CLUSTER_M=2"
             # the timeline (debug: ns stamps per unit, mgemm.timeline)
             "MGEMM_F16 MGEMM_F16 128 6 STREAMK 1 0 -DMGEMM_SK_REDUCE=MGEMM_SK_REDUCE_SPREAD -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_TMA -DMGEMM_TIMELINE=1"
+            # ... of pingpong consumers (64 and 128 rows a warpgroup; stream-K's owner fix-up)
+            "MGEMM_F16 MGEMM_F16 128 6 STREAMK 1 0 -DMGEMM_PINGPONG=1 -DMGEMM_TILE_M=64 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_TMA -DMGEMM_TIMELINE=1"
+            "MGEMM_BF16 MGEMM_BF16 128 6 DYNAMIC 0 0 -DMGEMM_PINGPONG=1 -DMGEMM_TILE_M=128 -DMGEMM_TIMELINE=1"
             # stream-K with whole tiles first (sk_waves=0: the launch's split only), 256 wide, owner
             "MGEMM_BF16 MGEMM_BF16 256 4 STREAMK 1 0 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_STAGED"
             "MGEMM_BF16 MGEMM_BF16 256 4 STREAMK 1 0 -DMGEMM_SK_REDUCE=MGEMM_SK_REDUCE_SPREAD -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_TMA"
@@ -398,9 +421,14 @@ plain_compile() {  # file.cu
       echo "SPILLS in $name ($arch)"; cat "$log"; exit 1
     fi
   done
-  echo "compile-kernels: $name (2 archs) OK"
+  echo "compile-kernels: $name (${#ARCHS[@]} archs) OK"
 }
 plain_compile transpose.cu
 plain_compile split_bf16.cu
 plain_compile spin.cu
 plain_compile dram_probe.cu
+# the two a run of mgemm may build on any GPU (float32 emulation's split, the tuner's spin), for
+# the newer archs too
+ARCHS=("${NEWER_ARCHS[@]}")
+plain_compile split_bf16.cu
+plain_compile spin.cu
