@@ -435,6 +435,17 @@ SWAP_MARGIN: float | None = 0.97
 # runs by 0.01-0.26, level in one, behind by 0.04-0.05 in two (6680x2168x1712, where both products
 # take the same 256-wide cluster tiles); geomean 0.79-0.80 -> 0.88-0.89.  None: never
 SWAP_TMA_MIN_K: int | None = 1280
+# ... and where the transposed product's B (A's rows, read K-major) is off 128-byte lines but on
+# 32-byte sectors, so that the off-rows rules put it on clusters (``_off_rows_clusters``) that the
+# direct config's single CTAs do not match: priced again (``swap_pays``) on the config the
+# transposed product takes as if those rows lay on lines, on single CTAs.  Fitted on one product
+# (1072x3008x14112: 0.70 of cuBLAS direct on 128 x 224 tiles, 0.96 transposed on them, fp16 and
+# bf16); on 13 sizes drawn after where it changes the call (fp16 8, bf16 5; H100, RESULTS.md,
+# seventy-fourth session): ahead in 8 by 0.05-0.15 (6896x2496x10160 0.76 -> 0.91, 12432x1152x2672
+# bf16 0.82 -> 0.93), behind in 5 by 0.01-0.09 (2504x8704x6368 0.98 -> 0.89); geomean fp16 0.915
+# -> 0.944, bf16 0.909 -> 0.991.  It changes 6 of 2000 sizes drawn as a user types them.  False:
+# never
+SWAP_SINGLE_ON_SECTORS = True
 # 16-bit products over a row-major A and a B read with rows off ONE_WAVE_SWAP_ROWS bytes
 # (``b_rows_off``) whose heuristic config is one wave of static single-CTA tiles with the staged
 # epilogue, from OFF_ROWS_ONE_WAVE of a wave of 128-wide ones: the transposed product B^T A^T
@@ -1227,7 +1238,9 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
     where ``gemm_parts`` keeps ``direct``: also where ``out`` is not row-major with 16-byte aligned
     rows (its transposed view would not take the columns epilogue's 16-byte stores).  Over a
     row-major A (the transposed product's B, then read K-major) its tiles may span a narrow M
-    (``wide_tile`` with those of ``SWAP_WIDE_TILES`` whose ``SWAP_WIDE_MIN_K`` K reaches).
+    (``wide_tile`` with those of ``SWAP_WIDE_TILES`` whose ``SWAP_WIDE_MIN_K`` K reaches).  Where
+    the off-rows rules put the transposed product on clusters over A's rows on sectors beside a
+    direct config of single CTAs, it is priced on single CTAs too (``SWAP_SINGLE_ON_SECTORS``).
 
     On the H200 (RESULTS.md, thirty-sixth session, × cuBLAS), 288 and 320 wide with the columns
     epilogue over the transposed product's 160-256 wide tiles: ahead on 7 of 8 chosen narrow-M
@@ -1253,7 +1266,8 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
     priced = tuple(t[0] for t in wide or ()) if SWAP_WIDE_PRICED else ()
     if not (wave or _swap_may_pay(m, n, direct.tile_n, SWAP_MARGIN, priced)):
         return None
-    return _swap_cached(direct, m, n, k, dtype, sms, allow_tf32, (SWAP_MARGIN, epilogues), wide,
+    rule = (SWAP_MARGIN, epilogues, SWAP_SINGLE_ON_SECTORS)
+    return _swap_cached(direct, m, n, k, dtype, sms, allow_tf32, rule, wide,
                         _swap_wide_limits() if wide or wave else None, wave,
                         **rows_flags([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts]))
 
@@ -1329,8 +1343,8 @@ def _swap_wide_limits() -> tuple:
 def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, allow_tf32: bool,
                  rule: tuple, wide, limits, wave: bool = False, **flags) -> HopperConfig | None:
     """``_swap_config``'s answer once the transposed operands' row flags are known (``rule``:
-    ``SWAP_MARGIN`` and the epilogues ``swap_pays`` takes (``_swap_epilogues``), so that a changed
-    one is not answered from the cache; ``wide``: the wide tiles the transposed product may take,
+    ``SWAP_MARGIN``, the epilogues ``swap_pays`` takes (``_swap_epilogues``) and
+    ``SWAP_SINGLE_ON_SECTORS``, so that a changed one is not answered from the cache; ``wide``: the wide tiles the transposed product may take,
     or None; ``limits``: for the same reason, ``_swap_wide_limits()`` where ``wide`` or ``wave``;
     ``wave``: ``_wide_one_wave`` holds, so where ``swap_pays`` does not, the transposed product
     runs ``SWAP_ONE_WAVE_WIDE`` tiles, static from ``WIDE_SK_FILL`` of the wave or below K of
@@ -1340,6 +1354,12 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
     ``SWAP_WIDE_CLUSTER_OFF_SECTORS`` off; widths in ``SWAP_WIDE_CHUNKED`` take its stages and
     columns epilogue chunk."""
     swapped = _choose_cached(n, m, k, dtype, sms, allow_tf32, one_wave=False, **flags)
+    if (rule[2] and swapped.cluster_size > 1 and direct.cluster_size == 1 and flags.get("b_rows_off_128")
+            and not flags.get("b_rows_off") and not swap_pays(direct, swapped, m, n, rule[1])):
+        single = _choose_cached(n, m, k, dtype, sms, allow_tf32, one_wave=False,
+                                **{**flags, "b_rows_off_128": False})
+        if single.cluster_size == 1 and swap_pays(direct, single, m, n, rule[1]):
+            swapped = single  # (SWAP_SINGLE_ON_SECTORS)
     if swap_pays(direct, swapped, m, n, rule[1]) or (
             wide and _wide_swap_pays(direct, swapped, m, n, k, sms, wide, rule[1])):
         wave = False  # the transposed product pays on its own tiles (or the wide ones below): those

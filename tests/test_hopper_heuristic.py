@@ -1241,6 +1241,32 @@ def test_one_wave_of_wide_tiles_transposed(dtype, monkeypatch):
     assert seen
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_transposed_product_off_lines_on_sectors_priced_on_single_ctas(dtype, monkeypatch):
+    """SWAP_SINGLE_ON_SECTORS: 1072x3008x14112 (A's rows 28224 bytes apart: off 128-byte lines, on
+    sectors) ran direct on single 128 x 224 tiles, since its transpose, whose B those rows are,
+    took the off-rows rules' 2-CTA clusters; priced on single CTAs it runs transposed (0.70 -> 0.96
+    of cuBLAS).  Off sectors, or with the constant off, nothing changes."""
+    def way(m, n, k):
+        hopper_heuristic._swap_cached.cache_clear()
+        a, b, out = FakeArray((m, k), (2 * k, 2)), FakeArray((k, n), (2 * n, 2)), FakeArray((m, n), (2 * n, 2))
+        flags = hopper.rows_flags([a], [b])
+        direct = hopper.choose_config(m, n, k, dtype, 132, **flags)
+        return direct, hopper_heuristic.route([a], [b], out, direct, m, n, k, dtype, 132, flags)
+
+    direct, got = way(1072, 3008, 14112)
+    assert direct.cluster_size == 1 and got.how == "swap"
+    assert got.config.cluster_size == 1 and got.config.epilogue == "columns"
+    monkeypatch.setattr(hopper_heuristic, "SWAP_SINGLE_ON_SECTORS", False)
+    assert way(1072, 3008, 14112)[1].how == "one"
+    monkeypatch.setattr(hopper_heuristic, "SWAP_SINGLE_ON_SECTORS", True)
+    # K = 14104: A's rows off sectors too (b_rows_off for the transpose): the rule leaves it
+    before = way(1072, 3008, 14104)[1]
+    monkeypatch.setattr(hopper_heuristic, "SWAP_SINGLE_ON_SECTORS", False)
+    assert way(1072, 3008, 14104)[1] == before
+    hopper_heuristic._swap_cached.cache_clear()
+
+
 def test_route_in_gemm_parts_order(monkeypatch):
     """hopper_heuristic.route says what gemm_parts does with the heuristic's config, in its order: the B
     copy before the tail split, the tail split before the transpose (a product whose static
