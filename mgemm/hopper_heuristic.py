@@ -288,6 +288,18 @@ OFF_ROWS_CLUSTERS = ((128, 6, 1.0), (256, 4, 0.8))
 # (geomean 0.826 against 0.825 fp16; ahead in 12 of 20 runs, behind in 8 by up to 0.24, mostly
 # where without the clusters the product ran transposed or on a copy of B; forty-fourth session)
 OFF_ROWS_CLUSTER_MARGIN = (1.2, 1.0)
+# ... but not on sectors where the config is one wave of single CTAs, more than half a wave
+# (HALF_WAVE_HALVES: those run halves of their tiles, paired on clusters where these are), whose
+# cost the clusters only match and whose rows of tiles are odd (the pairs pad one more): fitted on
+# two products (376x3440x2384 bf16, three rows: 0.87 of cuBLAS on 2 x 2 clusters, 1.02 on single
+# CTAs; against it 472x3120x5168, four rows, where the clusters led 1.14 to 1.06-1.10; H100).  On
+# 16 sizes drawn after where it changed the call (fp16 8, bf16 8; H200, RESULTS.md, seventy-fourth
+# session), the 14 past half a wave: ahead in 9 by 0.02-0.23 (816x2016x5800 bf16 0.69 -> 0.92,
+# 784x2032x2176 fp16 0.67 -> 0.83), behind in 3 (1136x1328x7088 fp16 0.85 -> 0.67, 3664x304x2584
+# bf16 1.01 -> 0.96, 1152x1456x2280 bf16 1.09 -> 1.06), level in 2; geomean fp16 0.826 -> 0.843,
+# bf16 0.894 -> 0.947 (the two at half a wave, ahead by 0.08 and 0.22, are left to the halves'
+# rule, measured there).  It changes 31 of 2000 sizes drawn as a user types them.  False: never
+OFF_ROWS_ODD_TIE = True
 # ... but products of at most NARROW_N columns on 32-byte sectors (not b_rows_off), whose few
 # tile columns the clusters' 128 or 256 widths pad, take static tiles of the NARROW_WIDTHS
 # (tile_n, stages, cost per column as in WAVE_COST, most 64-wide K steps or None) instead where
@@ -1569,7 +1581,9 @@ def _off_rows_clusters(cfg: HopperConfig, m: int, n: int, k: int, sms: int,
     times ``_config_cost(cfg)``.  Cooperative 128-row configs only (thin pingpong tiles keep theirs).
     With B's rows on 32-byte sectors (``on_sectors``) and at most ``NARROW_N`` columns, the static
     ``NARROW_WIDTHS`` tile whose waves cost least replaces the clusters where it costs less than
-    they do: itself where it costs less than ``cfg`` too, else ``cfg``.
+    they do: itself where it costs less than ``cfg`` too, else ``cfg``.  On sectors, a ``cfg`` of
+    one wave of single CTAs over an odd number of tile rows stays where the clusters only match
+    its cost, past half a wave (``OFF_ROWS_ODD_TIE``).
 
     >>> cfg = choose_config(4096, 4104, 4096, "float16", 132, b_rows_off=True)
     >>> cfg.cluster_m, cfg.tile_n, cfg.policy
@@ -1585,6 +1599,9 @@ def _off_rows_clusters(cfg: HopperConfig, m: int, n: int, k: int, sms: int,
     own = _config_cost(cfg, m, n, k, sms)
     if best > margin * own:
         return cfg
+    if (OFF_ROWS_ODD_TIE and on_sectors and best >= own and -(-m // TILE_M) % 2
+            and (HALF_WAVE_HALVES or 0) * sms < _tiles(m, n, cfg.tile_n, TILE_M) <= sms):
+        return cfg  # one wave of single CTAs, level in cost: not clusters that pad an odd row of tiles
     if n <= NARROW_N and on_sectors:  # few tile columns on sectors: a
         # static width that pads fewer of them (rows off sectors too overload the L2: clusters)
         narrow = min((_static_cost(m, n, w, c, sms), w, st) for w, st, c, most in NARROW_WIDTHS

@@ -1267,6 +1267,20 @@ def test_transposed_product_off_lines_on_sectors_priced_on_single_ctas(dtype, mo
     hopper_heuristic._swap_cached.cache_clear()
 
 
+def test_off_rows_clusters_leave_one_wave_over_odd_rows_of_tiles_on_sectors(monkeypatch):
+    """OFF_ROWS_ODD_TIE: B's rows off lines on sectors, one wave of single 128 x 128 CTAs that the
+    2-CTA clusters only match in cost: three rows of tiles (376 x 3440) stay on single CTAs (0.87
+    -> 1.02 of cuBLAS), four (472 x 3120) keep the clusters; off sectors (N = 3432) the clusters stay
+    whatever the rows; with the constant off, the clusters everywhere."""
+    on = dict(b_rows_off_128=True, a_rows_off_128=True)
+    odd = hopper.choose_config(376, 3440, 2384, "bfloat16", 132, **on)
+    assert odd.cluster_size == 1 and odd.tile_n == 128
+    assert hopper.choose_config(472, 3120, 5168, "bfloat16", 132, **on).cluster_size > 1
+    assert hopper.choose_config(376, 3432, 2384, "bfloat16", 132, b_rows_off=True, **on).cluster_size > 1
+    monkeypatch.setattr(hopper_heuristic, "OFF_ROWS_ODD_TIE", False)
+    assert hopper.choose_config(376, 3440, 2384, "bfloat16", 132, **on).cluster_size > 1
+
+
 def test_route_in_gemm_parts_order(monkeypatch):
     """hopper_heuristic.route says what gemm_parts does with the heuristic's config, in its order: the B
     copy before the tail split, the tail split before the transpose (a product whose static
