@@ -534,7 +534,8 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     7. deep K over few 256-wide tiles: split-K on them (``_deep_split``), final;
     8. 128-wide tiles below 0.75 of a wave over long K: stream-K on 2 x 2 clusters
        (``_quad_streamk_pays``, ``quad_streamk``), final;
-    9. B's rows off 128-byte lines: static 2-CTA clusters (``_off_rows_clusters``), 2 x 2 where
+    9. B's rows off 128-byte lines: static 2-CTA clusters (``_off_rows_clusters``; not a wave of
+       single CTAs over odd tile rows that they only match, ``OFF_ROWS_ODD_TIE``), 2 x 2 where
        A's are too (``_off_rows_blocks``), stream-K over a many-wave tail (``_many_waves``);
     10. one wave of static 128 x 128 tiles: split-K on 192-wide ones (``_split_k_192``); two to
         four CTAs a stream-K tile: split-K (``_split_k``); static clusters with a short last
