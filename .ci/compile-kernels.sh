@@ -115,12 +115,14 @@ compile() {  # input policy a_k_major b_k_major [tile (m_n_k_stages_wm_wn, - for
 
 export -f compile
 jobs_max=${JOBS:-$(nproc)}
-compile_all() {  # variant... : compiled $jobs_max at a time for ${ARCHS[@]}; their reports; 1 if any failed
-  local v p status=0 pids=()
-  rm -f "$out"/*.report
+run_all() {  # function ext variant...: each variant through the function, $jobs_max at a time, its
+  # report in $out/<variant>.ext; the reports printed; 1 if any failed
+  local fn=$1 ext=$2 v p status=0 pids=()
+  shift 2
+  rm -f "$out"/*."$ext"
   for v in "$@"; do
     # shellcheck disable=SC2086
-    compile $v >"$out/$(echo "$v" | tr -c 'A-Za-z0-9\n' _).report" 2>&1 &
+    "$fn" $v >"$out/$(echo "$v" | tr -c 'A-Za-z0-9\n' _).$ext" 2>&1 &
     pids+=($!)
     if (( ${#pids[@]} >= jobs_max )); then
       wait "${pids[0]}" || status=1
@@ -128,9 +130,10 @@ compile_all() {  # variant... : compiled $jobs_max at a time for ${ARCHS[@]}; th
     fi
   done
   for p in "${pids[@]}"; do wait "$p" || status=1; done
-  cat "$out"/*.report
+  cat "$out"/*."$ext"
   return $status
 }
+compile_all() { run_all compile report "$@"; }  # variant...: for ${ARCHS[@]}
 compile_all "${variants[@]}" || { echo "compile-kernels: FAILED"; exit 1; }
 echo "compile-kernels: ${#variants[@]} variants x 2 archs OK"
 
@@ -333,20 +336,7 @@ hvariants+=("MGEMM_BF16 MGEMM_BF16 256 4 STREAMK" "MGEMM_F16 MGEMM_F16 128 6 STA
             "MGEMM_F16 MGEMM_F16 288 3 STATIC 1 1 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_COLUMNS -DMGEMM_PLAIN_OUT=1"
             "MGEMM_F16 MGEMM_F16 64 12 STATIC 1 1 -DMGEMM_PINGPONG=1 -DMGEMM_TILE_M=64 -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_STAGED -DMGEMM_PLAIN_OUT=1"
             "MGEMM_TF32 MGEMM_F32 128 4 STREAMK 1 1 -DMGEMM_SK_REDUCE=MGEMM_SK_REDUCE_SPREAD -DMGEMM_EPILOGUE=MGEMM_EPILOGUE_TMA -DMGEMM_PLAIN_OUT=1")
-hstatus=0
-pids=()
-for v in "${hvariants[@]}"; do
-  # shellcheck disable=SC2086
-  hopper_compile $v >"$out/hopper_$(echo "$v" | tr ' ' _).hreport" 2>&1 &
-  pids+=($!)
-  if (( ${#pids[@]} >= jobs_max )); then
-    wait "${pids[0]}" || hstatus=1
-    pids=("${pids[@]:1}")
-  fi
-done
-for p in "${pids[@]}"; do wait "$p" || hstatus=1; done
-cat "$out"/*.hreport
-if (( hstatus )); then echo "compile-kernels (hopper): FAILED"; exit 1; fi
+run_all hopper_compile hreport "${hvariants[@]}" || { echo "compile-kernels (hopper): FAILED"; exit 1; }
 echo "compile-kernels: ${#hvariants[@]} Hopper variants (sm_90a) OK"
 
 # Their SASS, where nvdisasm is at hand (NVDISASM, or on PATH; .ci/run fetches the

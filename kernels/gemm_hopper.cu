@@ -526,6 +526,16 @@ struct Timeline {
   __device__ __forceinline__ long long* stamp(long long* entry, int f) const {
     return on() && entry ? entry + f : nullptr;
   }
+  // the warpgroup's exit entry (tile -1): its CTA's start, when its units ran out, its exit (now),
+  // when it began to wait for its first unit and when the producer posted that unit
+  __device__ __forceinline__ void leave(int wg, long long t_start, long long t_units, long long t_wait,
+                                        long long t_posted) {
+    open(wg, -1, 0, 0, t_start);
+    cur[6] = t_units;
+    cur[7] = now();
+    cur[8] = t_wait;
+    cur[9] = t_posted;
+  }
   __device__ __forceinline__ void open(int wg, int tile, int k_begin, int k_end, long long t) {
     const int slot = atomicAdd(counter, 1);
     cur = reinterpret_cast<long long*>(counter + 2) + kFields * slot;
@@ -1387,13 +1397,7 @@ __device__ __forceinline__ void consume(unsigned char* ring, Shared& sh, const T
     if (!end) continue;
     drain_stores();
     if constexpr (Config::kTimeline)
-      if (tl.on()) {
-        tl.open(wg, -1, 0, 0, t_start);
-        tl.cur[6] = t_units;
-        tl.cur[7] = Timeline::now();
-        tl.cur[8] = t_wait;
-        tl.cur[9] = sh.t_posted;
-      }
+      if (tl.on()) tl.leave(wg, t_start, t_units, t_wait, sh.t_posted);
     return;
   }
 }
@@ -1587,13 +1591,7 @@ __device__ __forceinline__ void consume_pingpong(unsigned char* ring, Shared& sh
       if (u > 0 && (u & 1) == wg) named_sync<Config::kConsumerThreads>(Config::kTurnBar + wg);
       drain_stores();
       if constexpr (Config::kTimeline)
-        if (tl.on()) {
-          tl.open(wg, -1, 0, 0, t_start);
-          tl.cur[6] = t_units;
-          tl.cur[7] = Timeline::now();
-          tl.cur[8] = t_wait;
-          tl.cur[9] = sh.t_posted;
-        }
+        if (tl.on()) tl.leave(wg, t_start, t_units, t_wait, sh.t_posted);
       return;
     }
     const int nk = w.k_end - w.k_begin;
