@@ -1357,11 +1357,11 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
                  rule: tuple, wide, limits, wave: bool = False, **flags) -> HopperConfig | None:
     """``_swap_config``'s answer once the transposed operands' row flags are known (``rule``:
     ``SWAP_MARGIN``, the epilogues ``swap_pays`` takes (``_swap_epilogues``) and
-    ``SWAP_SINGLE_ON_SECTORS``, so that a changed one is not answered from the cache; ``wide``: the wide tiles the transposed product may take,
-    or None; ``limits``: for the same reason, ``_swap_wide_limits()`` where ``wide`` or ``wave``;
-    ``wave``: ``_wide_one_wave`` holds, so where ``swap_pays`` does not, the transposed product
-    runs ``SWAP_ONE_WAVE_WIDE`` tiles, static from ``WIDE_SK_FILL`` of the wave or below K of
-    ``WIDE_SK_MIN_K``, else stream-K).
+    ``SWAP_SINGLE_ON_SECTORS``, so that a changed one is not answered from the cache; ``wide``: the
+    wide tiles the transposed product may take, or None; ``limits``: for the same reason,
+    ``_swap_wide_limits()`` where ``wide`` or ``wave``; ``wave``: ``_wide_one_wave`` holds, so
+    where ``swap_pays`` does not, the transposed product runs ``SWAP_ONE_WAVE_WIDE`` tiles, static
+    from ``WIDE_SK_FILL`` of the wave or below K of ``WIDE_SK_MIN_K``, else stream-K).
     Wide tiles go on clusters of ``SWAP_WIDE_CLUSTER_M`` x 1 CTAs where A's rows (the transposed
     product's B, ``flags["b_rows_off"]``) are off 32-byte sectors, or anywhere with
     ``SWAP_WIDE_CLUSTER_OFF_SECTORS`` off; widths in ``SWAP_WIDE_CHUNKED`` take its stages and
