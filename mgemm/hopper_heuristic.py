@@ -1367,14 +1367,14 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
     ``SWAP_WIDE_CLUSTER_OFF_SECTORS`` off; widths in ``SWAP_WIDE_CHUNKED`` take its stages and
     columns epilogue chunk."""
     swapped = _choose_cached(n, m, k, dtype, sms, allow_tf32, one_wave=False, **flags)
-    if (rule[2] and swapped.cluster_size > 1 and direct.cluster_size == 1 and flags.get("b_rows_off_128")
-            and not flags.get("b_rows_off") and not swap_pays(direct, swapped, m, n, rule[1])):
+    pays = swap_pays(direct, swapped, m, n, rule[1])
+    if (not pays and rule[2] and swapped.cluster_size > 1 and direct.cluster_size == 1
+            and flags.get("b_rows_off_128") and not flags.get("b_rows_off")):
         single = _choose_cached(n, m, k, dtype, sms, allow_tf32, one_wave=False,
                                 **{**flags, "b_rows_off_128": False})
         if single.cluster_size == 1 and swap_pays(direct, single, m, n, rule[1]):
-            swapped = single  # (SWAP_SINGLE_ON_SECTORS)
-    if swap_pays(direct, swapped, m, n, rule[1]) or (
-            wide and _wide_swap_pays(direct, swapped, m, n, k, sms, wide, rule[1])):
+            swapped, pays = single, True  # (SWAP_SINGLE_ON_SECTORS)
+    if pays or (wide and _wide_swap_pays(direct, swapped, m, n, k, sms, wide, rule[1])):
         wave = False  # the transposed product pays on its own tiles (or the wide ones below): those
     elif not wave:
         return None
