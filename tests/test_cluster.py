@@ -8,6 +8,7 @@ import sys
 import threading
 import types
 import warnings
+import weakref
 
 import dask
 import dask.array as da
@@ -158,7 +159,7 @@ def test_a_start_interrupted_closes_what_started(monkeypatch):
             raise AssertionError("Status.init")  # as distributed's close of an unstarted worker
 
     earlier, parts = Part(), []
-    monkeypatch.setattr(SpecCluster, "_instances", __import__("weakref").WeakSet([earlier]))
+    monkeypatch.setattr(SpecCluster, "_instances", weakref.WeakSet([earlier]))
 
     def interrupted():
         parts.append(Part())
