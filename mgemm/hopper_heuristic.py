@@ -147,6 +147,18 @@ FEW_STAGES_K = (4, 4)  # K of at most 4 64-wide steps: the cooperative tiles on 
 MID_TILE = (192, 4)
 MID_WAVES = (1.03, 3.0)
 ONE_WAVE_FROM = 1.15  # 128-wide waves from which one wave of 192-wide tiles pays (_mid_tile_pays)
+# 16-bit 128-wide stream-K tiles, one CTA a tile, over more than one wave and fewer than this many
+# waves (ONE_WAVE_FROM's bound, from which _mid_tile_pays takes one wave of 192-wide tiles), where
+# B's rows are off 128-byte lines (b_rows_off_128, on 32-byte sectors or not) and the 128 x
+# MID_TILE[0] tiles fit in one wave: those, static, final.  Stream-K there splits nearly every tile
+# of 128 x 128 over rows the L2 serves at a loss.  On 14 such sizes, fp16, and 6, bf16 (H100,
+# RESULTS.md, seventy-fifth session; 133-145 tiles): static 192 ahead of stream-K in 20 of 20 runs,
+# geomean 0.667 -> 0.780 and 0.650 -> 0.735 of cuBLAS (1136x1872x7320 0.77 -> 1.03); then on ten
+# sizes drawn where the rule changed the call, as callers get them: ahead in 18 of 20 runs by
+# 0.02-0.27 (1096x1840x2120 0.80 -> 1.07), behind in two on 4560x472x6032 (0.90 transposed -> 0.85
+# on a copy of B: the sizes whose B may be copied K-major are left out since).  Only the
+# heuristic's own config (one_wave, as OFF_ROWS_ONE_WAVE); None: never
+OFF_LINES_PAST_WAVE: float | None = ONE_WAVE_FROM
 # K of FILL_MIN_K_STEPS 64-wide steps or more: wider static waves measured ahead even without the
 # TMA-store epilogue (_cheapest_waves, and the stream-K price below)
 FILL_MIN_K_STEPS = 16
@@ -529,8 +541,9 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     4. few tiles over short K: the thin tile again (``FEW_TILES_THIN``);
     5. just past a wave of 128-wide stream-K tiles, 192 wide (``_mid_tile_pays``); then fuller or
        cheaper static waves of another width (``_cheapest_waves``);
-    6. B's rows off 32-byte sectors: 192 wide in place of static 128 (``OFF_ROWS_WIDTH``,
-       ``OFF_ROWS_ONE_WAVE``);
+    6. B's rows off 128-byte lines, 128-wide stream-K just past one wave: one wave of static 192,
+       final (``OFF_LINES_PAST_WAVE``); B's rows off 32-byte sectors: 192 wide in place of static
+       128 (``OFF_ROWS_WIDTH``, ``OFF_ROWS_ONE_WAVE``);
     7. deep K over few 256-wide tiles: split-K on them (``_deep_split``), final;
     8. 128-wide tiles below 0.75 of a wave over long K: stream-K on 2 x 2 clusters
        (``_quad_streamk_pays``, ``quad_streamk``), final;
@@ -635,6 +648,15 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     margin, ran behind.  ``one_wave=False`` leaves this rule out: the transposed product's config
     that ``swap_pays`` weighs and ``tail_split``'s rest band are picked so, since the wave model
     prices the wider tiles above the ones they replace.
+
+    Just past one wave (up to ``OFF_LINES_PAST_WAVE`` waves) of 128-wide stream-K tiles, with B's
+    rows off 128-byte lines (on sectors or not; ``b_rows_off_128``) and the 192-wide tiles in one
+    wave, those are final too, static (``_past_wave_192``; ``one_wave=False`` leaves it out as
+    well): stream-K there splits nearly every 128 x 128 tile.  On the H100 (RESULTS.md,
+    seventy-fifth session, fp16 and bf16) static 192 ran ahead in 20 of 20 runs on chosen sizes
+    (0.667 -> 0.780 and 0.650 -> 0.735 of cuBLAS) and in 18 of 20 on ten sizes drawn after (0.741
+    -> 0.866, 0.736 -> 0.855), behind only where B may be copied K-major, which it leaves out.
+    With B's rows on lines, one wave of 192 lost there (seventeenth session, above).
 
     ``b_rows_off_128``: B is read in place with rows that do not start on 128-byte lines (the
     rows of N of a row-major B, or of K of a column-major one: ``b_rows_off(b_parts, 128)``;
@@ -802,6 +824,9 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
     if not explicit and not shared and kind in ("float16", "bfloat16"):
         cfg = _cheapest_waves(cfg, m, n, k, sms)
         cfg = _streamk_256(cfg, m, n, k, sms)
+    if (one_wave and b_rows_off_128 and not explicit and not shared and kind in ("float16", "bfloat16")
+            and _past_wave_192(cfg, m, n, k, sms)):
+        return _static_width(cfg, MID_TILE[0], MID_TILE[1], k)  # one wave of 192: final
     if (b_rows_off and OFF_ROWS_WIDTH and not explicit and not shared and kind in ("float16", "bfloat16")
             and not cfg.pingpong and cfg.tile_n == 128 and cfg.policy == "static"):
         wide = _static_width(cfg, OFF_ROWS_WIDTH, dict(CHEAPEST_WIDTHS)[OFF_ROWS_WIDTH], k)
@@ -1254,6 +1279,8 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
     (``wide_tile`` with those of ``SWAP_WIDE_TILES`` whose ``SWAP_WIDE_MIN_K`` K reaches).  Where
     the off-rows rules put the transposed product on clusters over A's rows on sectors beside a
     direct config of single CTAs, it is priced on single CTAs too (``SWAP_SINGLE_ON_SECTORS``).
+    A direct config of ``OFF_LINES_PAST_WAVE`` is priced as the tiles it replaced
+    (``_past_wave_priced``).
 
     On the H200 (RESULTS.md, thirty-sixth session, × cuBLAS), 288 and 320 wide with the columns
     epilogue over the transposed product's 160-256 wide tiles: ahead on 7 of 8 chosen narrow-M
@@ -1261,6 +1288,7 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
     0.75 -> 0.70), and on 8 drawn as a user types them ahead on all five with K above 4096
     (geomean fp16 0.64 -> 0.73, bf16 0.63 -> 0.72), behind on two of three with K of 2080-3200."""
     item, epilogues = out.itemsize, _swap_epilogues(k)
+    direct = _past_wave_priced(direct, a_parts, b_parts, m, n, k, dtype, sms, allow_tf32)
     if (SWAP_MARGIN is None or out.strides[1] != item or out.strides[0] % 16 or out.data.ptr % 16
             or direct.epilogue not in epilogues):
         return None
@@ -1283,6 +1311,23 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
     return _swap_cached(direct, m, n, k, dtype, sms, allow_tf32, rule, wide,
                         _swap_wide_limits() if wide or wave else None, wave,
                         **rows_flags([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts]))
+
+
+def _past_wave_priced(direct: HopperConfig, a_parts, b_parts, m: int, n: int, k: int, dtype: str,
+                      sms: int, allow_tf32: bool) -> HopperConfig:
+    """The config ``_swap_config`` prices in place of ``direct``: where ``direct`` is the
+    heuristic's own config for these parts and ``OFF_LINES_PAST_WAVE`` made it (one wave of 192- or
+    160-wide tiles), the 128-wide stream-K tiles it replaced, whose cost the swap's rules were
+    measured against; else ``direct``.  Priced on the wider tiles, the transposed product was taken
+    where it ran behind them (H100, RESULTS.md, seventy-fifth session: 2144x1000x1400 0.77 of
+    cuBLAS on the 192-wide tiles, 0.63 transposed; 3488x584x1800 0.79 against 0.71)."""
+    if OFF_LINES_PAST_WAVE is None or direct.policy != "static" or direct.cluster_size > 1:
+        return direct
+    flags = rows_flags(a_parts, b_parts)
+    if not flags["b_rows_off_128"] or direct != _choose_cached(m, n, k, dtype, sms, allow_tf32, **flags):
+        return direct
+    before = _choose_cached(m, n, k, dtype, sms, allow_tf32, one_wave=False, **flags)
+    return before if _past_wave_192(before, m, n, k, sms) else direct
 
 
 def _wide_one_wave(direct: HopperConfig, m: int, n: int, k: int, sms: int, width: int | None) -> bool:
@@ -2188,6 +2233,31 @@ def _mid_tile_pays(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> bool:
     one_wave = _tiles(m, n, MID_TILE[0], cfg.tile_m) <= sms
     return (pad_mid <= pad_128 or (0 < m % cfg.tile_m <= cfg.tile_m // 2 and pad_mid - pad_128 <= n // 16)
             or (one_wave and tiles >= ONE_WAVE_FROM * sms and pad_mid <= n // 6))
+
+
+def _past_wave_192(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> bool:
+    """Whether ``OFF_LINES_PAST_WAVE`` replaces ``cfg`` with one wave of static 128 x
+    ``MID_TILE[0]`` tiles: ``cfg`` 128-wide stream-K tiles, one CTA a tile, cooperative, over K of
+    more than ``SHORT_K`` steps, more than one wave of ``sms`` and fewer than
+    ``OFF_LINES_PAST_WAVE`` waves, and the wider tiles fit in one wave; not over the sizes whose B
+    ``copies_b_k_major`` may copy (at most ``B_K_MAJOR[0]`` columns, ``B_K_MAJOR[1]`` rows or more),
+    where this config would decide between the copy and the transposed product (4560x472x6032:
+    0.90 of cuBLAS transposed, 0.85 on the copy).  (The caller checks that B's rows are off
+    128-byte lines.)
+
+    >>> base = HopperConfig(input="float16", tile_n=128, stages=6, policy="streamk")
+    >>> _past_wave_192(base, 1136, 1872, 7320, 132), _past_wave_192(base, 1024, 2048, 8192, 132)
+    (True, False)
+    >>> _past_wave_192(base, 2560, 1536, 4096, 132)  # 240 tiles: 1.8 waves
+    False
+    """
+    if (OFF_LINES_PAST_WAVE is None or cfg.tile_n != 128 or cfg.policy != "streamk" or cfg.pingpong
+            or cfg.cluster_size > 1 or -(-k // 64) <= SHORT_K):
+        return False
+    if B_K_MAJOR and n <= B_K_MAJOR[0] and m >= B_K_MAJOR[1]:
+        return False  # where B may be copied K-major (copies_b_k_major): the copy's and swap's rules
+    tiles = _tiles(m, n, 128, cfg.tile_m)
+    return sms < tiles < OFF_LINES_PAST_WAVE * sms and _tiles(m, n, MID_TILE[0], cfg.tile_m) <= sms
 
 
 def fit_policy(config: HopperConfig, m: int, n: int, k: int, sms: int, *,

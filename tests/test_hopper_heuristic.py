@@ -655,7 +655,9 @@ def test_heuristic_b_rows_off_one_wave_takes_wider_tiles(dtype, monkeypatch):
     # (against the transposed config with the rule, swap_pays would take it)
     assert hopper.swap_pays(direct, hopper.choose_config(n, m, k, dtype, 132, **t_flags), m, n,
                             hopper_heuristic._swap_epilogues(k))
-    # wherever it fires, the tile counts are as the rule says
+    # wherever it fires, the tile counts are as the rule says (OFF_LINES_PAST_WAVE, which one_wave
+    # leaves out too, off: its own test below)
+    monkeypatch.setattr(hopper_heuristic, "OFF_LINES_PAST_WAVE", None)
     rng = np.random.default_rng(44)
     for _ in range(400):
         m, n, k = (int(x) * 8 for x in rng.integers(16, 2000, size=3))
@@ -664,6 +666,66 @@ def test_heuristic_b_rows_off_one_wave_takes_wider_tiles(dtype, monkeypatch):
             assert (before.tile_n, before.policy, before.cluster_size) == (128, "static", 1)
             assert hopper_heuristic.OFF_ROWS_ONE_WAVE * 132 <= hopper_heuristic._tiles(m, n, 128) <= 132
             assert hopper_heuristic._tiles(m, n, 192) <= 132 and cfg.tile_n == 192 and cfg.cluster_size == 1
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_heuristic_off_lines_past_a_wave_takes_one_wave_of_192(dtype, monkeypatch):
+    """OFF_LINES_PAST_WAVE: B's rows off 128-byte lines (on sectors or not), 128 x 128 stream-K
+    tiles over more than one wave and fewer than 1.15, whose 192-wide tiles fit in one wave: 128 x
+    192 static on single CTAs, final (RESULTS.md, seventy-fifth session: the sizes drawn); not with
+    B's rows on lines, over the sizes whose B may be copied K-major, past the bound, for the
+    transposed product's config (one_wave=False), or with the rule off."""
+    def pick(m, n, k, off_32=True, **kw):
+        return hopper.choose_config(m, n, k, dtype, 132, b_rows_off=off_32, b_rows_off_128=True,
+                                    a_rows_off_128=True, **kw)
+    measured = [(784, 2416, 2760), (2536, 808, 2392), (280, 5656, 3840), (2408, 872, 5392),
+                (1096, 1840, 2120), (1776, 1256, 7064), (624, 3664, 12072), (1216, 1760, 1656),
+                (616, 3496, 4304), (1136, 1872, 7320), (1816, 1112, 9032)]
+    for m, n, k in measured:
+        off_32 = (2 * n) % 32 != 0
+        cfg = pick(m, n, k, off_32)
+        assert (cfg.tile_n, cfg.policy, cfg.cluster_size, cfg.pingpong) == (192, "static", 1, False), (m, n, k)
+        assert 132 < hopper_heuristic._tiles(m, n, 128) < 1.15 * 132 and hopper_heuristic._tiles(m, n, 192) <= 132
+        before = pick(m, n, k, off_32, one_wave=False)
+        assert (before.tile_n, before.policy, before.cluster_size) == (128, "streamk", 1), (m, n, k)
+        with monkeypatch.context() as mp:
+            mp.setattr(hopper_heuristic, "OFF_LINES_PAST_WAVE", None)
+            assert pick(m, n, k, off_32) == before, (m, n, k)
+    # B's rows on lines: 128-wide stream-K, as measured there (RESULTS.md, seventeenth session)
+    on_lines = hopper.choose_config(1136, 1872, 7320, dtype, 132)
+    assert (on_lines.tile_n, on_lines.policy) == (128, "streamk")
+    # where B may be copied K-major (N <= 640, M >= 4096): the copy's and swap's rules decide
+    assert not hopper_heuristic._past_wave_192(
+        HopperConfig(input=dtype, tile_n=128, stages=6, policy="streamk"), 4560, 472, 6032, 132)
+    # the transposed product is priced against the 128-wide tiles the rule replaced: 2144x1000x1400
+    # runs its 192-wide tiles, where against them the transpose would have been taken (measured behind)
+    m, n, k = 2144, 1000, 1400
+    a, b, out = FakeArray((m, k), (2 * k, 2)), FakeArray((k, n), (2 * n, 2)), FakeArray((m, n), (2 * n, 2))
+    direct = hopper.choose_config(m, n, k, dtype, 132, **hopper.rows_flags([a], [b]))
+    assert (direct.tile_n, direct.policy) == (192, "static")
+    assert hopper_heuristic._swap_config([a], [b], direct, out, m, n, k, dtype, 132, False) is None
+    with monkeypatch.context() as mp:
+        mp.setattr(hopper_heuristic, "_past_wave_priced", lambda direct, *args: direct)
+        assert hopper_heuristic._swap_config([a], [b], direct, out, m, n, k, dtype, 132, False) is not None
+    # 1.15 waves and more: _mid_tile_pays' own bound (ONE_WAVE_FROM)
+    assert not hopper_heuristic._past_wave_192(
+        HopperConfig(input=dtype, tile_n=128, stages=6, policy="streamk"), 1664, 1536, 4096, 132)
+    # wherever it fires, the tile counts and the config are as the rule says
+    rng = np.random.default_rng(75)
+    fired = 0
+    for _ in range(600):
+        m, n, k = (int(x) * 8 for x in rng.integers(16, 2000, size=3))
+        off_32 = (2 * n) % 32 != 0
+        if (2 * n) % 128 == 0:
+            continue
+        cfg, before = pick(m, n, k, off_32), pick(m, n, k, off_32, one_wave=False)
+        if cfg != before and (before.tile_n, before.policy) == (128, "streamk"):
+            fired += 1
+            assert before.cluster_size == 1 and 132 < hopper_heuristic._tiles(m, n, 128) < 1.15 * 132
+            # 160 wide where that takes as many tile columns (SAME_COLUMNS_160)
+            assert (cfg.policy, cfg.cluster_size) == ("static", 1) and cfg.tile_n in (160, 192)
+            assert cfg.tile_n == 192 or -(-n // 160) == -(-n // 192)
+    assert fired
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
