@@ -156,8 +156,12 @@ ONE_WAVE_FROM = 1.15  # 128-wide waves from which one wave of 192-wide tiles pay
 # geomean 0.667 -> 0.780 and 0.650 -> 0.735 of cuBLAS (1136x1872x7320 0.77 -> 1.03); then on ten
 # sizes drawn where the rule changed the call, as callers get them: ahead in 18 of 20 runs by
 # 0.02-0.27 (1096x1840x2120 0.80 -> 1.07), behind in two on 4560x472x6032 (0.90 transposed -> 0.85
-# on a copy of B: the sizes whose B may be copied K-major are left out since).  Only the
-# heuristic's own config (one_wave, as OFF_ROWS_ONE_WAVE); None: never
+# on a copy of B: the sizes whose B may be copied K-major are left out since); on eight more,
+# ahead in 15 of 16 runs, level in one, where the swap took two of them transposed (0.62-0.73 of
+# cuBLAS, 0.74-0.81 on the 192-wide tiles: since, the swap is priced against the 128-wide tiles,
+# _past_wave_priced); with both, on eight more, ahead in 16 of 16 runs by 0.08-0.25 (geomean
+# fp16 0.707 -> 0.825, bf16 0.707 -> 0.828).  Only the heuristic's own config (one_wave, as
+# OFF_ROWS_ONE_WAVE); None: never
 OFF_LINES_PAST_WAVE: float | None = ONE_WAVE_FROM
 # K of FILL_MIN_K_STEPS 64-wide steps or more: wider static waves measured ahead even without the
 # TMA-store epilogue (_cheapest_waves, and the stream-K price below)
@@ -655,7 +659,8 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     well): stream-K there splits nearly every 128 x 128 tile.  On the H100 (RESULTS.md,
     seventy-fifth session, fp16 and bf16) static 192 ran ahead in 20 of 20 runs on chosen sizes
     (0.667 -> 0.780 and 0.650 -> 0.735 of cuBLAS) and in 18 of 20 on ten sizes drawn after (0.741
-    -> 0.866, 0.736 -> 0.855), behind only where B may be copied K-major, which it leaves out.
+    -> 0.866, 0.736 -> 0.855), behind only where B may be copied K-major, which it leaves out; on
+    eight drawn after that and the swap's pricing, in 16 of 16 (0.707 -> 0.825 and 0.828).
     With B's rows on lines, one wave of 192 lost there (seventeenth session, above).
 
     ``b_rows_off_128``: B is read in place with rows that do not start on 128-byte lines (the
