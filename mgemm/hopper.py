@@ -607,7 +607,7 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
         if d_desc is None:  # rows TMA cannot address, which the thread stores can
             config = config.replace(epilogue="staged")
         elif flags is not None and d_desc != _NO_DESC:  # the heuristic's, bulk stores: their buffers
-            config = heuristic.tma_buffers(config)
+            config = heuristic.tma_buffers(config, m, n, sms)
     setup = _launch_setup(config, dev, sms, m, n, ends[-1], res_dtype, debug, a_k, b_k, len(ops), timeline,
                           plain_output(out, config.epilogue, beta), TRIM_CODE)
     config, kernel, lp = setup.config, setup.kernel, setup.plan

@@ -106,6 +106,11 @@ TMA_STORE_K = 32  # the TMA-store epilogue for K of at most this many 64-wide st
 # (stages, out_buffers) instead, two staging buffers a warpgroup so that its row's second chunk need
 # not wait for the first chunk's stores to read theirs (``tma_buffers``; None: as picked)
 TMA_BUFFERS: tuple[int, int] | None = (3, 2)
+# ... only where the tiles run past one wave of the SMs (a CTA then has a next tile, whose loads the
+# second buffer lets start sooner); in one wave each CTA's one mainloop keeps its fourth stage
+# (``tma_buffers``; H100, on eight sizes drawn: geomean fp16 0.914 -> 0.922, bf16 0.908 -> 0.926,
+# RESULTS.md, seventy-fifth session).  False: in one wave too
+TMA_BUFFERS_PAST_WAVE = True
 # 256-wide tiles over at least MANY_WAVES[0] waves of the SMs (on clusters: waves of their blocks
 # over the clusters one wave holds), K of at least MANY_WAVES[1] 64-wide steps, the last wave partial:
 # stream-K over that wave only, whole tiles first (sk_waves=0; _many_waves).  (8, 96) on single
@@ -2379,28 +2384,39 @@ def _block_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> tuple[i
     return _blocks(cfg, rows, cols), max(1, _wave_clusters(cfg.cluster_m, cfg.cluster_n, sms)), k_iters
 
 
-def tma_buffers(cfg: HopperConfig) -> HopperConfig:
+def tma_buffers(cfg: HopperConfig, m: int, n: int, sms: int) -> HopperConfig:
     """``cfg``, or where it is a 16-bit, cooperative 128 x 256 config of one CTA a cluster on 4
     stages storing through TMA with one staging buffer set, ``TMA_BUFFERS``' stages and buffer
-    sets: what ``gemm_parts`` runs where it picked ``cfg`` and the output takes the bulk stores.  A
+    sets, for an ``m x n`` output on ``sms`` SMs whose tiles run past one wave
+    (``TMA_BUFFERS_PAST_WAVE``): what ``gemm_parts`` runs where it picked ``cfg`` and the output
+    takes the bulk stores.  A
     warpgroup's 256 columns go out as two 256-byte chunks; with one buffer the second waits for the
     first's stores to have read it, with two it does not, and the second buffer takes the fourth
     stage's room.  On the H200 it was ahead on eight squares of K 384-2048 (by 0.01-0.04 of
     cuBLAS; 12288x12288x768 0.92 -> 0.96) and in 11 of 16 runs on sizes drawn as a user types
     them, level in two, behind by 0.01 in three (RESULTS.md, forty-third session).  Clusters keep
-    one buffer: their 3-stage rows were behind in 13 of 16 runs (forty-second session).
+    one buffer: their 3-stage rows were behind in 13 of 16 runs (forty-second session).  One wave
+    keeps 4 stages and one buffer (``TMA_BUFFERS_PAST_WAVE``): each CTA has one tile, whose
+    mainloop the fourth stage feeds and whose stores no next tile waits on.  On eight sizes drawn
+    where that changes the launch (H100, RESULTS.md, seventy-fifth session; 120-132 tiles), ahead
+    in 7 of 16 runs by 0.01-0.06 of cuBLAS (360x11072x1896 0.89-0.90 -> 0.95-0.96), level within
+    0.01 in 8, behind in one by 0.03 (296x11000x1360 fp16); geomean fp16 0.914 -> 0.922, bf16
+    0.908 -> 0.926.
 
-    >>> tma_buffers(HopperConfig(input="float16", tile_n=256, stages=4, epilogue="tma")).out_buffers
-    2
-    >>> tma_buffers(HopperConfig(input="float16", tile_n=128, stages=4, epilogue="tma")).out_buffers
+    >>> cfg = HopperConfig(input="float16", tile_n=256, stages=4, epilogue="tma")
+    >>> tma_buffers(cfg, 4096, 4096, 132).out_buffers, tma_buffers(cfg, 624, 6064, 132).out_buffers
+    (2, 1)
+    >>> tma_buffers(cfg.replace(tile_n=128), 4096, 4096, 132).out_buffers
     1
-    >>> tma_buffers(HopperConfig(input="float16", tile_n=256, stages=4, epilogue="tma", cluster_m=2)).out_buffers
+    >>> tma_buffers(cfg.replace(cluster_m=2), 4096, 4096, 132).out_buffers
     1
     """
     if (TMA_BUFFERS is None or cfg.input not in ("float16", "bfloat16") or cfg.epilogue != "tma"
             or cfg.tile_n != 256 or cfg.tile_m != TILE_M or cfg.pingpong or cfg.stages != 4
             or cfg.out_buffers != 1 or cfg.cluster_size > 1):
         return cfg
+    if TMA_BUFFERS_PAST_WAVE and _tiles(m, n, cfg.tile_n, cfg.tile_m) <= sms:
+        return cfg  # one wave: no next tile for the second buffer to start
     stages, buffers = TMA_BUFFERS
     return cfg.replace(stages=stages, out_buffers=buffers)
 

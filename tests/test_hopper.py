@@ -1563,7 +1563,8 @@ def test_heuristic_128x256_tma_tiles_take_two_buffers(kind, monkeypatch, launche
     """Where ``gemm_parts`` picks 128 x 256 tiles of one CTA under TMA stores, it launches them
     with ``TMA_BUFFERS`` (3 stages, two staging buffer sets) and the product is right; not where
     the output takes no bulk stores (beta != 0: the paired stores), nor an explicit config, nor
-    with the rule off (clusters keep one buffer: ``tma_buffers``' doctest)."""
+    in one wave of tiles (``TMA_BUFFERS_PAST_WAVE``), nor with the rule off (clusters keep one
+    buffer: ``tma_buffers``' doctest)."""
     m, n, k = 4096, 4096, 1024
     base = hopper.choose_config(m, n, k, kind, hopper.device_sms())
     if (base.tile_n, base.epilogue, base.stages) != (256, "tma", 4):
@@ -1573,9 +1574,18 @@ def test_heuristic_128x256_tma_tiles_take_two_buffers(kind, monkeypatch, launche
     launched.clear()
     _check(m, n, k, kind, None, beta=0.5, seed=6)
     _check(m, n, k, kind, base, seed=7)
+    assert [(c.stages, c.out_buffers) for c in launched] == [(4, 1)] * 2
+    launched.clear()
+    # one wave of such tiles (120 on 132 SMs, TMA_BUFFERS_PAST_WAVE): 4 stages, one buffer
+    one = hopper.choose_config(624, 6064, 1000, kind, 132, b_rows_off_128=True, a_rows_off_128=True)
+    assert (one.tile_n, one.epilogue, one.stages, one.cluster_size) == (256, "tma", 4, 1)
+    if hopper.device_sms() == 132:
+        _check(624, 6064, 1000, kind, None, seed=9)
+        assert [(c.stages, c.out_buffers) for c in launched] == [(4, 1)]
+        launched.clear()
     monkeypatch.setattr(hopper_heuristic, "TMA_BUFFERS", None)
     _check(m, n, k, kind, None, seed=8)
-    assert [(c.stages, c.out_buffers) for c in launched] == [(4, 1)] * 3
+    assert [(c.stages, c.out_buffers) for c in launched] == [(4, 1)]
 
 
 @pytest.mark.gpu
