@@ -656,19 +656,81 @@ def _started(make: Callable[[], Any]) -> Any:
     Ctrl-C) or fails, the cluster is closed here as far as distributed can close it, quietly,
     before the exception goes on, and not again at exit: there, a worker whose start the Ctrl-C
     had cancelled made distributed's own close print an ``AssertionError`` traceback after the
-    command's "Aborted!".  Such a worker's process never joined the cluster and ends with this
-    process."""
+    command's "Aborted!".  A worker process whose start the close left running (it never joined
+    the cluster, and stayed until this process ended: in a Python session, a GPU worker kept its
+    memory pool) is ended too (``_end_started_workers``)."""
+    import multiprocessing
+
     from distributed.deploy.spec import SpecCluster
 
-    before = set(SpecCluster._instances)
+    before, children = set(SpecCluster._instances), set(multiprocessing.active_children())
     try:
         return make()
     except BaseException:
-        for part in set(SpecCluster._instances) - before:
+        parts = set(SpecCluster._instances) - before
+        for part in parts:
             with _quiet_distributed(), contextlib.suppress(Exception):
                 part.close(timeout=10)
             part.shutdown_on_close = False  # closed as far as it would: not again at exit
+        _end_started_workers(children, parts)
         raise
+
+
+def _end_started_workers(children: set, parts: set, timeout: float = 5.0) -> None:
+    """End the worker processes (multiprocessing children named as distributed's nannies name
+    them) started since ``children`` that are still running after their clusters (``parts``)
+    closed: SIGTERM, then SIGKILL after ``timeout`` seconds.  First, on each cluster's IO loop
+    that still runs, every pending task gets a callback that takes its outcome, so that the
+    nannies' starts, which then fail, log nothing (asyncio's "Task exception was never
+    retrieved" tracebacks after the command's "Aborted!")."""
+    import asyncio
+    import multiprocessing
+    import threading
+
+    left = [p for p in multiprocessing.active_children()
+            if p not in children and p.name.startswith("Dask Worker process")]
+    if not left:
+        return
+
+    def taken(task: Any) -> None:
+        if not task.cancelled():
+            task.exception()
+
+    for part in parts:
+        loop = getattr(getattr(part, "loop", None), "asyncio_loop", None)
+        if loop is None or loop.is_closed() or not loop.is_running():
+            continue
+        marked = threading.Event()
+
+        def mark(loop=loop, marked=marked) -> None:
+            for task in asyncio.all_tasks(loop):
+                task.add_done_callback(taken)
+            marked.set()
+        with contextlib.suppress(RuntimeError):  # closed meanwhile
+            loop.call_soon_threadsafe(mark)
+            marked.wait(timeout)
+    for proc in left:
+        proc.terminate()
+    for proc in left:
+        if not _exited(proc.pid, timeout):
+            proc.kill()
+            _exited(proc.pid, timeout)
+
+
+def _exited(pid: int, timeout: float) -> bool:
+    """Whether the child ``pid`` exits within ``timeout`` seconds, waited for without reaping it:
+    its nanny's process watcher reads its exit status (where this process read it first,
+    distributed warned that the status "was already read")."""
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
+        except (ChildProcessError, AttributeError, OSError):
+            return True  # reaped already (or no waitid: nothing to wait on here)
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.01)
 
 
 @contextlib.contextmanager

@@ -346,14 +346,61 @@ def _first_worker_of(pid: int, timeout: float = 30) -> None:
     """Wait until ``pid`` has a child running multiprocessing's ``spawn_main`` (a worker)."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        # each thread's children (the nannies start their workers from threads of their own)
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            with contextlib.suppress(OSError):
-                for child in (task / "children").read_text().split():
-                    if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
-                        return
+        if _workers_of(pid):
+            return
         time.sleep(0.005)
     raise AssertionError(f"no worker process of {pid} within {timeout} s")
+
+
+_INTERRUPTED_START = """
+import os, signal, sys, threading, time
+
+def interrupt(workers_of):
+    while not workers_of(os.getpid()):  # a worker process's Python is up and importing
+        time.sleep(0.005)
+    time.sleep(0.2)
+    os.kill(os.getpid(), signal.SIGINT)
+
+if __name__ == "__main__":
+    sys.path.insert(0, sys.argv[1])
+    from test_processes import _workers_of
+    from mgemm import cluster
+    threading.Thread(target=interrupt, args=(_workers_of,), daemon=True).start()
+    try:
+        cluster.start_default_cluster(n_workers=2)
+        print("started")
+    except KeyboardInterrupt:
+        print("interrupted")
+    time.sleep(1.5)
+    print("workers left", len(_workers_of(os.getpid())), flush=True)
+"""
+
+
+def _workers_of(pid: int) -> list[str]:
+    """The children of ``pid`` (any of its threads') running multiprocessing's ``spawn_main``."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            for child in (task / "children").read_text().split():
+                with contextlib.suppress(OSError):
+                    if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                        found.append(child)
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
+def test_an_interrupted_start_leaves_no_worker_process(tmp_path):
+    """A Ctrl-C while the embedded cluster starts, in a Python session that goes on (not a command
+    that exits): the worker processes whose start it cut short end with it (they stayed until the
+    session ended), and nothing is printed for them (no traceback of a nanny's failed start)."""
+    script = tmp_path / "interrupted_start.py"
+    script.write_text(_INTERRUPTED_START)
+    done = subprocess.run([sys.executable, str(script), str(ROOT / "tests")], capture_output=True,
+                          text=True, env=_env(), cwd=tmp_path, timeout=120)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0 and "interrupted" in done.stdout, out
+    assert "workers left 0" in done.stdout, out
+    assert "Traceback" not in out and "Task exception" not in out and "WARNING" not in out, out
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
