@@ -19,7 +19,7 @@ from mgemm.hopper import HopperConfig
 from mgemm.kernels import KERNEL_DIR, PlainSource
 
 from gpu_operands import as_float64, check_product, poisoned, product_operands, rand_operand
-from hopper_fakes import FakeArray, FakeMem, RowsArray, swap_pick
+from hopper_fakes import FakeArray, FakeMem, RowsArray, row_major_flags, swap_pick
 
 
 def _cupy_sm90_or_none():
@@ -1577,7 +1577,7 @@ def test_heuristic_128x256_tma_tiles_take_two_buffers(kind, monkeypatch, launche
     assert [(c.stages, c.out_buffers) for c in launched] == [(4, 1)] * 2
     launched.clear()
     # one wave of such tiles (120 on 132 SMs, TMA_BUFFERS_PAST_WAVE): 4 stages, one buffer
-    one = hopper.choose_config(624, 6064, 1000, kind, 132, b_rows_off_128=True, a_rows_off_128=True)
+    one = hopper.choose_config(624, 6064, 1000, kind, 132, **row_major_flags(624, 6064, 1000))
     assert (one.tile_n, one.epilogue, one.stages, one.cluster_size) == (256, "tma", 4, 1)
     if hopper.device_sms() == 132:
         _check(624, 6064, 1000, kind, None, seed=9)

@@ -675,22 +675,20 @@ def test_heuristic_off_lines_past_a_wave_takes_one_wave_of_192(dtype, monkeypatc
     192 static on single CTAs, final (RESULTS.md, seventy-fifth session: the sizes drawn); not with
     B's rows on lines, over the sizes whose B may be copied K-major, past the bound, for the
     transposed product's config (one_wave=False), or with the rule off."""
-    def pick(m, n, k, off_32=True, **kw):
-        return hopper.choose_config(m, n, k, dtype, 132, b_rows_off=off_32, b_rows_off_128=True,
-                                    a_rows_off_128=True, **kw)
+    def pick(m, n, k, **kw):
+        return hopper.choose_config(m, n, k, dtype, 132, **row_major_flags(m, n, k), **kw)
     measured = [(784, 2416, 2760), (2536, 808, 2392), (280, 5656, 3840), (2408, 872, 5392),
                 (1096, 1840, 2120), (1776, 1256, 7064), (624, 3664, 12072), (1216, 1760, 1656),
                 (616, 3496, 4304), (1136, 1872, 7320), (1816, 1112, 9032)]
     for m, n, k in measured:
-        off_32 = (2 * n) % 32 != 0
-        cfg = pick(m, n, k, off_32)
+        cfg = pick(m, n, k)
         assert (cfg.tile_n, cfg.policy, cfg.cluster_size, cfg.pingpong) == (192, "static", 1, False), (m, n, k)
         assert 132 < hopper_heuristic._tiles(m, n, 128) < 1.15 * 132 and hopper_heuristic._tiles(m, n, 192) <= 132
-        before = pick(m, n, k, off_32, one_wave=False)
+        before = pick(m, n, k, one_wave=False)
         assert (before.tile_n, before.policy, before.cluster_size) == (128, "streamk", 1), (m, n, k)
         with monkeypatch.context() as mp:
             mp.setattr(hopper_heuristic, "OFF_LINES_PAST_WAVE", None)
-            assert pick(m, n, k, off_32) == before, (m, n, k)
+            assert pick(m, n, k) == before, (m, n, k)
     # B's rows on lines: 128-wide stream-K, as measured there (RESULTS.md, seventeenth session)
     on_lines = hopper.choose_config(1136, 1872, 7320, dtype, 132)
     assert (on_lines.tile_n, on_lines.policy) == (128, "streamk")
@@ -715,10 +713,9 @@ def test_heuristic_off_lines_past_a_wave_takes_one_wave_of_192(dtype, monkeypatc
     fired = 0
     for _ in range(600):
         m, n, k = (int(x) * 8 for x in rng.integers(16, 2000, size=3))
-        off_32 = (2 * n) % 32 != 0
         if (2 * n) % 128 == 0:
             continue
-        cfg, before = pick(m, n, k, off_32), pick(m, n, k, off_32, one_wave=False)
+        cfg, before = pick(m, n, k), pick(m, n, k, one_wave=False)
         if cfg != before and (before.tile_n, before.policy) == (128, "streamk"):
             fired += 1
             assert before.cluster_size == 1 and 132 < hopper_heuristic._tiles(m, n, 128) < 1.15 * 132
