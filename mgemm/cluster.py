@@ -261,16 +261,51 @@ def scatter(client: Any, x: Any, chunks: tuple, name: str, where: Any,
     futures: dict = {}
     for worker, data in by_worker.items():
         try:
-            sent = client.scatter(data, workers=None if worker is None else [worker])
+            sent = _scatter_whole(client, data, None if worker is None else [worker])
         except KeyError:  # that worker has left since: any other
             if worker is None:
                 raise
-            sent = client.scatter(data)
+            sent = _scatter_whole(client, data, None)
         futures.update(sent)
         if sink is not None:
             sink.extend(sent.values())
     graph = HighLevelGraph.from_collections(name, futures, dependencies=())
     return da.Array(graph, name, chunks, meta=da.utils.meta_from_array(x, ndim=x.ndim))
+
+
+def _scatter_whole(client: Any, data: dict, workers: list | None) -> dict:
+    """``client.scatter(data, workers=workers)``, run to its end on the client's loop even where
+    a Ctrl-C stops this thread's wait for it: the chunks of an interrupted call are released as
+    soon as their futures exist.  ``Client.scatter`` cut short by the interrupt had sent them but
+    never made their futures, and the scheduler kept them for the client until it closed."""
+    import asyncio
+
+    from distributed.worker import get_worker
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:  # called on an event loop (an asynchronous caller): no thread of its own to wait in
+        return client.scatter(data, workers=workers)
+    try:
+        local_worker = get_worker()  # in a task: the chunks stay on this worker, as Client.scatter's
+    except ValueError:
+        local_worker = None
+    sent = asyncio.run_coroutine_threadsafe(
+        client._scatter(data, workers=workers, local_worker=local_worker), client.loop.asyncio_loop)
+    try:
+        return sent.result()
+    except BaseException:
+        sent.add_done_callback(_release_scattered)
+        raise
+
+
+def _release_scattered(sent: Any) -> None:
+    """The done-callback of an interrupted ``_scatter_whole``: its chunks leave the workers."""
+    if not sent.cancelled() and sent.exception() is None:
+        for future in sent.result().values():
+            future.release()
 
 
 def register_placement(client: Any, placement: dict) -> None:

@@ -1235,3 +1235,36 @@ def test_bfloat16_products_take_numpys_promotion(other):
         got = mgemm.matmul(x, y)
         assert got.dtype == want
         np.testing.assert_array_equal(got.astype(np.float64), np.full(got.shape, 4.0))
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_a_ctrl_c_while_chunks_are_on_their_way_leaves_none_behind(client, monkeypatch, direct):
+    """Arrays in, a Ctrl-C (a real SIGINT) while the scheduler (or, ``direct_to_workers``, a
+    worker) takes B's chunks: the interrupt reaches the caller, and the chunks it was sending
+    leave the cluster too.  ``Client.scatter`` cut in two by the interrupt had sent them but never
+    made their futures, so the scheduler kept them for the client until it closed (seen with
+    ``direct_to_workers``: the chunks reach the workers first, then the scheduler hears of them)."""
+    import asyncio
+    import os
+    import signal
+
+    scheduler = client.cluster.scheduler
+    op = "update_data" if direct else "scatter"
+    handler, calls = scheduler.handlers[op], []
+
+    async def slow(*args, **kw):
+        calls.append(True)
+        if len(calls) == 2:  # B's chunks: the signal lands while the caller waits for them
+            os.kill(os.getpid(), signal.SIGINT)
+            await asyncio.sleep(0.3)
+        result = handler(*args, **kw)
+        return await result if asyncio.iscoroutine(result) else result
+    monkeypatch.setitem(scheduler.handlers, op, slow)
+    monkeypatch.setattr(client, "direct_to_workers", direct)
+    a = np.ones((600, 600))
+    with pytest.raises(KeyboardInterrupt) as stopped:
+        mgemm.matmul(a, a + 1, block_size=150, client=client)
+    assert len(calls) == 2
+    _mgemm_tasks_gone(client, stopped.value)
+    monkeypatch.undo()
+    np.testing.assert_array_equal(mgemm.matmul(a, a + 1, block_size=150, client=client), a @ (a + 1))
