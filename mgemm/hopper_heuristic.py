@@ -358,14 +358,12 @@ TAIL_SPLIT_MIN_K_STEPS = 32  # ... and K of at least this many 64-wide steps (me
 # ran behind 128 CTAs of one CTA a tile); None: never
 QUAD_SK: tuple[float, int, float, int] | None = (0.75, 64, 1.2, 2)
 QUAD_SK_POLICIES = ("streamk", "static")  # ... in place of the heuristic's config with these policies
-# ... not where the config the product takes without that rule is split-K on 128 x 192 tiles whose
-# area is at most 1 / QUAD_SK_192_PAD of the 2 x 2 blocks' (they pad far fewer rows or columns);
-# None: never kept from it (_quad_wider_split; RESULTS.md, seventy-sixth session)
-QUAD_SK_192_PAD: float | None = 1.1
 # ... static on those clusters, where stream-K would take fewer than QUAD_SK_STATIC 64-wide K steps
 # off each cluster's (its blocks' K steps times the share of the clusters that static leaves idle:
-# less than a fix-up costs); None: always stream-K (_quad_static; same session)
-QUAD_SK_STATIC: int | None = 36
+# less than a fix-up costs); the heuristic's own config only (one_wave: not the transposed product
+# that swap_pays weighs, nor tail_split's rest band, which the wave model prices); None: always
+# stream-K (_quad_static; RESULTS.md, seventy-sixth session)
+QUAD_SK_STATIC: int | None = 25
 # 16-bit products that the heuristic runs as stream-K on 128 x 128 tiles, one CTA per tile, so few
 # that a wave holds SPLIT_K[0] to SPLIT_K[1] CTAs a tile (sms // tiles): split-K (sk_ways), that
 # many equal k-slices a tile, every tile's slices read in step, the owner fix-up, in place of
@@ -564,8 +562,7 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     7. deep K over few 256-wide tiles: split-K on them (``_deep_split``), final;
     8. 128-wide tiles below 0.75 of a wave over long K: stream-K on 2 x 2 clusters
        (``_quad_streamk_pays``, ``quad_streamk``), static where stream-K saves few K steps
-       (``_quad_static``), final; not where the rules below give a split of 128 x 192 tiles
-       that pad much less (``_quad_wider_split``);
+       (``_quad_static``), final;
     9. B's rows off 128-byte lines: static 2-CTA clusters (``_off_rows_clusters``; not a wave of
        single CTAs over odd tile rows that they only match, ``OFF_ROWS_ODD_TIE``), 2 x 2 where
        A's are too (``_off_rows_blocks``), stream-K over a many-wave tail (``_many_waves``);
@@ -801,9 +798,8 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
 def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: bool = False,
                    shared: bool = False, tile_n: int | None = None, b_rows_off: bool = False,
                    b_rows_off_128: bool = False, a_rows_off_128: bool = False,
-                   one_wave: bool = True, quad: bool = True) -> HopperConfig:
-    """``choose_config`` without its last rule (``_same_columns_160``); ``quad=False``: without
-    the 2 x 2 clusters' rule (``_quad_streamk_pays``) too."""
+                   one_wave: bool = True) -> HopperConfig:
+    """``choose_config`` without its last rule (``_same_columns_160``)."""
     kind = input_kind(dtype, allow_tf32)
     explicit = tile_n is not None
     if tile_n is not None and tile_n not in dict(TILE_CHOICES):
@@ -861,16 +857,11 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
         deep = _deep_split(cfg, m, n, k, sms, b_rows_off or b_rows_off_128)
         if deep is not None:
             return deep
-    if (quad and not (explicit or shared) and kind in ("float16", "bfloat16") and _quad_streamk_pays(cfg, m, n, k, sms)
+    if (not (explicit or shared) and kind in ("float16", "bfloat16") and _quad_streamk_pays(cfg, m, n, k, sms)
             and (a_rows_off_128 or b_rows_off or b_rows_off_128  # split-K first on lines: _split_k
                  or not _split_k(cfg, m, n, k, sms).sk_ways)):
-        if QUAD_SK_192_PAD is not None:
-            other = _choose_config(m, n, k, dtype, sms, allow_tf32=allow_tf32, b_rows_off=b_rows_off,
-                                   b_rows_off_128=b_rows_off_128, a_rows_off_128=a_rows_off_128,
-                                   one_wave=one_wave, quad=False)
-            if _quad_wider_split(other, m, n, sms):
-                return other
-        return _quad_static(quad_streamk(cfg, m, n, k, sms), m, n, k, sms)  # ahead of the off-rows clusters too
+        quad = quad_streamk(cfg, m, n, k, sms)  # ahead of the off-rows clusters too (RESULTS.md)
+        return _quad_static(quad, m, n, k, sms) if one_wave else quad
     if ((b_rows_off or b_rows_off_128) and not explicit and not shared
             and kind in ("float16", "bfloat16")):
         cfg = _off_rows_clusters(cfg, m, n, k, sms, OFF_ROWS_CLUSTER_MARGIN[0 if b_rows_off else 1],
@@ -1752,49 +1743,24 @@ def _quad_streamk_pays(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> b
     return not spread or blocks <= spread_blocks
 
 
-def _quad_wider_split(other: HopperConfig, m: int, n: int, sms: int) -> bool:
-    """Whether ``other``, the config a product takes without the 2 x 2 clusters' rule
-    (``_quad_streamk_pays``), replaces them: split-K on 128 x 192 tiles whose area is at most
-    1 / ``QUAD_SK_192_PAD`` of the 2 x 2 blocks' of 128 x 128 tiles.
-
-    On the H100 (RESULTS.md, seventy-sixth session, fp16 and bf16, × cuBLAS as callers get them)
-    on the nine such products drawn where the blocks' area is 1.12-1.33 times the wider tiles',
-    the split was ahead in 16 of 18 runs by 0.02-0.22 (2032x576x14544 0.73 -> 0.91, 2016x528x10760
-    1.05 -> 1.21, 608x2272x14200 0.81 -> 0.94) and behind on 1352x936x11424 by 0.10-0.13; at
-    0.89-1.09 times, level or behind on five of six (744x1496x8192 0.86 -> 0.74), and where the
-    split was 128 x 160 (as ``_same_columns_160`` narrows it) behind on three of three by
-    0.18-0.49.
-
-    >>> split = HopperConfig(input="float16", tile_n=192, stages=4, policy="streamk", sk_ways=2,
-    ...                      epilogue="staged")
-    >>> _quad_wider_split(split, 2032, 576, 132), _quad_wider_split(split, 2000, 592, 132)
-    (True, False)
-    >>> _quad_wider_split(split, 2112, 456, 132)  # 160 wide: as many tile columns
-    False
-    """
-    if (QUAD_SK_192_PAD is None or other.tile_n != 192 or not other.sk_ways or other.cluster_size > 1
-            or _same_columns_160(other, n).tile_n != 192):
-        return False
-    rows, cols = -(-m // TILE_M), -(-n // 128)
-    blocks = -(-rows // 2) * -(-cols // 2)
-    return 4 * blocks * 128 >= QUAD_SK_192_PAD * _tiles(m, n, 192) * 192 - 1e-9
-
-
 def _quad_static(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
     """``cfg`` (``quad_streamk``'s), static where ``QUAD_SK_STATIC`` says so: the blocks' K steps
     times the share of the 4-CTA clusters their one static wave leaves idle (what stream-K would
     take off each cluster's steps) below ``QUAD_SK_STATIC``.  Stream-K then saves less than its
-    fix-up costs: every block split over two clusters, whose partials of four tiles are stored,
-    waited for and added.
+    fix-up costs: nearly every block split over two clusters, whose partials of four tiles are
+    stored, waited for and added.
 
-    On the H100 (RESULTS.md, seventy-sixth session, fp16 and bf16, × cuBLAS, sixteen sizes drawn
-    as a user types them where stream-K would save at most 48 steps), static was ahead or level
-    in 20 of 20 runs below 35 steps (880x1752x4128, 4 steps, 0.75 -> 0.86; 920x1440x4056, 13
-    steps, 0.79 -> 0.87), and behind in 12 of 14 from 39 on (648x1088x5496, 43 steps, 1.06 ->
-    0.87).
+    On the H100 (RESULTS.md, seventy-sixth session, fp16 and bf16, × cuBLAS, the heuristic's
+    config), on sixteen sizes drawn as a user types them where stream-K saves at most 48 steps,
+    static was ahead or level in 14 of 14 runs below 25 steps (880x1752x4128, 4 steps, 0.75 ->
+    0.86; 920x1440x4056, 13 steps, 0.79 -> 0.87), ahead by 0.01-0.05 in six runs at 27-34 steps,
+    and behind in 12 of 14 from 39 on (648x1088x5496, 43 steps, 1.06 -> 0.87); on a second draw,
+    ahead in five of six runs below 25 steps by 0.06-0.08 (1792x800x4224, 4 steps, 0.78 -> 0.86),
+    behind in one by 0.02, and behind in nine of twelve at 25-35 steps (592x1280x4128, 32 steps,
+    0.73 -> 0.63).
 
     >>> quad = quad_streamk(HopperConfig(tile_n=128, stages=6), 880, 1752, 4128, 132)  # 28 blocks
-    >>> _quad_static(quad, 880, 1752, 4128, 132).policy, _quad_static(quad, 648, 1088, 5496, 132).policy
+    >>> _quad_static(quad, 880, 1752, 4128, 132).policy, _quad_static(quad, 592, 1280, 4128, 132).policy
     ('static', 'streamk')
     >>> _quad_static(quad_streamk(HopperConfig(tile_n=128), 256, 256, 65536, 132), 256, 256, 65536, 132).policy
     'streamk'

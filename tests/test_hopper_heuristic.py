@@ -324,30 +324,25 @@ def test_heuristic_quad_streamk_below_a_wave(dtype, monkeypatch):
     two blocks); not from 0.75 of a wave, on four spread blocks, short K, tf32, an explicit width,
     or a shared GPU; B's rows off 128 bytes take them before the off-rows rules."""
     for shape, reduce in [((1152, 1024, 16384), "owner"), ((256, 256, 65536), "spread"),
-                          ((256, 512, 65536), "spread"), ((1416, 960, 17576), "owner")]:
+                          ((256, 512, 65536), "spread"), ((1416, 960, 17576), "owner"),
+                          ((2112, 432, 4096), "owner"), ((1024, 1536, 8192), "owner")]:
         cfg = hopper.choose_config(*shape, dtype, 132)
         assert (cfg.policy, cfg.cluster_m, cfg.cluster_n, cfg.tile_n, cfg.sk_reduce, cfg.sk_ways) == \
             ("streamk", 2, 2, 128, reduce, 0), shape
         lp = hopper.plan_launch(cfg, *shape, 4 * hopper_heuristic.quad_clusters(132))
         assert lp.grid <= 4 * hopper_heuristic.quad_clusters(132) and lp.sk_tiles > 0
-    # 18 (24) blocks on 30 clusters over 64 (128) K steps: stream-K would take 25.6 steps off each
-    # cluster's, below QUAD_SK_STATIC: the same clusters static, one wave (stream-K without that rule)
-    for shape, blocks in [((2112, 432, 4096), 18), ((1024, 1536, 8192), 24)]:
-        cfg = hopper.choose_config(*shape, dtype, 132)
-        assert (cfg.policy, cfg.cluster_m, cfg.cluster_n, cfg.tile_n) == ("static", 2, 2, 128), shape
-        assert hopper.plan_launch(cfg, *shape, 120).grid == 4 * blocks
-        with monkeypatch.context() as mp:
-            mp.setattr(hopper_heuristic, "QUAD_SK_STATIC", None)
-            assert hopper.choose_config(*shape, dtype, 132) == cfg.replace(policy="streamk")
-    # where the config without the clusters is split-K on 128 x 192 tiles that cover at most
-    # 1 / QUAD_SK_192_PAD of the blocks (2032x576: 1.33), that split; not at 1.0 (2000x592)
-    flags = dict(a_rows_off_128=True)
-    cfg = hopper.choose_config(2032, 576, 14544, dtype, 132, **flags)
-    assert (cfg.tile_n, cfg.policy, cfg.sk_ways, cfg.cluster_size) == (192, "streamk", 2, 1)
-    assert hopper.choose_config(2000, 592, 10824, dtype, 132, **flags).cluster_size == 4
+    # 18 blocks on 30 clusters over 64 K steps: stream-K would take 25.6 steps off each cluster's,
+    # at QUAD_SK_STATIC or more: stream-K; 28 blocks over 66 steps (4.4): the same clusters
+    # static, one wave (stream-K without that rule, or as the transposed product's config or a
+    # tail_split band, one_wave=False)
+    assert hopper.choose_config(2112, 432, 4096, dtype, 132).policy == "streamk"
+    cfg = hopper.choose_config(1792, 800, 4224, dtype, 132)
+    assert (cfg.policy, cfg.cluster_m, cfg.cluster_n, cfg.tile_n) == ("static", 2, 2, 128)
+    assert hopper.plan_launch(cfg, 1792, 800, 4224, 120).grid == 4 * 28
+    assert hopper.choose_config(1792, 800, 4224, dtype, 132, one_wave=False) == cfg.replace(policy="streamk")
     with monkeypatch.context() as mp:
-        mp.setattr(hopper_heuristic, "QUAD_SK_192_PAD", None)
-        assert hopper.choose_config(2032, 576, 14544, dtype, 132, **flags).cluster_size == 4
+        mp.setattr(hopper_heuristic, "QUAD_SK_STATIC", None)
+        assert hopper.choose_config(1792, 800, 4224, dtype, 132) == cfg.replace(policy="streamk")
     # two to four CTAs a tile on single CTAs: split-K first (SPLIT_K) where A's and B's rows are on
     # 128-byte lines; off them the clusters stay
     for shape in [(1024, 1024, 16384), (768, 1024, 16384), (640, 1280, 12288), (512, 2048, 16384),
