@@ -1751,13 +1751,13 @@ def _quad_static(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperC
     stored, waited for and added.
 
     On the H100 (RESULTS.md, seventy-sixth session, fp16 and bf16, × cuBLAS, the heuristic's
-    config), on sixteen sizes drawn as a user types them where stream-K saves at most 48 steps,
-    static was ahead or level in 14 of 14 runs below 25 steps (880x1752x4128, 4 steps, 0.75 ->
-    0.86; 920x1440x4056, 13 steps, 0.79 -> 0.87), ahead by 0.01-0.05 in six runs at 27-34 steps,
-    and behind in 12 of 14 from 39 on (648x1088x5496, 43 steps, 1.06 -> 0.87); on a second draw,
-    ahead in five of six runs below 25 steps by 0.06-0.08 (1792x800x4224, 4 steps, 0.78 -> 0.86),
-    behind in one by 0.02, and behind in nine of twelve at 25-35 steps (592x1280x4128, 32 steps,
-    0.73 -> 0.63).
+    config), on 33 sizes drawn as a user types them where it runs such clusters, static was ahead
+    or level in 18 of 18 runs below 25 saved steps (880x1752x4128, 4 steps, 0.75 -> 0.86;
+    920x1440x4056, 13 steps, 0.79 -> 0.87), ahead in 9 of 10 at 27-34, mixed at 36-48 (8 of 22
+    ahead) and behind in 14 of 16 from 49 on (928x1272x13280, 69 steps, 0.89 -> 0.76); on a
+    second draw, ahead in five of six runs below 25 steps by 0.06-0.08 (1792x800x4224, 4 steps,
+    0.78 -> 0.86), behind in one by 0.02, and behind in nine of twelve at 25-35 steps
+    (592x1280x4128, 32 steps, 0.73 -> 0.63).
 
     >>> quad = quad_streamk(HopperConfig(tile_n=128, stages=6), 880, 1752, 4128, 132)  # 28 blocks
     >>> _quad_static(quad, 880, 1752, 4128, 132).policy, _quad_static(quad, 592, 1280, 4128, 132).policy
