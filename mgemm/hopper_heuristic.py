@@ -1306,9 +1306,10 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
     0.75 -> 0.70), and on 8 drawn as a user types them ahead on all five with K above 4096
     (geomean fp16 0.64 -> 0.73, bf16 0.63 -> 0.72), behind on two of three with K of 2080-3200."""
     item, epilogues = out.itemsize, _swap_epilogues(k)
+    if SWAP_MARGIN is None or out.strides[1] != item or out.strides[0] % 16 or out.data.ptr % 16:
+        return None
     direct = _past_wave_priced(direct, a_parts, b_parts, m, n, k, dtype, sms, allow_tf32)
-    if (SWAP_MARGIN is None or out.strides[1] != item or out.strides[0] % 16 or out.data.ptr % 16
-            or direct.epilogue not in epilogues):
+    if direct.epilogue not in epilogues:
         return None
     a_row_major = all(a_p.strides[1] == a_p.itemsize for a_p in a_parts)
     off_rows, off_sectors = (_rows_off(b_parts, (ONE_WAVE_SWAP_ROWS, 32)) if a_row_major and ONE_WAVE_SWAP
