@@ -1551,8 +1551,7 @@ def copies_b_k_major(b_parts, m: int, n: int, config: HopperConfig, sms: int,
     """
     k = sum(b.shape[0] for b in b_parts)
     wide_only = config.cluster_size > 1  # over clusters: wide tiles only
-    if (not B_K_MAJOR or (wide_only and not B_K_MAJOR_WIDE_OVER_CLUSTERS)
-            or n > B_K_MAJOR[0] or m < B_K_MAJOR[1] or k < B_K_MAJOR[2]
+    if (not _b_k_major_shape(m, n) or (wide_only and not B_K_MAJOR_WIDE_OVER_CLUSTERS) or k < B_K_MAJOR[2]
             or m * n * k < B_K_MAJOR[3] or any(b.itemsize != 2 for b in b_parts)):
         return False
     parts = [b for b in b_parts if b.shape[0]]
@@ -1566,6 +1565,12 @@ def copies_b_k_major(b_parts, m: int, n: int, config: HopperConfig, sms: int,
     if wide_only:
         return k_major_copy_config(m, n, k, config.input, sms, a_rows_off_128).tile_n in WIDE_TILE_NS
     return off_64 or k_major_copy_config(m, n, k, config.input, sms, a_rows_off_128).tile_n != config.tile_n
+
+
+def _b_k_major_shape(m: int, n: int) -> bool:
+    """Whether an ``m``-row product of ``n`` columns is of the shape ``copies_b_k_major`` may copy B
+    for (``B_K_MAJOR``: at most its first bound of columns, at least its second of rows)."""
+    return bool(B_K_MAJOR) and n <= B_K_MAJOR[0] and m >= B_K_MAJOR[1]
 
 
 def k_major_copy_config(m: int, n: int, k: int, kind: str, sms: int, a_rows_off_128: bool = False) -> HopperConfig:
@@ -2308,7 +2313,7 @@ def _past_wave_192(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> bool:
     if (OFF_LINES_PAST_WAVE is None or cfg.tile_n != 128 or cfg.policy != "streamk" or cfg.pingpong
             or cfg.cluster_size > 1 or -(-k // 64) <= SHORT_K):
         return False
-    if B_K_MAJOR and n <= B_K_MAJOR[0] and m >= B_K_MAJOR[1]:
+    if _b_k_major_shape(m, n):
         return False  # where B may be copied K-major (copies_b_k_major): the copy's and swap's rules
     tiles = _tiles(m, n, 128, cfg.tile_m)
     return sms < tiles < OFF_LINES_PAST_WAVE * sms and _tiles(m, n, MID_TILE[0], cfg.tile_m) <= sms
