@@ -1288,7 +1288,7 @@ def _swap_may_pay(m: int, n: int, tile_n: int, margin: float, wide: tuple[int, .
 
 
 def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k: int, dtype: str,
-                 sms: int, allow_tf32: bool) -> HopperConfig | None:
+                 sms: int, allow_tf32: bool, flags: dict | None = None) -> HopperConfig | None:
     """The config of the transposed product (``swap_pays``, or first ``_one_wave_swap`` where B's
     rows are off ``ONE_WAVE_SWAP_ROWS`` bytes and A is row-major) with the "columns" epilogue, or None
     where ``gemm_parts`` keeps ``direct``: also where ``out`` is not row-major with 16-byte aligned
@@ -1298,7 +1298,7 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
     the off-rows rules put the transposed product on clusters over A's rows on sectors beside a
     direct config of single CTAs, it is priced on single CTAs too (``SWAP_SINGLE_ON_SECTORS``).
     A direct config of ``OFF_LINES_PAST_WAVE`` is priced as the tiles it replaced
-    (``_past_wave_priced``).
+    (``_past_wave_priced``; ``flags``: the parts' ``rows_flags`` where the caller has them).
 
     On the H200 (RESULTS.md, thirty-sixth session, × cuBLAS), 288 and 320 wide with the columns
     epilogue over the transposed product's 160-256 wide tiles: ahead on 7 of 8 chosen narrow-M
@@ -1308,7 +1308,7 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
     item, epilogues = out.itemsize, _swap_epilogues(k)
     if SWAP_MARGIN is None or out.strides[1] != item or out.strides[0] % 16 or out.data.ptr % 16:
         return None
-    direct = _past_wave_priced(direct, a_parts, b_parts, m, n, k, dtype, sms, allow_tf32)
+    direct = _past_wave_priced(direct, a_parts, b_parts, m, n, k, dtype, sms, allow_tf32, flags)
     if direct.epilogue not in epilogues:
         return None
     a_row_major = all(a_p.strides[1] == a_p.itemsize for a_p in a_parts)
@@ -1333,7 +1333,7 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
 
 
 def _past_wave_priced(direct: HopperConfig, a_parts, b_parts, m: int, n: int, k: int, dtype: str,
-                      sms: int, allow_tf32: bool) -> HopperConfig:
+                      sms: int, allow_tf32: bool, flags: dict | None = None) -> HopperConfig:
     """The config ``_swap_config`` prices in place of ``direct``: where ``direct`` is the
     heuristic's own config for these parts and ``OFF_LINES_PAST_WAVE`` made it (one wave of 192- or
     160-wide tiles), the 128-wide stream-K tiles it replaced, whose cost the swap's rules were
@@ -1342,7 +1342,7 @@ def _past_wave_priced(direct: HopperConfig, a_parts, b_parts, m: int, n: int, k:
     cuBLAS on the 192-wide tiles, 0.63 transposed; 3488x584x1800 0.79 against 0.71)."""
     if OFF_LINES_PAST_WAVE is None or direct.policy != "static" or direct.cluster_size > 1:
         return direct
-    flags = rows_flags(a_parts, b_parts)
+    flags = rows_flags(a_parts, b_parts) if flags is None else flags
     if not flags["b_rows_off_128"] or direct != _choose_cached(m, n, k, dtype, sms, allow_tf32, **flags):
         return direct
     before = _choose_cached(m, n, k, dtype, sms, allow_tf32, one_wave=False, **flags)
@@ -1609,7 +1609,7 @@ def route(a_parts, b_parts, out, config: HopperConfig, m: int, n: int, k: int, k
     Shapes and strides only (no GPU): ``gemm_copies_b`` and the benchmarks' filters ask it."""
     picked = kind in ("float16", "bfloat16") and k
     copies = picked and copies_b_k_major(b_parts, m, n, config, sms, flags["a_rows_off_128"])
-    swapped = (_swap_config(a_parts, b_parts, config, out, m, n, k, kind, sms, allow_tf32)
+    swapped = (_swap_config(a_parts, b_parts, config, out, m, n, k, kind, sms, allow_tf32, flags)
                if picked and beta == 0 and copies else None)
     if copies and swapped is None:
         return Route("copy", None)
@@ -1619,7 +1619,7 @@ def route(a_parts, b_parts, out, config: HopperConfig, m: int, n: int, k: int, k
             return Route("split", config, split[0], split[1])
     if picked and beta == 0:
         if not copies:
-            swapped = _swap_config(a_parts, b_parts, config, out, m, n, k, kind, sms, allow_tf32)
+            swapped = _swap_config(a_parts, b_parts, config, out, m, n, k, kind, sms, allow_tf32, flags)
         if swapped is not None:
             return Route("swap", swapped)
     return Route("one", config)
