@@ -13,6 +13,9 @@
 #       tests, staged_probe.py (CuPy's copies against the pinned buffers), host_inputs.py (beside
 #       dask-cuda's way and cuBLASXt; bfloat16 through the pinned buffers against CuPy's copies,
 #       its tasks traced)
+#   bash benchmarks/run_pending_checks.sh leads   # cuBLAS's tile on 1024x2112x8192 (64 x 256 on 1 x 2
+#       clusters) and 1 x 2 clusters on short-K static tiles (ahead once on 8192x8192x256), fp16 and
+#       bf16 (RESULTS.md, seventy-seventh session), then issue 4's table
 #   bash benchmarks/run_pending_checks.sh cublasmp  # cuBLASMp (benchmarks/cublasmp_bench.py; the
 #       nvidia-cublasmp-cu13 0.7.0 wheel in .whl) on every GPU of the host at 16384³ and 32768³,
 #       beside the one-GPU cuBLAS anchor: its first run anywhere (a 1 x 1 grid on one GPU)
@@ -21,7 +24,7 @@
 # The census rows through census_study.sh's census_study: every launch cold, in turns with
 # cuBLAS, every output checked against float64 on sampled rows; full outputs under $OUT.
 set -o pipefail
-[[ "${1:-}" =~ ^(suite|table|draws|staged|ladder|cublasmp)$ ]] || { echo "usage: $0 suite|table|draws|staged|ladder|cublasmp" >&2; exit 2; }
+[[ "${1:-}" =~ ^(suite|table|draws|staged|ladder|cublasmp|leads)$ ]] || { echo "usage: $0 suite|table|draws|staged|ladder|cublasmp|leads" >&2; exit 2; }
 if [[ $1 == ladder ]]; then  # each tree forward and back once (ROUNDS=1), within one device call
   SHAPES="8192x8192x256 4096x4096x512 16384x8192x256 6144x6144x384 8192x8192x8192 4096x4096x4096"
   SHAPES+=" 1408x1536x16384 64x8192x8192 896x2432x8192 1024x2112x8192 256x256x65536 944x5144x6400 7088x712x7872"
@@ -52,6 +55,16 @@ elif [[ $1 == suite ]]; then
   echo "== examples/local_cuda.py"
   MGEMM_EXAMPLE_N=4096 timeout 90 python3 examples/local_cuda.py >"$OUT/example.log" 2>&1
   tail -12 "$OUT/example.log"
+elif [[ $1 == leads ]]; then
+  echo "== 64-row tiles 256 wide (cuBLAS's tile there), stream-K and on 1 x 2 clusters"
+  SHAPES="1024x2112x8192 1088x2048x8192 1024x2304x8192" DTYPES="float16 bfloat16" STUDY_TIMEOUT=120 \
+    census_study m64 --caller --scrub --variant m64:tile_m=64,tile_n=256 \
+    --variant m64c:tile_m=64,tile_n=256,cluster_n=2 --variant m64cs:tile_m=64,tile_n=256,cluster_n=2,policy=static \
+    --variant m64pp:tile_m=64,tile_n=256,pingpong=True
+  echo "== 1 x 2 clusters on short-K static tiles"
+  SHAPES="8192x8192x256 16384x8192x256 6144x6144x384 8192x4096x256 12288x12288x256" DTYPES="float16 bfloat16" \
+    STUDY_TIMEOUT=120 census_study c12 --caller --scrub --variant c12:cluster_n=2
+  issue4_table
 elif [[ $1 == cublasmp ]]; then
   nvidia-smi topo -m | head -n 4
   timeout 120 python3 benchmarks/cublas_one_gpu.py --n 16384 32768 --dtypes float32,float16,bfloat16 \
