@@ -162,7 +162,7 @@
 #define MGEMM_K_PARTS 1
 #endif
 #ifndef MGEMM_OUT_COLS
-#define MGEMM_OUT_COLS 0  // COLUMNS: output columns staged at a time (0: the default chunk, kOutCols)
+#define MGEMM_OUT_COLS 0  // STAGED, TMA, COLUMNS: output columns staged at a time (0: the default chunk, kOutCols)
 #endif
 #ifndef MGEMM_PROMOTE
 // 0: the wgmmas accumulate a work unit's whole K range in their registers.  P > 0 (cooperative
@@ -334,7 +334,8 @@ struct Config {
                 "staged rows: an even number of 16-byte pieces, 8 at least");
   static_assert(!kTmaStore || !kOutRotate, "TMA store: staged rows of whole 128-byte boxes");
   static_assert(!kStagedEpilogue || kWgN % kOutCols == 0, "staged rows: a whole number of chunks per tile row");
-  static_assert(MGEMM_OUT_COLS == 0 || kColumnsEpilogue, "OUT_COLS: the COLUMNS epilogue's chunk");
+  static_assert(MGEMM_OUT_COLS == 0 || kColumnsEpilogue || kStagedEpilogue,
+                "OUT_COLS: the STAGED, TMA or COLUMNS epilogue's chunk");
   static_assert(!kColumnsEpilogue || (kWgN % kOutCols == 0 && kOutCols * (kColBytes / 16) % 128 == 0),
                 "staged columns: a whole number of chunks per tile row, of whole 16-byte pieces per thread");
   static_assert(!kTmaStore || (kStageBytes % 1024 == 0 && kSharedBytes <= 1024), "TMA store boxes: 1024-byte aligned");

@@ -133,8 +133,9 @@ class HopperConfig(RenderedConfig):
     # accumulation truncates): float32 emulated with bfloat16 pieces (``mgemm.emulate``).
     # Cooperative consumers, tile_n <= 192 (two accumulator sets per thread).
     promote: int = 0
-    # "columns" epilogue: 0 stages ``out_chunk_bytes``' default chunk of a warpgroup's columns at a
-    # time; C > 0 stages C columns at a time (a smaller buffer: room for another ring stage)
+    # "staged", "tma" and "columns" epilogues: 0 stages ``out_chunk_bytes``' default chunk of a
+    # warpgroup's columns at a time; C > 0 stages C columns at a time (a smaller buffer: room for
+    # another ring stage, as five of 64 x 256 with 128-byte chunks)
     out_cols: int = 0
     # True: a second set of accumulators holds each tile's result (times alpha) until the next
     # unit's first wgmmas are issued, and its epilogue runs under them instead of between the two
@@ -177,12 +178,20 @@ class HopperConfig(RenderedConfig):
             raise ValueError(f"tile_n={self.tile_n} needs cooperative consumers, and one CTA per tile unless B is "
                              f"K-major (b_k_major=True)")
         if self.out_cols:
-            pieces = 64 * ELEMENT_BYTES[self.output] // 16  # 16-byte pieces of a staged 64-row column
-            if (self.epilogue != "columns" or self.out_cols < 0 or self.wg_n % self.out_cols
-                    or (self.out_cols * pieces) % 128):
-                raise ValueError(f"out_cols={self.out_cols!r}: the columns epilogue's chunk, a divisor of a "
-                                 f"warpgroup's {self.wg_n} columns of whole 128-thread rounds of 16-byte "
-                                 f"pieces (a multiple of {128 // math.gcd(128, pieces)}), epilogue='columns'")
+            if self.epilogue == "columns":
+                pieces = 64 * ELEMENT_BYTES[self.output] // 16  # 16-byte pieces of a staged 64-row column
+                if self.out_cols < 0 or self.wg_n % self.out_cols or (self.out_cols * pieces) % 128:
+                    raise ValueError(f"out_cols={self.out_cols!r}: the columns epilogue's chunk, a divisor of "
+                                     f"a warpgroup's {self.wg_n} columns of whole 128-thread rounds of 16-byte "
+                                     f"pieces (a multiple of {128 // math.gcd(128, pieces)})")
+            elif self.epilogue in ("staged", "tma"):
+                pitch = self.out_cols * ELEMENT_BYTES[self.output]
+                if self.out_cols < 0 or self.wg_n % self.out_cols or pitch % 32 or pitch < 128:
+                    raise ValueError(f"out_cols={self.out_cols!r}: the staged epilogue's chunk, a divisor of a "
+                                     f"warpgroup's {self.wg_n} columns of at least 128 bytes, a multiple of 32")
+            else:
+                raise ValueError(f"out_cols={self.out_cols!r}: the chunk of a staged, TMA or columns "
+                                 f"epilogue, not of {self.epilogue!r}")
         if self.epilogue == "tma" and self.out_chunk_bytes % 128:
             raise ValueError(f"epilogue='tma' stores whole 128-byte boxes: {self.tile_n} {self.output} "
                              f"columns are staged {self.out_chunk_bytes} bytes at a time (use 'staged')")

@@ -71,9 +71,20 @@ def test_config_validates():
     assert cols.out_chunk_bytes == 96 and cols.smem_bytes == 1024 + 4 * (128 + 288) * 128 + 512 + 2 * 64 * 96
     assert "#define MGEMM_OUT_COLS 48" in cols.render() and "oc48" in str(cols)
     assert cols.key() != cols.replace(out_cols=16).key()
-    for bad in (dict(out_cols=40), dict(out_cols=-16), dict(out_cols=288), dict(out_cols=48, epilogue="staged")):
+    for bad in (dict(out_cols=40), dict(out_cols=-16), dict(out_cols=288), dict(out_cols=48, epilogue="staged"),
+                dict(out_cols=48, epilogue="pair")):
         with pytest.raises(ValueError, match="out_cols"):
             HopperConfig(**{**dict(input="float16", tile_n=288, stages=3, epilogue="columns"), **bad})
+    # ... and the staged and TMA epilogues' (at least 128 bytes): five stages of 64 x 256 fit with
+    # 64 columns (128 bytes) at a time, not with the default 256-byte chunk
+    for epi in ("staged", "tma"):
+        with pytest.raises(ValueError, match="more than 232448"):
+            HopperConfig(input="float16", tile_m=64, tile_n=256, stages=5, epilogue=epi)
+        five = HopperConfig(input="float16", tile_m=64, tile_n=256, stages=5, epilogue=epi, out_cols=64)
+        assert five.out_chunk_bytes == 128 and five.out_chunks == 2
+        assert five.smem_bytes == 1024 + 5 * (64 + 256) * 128 + (1024 if epi == "tma" else 512) + 2 * 64 * 128
+        with pytest.raises(ValueError, match="out_cols"):  # 32 columns: 64 bytes
+            five.replace(out_cols=32)
     with pytest.raises(ValueError):
         HopperConfig(policy="greedy")
     with pytest.raises(ValueError):
