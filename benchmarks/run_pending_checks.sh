@@ -14,9 +14,9 @@
 #       dask-cuda's way and cuBLASXt; bfloat16 through the pinned buffers against CuPy's copies,
 #       its tasks traced)
 #   bash benchmarks/run_pending_checks.sh leads   # cuBLAS's tile on 1024x2112x8192 (64 x 256 on 1 x 2
-#       clusters; five stages of it through 128-byte output chunks, out_cols=64) and five stages of
-#       the heuristic's 128 x 192 there, 1 x 2 clusters on short-K static tiles (ahead once on
-#       8192x8192x256), fp16 and bf16 (RESULTS.md, seventy-seventh session), then issue 4's table
+#       clusters; five stages of it through 128-byte output chunks, out_cols=64) and 1 x 2 clusters
+#       on short-K static tiles (ahead once on 8192x8192x256), fp16 and bf16 (RESULTS.md,
+#       seventy-seventh session), then issue 4's table
 #   bash benchmarks/run_pending_checks.sh cublasmp  # cuBLASMp (benchmarks/cublasmp_bench.py; the
 #       nvidia-cublasmp-cu13 0.7.0 wheel in .whl) on every GPU of the host at 16384³ and 32768³,
 #       beside the one-GPU cuBLAS anchor: its first run anywhere (a 1 x 1 grid on one GPU)
@@ -63,8 +63,7 @@ elif [[ $1 == leads ]]; then
     --variant m64c:tile_m=64,tile_n=256,cluster_n=2 --variant m64cs:tile_m=64,tile_n=256,cluster_n=2,policy=static \
     --variant m64pp:tile_m=64,tile_n=256,pingpong=1 \
     --variant m64s5:tile_m=64,tile_n=256,stages=5,out_cols=64 \
-    --variant m64s5c:tile_m=64,tile_n=256,stages=5,out_cols=64,cluster_n=2 \
-    --variant s5:stages=5 --variant s5t:stages=5,epilogue=tma
+    --variant m64s5c:tile_m=64,tile_n=256,stages=5,out_cols=64,cluster_n=2
   echo "== 1 x 2 clusters on short-K static tiles"
   SHAPES="8192x8192x256 16384x8192x256 6144x6144x384 8192x4096x256 12288x12288x256" DTYPES="float16 bfloat16" \
     STUDY_TIMEOUT=120 census_study c12 --caller --scrub --variant c12:cluster_n=2

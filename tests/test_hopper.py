@@ -716,7 +716,7 @@ def test_transpose_kernel_compiles_without_spills(tmp_path):
                                  # five stages of 64 x 256 through 128-byte chunks of the output
                                  HopperConfig(input="float16", tile_m=64, tile_n=256, stages=5, epilogue="tma",
                                               policy="streamk", out_cols=64, cluster_n=2),
-                                 HopperConfig(input="bfloat16", tile_n=192, stages=5, epilogue="staged",
+                                 HopperConfig(input="bfloat16", tile_n=256, stages=4, epilogue="staged",
                                               policy="streamk", out_cols=64)],
                          ids=str)
 def test_rendered_source_compiles_for_sm90a(cfg, tmp_path):
@@ -1984,13 +1984,13 @@ def test_split_n_in_clusters(cm, cn, policy, b_k_major):
 @pytest.mark.parametrize("kind,tile_m,tile_n,epilogue,policy,cn", [("float16", 64, 256, "tma", "streamk", 1),
                                                                   ("bfloat16", 64, 256, "staged", "static", 2),
                                                                   ("float16", 64, 256, "tma", "streamk", 2),
-                                                                  ("bfloat16", 128, 192, "tma", "streamk", 1)])
+                                                                  ("bfloat16", 128, 256, "tma", "streamk", 1)])
 def test_five_stages_through_128_byte_output_chunks(kind, tile_m, tile_n, epilogue, policy, cn):
     """``out_cols=64`` on the staged and TMA epilogues: each warpgroup's row out in 128-byte chunks,
-    room for a fifth ring stage of 64 x 256 (two chunks a row; three of a 192-wide tile's); edge
+    room for a fifth ring stage of 64 x 256 (two chunks a row; four of a 128 x 256 tile's); edge
     shapes, rows off 16 bytes (the paired fallback), alpha and beta, a few CTAs."""
-    cfg = HopperConfig(input=kind, tile_m=tile_m, tile_n=tile_n, stages=5, policy=policy, epilogue=epilogue,
-                       out_cols=64, cluster_n=cn)
+    cfg = HopperConfig(input=kind, tile_m=tile_m, tile_n=tile_n, stages=5 if tile_m == 64 else 4, policy=policy,
+                       epilogue=epilogue, out_cols=64, cluster_n=cn)
     for i, (m, n, k) in enumerate(SHAPES[1:] + [(384, 768, 1024), (1000, 1304, 900), (1024, 2112, 1000)]):
         _check(m, n, k, kind, cfg, seed=150 + i, beta=0.5 if i % 4 == 3 else 0.0, alpha=1.0 if i % 3 else 0.75,
                sms=7 if i % 5 == 2 else None)
