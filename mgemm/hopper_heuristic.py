@@ -517,6 +517,20 @@ ONE_WAVE_SWAP_ROWS = 128
 ONE_WAVE_SWAP_TMA = True
 
 
+# 16-bit products over a row-major A whose heuristic config is 128 x 192 tiles of one CTA, static
+# or stream-K (no split-K), with the staged or TMA-store epilogue, whose transposed product's
+# 64 x 256 tiles fill SWAP_64_ROWS[0] of one wave to one, from K of SWAP_64_ROWS[1]: the
+# transposed product on those tiles (``_swap_64_rows``), static, on five stages (the columns
+# epilogue staging 64 columns at a time, ``out_cols``, makes room for the fifth): the tile cuBLAS
+# runs there (its column-major view is the transposed product).  On the H100 (RESULTS.md,
+# seventy-eighth session, × cuBLAS, fp16 and bf16): fitted on 1024x2112 at K of 2048-16384 and on
+# 1024x2080x12288, ahead in 12 of 12 runs by 0.05-0.19 (1024x2112x8192 0.91 -> 0.97-0.99,
+# 1024x2112x6144 0.81-0.82 -> 0.97-1.00); the same tiles on four stages level (0.90-0.92), on
+# 2 x 1 clusters 0.47-0.51; where the heuristic's 128 x 128 static tiles fill a wave (768x2816,
+# 1280x1664, 1024x2048, 1536x1408, 512x4224 at K = 8192) they ran 0.02-0.07 behind.  None: never
+SWAP_64_ROWS: tuple[float, int] | None = (0.97, 2048)
+
+
 #: ``choose_policy`` splits where the SMs' average load is below this share of the busiest SM's:
 #: the portable kernel's rule as it was measured for both kernels (the portable kernel's own moved
 #: to ``kernels.SPLIT_FILL`` = 0.9 in the twenty-eighth session; above 0.8 this kernel's other
@@ -1290,7 +1304,8 @@ def _swap_may_pay(m: int, n: int, tile_n: int, margin: float, wide: tuple[int, .
 def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k: int, dtype: str,
                  sms: int, allow_tf32: bool, flags: dict | None = None) -> HopperConfig | None:
     """The config of the transposed product (``swap_pays``, or first ``_one_wave_swap`` where B's
-    rows are off ``ONE_WAVE_SWAP_ROWS`` bytes and A is row-major) with the "columns" epilogue, or None
+    rows are off ``ONE_WAVE_SWAP_ROWS`` bytes and A is row-major, then ``_swap_64_rows`` over a
+    row-major A) with the "columns" epilogue, or None
     where ``gemm_parts`` keeps ``direct``: also where ``out`` is not row-major with 16-byte aligned
     rows (its transposed view would not take the columns epilogue's 16-byte stores).  Over a
     row-major A (the transposed product's B, then read K-major) its tiles may span a narrow M
@@ -1308,7 +1323,7 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
     item, epilogues = out.itemsize, _swap_epilogues(k)
     if SWAP_MARGIN is None or out.strides[1] != item or out.strides[0] % 16 or out.data.ptr % 16:
         return None
-    direct = _past_wave_priced(direct, a_parts, b_parts, m, n, k, dtype, sms, allow_tf32, flags)
+    picked, direct = direct, _past_wave_priced(direct, a_parts, b_parts, m, n, k, dtype, sms, allow_tf32, flags)
     if direct.epilogue not in epilogues:
         return None
     a_row_major = all(a_p.strides[1] == a_p.itemsize for a_p in a_parts)
@@ -1319,6 +1334,9 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
                                   ("staged", "tma") if ONE_WAVE_SWAP_TMA and off_sectors else ("staged",))
         if one_wave is not None:
             return one_wave
+    rows_64 = _swap_64_rows(picked, m, n, k, sms, SWAP_64_ROWS) if a_row_major else None
+    if rows_64 is not None:
+        return rows_64
     wide = None
     if SWAP_WIDE_TILES and a_row_major:
         wide = tuple(t for t in SWAP_WIDE_TILES if k >= SWAP_WIDE_MIN_K.get(t[0], WIDE_MIN_K)) or None
@@ -1401,6 +1419,33 @@ def _one_wave_swap(direct: HopperConfig, m: int, n: int, sms: int, widths, share
         return None
     _, width, stages = min(fits)
     return direct.replace(tile_n=width, stages=stages, cluster_m=2, cluster_n=1, epilogue="columns")
+
+
+def _swap_64_rows(direct: HopperConfig, m: int, n: int, k: int, sms: int,
+                  rule: tuple[float, int] | None) -> HopperConfig | None:
+    """The transposed product's config that ``_swap_config`` takes by ``SWAP_64_ROWS`` (``rule``),
+    or None where that rule does not apply: ``direct`` (the heuristic's config) 16-bit 128 x 192
+    tiles of one CTA, static or stream-K without split-K, staged or TMA stores; K of ``rule[1]``
+    or more; the transposed product's 64 x 256 tiles (``n x m``) filling ``rule[0]`` of a wave
+    to one.  Static 64 x 256 tiles on five stages, the columns epilogue 64 columns at a time.
+
+    >>> cfg = HopperConfig(input="float16", tile_n=192, stages=4, epilogue="staged", policy="streamk")
+    >>> c = _swap_64_rows(cfg, 1024, 2112, 8192, 132, (0.97, 2048))  # 33 x 4 tiles
+    >>> c.tile_m, c.tile_n, c.stages, c.out_cols, c.policy, c.epilogue
+    (64, 256, 5, 64, 'static', 'columns')
+    >>> [_swap_64_rows(cfg, m, n, k, 132, (0.97, 2048)) is None
+    ...  for m, n, k in ((1024, 2112, 1024), (1024, 1984, 8192), (1152, 2112, 8192))]
+    [True, True, True]
+    >>> _swap_64_rows(cfg.replace(tile_n=128, stages=6), 1024, 2112, 8192, 132, (0.97, 2048)) is None
+    True
+    """
+    if (rule is None or direct.input not in ("float16", "bfloat16") or direct.pingpong
+            or direct.tile_m != TILE_M or direct.tile_n != 192 or direct.cluster_size > 1 or direct.sk_ways
+            or direct.policy not in ("static", "streamk") or direct.epilogue not in ("staged", "tma")
+            or k < rule[1] or not rule[0] * sms <= _tiles(n, m, 256, SPLIT_N_TILE_M) <= sms):
+        return None
+    return direct.replace(tile_m=SPLIT_N_TILE_M, tile_n=256, stages=5, out_cols=64, policy="static",
+                          epilogue="columns", sk_reduce="owner", sk_waves=1)
 
 
 def _swap_epilogues(k: int) -> tuple[str, ...]:

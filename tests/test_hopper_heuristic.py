@@ -1214,6 +1214,34 @@ def test_swap_priced_on_wide_tiles(dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_swap_onto_64_row_tiles(dtype, monkeypatch):
+    """SWAP_64_ROWS: where the heuristic's config is 128 x 192 single-CTA tiles (stream-K or static)
+    and the transposed product's 64 x 256 tiles fill one wave, over a row-major A from K of
+    SWAP_64_ROWS[1]: those tiles, static, five stages, 64 columns at a time (RESULTS.md,
+    seventy-eighth session: the six sizes fitted); not with A column-major, K below the rule's,
+    the tiles short of the rule's share of a wave or past one, a direct config of 128 x 128 tiles,
+    or the rule off."""
+    for m, n, k in ((1024, 2112, 2048), (1024, 2112, 4096), (1024, 2112, 6144), (1024, 2112, 8192),
+                    (1024, 2112, 16384), (1024, 2080, 12288)):
+        direct, swapped = swap_pick(m, n, k, dtype)
+        assert (direct.tile_m, direct.tile_n, direct.cluster_size) == (128, 192, 1), (m, n, k)
+        assert (swapped.tile_m, swapped.tile_n, swapped.stages, swapped.out_cols, swapped.policy,
+                swapped.epilogue, swapped.cluster_size) == (64, 256, 5, 64, "static", "columns", 1), (m, n, k)
+        assert hopper_heuristic._tiles(n, m, 256, 64) == 132
+        assert swap_pick(m, n, k, dtype, a_strides=(2, 2 * m))[1] is None, (m, n, k)  # A column-major
+        with monkeypatch.context() as mp:
+            mp.setattr(hopper_heuristic, "SWAP_64_ROWS", None)
+            assert swap_pick(m, n, k, dtype)[1] is None, (m, n, k)
+    assert swap_pick(1024, 2112, 1024, dtype)[1] is None  # K below SWAP_64_ROWS[1]
+    for m, n, k in ((768, 2816, 8192), (1024, 2048, 8192), (1536, 1408, 8192)):  # 128 x 128 tiles fill a wave
+        direct, swapped = swap_pick(m, n, k, dtype)
+        assert direct.tile_n == 128 and (swapped is None or swapped.tile_m == 128), (m, n, k)
+    for m, n, k in ((1024, 2304, 8192), (1024, 1856, 8192)):  # 36 x 4 tiles: past a wave; 29 x 4 short of it
+        swapped = swap_pick(m, n, k, dtype)[1]
+        assert swapped is None or swapped.tile_m == 128, (m, n, k)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_one_wave_swap_over_b_rows_off_sectors(dtype, monkeypatch):
     """B's rows off 128-byte lines (ONE_WAVE_SWAP_ROWS), A row-major, the heuristic's config one
     wave of static single-CTA tiles from OFF_ROWS_ONE_WAVE of a wave of 128-wide ones: the
