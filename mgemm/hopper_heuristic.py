@@ -523,11 +523,12 @@ ONE_WAVE_SWAP_TMA = True
 # transposed product on those tiles (``_swap_64_rows``), static, on five stages (the columns
 # epilogue staging 64 columns at a time, ``out_cols``, makes room for the fifth): the tile cuBLAS
 # runs there (its column-major view is the transposed product).  On the H100 (RESULTS.md,
-# seventy-eighth session, × cuBLAS, fp16 and bf16): fitted on 1024x2112 at K of 2048-16384 and on
-# 1024x2080x12288, ahead in 12 of 12 runs by 0.05-0.19 (1024x2112x8192 0.91 -> 0.97-0.99,
-# 1024x2112x6144 0.81-0.82 -> 0.97-1.00); the same tiles on four stages level (0.90-0.92), on
-# 2 x 1 clusters 0.47-0.51; where the heuristic's 128 x 128 static tiles fill a wave (768x2816,
-# 1280x1664, 1024x2048, 1536x1408, 512x4224 at K = 8192) they ran 0.02-0.07 behind.  None: never
+# seventy-eighth session, × cuBLAS): fitted on 1024x2112 at K of 2048-16384 and on 1024x2080x12288,
+# ahead in 10 of 10 runs (fp16 on all six, bf16 on four) by 0.05-0.19 (1024x2112x8192 0.91 ->
+# 0.97-0.99, 1024x2112x6144 0.81-0.82 -> 0.97-1.00); the same tiles on four stages level (0.90-0.92), on
+# 2 x 1 clusters 0.47-0.51; where the heuristic's 128 x 128 static tiles fill a wave (eleven sizes
+# at K = 8192, 116-132 of the transposed tiles: 768x2816, 512x4224, 1280x1600, ...) behind in 15
+# of 17 runs by 0.03-0.07 (ahead in two, bf16, where the heuristic's tiles ran low).  None: never
 SWAP_64_ROWS: tuple[float, int] | None = (0.97, 2048)
 
 
