@@ -358,6 +358,10 @@ TAIL_SPLIT_MIN_K_STEPS = 32  # ... and K of at least this many 64-wide steps (me
 # ran behind 128 CTAs of one CTA a tile); None: never
 QUAD_SK: tuple[float, int, float, int] | None = (0.75, 64, 1.2, 2)
 QUAD_SK_POLICIES = ("streamk", "static")  # ... in place of the heuristic's config with these policies
+# ... not where the config the product takes without that rule is split-K on 128 x 192 single-CTA
+# tiles whose area is at most 1 / QUAD_SK_192_PAD of the 2 x 2 blocks' (the blocks pad a fifth more
+# rows or columns); None: never kept from it (_quad_wider_split; RESULTS.md, seventy-ninth session)
+QUAD_SK_192_PAD: float | None = 1.2
 # ... static on those clusters, where stream-K would take fewer than QUAD_SK_STATIC 64-wide K steps
 # off each cluster's (its blocks' K steps times the share of the clusters that static leaves idle:
 # less than a fix-up costs); the heuristic's own config only (one_wave: not the transposed product
@@ -577,7 +581,8 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     7. deep K over few 256-wide tiles: split-K on them (``_deep_split``), final;
     8. 128-wide tiles below 0.75 of a wave over long K: stream-K on 2 x 2 clusters
        (``_quad_streamk_pays``, ``quad_streamk``), static where stream-K saves few K steps
-       (``_quad_static``), final;
+       (``_quad_static``), final; not where the rules below give a split of 128 x 192 tiles
+       that pad a fifth fewer rows or columns (``_quad_wider_split``);
     9. B's rows off 128-byte lines: static 2-CTA clusters (``_off_rows_clusters``; not a wave of
        single CTAs over odd tile rows that they only match, ``OFF_ROWS_ODD_TIE``), 2 x 2 where
        A's are too (``_off_rows_blocks``), stream-K over a many-wave tail (``_many_waves``);
@@ -813,8 +818,9 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
 def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: bool = False,
                    shared: bool = False, tile_n: int | None = None, b_rows_off: bool = False,
                    b_rows_off_128: bool = False, a_rows_off_128: bool = False,
-                   one_wave: bool = True) -> HopperConfig:
-    """``choose_config`` without its last rule (``_same_columns_160``)."""
+                   one_wave: bool = True, quad: bool = True) -> HopperConfig:
+    """``choose_config`` without its last rule (``_same_columns_160``); ``quad=False``: without
+    the 2 x 2 clusters' rule (``_quad_streamk_pays``) too."""
     kind = input_kind(dtype, allow_tf32)
     explicit = tile_n is not None
     if tile_n is not None and tile_n not in dict(TILE_CHOICES):
@@ -872,11 +878,18 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
         deep = _deep_split(cfg, m, n, k, sms, b_rows_off or b_rows_off_128)
         if deep is not None:
             return deep
-    if (not (explicit or shared) and kind in ("float16", "bfloat16") and _quad_streamk_pays(cfg, m, n, k, sms)
+    if (quad and not (explicit or shared) and kind in ("float16", "bfloat16")
+            and _quad_streamk_pays(cfg, m, n, k, sms)
             and (a_rows_off_128 or b_rows_off or b_rows_off_128  # split-K first on lines: _split_k
                  or not _split_k(cfg, m, n, k, sms).sk_ways)):
-        quad = quad_streamk(cfg, m, n, k, sms)  # ahead of the off-rows clusters too (RESULTS.md)
-        return _quad_static(quad, m, n, k, sms) if one_wave else quad
+        if QUAD_SK_192_PAD is not None:
+            other = _choose_config(m, n, k, dtype, sms, allow_tf32=allow_tf32, b_rows_off=b_rows_off,
+                                   b_rows_off_128=b_rows_off_128, a_rows_off_128=a_rows_off_128,
+                                   one_wave=one_wave, quad=False)
+            if _quad_wider_split(other, m, n):
+                return other
+        blocks = quad_streamk(cfg, m, n, k, sms)  # ahead of the off-rows clusters too (RESULTS.md)
+        return _quad_static(blocks, m, n, k, sms) if one_wave else blocks
     if ((b_rows_off or b_rows_off_128) and not explicit and not shared
             and kind in ("float16", "bfloat16")):
         cfg = _off_rows_clusters(cfg, m, n, k, sms, OFF_ROWS_CLUSTER_MARGIN[0 if b_rows_off else 1],
@@ -1793,6 +1806,33 @@ def _quad_streamk_pays(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> b
     if not (rows * cols < fill * sms and k_iters >= min_steps and 4 * blocks <= pad * rows * cols):
         return False
     return not spread or blocks <= spread_blocks
+
+
+def _quad_wider_split(other: HopperConfig, m: int, n: int) -> bool:
+    """Whether ``other``, the config a product takes without the 2 x 2 clusters' rule
+    (``_quad_streamk_pays``), replaces them: split-K on 128 x 192 single-CTA tiles whose area is
+    at most 1 / ``QUAD_SK_192_PAD`` of the 2 x 2 blocks' of 128 x 128 tiles.
+
+    The blocks round the tile rows and columns up to even counts: 576 columns are three 192-wide
+    tiles but six 128-wide ones, 768.  On the H100 (RESULTS.md, seventy-sixth and seventy-ninth
+    sessions, × cuBLAS as callers get them), on the five sizes drawn where the blocks' area is
+    1.2-1.33 times the wider tiles', the split was ahead in 9 of 9 runs by 0.11-0.20
+    (2032x576x14544 0.71 -> 0.91, 520x1696x13568 0.62 -> 0.80); from 1.14 to 1.19 it was
+    ahead in four runs and behind in four by up to 0.25 (1136x920x9672 1.33 -> 1.08).
+
+    >>> split = HopperConfig(input="float16", tile_n=192, stages=4, policy="streamk", sk_ways=2,
+    ...                      epilogue="staged")
+    >>> _quad_wider_split(split, 2032, 576), _quad_wider_split(split, 1136, 920)
+    (True, False)
+    >>> _quad_wider_split(split, 2112, 456)  # 160 wide: as many tile columns
+    False
+    """
+    if (QUAD_SK_192_PAD is None or other.tile_n != 192 or not other.sk_ways or other.cluster_size > 1
+            or _same_columns_160(other, n).tile_n != 192):
+        return False
+    rows, cols = -(-m // TILE_M), -(-n // 128)
+    blocks = -(-rows // 2) * -(-cols // 2)
+    return 4 * blocks * 128 >= QUAD_SK_192_PAD * _tiles(m, n, 192) * 192 - 1e-9
 
 
 def _quad_static(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:

@@ -343,6 +343,17 @@ def test_heuristic_quad_streamk_below_a_wave(dtype, monkeypatch):
     with monkeypatch.context() as mp:
         mp.setattr(hopper_heuristic, "QUAD_SK_STATIC", None)
         assert hopper.choose_config(1792, 800, 4224, dtype, 132) == cfg.replace(policy="streamk")
+    # where the config without the clusters is split-K on 128 x 192 single CTAs that cover at most
+    # 1 / QUAD_SK_192_PAD of the blocks (2032x576: 1.33, 608x2272: 1.2), that split, in place of
+    # stream-K or static clusters; not at 1.19 (1136x920) or 1.0 (2000x592)
+    for shape in [(2032, 576, 14544), (608, 2272, 14200)]:
+        cfg = hopper.choose_config(*shape, dtype, 132)
+        assert (cfg.tile_n, cfg.policy, cfg.sk_ways, cfg.cluster_size) == (192, "streamk", 2, 1), shape
+        with monkeypatch.context() as mp:
+            mp.setattr(hopper_heuristic, "QUAD_SK_192_PAD", None)
+            assert hopper.choose_config(*shape, dtype, 132).cluster_size == 4, shape
+    for shape in [(1136, 920, 9672), (2000, 592, 10824)]:
+        assert hopper.choose_config(*shape, dtype, 132).cluster_size == 4, shape
     # two to four CTAs a tile on single CTAs: split-K first (SPLIT_K) where A's and B's rows are on
     # 128-byte lines; off them the clusters stay
     for shape in [(1024, 1024, 16384), (768, 1024, 16384), (640, 1280, 12288), (512, 2048, 16384),
