@@ -359,8 +359,9 @@ TAIL_SPLIT_MIN_K_STEPS = 32  # ... and K of at least this many 64-wide steps (me
 QUAD_SK: tuple[float, int, float, int] | None = (0.75, 64, 1.2, 2)
 QUAD_SK_POLICIES = ("streamk", "static")  # ... in place of the heuristic's config with these policies
 # ... not where the config the product takes without that rule is split-K on 128 x 192 single-CTA
-# tiles whose area is at most 1 / QUAD_SK_192_PAD of the 2 x 2 blocks' (the blocks pad a fifth more
-# rows or columns); None: never kept from it (_quad_wider_split; RESULTS.md, seventy-ninth session)
+# tiles whose area is at most 1 / QUAD_SK_192_PAD of the 2 x 2 blocks' (the blocks, rounded to even
+# tile rows and columns, cover a fifth more); None: never kept from it (_quad_wider_split;
+# RESULTS.md, seventy-ninth session)
 QUAD_SK_192_PAD: float | None = 1.2
 # ... static on those clusters, where stream-K would take fewer than QUAD_SK_STATIC 64-wide K steps
 # off each cluster's (its blocks' K steps times the share of the clusters that static leaves idle:
@@ -582,7 +583,7 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     8. 128-wide tiles below 0.75 of a wave over long K: stream-K on 2 x 2 clusters
        (``_quad_streamk_pays``, ``quad_streamk``), static where stream-K saves few K steps
        (``_quad_static``), final; not where the rules below give a split of 128 x 192 tiles
-       that pad a fifth fewer rows or columns (``_quad_wider_split``);
+       whose area the blocks pass by a fifth or more (``_quad_wider_split``);
     9. B's rows off 128-byte lines: static 2-CTA clusters (``_off_rows_clusters``; not a wave of
        single CTAs over odd tile rows that they only match, ``OFF_ROWS_ODD_TIE``), 2 x 2 where
        A's are too (``_off_rows_blocks``), stream-K over a many-wave tail (``_many_waves``);
@@ -1813,12 +1814,13 @@ def _quad_wider_split(other: HopperConfig, m: int, n: int) -> bool:
     (``_quad_streamk_pays``), replaces them: split-K on 128 x 192 single-CTA tiles whose area is
     at most 1 / ``QUAD_SK_192_PAD`` of the 2 x 2 blocks' of 128 x 128 tiles.
 
-    The blocks round the tile rows and columns up to even counts: 576 columns are three 192-wide
-    tiles but six 128-wide ones, 768.  On the H100 (RESULTS.md, seventy-sixth and seventy-ninth
-    sessions, × cuBLAS as callers get them), on the five sizes drawn where the blocks' area is
-    1.2-1.33 times the wider tiles', the split was ahead in 9 of 9 runs by 0.11-0.20
-    (2032x576x14544 0.71 -> 0.91, 520x1696x13568 0.62 -> 0.80); from 1.14 to 1.19 it was
-    ahead in four runs and behind in four by up to 0.25 (1136x920x9672 1.33 -> 1.08).
+    The blocks round the tile rows and columns up to even counts: 576 columns take three 192-wide
+    tiles, or five 128-wide ones, which the blocks make six (768).  On the H100 (RESULTS.md: runs
+    of the seventy-sixth session, read in the seventy-ninth; × cuBLAS as callers get them), on the
+    five sizes drawn where the blocks' area is 1.2-1.33 times the wider tiles', the split was
+    ahead in 9 of 9 runs by 0.11-0.20 (2032x576x14544 0.71 -> 0.91, 520x1696x13568 0.62 -> 0.80);
+    from 1.14 to 1.19 it was ahead in four runs and behind in four by up to 0.25 (1136x920x9672
+    1.33 -> 1.08).
 
     >>> split = HopperConfig(input="float16", tile_n=192, stages=4, policy="streamk", sk_ways=2,
     ...                      epilogue="staged")
