@@ -1832,8 +1832,7 @@ def _quad_wider_split(other: HopperConfig, m: int, n: int) -> bool:
     if (QUAD_SK_192_PAD is None or other.tile_n != 192 or not other.sk_ways or other.cluster_size > 1
             or _same_columns_160(other, n).tile_n != 192):
         return False
-    rows, cols = -(-m // TILE_M), -(-n // 128)
-    blocks = -(-rows // 2) * -(-cols // 2)
+    blocks = _quad_block_count(-(-m // TILE_M), -(-n // 128))
     return 4 * blocks * 128 >= QUAD_SK_192_PAD * _tiles(m, n, 192) * 192 - 1e-9
 
 
@@ -1872,11 +1871,16 @@ def _quad_static(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperC
     return cfg.replace(policy="static")
 
 
+def _quad_block_count(rows: int, cols: int) -> int:
+    """The 2 x 2 blocks that cover a ``rows`` x ``cols`` tile grid (each count rounded up to even)."""
+    return -(-rows // 2) * -(-cols // 2)
+
+
 def _quad_blocks(rows: int, cols: int, k_iters: int, sms: int) -> tuple[int, bool]:
     """(2 x 2 blocks of a ``rows`` x ``cols`` tile grid, whether stream-K over them and
     ``quad_clusters(sms)`` clusters takes the spread fix-up: each block split four or more ways,
     as ``fit_policy`` decides for tiles on CTAs)."""
-    blocks = -(-rows // 2) * -(-cols // 2)
+    blocks = _quad_block_count(rows, cols)
     clusters = quad_clusters(sms)
     return blocks, clusters >= 4 * schedule.streamk_tiles(blocks, clusters, k_iters)
 
