@@ -533,7 +533,13 @@ ONE_WAVE_SWAP_TMA = True
 # 0.97-0.99, 1024x2112x6144 0.81-0.82 -> 0.97-1.00); the same tiles on four stages level (0.90-0.92), on
 # 2 x 1 clusters 0.47-0.51; where the heuristic's 128 x 128 static tiles fill a wave (eleven sizes
 # at K = 8192, 116-132 of the transposed tiles: 768x2816, 512x4224, 1280x1600, ...) behind in 15
-# of 17 runs by 0.03-0.07 (ahead in two, bf16, where the heuristic's tiles ran low).  None: never
+# of 17 runs by 0.03-0.07 (ahead in two, bf16, where the heuristic's tiles ran low).  Only where
+# B's rows (the transposed product's A) start on 128-byte lines: on the H100 (eightieth session)
+# the rule was behind in 14 of 14 runs over seven drawn sizes with them off lines (2880x672x4136
+# 0.84 -> 0.59, 928x2104x9264 0.87 -> 0.68; off 32-byte sectors or on them alike), and ahead in
+# 7 of 8 sizes with them on lines (3072x704x9920 0.70 -> 0.99, 2968x704x9920 0.67 -> 0.91;
+# 960x2112x8192 0.72 -> 0.70); the one size fitted off lines, 1024x2080x12288 (+0.07), goes with
+# them.  None: never
 SWAP_64_ROWS: tuple[float, int] | None = (0.97, 2048)
 
 
@@ -1320,7 +1326,7 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
                  sms: int, allow_tf32: bool, flags: dict | None = None) -> HopperConfig | None:
     """The config of the transposed product (``swap_pays``, or first ``_one_wave_swap`` where B's
     rows are off ``ONE_WAVE_SWAP_ROWS`` bytes and A is row-major, then ``_swap_64_rows`` over a
-    row-major A) with the "columns" epilogue, or None
+    row-major A and B's rows on 128-byte lines) with the "columns" epilogue, or None
     where ``gemm_parts`` keeps ``direct``: also where ``out`` is not row-major with 16-byte aligned
     rows (its transposed view would not take the columns epilogue's 16-byte stores).  Over a
     row-major A (the transposed product's B, then read K-major) its tiles may span a narrow M
@@ -1349,7 +1355,8 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
                                   ("staged", "tma") if ONE_WAVE_SWAP_TMA and off_sectors else ("staged",))
         if one_wave is not None:
             return one_wave
-    rows_64 = _swap_64_rows(picked, m, n, k, sms, SWAP_64_ROWS) if a_row_major else None
+    rows_64 = (_swap_64_rows(picked, m, n, k, sms, SWAP_64_ROWS)
+               if a_row_major and SWAP_64_ROWS is not None and not b_rows_off(b_parts, 128) else None)
     if rows_64 is not None:
         return rows_64
     wide = None

@@ -1229,11 +1229,12 @@ def test_swap_onto_64_row_tiles(dtype, monkeypatch):
     """SWAP_64_ROWS: where the heuristic's config is 128 x 192 single-CTA tiles (stream-K or static)
     and the transposed product's 64 x 256 tiles fill one wave, over a row-major A from K of
     SWAP_64_ROWS[1]: those tiles, static, five stages, 64 columns at a time (RESULTS.md,
-    seventy-eighth session: the six sizes fitted); not with A column-major, K below the rule's,
-    the tiles short of the rule's share of a wave or past one, a direct config of 128 x 128 tiles,
-    or the rule off."""
+    seventy-eighth session: five of the six sizes fitted; eightieth: sizes drawn with B's rows on
+    128-byte lines); not with B's rows off those lines, A column-major, K below the rule's, the
+    tiles short of the rule's share of a wave or past one, a direct config of 128 x 128 tiles, or
+    the rule off."""
     for m, n, k in ((1024, 2112, 2048), (1024, 2112, 4096), (1024, 2112, 6144), (1024, 2112, 8192),
-                    (1024, 2112, 16384), (1024, 2080, 12288)):
+                    (1024, 2112, 16384), (2968, 704, 9920), (3072, 704, 9920), (2968, 704, 4096)):
         direct, swapped = swap_pick(m, n, k, dtype)
         assert (direct.tile_m, direct.tile_n, direct.cluster_size) == (128, 192, 1), (m, n, k)
         assert (swapped.tile_m, swapped.tile_n, swapped.stages, swapped.out_cols, swapped.policy,
@@ -1244,6 +1245,10 @@ def test_swap_onto_64_row_tiles(dtype, monkeypatch):
             mp.setattr(hopper_heuristic, "SWAP_64_ROWS", None)
             assert swap_pick(m, n, k, dtype)[1] is None, (m, n, k)
     assert swap_pick(1024, 2112, 1024, dtype)[1] is None  # K below SWAP_64_ROWS[1]
+    # B's rows off 128-byte lines (N of 2080, 2104, 672, 824): not on 64-row tiles
+    for m, n, k in ((1024, 2080, 12288), (928, 2104, 9264), (2880, 672, 4136), (2560, 824, 3112)):
+        direct, swapped = swap_pick(m, n, k, dtype)
+        assert direct.tile_n == 192 and (swapped is None or swapped.tile_m == 128), (m, n, k)
     for m, n, k in ((768, 2816, 8192), (1024, 2048, 8192), (1536, 1408, 8192)):  # 128 x 128 tiles fill a wave
         direct, swapped = swap_pick(m, n, k, dtype)
         assert direct.tile_n == 128 and (swapped is None or swapped.tile_m == 128), (m, n, k)
