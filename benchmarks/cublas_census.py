@@ -145,7 +145,7 @@ def caller_route(m: int, n: int, k: int, dtype: str, sms: int):
     if way.how == "copy":
         return way._replace(config=hopper_heuristic.k_major_copy_config(m, n, k, dtype, sms, flags["a_rows_off_128"]))
     if way.how == "one" and n % 8 == 0:
-        return way._replace(config=hopper_heuristic.tma_buffers(direct, m, n, sms))
+        return way._replace(config=hopper_heuristic.tma_buffers(way.config, m, n, sms))
     return way
 
 

@@ -575,6 +575,7 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
         gemm_parts([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts], alpha=alpha,
                    out=out.T, config=way.config, sms=sms, as_dtype=as_dtype)
         return out
+    config = way.config if way.how == "one" else config  # (DIRECT_64_ROWS: another config)
     if way.how == "copy":  # not transposed: B copied K-major, the config picked for the copy
         return gemm_parts(a_parts, [_k_major_copy(cp, b_p) for b_p in b_parts], c, alpha=alpha,
                           beta=beta, out=out, allow_tf32=allow_tf32, sms=sms, as_dtype=as_dtype,

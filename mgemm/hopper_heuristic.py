@@ -542,6 +542,16 @@ ONE_WAVE_SWAP_TMA = True
 # them.  None: never
 SWAP_64_ROWS: tuple[float, int] | None = (0.97, 2048)
 
+# The same the other way round (``_direct_64_rows``): where ``_swap_config`` would transpose the
+# product onto 128 x 192 single-CTA tiles and the direct product's 64 x 256 tiles fill
+# DIRECT_64_ROWS[0] of one wave to one, from K of DIRECT_64_ROWS[1], A and B row-major with A's
+# rows on 128-byte lines: the direct product on those tiles, static, five stages, the staged
+# epilogue 64 columns at a time.  On the H100 (RESULTS.md, eightieth session, × cuBLAS, against
+# the transposed 128 x 192 stream-K tiles): 2112x1024x4096 0.86 -> 1.00 (fp16, bf16),
+# 2112x1024x8192 1.10 / 1.06 -> 1.15 / 1.13, 2080x1024x8192 1.12 / 1.13 -> 1.17 / 1.17;
+# 2112x1024x16384 1.20 / 1.23 -> 1.18 / 1.21.  None: never
+DIRECT_64_ROWS: tuple[float, int] | None = (0.97, 2048)
+
 
 #: ``choose_policy`` splits where the SMs' average load is below this share of the busiest SM's:
 #: the portable kernel's rule as it was measured for both kernels (the portable kernel's own moved
@@ -1670,7 +1680,9 @@ def route(a_parts, b_parts, out, config: HopperConfig, m: int, n: int, k: int, k
        the copy's config runs instead of the clusters' two launches.
     2. Two launches on two bands of rows where ``config`` runs 2 x 1 clusters and ``tail_split``'s
        ratio is at most ``TAIL_SPLIT`` (measured there: RESULTS.md, 23rd and 24th sessions).
-    3. The transposed product where ``_swap_config`` gives one (``beta == 0``: out only).
+    3. The transposed product where ``_swap_config`` gives one (``beta == 0``: out only), unless
+       ``_direct_64_rows`` runs the direct product on that config's 64-row counterpart (one launch
+       of another config, ``DIRECT_64_ROWS``).
     4. Else one launch of ``config``.
 
     Shapes and strides only (no GPU): ``gemm_copies_b`` and the benchmarks' filters ask it."""
@@ -1688,8 +1700,32 @@ def route(a_parts, b_parts, out, config: HopperConfig, m: int, n: int, k: int, k
         if not copies:
             swapped = _swap_config(a_parts, b_parts, config, out, m, n, k, kind, sms, allow_tf32, flags)
         if swapped is not None:
-            return Route("swap", swapped)
+            rows_64 = _direct_64_rows(swapped, a_parts, b_parts, m, n, k, sms, flags)
+            return Route("swap", swapped) if rows_64 is None else Route("one", rows_64)
     return Route("one", config)
+
+
+def _direct_64_rows(swapped: HopperConfig, a_parts, b_parts, m: int, n: int, k: int, sms: int,
+                    flags: dict) -> HopperConfig | None:
+    """``SWAP_64_ROWS`` the other way round (``DIRECT_64_ROWS``): where the transposed product
+    would run ``swapped``, 128 x 192 single-CTA tiles that ``_swap_64_rows`` takes for it, A and B
+    row-major with A's rows on 128-byte lines, the direct product on static 64 x 256 tiles, five
+    stages, the staged epilogue 64 columns at a time; else None.
+
+    >>> from types import SimpleNamespace as NS
+    >>> a, b = NS(strides=(16384, 2), itemsize=2), NS(strides=(2048, 2), itemsize=2)
+    >>> sw = HopperConfig(input="float16", tile_n=192, stages=4, epilogue="columns", policy="streamk")
+    >>> c = _direct_64_rows(sw, [a], [b], 2112, 1024, 8192, 132, {"a_rows_off_128": False})
+    >>> c.tile_m, c.tile_n, c.stages, c.out_cols, c.policy, c.epilogue
+    (64, 256, 5, 64, 'static', 'staged')
+    >>> _direct_64_rows(sw, [a], [b], 2112, 1024, 8192, 132, {"a_rows_off_128": True}) is None
+    True
+    """
+    if (DIRECT_64_ROWS is None or flags.get("a_rows_off_128") or swapped.tile_n != 192
+            or not all(p.strides[1] == p.itemsize for p in (*a_parts, *b_parts))):
+        return None
+    rows_64 = _swap_64_rows(swapped.replace(epilogue="staged"), n, m, k, sms, DIRECT_64_ROWS)
+    return None if rows_64 is None else rows_64.replace(epilogue="staged")
 
 
 def gemm_copies_b(a_parts, b_parts, out, m: int, n: int, k: int, kind: str, sms: int) -> bool:

@@ -1533,7 +1533,9 @@ def test_swapped_product_matches_float64_reference(kind, m, n, k, trans_a, trans
     """Where ``swap_pays`` (``margin``: ``SWAP_MARGIN`` raised so it does on any SM count), ``gemm``
     runs the transposed product through the output's transposed view with the columns epilogue;
     the result is the product's, every element written (poisoned output); ``beta != 0`` keeps the
-    direct product.  Every operand layout, M and K off 8 and 128."""
+    direct product.  Every operand layout, M and K off 8 and 128.  ``DIRECT_64_ROWS`` off (it would
+    run 2112x1024x8192 direct: ``test_direct_64_row_tiles``)."""
+    monkeypatch.setattr(hopper_heuristic, "DIRECT_64_ROWS", None)
     if margin is not None:
         monkeypatch.setattr(hopper_heuristic, "SWAP_MARGIN", margin)
     real, taken = hopper_heuristic._swap_config, []
@@ -1561,6 +1563,22 @@ def launched(monkeypatch):
     real, taken = hopper._launch_setup, []
     monkeypatch.setattr(hopper, "_launch_setup", lambda config, *a: taken.append(config) or real(config, *a))
     return taken
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("m,n,k", [(2112, 1024, 8192), (664, 2944, 2880), (2061, 1000, 4160)])
+def test_direct_64_row_tiles(kind, m, n, k, launched):
+    """DIRECT_64_ROWS on 132 SMs: where the product would run transposed on 128 x 192 tiles, the
+    direct product on static 64 x 256 tiles, five stages, the staged epilogue 64 columns at a
+    time, one launch; every element written (poisoned output), M, N off the tiles; with
+    beta != 0 the direct product too."""
+    _check(m, n, k, kind, None, seed=11)
+    if hopper.device_sms() == 132:
+        assert [(c.tile_m, c.tile_n, c.stages, c.out_cols, c.policy, c.epilogue) for c in launched] == [
+            (64, 256, 5, 64, "static", "staged")]
+    _check(m, n, k, kind, None, beta=0.5, seed=12)
 
 
 @pytest.mark.gpu

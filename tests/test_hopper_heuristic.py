@@ -1258,6 +1258,33 @@ def test_swap_onto_64_row_tiles(dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_direct_onto_64_row_tiles(dtype, monkeypatch):
+    """DIRECT_64_ROWS: where ``route`` would transpose the product onto 128 x 192 single-CTA
+    tiles whose direct 64 x 256 tiles fill a wave, A and B row-major with A's rows on 128-byte
+    lines: one launch of those tiles, static, five stages, the staged epilogue 64 columns at a time
+    (RESULTS.md, eightieth session); the transposed product with A's rows off lines, B
+    column-major, or the rule off."""
+    def route(m, n, k, b_strides=None):
+        a, b = FakeArray((m, k), (2 * k, 2)), FakeArray((k, n), b_strides or (2 * n, 2))
+        flags = hopper.rows_flags([a], [b])
+        config = hopper.choose_config(m, n, k, dtype, 132, **flags)
+        return hopper_heuristic.route([a], [b], FakeArray((m, n), (2 * n, 2)), config, m, n, k, dtype, 132, flags)
+
+    for m, n, k in ((2112, 1024, 4096), (2112, 1024, 8192), (2080, 1024, 8192), (664, 2944, 2880)):
+        way = route(m, n, k)
+        c = way.config
+        assert way.how == "one" and (c.tile_m, c.tile_n, c.stages, c.out_cols, c.policy, c.epilogue,
+                                     c.cluster_size) == (64, 256, 5, 64, "static", "staged", 1), (m, n, k)
+        with monkeypatch.context() as mp:
+            mp.setattr(hopper_heuristic, "DIRECT_64_ROWS", None)
+            way = route(m, n, k)
+            assert way.how == "swap" and (way.config.tile_m, way.config.tile_n) == (128, 192), (m, n, k)
+    for m, n, k in ((2112, 1024, 8200), (2112, 1024, 4104)):  # A's rows off 128-byte lines (read in place)
+        assert route(m, n, k).config.tile_m == 128, (m, n, k)
+    assert route(2112, 1024, 8192, b_strides=(2, 2 * 8192)).config.tile_m == 128  # B column-major
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_one_wave_swap_over_b_rows_off_sectors(dtype, monkeypatch):
     """B's rows off 128-byte lines (ONE_WAVE_SWAP_ROWS), A row-major, the heuristic's config one
     wave of static single-CTA tiles from OFF_ROWS_ONE_WAVE of a wave of 128-wide ones: the
