@@ -534,22 +534,22 @@ ONE_WAVE_SWAP_TMA = True
 # 2 x 1 clusters 0.47-0.51; where the heuristic's 128 x 128 static tiles fill a wave (eleven sizes
 # at K = 8192, 116-132 of the transposed tiles: 768x2816, 512x4224, 1280x1600, ...) behind in 15
 # of 17 runs by 0.03-0.07 (ahead in two, bf16, where the heuristic's tiles ran low).  Only where
-# B's rows (the transposed product's A) start on 128-byte lines: on the H100 (eightieth session)
-# the rule was behind in 14 of 14 runs over seven drawn sizes with them off lines (2880x672x4136
-# 0.84 -> 0.59, 928x2104x9264 0.87 -> 0.68; off 32-byte sectors or on them alike), and ahead in
-# 7 of 8 sizes with them on lines (3072x704x9920 0.70 -> 0.99, 2968x704x9920 0.67 -> 0.91;
+# A's and B's rows start on 128-byte lines: on the H100 (eightieth session) the rule was behind in
+# 24 of 24 runs over twelve drawn sizes with either off lines (B's: 2880x672x4136 0.84 -> 0.59,
+# 928x2104x9264 0.87 -> 0.68; A's: 2944x704x2136 0.95 -> 0.75), and ahead on 13 of 14 sizes with
+# both on lines by 0.03-0.29 (3072x704x9920 0.70 -> 0.99, 3040x704x3200 0.89 -> 1.01; behind:
 # 960x2112x8192 0.72 -> 0.70); the one size fitted off lines, 1024x2080x12288 (+0.07), goes with
 # them.  None: never
 SWAP_64_ROWS: tuple[float, int] | None = (0.97, 2048)
 
 # The same the other way round (``_direct_64_rows``): where ``_swap_config`` would transpose the
 # product onto 128 x 192 single-CTA tiles and the direct product's 64 x 256 tiles fill
-# DIRECT_64_ROWS[0] of one wave to one, from K of DIRECT_64_ROWS[1], A and B row-major with A's
+# DIRECT_64_ROWS[0] of one wave to one, from K of DIRECT_64_ROWS[1], A and B row-major with their
 # rows on 128-byte lines: the direct product on those tiles, static, five stages, the staged
 # epilogue 64 columns at a time.  On the H100 (RESULTS.md, eightieth session, × cuBLAS, against
-# the transposed 128 x 192 stream-K tiles): 2112x1024x4096 0.86 -> 1.00 (fp16, bf16),
-# 2112x1024x8192 1.10 / 1.06 -> 1.15 / 1.13, 2080x1024x8192 1.12 / 1.13 -> 1.17 / 1.17;
-# 2112x1024x16384 1.20 / 1.23 -> 1.18 / 1.21.  None: never
+# the transposed 128 x 192 tiles): ahead on 6 of 7 sizes by 0.02-0.15 (2112x1024x4096 0.86 -> 1.00,
+# 2096x1024x2048 0.82 -> 0.97, 664x2944x2880 0.81 -> 0.94; behind: 2112x1024x16384 1.20 -> 1.18);
+# with B's rows off lines behind in 11 of 11 runs over six sizes by 0.10-0.64.  None: never
 DIRECT_64_ROWS: tuple[float, int] | None = (0.97, 2048)
 
 
@@ -1336,7 +1336,7 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
                  sms: int, allow_tf32: bool, flags: dict | None = None) -> HopperConfig | None:
     """The config of the transposed product (``swap_pays``, or first ``_one_wave_swap`` where B's
     rows are off ``ONE_WAVE_SWAP_ROWS`` bytes and A is row-major, then ``_swap_64_rows`` over a
-    row-major A and B's rows on 128-byte lines) with the "columns" epilogue, or None
+    row-major A, A's and B's rows on 128-byte lines) with the "columns" epilogue, or None
     where ``gemm_parts`` keeps ``direct``: also where ``out`` is not row-major with 16-byte aligned
     rows (its transposed view would not take the columns epilogue's 16-byte stores).  Over a
     row-major A (the transposed product's B, then read K-major) its tiles may span a narrow M
@@ -1366,7 +1366,7 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
         if one_wave is not None:
             return one_wave
     rows_64 = (_swap_64_rows(picked, m, n, k, sms, SWAP_64_ROWS)
-               if a_row_major and SWAP_64_ROWS is not None and not b_rows_off(b_parts, 128) else None)
+               if a_row_major and SWAP_64_ROWS is not None and _rows_on_lines(a_parts, b_parts) else None)
     if rows_64 is not None:
         return rows_64
     wide = None
@@ -1540,6 +1540,13 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
     return swapped.replace(epilogue="columns")
 
 
+def _rows_on_lines(a_parts, b_parts) -> bool:
+    """Whether the Hopper kernel reads A's and B's rows in place starting on 128-byte lines, or
+    copies them (into padded rows): ``rows_flags``' ``a_rows_off_128`` and ``b_rows_off_128`` both
+    False."""
+    return not _rows_off(b_parts, (128,))[0] and not _rows_off([a.T for a in a_parts], (128,))[0]
+
+
 def b_rows_off(b_parts, boundary: int = 32) -> bool:
     """Whether the Hopper kernel would read a 16-bit B (K_p × N parts) in place with rows that do
     not all start on ``boundary``-byte boundaries (32: sectors; 128: lines): the rows of N of a
@@ -1709,20 +1716,23 @@ def _direct_64_rows(swapped: HopperConfig, a_parts, b_parts, m: int, n: int, k: 
                     flags: dict) -> HopperConfig | None:
     """``SWAP_64_ROWS`` the other way round (``DIRECT_64_ROWS``): where the transposed product
     would run ``swapped``, 128 x 192 single-CTA tiles that ``_swap_64_rows`` takes for it, A and B
-    row-major with A's rows on 128-byte lines, the direct product on static 64 x 256 tiles, five
-    stages, the staged epilogue 64 columns at a time; else None.
+    row-major with their rows on 128-byte lines (``flags``: the parts' ``rows_flags``), the direct
+    product on static 64 x 256 tiles, five stages, the staged epilogue 64 columns at a time; else
+    None.
 
     >>> from types import SimpleNamespace as NS
     >>> a, b = NS(strides=(16384, 2), itemsize=2), NS(strides=(2048, 2), itemsize=2)
     >>> sw = HopperConfig(input="float16", tile_n=192, stages=4, epilogue="columns", policy="streamk")
-    >>> c = _direct_64_rows(sw, [a], [b], 2112, 1024, 8192, 132, {"a_rows_off_128": False})
+    >>> on = {"a_rows_off_128": False, "b_rows_off_128": False}
+    >>> c = _direct_64_rows(sw, [a], [b], 2112, 1024, 8192, 132, on)
     >>> c.tile_m, c.tile_n, c.stages, c.out_cols, c.policy, c.epilogue
     (64, 256, 5, 64, 'static', 'staged')
-    >>> _direct_64_rows(sw, [a], [b], 2112, 1024, 8192, 132, {"a_rows_off_128": True}) is None
-    True
+    >>> [_direct_64_rows(sw, [a], [b], 2112, 1024, 8192, 132, {**on, off: True}) is None
+    ...  for off in ("a_rows_off_128", "b_rows_off_128")]
+    [True, True]
     """
-    if (DIRECT_64_ROWS is None or flags.get("a_rows_off_128") or swapped.tile_n != 192
-            or not all(p.strides[1] == p.itemsize for p in (*a_parts, *b_parts))):
+    if (DIRECT_64_ROWS is None or flags.get("a_rows_off_128") or flags.get("b_rows_off_128")
+            or swapped.tile_n != 192 or not all(p.strides[1] == p.itemsize for p in (*a_parts, *b_parts))):
         return None
     rows_64 = _swap_64_rows(swapped.replace(epilogue="staged"), n, m, k, sms, DIRECT_64_ROWS)
     return None if rows_64 is None else rows_64.replace(epilogue="staged")

@@ -1229,8 +1229,8 @@ def test_swap_onto_64_row_tiles(dtype, monkeypatch):
     """SWAP_64_ROWS: where the heuristic's config is 128 x 192 single-CTA tiles (stream-K or static)
     and the transposed product's 64 x 256 tiles fill one wave, over a row-major A from K of
     SWAP_64_ROWS[1]: those tiles, static, five stages, 64 columns at a time (RESULTS.md,
-    seventy-eighth session: five of the six sizes fitted; eightieth: sizes drawn with B's rows on
-    128-byte lines); not with B's rows off those lines, A column-major, K below the rule's, the
+    seventy-eighth session: five of the six sizes fitted; eightieth: sizes drawn with A's and B's
+    rows on 128-byte lines); not with either's rows off those lines, A column-major, K below the rule's, the
     tiles short of the rule's share of a wave or past one, a direct config of 128 x 128 tiles, or
     the rule off."""
     for m, n, k in ((1024, 2112, 2048), (1024, 2112, 4096), (1024, 2112, 6144), (1024, 2112, 8192),
@@ -1245,8 +1245,9 @@ def test_swap_onto_64_row_tiles(dtype, monkeypatch):
             mp.setattr(hopper_heuristic, "SWAP_64_ROWS", None)
             assert swap_pick(m, n, k, dtype)[1] is None, (m, n, k)
     assert swap_pick(1024, 2112, 1024, dtype)[1] is None  # K below SWAP_64_ROWS[1]
-    # B's rows off 128-byte lines (N of 2080, 2104, 672, 824): not on 64-row tiles
-    for m, n, k in ((1024, 2080, 12288), (928, 2104, 9264), (2880, 672, 4136), (2560, 824, 3112)):
+    # B's rows off 128-byte lines (N of 2080, 2104, 672, 824), or A's (K of 7984, 8480): not on 64-row tiles
+    for m, n, k in ((1024, 2080, 12288), (928, 2104, 9264), (2880, 672, 4136), (2560, 824, 3112),
+                    (2848, 704, 7984), (1016, 2112, 8480)):
         direct, swapped = swap_pick(m, n, k, dtype)
         assert direct.tile_n == 192 and (swapped is None or swapped.tile_m == 128), (m, n, k)
     for m, n, k in ((768, 2816, 8192), (1024, 2048, 8192), (1536, 1408, 8192)):  # 128 x 128 tiles fill a wave
@@ -1260,9 +1261,9 @@ def test_swap_onto_64_row_tiles(dtype, monkeypatch):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_direct_onto_64_row_tiles(dtype, monkeypatch):
     """DIRECT_64_ROWS: where ``route`` would transpose the product onto 128 x 192 single-CTA
-    tiles whose direct 64 x 256 tiles fill a wave, A and B row-major with A's rows on 128-byte
+    tiles whose direct 64 x 256 tiles fill a wave, A and B row-major with their rows on 128-byte
     lines: one launch of those tiles, static, five stages, the staged epilogue 64 columns at a time
-    (RESULTS.md, eightieth session); the transposed product with A's rows off lines, B
+    (RESULTS.md, eightieth session); the transposed product with A's or B's rows off lines, B
     column-major, or the rule off."""
     def route(m, n, k, b_strides=None):
         a, b = FakeArray((m, k), (2 * k, 2)), FakeArray((k, n), b_strides or (2 * n, 2))
@@ -1270,7 +1271,8 @@ def test_direct_onto_64_row_tiles(dtype, monkeypatch):
         config = hopper.choose_config(m, n, k, dtype, 132, **flags)
         return hopper_heuristic.route([a], [b], FakeArray((m, n), (2 * n, 2)), config, m, n, k, dtype, 132, flags)
 
-    for m, n, k in ((2112, 1024, 4096), (2112, 1024, 8192), (2080, 1024, 8192), (664, 2944, 2880)):
+    for m, n, k in ((2112, 1024, 4096), (2112, 1024, 8192), (2080, 1024, 8192), (664, 2944, 2880),
+                    (2096, 1024, 2048)):
         way = route(m, n, k)
         c = way.config
         assert way.how == "one" and (c.tile_m, c.tile_n, c.stages, c.out_cols, c.policy, c.epilogue,
@@ -1281,6 +1283,9 @@ def test_direct_onto_64_row_tiles(dtype, monkeypatch):
             assert way.how == "swap" and (way.config.tile_m, way.config.tile_n) == (128, 192), (m, n, k)
     for m, n, k in ((2112, 1024, 8200), (2112, 1024, 4104)):  # A's rows off 128-byte lines (read in place)
         assert route(m, n, k).config.tile_m == 128, (m, n, k)
+    for m, n, k in ((2064, 1016, 12480), (688, 2928, 2816)):  # B's rows off 128-byte lines
+        way = route(m, n, k)
+        assert way.how == "swap" and way.config.tile_m == 128, (m, n, k)
     assert route(2112, 1024, 8192, b_strides=(2, 2 * 8192)).config.tile_m == 128  # B column-major
 
 
