@@ -19,11 +19,12 @@
 #       seventy-seventh session), then issue 4's table
 #   bash benchmarks/run_pending_checks.sh swap64  # SWAP_64_ROWS (RESULTS.md, seventy-eighth session):
 #       the GPU tests of the transposed route (its two new sizes among them) and of 128-byte output
-#       chunks, then the five sizes of a CPU draw of 12000 where the rule changes the route (fp16
-#       and bf16), beside the rule off (--prior), and 1024x2112x8192
+#       chunks, then the five sizes of a CPU draw of 12000 where the rule changed the route (fp16
+#       and bf16), beside the rule off (--prior), and 1024x2112x8192 (run in the eightieth session,
+#       before the rule asked for A's and B's rows on 128-byte lines)
 #   bash benchmarks/run_pending_checks.sh pad192  # QUAD_SK_192_PAD (RESULTS.md, seventy-ninth
 #       session): the five sizes of a CPU draw of 12000 where the rule changes the route (fp16 and
-#       bf16), beside the rule off (--prior)
+#       bf16), beside the rule off (--prior) (run in the eightieth session)
 #   bash benchmarks/run_pending_checks.sh cublasmp  # cuBLASMp (benchmarks/cublasmp_bench.py; the
 #       nvidia-cublasmp-cu13 0.7.0 wheel in .whl) on every GPU of the host at 16384³ and 32768³,
 #       beside the one-GPU cuBLAS anchor: its first run anywhere (a 1 x 1 grid on one GPU)
