@@ -1230,9 +1230,9 @@ def test_swap_onto_64_row_tiles(dtype, monkeypatch):
     and the transposed product's 64 x 256 tiles fill one wave, over a row-major A from K of
     SWAP_64_ROWS[1]: those tiles, static, five stages, 64 columns at a time (RESULTS.md,
     seventy-eighth session: five of the six sizes fitted; eightieth: sizes drawn with A's and B's
-    rows on 128-byte lines); not with either's rows off those lines, A column-major, K below the rule's, the
-    tiles short of the rule's share of a wave or past one, a direct config of 128 x 128 tiles, or
-    the rule off."""
+    rows on 128-byte lines); not with either's rows off those lines, A column-major, K below the
+    rule's, the tiles short of the rule's share of a wave or past one, a direct config of 128 x 128
+    tiles, or the rule off."""
     for m, n, k in ((1024, 2112, 2048), (1024, 2112, 4096), (1024, 2112, 6144), (1024, 2112, 8192),
                     (1024, 2112, 16384), (2968, 704, 9920), (3072, 704, 9920), (2968, 704, 4096)):
         direct, swapped = swap_pick(m, n, k, dtype)
