@@ -18,7 +18,7 @@
 #       on short-K static tiles (ahead once on 8192x8192x256), fp16 and bf16 (RESULTS.md,
 #       seventy-seventh session), then issue 4's table
 #   bash benchmarks/run_pending_checks.sh swap64  # SWAP_64_ROWS (RESULTS.md, seventy-eighth session):
-#       the GPU tests of the transposed route (its two new sizes among them) and of 128-byte output
+#       the GPU tests of the transposed route (its two new sizes among them), of DIRECT_64_ROWS and of 128-byte output
 #       chunks, then the five sizes of a CPU draw of 12000 where the rule changed the route (fp16
 #       and bf16), beside the rule off (--prior), and 1024x2112x8192 (run in the eightieth session,
 #       before the rule asked for A's and B's rows on 128-byte lines)
@@ -79,7 +79,7 @@ elif [[ $1 == leads ]]; then
 elif [[ $1 == swap64 ]]; then
   echo "== the transposed route and 128-byte output chunks: GPU tests"
   timeout 90 python3 -m pytest -q -m gpu -p no:cacheprovider -n 12 -rfs tests/test_hopper.py \
-    -k "swapped_product or five_stages or columns_epilogue" >"$OUT/pytest-swap64.log" 2>&1
+    -k "swapped_product or five_stages or columns_epilogue or direct_64_row" >"$OUT/pytest-swap64.log" 2>&1
   tail -4 "$OUT/pytest-swap64.log"
   echo "== SWAP_64_ROWS on sizes drawn where it changes the route (sim: 5 of 12000), beside the rule off"
   SHAPES="2480x816x3120 2560x824x3112 2968x704x9920 928x2104x9264 2880x672x4136 1024x2112x8192" \
