@@ -1365,8 +1365,11 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
                                   ("staged", "tma") if ONE_WAVE_SWAP_TMA and off_sectors else ("staged",))
         if one_wave is not None:
             return one_wave
-    rows_64 = (_swap_64_rows(picked, m, n, k, sms, SWAP_64_ROWS)
-               if a_row_major and SWAP_64_ROWS is not None and _rows_on_lines(a_parts, b_parts) else None)
+    rows_64 = None
+    if a_row_major and SWAP_64_ROWS is not None:  # A's and B's rows on 128-byte lines only
+        lines = flags if flags is not None else rows_flags(a_parts, b_parts)
+        if not (lines["a_rows_off_128"] or lines["b_rows_off_128"]):
+            rows_64 = _swap_64_rows(picked, m, n, k, sms, SWAP_64_ROWS)
     if rows_64 is not None:
         return rows_64
     wide = None
@@ -1538,13 +1541,6 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
                 stages, cols = chunked[swapped.tile_n]
                 swapped = swapped.replace(stages=stages, out_cols=cols)
     return swapped.replace(epilogue="columns")
-
-
-def _rows_on_lines(a_parts, b_parts) -> bool:
-    """Whether the Hopper kernel reads A's and B's rows in place starting on 128-byte lines, or
-    copies them (into padded rows): ``rows_flags``' ``a_rows_off_128`` and ``b_rows_off_128`` both
-    False."""
-    return not _rows_off(b_parts, (128,))[0] and not _rows_off([a.T for a in a_parts], (128,))[0]
 
 
 def b_rows_off(b_parts, boundary: int = 32) -> bool:
@@ -1732,7 +1728,8 @@ def _direct_64_rows(swapped: HopperConfig, a_parts, b_parts, m: int, n: int, k: 
     [True, True]
     """
     if (DIRECT_64_ROWS is None or flags.get("a_rows_off_128") or flags.get("b_rows_off_128")
-            or swapped.tile_n != 192 or not all(p.strides[1] == p.itemsize for p in (*a_parts, *b_parts))):
+            or swapped.tile_n != 192  # (before the replace below, which other widths' out_cols may fail)
+            or not all(p.strides[1] == p.itemsize for p in (*a_parts, *b_parts))):
         return None
     rows_64 = _swap_64_rows(swapped.replace(epilogue="staged"), n, m, k, sms, DIRECT_64_ROWS)
     return None if rows_64 is None else rows_64.replace(epilogue="staged")
