@@ -117,6 +117,14 @@ TMA_BUFFERS_PAST_WAVE = True
 # CTAs until the forty-seventh session; MANY_WAVES_CLUSTERS: the (cluster_m, cluster_n) it covers
 MANY_WAVES = (7, 64)
 MANY_WAVES_CLUSTERS = ((1, 1), (2, 1), (2, 2))
+# Static 128 x 256 tiles on 2 x 2 clusters (rows off 128-byte lines: _off_rows_blocks) whose blocks
+# fill at most QUAD_SK_256[0] of one wave of the clusters, K of at least QUAD_SK_256[1] 64-wide
+# steps: stream-K over the blocks and every cluster of the wave, the owner fix-up (_quad_sk_256).
+# On an H100 (RESULTS.md, eighty-first session, × cuBLAS, fp16): 13 such sizes, 12 ahead by
+# 0.02-0.18 (1024x2344x7456 0.68 -> 0.82, 1192x1992x9544 0.89 -> 1.06), one level (-0.01); below
+# 100 steps level or behind (512x5496x4104 0.83 -> 0.75), at 0.87 of a wave level (-0.01, +0.03),
+# and past one wave mixed (2072x3040x13200, 1.8 waves, 0.84 -> 0.78); None: never
+QUAD_SK_256: tuple[float, int] | None = (0.8, 100)
 # One partial wave (half the SMs or more hold a tile, none two): static, not stream-K, for 128-wide
 # tiles and for 192-wide ones up to this many 64-wide K steps (fit_policy; 64 until the
 # twenty-sixth session, which measured static ahead at 69 and 74 steps)
@@ -912,8 +920,8 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
         cfg = _off_rows_clusters(cfg, m, n, k, sms, OFF_ROWS_CLUSTER_MARGIN[0 if b_rows_off else 1],
                                  on_sectors=not b_rows_off)
         if a_rows_off_128:
-            cfg = _off_rows_blocks(cfg, m, n, k, kind, sms, b_rows_off=b_rows_off,
-                                   b_rows_off_128=b_rows_off_128)
+            cfg = _quad_sk_256(_off_rows_blocks(cfg, m, n, k, kind, sms, b_rows_off=b_rows_off,
+                                                b_rows_off_128=b_rows_off_128), m, n, k, sms)
         cfg = _many_waves(cfg, m, n, k, sms)
     if explicit or shared:
         return cfg
@@ -2149,6 +2157,31 @@ def _off_rows_blocks(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms:
         if split is not None and split[2] <= TAIL_SPLIT:
             return cfg
     return cfg.replace(cluster_n=2)
+
+
+def _quad_sk_256(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
+    """``cfg``, or where it is static 128 x 256 tiles on 2 x 2 clusters whose blocks fill at most
+    ``QUAD_SK_256[0]`` of one wave of ``quad_clusters(sms)`` clusters, over at least
+    ``QUAD_SK_256[1]`` k-iterations, stream-K over those blocks (``quad_streamk``): every cluster
+    of the wave takes a k-range, where the static launch leaves a fifth or more of them idle.  Only
+    where ``quad_streamk`` gives the owner fix-up (each block split fewer than four ways), the
+    fix-up it was measured with.
+
+    >>> cfg = HopperConfig(tile_n=256, policy="static", cluster_m=2, cluster_n=2)
+    >>> q = _quad_sk_256(cfg, 1024, 2344, 7456, 132)  # 20 blocks of 30, 117 k-iterations
+    >>> q.policy, q.cluster_m, q.cluster_n, q.sk_reduce
+    ('streamk', 2, 2, 'owner')
+    >>> _quad_sk_256(cfg, 512, 5496, 4104, 132).policy  # 65 k-iterations
+    'static'
+    """
+    if (QUAD_SK_256 is None or (cfg.cluster_m, cfg.cluster_n, cfg.policy, cfg.tile_n) != (2, 2, "static", 256)
+            or cfg.pingpong or cfg.tile_m != TILE_M):
+        return cfg
+    blocks, slots, k_iters = _block_waves(cfg, m, n, k, sms)
+    if blocks > QUAD_SK_256[0] * slots or k_iters < QUAD_SK_256[1]:
+        return cfg
+    quad = quad_streamk(cfg, m, n, k, sms)
+    return quad if quad.sk_reduce == "owner" else cfg
 
 
 def _launch_cost(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> float:

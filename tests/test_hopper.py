@@ -1584,6 +1584,21 @@ def test_direct_64_row_tiles(kind, m, n, k, launched):
 @pytest.mark.gpu
 @needs_sm90
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("m,n,k", [(1024, 2344, 7456), (416, 4968, 6472)])
+def test_quad_streamk_256_wide(kind, m, n, k, launched):
+    """QUAD_SK_256 on 132 SMs: where rows off 128-byte lines take static 128 x 256 tiles on 2 x 2
+    clusters that fill at most 0.8 of a wave, stream-K over the blocks on every cluster, the owner
+    fix-up; every element written (poisoned output), M, N and K off the tiles; beta != 0 too."""
+    _check(m, n, k, kind, None, seed=21)
+    if hopper.device_sms() == 132:
+        assert [(c.tile_n, c.cluster_m, c.cluster_n, c.policy, c.sk_reduce) for c in launched] == [
+            (256, 2, 2, "streamk", "owner")]
+    _check(m, n, k, kind, None, beta=0.5, seed=22)
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
 def test_heuristic_128x256_tma_tiles_take_two_buffers(kind, monkeypatch, launched):
     """Where ``gemm_parts`` picks 128 x 256 tiles of one CTA under TMA stores, it launches them
     with ``TMA_BUFFERS`` (3 stages, two staging buffer sets) and the product is right; not where

@@ -1259,6 +1259,30 @@ def test_swap_onto_64_row_tiles(dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_quad_streamk_over_256_wide_blocks(dtype, monkeypatch):
+    """QUAD_SK_256: static 128 x 256 tiles on 2 x 2 clusters (A's and B's rows off 128-byte lines)
+    whose blocks fill at most 0.8 of a wave of the clusters, from 100 K steps: stream-K over the
+    blocks, the owner fix-up (RESULTS.md, eighty-first session); below 100 steps, past 0.8 of a
+    wave, past one wave, or with the rule off, the static clusters."""
+    def config(m, n, k):
+        a, b = FakeArray((m, k), (2 * k, 2)), FakeArray((k, n), (2 * n, 2))
+        return hopper.choose_config(m, n, k, dtype, 132, **hopper.rows_flags([a], [b]))
+
+    for m, n, k in ((1024, 2344, 7456), (416, 4968, 6472), (4824, 504, 14408), (1192, 1992, 9544)):
+        c = config(m, n, k)
+        assert (c.tile_n, c.cluster_m, c.cluster_n, c.policy, c.sk_reduce, c.sk_ways) == \
+            (256, 2, 2, "streamk", "owner", 0), (m, n, k)
+        with monkeypatch.context() as mp:
+            mp.setattr(hopper_heuristic, "QUAD_SK_256", None)
+            assert config(m, n, k) == c.replace(policy="static"), (m, n, k)
+    # 65 and 84 steps; 26 blocks of 30 (0.87 of a wave); 1.8 and 3.6 waves of blocks
+    for m, n, k in ((512, 5496, 4104), (5160, 472, 5384), (6616, 488, 9312), (2072, 3040, 13200),
+                    (1352, 9128, 6928)):
+        c = config(m, n, k)
+        assert (c.tile_n, c.cluster_m, c.cluster_n, c.policy) == (256, 2, 2, "static"), (m, n, k)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_direct_onto_64_row_tiles(dtype, monkeypatch):
     """DIRECT_64_ROWS: where ``route`` would transpose the product onto 128 x 192 single-CTA
     tiles whose direct 64 x 256 tiles fill a wave, A and B row-major with their rows on 128-byte
