@@ -25,15 +25,18 @@
 #   bash benchmarks/run_pending_checks.sh pad192  # QUAD_SK_192_PAD (RESULTS.md, seventy-ninth
 #       session): the five sizes of a CPU draw of 12000 where the rule changes the route (fp16 and
 #       bf16), beside the rule off (--prior) (run in the eightieth session)
+#   bash benchmarks/run_pending_checks.sh q256    # QUAD_SK_256 (RESULTS.md, eighty-first session): its GPU
+#       tests and the 256-wide cluster stream-K tests, then 12 of the 21 sizes of a CPU draw of 6000
+#       where the rule changes the route (fp16 and bf16), beside the rule off (--prior)
 #   bash benchmarks/run_pending_checks.sh cublasmp  # cuBLASMp (benchmarks/cublasmp_bench.py; the
 #       nvidia-cublasmp-cu13 0.7.0 wheel in .whl) on every GPU of the host at 16384³ and 32768³,
 #       beside the one-GPU cuBLAS anchor: its first run anywhere (a 1 x 1 grid on one GPU)
-# Wheels (benchmarks/split_wheels.sh): ladder, draws, leads, swap64, pad192 and cublasmp carry .whl
+# Wheels (benchmarks/split_wheels.sh): ladder, draws, leads, swap64, pad192, q256 and cublasmp carry .whl
 # alone; suite, table and staged start GPU clusters and carry .whl and .whl-ucx.
 # The census rows through census_study.sh's census_study: every launch cold, in turns with
 # cuBLAS, every output checked against float64 on sampled rows; full outputs under $OUT.
 set -o pipefail
-[[ "${1:-}" =~ ^(suite|table|draws|staged|ladder|cublasmp|leads|swap64|pad192)$ ]] || { echo "usage: $0 suite|table|draws|staged|ladder|cublasmp|leads|swap64|pad192" >&2; exit 2; }
+[[ "${1:-}" =~ ^(suite|table|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256)$ ]] || { echo "usage: $0 suite|table|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256" >&2; exit 2; }
 if [[ $1 == ladder ]]; then  # each tree forward and back once (ROUNDS=1), within one device call
   SHAPES="8192x8192x256 4096x4096x512 16384x8192x256 6144x6144x384 8192x8192x8192 4096x4096x4096"
   SHAPES+=" 1408x1536x16384 64x8192x8192 896x2432x8192 1024x2112x8192 256x256x65536 944x5144x6400 7088x712x7872"
@@ -88,6 +91,15 @@ elif [[ $1 == pad192 ]]; then
   echo "== QUAD_SK_192_PAD on sizes drawn where it changes the route (sim: 5 of 12000), beside the rule off"
   SHAPES="1784x536x11056 1736x520x11544 624x2304x13600 1672x528x11848 1680x632x10064" \
     DTYPES="float16 bfloat16" STUDY_TIMEOUT=90 census_study pad192 --caller --scrub --prior "QUAD_SK_192_PAD=None"
+elif [[ $1 == q256 ]]; then
+  echo "== QUAD_SK_256 and 256-wide stream-K over clusters: GPU tests"
+  timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider -n 12 -rfs tests/test_hopper.py \
+    -k "quad_streamk_256 or (cluster_streamk_matches and 256)" >"$OUT/pytest-q256.log" 2>&1
+  tail -4 "$OUT/pytest-q256.log"
+  echo "== QUAD_SK_256 on sizes drawn where it changes the route (sim: 21 of 6000), beside the rule off"
+  SHAPES="5784x408x12248 888x2936x14432 5568x456x6504 256x11720x14048 720x4056x14032 1352x1800x14432
+    480x5592x15280 1360x1800x6448 832x2808x8016 688x3384x8488 936x2920x6520 424x5816x8352" \
+    DTYPES="float16 bfloat16" STUDY_TIMEOUT=200 census_study q256 --caller --scrub --prior "QUAD_SK_256=None"
 elif [[ $1 == cublasmp ]]; then
   nvidia-smi topo -m | head -n 4
   timeout 120 python3 benchmarks/cublas_one_gpu.py --n 16384 32768 --dtypes float32,float16,bfloat16 \
