@@ -27,7 +27,8 @@
 #       bf16), beside the rule off (--prior) (run in the eightieth session)
 #   bash benchmarks/run_pending_checks.sh q256    # QUAD_SK_256 (RESULTS.md, eighty-first session): its GPU
 #       tests and the 256-wide cluster stream-K tests, then 12 of the 21 sizes of a CPU draw of 6000
-#       where the rule changes the route (fp16 and bf16), beside the rule off (--prior)
+#       where the rule changes the route (fp16 and bf16), beside the rule off (--prior) (the GPU
+#       tests and six of the sizes ran in the eighty-first session)
 #   bash benchmarks/run_pending_checks.sh cublasmp  # cuBLASMp (benchmarks/cublasmp_bench.py; the
 #       nvidia-cublasmp-cu13 0.7.0 wheel in .whl) on every GPU of the host at 16384³ and 32768³,
 #       beside the one-GPU cuBLAS anchor: its first run anywhere (a 1 x 1 grid on one GPU)
