@@ -52,6 +52,18 @@ issue4_table() {
   DTYPES="float16 bfloat16" SHAPES="8192x8192x8192 4096x4096x4096 896x2432x8192 1024x2112x8192 1408x1536x16384 256x256x65536
     64x8192x8192 8192x8192x256" STUDY_TIMEOUT=120 census_study table --caller --scrub
 }
+# rule_tests TAG SECONDS EXPR: tests/test_hopper.py's GPU tests that -k EXPR selects, the summary printed
+rule_tests() {
+  timeout "$2" python3 -m pytest -q -m gpu -p no:cacheprovider -n 12 -rfs tests/test_hopper.py -k "$3" \
+    >"$OUT/pytest-$1.log" 2>&1
+  tail -4 "$OUT/pytest-$1.log"
+}
+# rule_draw TAG CONSTANT HOW_MANY: the caller's $SHAPES (sizes a CPU draw found where CONSTANT changes
+# the route, HOW_MANY of the draw), fp16 and bf16, beside the rule off (--prior)
+rule_draw() {
+  echo "== $2 on sizes drawn where it changes the route (sim: $3), beside the rule off"
+  DTYPES="float16 bfloat16" census_study "$1" --caller --scrub --prior "$2=None"
+}
 echo "commit $(cat .whl/commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader
 if [[ $1 == table ]]; then
@@ -82,25 +94,18 @@ elif [[ $1 == leads ]]; then
   issue4_table
 elif [[ $1 == swap64 ]]; then
   echo "== the transposed route and 128-byte output chunks: GPU tests"
-  timeout 90 python3 -m pytest -q -m gpu -p no:cacheprovider -n 12 -rfs tests/test_hopper.py \
-    -k "swapped_product or five_stages or columns_epilogue or direct_64_row" >"$OUT/pytest-swap64.log" 2>&1
-  tail -4 "$OUT/pytest-swap64.log"
-  echo "== SWAP_64_ROWS on sizes drawn where it changes the route (sim: 5 of 12000), beside the rule off"
+  rule_tests swap64 90 "swapped_product or five_stages or columns_epilogue or direct_64_row"
   SHAPES="2480x816x3120 2560x824x3112 2968x704x9920 928x2104x9264 2880x672x4136 1024x2112x8192" \
-    DTYPES="float16 bfloat16" STUDY_TIMEOUT=90 census_study swap64 --caller --scrub --prior "SWAP_64_ROWS=None"
+    STUDY_TIMEOUT=90 rule_draw swap64 SWAP_64_ROWS "5 of 12000"
 elif [[ $1 == pad192 ]]; then
-  echo "== QUAD_SK_192_PAD on sizes drawn where it changes the route (sim: 5 of 12000), beside the rule off"
   SHAPES="1784x536x11056 1736x520x11544 624x2304x13600 1672x528x11848 1680x632x10064" \
-    DTYPES="float16 bfloat16" STUDY_TIMEOUT=90 census_study pad192 --caller --scrub --prior "QUAD_SK_192_PAD=None"
+    STUDY_TIMEOUT=90 rule_draw pad192 QUAD_SK_192_PAD "5 of 12000"
 elif [[ $1 == q256 ]]; then
   echo "== QUAD_SK_256 and 256-wide stream-K over clusters: GPU tests"
-  timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider -n 12 -rfs tests/test_hopper.py \
-    -k "quad_streamk_256 or (cluster_streamk_matches and 256)" >"$OUT/pytest-q256.log" 2>&1
-  tail -4 "$OUT/pytest-q256.log"
-  echo "== QUAD_SK_256 on sizes drawn where it changes the route (sim: 21 of 6000), beside the rule off"
+  rule_tests q256 120 "quad_streamk_256 or (cluster_streamk_matches and 256)"
   SHAPES="5784x408x12248 888x2936x14432 5568x456x6504 256x11720x14048 720x4056x14032 1352x1800x14432
     480x5592x15280 1360x1800x6448 832x2808x8016 688x3384x8488 936x2920x6520 424x5816x8352" \
-    DTYPES="float16 bfloat16" STUDY_TIMEOUT=200 census_study q256 --caller --scrub --prior "QUAD_SK_256=None"
+    STUDY_TIMEOUT=200 rule_draw q256 QUAD_SK_256 "21 of 6000"
 elif [[ $1 == cublasmp ]]; then
   nvidia-smi topo -m | head -n 4
   timeout 120 python3 benchmarks/cublas_one_gpu.py --n 16384 32768 --dtypes float32,float16,bfloat16 \
