@@ -575,11 +575,11 @@ def gemm_parts(a_parts, b_parts, c=None, *, alpha: float = 1.0, beta: float = 0.
         gemm_parts([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts], alpha=alpha,
                    out=out.T, config=way.config, sms=sms, as_dtype=as_dtype)
         return out
-    config = way.config if way.how == "one" else config  # (DIRECT_64_ROWS: another config)
     if way.how == "copy":  # not transposed: B copied K-major, the config picked for the copy
         return gemm_parts(a_parts, [_k_major_copy(cp, b_p) for b_p in b_parts], c, alpha=alpha,
                           beta=beta, out=out, allow_tf32=allow_tf32, sms=sms, as_dtype=as_dtype,
                           out_dtype=out_dtype, tune=tune)
+    config = way.config  # "one": the config given, or another (DIRECT_64_ROWS)
 
     # A as (M, K), B as B^T (N, K), each K-major (rows of K) or MN-major (rows of M or N, one per
     # k).  With K = 0 nothing is loaded, but the descriptors still need a valid tensor: a dummy.
