@@ -127,6 +127,16 @@ MANY_WAVES_CLUSTERS = ((1, 1), (2, 1), (2, 2))
 # (21 of 6000 typed sizes change), fp16 and bf16: ahead in 10 of 12 runs by 0.03-0.11, level in two;
 # None: never
 QUAD_SK_256: tuple[float, int] | None = (0.8, 100)
+# ... and such blocks past one wave of the clusters but below DUO_SK_256[2] waves, over at least
+# DUO_SK_256[0] rows of tiles and DUO_SK_256[1] 64-wide K steps: stream-K on 2 x 1 clusters (B
+# multicast over the pair), sk_waves 1, the owner fix-up (_duo_sk_256).  On an H100 (RESULTS.md,
+# eighty-second session, × cuBLAS, fp16): 17 such sizes drawn as a user types them, 15 ahead by
+# 0.02-0.12 (1352x9128x6928 0.81 -> 0.85-0.87, 2568x4960x10160 0.81 -> 0.88-0.89, 5392x2504x13360
+# 0.86 -> 0.94-0.95), 4784x5384x8344 level (-0.01), 1344x14232x14792 behind (1.19 -> 1.15; bf16
+# 1.23 -> 1.15); with fewer rows of tiles behind (808x14104x13672, 7 rows, 1.07 -> 0.97;
+# 688x13616x10824 0.87 -> 0.83) and below 80 steps (1816x13272x3176, 49 steps, 0.87 -> 0.84).
+# Stream-K on the 2 x 2 clusters instead gained less or lost (688x13616x10824 -0.07).  None: never
+DUO_SK_256: tuple[int, int, int] | None = (8, 80, 7)
 # One partial wave (half the SMs or more hold a tile, none two): static, not stream-K, for 128-wide
 # tiles and for 192-wide ones up to this many 64-wide K steps (fit_policy; 64 until the
 # twenty-sixth session, which measured static ahead at 69 and 74 steps)
@@ -922,8 +932,9 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
         cfg = _off_rows_clusters(cfg, m, n, k, sms, OFF_ROWS_CLUSTER_MARGIN[0 if b_rows_off else 1],
                                  on_sectors=not b_rows_off)
         if a_rows_off_128:
-            cfg = _quad_sk_256(_off_rows_blocks(cfg, m, n, k, kind, sms, b_rows_off=b_rows_off,
-                                                b_rows_off_128=b_rows_off_128), m, n, k, sms)
+            blocks = _off_rows_blocks(cfg, m, n, k, kind, sms, b_rows_off=b_rows_off,
+                                      b_rows_off_128=b_rows_off_128)
+            cfg = _duo_sk_256(_quad_sk_256(blocks, m, n, k, sms), m, n, k, sms)
         cfg = _many_waves(cfg, m, n, k, sms)
     if explicit or shared:
         return cfg
@@ -2184,6 +2195,32 @@ def _quad_sk_256(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperC
         return cfg
     quad = quad_streamk(cfg, m, n, k, sms)
     return quad if quad.sk_reduce == "owner" else cfg
+
+
+def _duo_sk_256(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
+    """``cfg``, or where it is static 128 x 256 tiles on 2 x 2 clusters whose blocks run past one
+    wave of ``quad_clusters(sms)`` clusters and below ``DUO_SK_256[2]`` waves (``MANY_WAVES``
+    prices longer launches), over at least ``DUO_SK_256[0]`` rows of tiles and ``DUO_SK_256[1]``
+    k-iterations: stream-K on 2 x 1 clusters (B multicast over each pair), ``sk_waves`` 1, the
+    owner fix-up.  The 2 x 2 launch leaves its last wave of blocks part empty and 12 of 132 SMs
+    idle throughout; the pairs fill every SM and share the last waves' work out by k-ranges.
+
+    >>> cfg = HopperConfig(tile_n=256, policy="static", cluster_m=2, cluster_n=2)
+    >>> d = _duo_sk_256(cfg, 1352, 9128, 6928, 132)  # 11 rows of tiles, 3.6 waves of blocks
+    >>> d.policy, d.cluster_m, d.cluster_n, d.sk_waves, d.sk_reduce
+    ('streamk', 2, 1, 1, 'owner')
+    >>> _duo_sk_256(cfg, 808, 14104, 13672, 132).policy  # 7 rows of tiles
+    'static'
+    """
+    if (DUO_SK_256 is None or (cfg.cluster_m, cfg.cluster_n, cfg.policy, cfg.tile_n) != (2, 2, "static", 256)
+            or cfg.pingpong or cfg.tile_m != TILE_M):
+        return cfg
+    rows_least, steps_least, waves_below = DUO_SK_256
+    blocks, slots, k_iters = _block_waves(cfg, m, n, k, sms)
+    if (not slots < blocks < waves_below * slots or -(-m // cfg.tile_m) < rows_least
+            or k_iters < steps_least):
+        return cfg
+    return cfg.replace(policy="streamk", cluster_n=1, sk_waves=1, sk_ways=0, sk_reduce="owner")
 
 
 def _launch_cost(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> float:
