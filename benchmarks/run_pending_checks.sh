@@ -27,8 +27,8 @@
 #       bf16), beside the rule off (--prior) (run in the eightieth session)
 #   bash benchmarks/run_pending_checks.sh q256    # QUAD_SK_256 (RESULTS.md, eighty-first session): its GPU
 #       tests and the 256-wide cluster stream-K tests, then 12 of the 21 sizes of a CPU draw of 6000
-#       where the rule changes the route (fp16 and bf16), beside the rule off (--prior) (the GPU
-#       tests and six of the sizes ran in the eighty-first session)
+#       where the rule changes the route (fp16 and bf16), beside the rule off (--prior) (all ran in the
+#       eighty-first and eighty-second sessions)
 #   bash benchmarks/run_pending_checks.sh duo     # DUO_SK_256 (RESULTS.md, eighty-second session): its GPU
 #       tests and the cluster stream-K tests, then 17 sizes of a CPU draw of 6000 where the rule changes
 #       the route (fp16 and bf16; the transposed product and the route's changes among them), beside
