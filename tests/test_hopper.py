@@ -1565,6 +1565,15 @@ def launched(monkeypatch):
     return taken
 
 
+def _check_one_launch(m, n, k, kind, launched, seed, **fields):
+    """The heuristic's product right against float64 (poisoned output, ``seed``); on 132 SMs, where
+    the rules were fitted, in one launch whose config has ``fields``; then with beta != 0 (seed + 1)."""
+    _check(m, n, k, kind, None, seed=seed)
+    if hopper.device_sms() == 132:
+        assert [{name: getattr(c, name) for name in fields} for c in launched] == [fields]
+    _check(m, n, k, kind, None, beta=0.5, seed=seed + 1)
+
+
 @pytest.mark.gpu
 @needs_sm90
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
@@ -1574,11 +1583,8 @@ def test_direct_64_row_tiles(kind, m, n, k, launched):
     direct product on static 64 x 256 tiles, five stages, the staged epilogue 64 columns at a
     time, one launch; every element written (poisoned output), M, N off the tiles; with
     beta != 0 the direct product too."""
-    _check(m, n, k, kind, None, seed=11)
-    if hopper.device_sms() == 132:
-        assert [(c.tile_m, c.tile_n, c.stages, c.out_cols, c.policy, c.epilogue) for c in launched] == [
-            (64, 256, 5, 64, "static", "staged")]
-    _check(m, n, k, kind, None, beta=0.5, seed=12)
+    _check_one_launch(m, n, k, kind, launched, 11, tile_m=64, tile_n=256, stages=5, out_cols=64,
+                      policy="static", epilogue="staged")
 
 
 @pytest.mark.gpu
@@ -1590,11 +1596,8 @@ def test_quad_streamk_256_wide(kind, m, n, k, launched):
     clusters that fill at most 0.8 of a wave, stream-K over the blocks on every cluster, the owner
     fix-up; every element written (poisoned output), N and K off the tiles (M too on 416 rows);
     beta != 0 too."""
-    _check(m, n, k, kind, None, seed=21)
-    if hopper.device_sms() == 132:
-        assert [(c.tile_n, c.cluster_m, c.cluster_n, c.policy, c.sk_reduce) for c in launched] == [
-            (256, 2, 2, "streamk", "owner")]
-    _check(m, n, k, kind, None, beta=0.5, seed=22)
+    _check_one_launch(m, n, k, kind, launched, 21, tile_n=256, cluster_m=2, cluster_n=2, policy="streamk",
+                      sk_reduce="owner")
 
 
 @pytest.mark.gpu
@@ -1606,11 +1609,8 @@ def test_duo_streamk_256_wide(kind, m, n, k, launched):
     clusters past one wave of them, stream-K on 2 x 1 clusters, sk_waves 1, the owner fix-up;
     every element written (poisoned output), M, N and K off the tiles, an odd number of tile rows
     (the last pair's second CTA past M); beta != 0 too."""
-    _check(m, n, k, kind, None, seed=23)
-    if hopper.device_sms() == 132:
-        assert [(c.tile_n, c.cluster_m, c.cluster_n, c.policy, c.sk_waves, c.sk_reduce) for c in launched] == [
-            (256, 2, 1, "streamk", 1, "owner")]
-    _check(m, n, k, kind, None, beta=0.5, seed=24)
+    _check_one_launch(m, n, k, kind, launched, 23, tile_n=256, cluster_m=2, cluster_n=1, policy="streamk",
+                      sk_waves=1, sk_reduce="owner")
 
 
 @pytest.mark.gpu
