@@ -119,7 +119,8 @@ MANY_WAVES = (7, 64)
 MANY_WAVES_CLUSTERS = ((1, 1), (2, 1), (2, 2))
 # Static 128 x 256 tiles on 2 x 2 clusters (rows off 128-byte lines: _off_rows_blocks) whose blocks
 # fill at most QUAD_SK_256[0] of one wave of the clusters, K of at least QUAD_SK_256[1] 64-wide
-# steps: stream-K over the blocks and every cluster of the wave, the owner fix-up (_quad_sk_256).
+# steps: stream-K over the blocks and every cluster of the wave, the owner fix-up
+# (_streamk_256_blocks).
 # On an H100 (RESULTS.md, eighty-first session, × cuBLAS, fp16): 13 such sizes, 12 ahead by
 # 0.02-0.18 (1024x2344x7456 0.68 -> 0.82, 1192x1992x9544 0.89 -> 1.06), one level (-0.01); below
 # 100 steps level or behind (512x5496x4104 0.83 -> 0.75), at 0.87 of a wave level (-0.01, +0.03),
@@ -129,11 +130,11 @@ MANY_WAVES_CLUSTERS = ((1, 1), (2, 1), (2, 2))
 QUAD_SK_256: tuple[float, int] | None = (0.8, 100)
 # ... and such blocks past one wave of the clusters but below DUO_SK_256[2] waves, over at least
 # DUO_SK_256[0] rows of tiles and DUO_SK_256[1] 64-wide K steps: stream-K on 2 x 1 clusters (B
-# multicast over the pair), sk_waves 1, the owner fix-up (_duo_sk_256).  On an H100 (RESULTS.md,
-# eighty-second session, × cuBLAS, fp16): 17 such sizes drawn as a user types them, 15 ahead by
-# 0.02-0.12 (1352x9128x6928 0.81 -> 0.85-0.87, 2568x4960x10160 0.81 -> 0.88-0.89, 5392x2504x13360
-# 0.86 -> 0.94-0.95), 4784x5384x8344 level (-0.01), 1344x14232x14792 behind (1.19 -> 1.15; bf16
-# 1.23 -> 1.15); with fewer rows of tiles behind (808x14104x13672, 7 rows, 1.07 -> 0.97;
+# multicast over the pair), sk_waves 1, the owner fix-up (_streamk_256_blocks).  On an H100
+# (RESULTS.md, eighty-second session, × cuBLAS, fp16): 17 such sizes drawn as a user types them,
+# 15 ahead by 0.02-0.12 (1352x9128x6928 0.81 -> 0.85-0.87, 2568x4960x10160 0.81 -> 0.88-0.89,
+# 5392x2504x13360 0.86 -> 0.94-0.95), 4784x5384x8344 level (-0.01), 1344x14232x14792 behind
+# (1.19 -> 1.15; bf16 1.23 -> 1.15); with fewer rows of tiles behind (808x14104x13672, 7 rows, 1.07 -> 0.97;
 # 688x13616x10824 0.87 -> 0.83) and below 80 steps (1816x13272x3176, 49 steps, 0.87 -> 0.84).
 # Stream-K on the 2 x 2 clusters instead gained less or lost (688x13616x10824 -0.07).  None: never
 DUO_SK_256: tuple[int, int, int] | None = (8, 80, 7)
@@ -932,9 +933,8 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
         cfg = _off_rows_clusters(cfg, m, n, k, sms, OFF_ROWS_CLUSTER_MARGIN[0 if b_rows_off else 1],
                                  on_sectors=not b_rows_off)
         if a_rows_off_128:
-            blocks = _off_rows_blocks(cfg, m, n, k, kind, sms, b_rows_off=b_rows_off,
-                                      b_rows_off_128=b_rows_off_128)
-            cfg = _duo_sk_256(_quad_sk_256(blocks, m, n, k, sms), m, n, k, sms)
+            cfg = _streamk_256_blocks(_off_rows_blocks(cfg, m, n, k, kind, sms, b_rows_off=b_rows_off,
+                                                       b_rows_off_128=b_rows_off_128), m, n, k, sms)
         cfg = _many_waves(cfg, m, n, k, sms)
     if explicit or shared:
         return cfg
@@ -2172,55 +2172,47 @@ def _off_rows_blocks(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms:
     return cfg.replace(cluster_n=2)
 
 
-def _quad_sk_256(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
-    """``cfg``, or where it is static 128 x 256 tiles on 2 x 2 clusters whose blocks fill at most
-    ``QUAD_SK_256[0]`` of one wave of ``quad_clusters(sms)`` clusters, over at least
-    ``QUAD_SK_256[1]`` k-iterations, stream-K over those blocks (``quad_streamk``): every cluster
-    of the wave takes a k-range, where the static launch leaves a fifth or more of them idle.  Only
-    where ``quad_streamk`` gives the owner fix-up (each block split fewer than four ways), the
-    fix-up it was measured with.
+def _streamk_256_blocks(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
+    """``cfg``, or where it is static 128 x 256 tiles on 2 x 2 clusters, stream-K by how many
+    waves of ``quad_clusters(sms)`` clusters their blocks fill:
+
+    - at most ``QUAD_SK_256[0]`` of one wave, over at least ``QUAD_SK_256[1]`` k-iterations:
+      stream-K over those blocks (``quad_streamk``), every cluster of the wave taking a k-range,
+      where the static launch leaves a fifth or more of them idle.  Only where ``quad_streamk``
+      gives the owner fix-up (each block split fewer than four ways), the fix-up it was measured
+      with;
+    - past one wave and below ``DUO_SK_256[2]`` waves (``MANY_WAVES`` prices longer launches),
+      over at least ``DUO_SK_256[0]`` rows of tiles and ``DUO_SK_256[1]`` k-iterations: stream-K
+      on 2 x 1 clusters (B multicast over each pair), ``sk_waves`` 1, the owner fix-up.  The 2 x 2
+      launch leaves its last wave of blocks part empty and 12 of 132 SMs idle throughout; the
+      pairs fill every SM and share the last waves' work out by k-ranges.
 
     >>> cfg = HopperConfig(tile_n=256, policy="static", cluster_m=2, cluster_n=2)
-    >>> q = _quad_sk_256(cfg, 1024, 2344, 7456, 132)  # 20 blocks of 30, 117 k-iterations
+    >>> q = _streamk_256_blocks(cfg, 1024, 2344, 7456, 132)  # 20 blocks of 30, 117 k-iterations
     >>> q.policy, q.cluster_m, q.cluster_n, q.sk_reduce
     ('streamk', 2, 2, 'owner')
-    >>> _quad_sk_256(cfg, 512, 5496, 4104, 132).policy  # 65 k-iterations
+    >>> _streamk_256_blocks(cfg, 512, 5496, 4104, 132).policy  # 65 k-iterations
     'static'
-    """
-    if (QUAD_SK_256 is None or (cfg.cluster_m, cfg.cluster_n, cfg.policy, cfg.tile_n) != (2, 2, "static", 256)
-            or cfg.pingpong or cfg.tile_m != TILE_M):
-        return cfg
-    blocks, slots, k_iters = _block_waves(cfg, m, n, k, sms)
-    if blocks > QUAD_SK_256[0] * slots or k_iters < QUAD_SK_256[1]:
-        return cfg
-    quad = quad_streamk(cfg, m, n, k, sms)
-    return quad if quad.sk_reduce == "owner" else cfg
-
-
-def _duo_sk_256(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
-    """``cfg``, or where it is static 128 x 256 tiles on 2 x 2 clusters whose blocks run past one
-    wave of ``quad_clusters(sms)`` clusters and below ``DUO_SK_256[2]`` waves (``MANY_WAVES``
-    prices longer launches), over at least ``DUO_SK_256[0]`` rows of tiles and ``DUO_SK_256[1]``
-    k-iterations: stream-K on 2 x 1 clusters (B multicast over each pair), ``sk_waves`` 1, the
-    owner fix-up.  The 2 x 2 launch leaves its last wave of blocks part empty and 12 of 132 SMs
-    idle throughout; the pairs fill every SM and share the last waves' work out by k-ranges.
-
-    >>> cfg = HopperConfig(tile_n=256, policy="static", cluster_m=2, cluster_n=2)
-    >>> d = _duo_sk_256(cfg, 1352, 9128, 6928, 132)  # 11 rows of tiles, 3.6 waves of blocks
+    >>> d = _streamk_256_blocks(cfg, 1352, 9128, 6928, 132)  # 11 rows of tiles, 3.6 waves of blocks
     >>> d.policy, d.cluster_m, d.cluster_n, d.sk_waves, d.sk_reduce
     ('streamk', 2, 1, 1, 'owner')
-    >>> _duo_sk_256(cfg, 808, 14104, 13672, 132).policy  # 7 rows of tiles
+    >>> _streamk_256_blocks(cfg, 808, 14104, 13672, 132).policy  # 7 rows of tiles
     'static'
     """
-    if (DUO_SK_256 is None or (cfg.cluster_m, cfg.cluster_n, cfg.policy, cfg.tile_n) != (2, 2, "static", 256)
+    if ((cfg.cluster_m, cfg.cluster_n, cfg.policy, cfg.tile_n) != (2, 2, "static", 256)
             or cfg.pingpong or cfg.tile_m != TILE_M):
         return cfg
-    rows_least, steps_least, waves_below = DUO_SK_256
     blocks, slots, k_iters = _block_waves(cfg, m, n, k, sms)
-    if (not slots < blocks < waves_below * slots or -(-m // cfg.tile_m) < rows_least
-            or k_iters < steps_least):
-        return cfg
-    return cfg.replace(policy="streamk", cluster_n=1, sk_waves=1, sk_ways=0, sk_reduce="owner")
+    if QUAD_SK_256 is not None and blocks <= QUAD_SK_256[0] * slots and k_iters >= QUAD_SK_256[1]:
+        quad = quad_streamk(cfg, m, n, k, sms)
+        if quad.sk_reduce == "owner":
+            return quad
+    if DUO_SK_256 is not None:
+        rows_least, steps_least, waves_below = DUO_SK_256
+        if (slots < blocks < waves_below * slots and -(-m // cfg.tile_m) >= rows_least
+                and k_iters >= steps_least):
+            return cfg.replace(policy="streamk", cluster_n=1, sk_waves=1, sk_ways=0, sk_reduce="owner")
+    return cfg
 
 
 def _launch_cost(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> float:
