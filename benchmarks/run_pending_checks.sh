@@ -29,10 +29,11 @@
 #       tests and the 256-wide cluster stream-K tests, then 12 of the 21 sizes of a CPU draw of 6000
 #       where the rule changes the route (fp16 and bf16), beside the rule off (--prior) (all ran in the
 #       eighty-first and eighty-second sessions)
-#   bash benchmarks/run_pending_checks.sh duo     # DUO_SK_256 (RESULTS.md, eighty-second session): its GPU
-#       tests and the cluster stream-K tests, then 17 sizes of a CPU draw of 6000 where the rule changes
-#       the route (fp16 and bf16; the transposed product and the route's changes among them), beside
-#       the rule off (--prior)
+#   bash benchmarks/run_pending_checks.sh duo     # DUO_SK_256 (RESULTS.md, eighty-second and eighty-third
+#       sessions): the cluster stream-K GPU tests, then 17 sizes of a CPU draw of 6000 where the rule
+#       changes the route (fp16 and bf16; the transposed product and the route's changes among them),
+#       the heuristic (the rule off since it lost there in the eighty-third session) beside the rule on
+#       (--prior "DUO_SK_256=(8, 80, 7)")
 #   bash benchmarks/run_pending_checks.sh cublasmp  # cuBLASMp (benchmarks/cublasmp_bench.py; the
 #       nvidia-cublasmp-cu13 0.7.0 wheel in .whl) on every GPU of the host at 16384³ and 32768³,
 #       beside the one-GPU cuBLAS anchor: its first run anywhere (a 1 x 1 grid on one GPU)
@@ -111,12 +112,13 @@ elif [[ $1 == q256 ]]; then
     480x5592x15280 1360x1800x6448 832x2808x8016 688x3384x8488 936x2920x6520 424x5816x8352" \
     STUDY_TIMEOUT=200 rule_draw q256 QUAD_SK_256 "21 of 6000"
 elif [[ $1 == duo ]]; then
-  echo "== DUO_SK_256 and stream-K over clusters: GPU tests"
-  rule_tests duo 100 "duo_streamk or quad_streamk_256 or cluster_streamk_matches"
+  echo "== stream-K over clusters: GPU tests"
+  rule_tests duo 100 "quad_streamk_256 or cluster_streamk_matches"
+  echo "== DUO_SK_256 (off) on sizes drawn where, on, it changes the route (sim: 145 of 6000), beside the rule on"
   SHAPES="2216x6512x15128 1048x12272x11752 2872x3368x6992 1624x10464x5792 3832x2008x7120 11152x2032x8504
     1184x10696x5656 1600x7432x9104 5000x1304x6232 7272x1824x12376 8432x1552x9464 5360x3424x12968
     9608x1544x7176 10096x2080x14872 2072x3040x13200 13232x416x10184 1296x6392x6752" \
-    STUDY_TIMEOUT=110 rule_draw duo DUO_SK_256 "145 of 6000"
+    DTYPES="float16 bfloat16" STUDY_TIMEOUT=110 census_study duo --caller --scrub --prior "DUO_SK_256=(8, 80, 7)"
 elif [[ $1 == cublasmp ]]; then
   nvidia-smi topo -m | head -n 4
   timeout 120 python3 benchmarks/cublas_one_gpu.py --n 16384 32768 --dtypes float32,float16,bfloat16 \

@@ -130,14 +130,15 @@ MANY_WAVES_CLUSTERS = ((1, 1), (2, 1), (2, 2))
 QUAD_SK_256: tuple[float, int] | None = (0.8, 100)
 # ... and such blocks past one wave of the clusters but below DUO_SK_256[2] waves, over at least
 # DUO_SK_256[0] rows of tiles and DUO_SK_256[1] 64-wide K steps: stream-K on 2 x 1 clusters (B
-# multicast over the pair), sk_waves 1, the owner fix-up (_streamk_256_blocks).  On an H100
-# (RESULTS.md, eighty-second session, × cuBLAS, fp16): 17 such sizes drawn as a user types them,
-# 15 ahead by 0.02-0.12 (1352x9128x6928 0.81 -> 0.85-0.87, 2568x4960x10160 0.81 -> 0.88-0.89,
-# 5392x2504x13360 0.86 -> 0.94-0.95), 4784x5384x8344 level (-0.01), 1344x14232x14792 behind
-# (1.19 -> 1.15; bf16 1.23 -> 1.15); with fewer rows of tiles behind (808x14104x13672, 7 rows, 1.07 -> 0.97;
-# 688x13616x10824 0.87 -> 0.83) and below 80 steps (1816x13272x3176, 49 steps, 0.87 -> 0.84).
-# Stream-K on the 2 x 2 clusters instead gained less or lost (688x13616x10824 -0.07).  None: never
-DUO_SK_256: tuple[int, int, int] | None = (8, 80, 7)
+# multicast over the pair), sk_waves 1, the owner fix-up (_streamk_256_blocks).  Off (None): on an
+# H100 it gained on the sizes it was fitted on (RESULTS.md, eighty-second session: 15 of 17 ahead
+# by 0.02-0.12, 1352x9128x6928 0.81 -> 0.85-0.87), then lost on 17 sizes drawn after it (eighty-
+# third session: geomean 0.921 -> 0.902 of cuBLAS in fp16, 0.930 -> 0.900 in bf16; behind on
+# eight and nine, 3832x2008x7120 1.00 -> 0.84, 5000x1304x6232 0.94 -> 0.80, ahead on six and five,
+# 9608x1544x7176 0.63 -> 0.85).  The pairs load A unshared, a third more bytes a CTA than the
+# 2 x 2 clusters, and what they kept of the gain that filling 12 idle SMs promises ranged from
+# 0.72 to 0.92 with no measured feature to tell which.  None: never
+DUO_SK_256: tuple[int, int, int] | None = None
 # One partial wave (half the SMs or more hold a tile, none two): static, not stream-K, for 128-wide
 # tiles and for 192-wide ones up to this many 64-wide K steps (fit_policy; 64 until the
 # twenty-sixth session, which measured static ahead at 69 and 74 steps)
@@ -2185,7 +2186,8 @@ def _streamk_256_blocks(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> 
       over at least ``DUO_SK_256[0]`` rows of tiles and ``DUO_SK_256[1]`` k-iterations: stream-K
       on 2 x 1 clusters (B multicast over each pair), ``sk_waves`` 1, the owner fix-up.  The 2 x 2
       launch leaves its last wave of blocks part empty and 12 of 132 SMs idle throughout; the
-      pairs fill every SM and share the last waves' work out by k-ranges.
+      pairs fill every SM and share the last waves' work out by k-ranges, but load A unshared
+      (off: lost on sizes drawn after it was fitted).
 
     >>> cfg = HopperConfig(tile_n=256, policy="static", cluster_m=2, cluster_n=2)
     >>> q = _streamk_256_blocks(cfg, 1024, 2344, 7456, 132)  # 20 blocks of 30, 117 k-iterations
@@ -2193,10 +2195,7 @@ def _streamk_256_blocks(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> 
     ('streamk', 2, 2, 'owner')
     >>> _streamk_256_blocks(cfg, 512, 5496, 4104, 132).policy  # 65 k-iterations
     'static'
-    >>> d = _streamk_256_blocks(cfg, 1352, 9128, 6928, 132)  # 11 rows of tiles, 3.6 waves of blocks
-    >>> d.policy, d.cluster_m, d.cluster_n, d.sk_waves, d.sk_reduce
-    ('streamk', 2, 1, 1, 'owner')
-    >>> _streamk_256_blocks(cfg, 808, 14104, 13672, 132).policy  # 7 rows of tiles
+    >>> _streamk_256_blocks(cfg, 1352, 9128, 6928, 132).policy  # 3.6 waves of blocks (DUO_SK_256 off)
     'static'
     """
     if ((cfg.cluster_m, cfg.cluster_n, cfg.policy, cfg.tile_n) != (2, 2, "static", 256)

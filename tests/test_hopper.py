@@ -1603,19 +1603,6 @@ def test_quad_streamk_256_wide(kind, m, n, k, launched):
 @pytest.mark.gpu
 @needs_sm90
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
-@pytest.mark.parametrize("m,n,k", [(1352, 9128, 6928), (2320, 2520, 5464)])
-def test_duo_streamk_256_wide(kind, m, n, k, launched):
-    """DUO_SK_256 on 132 SMs: where rows off 128-byte lines take static 128 x 256 tiles on 2 x 2
-    clusters past one wave of them, stream-K on 2 x 1 clusters, sk_waves 1, the owner fix-up;
-    every element written (poisoned output), M, N and K off the tiles, an odd number of tile rows
-    (the last pair's second CTA past M); beta != 0 too."""
-    _check_one_launch(m, n, k, kind, launched, 23, tile_n=256, cluster_m=2, cluster_n=1, policy="streamk",
-                      sk_waves=1, sk_reduce="owner")
-
-
-@pytest.mark.gpu
-@needs_sm90
-@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
 def test_heuristic_128x256_tma_tiles_take_two_buffers(kind, monkeypatch, launched):
     """Where ``gemm_parts`` picks 128 x 256 tiles of one CTA under TMA stores, it launches them
     with ``TMA_BUFFERS`` (3 stages, two staging buffer sets) and the product is right; not where
