@@ -34,15 +34,20 @@
 #       changes the route (fp16 and bf16; the transposed product and the route's changes among them),
 #       the heuristic (the rule off since it lost there in the eighty-third session) beside the rule on
 #       (--prior "DUO_SK_256=(8, 80, 7)")
+#   bash benchmarks/run_pending_checks.sh swapquad  # the transposed product on 2 x 2 clusters (RESULTS.md,
+#       eighty-third session: ahead on five of six sizes in-sample): 15 sizes of a fresh CPU draw of
+#       30000 (seed 20261211) where the caller runs static 128 x 128 tiles on 2 x 1 clusters, K >= 4096,
+#       and the heuristic runs the transpose on 128 x 256 tiles on 2 x 2 clusters, fp16 and bf16, the
+#       heuristic beside the transposed product (--variant sw:swap=1)
 #   bash benchmarks/run_pending_checks.sh cublasmp  # cuBLASMp (benchmarks/cublasmp_bench.py; the
 #       nvidia-cublasmp-cu13 0.7.0 wheel in .whl) on every GPU of the host at 16384³ and 32768³,
 #       beside the one-GPU cuBLAS anchor: its first run anywhere (a 1 x 1 grid on one GPU)
-# Wheels (benchmarks/split_wheels.sh): ladder, draws, leads, swap64, pad192, q256, duo and cublasmp carry .whl
+# Wheels (benchmarks/split_wheels.sh): ladder, draws, leads, swap64, pad192, q256, duo, swapquad and cublasmp carry .whl
 # alone; suite, table and staged start GPU clusters and carry .whl and .whl-ucx.
 # The census rows through census_study.sh's census_study: every launch cold, in turns with
 # cuBLAS, every output checked against float64 on sampled rows; full outputs under $OUT.
 set -o pipefail
-[[ "${1:-}" =~ ^(suite|table|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo)$ ]] || { echo "usage: $0 suite|table|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo" >&2; exit 2; }
+[[ "${1:-}" =~ ^(suite|table|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad)$ ]] || { echo "usage: $0 suite|table|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad" >&2; exit 2; }
 if [[ $1 == ladder ]]; then  # each tree forward and back once (ROUNDS=1), within one device call
   SHAPES="8192x8192x256 4096x4096x512 16384x8192x256 6144x6144x384 8192x8192x8192 4096x4096x4096"
   SHAPES+=" 1408x1536x16384 64x8192x8192 896x2432x8192 1024x2112x8192 256x256x65536 944x5144x6400 7088x712x7872"
@@ -119,6 +124,12 @@ elif [[ $1 == duo ]]; then
     1184x10696x5656 1600x7432x9104 5000x1304x6232 7272x1824x12376 8432x1552x9464 5360x3424x12968
     9608x1544x7176 10096x2080x14872 2072x3040x13200 13232x416x10184 1296x6392x6752" \
     DTYPES="float16 bfloat16" STUDY_TIMEOUT=110 census_study duo --caller --scrub --prior "DUO_SK_256=(8, 80, 7)"
+elif [[ $1 == swapquad ]]; then
+  echo "== the transposed product on 2 x 2 clusters where the direct one runs 128-wide 2 x 1 clusters"
+  SHAPES="7168x840x4408 7120x808x7064 9216x536x5528 12984x872x6792 14000x872x4856 3728x1592x11912
+    13736x864x9080 7016x864x6584 13528x1112x7320 10896x1128x5048 13992x872x5752 13960x824x5832
+    9648x1584x4888 14328x864x8840 4240x1360x6504" \
+    DTYPES="float16 bfloat16" STUDY_TIMEOUT=160 census_study swapquad --caller --scrub --variant sw:swap=1
 elif [[ $1 == cublasmp ]]; then
   nvidia-smi topo -m | head -n 4
   timeout 120 python3 benchmarks/cublas_one_gpu.py --n 16384 32768 --dtypes float32,float16,bfloat16 \
