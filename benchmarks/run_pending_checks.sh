@@ -34,11 +34,10 @@
 #       changes the route (fp16 and bf16; the transposed product and the route's changes among them),
 #       the heuristic (the rule off since it lost there in the eighty-third session) beside the rule on
 #       (--prior "DUO_SK_256=(8, 80, 7)")
-#   bash benchmarks/run_pending_checks.sh swapquad  # the transposed product on 2 x 2 clusters (RESULTS.md,
-#       eighty-third session: ahead on five of six sizes in-sample): 15 sizes of a fresh CPU draw of
-#       30000 (seed 20261211) where the caller runs static 128 x 128 tiles on 2 x 1 clusters, K >= 4096,
-#       and the heuristic runs the transpose on 128 x 256 tiles on 2 x 2 clusters, fp16 and bf16, the
-#       heuristic beside the transposed product (--variant sw:swap=1)
+#   bash benchmarks/run_pending_checks.sh swapquad  # SWAP_ONTO_QUAD (off; RESULTS.md, eighty-third session:
+#       ahead on five of six sizes in-sample): the 20 sizes of two fresh CPU draws of 6000 (seeds
+#       20261212 and 20261213) where the rule, on at 64 steps, changes the route (fp16 and bf16), the
+#       heuristic (off) beside the rule on (--prior "SWAP_ONTO_QUAD=64")
 #   bash benchmarks/run_pending_checks.sh cublasmp  # cuBLASMp (benchmarks/cublasmp_bench.py; the
 #       nvidia-cublasmp-cu13 0.7.0 wheel in .whl) on every GPU of the host at 16384³ and 32768³,
 #       beside the one-GPU cuBLAS anchor: its first run anywhere (a 1 x 1 grid on one GPU)
@@ -125,11 +124,11 @@ elif [[ $1 == duo ]]; then
     9608x1544x7176 10096x2080x14872 2072x3040x13200 13232x416x10184 1296x6392x6752" \
     DTYPES="float16 bfloat16" STUDY_TIMEOUT=110 census_study duo --caller --scrub --prior "DUO_SK_256=(8, 80, 7)"
 elif [[ $1 == swapquad ]]; then
-  echo "== the transposed product on 2 x 2 clusters where the direct one runs 128-wide 2 x 1 clusters"
-  SHAPES="7168x840x4408 7120x808x7064 9216x536x5528 12984x872x6792 14000x872x4856 3728x1592x11912
-    13736x864x9080 7016x864x6584 13528x1112x7320 10896x1128x5048 13992x872x5752 13960x824x5832
-    9648x1584x4888 14328x864x8840 4240x1360x6504" \
-    DTYPES="float16 bfloat16" STUDY_TIMEOUT=160 census_study swapquad --caller --scrub --variant sw:swap=1
+  echo "== SWAP_ONTO_QUAD (off) on sizes drawn where, on, it changes the route (sim: 11 and 9 of 6000), beside the rule on"
+  SHAPES="9688x584x12504 9800x552x9672 6432x808x15368 8896x1912x4088 13488x1048x10856 5736x2056x15288
+    15168x296x9240 6552x776x12552 9768x632x4520 14824x1032x10776 9688x552x11304 7120x864x10376 9704x600x14696
+    13920x856x6744 4456x1352x11400 9840x584x12600 7128x840x4248 9440x568x10184 10848x1080x7112 9048x536x6168" \
+    DTYPES="float16 bfloat16" STUDY_TIMEOUT=220 census_study swapquad --caller --scrub --prior "SWAP_ONTO_QUAD=64"
 elif [[ $1 == cublasmp ]]; then
   nvidia-smi topo -m | head -n 4
   timeout 120 python3 benchmarks/cublas_one_gpu.py --n 16384 32768 --dtypes float32,float16,bfloat16 \

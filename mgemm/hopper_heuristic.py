@@ -512,6 +512,15 @@ SWAP_TMA_MIN_K: int | None = 1280
 # -> 0.944, bf16 0.909 -> 0.991.  It changes 6 of 2000 sizes drawn as a user types them.  False:
 # never
 SWAP_SINGLE_ON_SECTORS = True
+# ... and where the direct config is static 128 x 128 tiles on 2 x 1 clusters and the transposed
+# product's is 128 x 256 tiles on 2 x 2 clusters (A and B both multicast), over K of at least
+# SWAP_ONTO_QUAD 64-wide steps: the transposed product, whatever the padded work and though the
+# cluster shape changes (``_onto_quad``).  On an H100 (RESULTS.md, eighty-third session, fp16 and
+# bf16) it was ahead on five of the six such sizes of a draw of 6000 by 0.03-0.17 (9608x1544x7176
+# 0.64 -> 0.79, 3680x1640x15592 0.90 -> 1.03) and level on one; at 42-54 steps mixed or behind.
+# Those six were every such size of the draw (in-sample), so it stays off until a fresh draw
+# (run_pending_checks.sh swapquad) has run.  None: never
+SWAP_ONTO_QUAD: int | None = None
 # 16-bit products over a row-major A and a B read with rows off ONE_WAVE_SWAP_ROWS bytes
 # (``b_rows_off``) whose heuristic config is one wave of static single-CTA tiles with the staged
 # epilogue, from OFF_ROWS_ONE_WAVE of a wave of 128-wide ones: the transposed product B^T A^T
@@ -1399,9 +1408,9 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
         wide = tuple(t for t in SWAP_WIDE_TILES if k >= SWAP_WIDE_MIN_K.get(t[0], WIDE_MIN_K)) or None
     wave = a_row_major and _wide_one_wave(direct, m, n, k, sms, (SWAP_ONE_WAVE_WIDE or (None,))[0])
     priced = tuple(t[0] for t in wide or ()) if SWAP_WIDE_PRICED else ()
-    if not (wave or _swap_may_pay(m, n, direct.tile_n, SWAP_MARGIN, priced)):
+    if not (wave or _swap_may_pay(m, n, direct.tile_n, SWAP_MARGIN, priced) or _onto_quad(direct, k)):
         return None
-    rule = (SWAP_MARGIN, epilogues, SWAP_SINGLE_ON_SECTORS)
+    rule = (SWAP_MARGIN, epilogues, SWAP_SINGLE_ON_SECTORS, SWAP_ONTO_QUAD)
     return _swap_cached(direct, m, n, k, dtype, sms, allow_tf32, rule, wide,
                         _swap_wide_limits() if wide or wave else None, wave,
                         **rows_flags([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts]))
@@ -1522,9 +1531,10 @@ def _swap_wide_limits() -> tuple:
 def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, allow_tf32: bool,
                  rule: tuple, wide, limits, wave: bool = False, **flags) -> HopperConfig | None:
     """``_swap_config``'s answer once the transposed operands' row flags are known (``rule``:
-    ``SWAP_MARGIN``, the epilogues ``swap_pays`` takes (``_swap_epilogues``) and
-    ``SWAP_SINGLE_ON_SECTORS``, so that a changed one is not answered from the cache; ``wide``: the
-    wide tiles the transposed product may take, or None; ``limits``: for the same reason,
+    ``SWAP_MARGIN``, the epilogues ``swap_pays`` takes (``_swap_epilogues``),
+    ``SWAP_SINGLE_ON_SECTORS`` and ``SWAP_ONTO_QUAD``, so that a changed one is not answered from
+    the cache; ``wide``: the wide tiles the transposed product may take, or None; ``limits``: for
+    the same reason,
     ``_swap_wide_limits()`` where ``wide`` or ``wave``; ``wave``: ``_wide_one_wave`` holds, so
     where ``swap_pays`` does not, the transposed product runs ``SWAP_ONE_WAVE_WIDE`` tiles, static
     from ``WIDE_SK_FILL`` of the wave or below K of ``WIDE_SK_MIN_K``, else stream-K).
@@ -1533,7 +1543,7 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
     ``SWAP_WIDE_CLUSTER_OFF_SECTORS`` off; widths in ``SWAP_WIDE_CHUNKED`` take its stages and
     columns epilogue chunk."""
     swapped = _choose_cached(n, m, k, dtype, sms, allow_tf32, one_wave=False, **flags)
-    pays = swap_pays(direct, swapped, m, n, rule[1])
+    pays = swap_pays(direct, swapped, m, n, rule[1]) or _onto_quad(direct, k, swapped)
     if (not pays and rule[2] and swapped.cluster_size > 1 and direct.cluster_size == 1
             and flags.get("b_rows_off_128") and not flags.get("b_rows_off")):
         single = _choose_cached(n, m, k, dtype, sms, allow_tf32, one_wave=False,
@@ -1563,6 +1573,24 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
                 stages, cols = chunked[swapped.tile_n]
                 swapped = swapped.replace(stages=stages, out_cols=cols)
     return swapped.replace(epilogue="columns")
+
+
+def _onto_quad(direct: HopperConfig, k: int, swapped: HopperConfig | None = None) -> bool:
+    """``SWAP_ONTO_QUAD``: whether ``direct`` is static 128 x 128 tiles on 2 x 1 clusters over K of
+    at least that many 64-wide steps, and ``swapped`` (where given) 128 x 256 tiles on 2 x 2
+    clusters with the staged epilogue, so that the transposed product runs on them.
+
+    >>> direct = HopperConfig(tile_n=128, stages=6, policy="static", cluster_m=2)
+    >>> _onto_quad(direct, 7176)  # off (None)
+    False
+    """
+    if (SWAP_ONTO_QUAD is None or -(-k // direct.tile_k) < SWAP_ONTO_QUAD
+            or (direct.tile_m, direct.tile_n, direct.policy, direct.cluster_m, direct.cluster_n, direct.pingpong)
+            != (TILE_M, 128, "static", 2, 1, False)):
+        return False
+    return swapped is None or (
+        (swapped.tile_m, swapped.tile_n, swapped.cluster_m, swapped.cluster_n, swapped.pingpong, swapped.epilogue)
+        == (TILE_M, 256, 2, 2, False, "staged"))
 
 
 def b_rows_off(b_parts, boundary: int = 32) -> bool:
