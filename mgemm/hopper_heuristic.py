@@ -1576,15 +1576,17 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
 
 
 def _onto_quad(direct: HopperConfig, k: int, swapped: HopperConfig | None = None) -> bool:
-    """``SWAP_ONTO_QUAD``: whether ``direct`` is static 128 x 128 tiles on 2 x 1 clusters over K of
-    at least that many 64-wide steps, and ``swapped`` (where given) 128 x 256 tiles on 2 x 2
-    clusters with the staged epilogue, so that the transposed product runs on them.
+    """``SWAP_ONTO_QUAD``: whether ``direct`` is 16-bit static 128 x 128 tiles on 2 x 1 clusters
+    over K of at least that many 64-wide steps, and ``swapped`` (where given) 128 x 256 tiles on
+    2 x 2 clusters with the staged epilogue, so that the transposed product runs on them (16-bit
+    only, as ``swap_pays``).
 
     >>> direct = HopperConfig(tile_n=128, stages=6, policy="static", cluster_m=2)
     >>> _onto_quad(direct, 7176)  # off (None)
     False
     """
-    if (SWAP_ONTO_QUAD is None or -(-k // direct.tile_k) < SWAP_ONTO_QUAD
+    if (SWAP_ONTO_QUAD is None or direct.input not in ("float16", "bfloat16")
+            or -(-k // direct.tile_k) < SWAP_ONTO_QUAD
             or (direct.tile_m, direct.tile_n, direct.policy, direct.cluster_m, direct.cluster_n, direct.pingpong)
             != (TILE_M, 128, "static", 2, 1, False)):
         return False
