@@ -67,11 +67,16 @@ rule_tests() {
     >"$OUT/pytest-$1.log" 2>&1
   tail -4 "$OUT/pytest-$1.log"
 }
-# rule_draw TAG CONSTANT HOW_MANY: the caller's $SHAPES (sizes a CPU draw found where CONSTANT changes
-# the route, HOW_MANY of the draw), fp16 and bf16, beside the rule off (--prior)
+# rule_draw TAG CONSTANT HOW_MANY [VALUE]: the caller's $SHAPES (sizes a CPU draw found where CONSTANT
+# changes the route, HOW_MANY of the draw), fp16 and bf16, beside the rule off (--prior); with VALUE,
+# CONSTANT is off and the sizes are where VALUE changes the route: beside the rule on at VALUE
 rule_draw() {
-  echo "== $2 on sizes drawn where it changes the route (sim: $3), beside the rule off"
-  DTYPES="float16 bfloat16" census_study "$1" --caller --scrub --prior "$2=None"
+  if [[ -z ${4:-} ]]; then
+    echo "== $2 on sizes drawn where it changes the route (sim: $3), beside the rule off"
+  else
+    echo "== $2 (off) on sizes drawn where, on, it changes the route (sim: $3), beside the rule on"
+  fi
+  DTYPES="float16 bfloat16" census_study "$1" --caller --scrub --prior "$2=${4:-None}"
 }
 echo "commit $(cat .whl/commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader
@@ -118,17 +123,15 @@ elif [[ $1 == q256 ]]; then
 elif [[ $1 == duo ]]; then
   echo "== stream-K over clusters: GPU tests"
   rule_tests duo 100 "quad_streamk_256 or cluster_streamk_matches"
-  echo "== DUO_SK_256 (off) on sizes drawn where, on, it changes the route (sim: 145 of 6000), beside the rule on"
   SHAPES="2216x6512x15128 1048x12272x11752 2872x3368x6992 1624x10464x5792 3832x2008x7120 11152x2032x8504
     1184x10696x5656 1600x7432x9104 5000x1304x6232 7272x1824x12376 8432x1552x9464 5360x3424x12968
     9608x1544x7176 10096x2080x14872 2072x3040x13200 13232x416x10184 1296x6392x6752" \
-    DTYPES="float16 bfloat16" STUDY_TIMEOUT=110 census_study duo --caller --scrub --prior "DUO_SK_256=(8, 80, 7)"
+    STUDY_TIMEOUT=110 rule_draw duo DUO_SK_256 "145 of 6000" "(8, 80, 7)"
 elif [[ $1 == swapquad ]]; then
-  echo "== SWAP_ONTO_QUAD (off) on sizes drawn where, on, it changes the route (sim: 11 and 9 of 6000), beside the rule on"
   SHAPES="9688x584x12504 9800x552x9672 6432x808x15368 8896x1912x4088 13488x1048x10856 5736x2056x15288
     15168x296x9240 6552x776x12552 9768x632x4520 14824x1032x10776 9688x552x11304 7120x864x10376 9704x600x14696
     13920x856x6744 4456x1352x11400 9840x584x12600 7128x840x4248 9440x568x10184 10848x1080x7112 9048x536x6168" \
-    DTYPES="float16 bfloat16" STUDY_TIMEOUT=220 census_study swapquad --caller --scrub --prior "SWAP_ONTO_QUAD=64"
+    STUDY_TIMEOUT=220 rule_draw swapquad SWAP_ONTO_QUAD "11 and 9 of 6000" 64
 elif [[ $1 == cublasmp ]]; then
   nvidia-smi topo -m | head -n 4
   timeout 120 python3 benchmarks/cublas_one_gpu.py --n 16384 32768 --dtypes float32,float16,bfloat16 \
