@@ -34,19 +34,21 @@
 #       changes the route (fp16 and bf16; the transposed product and the route's changes among them),
 #       the heuristic (the rule off since it lost there in the eighty-third session) beside the rule on
 #       (--prior "DUO_SK_256=(8, 80, 7)")
-#   bash benchmarks/run_pending_checks.sh swapquad  # SWAP_ONTO_QUAD (off; RESULTS.md, eighty-third session:
-#       ahead on five of six sizes in-sample): the 20 sizes of two fresh CPU draws of 6000 (seeds
-#       20261212 and 20261213) where the rule, on at 64 steps, changes the route (fp16 and bf16), the
-#       heuristic (off) beside the rule on (--prior "SWAP_ONTO_QUAD=64")
+#   bash benchmarks/run_pending_checks.sh swapquad  # SWAP_ONTO_QUAD (RESULTS.md, eighty-fourth session: on
+#       at 64 since): the 20 sizes of two fresh CPU draws of 6000 (seeds 20261212 and 20261213) where
+#       the rule, on at 64 steps, changed the route (fp16 and bf16), with the rule off (None) beside it
+#   bash benchmarks/run_pending_checks.sh quadlo  # SWAP_ONTO_QUAD's GPU tests, then the 14 sizes of
+#       four CPU draws of 6000 (seeds 20261214-20261217) where the rule from 16 steps in place of 64
+#       changes the route (33-60 steps), the heuristic (64) beside the rule at 16
 #   bash benchmarks/run_pending_checks.sh cublasmp  # cuBLASMp (benchmarks/cublasmp_bench.py; the
 #       nvidia-cublasmp-cu13 0.7.0 wheel in .whl) on every GPU of the host at 16384³ and 32768³,
 #       beside the one-GPU cuBLAS anchor: its first run anywhere (a 1 x 1 grid on one GPU)
-# Wheels (benchmarks/split_wheels.sh): ladder, draws, leads, swap64, pad192, q256, duo, swapquad and cublasmp carry .whl
+# Wheels (benchmarks/split_wheels.sh): ladder, draws, leads, swap64, pad192, q256, duo, swapquad, quadlo and cublasmp carry .whl
 # alone; suite, table and staged start GPU clusters and carry .whl and .whl-ucx.
 # The census rows through census_study.sh's census_study: every launch cold, in turns with
 # cuBLAS, every output checked against float64 on sampled rows; full outputs under $OUT.
 set -o pipefail
-[[ "${1:-}" =~ ^(suite|table|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad)$ ]] || { echo "usage: $0 suite|table|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad" >&2; exit 2; }
+[[ "${1:-}" =~ ^(suite|table|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo)$ ]] || { echo "usage: $0 suite|table|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo" >&2; exit 2; }
 if [[ $1 == ladder ]]; then  # each tree forward and back once (ROUNDS=1), within one device call
   SHAPES="8192x8192x256 4096x4096x512 16384x8192x256 6144x6144x384 8192x8192x8192 4096x4096x4096"
   SHAPES+=" 1408x1536x16384 64x8192x8192 896x2432x8192 1024x2112x8192 256x256x65536 944x5144x6400 7088x712x7872"
@@ -69,12 +71,12 @@ rule_tests() {
 }
 # rule_draw TAG CONSTANT HOW_MANY [VALUE]: the caller's $SHAPES (sizes a CPU draw found where CONSTANT
 # changes the route, HOW_MANY of the draw), fp16 and bf16, beside the rule off (--prior); with VALUE,
-# CONSTANT is off and the sizes are where VALUE changes the route: beside the rule on at VALUE
+# the sizes are where CONSTANT at VALUE in place of its value now changes the route: beside it at VALUE
 rule_draw() {
   if [[ -z ${4:-} ]]; then
     echo "== $2 on sizes drawn where it changes the route (sim: $3), beside the rule off"
   else
-    echo "== $2 (off) on sizes drawn where, on, it changes the route (sim: $3), beside the rule on"
+    echo "== $2 at $4 on sizes drawn where that changes the route (sim: $3), beside the heuristic's value"
   fi
   DTYPES="float16 bfloat16" census_study "$1" --caller --scrub --prior "$2=${4:-None}"
 }
@@ -131,7 +133,13 @@ elif [[ $1 == swapquad ]]; then
   SHAPES="9688x584x12504 9800x552x9672 6432x808x15368 8896x1912x4088 13488x1048x10856 5736x2056x15288
     15168x296x9240 6552x776x12552 9768x632x4520 14824x1032x10776 9688x552x11304 7120x864x10376 9704x600x14696
     13920x856x6744 4456x1352x11400 9840x584x12600 7128x840x4248 9440x568x10184 10848x1080x7112 9048x536x6168" \
-    STUDY_TIMEOUT=220 rule_draw swapquad SWAP_ONTO_QUAD "11 and 9 of 6000" 64
+    STUDY_TIMEOUT=220 rule_draw swapquad SWAP_ONTO_QUAD "10 and 9 of 6000"
+elif [[ $1 == quadlo ]]; then
+  echo "== SWAP_ONTO_QUAD: GPU tests"
+  rule_tests quadlo 150 "onto_quad or swapped_product"
+  SHAPES="5848x2072x2584 6736x856x3416 9688x1544x2472 11632x1384x2920 7216x1640x2120 3768x1568x2168
+    10192x1608x2120 9048x1352x3592 6776x776x2056 9416x592x2504 5856x2160x2056 6224x2664x3832 4336x2912x2728
+    14272x792x2776" STUDY_TIMEOUT=200 rule_draw quadlo SWAP_ONTO_QUAD "14 of 24000, 33-60 steps" 16
 elif [[ $1 == cublasmp ]]; then
   nvidia-smi topo -m | head -n 4
   timeout 120 python3 benchmarks/cublas_one_gpu.py --n 16384 32768 --dtypes float32,float16,bfloat16 \

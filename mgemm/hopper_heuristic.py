@@ -515,12 +515,15 @@ SWAP_SINGLE_ON_SECTORS = True
 # ... and where the direct config is static 128 x 128 tiles on 2 x 1 clusters and the transposed
 # product's is 128 x 256 tiles on 2 x 2 clusters (A and B both multicast), over K of at least
 # SWAP_ONTO_QUAD 64-wide steps: the transposed product, whatever the padded work and though the
-# cluster shape changes (``_onto_quad``).  On an H100 (RESULTS.md, eighty-third session, fp16 and
-# bf16) it was ahead on five of the six such sizes of a draw of 6000 by 0.03-0.17 (9608x1544x7176
-# 0.64 -> 0.79, 3680x1640x15592 0.90 -> 1.03) and level on one; at 42-54 steps mixed or behind.
-# Those six were every such size of the draw (in-sample), so it stays off until a fresh draw
-# (run_pending_checks.sh swapquad) has run.  None: never
-SWAP_ONTO_QUAD: int | None = None
+# cluster shape changes (``_onto_quad``), except where B would be copied K-major (``route``).  On
+# an H100 (RESULTS.md, eighty-third session, fp16 and bf16) it was ahead on five of six such sizes
+# of a draw of 6000 by 0.03-0.17 and level on one; at 42-54 steps mixed or behind.  On the 20
+# sizes of two fresh draws of 6000 where it changed the route (eighty-fourth session, H100) it was
+# ahead on all 19 that ran direct, fp16 and bf16 (geomean fp16 0.818 -> 0.997, bf16 0.825 ->
+# 1.029; 14824x1032x10776 0.76 -> 1.19), and behind on the one where B was copied K-major
+# (15168x296x9240 0.93 -> 0.65), which it now leaves to the copy.  It changes 10 and 9 of 6000
+# sizes drawn as a user types them.  None: never
+SWAP_ONTO_QUAD: int | None = 64
 # 16-bit products over a row-major A and a B read with rows off ONE_WAVE_SWAP_ROWS bytes
 # (``b_rows_off``) whose heuristic config is one wave of static single-CTA tiles with the staged
 # epilogue, from OFF_ROWS_ONE_WAVE of a wave of 128-wide ones: the transposed product B^T A^T
@@ -1364,7 +1367,8 @@ def _swap_may_pay(m: int, n: int, tile_n: int, margin: float, wide: tuple[int, .
 
 
 def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k: int, dtype: str,
-                 sms: int, allow_tf32: bool, flags: dict | None = None) -> HopperConfig | None:
+                 sms: int, allow_tf32: bool, flags: dict | None = None,
+                 onto_quad: bool = True) -> HopperConfig | None:
     """The config of the transposed product (``swap_pays``, or first ``_one_wave_swap`` where B's
     rows are off ``ONE_WAVE_SWAP_ROWS`` bytes and A is row-major, then ``_swap_64_rows`` over a
     row-major A, A's and B's rows on 128-byte lines) with the "columns" epilogue, or None
@@ -1374,6 +1378,7 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
     (``wide_tile`` with those of ``SWAP_WIDE_TILES`` whose ``SWAP_WIDE_MIN_K`` K reaches).  Where
     the off-rows rules put the transposed product on clusters over A's rows on sectors beside a
     direct config of single CTAs, it is priced on single CTAs too (``SWAP_SINGLE_ON_SECTORS``).
+    ``onto_quad`` False leaves ``SWAP_ONTO_QUAD`` out (``route`` where B would be copied K-major).
     A direct config of ``OFF_LINES_PAST_WAVE`` is priced as the tiles it replaced
     (``_past_wave_priced``; ``flags``: the parts' ``rows_flags`` where the caller has them).
 
@@ -1408,9 +1413,10 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
         wide = tuple(t for t in SWAP_WIDE_TILES if k >= SWAP_WIDE_MIN_K.get(t[0], WIDE_MIN_K)) or None
     wave = a_row_major and _wide_one_wave(direct, m, n, k, sms, (SWAP_ONE_WAVE_WIDE or (None,))[0])
     priced = tuple(t[0] for t in wide or ()) if SWAP_WIDE_PRICED else ()
-    if not (wave or _swap_may_pay(m, n, direct.tile_n, SWAP_MARGIN, priced) or _onto_quad(direct, k)):
+    quad = SWAP_ONTO_QUAD if onto_quad else None
+    if not (wave or _swap_may_pay(m, n, direct.tile_n, SWAP_MARGIN, priced) or _onto_quad(direct, k, quad)):
         return None
-    rule = (SWAP_MARGIN, epilogues, SWAP_SINGLE_ON_SECTORS, SWAP_ONTO_QUAD)
+    rule = (SWAP_MARGIN, epilogues, SWAP_SINGLE_ON_SECTORS, quad)
     return _swap_cached(direct, m, n, k, dtype, sms, allow_tf32, rule, wide,
                         _swap_wide_limits() if wide or wave else None, wave,
                         **rows_flags([b_p.T for b_p in b_parts], [a_p.T for a_p in a_parts]))
@@ -1532,7 +1538,7 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
                  rule: tuple, wide, limits, wave: bool = False, **flags) -> HopperConfig | None:
     """``_swap_config``'s answer once the transposed operands' row flags are known (``rule``:
     ``SWAP_MARGIN``, the epilogues ``swap_pays`` takes (``_swap_epilogues``),
-    ``SWAP_SINGLE_ON_SECTORS`` and ``SWAP_ONTO_QUAD``, so that a changed one is not answered from
+    ``SWAP_SINGLE_ON_SECTORS`` and ``SWAP_ONTO_QUAD`` or None, so that a changed one is not answered from
     the cache; ``wide``: the wide tiles the transposed product may take, or None; ``limits``: for
     the same reason,
     ``_swap_wide_limits()`` where ``wide`` or ``wave``; ``wave``: ``_wide_one_wave`` holds, so
@@ -1543,7 +1549,7 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
     ``SWAP_WIDE_CLUSTER_OFF_SECTORS`` off; widths in ``SWAP_WIDE_CHUNKED`` take its stages and
     columns epilogue chunk."""
     swapped = _choose_cached(n, m, k, dtype, sms, allow_tf32, one_wave=False, **flags)
-    pays = swap_pays(direct, swapped, m, n, rule[1]) or _onto_quad(direct, k, swapped)
+    pays = swap_pays(direct, swapped, m, n, rule[1]) or _onto_quad(direct, k, rule[3], swapped)
     if (not pays and rule[2] and swapped.cluster_size > 1 and direct.cluster_size == 1
             and flags.get("b_rows_off_128") and not flags.get("b_rows_off")):
         single = _choose_cached(n, m, k, dtype, sms, allow_tf32, one_wave=False,
@@ -1575,18 +1581,20 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
     return swapped.replace(epilogue="columns")
 
 
-def _onto_quad(direct: HopperConfig, k: int, swapped: HopperConfig | None = None) -> bool:
-    """``SWAP_ONTO_QUAD``: whether ``direct`` is 16-bit static 128 x 128 tiles on 2 x 1 clusters
-    over K of at least that many 64-wide steps, and ``swapped`` (where given) 128 x 256 tiles on
+def _onto_quad(direct: HopperConfig, k: int, steps: int | None,
+               swapped: HopperConfig | None = None) -> bool:
+    """``SWAP_ONTO_QUAD`` (``steps``, None: never): whether ``direct`` is 16-bit static 128 x 128
+    tiles on 2 x 1 clusters over K of at least ``steps`` 64-wide steps, and ``swapped`` (where
+    given) 128 x 256 tiles on
     2 x 2 clusters with the staged epilogue, so that the transposed product runs on them (16-bit
     only, as ``swap_pays``).
 
     >>> direct = HopperConfig(tile_n=128, stages=6, policy="static", cluster_m=2)
-    >>> _onto_quad(direct, 7176)  # off (None)
-    False
+    >>> _onto_quad(direct, 7176, None), _onto_quad(direct, 7176, 64), _onto_quad(direct, 4032, 64)
+    (False, True, False)
     """
-    if (SWAP_ONTO_QUAD is None or direct.input not in ("float16", "bfloat16")
-            or -(-k // direct.tile_k) < SWAP_ONTO_QUAD
+    if (steps is None or direct.input not in ("float16", "bfloat16")
+            or -(-k // direct.tile_k) < steps
             or (direct.tile_m, direct.tile_n, direct.policy, direct.cluster_m, direct.cluster_n, direct.pingpong)
             != (TILE_M, 128, "static", 2, 1, False)):
         return False
@@ -1731,7 +1739,8 @@ def route(a_parts, b_parts, out, config: HopperConfig, m: int, n: int, k: int, k
     launch), and no copy or transpose where K = 0.
 
     1. B copied K-major where ``copies_b_k_major`` says so and the product does not run
-       transposed (looked up once, for such products only, where ``beta == 0``): decided first, so
+       transposed (looked up once, for such products only, where ``beta == 0``, without
+       ``SWAP_ONTO_QUAD``: behind the copy on 15168x296x9240, 0.93 -> 0.65): decided first, so
        the copy's config runs instead of the clusters' two launches.
     2. Two launches on two bands of rows where ``config`` runs 2 x 1 clusters and ``tail_split``'s
        ratio is at most ``TAIL_SPLIT`` (measured there: RESULTS.md, 23rd and 24th sessions).
@@ -1743,7 +1752,7 @@ def route(a_parts, b_parts, out, config: HopperConfig, m: int, n: int, k: int, k
     Shapes and strides only (no GPU): ``gemm_copies_b`` and the benchmarks' filters ask it."""
     picked = kind in ("float16", "bfloat16") and k
     copies = picked and copies_b_k_major(b_parts, m, n, config, sms, flags["a_rows_off_128"])
-    swapped = (_swap_config(a_parts, b_parts, config, out, m, n, k, kind, sms, allow_tf32, flags)
+    swapped = (_swap_config(a_parts, b_parts, config, out, m, n, k, kind, sms, allow_tf32, flags, onto_quad=False)
                if picked and beta == 0 and copies else None)
     if copies and swapped is None:
         return Route("copy", None)
