@@ -39,7 +39,8 @@
 #       the rule, on at 64 steps, changed the route (fp16 and bf16), with the rule off (None) beside it
 #   bash benchmarks/run_pending_checks.sh quadlo  # SWAP_ONTO_QUAD's GPU tests, then the 14 sizes of
 #       four CPU draws of 6000 (seeds 20261214-20261217) where the rule from 16 steps in place of 64
-#       changes the route (33-60 steps), the heuristic (64) beside the rule at 16
+#       changed the route (33-60 steps), the rule at 64 beside it at 16 (eighty-fourth session: on
+#       from 32 since, so that now both columns run the transposed product)
 #   bash benchmarks/run_pending_checks.sh cublasmp  # cuBLASMp (benchmarks/cublasmp_bench.py; the
 #       nvidia-cublasmp-cu13 0.7.0 wheel in .whl) on every GPU of the host at 16384³ and 32768³,
 #       beside the one-GPU cuBLAS anchor: its first run anywhere (a 1 x 1 grid on one GPU)

@@ -516,14 +516,15 @@ SWAP_SINGLE_ON_SECTORS = True
 # product's is 128 x 256 tiles on 2 x 2 clusters (A and B both multicast), over K of at least
 # SWAP_ONTO_QUAD 64-wide steps: the transposed product, whatever the padded work and though the
 # cluster shape changes (``_onto_quad``), except where B would be copied K-major (``route``).  On
-# an H100 (RESULTS.md, eighty-third session, fp16 and bf16) it was ahead on five of six such sizes
-# of a draw of 6000 by 0.03-0.17 and level on one; at 42-54 steps mixed or behind.  On the 20
-# sizes of two fresh draws of 6000 where it changed the route (eighty-fourth session, H100) it was
-# ahead on all 19 that ran direct, fp16 and bf16 (geomean fp16 0.818 -> 0.997, bf16 0.825 ->
-# 1.029; 14824x1032x10776 0.76 -> 1.19), and behind on the one where B was copied K-major
-# (15168x296x9240 0.93 -> 0.65), which it now leaves to the copy.  It changes 10 and 9 of 6000
-# sizes drawn as a user types them.  None: never
-SWAP_ONTO_QUAD: int | None = 64
+# an H100 (RESULTS.md, eighty-third and eighty-fourth sessions, fp16 and bf16, x cuBLAS): ahead on
+# five of six such sizes of a first draw by 0.03-0.17, level on one; on the 20 sizes of two fresh
+# draws of 6000 where it changed the route from 64 steps, ahead on all 19 that ran direct (geomean
+# fp16 0.818 -> 0.997, bf16 0.825 -> 1.029; 14824x1032x10776 0.76 -> 1.19) and behind on the one
+# where B was copied K-major (15168x296x9240 0.93 -> 0.65), now left to the copy; from 32 steps in
+# place of 64, on 14 and 13 sizes of four and two more draws (33-60 steps; the class holds none
+# below 33), ahead on all in both dtypes (0.881 -> 0.987 and 0.879 -> 0.994; 0.791 -> 0.911 and
+# 0.789 -> 0.920).  It changes 14-16 of 6000 sizes drawn as a user types them.  None: never
+SWAP_ONTO_QUAD: int | None = 32
 # 16-bit products over a row-major A and a B read with rows off ONE_WAVE_SWAP_ROWS bytes
 # (``b_rows_off``) whose heuristic config is one wave of static single-CTA tiles with the staged
 # epilogue, from OFF_ROWS_ONE_WAVE of a wave of 128-wide ones: the transposed product B^T A^T

@@ -495,11 +495,11 @@ def test_transpose_before_b_copy_looked_up_once(monkeypatch):
     flags = hopper.rows_flags([a], [b])
     cfg = hopper.choose_config(m, n, k, "float16", 132, **flags)
     assert hopper_heuristic.copies_b_k_major([b], m, n, cfg, 132, flags["a_rows_off_128"])
-    swapped = hopper_heuristic._swap_config([a], [b], cfg, out, m, n, k, "float16", 132, False)
+    swapped = hopper_heuristic._swap_config([a], [b], cfg, out, m, n, k, "float16", 132, False, onto_quad=False)
     assert swapped is not None and not hopper_heuristic.gemm_copies_b([a], [b], out, m, n, k, "float16", 132)
     lookups, calls, real, real_swap = [], [], hopper.gemm_parts, hopper_heuristic._swap_config
     _fake_prepare(monkeypatch, n, k, out)
-    monkeypatch.setattr(hopper_heuristic, "_swap_config", lambda *args: lookups.append(args) or real_swap(*args))
+    monkeypatch.setattr(hopper_heuristic, "_swap_config", lambda *args, **kw: lookups.append(args) or real_swap(*args, **kw))
     monkeypatch.setattr(hopper, "_k_major_copy", lambda cp, b0: pytest.fail("B copied"))
     monkeypatch.setattr(hopper, "gemm_parts", lambda a_parts, b_parts, c=None, *, out=None, config=None, **kw:
                         calls.append((a_parts[0].shape, b_parts[0].shape, out.shape, config)) or out)
@@ -1798,7 +1798,7 @@ def test_wide_tile_where_gemm_runs_the_transpose(kind, m, n, k, width, monkeypat
     if hopper.device_sms() != 132:
         pytest.skip("the shapes are picked where wide tiles fill 0.7 of a wave on 132 SMs")
     real, taken = hopper_heuristic._swap_config, []
-    monkeypatch.setattr(hopper_heuristic, "_swap_config", lambda *a: taken.append(real(*a)) or taken[-1])
+    monkeypatch.setattr(hopper_heuristic, "_swap_config", lambda *a, **kw: taken.append(real(*a, **kw)) or taken[-1])
     clusters = 2 if k % 16 else 1
     _check(m, n, k, kind, None, seed=m + n)
     assert {(c.tile_n, c.epilogue, c.cluster_m) for c in taken} == {(width, "columns", clusters)}
@@ -1825,7 +1825,7 @@ def test_wide_tile_where_only_it_makes_the_transpose_pay(kind, m, n, k, monkeypa
     where A's rows are off 32-byte sectors, K = 1704), and the right product (poisoned output);
     with ``SWAP_WIDE_PRICED`` off the direct product, the same."""
     real, taken = hopper_heuristic._swap_config, []
-    monkeypatch.setattr(hopper_heuristic, "_swap_config", lambda *a: taken.append(real(*a)) or taken[-1])
+    monkeypatch.setattr(hopper_heuristic, "_swap_config", lambda *a, **kw: taken.append(real(*a, **kw)) or taken[-1])
     _check(m, n, k, kind, None, seed=m + k)
     if hopper.device_sms() == 132:  # the shapes are picked where 288-wide tiles fill 0.7 of a wave
         assert {(c.tile_n, c.policy, c.epilogue, c.cluster_m) for c in taken} == {
@@ -1847,7 +1847,7 @@ def test_transposed_wide_tile_columns_in_chunks(kind, m, n, k, monkeypatch):
     144 columns of a warpgroup at once: the right product both ways, every element written
     (poisoned output), on 2 x 1 clusters (K = 5000) and on single CTAs."""
     real, taken = hopper_heuristic._swap_config, []
-    monkeypatch.setattr(hopper_heuristic, "_swap_config", lambda *a: taken.append(real(*a)) or taken[-1])
+    monkeypatch.setattr(hopper_heuristic, "_swap_config", lambda *a, **kw: taken.append(real(*a, **kw)) or taken[-1])
     for seed, chunked in ((m + k, (4, 48)), (m + k + 1, (3, 0))):
         if not chunked[1]:
             monkeypatch.setattr(hopper_heuristic, "SWAP_WIDE_CHUNKED", ())

@@ -1443,31 +1443,38 @@ def test_one_wave_of_wide_tiles_transposed(dtype, monkeypatch):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_transposed_product_onto_quad_clusters(dtype, monkeypatch):
     """SWAP_ONTO_QUAD: where the direct product runs static 128 x 128 tiles on 2 x 1 clusters and
-    its transpose 128 x 256 tiles on 2 x 2 clusters, over K of at least 64 64-wide steps, the
+    its transpose 128 x 256 tiles on 2 x 2 clusters, over K of at least 32 64-wide steps, the
     transposed product on those clusters, whatever the padded work (RESULTS.md, eighty-fourth
-    session: 9688x552x11304 0.67 -> 0.87 of cuBLAS); not below those steps, nor where the transpose
-    takes other tiles or clusters, nor in place of B copied K-major (15168x296x9240: 0.93 copied,
-    0.65 transposed).  With the constant None, the direct product."""
+    session: 9688x552x11304 0.67 -> 0.87 of cuBLAS, 6776x776x2056 0.91 -> 1.00); not below those
+    steps, nor where the transpose takes other tiles or clusters, nor in place of B copied K-major
+    (15168x296x9240: 0.93 copied, 0.65 transposed).  With the constant None, the direct product."""
     def way(m, n, k):
         a, b, out = FakeArray((m, k), (2 * k, 2)), FakeArray((k, n), (2 * n, 2)), FakeArray((m, n), (2 * n, 2))
         flags = hopper.rows_flags([a], [b])
         direct = hopper.choose_config(m, n, k, dtype, 132, **flags)
         return direct, hopper_heuristic.route([a], [b], out, direct, m, n, k, dtype, 132, flags)
 
-    assert hopper_heuristic.SWAP_ONTO_QUAD == 64
+    def swaps(shapes):
+        for m, n, k in shapes:
+            got = way(m, n, k)[1]
+            assert got.how == "swap", (m, n, k)
+            assert (got.config.tile_n, got.config.cluster_m, got.config.cluster_n, got.config.epilogue) == \
+                (256, 2, 2, "columns"), (m, n, k)
+
+    assert hopper_heuristic.SWAP_ONTO_QUAD == 32
     shapes = [(9608, 1544, 7176), (3680, 1640, 15592), (9688, 552, 11304), (14824, 1032, 10776), (912, 6232, 5416)]
-    others = [(14608, 1096, 3464), (9136, 520, 3448),  # 55 and 54 steps
-              (632, 2440, 6976), (2016, 1008, 11688)]  # the transpose on single CTAs, on 2 x 1 clusters
-    for m, n, k in shapes:
-        got = way(m, n, k)[1]
-        assert got.how == "swap", (m, n, k)
-        assert (got.config.tile_n, got.config.cluster_m, got.config.cluster_n, got.config.epilogue) == \
-            (256, 2, 2, "columns"), (m, n, k)
+    steps_54 = [(14608, 1096, 3464), (9136, 520, 3448), (6776, 776, 2056)]  # 55, 54 and 33 steps
+    others = [(632, 2440, 6976), (2016, 1008, 11688)]  # the transpose on single CTAs, on 2 x 1 clusters
+    swaps(shapes + steps_54)
     for m, n, k in others:
         assert way(m, n, k)[1].how == "one", (m, n, k)
     assert way(15168, 296, 9240)[1].how == "copy"
+    monkeypatch.setattr(hopper_heuristic, "SWAP_ONTO_QUAD", 64)
+    swaps(shapes)
+    for m, n, k in steps_54:
+        assert way(m, n, k)[1].how == "one", (m, n, k)
     monkeypatch.setattr(hopper_heuristic, "SWAP_ONTO_QUAD", None)
-    for m, n, k in shapes + others:
+    for m, n, k in shapes + steps_54 + others:
         direct, got = way(m, n, k)
         assert got.how == "one" and got.config == direct, (m, n, k)
         assert (direct.tile_n, direct.cluster_m, direct.cluster_n, direct.policy) == (128, 2, 1, "static"), (m, n, k)
