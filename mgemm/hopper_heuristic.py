@@ -525,6 +525,13 @@ SWAP_SINGLE_ON_SECTORS = True
 # below 33), ahead on all in both dtypes (0.881 -> 0.987 and 0.879 -> 0.994; 0.791 -> 0.911 and
 # 0.789 -> 0.920).  It changes 14-16 of 6000 sizes drawn as a user types them.  None: never
 SWAP_ONTO_QUAD: int | None = 32
+# ... and from as many steps over static 128 x 256 tiles on 2 x 1 clusters, whose transpose takes
+# 128 x 256 tiles on 2 x 2 clusters (``_onto_quad``): on six such sizes of a draw of 6000 (H100,
+# RESULTS.md, eighty-fourth session, fp16) ahead on four, level on two (2920x1048x3240 1.07 ->
+# 1.24); on 12 of a fresh draw, geomean fp16 0.914 -> 0.944 and bf16 0.915 -> 0.959, ahead on 7
+# and 9, behind on two by 0.01-0.03 (15192x1072x13496 0.75 -> 0.88, 4384x656x4912 0.92 -> 0.89).
+# None: never
+SWAP_ONTO_QUAD_WIDE: int | None = None
 # 16-bit products over a row-major A and a B read with rows off ONE_WAVE_SWAP_ROWS bytes
 # (``b_rows_off``) whose heuristic config is one wave of static single-CTA tiles with the staged
 # epilogue, from OFF_ROWS_ONE_WAVE of a wave of 128-wide ones: the transposed product B^T A^T
@@ -1379,7 +1386,8 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
     (``wide_tile`` with those of ``SWAP_WIDE_TILES`` whose ``SWAP_WIDE_MIN_K`` K reaches).  Where
     the off-rows rules put the transposed product on clusters over A's rows on sectors beside a
     direct config of single CTAs, it is priced on single CTAs too (``SWAP_SINGLE_ON_SECTORS``).
-    ``onto_quad`` False leaves ``SWAP_ONTO_QUAD`` out (``route`` where B would be copied K-major).
+    ``onto_quad`` False leaves ``SWAP_ONTO_QUAD`` and ``SWAP_ONTO_QUAD_WIDE`` out (``route`` where B
+    would be copied K-major).
     A direct config of ``OFF_LINES_PAST_WAVE`` is priced as the tiles it replaced
     (``_past_wave_priced``; ``flags``: the parts' ``rows_flags`` where the caller has them).
 
@@ -1414,7 +1422,7 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
         wide = tuple(t for t in SWAP_WIDE_TILES if k >= SWAP_WIDE_MIN_K.get(t[0], WIDE_MIN_K)) or None
     wave = a_row_major and _wide_one_wave(direct, m, n, k, sms, (SWAP_ONE_WAVE_WIDE or (None,))[0])
     priced = tuple(t[0] for t in wide or ()) if SWAP_WIDE_PRICED else ()
-    quad = SWAP_ONTO_QUAD if onto_quad else None
+    quad = (SWAP_ONTO_QUAD, SWAP_ONTO_QUAD_WIDE) if onto_quad else (None, None)
     if not (wave or _swap_may_pay(m, n, direct.tile_n, SWAP_MARGIN, priced) or _onto_quad(direct, k, quad)):
         return None
     rule = (SWAP_MARGIN, epilogues, SWAP_SINGLE_ON_SECTORS, quad)
@@ -1539,7 +1547,7 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
                  rule: tuple, wide, limits, wave: bool = False, **flags) -> HopperConfig | None:
     """``_swap_config``'s answer once the transposed operands' row flags are known (``rule``:
     ``SWAP_MARGIN``, the epilogues ``swap_pays`` takes (``_swap_epilogues``),
-    ``SWAP_SINGLE_ON_SECTORS`` and ``SWAP_ONTO_QUAD`` or None, so that a changed one is not answered from
+    ``SWAP_SINGLE_ON_SECTORS`` and ``_onto_quad``'s steps, so that a changed one is not answered from
     the cache; ``wide``: the wide tiles the transposed product may take, or None; ``limits``: for
     the same reason,
     ``_swap_wide_limits()`` where ``wide`` or ``wave``; ``wave``: ``_wide_one_wave`` holds, so
@@ -1582,22 +1590,24 @@ def _swap_cached(direct: HopperConfig, m: int, n: int, k: int, dtype: str, sms: 
     return swapped.replace(epilogue="columns")
 
 
-def _onto_quad(direct: HopperConfig, k: int, steps: int | None,
-               swapped: HopperConfig | None = None) -> bool:
-    """``SWAP_ONTO_QUAD`` (``steps``, None: never): whether ``direct`` is 16-bit static 128 x 128
-    tiles on 2 x 1 clusters over K of at least ``steps`` 64-wide steps, and ``swapped`` (where
-    given) 128 x 256 tiles on
-    2 x 2 clusters with the staged epilogue, so that the transposed product runs on them (16-bit
-    only, as ``swap_pays``).
+def _onto_quad(direct: HopperConfig, k: int, steps: tuple, swapped: HopperConfig | None = None) -> bool:
+    """``SWAP_ONTO_QUAD`` and ``SWAP_ONTO_QUAD_WIDE`` (``steps``, each None: never): whether
+    ``direct`` is 16-bit static tiles on 2 x 1 clusters, 128 x 128 over K of at least ``steps[0]``
+    64-wide steps or 128 x 256 over at least ``steps[1]``, and ``swapped`` (where given) 128 x 256
+    tiles on 2 x 2 clusters with the staged epilogue, so that the transposed product runs on them
+    (16-bit only, as ``swap_pays``).
 
     >>> direct = HopperConfig(tile_n=128, stages=6, policy="static", cluster_m=2)
-    >>> _onto_quad(direct, 7176, None), _onto_quad(direct, 7176, 64), _onto_quad(direct, 4032, 64)
-    (False, True, False)
+    >>> [_onto_quad(direct, k, on) for k, on in ((7176, (None, 32)), (7176, (64, None)), (4032, (64, 32)))]
+    [False, True, False]
+    >>> _onto_quad(direct.replace(tile_n=256, stages=4), 2176, (None, 32))
+    True
     """
-    if (steps is None or direct.input not in ("float16", "bfloat16")
-            or -(-k // direct.tile_k) < steps
-            or (direct.tile_m, direct.tile_n, direct.policy, direct.cluster_m, direct.cluster_n, direct.pingpong)
-            != (TILE_M, 128, "static", 2, 1, False)):
+    least = dict(zip((128, 256), steps)).get(direct.tile_n)
+    if (least is None or direct.input not in ("float16", "bfloat16")
+            or -(-k // direct.tile_k) < least
+            or (direct.tile_m, direct.policy, direct.cluster_m, direct.cluster_n, direct.pingpong)
+            != (TILE_M, "static", 2, 1, False)):
         return False
     return swapped is None or (
         (swapped.tile_m, swapped.tile_n, swapped.cluster_m, swapped.cluster_n, swapped.pingpong, swapped.epilogue)
