@@ -525,13 +525,16 @@ SWAP_SINGLE_ON_SECTORS = True
 # below 33), ahead on all in both dtypes (0.881 -> 0.987 and 0.879 -> 0.994; 0.791 -> 0.911 and
 # 0.789 -> 0.920).  It changes 14-16 of 6000 sizes drawn as a user types them.  None: never
 SWAP_ONTO_QUAD: int | None = 32
-# ... and from as many steps over static 128 x 256 tiles on 2 x 1 clusters, whose transpose takes
-# 128 x 256 tiles on 2 x 2 clusters (``_onto_quad``): on six such sizes of a draw of 6000 (H100,
-# RESULTS.md, eighty-fourth session, fp16) ahead on four, level on two (2920x1048x3240 1.07 ->
-# 1.24); on 12 of a fresh draw, geomean fp16 0.914 -> 0.944 and bf16 0.915 -> 0.959, ahead on 7
-# and 9, behind on two by 0.01-0.03 (15192x1072x13496 0.75 -> 0.88, 4384x656x4912 0.92 -> 0.89).
-# None: never
-SWAP_ONTO_QUAD_WIDE: int | None = None
+# ... and from SWAP_ONTO_QUAD_WIDE steps over static 128 x 256 tiles on 2 x 1 clusters, whose
+# transpose takes 128 x 256 tiles on 2 x 2 clusters (``_onto_quad``).  On an H100 (RESULTS.md,
+# eighty-fourth session, x cuBLAS): on six such sizes of a draw of 6000, fp16, ahead on four and
+# level on two (2920x1048x3240 1.07 -> 1.24); on 12 of a second draw, geomean fp16 0.914 -> 0.944
+# and bf16 0.915 -> 0.959, ahead on 7 and 9, behind on two by 0.01-0.03 (15192x1072x13496 0.75 ->
+# 0.88, 4384x656x4912 0.92 -> 0.89); through the caller's route on 18 sizes of a third draw where
+# it changes the route from 32 steps, fp16 0.907 -> 0.936 and bf16 0.919 -> 0.950, ahead on 8 in
+# each, level on the others but two in bf16 (0.02 behind).  It changes 45-65 of 6000 sizes drawn
+# as a user types them.  None: never
+SWAP_ONTO_QUAD_WIDE: int | None = 32
 # 16-bit products over a row-major A and a B read with rows off ONE_WAVE_SWAP_ROWS bytes
 # (``b_rows_off``) whose heuristic config is one wave of static single-CTA tiles with the staged
 # epilogue, from OFF_ROWS_ONE_WAVE of a wave of 128-wide ones: the transposed product B^T A^T

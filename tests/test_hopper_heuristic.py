@@ -1482,6 +1482,34 @@ def test_transposed_product_onto_quad_clusters(dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_transposed_product_onto_quad_clusters_from_wide_tiles(dtype, monkeypatch):
+    """SWAP_ONTO_QUAD_WIDE: the same where the direct product runs static 128 x 256 tiles on 2 x 1
+    clusters (RESULTS.md, eighty-fourth session: 2848x1040x4432 1.08 -> 1.19 of cuBLAS, 10184x624x9976
+    1.00 -> 1.10), from 32 steps; with the constant None, the direct product."""
+    def way(m, n, k):
+        a, b, out = FakeArray((m, k), (2 * k, 2)), FakeArray((k, n), (2 * n, 2)), FakeArray((m, n), (2 * n, 2))
+        flags = hopper.rows_flags([a], [b])
+        direct = hopper.choose_config(m, n, k, dtype, 132, **flags)
+        return direct, hopper_heuristic.route([a], [b], out, direct, m, n, k, dtype, 132, flags)
+
+    assert hopper_heuristic.SWAP_ONTO_QUAD_WIDE == 32
+    shapes = [(2848, 1040, 4432), (10184, 624, 9976), (8000, 3632, 2920), (2920, 1048, 3240), (1288, 1736, 2664)]
+    for m, n, k in shapes:
+        direct, got = way(m, n, k)
+        assert (direct.tile_n, direct.cluster_m, direct.cluster_n, direct.policy) == (256, 2, 1, "static"), (m, n, k)
+        assert got.how == "swap", (m, n, k)
+        assert (got.config.tile_n, got.config.cluster_m, got.config.cluster_n, got.config.epilogue) == \
+            (256, 2, 2, "columns"), (m, n, k)
+    monkeypatch.setattr(hopper_heuristic, "SWAP_ONTO_QUAD_WIDE", 2 + max(-(-k // 64) for _, _, k in shapes))
+    for m, n, k in shapes:
+        assert way(m, n, k)[1].how == "one", (m, n, k)
+    monkeypatch.setattr(hopper_heuristic, "SWAP_ONTO_QUAD_WIDE", None)
+    for m, n, k in shapes:
+        direct, got = way(m, n, k)
+        assert got.how == "one" and got.config == direct, (m, n, k)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_transposed_product_off_lines_on_sectors_priced_on_single_ctas(dtype, monkeypatch):
     """SWAP_SINGLE_ON_SECTORS: 1072x3008x14112 (A's rows 28224 bytes apart: off 128-byte lines, on
     sectors) ran direct on single 128 x 224 tiles, since its transpose, whose B those rows are,
