@@ -419,9 +419,11 @@ def test_tail_split_runs_two_bands_of_rows(monkeypatch):
     the full waves and choose_config's on the rest, each into its band of the output (and of C,
     where beta != 0); elsewhere one launch.  (Stream-K over the clusters' last two waves,
     CLUSTER_TAIL_SK, which runs this product as one launch, off; and stream-K over 256-wide
-    tiles, SK_256_OVER_STATIC, which runs the single-CTA example below so.)"""
+    tiles, SK_256_OVER_STATIC, which runs the single-CTA example below so; and the transposed
+    product on 2 x 2 clusters, SWAP_ONTO_QUAD_WIDE, which takes the example with the split off.)"""
     monkeypatch.setattr(hopper_heuristic, "CLUSTER_TAIL_SK", None)
     monkeypatch.setattr(hopper_heuristic, "SK_256_OVER_STATIC", None)
+    monkeypatch.setattr(hopper_heuristic, "SWAP_ONTO_QUAD_WIDE", None)
     m, n, k = 4992, 1784, 6440
     off = hopper.rows_flags([FakeArray((m, k), (2 * k, 2))], [FakeArray((k, n), (2 * n, 2))])
     cfg = hopper.choose_config(m, n, k, "float16", 132, **off)
