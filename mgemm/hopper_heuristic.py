@@ -529,8 +529,8 @@ SWAP_ONTO_QUAD: int | None = 32
 # transpose takes 128 x 256 tiles on 2 x 2 clusters (``_onto_quad``).  On an H100 (RESULTS.md,
 # eighty-fourth session, x cuBLAS): on six such sizes of a draw of 6000, fp16, ahead on four and
 # level on two (2920x1048x3240 1.07 -> 1.24); on 12 of a second draw, geomean fp16 0.914 -> 0.944
-# and bf16 0.915 -> 0.959, ahead on 7 and 9, behind on two by 0.01-0.03 (15192x1072x13496 0.75 ->
-# 0.88, 4384x656x4912 0.92 -> 0.89); through the caller's route on 18 sizes of a third draw where
+# and bf16 0.915 -> 0.959, ahead on 7 and 9 (15192x1072x13496 0.75 -> 0.88), behind on two by
+# 0.01-0.03 (4384x656x4912 0.92 -> 0.89); through the caller's route on 18 sizes of a third draw where
 # it changes the route from 32 steps, fp16 0.907 -> 0.936 and bf16 0.919 -> 0.950, ahead on 8 in
 # each, level on the others but two in bf16 (0.02 behind).  It changes 45-65 of 6000 sizes drawn
 # as a user types them.  None: never
