@@ -39,11 +39,12 @@
 #       the rule, on at 64 steps, changed the route (fp16 and bf16), with the rule off (None) beside it
 #   bash benchmarks/run_pending_checks.sh quadlo  # SWAP_ONTO_QUAD's GPU tests, then the 14 sizes of
 #       four CPU draws of 6000 (seeds 20261214-20261217) where the rule from 16 steps in place of 64
-#       changed the route (33-60 steps), the rule at 64 beside it at 16 (eighty-fourth session: on
-#       from 32 since, so that now both columns run the transposed product)
-#   bash benchmarks/run_pending_checks.sh quadwide  # SWAP_ONTO_QUAD_WIDE (off): the 18 sizes of a CPU
-#       draw of 6000 (seed 20261224, every other one of the first 36 in draw order) where the rule
-#       on at 32 steps changes the route, fp16 and bf16, the heuristic (off) beside the rule at 32
+#       changed the route (33-60 steps; RESULTS.md, eighty-fourth session, ran them at 64 beside 16):
+#       the rule (on from 32) beside it off
+#   bash benchmarks/run_pending_checks.sh quadwide  # SWAP_ONTO_QUAD_WIDE: the 18 sizes of a CPU draw
+#       of 6000 (seed 20261224, every other one of the first 36 in draw order) where the rule on at
+#       32 steps changes the route, fp16 and bf16 (RESULTS.md, eighty-fourth session, ran them with
+#       the rule off beside it at 32; on since): the rule beside it off
 #   bash benchmarks/run_pending_checks.sh cublasmp  # cuBLASMp (benchmarks/cublasmp_bench.py; the
 #       nvidia-cublasmp-cu13 0.7.0 wheel in .whl) on every GPU of the host at 16384³ and 32768³,
 #       beside the one-GPU cuBLAS anchor: its first run anywhere (a 1 x 1 grid on one GPU)
@@ -143,12 +144,12 @@ elif [[ $1 == quadlo ]]; then
   rule_tests quadlo 150 "onto_quad or swapped_product"
   SHAPES="5848x2072x2584 6736x856x3416 9688x1544x2472 11632x1384x2920 7216x1640x2120 3768x1568x2168
     10192x1608x2120 9048x1352x3592 6776x776x2056 9416x592x2504 5856x2160x2056 6224x2664x3832 4336x2912x2728
-    14272x792x2776" STUDY_TIMEOUT=200 rule_draw quadlo SWAP_ONTO_QUAD "14 of 24000, 33-60 steps" 16
+    14272x792x2776" STUDY_TIMEOUT=200 rule_draw quadlo SWAP_ONTO_QUAD "14 of 24000, 33-60 steps"
 elif [[ $1 == quadwide ]]; then
   SHAPES="1288x1736x2664 2776x1080x5216 2160x1272x14456 5024x2296x4552 2848x1040x4432 3896x1640x2072
     8000x3632x2920 4696x760x10480 3312x760x3240 1936x1688x3040 1440x1544x2136 10184x624x9976
     1352x1752x3496 3480x568x3880 1864x11480x6624 4520x696x13808 9512x2600x8352 2656x1248x11920" \
-    STUDY_TIMEOUT=240 rule_draw quadwide SWAP_ONTO_QUAD_WIDE "45 and 65 of 6000" 32
+    STUDY_TIMEOUT=240 rule_draw quadwide SWAP_ONTO_QUAD_WIDE "45 and 65 of 6000"
 elif [[ $1 == cublasmp ]]; then
   nvidia-smi topo -m | head -n 4
   timeout 120 python3 benchmarks/cublas_one_gpu.py --n 16384 32768 --dtypes float32,float16,bfloat16 \
