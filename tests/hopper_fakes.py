@@ -40,6 +40,15 @@ class RowsArray(FakeArray):
         return RowsArray((stop - start, self.shape[1]), self.strides, slice(start, stop))
 
 
+def caller_way(m, n, k, dtype):
+    """The heuristic's direct config on 132 SMs for an m x n x k product of row-major A, B and
+    output, and what ``route`` does with it (``gemm_parts``'s way for a caller, beta == 0)."""
+    a, b, out = FakeArray((m, k), (2 * k, 2)), FakeArray((k, n), (2 * n, 2)), FakeArray((m, n), (2 * n, 2))
+    flags = hopper.rows_flags([a], [b])
+    direct = hopper.choose_config(m, n, k, dtype, 132, **flags)
+    return direct, hopper_heuristic.route([a], [b], out, direct, m, n, k, dtype, 132, flags)
+
+
 def swap_pick(m, n, k, dtype, a_strides=None):
     """The heuristic's direct config on 132 SMs for an m x n x k product of a row-major B and
     output, A row-major (or on ``a_strides``) and, as row flags show them to ``gemm_parts``, what

@@ -11,7 +11,7 @@ import pytest
 from mgemm import hopper, hopper_config, hopper_heuristic, schedule
 from mgemm.hopper_config import HopperConfig
 
-from hopper_fakes import FakeArray, row_major_flags, swap_pick
+from hopper_fakes import FakeArray, caller_way, row_major_flags, swap_pick
 
 
 def test_heuristic_is_deterministic_and_sensible():
@@ -1440,6 +1440,15 @@ def test_one_wave_of_wide_tiles_transposed(dtype, monkeypatch):
     assert seen
 
 
+def _assert_onto_quad(shapes, dtype):
+    """Each product runs transposed on 128 x 256 tiles over 2 x 2 clusters (columns epilogue)."""
+    for m, n, k in shapes:
+        got = caller_way(m, n, k, dtype)[1]
+        assert got.how == "swap", (m, n, k)
+        assert (got.config.tile_n, got.config.cluster_m, got.config.cluster_n, got.config.epilogue) == \
+            (256, 2, 2, "columns"), (m, n, k)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_transposed_product_onto_quad_clusters(dtype, monkeypatch):
     """SWAP_ONTO_QUAD: where the direct product runs static 128 x 128 tiles on 2 x 1 clusters and
@@ -1448,37 +1457,24 @@ def test_transposed_product_onto_quad_clusters(dtype, monkeypatch):
     session: 9688x552x11304 0.67 -> 0.87 of cuBLAS, 6776x776x2056 0.91 -> 1.00); not below those
     steps, nor where the transpose takes other tiles or clusters, nor in place of B copied K-major
     (15168x296x9240: 0.93 copied, 0.65 transposed).  With the constant None, the direct product."""
-    def way(m, n, k):
-        a, b, out = FakeArray((m, k), (2 * k, 2)), FakeArray((k, n), (2 * n, 2)), FakeArray((m, n), (2 * n, 2))
-        flags = hopper.rows_flags([a], [b])
-        direct = hopper.choose_config(m, n, k, dtype, 132, **flags)
-        return direct, hopper_heuristic.route([a], [b], out, direct, m, n, k, dtype, 132, flags)
-
-    def swaps(shapes):
-        for m, n, k in shapes:
-            got = way(m, n, k)[1]
-            assert got.how == "swap", (m, n, k)
-            assert (got.config.tile_n, got.config.cluster_m, got.config.cluster_n, got.config.epilogue) == \
-                (256, 2, 2, "columns"), (m, n, k)
-
     assert hopper_heuristic.SWAP_ONTO_QUAD == 32
     shapes = [(9608, 1544, 7176), (3680, 1640, 15592), (9688, 552, 11304), (14824, 1032, 10776), (912, 6232, 5416)]
     steps_54 = [(14608, 1096, 3464), (9136, 520, 3448), (6776, 776, 2056)]  # 55, 54 and 33 steps
     others = [(632, 2440, 6976), (2016, 1008, 11688)]  # the transpose on single CTAs, on 2 x 1 clusters
-    swaps(shapes + steps_54)
+    _assert_onto_quad(shapes + steps_54, dtype)
     for m, n, k in others:
-        assert way(m, n, k)[1].how == "one", (m, n, k)
-    assert way(15168, 296, 9240)[1].how == "copy"
+        assert caller_way(m, n, k, dtype)[1].how == "one", (m, n, k)
+    assert caller_way(15168, 296, 9240, dtype)[1].how == "copy"
     monkeypatch.setattr(hopper_heuristic, "SWAP_ONTO_QUAD", 64)
-    swaps(shapes)
+    _assert_onto_quad(shapes, dtype)
     for m, n, k in steps_54:
-        assert way(m, n, k)[1].how == "one", (m, n, k)
+        assert caller_way(m, n, k, dtype)[1].how == "one", (m, n, k)
     monkeypatch.setattr(hopper_heuristic, "SWAP_ONTO_QUAD", None)
     for m, n, k in shapes + steps_54 + others:
-        direct, got = way(m, n, k)
+        direct, got = caller_way(m, n, k, dtype)
         assert got.how == "one" and got.config == direct, (m, n, k)
         assert (direct.tile_n, direct.cluster_m, direct.cluster_n, direct.policy) == (128, 2, 1, "static"), (m, n, k)
-    assert way(15168, 296, 9240)[1].how == "copy"
+    assert caller_way(15168, 296, 9240, dtype)[1].how == "copy"
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -1486,26 +1482,18 @@ def test_transposed_product_onto_quad_clusters_from_wide_tiles(dtype, monkeypatc
     """SWAP_ONTO_QUAD_WIDE: the same where the direct product runs static 128 x 256 tiles on 2 x 1
     clusters (RESULTS.md, eighty-fourth session: 2848x1040x4432 1.08 -> 1.19 of cuBLAS, 10184x624x9976
     1.00 -> 1.10), from 32 steps; with the constant None, the direct product."""
-    def way(m, n, k):
-        a, b, out = FakeArray((m, k), (2 * k, 2)), FakeArray((k, n), (2 * n, 2)), FakeArray((m, n), (2 * n, 2))
-        flags = hopper.rows_flags([a], [b])
-        direct = hopper.choose_config(m, n, k, dtype, 132, **flags)
-        return direct, hopper_heuristic.route([a], [b], out, direct, m, n, k, dtype, 132, flags)
-
     assert hopper_heuristic.SWAP_ONTO_QUAD_WIDE == 32
     shapes = [(2848, 1040, 4432), (10184, 624, 9976), (8000, 3632, 2920), (2920, 1048, 3240), (1288, 1736, 2664)]
     for m, n, k in shapes:
-        direct, got = way(m, n, k)
+        direct = caller_way(m, n, k, dtype)[0]
         assert (direct.tile_n, direct.cluster_m, direct.cluster_n, direct.policy) == (256, 2, 1, "static"), (m, n, k)
-        assert got.how == "swap", (m, n, k)
-        assert (got.config.tile_n, got.config.cluster_m, got.config.cluster_n, got.config.epilogue) == \
-            (256, 2, 2, "columns"), (m, n, k)
+    _assert_onto_quad(shapes, dtype)
     monkeypatch.setattr(hopper_heuristic, "SWAP_ONTO_QUAD_WIDE", 2 + max(-(-k // 64) for _, _, k in shapes))
     for m, n, k in shapes:
-        assert way(m, n, k)[1].how == "one", (m, n, k)
+        assert caller_way(m, n, k, dtype)[1].how == "one", (m, n, k)
     monkeypatch.setattr(hopper_heuristic, "SWAP_ONTO_QUAD_WIDE", None)
     for m, n, k in shapes:
-        direct, got = way(m, n, k)
+        direct, got = caller_way(m, n, k, dtype)
         assert got.how == "one" and got.config == direct, (m, n, k)
 
 
@@ -1517,10 +1505,7 @@ def test_transposed_product_off_lines_on_sectors_priced_on_single_ctas(dtype, mo
     of cuBLAS).  Off sectors, or with the constant off, nothing changes."""
     def way(m, n, k):
         hopper_heuristic._swap_cached.cache_clear()
-        a, b, out = FakeArray((m, k), (2 * k, 2)), FakeArray((k, n), (2 * n, 2)), FakeArray((m, n), (2 * n, 2))
-        flags = hopper.rows_flags([a], [b])
-        direct = hopper.choose_config(m, n, k, dtype, 132, **flags)
-        return direct, hopper_heuristic.route([a], [b], out, direct, m, n, k, dtype, 132, flags)
+        return caller_way(m, n, k, dtype)
 
     direct, got = way(1072, 3008, 14112)
     assert direct.cluster_size == 1 and got.how == "swap"
