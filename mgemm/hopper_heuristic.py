@@ -200,6 +200,18 @@ FILL_MIN_K_STEPS = 16
 # FILL_MIN_K_STEPS 64-wide steps or more, shorter K: the fix-ups and the CTAs' K loops out of step)
 CHEAPEST_WIDTHS = ((128, 6), (192, 4), (224, 4), (256, 4))  # (tile_n, stages)
 WAVE_COST = {128: 1.0, 192: 0.94, 224: 0.94, 256: 0.92}
+# Widths that are not whole 64-wide boxes: over a B read row-major (choose_config's b_row_major) a
+# tile loads whole boxes, 256 columns for 224, and every other tile column starts off a 128-byte
+# line.  From K of ROW_MAJOR_BOXES_MIN_K 64-wide steps, where such a width would take more tile
+# columns than the boxes' width (_whole_boxes_pay), the cheapest waves and the narrow widths
+# (_cheapest_waves, NARROW_WIDTHS) take the next cheapest width instead where it is one of those
+# it gives way to (192, 256; _boxes_pick); the transposed product is priced against the config it
+# replaced (_swap_config).  RESULTS.md, eighty-fifth session (H100, two draws where leaving 224
+# out changed a caller's route, fp16 and bf16): to 256 or 192 from 33 steps, ahead on 24 of 28
+# sizes (by up to 0.20); to 128, behind on all five; below 33 steps behind on five of seven; the
+# transposed product on 224 given up, behind on three.  {}: never
+ROW_MAJOR_BOXES: dict[int, tuple[int, ...]] = {224: (192, 256)}
+ROW_MAJOR_BOXES_MIN_K = 33
 # A 16-bit config of 192-wide tiles, one CTA per tile and the staged epilogue, where 160-wide tiles
 # take as many tile columns (192 < N <= 320, for instance): SAME_COLUMNS_160 (tile_n, stages)
 # instead, the same tiles, waves and policy with a sixth fewer columns multiplied (a row-major B
@@ -621,7 +633,7 @@ def choose_policy(tiles: int, slots: int, k_iters: int, shared: bool = False) ->
 def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: bool = False,
                   shared: bool = False, tile_n: int | None = None, b_rows_off: bool = False,
                   b_rows_off_128: bool = False, a_rows_off_128: bool = False,
-                  one_wave: bool = True) -> HopperConfig:
+                  one_wave: bool = True, b_row_major: bool = False) -> HopperConfig:
     """Tile width and policy for an ``m × n × k`` product on ``sms`` SMs.  Pure and deterministic.
 
     The rules, in the order they apply (from the fourth on, most for 16-bit inputs only; a given
@@ -787,6 +799,13 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     the rule: fp16 0.67 -> 0.78, bf16 0.67 -> 0.78 (geomean), ahead in 29 of 32 runs
     (16120x560x720 0.63 -> 0.90, 13904x528x6072 0.49 -> 0.69), behind by 0.03-0.05 on 7352x752x680.
 
+    ``b_row_major``: B is read in place row-major (``b_rows_flags``).  Its tiles then load whole
+    64-wide boxes, so a 224-wide tile loads 256 columns, and every other tile column starts off a
+    128-byte line: from K of ``ROW_MAJOR_BOXES_MIN_K`` steps, where 224 needs more tile columns
+    than 256, the cheapest waves and the narrow widths above take the next cheapest width instead
+    where that is 192 or 256 (``ROW_MAJOR_BOXES``, ``_boxes_pick``).  A B read K-major (the
+    transposed product's, a column-major one, the copy) loads the tile's columns alone.
+
     ``a_rows_off_128``: A is read in place with rows off 128-byte lines too (the rows of K of a
     row-major A, or of M of a column-major one).  Where the rule above took 2-CTA clusters, they
     become 2 x 2 clusters of the same width (``_off_rows_blocks``), which multicast A along the
@@ -873,14 +892,14 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     """
     cfg = _choose_config(m, n, k, dtype, sms, allow_tf32=allow_tf32, shared=shared, tile_n=tile_n,
                          b_rows_off=b_rows_off, b_rows_off_128=b_rows_off_128, a_rows_off_128=a_rows_off_128,
-                         one_wave=one_wave)
+                         one_wave=one_wave, b_row_major=b_row_major)
     return cfg if tile_n is not None else _same_columns_160(cfg, n)
 
 
 def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: bool = False,
                    shared: bool = False, tile_n: int | None = None, b_rows_off: bool = False,
                    b_rows_off_128: bool = False, a_rows_off_128: bool = False,
-                   one_wave: bool = True, quad: bool = True) -> HopperConfig:
+                   one_wave: bool = True, quad: bool = True, b_row_major: bool = False) -> HopperConfig:
     """``choose_config`` without its last rule (``_same_columns_160``); ``quad=False``: without
     the 2 x 2 clusters' rule (``_quad_streamk_pays``) too."""
     kind = input_kind(dtype, allow_tf32)
@@ -922,7 +941,7 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
         width, stages = MID_TILE
         cfg = fit_policy(cfg.replace(tile_n=width, stages=stages), m, n, k, sms, shared=shared)
     if not explicit and not shared and kind in ("float16", "bfloat16"):
-        cfg = _cheapest_waves(cfg, m, n, k, sms)
+        cfg = _cheapest_waves(cfg, m, n, k, sms, b_row_major)
         cfg = _streamk_256(cfg, m, n, k, sms)
     if (one_wave and b_rows_off_128 and not explicit and not shared and kind in ("float16", "bfloat16")
             and _past_wave_192(cfg, m, n, k, sms)):
@@ -934,7 +953,8 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
             cfg = wide
         elif (one_wave and OFF_ROWS_ONE_WAVE is not None and OFF_ROWS_ONE_WAVE * sms <= _tiles(m, n, 128) <= sms
               and _tiles(m, n, OFF_ROWS_WIDTH) <= sms
-              and _off_rows_clusters(cfg, m, n, k, sms, OFF_ROWS_CLUSTER_MARGIN[0], on_sectors=False) == cfg):
+              and _off_rows_clusters(cfg, m, n, k, sms, OFF_ROWS_CLUSTER_MARGIN[0], on_sectors=False,
+                                 b_row_major=b_row_major) == cfg):
             return wide  # one wave either way: the wider tiles, on single CTAs (not the clusters below)
     if not (explicit or shared) and kind in ("float16", "bfloat16"):
         deep = _deep_split(cfg, m, n, k, sms, b_rows_off or b_rows_off_128)
@@ -947,7 +967,7 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
         if QUAD_SK_192_PAD is not None:
             other = _choose_config(m, n, k, dtype, sms, allow_tf32=allow_tf32, b_rows_off=b_rows_off,
                                    b_rows_off_128=b_rows_off_128, a_rows_off_128=a_rows_off_128,
-                                   one_wave=one_wave, quad=False)
+                                   one_wave=one_wave, quad=False, b_row_major=b_row_major)
             if _quad_wider_split(other, m, n):
                 return other
         blocks = quad_streamk(cfg, m, n, k, sms)  # ahead of the off-rows clusters too (RESULTS.md)
@@ -955,10 +975,11 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
     if ((b_rows_off or b_rows_off_128) and not explicit and not shared
             and kind in ("float16", "bfloat16")):
         cfg = _off_rows_clusters(cfg, m, n, k, sms, OFF_ROWS_CLUSTER_MARGIN[0 if b_rows_off else 1],
-                                 on_sectors=not b_rows_off)
+                                 on_sectors=not b_rows_off, b_row_major=b_row_major)
         if a_rows_off_128:
             cfg = _streamk_256_blocks(_off_rows_blocks(cfg, m, n, k, kind, sms, b_rows_off=b_rows_off,
-                                                       b_rows_off_128=b_rows_off_128), m, n, k, sms)
+                                                       b_rows_off_128=b_rows_off_128, b_row_major=b_row_major),
+                                      m, n, k, sms)
         cfg = _many_waves(cfg, m, n, k, sms)
     if explicit or shared:
         return cfg
@@ -1391,8 +1412,8 @@ def _swap_config(a_parts, b_parts, direct: HopperConfig, out, m: int, n: int, k:
     direct config of single CTAs, it is priced on single CTAs too (``SWAP_SINGLE_ON_SECTORS``).
     ``onto_quad`` False leaves ``SWAP_ONTO_QUAD`` and ``SWAP_ONTO_QUAD_WIDE`` out (``route`` where B
     would be copied K-major).
-    A direct config of ``OFF_LINES_PAST_WAVE`` is priced as the tiles it replaced
-    (``_past_wave_priced``; ``flags``: the parts' ``rows_flags`` where the caller has them).
+    A direct config of ``OFF_LINES_PAST_WAVE`` or ``ROW_MAJOR_BOXES`` is priced as the tiles it
+    replaced (``_past_wave_priced``; ``flags``: the parts' ``rows_flags`` where the caller has them).
 
     On the H200 (RESULTS.md, thirty-sixth session, × cuBLAS), 288 and 320 wide with the columns
     epilogue over the transposed product's 160-256 wide tiles: ahead on 7 of 8 chosen narrow-M
@@ -1441,10 +1462,18 @@ def _past_wave_priced(direct: HopperConfig, a_parts, b_parts, m: int, n: int, k:
     160-wide tiles), the 128-wide stream-K tiles it replaced, whose cost the swap's rules were
     measured against; else ``direct``.  Priced on the wider tiles, the transposed product was taken
     where it ran behind them (H100, RESULTS.md, seventy-fifth session: 2144x1000x1400 0.77 of
-    cuBLAS on the 192-wide tiles, 0.63 transposed; 3488x584x1800 0.79 against 0.71)."""
+    cuBLAS on the 192-wide tiles, 0.63 transposed; 3488x584x1800 0.79 against 0.71).  Likewise a
+    direct config that ``ROW_MAJOR_BOXES`` made over a row-major B is priced as the one it replaced
+    (eighty-fifth session, H100: three sizes the transposed product ran on 224-wide tiles went
+    direct on 256-wide ones, 0.95-0.99 -> 0.88)."""
+    flags = rows_flags(a_parts, b_parts) if flags is None else flags
+    if flags.get("b_row_major") and ROW_MAJOR_BOXES and direct == _choose_cached(m, n, k, dtype, sms, allow_tf32,
+                                                                                 **flags):
+        unboxed = _choose_cached(m, n, k, dtype, sms, allow_tf32, **{**flags, "b_row_major": False})
+        if unboxed != direct:
+            return unboxed
     if OFF_LINES_PAST_WAVE is None or direct.policy != "static" or direct.cluster_size > 1:
         return direct
-    flags = rows_flags(a_parts, b_parts) if flags is None else flags
     if not flags["b_rows_off_128"] or direct != _choose_cached(m, n, k, dtype, sms, allow_tf32, **flags):
         return direct
     before = _choose_cached(m, n, k, dtype, sms, allow_tf32, one_wave=False, **flags)
@@ -1629,9 +1658,22 @@ def b_rows_off(b_parts, boundary: int = 32) -> bool:
 
 def b_rows_flags(b_parts) -> dict[str, bool]:
     """``choose_config``'s ``b_rows_off`` and ``b_rows_off_128`` for these B parts (one pass over
-    the parts)."""
+    the parts), and its ``b_row_major``: every part 16-bit and read in place row-major (rows of
+    contiguous N, ``_in_place_rows``)."""
     off_32, off_128 = _rows_off(b_parts, (32, 128))
-    return {"b_rows_off": off_32, "b_rows_off_128": off_128}
+    return {"b_rows_off": off_32, "b_rows_off_128": off_128, "b_row_major": _read_row_major(b_parts)}
+
+
+def _read_row_major(b_parts) -> bool:
+    """Whether the kernel reads every one of these B parts (K_p × N) in place row-major: 16-bit,
+    rows of contiguous N (``_in_place_rows``' MN-major layout), none copied."""
+    for b in b_parts:
+        if b.itemsize != 2 or b.shape[0] < 1 or b.shape[1] < 1:
+            return False
+        read = _in_place_rows(b.shape[1], b.shape[0], b.strides[1], b.strides[0], b.data.ptr, 2)
+        if read is None or read[0]:
+            return False
+    return bool(b_parts)
 
 
 def rows_flags(a_parts, b_parts) -> dict[str, bool]:
@@ -1830,7 +1872,7 @@ def _config_cost(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> float:
 
 
 def _off_rows_clusters(cfg: HopperConfig, m: int, n: int, k: int, sms: int,
-                       margin: float = 1.0, *, on_sectors: bool = True) -> HopperConfig:
+                       margin: float = 1.0, *, on_sectors: bool = True, b_row_major: bool = False) -> HopperConfig:
     """``cfg``, or static 2-CTA clusters (``cluster_m=2``, B multicast) of the ``OFF_ROWS_CLUSTERS``
     width whose waves of ``sms // 2`` clusters cost least, where that cost is at most ``margin``
     times ``_config_cost(cfg)``.  Cooperative 128-row configs only (thin pingpong tiles keep theirs).
@@ -1859,11 +1901,48 @@ def _off_rows_clusters(cfg: HopperConfig, m: int, n: int, k: int, sms: int,
         return cfg  # one wave of single CTAs, level in cost: not clusters that pad an odd row of tiles
     if n <= NARROW_N and on_sectors:  # few tile columns on sectors: a
         # static width that pads fewer of them (rows off sectors too overload the L2: clusters)
-        narrow = min((_static_cost(m, n, w, c, sms), w, st) for w, st, c, most in NARROW_WIDTHS
-                     if most is None or -(-k // 64) <= most)
+        narrow = _boxes_pick([(_static_cost(m, n, w, c, sms), w, st) for w, st, c, most in NARROW_WIDTHS
+                              if most is None or -(-k // 64) <= most], n, k, b_row_major)
         if narrow[0] < best:
             return _static_width(cfg, narrow[1], narrow[2], k) if narrow[0] < own else cfg
     return _static_width(cfg, width, stages, k).replace(cluster_m=2)
+
+
+def _boxes_pick(options: list, n: int, k: int, b_row_major: bool) -> tuple:
+    """The cheapest of ``options`` ((cost, width, stages) each), unless it is a width of
+    ``ROW_MAJOR_BOXES`` that ``_whole_boxes_pay`` refuses over N of ``n`` and K of ``k``: then the
+    cheapest of the others where that is one of the widths it gives way to, else it all the same.
+
+    >>> _boxes_pick([(2.0, 256, 4), (1.0, 224, 4), (3.0, 128, 6)], 4416, 4096, True)
+    (2.0, 256, 4)
+    >>> _boxes_pick([(2.0, 128, 6), (1.0, 224, 4), (3.0, 256, 4)], 4416, 4096, True)  # not to 128
+    (1.0, 224, 4)
+    >>> _boxes_pick([(2.0, 256, 4), (1.0, 224, 4)], 4416, 4096, False)
+    (1.0, 224, 4)
+    """
+    best = min(options)
+    if _whole_boxes_pay(best[1], n, k, b_row_major):
+        return best
+    other = min((o for o in options if o[1] != best[1]), default=best)
+    return other if other[1] in ROW_MAJOR_BOXES[best[1]] else best
+
+
+def _whole_boxes_pay(width: int, n: int, k: int, b_row_major: bool) -> bool:
+    """Whether the heuristic may take ``width``-wide tiles over N of ``n`` and K of ``k``:
+    anywhere, except a width of ``ROW_MAJOR_BOXES`` over a B read row-major (``b_row_major``),
+    whose tiles load whole 64-wide boxes, from K of ``ROW_MAJOR_BOXES_MIN_K`` steps, where it
+    takes more tile columns than the width of those boxes.
+
+    >>> [_whole_boxes_pay(224, n, 4096, True) for n in (880, 4416, 1216)]  # 4 / 4, 20 / 18, 6 / 5 columns
+    [True, False, False]
+    >>> _whole_boxes_pay(224, 4416, 4096, False), _whole_boxes_pay(192, 4416, 4096, True)
+    (True, True)
+    >>> _whole_boxes_pay(224, 4416, 2048, True), _whole_boxes_pay(224, 4416, 2049, True)  # 32 / 33 steps
+    (True, False)
+    """
+    if not b_row_major or width not in ROW_MAJOR_BOXES or -(-k // 64) < ROW_MAJOR_BOXES_MIN_K:
+        return True
+    return -(-n // width) <= -(-n // (-(-width // 64) * 64))
 
 
 def _static_cost(m: int, n: int, width: int, per_column: float, sms: int) -> float:
@@ -2192,7 +2271,8 @@ def quad_streamk(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperC
 
 
 def _off_rows_blocks(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, *,
-                     b_rows_off: bool = False, b_rows_off_128: bool = False) -> HopperConfig:
+                     b_rows_off: bool = False, b_rows_off_128: bool = False,
+                     b_row_major: bool = False) -> HopperConfig:
     """A static 2-CTA cluster config (``cluster_m=2``) as 2 x 2 clusters (``cluster_n=2``: A
     multicast along the tile row too) where the blocks of 2 x 2 tiles run in no more waves of
     ``quad_clusters(sms)`` than the pairs in waves of ``sms // 2``, at most ``BLOCK_PAD`` of the
@@ -2220,7 +2300,7 @@ def _off_rows_blocks(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms:
         # (the rest as when this was measured: 192-wide tiles stay; with 160-wide ones, a 1.15
         # launch of 2 x 2 clusters gave way to a 2 x 1 one, RESULTS.md, thirty-third session)
         split = tail_split(cfg, m, n, k, dtype, sms, b_rows_off=b_rows_off, b_rows_off_128=b_rows_off_128,
-                           a_rows_off_128=True, same_columns=False)
+                           a_rows_off_128=True, same_columns=False, b_row_major=b_row_major)
         if split is not None and split[2] <= TAIL_SPLIT:
             return cfg
     return cfg.replace(cluster_n=2)
@@ -2282,7 +2362,7 @@ def _launch_cost(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> float:
 
 def tail_split(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, *,
                b_rows_off: bool = False, b_rows_off_128: bool = False, a_rows_off_128: bool = False,
-               same_columns: bool = True):
+               same_columns: bool = True, b_row_major: bool = False):
     """Where a static cooperative launch of ``cfg`` runs two waves or more and its last wave is
     short, and K has ``TAIL_SPLIT_MIN_K_STEPS`` steps or more (a second launch's fixed costs): the
     rows ``m1`` that fill all waves but the last (whole tile rows, whole pairs of them with
@@ -2327,7 +2407,7 @@ def tail_split(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, 
         return None
     pick = choose_config if same_columns else _choose_config
     rest = pick(m - m1, n, k, dtype, sms, b_rows_off=b_rows_off, b_rows_off_128=b_rows_off_128,
-                a_rows_off_128=a_rows_off_128, one_wave=False)
+                a_rows_off_128=a_rows_off_128, one_wave=False, b_row_major=b_row_major)
     if rest.pingpong:
         return None
     ratio = ((_launch_cost(cfg, m1, n, k, sms) + _launch_cost(rest, m - m1, n, k, sms))
@@ -2337,9 +2417,10 @@ def tail_split(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, 
 
 @functools.lru_cache(maxsize=1024)
 def _tail_split_cached(cfg: HopperConfig, m: int, n: int, k: int, dtype: str, sms: int, *,
-                       b_rows_off: bool = False, b_rows_off_128: bool = False, a_rows_off_128: bool = False):
+                       b_rows_off: bool = False, b_rows_off_128: bool = False, a_rows_off_128: bool = False,
+                       b_row_major: bool = False):
     return tail_split(cfg, m, n, k, dtype, sms, b_rows_off=b_rows_off, b_rows_off_128=b_rows_off_128,
-                      a_rows_off_128=a_rows_off_128)
+                      a_rows_off_128=a_rows_off_128, b_row_major=b_row_major)
 
 
 def _thin_config(base: HopperConfig, m: int, n: int, k: int, sms: int, shared: bool) -> HopperConfig:
@@ -2390,7 +2471,8 @@ def _static_width(cfg: HopperConfig, width: int, stages: int, k: int) -> HopperC
     return wide.replace(epilogue="tma") if -(-k // 64) <= TMA_STORE_K and wide.out_chunk_bytes % 128 == 0 else wide
 
 
-def _cheapest_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
+def _cheapest_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int,
+                    b_row_major: bool = False) -> HopperConfig:
     """``cfg``, or static waves of the ``CHEAPEST_WIDTHS`` tile that costs least where that is
     cheaper: than ``SK_GIVE_WAY`` times stream-K over ``cfg``'s tile (its tiles' columns shared
     evenly over ``sms``, times ``SK_OVERHEAD``), or, for K of ``FILL_MIN_K_STEPS`` steps or more,
@@ -2443,7 +2525,8 @@ def _cheapest_waves(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> Hopp
         limit = STATIC_GAIN * _config_cost(cfg, m, n, k, sms)
     else:
         return cfg
-    cost, width, stages = min((_static_cost(m, n, w, WAVE_COST[w], sms), w, st) for w, st in CHEAPEST_WIDTHS)
+    cost, width, stages = _boxes_pick([(_static_cost(m, n, w, WAVE_COST[w], sms), w, st)
+                                       for w, st in CHEAPEST_WIDTHS], n, k, b_row_major)
     if (cost > limit or _waves(m, n, width, sms) > CHEAPEST_MAX_WAVES
             or (width == cfg.tile_n and cfg.policy == "static")):
         return cfg
@@ -2731,6 +2814,7 @@ def tma_buffers(cfg: HopperConfig, m: int, n: int, sms: int) -> HopperConfig:
 @functools.lru_cache(maxsize=1024)
 def _choose_cached(m: int, n: int, k: int, dtype: str, sms: int, allow_tf32: bool,
                    b_rows_off: bool = False, b_rows_off_128: bool = False,
-                   a_rows_off_128: bool = False, one_wave: bool = True) -> HopperConfig:
+                   a_rows_off_128: bool = False, one_wave: bool = True, b_row_major: bool = False) -> HopperConfig:
     return choose_config(m, n, k, dtype, sms, allow_tf32=allow_tf32, b_rows_off=b_rows_off,
-                         b_rows_off_128=b_rows_off_128, a_rows_off_128=a_rows_off_128, one_wave=one_wave)
+                         b_rows_off_128=b_rows_off_128, a_rows_off_128=a_rows_off_128, one_wave=one_wave,
+                         b_row_major=b_row_major)

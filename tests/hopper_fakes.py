@@ -8,7 +8,7 @@ from mgemm import hopper, hopper_heuristic
 def row_major_flags(m, n, k):
     """``choose_config``'s row flags for row-major 16-bit A (m x k) and B (k x n) read in place."""
     return dict(b_rows_off=(n * 2) % 32 != 0, b_rows_off_128=(n * 2) % 128 != 0,
-                a_rows_off_128=(k * 2) % 128 != 0)
+                a_rows_off_128=(k * 2) % 128 != 0, b_row_major=True)
 
 
 class FakeMem:

@@ -178,7 +178,8 @@ def test_gemm_parts_chooses_with_both_row_flags(n, clusters, monkeypatch):
     a.ndim = b.ndim = 2
     with pytest.raises(Stop):
         hopper.gemm_parts([a], [b])
-    assert hopper_heuristic.b_rows_flags([b]) == {"b_rows_off": n % 16 != 0, "b_rows_off_128": n % 64 != 0}
+    assert hopper_heuristic.b_rows_flags([b]) == {"b_rows_off": n % 16 != 0, "b_rows_off_128": n % 64 != 0,
+                                                  "b_row_major": True}
     flags = hopper.rows_flags([a], [b])
     assert flags == {**hopper_heuristic.b_rows_flags([b]), "a_rows_off_128": False}  # K = 4096: A's rows on 128
     assert seen["config"] == hopper.choose_config(4096, n, 4096, "float16", 132, **flags)
@@ -1580,6 +1581,17 @@ def test_transposed_product_onto_quad_clusters_matches_float64(kind, m, n, k, wi
     _check_one_launch(m, n, k, kind, launched, 21, tile_n=256, cluster_m=2, cluster_n=2, epilogue="columns")
     if hopper.device_sms() == 132:
         assert [(c.tile_n, c.cluster_m, c.cluster_n) for c in launched[1:]] == [(width, 2, 1)]
+
+
+@pytest.mark.gpu
+@needs_sm90
+@pytest.mark.parametrize("kind", ["float16", "bfloat16"])
+@pytest.mark.parametrize("m,n,k", [(448, 7232, 7880), (560, 11520, 4296)])
+def test_row_major_b_takes_whole_boxes(kind, m, n, k, launched):
+    """``ROW_MAJOR_BOXES``: over a row-major B, static 128 x 256 tiles where 224-wide ones would
+    take more tile columns (33 against 29, 52 against 45), in one launch on 132 SMs; right
+    against float64, every element written (poisoned output), N and K off the tiles."""
+    _check_one_launch(m, n, k, kind, launched, 31, tile_n=256, policy="static", cluster_m=1, cluster_n=1)
 
 
 def _check_one_launch(m, n, k, kind, launched, seed, **fields):

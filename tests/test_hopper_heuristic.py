@@ -1086,7 +1086,8 @@ def test_a_rows_off_128_byte_lines(shape, strides, ptr, off):
     column-major) off 128-byte lines; float32 (tf32 copies) never."""
     a = FakeArray(shape, strides, ptr=ptr)
     b = FakeArray((shape[1], 4160), (8320, 2))
-    assert hopper.rows_flags([a], [b]) == {"b_rows_off": False, "b_rows_off_128": False, "a_rows_off_128": off}
+    assert hopper.rows_flags([a], [b]) == {"b_rows_off": False, "b_rows_off_128": False, "a_rows_off_128": off,
+                                           "b_row_major": True}
     a32 = FakeArray(shape, tuple(2 * x for x in strides), itemsize=4, ptr=ptr)
     assert not hopper.rows_flags([a32], [b])["a_rows_off_128"]
 
@@ -1502,7 +1503,10 @@ def test_transposed_product_off_lines_on_sectors_priced_on_single_ctas(dtype, mo
     """SWAP_SINGLE_ON_SECTORS: 1072x3008x14112 (A's rows 28224 bytes apart: off 128-byte lines, on
     sectors) ran direct on single 128 x 224 tiles, since its transpose, whose B those rows are,
     took the off-rows rules' 2-CTA clusters; priced on single CTAs it runs transposed (0.70 -> 0.96
-    of cuBLAS).  Off sectors, or with the constant off, nothing changes."""
+    of cuBLAS).  Off sectors, or with the constant off, nothing changes.  (Measured before
+    ``ROW_MAJOR_BOXES``, which now gives that product 256-wide tiles: left out here.)"""
+    monkeypatch.setattr(hopper_heuristic, "ROW_MAJOR_BOXES", {})
+
     def way(m, n, k):
         hopper_heuristic._swap_cached.cache_clear()
         return caller_way(m, n, k, dtype)
@@ -1633,3 +1637,33 @@ def test_every_pick_is_a_config_the_kernel_can_launch(sms):
         else:
             launchable(way.config, *((n, m) if way.how == "swap" else (m, n)), k, (m, n, k, way))
     assert {"one", "swap"} <= routes and len(routes) >= 3, routes  # and a copy or two bands
+
+
+def test_row_major_b_takes_224_only_in_as_few_tile_columns():
+    """ROW_MAJOR_BOXES: over a B read row-major (rows_flags' b_row_major), 224-wide tiles load the
+    whole 64-wide boxes of 256 columns, so from 33 K steps, where they need more tile columns than
+    256-wide ones, the heuristic takes the next cheapest width where that is 192 or 256, not 128;
+    below 33 steps and over a B read K-major (column-major, or the transposed product's) it takes
+    them as before."""
+    def pick(m, n, k, b_strides):
+        a, b = FakeArray((m, k), (2 * k, 2)), FakeArray((k, n), b_strides)
+        flags = hopper.rows_flags([a], [b])
+        return flags["b_row_major"], hopper.choose_config(m, n, k, "float16", 132, **flags).tile_n
+
+    assert pick(448, 7232, 7880, (2 * 7232, 2)) == (True, 256)  # 33 columns of 224, 29 of 256
+    assert pick(448, 7232, 7936, (2, 2 * 7936)) == (False, 224)  # column-major B, rows of K on lines
+    assert pick(448, 7232, 7936, (2 * 7232, 2)) == (True, 256)
+    assert pick(4192, 880, 1000, (2 * 880, 2)) == (True, 224)  # 4 columns either way
+    assert pick(720, 4416, 952, (2 * 4416, 2)) == (True, 224)  # 15 K steps
+    assert pick(8984, 1984, 6680, (2 * 1984, 2)) == (True, 192)
+    assert pick(4200, 3456, 4952, (2 * 3456, 2)) == (True, 224)  # 128 next: not taken
+    assert not hopper.rows_flags([FakeArray((448, 64), (128, 2))], [FakeArray((64, 96), (384, 4), itemsize=4)])["b_row_major"]
+    assert caller_way(448, 7232, 7880, "bfloat16")[1].config.tile_n == 256
+    assert {hopper.choose_config(448, 7232, 7880, "float16", 132, b_row_major=True).tile_n,
+            hopper.choose_config(448, 7232, 7880, "float16", 132).tile_n} == {256, 224}
+
+
+def test_row_major_b_boxes_rule_off(monkeypatch):
+    """ROW_MAJOR_BOXES = {}: 224-wide tiles over a row-major B as over a K-major one."""
+    monkeypatch.setattr(hopper_heuristic, "ROW_MAJOR_BOXES", {})
+    assert hopper.choose_config(448, 7232, 7880, "float16", 132, b_row_major=True).tile_n == 224
