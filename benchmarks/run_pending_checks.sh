@@ -45,15 +45,19 @@
 #       of 6000 (seed 20261224, every other one of the first 36 in draw order) where the rule on at
 #       32 steps changes the route, fp16 and bf16 (RESULTS.md, eighty-fourth session, ran them with
 #       the rule off beside it at 32; on since): the rule beside it off
+#   bash benchmarks/run_pending_checks.sh boxes   # ROW_MAJOR_BOXES (RESULTS.md, eighty-fifth session)
+#       as committed (224 gives way only to 192 or 256; that form not yet timed): its GPU tests and
+#       the transposed-product ones, then 20 sizes of a fresh CPU draw of 6000 (seed 20261236) where
+#       it changes a caller's route (50 of 6000), fp16 and bf16, beside the rule off
 #   bash benchmarks/run_pending_checks.sh cublasmp  # cuBLASMp (benchmarks/cublasmp_bench.py; the
 #       nvidia-cublasmp-cu13 0.7.0 wheel in .whl) on every GPU of the host at 16384³ and 32768³,
 #       beside the one-GPU cuBLAS anchor: its first run anywhere (a 1 x 1 grid on one GPU)
-# Wheels (benchmarks/split_wheels.sh): ladder, draws, leads, swap64, pad192, q256, duo, swapquad, quadlo, quadwide and cublasmp carry .whl
+# Wheels (benchmarks/split_wheels.sh): ladder, draws, leads, swap64, pad192, q256, duo, swapquad, quadlo, quadwide, boxes and cublasmp carry .whl
 # alone; suite, table and staged start GPU clusters and carry .whl and .whl-ucx.
 # The census rows through census_study.sh's census_study: every launch cold, in turns with
 # cuBLAS, every output checked against float64 on sampled rows; full outputs under $OUT.
 set -o pipefail
-[[ "${1:-}" =~ ^(suite|table|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo|quadwide)$ ]] || { echo "usage: $0 suite|table|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo|quadwide" >&2; exit 2; }
+[[ "${1:-}" =~ ^(suite|table|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo|quadwide|boxes)$ ]] || { echo "usage: $0 suite|table|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo|quadwide|boxes" >&2; exit 2; }
 if [[ $1 == ladder ]]; then  # each tree forward and back once (ROUNDS=1), within one device call
   SHAPES="8192x8192x256 4096x4096x512 16384x8192x256 6144x6144x384 8192x8192x8192 4096x4096x4096"
   SHAPES+=" 1408x1536x16384 64x8192x8192 896x2432x8192 1024x2112x8192 256x256x65536 944x5144x6400 7088x712x7872"
@@ -150,6 +154,13 @@ elif [[ $1 == quadwide ]]; then
     8000x3632x2920 4696x760x10480 3312x760x3240 1936x1688x3040 1440x1544x2136 10184x624x9976
     1352x1752x3496 3480x568x3880 1864x11480x6624 4520x696x13808 9512x2600x8352 2656x1248x11920" \
     STUDY_TIMEOUT=240 rule_draw quadwide SWAP_ONTO_QUAD_WIDE "45 and 65 of 6000"
+elif [[ $1 == boxes ]]; then
+  echo "== ROW_MAJOR_BOXES: GPU tests"
+  rule_tests boxes 120 "row_major_b or onto_quad or swapped_product"
+  SHAPES="4376x4032x12264 384x9192x7952 608x5768x13248 1280x5568x6312 1384x5312x3304 536x5736x3352
+    1992x8512x2832 288x9120x5488 984x3136x2264 1704x1984x5136 264x9680x6016 328x9352x2480 320x8520x15736
+    3416x3136x3224 1536x11520x6168 1392x5376x4360 7616x2432x5704 1208x5056x2496 376x9048x2392 328x9392x5400" \
+    STUDY_TIMEOUT=240 rule_draw boxes ROW_MAJOR_BOXES "50 of 6000"
 elif [[ $1 == cublasmp ]]; then
   nvidia-smi topo -m | head -n 4
   timeout 120 python3 benchmarks/cublas_one_gpu.py --n 16384 32768 --dtypes float32,float16,bfloat16 \

@@ -207,10 +207,11 @@ WAVE_COST = {128: 1.0, 192: 0.94, 224: 0.94, 256: 0.92}
 # (_cheapest_waves, NARROW_WIDTHS) take the next cheapest width instead where it is one of those
 # it gives way to (192, 256; _boxes_pick); the transposed product is priced against the config it
 # replaced (_swap_config).  RESULTS.md, eighty-fifth session (H100, two draws where leaving 224
-# out changed a caller's route, fp16 and bf16): to 256 or 192 from 33 steps, ahead on 24 of 28
-# sizes (by up to 0.20); to 128, behind on all five; below 33 steps behind on five of seven; the
-# transposed product on 224 given up, behind on three.  {}: never
-ROW_MAJOR_BOXES: dict[int, tuple[int, ...]] = {224: (192, 256)}
+# out changed a caller's route): to 256 or 192 from 33 steps, ahead on 23 of 29 sizes in fp16
+# and in bf16 (by up to 0.20), behind on four and two; to 128, behind on all five; below 33 steps
+# behind on five of eight; the transposed product on 224 given up, behind on three.  {} or
+# None: never
+ROW_MAJOR_BOXES: dict[int, tuple[int, ...]] | None = {224: (192, 256)}
 ROW_MAJOR_BOXES_MIN_K = 33
 # A 16-bit config of 192-wide tiles, one CTA per tile and the staged epilogue, where 160-wide tiles
 # take as many tile columns (192 < N <= 320, for instance): SAME_COLUMNS_160 (tile_n, stages)
@@ -1940,7 +1941,8 @@ def _whole_boxes_pay(width: int, n: int, k: int, b_row_major: bool) -> bool:
     >>> _whole_boxes_pay(224, 4416, 2048, True), _whole_boxes_pay(224, 4416, 2049, True)  # 32 / 33 steps
     (True, False)
     """
-    if not b_row_major or width not in ROW_MAJOR_BOXES or -(-k // 64) < ROW_MAJOR_BOXES_MIN_K:
+    if (not (b_row_major and ROW_MAJOR_BOXES) or width not in ROW_MAJOR_BOXES
+            or -(-k // 64) < ROW_MAJOR_BOXES_MIN_K):
         return True
     return -(-n // width) <= -(-n // (-(-width // 64) * 64))
 
