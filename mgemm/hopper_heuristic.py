@@ -1659,8 +1659,8 @@ def b_rows_off(b_parts, boundary: int = 32) -> bool:
 
 def b_rows_flags(b_parts) -> dict[str, bool]:
     """``choose_config``'s ``b_rows_off`` and ``b_rows_off_128`` for these B parts (one pass over
-    the parts), and its ``b_row_major``: every part 16-bit and read in place row-major (rows of
-    contiguous N, ``_in_place_rows``)."""
+    the parts for both boundaries), and its ``b_row_major`` (``_read_row_major``, a second pass:
+    every part 16-bit and read in place row-major, rows of contiguous N)."""
     off_32, off_128 = _rows_off(b_parts, (32, 128))
     return {"b_rows_off": off_32, "b_rows_off_128": off_128, "b_row_major": _read_row_major(b_parts)}
 
