@@ -45,10 +45,10 @@
 #       of 6000 (seed 20261224, every other one of the first 36 in draw order) where the rule on at
 #       32 steps changes the route, fp16 and bf16 (RESULTS.md, eighty-fourth session, ran them with
 #       the rule off beside it at 32; on since): the rule beside it off
-#   bash benchmarks/run_pending_checks.sh boxes   # ROW_MAJOR_BOXES (RESULTS.md, eighty-fifth session)
-#       as committed (224 gives way only to 192 or 256; that form not yet timed): its GPU tests and
-#       the transposed-product ones, then 20 sizes of a fresh CPU draw of 6000 (seed 20261236) where
-#       it changes a caller's route (50 of 6000), fp16 and bf16, beside the rule off
+#   bash benchmarks/run_pending_checks.sh boxes   # ROW_MAJOR_BOXES as committed (224 gives way only
+#       to 192 or 256): its GPU tests and the transposed-product ones, then 20 sizes of a fresh CPU
+#       draw of 6000 (seed 20261236) where it changes a caller's route (50 of 6000), fp16 and bf16,
+#       beside the rule off (run in RESULTS.md's eighty-sixth session: 33 passed, ahead on 18 of 20)
 #   bash benchmarks/run_pending_checks.sh cublasmp  # cuBLASMp (benchmarks/cublasmp_bench.py; the
 #       nvidia-cublasmp-cu13 0.7.0 wheel in .whl) on every GPU of the host at 16384³ and 32768³,
 #       beside the one-GPU cuBLAS anchor: its first run anywhere (a 1 x 1 grid on one GPU)
