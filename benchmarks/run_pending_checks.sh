@@ -3,6 +3,10 @@
 #   bash benchmarks/run_pending_checks.sh suite   # the whole GPU suite, then the CuPy example
 #   bash benchmarks/run_pending_checks.sh table   # the whole GPU suite (not with SUITE=0), then issue
 #       4's table (fp16, bf16)
+#   bash benchmarks/run_pending_checks.sh typed   # issue 4's table, then 24 sizes as a user types
+#       them (seed 20261241: M, N, K multiples of 8 log-uniform in 256-16384, 5-2000 GFLOP), fp16
+#       and bf16, as a caller gets them: the typed geomean with ROW_MAJOR_BOXES (owed since the
+#       eighty-sixth session, whose starts failed)
 #   bash benchmarks/run_pending_checks.sh draws   # SK_256_CLUSTER_PAD on a draw of its own (fp16,
 #       bf16), the exact-width pricing on three narrow products, issue 4's table
 #   bash benchmarks/run_pending_checks.sh ladder  # a kernel branch against main, in turns, with
@@ -52,12 +56,12 @@
 #   bash benchmarks/run_pending_checks.sh cublasmp  # cuBLASMp (benchmarks/cublasmp_bench.py; the
 #       nvidia-cublasmp-cu13 0.7.0 wheel in .whl) on every GPU of the host at 16384³ and 32768³,
 #       beside the one-GPU cuBLAS anchor: its first run anywhere (a 1 x 1 grid on one GPU)
-# Wheels (benchmarks/split_wheels.sh): ladder, draws, leads, swap64, pad192, q256, duo, swapquad, quadlo, quadwide, boxes and cublasmp carry .whl
+# Wheels (benchmarks/split_wheels.sh): typed, ladder, draws, leads, swap64, pad192, q256, duo, swapquad, quadlo, quadwide, boxes and cublasmp carry .whl
 # alone; suite, table and staged start GPU clusters and carry .whl and .whl-ucx.
 # The census rows through census_study.sh's census_study: every launch cold, in turns with
 # cuBLAS, every output checked against float64 on sampled rows; full outputs under $OUT.
 set -o pipefail
-[[ "${1:-}" =~ ^(suite|table|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo|quadwide|boxes)$ ]] || { echo "usage: $0 suite|table|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo|quadwide|boxes" >&2; exit 2; }
+[[ "${1:-}" =~ ^(suite|table|typed|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo|quadwide|boxes)$ ]] || { echo "usage: $0 suite|table|typed|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo|quadwide|boxes" >&2; exit 2; }
 if [[ $1 == ladder ]]; then  # each tree forward and back once (ROUNDS=1), within one device call
   SHAPES="8192x8192x256 4096x4096x512 16384x8192x256 6144x6144x384 8192x8192x8192 4096x4096x4096"
   SHAPES+=" 1408x1536x16384 64x8192x8192 896x2432x8192 1024x2112x8192 256x256x65536 944x5144x6400 7088x712x7872"
@@ -98,6 +102,14 @@ if [[ $1 == table ]]; then
     tail -15 "$OUT/pytest-suite.log"
   fi
   issue4_table
+elif [[ $1 == typed ]]; then
+  issue4_table
+  echo "== 24 sizes as a user types them (seed 20261241), as a caller gets them"
+  SHAPES="312x4624x3624 4872x7032x8584 7256x3848x464 792x5112x4880 4864x1512x3008 12312x5528x272
+    12328x12456x5440 10688x2032x2640 5368x7800x648 288x12968x1800 1384x2920x3352 408x1696x5648
+    792x1560x9712 6168x2352x576 1168x2136x2008 2320x7712x344 2248x480x6048 2248x1312x8544
+    2264x5696x2096 5824x8760x10832 424x3512x11288 12656x14352x616 1200x1280x2824 496x9528x4400" \
+    DTYPES="float16 bfloat16" STUDY_TIMEOUT=200 census_study t86 --caller --scrub
 elif [[ $1 == suite ]]; then
   echo "== the whole GPU suite"
   timeout 330 python3 -m pytest -m gpu -q -p no:cacheprovider -n 14 -rfs >"$OUT/pytest-suite.log" 2>&1
