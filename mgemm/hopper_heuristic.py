@@ -1752,10 +1752,8 @@ def copies_b_k_major(b_parts, m: int, n: int, config: HopperConfig, sms: int,
             or m * n * k < B_K_MAJOR[3] or any(b.itemsize != 2 for b in b_parts)):
         return False
     parts = [b for b in b_parts if b.shape[0]]
-    for b in parts:
-        read = _in_place_rows(b.shape[1], b.shape[0], b.strides[1], b.strides[0], b.data.ptr, 2)
-        if read is None or read[0]:  # copied anyway, or read K-major already
-            return False
+    if not _read_row_major(parts):  # copied anyway, or read K-major already
+        return False
     off_128, off_64 = _rows_off(parts, (128, 64))
     if not off_128:
         return False
