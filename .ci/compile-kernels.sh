@@ -397,7 +397,8 @@ echo "compile-kernels: mma_peak (4 variants x 2 archs) OK"
 # Kernel files compiled as they are (mgemm.kernels.PlainSource), for both archs: the transpose copy
 # (kernels/transpose.cu, mgemm/hopper.py: transpose_copy; 2-, 4- and 8-byte elements), the float32
 # split into bfloat16 pieces (kernels/split_bf16.cu, mgemm/emulate.py) and the timing spin
-# (kernels/spin.cu, mgemm/tune.py), the memory probe (kernels/dram_probe.cu, benchmarks/dram_probe.py).
+# (kernels/spin.cu, mgemm/tune.py), the memory probe (kernels/dram_probe.cu, benchmarks/dram_probe.py)
+# and the fix-up probe (kernels/fixup_probe.cu, benchmarks/fixup_probe.py).
 # The same report; fails on errors, spills and stack frames.
 plain_compile() {  # file.cu
   local name=${1%.cu} arch log
@@ -417,6 +418,7 @@ plain_compile transpose.cu
 plain_compile split_bf16.cu
 plain_compile spin.cu
 plain_compile dram_probe.cu
+plain_compile fixup_probe.cu
 # the two a run of mgemm may build on any GPU (float32 emulation's split, the tuner's spin), for
 # the newer archs too
 ARCHS=("${NEWER_ARCHS[@]}")
