@@ -5,8 +5,13 @@
 #       4's table (fp16, bf16)
 #   bash benchmarks/run_pending_checks.sh typed   # issue 4's table, then 24 sizes as a user types
 #       them (seed 20261241: M, N, K multiples of 8 log-uniform in 256-16384, 5-2000 GFLOP), fp16
-#       and bf16, as a caller gets them: the typed geomean with ROW_MAJOR_BOXES (owed since the
-#       eighty-sixth session, whose starts failed)
+#       and bf16, as a caller gets them: the typed geomean with ROW_MAJOR_BOXES (run in the
+#       eighty-seventh session: 0.924 / 0.921)
+#   bash benchmarks/run_pending_checks.sh rows3   # the lead of RESULTS.md's eighty-seventh session:
+#       static 2 x 2 and 2 x 1 clusters of 128 x 256 (q256, c256) beside the caller's stream-K single
+#       CTAs on three tile rows over B's rows off 32-byte sectors, on the 12 sizes of a CPU draw
+#       (seed 20261244: M 264-384, N 2000-16384 and K 1000-16384 log-uniform, N not a multiple of
+#       32, where the caller runs stream-K single CTAs), fp16 and bf16
 #   bash benchmarks/run_pending_checks.sh draws   # SK_256_CLUSTER_PAD on a draw of its own (fp16,
 #       bf16), the exact-width pricing on three narrow products, issue 4's table
 #   bash benchmarks/run_pending_checks.sh ladder  # a kernel branch against main, in turns, with
@@ -56,12 +61,12 @@
 #   bash benchmarks/run_pending_checks.sh cublasmp  # cuBLASMp (benchmarks/cublasmp_bench.py; the
 #       nvidia-cublasmp-cu13 0.7.0 wheel in .whl) on every GPU of the host at 16384³ and 32768³,
 #       beside the one-GPU cuBLAS anchor: its first run anywhere (a 1 x 1 grid on one GPU)
-# Wheels (benchmarks/split_wheels.sh): typed, ladder, draws, leads, swap64, pad192, q256, duo, swapquad, quadlo, quadwide, boxes and cublasmp carry .whl
+# Wheels (benchmarks/split_wheels.sh): typed, rows3, ladder, draws, leads, swap64, pad192, q256, duo, swapquad, quadlo, quadwide, boxes and cublasmp carry .whl
 # alone; suite, table and staged start GPU clusters and carry .whl and .whl-ucx.
 # The census rows through census_study.sh's census_study: every launch cold, in turns with
 # cuBLAS, every output checked against float64 on sampled rows; full outputs under $OUT.
 set -o pipefail
-[[ "${1:-}" =~ ^(suite|table|typed|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo|quadwide|boxes)$ ]] || { echo "usage: $0 suite|table|typed|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo|quadwide|boxes" >&2; exit 2; }
+[[ "${1:-}" =~ ^(suite|table|typed|rows3|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo|quadwide|boxes)$ ]] || { echo "usage: $0 suite|table|typed|rows3|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo|quadwide|boxes" >&2; exit 2; }
 if [[ $1 == ladder ]]; then  # each tree forward and back once (ROUNDS=1), within one device call
   SHAPES="8192x8192x256 4096x4096x512 16384x8192x256 6144x6144x384 8192x8192x8192 4096x4096x4096"
   SHAPES+=" 1408x1536x16384 64x8192x8192 896x2432x8192 1024x2112x8192 256x256x65536 944x5144x6400 7088x712x7872"
@@ -110,6 +115,14 @@ elif [[ $1 == typed ]]; then
     792x1560x9712 6168x2352x576 1168x2136x2008 2320x7712x344 2248x480x6048 2248x1312x8544
     2264x5696x2096 5824x8760x10832 424x3512x11288 12656x14352x616 1200x1280x2824 496x9528x4400" \
     DTYPES="float16 bfloat16" STUDY_TIMEOUT=200 census_study t86 --caller --scrub
+elif [[ $1 == rows3 ]]; then
+  echo "== static 2 x 2 and 2 x 1 clusters of 128 x 256 beside stream-K single CTAs, three tile rows"
+  echo "   over B's rows off sectors (seed 20261244)"
+  SHAPES="368x13512x8480 288x12744x1176 328x13192x1816 344x12456x2872 288x11696x1112 296x13008x3976
+    336x6448x14080 376x11784x3784 312x8520x2712 304x13416x6744 328x6408x15832 304x13208x2936" \
+    DTYPES="float16 bfloat16" STUDY_TIMEOUT=200 census_study rows3 --caller --scrub \
+    --variant q256:policy=static,tile_n=256,stages=4,cluster_m=2,cluster_n=2 \
+    --variant c256:policy=static,tile_n=256,stages=4,cluster_m=2,cluster_n=1
 elif [[ $1 == suite ]]; then
   echo "== the whole GPU suite"
   timeout 330 python3 -m pytest -m gpu -q -p no:cacheprovider -n 14 -rfs >"$OUT/pytest-suite.log" 2>&1
