@@ -16,16 +16,12 @@
 //
 // The output is float16 (stored as packed pairs), 16384 elements a tile, tile after tile, element j
 // of float4 chunk q (q = i / 4 * 256 + thread, i the accumulator index) at 4 q + j.
-constexpr int kThreads = 256, kAcc = 64, kElems = kThreads * kAcc, kChunks = kElems / 4;
+#include "ptx.cuh"  // flag_release, flag_acquire: the stream-K flags of the GEMM kernels
 
-__device__ __forceinline__ void release(int* p, int v) {
-  asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ int acquire(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
+using mgemm::flag_acquire;
+using mgemm::flag_release;
+
+constexpr int kThreads = 256, kAcc = 64, kElems = kThreads * kAcc, kChunks = kElems / 4;
 
 // The accumulators of thread t of CTA c: element i of the partial is (c % ways + 1) * 2^-10 +
 // (i & 7) * 2^-12, exact in float32 sums over up to 132 contributors.
@@ -39,6 +35,13 @@ __device__ __forceinline__ void store_slot(const float (&acc)[kAcc], float4* slo
 #pragma unroll
   for (int i = 0; i < kAcc; i += 4)
     slot[(i / 4) * kThreads + threadIdx.x] = make_float4(acc[i], acc[i + 1], acc[i + 2], acc[i + 3]);
+}
+
+__device__ __forceinline__ void add_to(float4& s, const float4& x) {
+  s.x += x.x;
+  s.y += x.y;
+  s.z += x.z;
+  s.w += x.w;
 }
 
 // Four float32 values rounded to float16 (two packed pairs, low half first), as chunk `chunk`.
@@ -55,7 +58,7 @@ extern "C" __global__ void __launch_bounds__(kThreads) mgemm_fixup_store(float* 
   store_slot(acc, reinterpret_cast<float4*>(ws) + (long long)blockIdx.x * kChunks);
   __threadfence();
   __syncthreads();
-  if (threadIdx.x == 0) release(flags + blockIdx.x, epoch);
+  if (threadIdx.x == 0) flag_release(flags + blockIdx.x, epoch);
 }
 
 extern "C" __global__ void __launch_bounds__(kThreads) mgemm_fixup_spread(float* ws, int* flags, int epoch, int ways,
@@ -66,10 +69,10 @@ extern "C" __global__ void __launch_bounds__(kThreads) mgemm_fixup_spread(float*
   store_slot(acc, reinterpret_cast<float4*>(ws) + (long long)blockIdx.x * kChunks);
   __threadfence();
   __syncthreads();
-  if (threadIdx.x == 0) release(flags + blockIdx.x, epoch);
+  if (threadIdx.x == 0) flag_release(flags + blockIdx.x, epoch);
   const int first = blockIdx.x / ways * ways, r = blockIdx.x % ways;
   for (int c = threadIdx.x; c < ways; c += kThreads)
-    while (acquire(flags + first + c) != epoch) {
+    while (flag_acquire(flags + first + c) != epoch) {
     }
   __syncthreads();
   const int c0 = kChunks * r / ways, c1 = kChunks * (r + 1) / ways;
@@ -82,20 +85,9 @@ extern "C" __global__ void __launch_bounds__(kThreads) mgemm_fixup_spread(float*
 #pragma unroll
       for (int j = 0; j < 4; ++j) x[j] = __ldcg(tile + (long long)(c + j) * kChunks + q);
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        s.x += x[j].x;
-        s.y += x[j].y;
-        s.z += x[j].z;
-        s.w += x[j].w;
-      }
+      for (int j = 0; j < 4; ++j) add_to(s, x[j]);
     }
-    for (; c < ways; ++c) {
-      const float4 x = __ldcg(tile + (long long)c * kChunks + q);
-      s.x += x.x;
-      s.y += x.y;
-      s.z += x.z;
-      s.w += x.w;
-    }
+    for (; c < ways; ++c) add_to(s, __ldcg(tile + (long long)c * kChunks + q));
     store_out(s, o, q);
   }
 }
