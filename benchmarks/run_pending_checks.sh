@@ -8,10 +8,11 @@
 #       and bf16, as a caller gets them: the typed geomean with ROW_MAJOR_BOXES (run in the
 #       eighty-seventh session: 0.924 / 0.921)
 #   bash benchmarks/run_pending_checks.sh rows3   # the lead of RESULTS.md's eighty-seventh session:
-#       static 2 x 2 and 2 x 1 clusters of 128 x 256 (q256, c256) beside the caller's stream-K single
-#       CTAs on three tile rows over B's rows off 32-byte sectors, on the 12 sizes of a CPU draw
-#       (seed 20261244: M 264-384, N 2000-16384 and K 1000-16384 log-uniform, N not a multiple of
-#       32, where the caller runs stream-K single CTAs), fp16 and bf16
+#       ROWS_QUAD's GPU tests, then the rule at (3,) (auto-prior) and static 2 x 2 clusters of 128 x
+#       256 (q256) beside the caller's stream-K single CTAs on three tile rows over B's rows off
+#       128-byte lines, on the 12 sizes of a CPU draw (seed 20261244: M 264-384, N 2000-16384 and
+#       K 1000-16384 log-uniform, N not a multiple of 32, where the caller runs stream-K single
+#       CTAs), fp16 and bf16
 #   bash benchmarks/run_pending_checks.sh draws   # SK_256_CLUSTER_PAD on a draw of its own (fp16,
 #       bf16), the exact-width pricing on three narrow products, issue 4's table
 #   bash benchmarks/run_pending_checks.sh ladder  # a kernel branch against main, in turns, with
@@ -116,13 +117,14 @@ elif [[ $1 == typed ]]; then
     2264x5696x2096 5824x8760x10832 424x3512x11288 12656x14352x616 1200x1280x2824 496x9528x4400" \
     DTYPES="float16 bfloat16" STUDY_TIMEOUT=200 census_study t86 --caller --scrub
 elif [[ $1 == rows3 ]]; then
-  echo "== static 2 x 2 and 2 x 1 clusters of 128 x 256 beside stream-K single CTAs, three tile rows"
-  echo "   over B's rows off sectors (seed 20261244)"
+  echo "== ROWS_QUAD: GPU tests"
+  rule_tests rows3 90 "rows_quad"
+  echo "== ROWS_QUAD=(3,) (auto-prior) and static 2 x 2 clusters of 128 x 256 (q256) beside stream-K"
+  echo "   single CTAs (auto), three tile rows over B's rows off 128-byte lines (seed 20261244)"
   SHAPES="368x13512x8480 288x12744x1176 328x13192x1816 344x12456x2872 288x11696x1112 296x13008x3976
     336x6448x14080 376x11784x3784 312x8520x2712 304x13416x6744 328x6408x15832 304x13208x2936" \
-    DTYPES="float16 bfloat16" STUDY_TIMEOUT=200 census_study rows3 --caller --scrub \
-    --variant q256:policy=static,tile_n=256,stages=4,cluster_m=2,cluster_n=2 \
-    --variant c256:policy=static,tile_n=256,stages=4,cluster_m=2,cluster_n=1
+    DTYPES="float16 bfloat16" STUDY_TIMEOUT=200 census_study rows3 --caller --scrub --prior "ROWS_QUAD=(3,)" \
+    --variant q256:policy=static,tile_n=256,stages=4,cluster_m=2,cluster_n=2
 elif [[ $1 == suite ]]; then
   echo "== the whole GPU suite"
   timeout 330 python3 -m pytest -m gpu -q -p no:cacheprovider -n 14 -rfs >"$OUT/pytest-suite.log" 2>&1

@@ -404,6 +404,14 @@ QUAD_SK_192_PAD: float | None = 1.2
 # that swap_pays weighs, nor tail_split's rest band, which the wave model prices); None: always
 # stream-K (_quad_static; RESULTS.md, seventy-sixth session)
 QUAD_SK_STATIC: int | None = 25
+# 16-bit products whose config is stream-K over single CTAs of 128-row tiles (no split-K, no
+# clusters) over this many rows of tiles, with B's rows off 128-byte lines (b_rows_off_128, or off
+# 32-byte sectors too), as the heuristic's own config (one_wave): static 128 x 256 tiles on 2 x 2
+# clusters instead, which multicast A along the tile row and B down the column (such rows overload
+# the L2 that single CTAs read B through).  Measured on three sizes at three rows (RESULTS.md, eighty-seventh
+# session, H100, fp16: 288x12968x1800 0.70 -> 0.86 of cuBLAS, 344x13616x4520 0.75 -> 0.80,
+# 352x13712x4824 0.73 -> 0.77); None: never (_rows_quad)
+ROWS_QUAD: tuple[int, ...] | None = None
 # 16-bit products that the heuristic runs as stream-K on 128 x 128 tiles, one CTA per tile, so few
 # that a wave holds SPLIT_K[0] to SPLIT_K[1] CTAs a tile (sms // tiles): split-K (sk_ways), that
 # many equal k-slices a tile, every tile's slices read in step, the owner fix-up, in place of
@@ -985,7 +993,31 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
     if explicit or shared:
         return cfg
     cfg = _cluster_tail_sk(_split_k(_split_k_192(cfg, m, n, k, sms), m, n, k, sms), m, n, k, sms)
-    return _half_wave_halves(_paired_halves(cfg, m, n), m, n, sms)
+    cfg = _half_wave_halves(_paired_halves(cfg, m, n), m, n, sms)
+    off = b_rows_off or b_rows_off_128
+    return _rows_quad(cfg, m, k) if one_wave and off and kind in ("float16", "bfloat16") else cfg
+
+
+def _rows_quad(cfg: HopperConfig, m: int, k: int) -> HopperConfig:
+    """``cfg``, or static 128 x 256 tiles on 2 x 2 clusters where ``cfg`` is stream-K over single
+    cooperative CTAs of 128-row tiles, neither split-K nor halves, over a number of tile rows in
+    ``ROWS_QUAD`` (``choose_config`` calls it for B's rows off 128-byte lines only).
+
+    >>> cfg = HopperConfig(input="float16", tile_n=192, stages=4, policy="streamk", epilogue="tma")
+    >>> import mgemm.hopper_heuristic as hh
+    >>> hh.ROWS_QUAD, old = (3,), hh.ROWS_QUAD
+    >>> q = _rows_quad(cfg, 288, 1800)
+    >>> q.tile_n, q.stages, q.policy, q.cluster_m, q.cluster_n, q.epilogue
+    (256, 4, 'static', 2, 2, 'tma')
+    >>> _rows_quad(cfg, 392, 1800) == cfg, _rows_quad(cfg.replace(policy="static"), 288, 1800).policy
+    (True, 'static')
+    >>> hh.ROWS_QUAD = old
+    """
+    if (not ROWS_QUAD or cfg.policy != "streamk" or cfg.pingpong or cfg.tile_m != TILE_M
+            or cfg.tile_n < 128 or cfg.cluster_size != 1 or cfg.sk_ways
+            or -(-m // TILE_M) not in ROWS_QUAD):
+        return cfg
+    return _static_width(cfg, 256, 4, k).replace(cluster_m=2, cluster_n=2)
 
 
 def _split_k_192(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:

@@ -1667,3 +1667,32 @@ def test_row_major_b_boxes_rule_off(monkeypatch):
     """ROW_MAJOR_BOXES = {}: 224-wide tiles over a row-major B as over a K-major one."""
     monkeypatch.setattr(hopper_heuristic, "ROW_MAJOR_BOXES", {})
     assert hopper.choose_config(448, 7232, 7880, "float16", 132, b_row_major=True).tile_n == 224
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_rows_quad_over_three_tile_rows(dtype, monkeypatch):
+    """ROWS_QUAD at (3,): stream-K over single CTAs on three rows of 128-row tiles, B's rows off
+    128-byte lines (off 32-byte sectors too or not), become static 128 x 256 tiles on 2 x 2
+    clusters; not with B's rows on 128-byte lines (N a multiple of 64), nor a static config; on
+    four or five rows (other rules' clusters there) it changes nothing."""
+    def config(m, n, k):
+        a, b = FakeArray((m, k), (2 * k, 2)), FakeArray((k, n), (2 * n, 2))
+        return hopper.choose_config(m, n, k, dtype, 132, **hopper.rows_flags([a], [b]))
+
+    monkeypatch.setattr(hopper_heuristic, "ROWS_QUAD", None)
+    sizes = ((288, 12968, 1800), (344, 13616, 4520), (328, 6408, 15832))  # off sectors, on sectors, on
+    before = [config(*s) for s in sizes]
+    assert all(c.policy == "streamk" and c.cluster_size == 1 and not c.sk_ways for c in before)
+    static = config(336, 9392, 3208)
+    assert static.policy == "static" and static.cluster_size == 1
+    monkeypatch.setattr(hopper_heuristic, "ROWS_QUAD", (3,))
+    for s, c in zip(sizes, before):
+        got = config(*s)
+        assert (got.tile_n, got.stages, got.policy, got.cluster_m, got.cluster_n) == (256, 4, "static", 2, 2), s
+        assert got.epilogue == ("tma" if s[2] <= 2048 else "staged"), s
+    assert config(336, 9392, 3208) == static
+    lines = config(288, 12992, 1800)  # N a multiple of 64: B's rows on 128-byte lines
+    assert (lines.policy, lines.cluster_size) == ("streamk", 1)
+    four, five = config(392, 12968, 1800), config(600, 12968, 1800)  # four and five rows of tiles
+    monkeypatch.setattr(hopper_heuristic, "ROWS_QUAD", None)
+    assert (config(392, 12968, 1800), config(600, 12968, 1800)) == (four, five)
