@@ -12,7 +12,8 @@
 #       256 (q256) beside the caller's stream-K single CTAs on three tile rows over B's rows off
 #       128-byte lines, on the 12 sizes of a CPU draw (seed 20261244: M 264-384, N 2000-16384 and
 #       K 1000-16384 log-uniform, N not a multiple of 32, where the caller runs stream-K single
-#       CTAs), fp16 and bf16
+#       CTAs), fp16 and bf16; then the rule at (2, 5, 7) on four sizes each of two, five and seven
+#       rows where that changes the route (seed 20261250), fp16
 #   bash benchmarks/run_pending_checks.sh draws   # SK_256_CLUSTER_PAD on a draw of its own (fp16,
 #       bf16), the exact-width pricing on three narrow products, issue 4's table
 #   bash benchmarks/run_pending_checks.sh ladder  # a kernel branch against main, in turns, with
@@ -125,6 +126,11 @@ elif [[ $1 == rows3 ]]; then
     336x6448x14080 376x11784x3784 312x8520x2712 304x13416x6744 328x6408x15832 304x13208x2936" \
     DTYPES="float16 bfloat16" STUDY_TIMEOUT=200 census_study rows3 --caller --scrub --prior "ROWS_QUAD=(3,)" \
     --variant q256:policy=static,tile_n=256,stages=4,cluster_m=2,cluster_n=2
+  echo "== ROWS_QUAD=(2, 5, 7) (auto-prior) beside the caller (auto): two, five and seven tile rows, fp16"
+  echo "   (seed 20261250, four sizes each where that changes the route)"
+  SHAPES="216x9368x7912 240x9176x6760 200x9672x6872 232x9784x14520 600x8304x13632 632x6824x9880
+    528x7504x1072 608x6840x1896 832x4784x1360 896x4744x11960 856x5128x1168 872x5072x10352" \
+    STUDY_TIMEOUT=150 census_study rowsx --caller --scrub --prior "ROWS_QUAD=(2, 5, 7)"
 elif [[ $1 == suite ]]; then
   echo "== the whole GPU suite"
   timeout 330 python3 -m pytest -m gpu -q -p no:cacheprovider -n 14 -rfs >"$OUT/pytest-suite.log" 2>&1
