@@ -409,7 +409,7 @@ def _gather(client: Any, out: da.Array) -> Any:
         xp = _cupy() if engines.is_cupy(out._meta) else np
         result = xp.empty(out.shape, out.dtype)
         edges = [np.cumsum((0,) + c) for c in out.chunks]
-        for future, part in as_completed(futures, with_results=True):
+        for future, part in as_completed(futures, loop=client.loop, with_results=True):  # not the default client's
             if future.status != "finished":  # cancelled: ``result`` raises what the client holds
                 future.result()
             where = tuple(slice(e[i], e[i + 1]) for e, i in zip(edges, future.key[1:]))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 import pytest
 
@@ -75,17 +77,30 @@ def pinned_copies(monkeypatch, on: bool, piece_bytes: int) -> None:
 
 @pytest.fixture
 def rng(request) -> np.random.Generator:
-    return np.random.default_rng(abs(hash(request.node.nodeid)) % 2**32)
+    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))  # the same draw every run
 
 
 @pytest.fixture(scope="module")
 def client():
-    """Two single-threaded in-process workers: planned placement is visible, start-up is quick."""
+    """Two single-threaded in-process workers: planned placement is visible, start-up is quick.
+    The default client from its first use to the module's end (``no_client`` hides it)."""
     from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
                       dashboard_address=":0") as cluster, Client(cluster) as c:
         yield c
+
+
+@pytest.fixture
+def no_client(monkeypatch):
+    """No default client, whatever the module's ``client`` fixture holds: Dask's synchronous
+    scheduler, and mgemm finds no client to plan for (``distributed.get_client`` raises)."""
+    import dask
+    import distributed.client
+
+    monkeypatch.setattr(distributed.client, "_get_global_client", lambda: None)
+    with dask.config.set(scheduler="sync"):
+        yield
 
 
 def has_gpu() -> bool:
