@@ -14,6 +14,10 @@
 #       K 1000-16384 log-uniform, N not a multiple of 32, where the caller runs stream-K single
 #       CTAs), fp16 and bf16; then the rule at (2, 5, 7) on four sizes each of two, five and seven
 #       rows where that changes the route (seed 20261250), fp16
+#   bash benchmarks/run_pending_checks.sh rowsq   # ROWS_QUAD as fitted on rows3's sizes: its GPU
+#       tests, then eight sizes each at three and at two tile rows drawn where it changes the route
+#       (seeds 20261260 and 20261261: M 264-384 and 136-256, N 2000-16384 and K 1000-16384
+#       log-uniform), fp16 and bf16, beside the rule off (--prior)
 #   bash benchmarks/run_pending_checks.sh draws   # SK_256_CLUSTER_PAD on a draw of its own (fp16,
 #       bf16), the exact-width pricing on three narrow products, issue 4's table
 #   bash benchmarks/run_pending_checks.sh ladder  # a kernel branch against main, in turns, with
@@ -63,12 +67,12 @@
 #   bash benchmarks/run_pending_checks.sh cublasmp  # cuBLASMp (benchmarks/cublasmp_bench.py; the
 #       nvidia-cublasmp-cu13 0.7.0 wheel in .whl) on every GPU of the host at 16384³ and 32768³,
 #       beside the one-GPU cuBLAS anchor: its first run anywhere (a 1 x 1 grid on one GPU)
-# Wheels (benchmarks/split_wheels.sh): typed, rows3, ladder, draws, leads, swap64, pad192, q256, duo, swapquad, quadlo, quadwide, boxes and cublasmp carry .whl
+# Wheels (benchmarks/split_wheels.sh): typed, rows3, rowsq, ladder, draws, leads, swap64, pad192, q256, duo, swapquad, quadlo, quadwide, boxes and cublasmp carry .whl
 # alone; suite, table and staged start GPU clusters and carry .whl and .whl-ucx.
 # The census rows through census_study.sh's census_study: every launch cold, in turns with
 # cuBLAS, every output checked against float64 on sampled rows; full outputs under $OUT.
 set -o pipefail
-[[ "${1:-}" =~ ^(suite|table|typed|rows3|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo|quadwide|boxes)$ ]] || { echo "usage: $0 suite|table|typed|rows3|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo|quadwide|boxes" >&2; exit 2; }
+[[ "${1:-}" =~ ^(suite|table|typed|rows3|rowsq|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo|quadwide|boxes)$ ]] || { echo "usage: $0 suite|table|typed|rows3|rowsq|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo|quadwide|boxes" >&2; exit 2; }
 if [[ $1 == ladder ]]; then  # each tree forward and back once (ROUNDS=1), within one device call
   SHAPES="8192x8192x256 4096x4096x512 16384x8192x256 6144x6144x384 8192x8192x8192 4096x4096x4096"
   SHAPES+=" 1408x1536x16384 64x8192x8192 896x2432x8192 1024x2112x8192 256x256x65536 944x5144x6400 7088x712x7872"
@@ -131,6 +135,12 @@ elif [[ $1 == rows3 ]]; then
   SHAPES="216x9368x7912 240x9176x6760 200x9672x6872 232x9784x14520 600x8304x13632 632x6824x9880
     528x7504x1072 608x6840x1896 832x4784x1360 896x4744x11960 856x5128x1168 872x5072x10352" \
     STUDY_TIMEOUT=150 census_study rowsx --caller --scrub --prior "ROWS_QUAD=(2, 5, 7)"
+elif [[ $1 == rowsq ]]; then
+  echo "== ROWS_QUAD: GPU tests"
+  rule_tests rowsq 90 "rows_quad"
+  SHAPES="376x13936x4456 264x13048x1560 360x11600x3792 304x13776x6776 336x13560x12184 384x13136x13400
+    360x11536x3072 368x14096x8304 256x9376x10384 216x9616x15536 224x9384x13592 248x9104x13832 216x9544x15248
+    216x8712x9552 232x9176x13544 248x9000x6408" STUDY_TIMEOUT=240 rule_draw rowsq ROWS_QUAD "8 and 8 of 221 and 1220"
 elif [[ $1 == suite ]]; then
   echo "== the whole GPU suite"
   timeout 330 python3 -m pytest -m gpu -q -p no:cacheprovider -n 14 -rfs >"$OUT/pytest-suite.log" 2>&1

@@ -405,13 +405,18 @@ QUAD_SK_192_PAD: float | None = 1.2
 # stream-K (_quad_static; RESULTS.md, seventy-sixth session)
 QUAD_SK_STATIC: int | None = 25
 # 16-bit products whose config is stream-K over single CTAs of 128-row tiles (no split-K, no
-# clusters) over this many rows of tiles, with B's rows off 128-byte lines (b_rows_off_128, or off
-# 32-byte sectors too), as the heuristic's own config (one_wave): static 128 x 256 tiles on 2 x 2
-# clusters instead, which multicast A along the tile row and B down the column (such rows overload
-# the L2 that single CTAs read B through).  Measured on three sizes at three rows (RESULTS.md, eighty-seventh
-# session, H100, fp16: 288x12968x1800 0.70 -> 0.86 of cuBLAS, 344x13616x4520 0.75 -> 0.80,
-# 352x13712x4824 0.73 -> 0.77); None: never (_rows_quad)
-ROWS_QUAD: tuple[int, ...] | None = None
+# clusters) over ROWS_QUAD[0] rows of tiles (a tuple of counts), with B's rows off 128-byte lines
+# (b_rows_off_128, or off 32-byte sectors too), as the heuristic's own config (one_wave): static
+# 128 x 256 tiles on 2 x 2 clusters instead, which multicast A along the tile row and B down the
+# column (such rows overload the L2 that single CTAs read B through); not where the last (or only)
+# wave of the clusters holds less than ROWS_QUAD[1] of one (_rows_quad).  Led by
+# three sizes (RESULTS.md, eighty-seventh session), then on twelve drawn at three rows (seed
+# 20261244, H100, eighty-eighth session): fp16 ahead on 10 (0.58 -> 0.69, 0.57 -> 0.72, 0.68 ->
+# 0.84), bf16 on 10, level on 336x6448x14080 (0.93 -> 0.91, 0.89 -> 0.89), behind on
+# 312x8520x2712 (0.80 -> 0.61, 1.15 -> 0.87), whose 34 clusters take a second wave of four; on
+# four at two rows ahead on all (0.64 -> 0.80, 0.70 -> 0.93); at five and seven rows behind on
+# three of eight by up to 0.21, so those keep their config.  None: never
+ROWS_QUAD: tuple[tuple[int, ...], float] | None = ((2, 3), 0.5)
 # 16-bit products that the heuristic runs as stream-K on 128 x 128 tiles, one CTA per tile, so few
 # that a wave holds SPLIT_K[0] to SPLIT_K[1] CTAs a tile (sms // tiles): split-K (sk_ways), that
 # many equal k-slices a tile, every tile's slices read in step, the owner fix-up, in place of
@@ -995,27 +1000,35 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
     cfg = _cluster_tail_sk(_split_k(_split_k_192(cfg, m, n, k, sms), m, n, k, sms), m, n, k, sms)
     cfg = _half_wave_halves(_paired_halves(cfg, m, n), m, n, sms)
     off = b_rows_off or b_rows_off_128
-    return _rows_quad(cfg, m, k) if one_wave and off and kind in ("float16", "bfloat16") else cfg
+    return _rows_quad(cfg, m, n, k, sms) if one_wave and off and kind in ("float16", "bfloat16") else cfg
 
 
-def _rows_quad(cfg: HopperConfig, m: int, k: int) -> HopperConfig:
+def _rows_quad(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
     """``cfg``, or static 128 x 256 tiles on 2 x 2 clusters where ``cfg`` is stream-K over single
     cooperative CTAs of 128-row tiles, neither split-K nor halves, over a number of tile rows in
-    ``ROWS_QUAD`` (``choose_config`` calls it for B's rows off 128-byte lines only).
+    ``ROWS_QUAD[0]``, unless the last (or only) wave of the clusters' blocks holds less than
+    ``ROWS_QUAD[1]`` of the ``quad_clusters`` a wave holds (``choose_config`` calls it for B's
+    rows off 128-byte lines only).
 
     >>> cfg = HopperConfig(input="float16", tile_n=192, stages=4, policy="streamk", epilogue="tma")
-    >>> import mgemm.hopper_heuristic as hh
-    >>> hh.ROWS_QUAD, old = (3,), hh.ROWS_QUAD
-    >>> q = _rows_quad(cfg, 288, 1800)
+    >>> q = _rows_quad(cfg, 288, 12968, 1800, 132)  # 2 x 26 blocks: 1.73 waves of 30
     >>> q.tile_n, q.stages, q.policy, q.cluster_m, q.cluster_n, q.epilogue
     (256, 4, 'static', 2, 2, 'tma')
-    >>> _rows_quad(cfg, 392, 1800) == cfg, _rows_quad(cfg.replace(policy="static"), 288, 1800).policy
-    (True, 'static')
-    >>> hh.ROWS_QUAD = old
+    >>> _rows_quad(cfg, 312, 8520, 2712, 132) == cfg  # 2 x 17 blocks: a second wave of four
+    True
+    >>> _rows_quad(cfg, 600, 8304, 1800, 132) == cfg  # five rows of tiles
+    True
+    >>> _rows_quad(cfg, 208, 1448, 121888, 132) == cfg  # 1 x 3 blocks: a tenth of a wave
+    True
+    >>> _rows_quad(cfg.replace(policy="static"), 288, 12968, 1800, 132).policy
+    'static'
     """
     if (not ROWS_QUAD or cfg.policy != "streamk" or cfg.pingpong or cfg.tile_m != TILE_M
             or cfg.tile_n < 128 or cfg.cluster_size != 1 or cfg.sk_ways
-            or -(-m // TILE_M) not in ROWS_QUAD):
+            or -(-m // TILE_M) not in ROWS_QUAD[0]):
+        return cfg
+    blocks, slots = _quad_block_count(-(-m // TILE_M), -(-n // 256)), quad_clusters(sms)
+    if blocks % slots and blocks % slots < ROWS_QUAD[1] * slots:
         return cfg
     return _static_width(cfg, 256, 4, k).replace(cluster_m=2, cluster_n=2)
 

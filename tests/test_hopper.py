@@ -2630,9 +2630,8 @@ def test_persistent_engine_block_of_many_k_parts(nparts, out_dtype):
 @needs_sm90
 @pytest.mark.parametrize("kind", ["float16", "bfloat16"])
 @pytest.mark.parametrize("m,n,k", [(288, 12968, 1800), (344, 13616, 4520)])
-def test_rows_quad_three_tile_rows(kind, m, n, k, launched, monkeypatch):
-    """ROWS_QUAD at (3,) on 132 SMs: three rows of tiles over B's rows off 128-byte lines (off
-    32-byte sectors on 12968 columns) on static 128 x 256 tiles and 2 x 2 clusters, whose fourth
-    row of CTAs lies past M; every element written (poisoned output); beta != 0 too."""
-    monkeypatch.setattr(hopper_heuristic, "ROWS_QUAD", (3,))
+def test_rows_quad_three_tile_rows(kind, m, n, k, launched):
+    """ROWS_QUAD on 132 SMs: three rows of tiles over B's rows off 128-byte lines (off 32-byte
+    sectors on 12968 columns) on static 128 x 256 tiles and 2 x 2 clusters, whose fourth row of
+    CTAs lies past M; every element written (poisoned output); beta != 0 too."""
     _check_one_launch(m, n, k, kind, launched, 31, tile_n=256, cluster_m=2, cluster_n=2, policy="static")

@@ -711,6 +711,7 @@ def test_heuristic_off_lines_past_a_wave_takes_one_wave_of_192(dtype, monkeypatc
         assert (before.tile_n, before.policy, before.cluster_size) == (128, "streamk", 1), (m, n, k)
         with monkeypatch.context() as mp:
             mp.setattr(hopper_heuristic, "OFF_LINES_PAST_WAVE", None)
+            mp.setattr(hopper_heuristic, "ROWS_QUAD", None)  # 280 x 5656: three rows of tiles
             assert pick(m, n, k) == before, (m, n, k)
     # B's rows on lines: 128-wide stream-K, as measured there (RESULTS.md, seventeenth session)
     on_lines = hopper.choose_config(1136, 1872, 7320, dtype, 132)
@@ -1670,29 +1671,26 @@ def test_row_major_b_boxes_rule_off(monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_rows_quad_over_three_tile_rows(dtype, monkeypatch):
-    """ROWS_QUAD at (3,): stream-K over single CTAs on three rows of 128-row tiles, B's rows off
+def test_rows_quad_over_two_and_three_tile_rows(dtype, monkeypatch):
+    """ROWS_QUAD: stream-K over single CTAs on two or three rows of 128-row tiles, B's rows off
     128-byte lines (off 32-byte sectors too or not), become static 128 x 256 tiles on 2 x 2
-    clusters; not with B's rows on 128-byte lines (N a multiple of 64), nor a static config; on
-    four or five rows (other rules' clusters there) it changes nothing."""
+    clusters; not where their last (or only) wave is less than half full (312 x 8520: 34
+    blocks of 30), nor with B's rows on 128-byte lines (N a multiple of 64), nor a static
+    config, nor with the rule off; on four or five rows it changes nothing."""
     def config(m, n, k):
         a, b = FakeArray((m, k), (2 * k, 2)), FakeArray((k, n), (2 * n, 2))
         return hopper.choose_config(m, n, k, dtype, 132, **hopper.rows_flags([a], [b]))
 
-    monkeypatch.setattr(hopper_heuristic, "ROWS_QUAD", None)
-    sizes = ((288, 12968, 1800), (344, 13616, 4520), (328, 6408, 15832))  # off sectors, on sectors, on
-    before = [config(*s) for s in sizes]
-    assert all(c.policy == "streamk" and c.cluster_size == 1 and not c.sk_ways for c in before)
-    static = config(336, 9392, 3208)
-    assert static.policy == "static" and static.cluster_size == 1
-    monkeypatch.setattr(hopper_heuristic, "ROWS_QUAD", (3,))
-    for s, c in zip(sizes, before):
+    assert hopper_heuristic.ROWS_QUAD == ((2, 3), 0.5)
+    sizes = ((288, 12968, 1800), (344, 13616, 4520), (328, 6408, 15832), (216, 9368, 7912))
+    for s in sizes:
         got = config(*s)
         assert (got.tile_n, got.stages, got.policy, got.cluster_m, got.cluster_n) == (256, 4, "static", 2, 2), s
         assert got.epilogue == ("tma" if s[2] <= 2048 else "staged"), s
-    assert config(336, 9392, 3208) == static
-    lines = config(288, 12992, 1800)  # N a multiple of 64: B's rows on 128-byte lines
-    assert (lines.policy, lines.cluster_size) == ("streamk", 1)
+    kept = [config(312, 8520, 2712), config(288, 12992, 1800), config(336, 9392, 3208)]
+    assert [(c.policy, c.cluster_size) for c in kept] == [("streamk", 1), ("streamk", 1), ("static", 1)]
     four, five = config(392, 12968, 1800), config(600, 12968, 1800)  # four and five rows of tiles
     monkeypatch.setattr(hopper_heuristic, "ROWS_QUAD", None)
+    assert all(config(*s).policy == "streamk" and config(*s).cluster_size == 1 for s in sizes)
+    assert [config(312, 8520, 2712), config(288, 12992, 1800), config(336, 9392, 3208)] == kept
     assert (config(392, 12968, 1800), config(600, 12968, 1800)) == (four, five)
