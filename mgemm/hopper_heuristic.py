@@ -679,7 +679,10 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
         wave over long K: stream-K over their last two waves (``_cluster_tail_sk``); one or two
         spread tiles: their halves on 1 x 2 clusters (``_paired_halves``); static 128 x 128 tiles
         of at most half a wave: 128 x 64 halves (``_half_wave_halves``);
-    11. 192 wide becomes 160 where that takes as many tile columns (``_same_columns_160``).
+    11. stream-K single CTAs over two or three tile rows, B's rows off 128-byte lines: static
+        2 x 2 clusters of 128 x 256 where their last wave is at least half full (``ROWS_QUAD``,
+        ``_rows_quad``);
+    12. 192 wide becomes 160 where that takes as many tile columns (``_same_columns_160``).
 
     What ``gemm_parts`` then does with the config (a K-major copy of B, two launches over bands of
     rows, the transposed product) is ``route``'s.
@@ -877,6 +880,15 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     fifty-fourth session), fp16, ahead on 20 by 0.02-0.15 and level on four (1239x6808x15048 0.90
     -> 1.05; 14128x536x5920 0.69 -> 0.84, transposed now that no tail split comes first); bf16 on
     17, ahead on 15, level on two.
+
+    16-bit products left on stream-K over single CTAs of two or three tile rows, with B's rows off
+    128-byte lines, run static 128 x 256 tiles on 2 x 2 clusters that multicast A and B where the
+    clusters' last (or only) wave is at least half full (``ROWS_QUAD``, ``_rows_quad``): on the
+    H100 (RESULTS.md, eighty-eighth session) on twelve sizes drawn at three rows, ahead in 20 of
+    24 runs (fp16 296x13008x3976 0.50 -> 0.62, 328x13192x1816 0.68 -> 0.84), within 0.02 in two
+    (336x6448x14080), behind in two on 312x8520x2712 (0.80 -> 0.61), whose second wave of
+    clusters held four of 30, which the bound now leaves; on four at two rows ahead in all four
+    (fp16, 0.70 -> 0.93).
 
     Last, 192-wide tiles (one CTA per tile, the staged epilogue) become 160 wide where those take
     as many tile columns (``SAME_COLUMNS_160``, ``_same_columns_160``): the same tile grid, waves
