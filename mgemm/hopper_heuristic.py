@@ -404,8 +404,8 @@ QUAD_SK_192_PAD: float | None = 1.2
 # that swap_pays weighs, nor tail_split's rest band, which the wave model prices); None: always
 # stream-K (_quad_static; RESULTS.md, seventy-sixth session)
 QUAD_SK_STATIC: int | None = 25
-# 16-bit products whose config is stream-K over single CTAs of 128-row tiles (no split-K, no
-# clusters) over ROWS_QUAD[0] rows of tiles (a tuple of counts), with B's rows off 128-byte lines
+# 16-bit products whose config is stream-K over single CTAs of 128 x 192 or 128 x 256 tiles (no
+# split-K, no clusters) over ROWS_QUAD[0] rows of tiles (a tuple of counts), with B's rows off 128-byte lines
 # (b_rows_off_128, or off 32-byte sectors too), as the heuristic's own config (one_wave): static
 # 128 x 256 tiles on 2 x 2 clusters instead, which multicast A along the tile row and B down the
 # column (such rows overload the L2 that single CTAs read B through); not where the last (or only)
@@ -415,7 +415,10 @@ QUAD_SK_STATIC: int | None = 25
 # 0.84), bf16 on 10, level on 336x6448x14080 (0.93 -> 0.91, 0.89 -> 0.89), behind on
 # 312x8520x2712 (0.80 -> 0.61, 1.15 -> 0.87), whose 34 clusters take a second wave of four; on
 # four at two rows ahead on all (0.64 -> 0.80, 0.70 -> 0.93); at five and seven rows behind on
-# three of eight by up to 0.21, so those keep their config.  None: never
+# three of eight by up to 0.21, so those keep their config.  Then on sixteen drawn after at two and
+# three rows (seeds 20261260-61): ahead in 28 of 32 runs, geomean fp16 0.722 -> 0.814, bf16 0.715
+# -> 0.813; behind in four, on the two sizes whose config was 128 x 128 stream-K (360x11600x3792
+# 0.81 -> 0.69), which the rule has left since (not measured after).  None: never
 ROWS_QUAD: tuple[tuple[int, ...], float] | None = ((2, 3), 0.5)
 # 16-bit products that the heuristic runs as stream-K on 128 x 128 tiles, one CTA per tile, so few
 # that a wave holds SPLIT_K[0] to SPLIT_K[1] CTAs a tile (sms // tiles): split-K (sk_ways), that
@@ -881,14 +884,18 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     -> 1.05; 14128x536x5920 0.69 -> 0.84, transposed now that no tail split comes first); bf16 on
     17, ahead on 15, level on two.
 
-    16-bit products left on stream-K over single CTAs of two or three tile rows, with B's rows off
-    128-byte lines, run static 128 x 256 tiles on 2 x 2 clusters that multicast A and B where the
-    clusters' last (or only) wave is at least half full (``ROWS_QUAD``, ``_rows_quad``): on the
+    16-bit products left on stream-K over single CTAs of 128 x 192 or 128 x 256 tiles in two or
+    three tile rows, with B's rows off 128-byte lines, run static 128 x 256 tiles on 2 x 2
+    clusters that multicast A and B where the clusters' last (or only) wave is at least half full
+    (``ROWS_QUAD``, ``_rows_quad``): on the
     H100 (RESULTS.md, eighty-eighth session) on twelve sizes drawn at three rows, ahead in 20 of
     24 runs (fp16 296x13008x3976 0.50 -> 0.62, 328x13192x1816 0.68 -> 0.84), within 0.02 in two
     (336x6448x14080), behind in two on 312x8520x2712 (0.80 -> 0.61), whose second wave of
     clusters held four of 30, which the bound now leaves; on four at two rows ahead in all four
-    (fp16, 0.70 -> 0.93).
+    (fp16, 0.70 -> 0.93).  Then on sixteen sizes drawn after at two and three rows: ahead in 28 of
+    32 runs, geomean fp16 0.722 -> 0.814, bf16 0.715 -> 0.813 (216x8712x9552 bf16 0.63 -> 0.75);
+    behind in four on the two whose config was 128 x 128 stream-K (360x11600x3792 0.81 -> 0.69),
+    which the rule leaves since (not measured after that change).
 
     Last, 192-wide tiles (one CTA per tile, the staged epilogue) become 160 wide where those take
     as many tile columns (``SAME_COLUMNS_160``, ``_same_columns_160``): the same tile grid, waves
@@ -1017,8 +1024,8 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
 
 def _rows_quad(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
     """``cfg``, or static 128 x 256 tiles on 2 x 2 clusters where ``cfg`` is stream-K over single
-    cooperative CTAs of 128-row tiles, neither split-K nor halves, over a number of tile rows in
-    ``ROWS_QUAD[0]``, unless the last (or only) wave of the clusters' blocks holds less than
+    cooperative CTAs of 128 x 192 or wider tiles, neither split-K nor halves, over a number of
+    tile rows in ``ROWS_QUAD[0]``, unless the last (or only) wave of the clusters' blocks holds less than
     ``ROWS_QUAD[1]`` of the ``quad_clusters`` a wave holds (``choose_config`` calls it for B's
     rows off 128-byte lines only).
 
@@ -1032,11 +1039,13 @@ def _rows_quad(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperCon
     True
     >>> _rows_quad(cfg, 208, 1448, 121888, 132) == cfg  # 1 x 3 blocks: a tenth of a wave
     True
+    >>> _rows_quad(cfg.replace(tile_n=128, stages=6), 360, 11600, 3792, 132).tile_n  # 128 wide
+    128
     >>> _rows_quad(cfg.replace(policy="static"), 288, 12968, 1800, 132).policy
     'static'
     """
     if (not ROWS_QUAD or cfg.policy != "streamk" or cfg.pingpong or cfg.tile_m != TILE_M
-            or cfg.tile_n < 128 or cfg.cluster_size != 1 or cfg.sk_ways
+            or cfg.tile_n < 192 or cfg.cluster_size != 1 or cfg.sk_ways
             or -(-m // TILE_M) not in ROWS_QUAD[0]):
         return cfg
     blocks, slots = _quad_block_count(-(-m // TILE_M), -(-n // 256)), quad_clusters(sms)
