@@ -17,7 +17,11 @@
 #   bash benchmarks/run_pending_checks.sh rowsq   # ROWS_QUAD as fitted on rows3's sizes: its GPU
 #       tests, then eight sizes each at three and at two tile rows drawn where it changes the route
 #       (seeds 20261260 and 20261261: M 264-384 and 136-256, N 2000-16384 and K 1000-16384
-#       log-uniform), fp16 and bf16, beside the rule off (--prior)
+#       log-uniform), fp16 and bf16, beside the rule off (--prior) (run in the eighty-eighth session)
+#   bash benchmarks/run_pending_checks.sh rowsr   # ROWS_QUAD as committed (d1abca1: not over 128-wide
+#       stream-K), on a draw after that change: eight sizes at three tile rows and six at two
+#       where it changes the route (seeds 20261270 and 20261271, ranges as rowsq's), fp16 and bf16,
+#       beside the rule off (--prior); not yet run
 #   bash benchmarks/run_pending_checks.sh draws   # SK_256_CLUSTER_PAD on a draw of its own (fp16,
 #       bf16), the exact-width pricing on three narrow products, issue 4's table
 #   bash benchmarks/run_pending_checks.sh ladder  # a kernel branch against main, in turns, with
@@ -67,12 +71,12 @@
 #   bash benchmarks/run_pending_checks.sh cublasmp  # cuBLASMp (benchmarks/cublasmp_bench.py; the
 #       nvidia-cublasmp-cu13 0.7.0 wheel in .whl) on every GPU of the host at 16384³ and 32768³,
 #       beside the one-GPU cuBLAS anchor: its first run anywhere (a 1 x 1 grid on one GPU)
-# Wheels (benchmarks/split_wheels.sh): typed, rows3, rowsq, ladder, draws, leads, swap64, pad192, q256, duo, swapquad, quadlo, quadwide, boxes and cublasmp carry .whl
+# Wheels (benchmarks/split_wheels.sh): typed, rows3, rowsq, rowsr, ladder, draws, leads, swap64, pad192, q256, duo, swapquad, quadlo, quadwide, boxes and cublasmp carry .whl
 # alone; suite, table and staged start GPU clusters and carry .whl and .whl-ucx.
 # The census rows through census_study.sh's census_study: every launch cold, in turns with
 # cuBLAS, every output checked against float64 on sampled rows; full outputs under $OUT.
 set -o pipefail
-[[ "${1:-}" =~ ^(suite|table|typed|rows3|rowsq|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo|quadwide|boxes)$ ]] || { echo "usage: $0 suite|table|typed|rows3|rowsq|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo|quadwide|boxes" >&2; exit 2; }
+[[ "${1:-}" =~ ^(suite|table|typed|rows3|rowsq|rowsr|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo|quadwide|boxes)$ ]] || { echo "usage: $0 suite|table|typed|rows3|rowsq|rowsr|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo|quadwide|boxes" >&2; exit 2; }
 if [[ $1 == ladder ]]; then  # each tree forward and back once (ROUNDS=1), within one device call
   SHAPES="8192x8192x256 4096x4096x512 16384x8192x256 6144x6144x384 8192x8192x8192 4096x4096x4096"
   SHAPES+=" 1408x1536x16384 64x8192x8192 896x2432x8192 1024x2112x8192 256x256x65536 944x5144x6400 7088x712x7872"
@@ -141,6 +145,10 @@ elif [[ $1 == rowsq ]]; then
   SHAPES="376x13936x4456 264x13048x1560 360x11600x3792 304x13776x6776 336x13560x12184 384x13136x13400
     360x11536x3072 368x14096x8304 256x9376x10384 216x9616x15536 224x9384x13592 248x9104x13832 216x9544x15248
     216x8712x9552 232x9176x13544 248x9000x6408" STUDY_TIMEOUT=240 rule_draw rowsq ROWS_QUAD "8 and 8 of 221 and 1220"
+elif [[ $1 == rowsr ]]; then
+  SHAPES="368x6280x10040 336x11672x5568 280x13264x6968 336x11272x1728 272x13224x1160 280x12768x11736
+    352x12192x1336 336x11808x3624 216x8784x10216 224x9640x7856 216x9120x7536 216x9696x12728 208x9352x11304
+    248x8968x15224" STUDY_TIMEOUT=220 rule_draw rowsr ROWS_QUAD "8 and 6 of 297 and 1205"
 elif [[ $1 == suite ]]; then
   echo "== the whole GPU suite"
   timeout 330 python3 -m pytest -m gpu -q -p no:cacheprovider -n 14 -rfs >"$OUT/pytest-suite.log" 2>&1
