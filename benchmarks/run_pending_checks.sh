@@ -13,7 +13,7 @@
 #       128-byte lines, on the 12 sizes of a CPU draw (seed 20261244: M 264-384, N 2000-16384 and
 #       K 1000-16384 log-uniform, N not a multiple of 32, where the caller runs stream-K single
 #       CTAs), fp16 and bf16; then the rule at (2, 5, 7) on four sizes each of two, five and seven
-#       rows where that changes the route (seed 20261250), fp16
+#       rows where that changes the route (seed 20261250), fp16 (run in the eighty-eighth session)
 #   bash benchmarks/run_pending_checks.sh rowsq   # ROWS_QUAD as fitted on rows3's sizes: its GPU
 #       tests, then eight sizes each at three and at two tile rows drawn where it changes the route
 #       (seeds 20261260 and 20261261: M 264-384 and 136-256, N 2000-16384 and K 1000-16384
