@@ -405,12 +405,12 @@ QUAD_SK_192_PAD: float | None = 1.2
 # stream-K (_quad_static; RESULTS.md, seventy-sixth session)
 QUAD_SK_STATIC: int | None = 25
 # 16-bit products whose config is stream-K over single CTAs of 128 x 192 or 128 x 256 tiles (no
-# split-K, no clusters) over ROWS_QUAD[0] rows of tiles (a tuple of counts), with B's rows off 128-byte lines
-# (b_rows_off_128, or off 32-byte sectors too), as the heuristic's own config (one_wave): static
-# 128 x 256 tiles on 2 x 2 clusters instead, which multicast A along the tile row and B down the
-# column (such rows overload the L2 that single CTAs read B through); not where the last (or only)
-# wave of the clusters holds less than ROWS_QUAD[1] of one (_rows_quad).  Led by
-# three sizes (RESULTS.md, eighty-seventh session), then on twelve drawn at three rows (seed
+# split-K, no clusters) over ROWS_QUAD[0] rows of tiles (a tuple of counts), with B's rows off
+# 128-byte lines (b_rows_off_128, or off 32-byte sectors too), as the heuristic's own config
+# (one_wave): static 128 x 256 tiles on 2 x 2 clusters instead, which multicast A along the tile
+# row and B down the column (such rows overload the L2 that single CTAs read B through); not where
+# the last (or only) wave of the clusters holds less than ROWS_QUAD[1] of one (_rows_quad).  Led
+# by three sizes (RESULTS.md, eighty-seventh session), then on twelve drawn at three rows (seed
 # 20261244, H100, eighty-eighth session): fp16 ahead on 10 (0.58 -> 0.69, 0.57 -> 0.72, 0.68 ->
 # 0.84), bf16 on 10, level on 336x6448x14080 (0.93 -> 0.91, 0.89 -> 0.89), behind on
 # 312x8520x2712 (0.80 -> 0.61, 1.15 -> 0.87), whose 34 clusters take a second wave of four; on
@@ -887,15 +887,15 @@ def choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: b
     16-bit products left on stream-K over single CTAs of 128 x 192 or 128 x 256 tiles in two or
     three tile rows, with B's rows off 128-byte lines, run static 128 x 256 tiles on 2 x 2
     clusters that multicast A and B where the clusters' last (or only) wave is at least half full
-    (``ROWS_QUAD``, ``_rows_quad``): on the
-    H100 (RESULTS.md, eighty-eighth session) on twelve sizes drawn at three rows, ahead in 20 of
-    24 runs (fp16 296x13008x3976 0.50 -> 0.62, 328x13192x1816 0.68 -> 0.84), within 0.02 in two
-    (336x6448x14080), behind in two on 312x8520x2712 (0.80 -> 0.61), whose second wave of
-    clusters held four of 30, which the bound now leaves; on four at two rows ahead in all four
-    (fp16, 0.70 -> 0.93).  Then on sixteen sizes drawn after at two and three rows: ahead in 28 of
-    32 runs, geomean fp16 0.722 -> 0.814, bf16 0.715 -> 0.813 (216x8712x9552 bf16 0.63 -> 0.75);
-    behind in four on the two whose config was 128 x 128 stream-K (360x11600x3792 0.81 -> 0.69),
-    which the rule leaves since (not measured after that change).
+    (``ROWS_QUAD``, ``_rows_quad``): on the H100 (RESULTS.md, eighty-eighth session) on twelve
+    sizes drawn at three rows, ahead in 20 of 24 runs (fp16 296x13008x3976 0.50 -> 0.62,
+    328x13192x1816 0.68 -> 0.84), within 0.02 in two (336x6448x14080), behind in two on
+    312x8520x2712 (0.80 -> 0.61), whose second wave of clusters held four of 30, which the bound
+    now leaves; on four at two rows ahead in all four (fp16, 0.70 -> 0.93).  Then on sixteen sizes
+    drawn after at two and three rows: ahead in 28 of 32 runs, geomean fp16 0.722 -> 0.814, bf16
+    0.715 -> 0.813 (216x8712x9552 bf16 0.63 -> 0.75); behind in four on the two whose config was
+    128 x 128 stream-K (360x11600x3792 0.81 -> 0.69), which the rule leaves since (not measured
+    after that change).
 
     Last, 192-wide tiles (one CTA per tile, the staged epilogue) become 160 wide where those take
     as many tile columns (``SAME_COLUMNS_160``, ``_same_columns_160``): the same tile grid, waves
@@ -1025,9 +1025,9 @@ def _choose_config(m: int, n: int, k: int, dtype: str, sms: int, *, allow_tf32: 
 def _rows_quad(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperConfig:
     """``cfg``, or static 128 x 256 tiles on 2 x 2 clusters where ``cfg`` is stream-K over single
     cooperative CTAs of 128 x 192 or wider tiles, neither split-K nor halves, over a number of
-    tile rows in ``ROWS_QUAD[0]``, unless the last (or only) wave of the clusters' blocks holds less than
-    ``ROWS_QUAD[1]`` of the ``quad_clusters`` a wave holds (``choose_config`` calls it for B's
-    rows off 128-byte lines only).
+    tile rows in ``ROWS_QUAD[0]``, unless the last (or only) wave of the clusters' blocks holds
+    less than ``ROWS_QUAD[1]`` of the ``quad_clusters`` a wave holds (``choose_config`` calls it
+    for B's rows off 128-byte lines only).
 
     >>> cfg = HopperConfig(input="float16", tile_n=192, stages=4, policy="streamk", epilogue="tma")
     >>> q = _rows_quad(cfg, 288, 12968, 1800, 132)  # 2 x 26 blocks: 1.73 waves of 30
