@@ -103,6 +103,20 @@ def no_client(monkeypatch):
         yield
 
 
+@pytest.fixture
+def sigint_as_from_a_terminal():
+    """SIGINT taken as a program started from a terminal takes it (Python's KeyboardInterrupt),
+    for this test and the processes it starts: a shell's background job (``(make test &)``)
+    starts pytest ignoring SIGINT, and its children inherit that, so a Ctrl-C test would see none."""
+    import signal
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 def has_gpu() -> bool:
     try:
         import cupy

@@ -1253,7 +1253,8 @@ def test_bfloat16_products_take_numpys_promotion(other):
 
 
 @pytest.mark.parametrize("direct", [False, True])
-def test_a_ctrl_c_while_chunks_are_on_their_way_leaves_none_behind(client, monkeypatch, direct):
+def test_a_ctrl_c_while_chunks_are_on_their_way_leaves_none_behind(client, monkeypatch, direct,
+                                                                 sigint_as_from_a_terminal):
     """Arrays in, a Ctrl-C (a real SIGINT) while the scheduler (or, ``direct_to_workers``, a
     worker) takes B's chunks: the interrupt reaches the caller, and the chunks it was sending
     leave the cluster too.  ``Client.scatter`` cut in two by the interrupt had sent them but never

@@ -389,7 +389,7 @@ def _workers_of(pid: int) -> list[str]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
-def test_an_interrupted_start_leaves_no_worker_process(tmp_path):
+def test_an_interrupted_start_leaves_no_worker_process(tmp_path, sigint_as_from_a_terminal):
     """A Ctrl-C while the embedded cluster starts, in a Python session that goes on (not a command
     that exits): the worker processes whose start it cut short end with it (they stayed until the
     session ended), and nothing is printed for them (no traceback of a nanny's failed start)."""
@@ -405,7 +405,7 @@ def test_an_interrupted_start_leaves_no_worker_process(tmp_path):
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
 @pytest.mark.parametrize("when", ["as_the_cluster_starts", "once_it_runs"])
-def test_ctrl_c_stops_the_demo_whenever_it_comes(when):
+def test_ctrl_c_stops_the_demo_whenever_it_comes(when, sigint_as_from_a_terminal):
     """A terminal's Ctrl-C (SIGINT to the command's process group) stops ``mgemm demo`` at once,
     with "Aborted!" and no traceback: while its embedded cluster starts (this process ignored
     SIGINT then, so that the workers it started inherited ignoring it, and the demo ran on to its
