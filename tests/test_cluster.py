@@ -88,14 +88,13 @@ def test_worker_setup_ignores_sigint_only_in_a_worker_process_on_its_main_thread
     assert not hasattr(cluster, "_workers_ignore_interrupts")
 
 
-def test_threads_per_worker_reaches_the_workers():
+def test_threads_per_worker_reaches_the_workers(sigint_as_from_a_terminal):
     """... and the embedded cluster's worker processes ignore SIGINT (a terminal's Ctrl-C reached
     each, and each printed a traceback), while this process takes it as before."""
     import signal
 
-    # as a terminal starts a program (a shell's background job starts it ignoring SIGINT, which
-    # the workers would inherit whatever mgemm does)
-    outside = signal.signal(signal.SIGINT, signal.default_int_handler)
+    # SIGINT as a terminal starts a program (sigint_as_from_a_terminal: a shell's background job
+    # starts it ignoring SIGINT, which the workers would inherit whatever mgemm does)
     before = signal.getsignal(signal.SIGINT)
     client = cluster.start_default_cluster(n_workers=2, threads_per_worker=1)
     try:
@@ -112,7 +111,6 @@ def test_threads_per_worker_reaches_the_workers():
         assert signal.getsignal(signal.SIGINT) is before
         assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
     finally:
-        signal.signal(signal.SIGINT, outside)
         lc = client.cluster
         client.close()
         lc.close()
