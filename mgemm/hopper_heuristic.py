@@ -1044,11 +1044,11 @@ def _rows_quad(cfg: HopperConfig, m: int, n: int, k: int, sms: int) -> HopperCon
     >>> _rows_quad(cfg.replace(policy="static"), 288, 12968, 1800, 132).policy
     'static'
     """
+    rows = -(-m // TILE_M)
     if (not ROWS_QUAD or cfg.policy != "streamk" or cfg.pingpong or cfg.tile_m != TILE_M
-            or cfg.tile_n < 192 or cfg.cluster_size != 1 or cfg.sk_ways
-            or -(-m // TILE_M) not in ROWS_QUAD[0]):
+            or cfg.tile_n < 192 or cfg.cluster_size != 1 or cfg.sk_ways or rows not in ROWS_QUAD[0]):
         return cfg
-    blocks, slots = _quad_block_count(-(-m // TILE_M), -(-n // 256)), quad_clusters(sms)
+    blocks, slots = _quad_block_count(rows, -(-n // 256)), quad_clusters(sms)
     if blocks % slots and blocks % slots < ROWS_QUAD[1] * slots:
         return cfg
     return _static_width(cfg, 256, 4, k).replace(cluster_m=2, cluster_n=2)
