@@ -22,6 +22,12 @@
 #       stream-K), on a draw after that change: eight sizes at three tile rows and six at two
 #       where it changes the route (seeds 20261270 and 20261271, ranges as rowsq's), fp16 and bf16,
 #       beside the rule off (--prior); not yet run
+#   bash benchmarks/run_pending_checks.sh typed2  # 24 more sizes as a user types them (seed 20261289,
+#       drawn as typed's), fp16 and bf16, as a caller gets them; not yet run
+#   bash benchmarks/run_pending_checks.sh wave1   # 1 x 2 clusters of 128 x 256 (c12) beside the
+#       caller's single CTAs where those run one wave (100-132 tiles) of static 128 x 256 tiles and the
+#       pairs fit one wave too: 1384x2920x3352 (typed, 0.71 in the eighty-seventh session) and ten
+#       sizes of a CPU draw (seed 20261290), fp16 and bf16; not yet run
 #   bash benchmarks/run_pending_checks.sh draws   # SK_256_CLUSTER_PAD on a draw of its own (fp16,
 #       bf16), the exact-width pricing on three narrow products, issue 4's table
 #   bash benchmarks/run_pending_checks.sh ladder  # a kernel branch against main, in turns, with
@@ -71,12 +77,12 @@
 #   bash benchmarks/run_pending_checks.sh cublasmp  # cuBLASMp (benchmarks/cublasmp_bench.py; the
 #       nvidia-cublasmp-cu13 0.7.0 wheel in .whl) on every GPU of the host at 16384³ and 32768³,
 #       beside the one-GPU cuBLAS anchor: its first run anywhere (a 1 x 1 grid on one GPU)
-# Wheels (benchmarks/split_wheels.sh): typed, rows3, rowsq, rowsr, ladder, draws, leads, swap64, pad192, q256, duo, swapquad, quadlo, quadwide, boxes and cublasmp carry .whl
+# Wheels (benchmarks/split_wheels.sh): typed, typed2, wave1, rows3, rowsq, rowsr, ladder, draws, leads, swap64, pad192, q256, duo, swapquad, quadlo, quadwide, boxes and cublasmp carry .whl
 # alone; suite, table and staged start GPU clusters and carry .whl and .whl-ucx.
 # The census rows through census_study.sh's census_study: every launch cold, in turns with
 # cuBLAS, every output checked against float64 on sampled rows; full outputs under $OUT.
 set -o pipefail
-[[ "${1:-}" =~ ^(suite|table|typed|rows3|rowsq|rowsr|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo|quadwide|boxes)$ ]] || { echo "usage: $0 suite|table|typed|rows3|rowsq|rowsr|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo|quadwide|boxes" >&2; exit 2; }
+[[ "${1:-}" =~ ^(suite|table|typed|typed2|wave1|rows3|rowsq|rowsr|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo|quadwide|boxes)$ ]] || { echo "usage: $0 suite|table|typed|typed2|wave1|rows3|rowsq|rowsr|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo|quadwide|boxes" >&2; exit 2; }
 if [[ $1 == ladder ]]; then  # each tree forward and back once (ROUNDS=1), within one device call
   SHAPES="8192x8192x256 4096x4096x512 16384x8192x256 6144x6144x384 8192x8192x8192 4096x4096x4096"
   SHAPES+=" 1408x1536x16384 64x8192x8192 896x2432x8192 1024x2112x8192 256x256x65536 944x5144x6400 7088x712x7872"
@@ -125,6 +131,19 @@ elif [[ $1 == typed ]]; then
     792x1560x9712 6168x2352x576 1168x2136x2008 2320x7712x344 2248x480x6048 2248x1312x8544
     2264x5696x2096 5824x8760x10832 424x3512x11288 12656x14352x616 1200x1280x2824 496x9528x4400" \
     DTYPES="float16 bfloat16" STUDY_TIMEOUT=200 census_study t86 --caller --scrub
+elif [[ $1 == typed2 ]]; then
+  echo "== 24 sizes as a user types them (seed 20261289), as a caller gets them"
+  SHAPES="2720x1648x2272 1600x9728x336 2328x11840x4728 1104x424x8680 1552x1624x15384 10528x416x9560
+    3248x8072x8240 3592x400x5512 1080x6128x1680 528x4056x7304 10664x544x15408 1928x2096x4256 2416x4288x312
+    2176x1832x3968 704x3840x4944 1024x4488x2376 6672x936x7136 14992x1616x2984 11352x1032x4536
+    2560x11744x14144 12848x2480x1568 3208x5392x8520 1320x13568x2520 832x912x5840" \
+    DTYPES="float16 bfloat16" STUDY_TIMEOUT=200 census_study t89 --caller --scrub
+elif [[ $1 == wave1 ]]; then
+  echo "== 1 x 2 clusters of 128 x 256 (c12) beside one wave of static single CTAs"
+  SHAPES="1384x2920x3352 368x9592x14352 360x10240x3152 264x10552x928 632x6040x4400 688x4544x4680
+    544x6536x14832 592x6296x1152 808x4584x1024 608x5664x2784 3192x1024x9544" \
+    DTYPES="float16 bfloat16" STUDY_TIMEOUT=150 census_study wave1 --caller --scrub \
+    --variant c12:policy=static,tile_n=256,stages=4,cluster_m=1,cluster_n=2
 elif [[ $1 == rows3 ]]; then
   echo "== ROWS_QUAD: GPU tests"
   rule_tests rows3 90 "rows_quad"
