@@ -860,8 +860,10 @@ def _cheapest(options: list[tuple[list[int], list, "_Ledger"]]) -> tuple[list[in
 
 
 def _assemble(model: _Model, owner: list[int]) -> tuple[list[int], list, "_Ledger"]:
-    orders = [[[b, 0, model.nk] for b in _order(model, w, [b for b, o in enumerate(owner) if o == w])]
-              for w in range(len(model.workers))]
+    mine = [[] for _ in model.workers]
+    for b, w in enumerate(owner):
+        mine[w].append(b)
+    orders = [[[b, 0, model.nk] for b in _order(model, w, blocks)] for w, blocks in enumerate(mine)]
     return owner, orders, _Ledger(model, orders, owner)
 
 
@@ -873,8 +875,9 @@ def _greedy(model: _Model) -> list[int]:
     # Each worker's ``ledger.time_with`` with block b's whole-K compute and fetch added, written
     # out (the planner's hottest loop: blocks x workers).  Only whole-K Works are added here, so a
     # panel a worker does not hold yet costs all of its remote bytes.
+    # (The ledger's fix-up bytes stay 0 here: no block is split, so time_with's last term is left out.)
     rates = [(w.flops, w.bandwidth) for w in model.workers]
-    compute, fetched, fixup, whole = ledger.compute, ledger.fetched, ledger.fixup, ledger.whole
+    compute, fetched, whole = ledger.compute, ledger.fetched, ledger.whole
     for b in sorted(range(nb), key=lambda b: -model.block_flops[b]):
         qa, qb = model.block_panels[b]
         work = model.block_flops[b]
@@ -882,7 +885,7 @@ def _greedy(model: _Model) -> list[int]:
         for w, (speed, bw) in enumerate(rates):  # the earliest finish; ties to the lowest index
             held, remote = whole[w], model.panel_remote[w]
             new = (0 if held[qa] else remote[qa]) + (0 if held[qb] else remote[qb])
-            t = max(compute[w] + work / speed, fetched[w] / bw + new / bw) + fixup[w] / bw
+            t = max(compute[w] + work / speed, fetched[w] / bw + new / bw)
             if t < best:
                 best, best_w = t, w
         owner[b] = best_w
@@ -1108,7 +1111,7 @@ def _fetched_peak(model: _Model, w: int, order: list[list[int]]) -> int:
             rec[1], rec[2], rec[3] = seq, min(rec[2], k0), max(rec[3], k1)
     alive = [0] * (len(order) + 1)
     for q, (first, last, lo, hi) in span.items():
-        nbytes = sum(remote[q * nk + lo:q * nk + hi])
+        nbytes = model.panel_remote[w][q] if hi - lo == nk else sum(remote[q * nk + lo:q * nk + hi])
         alive[first] += nbytes
         alive[last + 1] -= nbytes
     return max(itertools.accumulate(alive), default=0)
