@@ -1687,11 +1687,12 @@ def test_rows_quad_over_two_and_three_tile_rows(dtype, monkeypatch):
         got = config(*s)
         assert (got.tile_n, got.stages, got.policy, got.cluster_m, got.cluster_n) == (256, 4, "static", 2, 2), s
         assert got.epilogue == ("tma" if s[2] <= 2048 else "staged"), s
-    kept = [config(312, 8520, 2712), config(288, 12992, 1800), config(336, 9392, 3208), config(360, 11600, 3792)]
+    kept_sizes = ((312, 8520, 2712), (288, 12992, 1800), (336, 9392, 3208), (360, 11600, 3792))
+    kept = [config(*s) for s in kept_sizes]
     assert [(c.policy, c.cluster_size) for c in kept] == [("streamk", 1), ("streamk", 1), ("static", 1), ("streamk", 1)]
     assert kept[-1].tile_n == 128  # 128-wide stream-K (0.81 -> 0.69 of cuBLAS on the clusters)
     four, five = config(392, 12968, 1800), config(600, 12968, 1800)  # four and five rows of tiles
     monkeypatch.setattr(hopper_heuristic, "ROWS_QUAD", None)
-    assert all(config(*s).policy == "streamk" and config(*s).cluster_size == 1 for s in sizes)
-    assert [config(312, 8520, 2712), config(288, 12992, 1800), config(336, 9392, 3208), config(360, 11600, 3792)] == kept
+    assert all((c := config(*s)).policy == "streamk" and c.cluster_size == 1 for s in sizes)
+    assert [config(*s) for s in kept_sizes] == kept
     assert (config(392, 12968, 1800), config(600, 12968, 1800)) == (four, five)
