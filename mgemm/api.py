@@ -500,7 +500,7 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
         engines.get(engine)  # RuntimeError now, not in a task, where this process has no GPU
 
     itemsize, part_itemsize = engines.itemsizes(out_dtype)
-    ident, locations = None, None
+    ident, who = None, {}
     if client is None:
         workers = local_workers(out_dtype, gpu=gpu, allow_tf32=opts["allow_tf32"],
                                 emulate=opts["emulate_fp32"])
@@ -530,13 +530,22 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
                  1 if isinstance(b, da.Array) else -(-n // target[1]), (1, 1, 1))
     a = _to_dask(a, (target[0], "auto"), eager)
     b = _to_dask(b, ("auto", target[1]), eager)
-    a, b = _align(a, b, target, sum(w.slots for w in workers))
-    problem = Problem(tuple(a.chunks[0]), tuple(b.chunks[1]), tuple(a.chunks[1]), itemsize,
-                      part_itemsize)
-    if client is not None:  # a rechunked operand's chunks are held nowhere yet: left out
-        locations = _locations(a, b, who)
-    plan = make_plan(problem, workers, block_size=target, split=opts["split"],
-                     locations=locations)
+    slots = sum(w.slots for w in workers)
+    plan = None
+    if client is not None and not eager:
+        # Too few blocks for the workers' slots: _align cuts A's rows and B's columns, and the
+        # cut chunks lie nowhere yet.  Where the chunks as they are let the planner split K by
+        # the workers holding them (a Gram product X.T @ X of a row-chunked X), that plan is
+        # kept and nothing is cut.
+        whole_a, whole_b = _align(a, b, target, slots, cut=False)
+        if (whole_a.chunks, whole_b.chunks) != tuple(x.chunks for x in _align(a, b, target, slots)):
+            trial = _plan(whole_a, whole_b, itemsize, part_itemsize, workers, target, opts,
+                          client, who)
+            if trial.k_order is not None:
+                a, b, plan = whole_a, whole_b, trial
+    if plan is None:
+        a, b = _align(a, b, target, slots)
+        plan = _plan(a, b, itemsize, part_itemsize, workers, target, opts, client, who)
     if plan_log.isEnabledFor(logging.DEBUG):
         plan_log.debug("%s", _PlanTable(plan))
     placement = client is not None
@@ -555,6 +564,69 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
                       emulate=opts["emulate_fp32"], tune=opts["tune"], placement=placement)
     if plugin:
         cluster_module.register_placement(client, graph.placement_of(out))
+    return out
+
+
+def _plan(a: da.Array, b: da.Array, itemsize: int, part_itemsize: int, workers: list,
+          target: tuple, opts: dict, client: Any, who: dict) -> Any:
+    """The plan for ``a @ b`` as chunked, following where their chunks are on ``client``'s
+    workers (``who``: the scheduler's ``who_has`` for the operands' keys as given; chunks made
+    from those since, by rechunking or another one-chunk operation, are traced to them)."""
+    problem = Problem(tuple(a.chunks[0]), tuple(b.chunks[1]), tuple(a.chunks[1]), itemsize,
+                      part_itemsize)
+    locations = None
+    if client is not None:
+        locations = _locations(a, b, _traced(client, a, b, who))
+    return make_plan(problem, workers, block_size=target, split=opts["split"],
+                     locations=locations)
+
+
+#: How many tasks back ``_traced`` follows a chunk that no worker holds yet.
+TRACE_DEPTH = 4
+
+
+def _traced(client: Any, a: da.Array, b: da.Array, who: dict) -> dict:
+    """``who`` with a worker for each chunk of ``a`` and ``b`` that none holds yet but whose
+    task's inputs, within ``TRACE_DEPTH`` tasks back, all lie on that one worker: Dask runs such
+    a task there (X.T of a persisted X, a cut of a held chunk, ``astype``).  Asks the scheduler
+    once more, only where some chunk is unheld."""
+    keys = [key for key in _input_keys(a, b) if not who.get(key)]
+    if not keys:
+        return who
+    graph: dict = {}
+    for x in (a, b):
+        graph.update(x.__dask_graph__())
+    deps: dict = {}
+    frontier = set(keys)
+    for _ in range(TRACE_DEPTH):
+        step = set()
+        for key in frontier:
+            deps[key] = tuple(getattr(graph.get(key), "dependencies", None) or ())
+            step.update(deps[key])
+        frontier = step - set(deps)
+    ask = [key for key in frontier.union(*deps.values()) if key not in who]
+    from .cluster import scheduler_snapshot
+    try:
+        held = {**who, **(scheduler_snapshot(client, ask)[1] if ask else {})}
+    except Exception:  # a scheduler that cannot say: the chunks stay unplaced
+        return who
+    where: dict = {}
+
+    def worker_of(key: Any, depth: int) -> str | None:
+        if held.get(key):
+            return sorted(held[key])[0]
+        if depth == 0 or not deps.get(key):
+            return None
+        if key not in where:
+            found = {worker_of(dep, depth - 1) for dep in deps[key]}
+            where[key] = found.pop() if len(found) == 1 else None
+        return where[key]
+
+    out = dict(who)
+    for key in keys:
+        worker = worker_of(key, TRACE_DEPTH)
+        if worker is not None:
+            out[key] = [worker]
     return out
 
 
@@ -604,7 +676,7 @@ def _first_remote_inputs(plan: Any, a: da.Array, b: da.Array, who: dict, count: 
         if taken.get(w.worker, 0) >= count:
             continue
         taken[w.worker] = taken.get(w.worker, 0) + 1
-        _, keys = graph.input_keys(a.name, b.name, plan.blocks[w.block], w.k0, w.k1)
+        _, keys = graph.input_keys(a.name, b.name, plan.blocks[w.block], plan.k_chunks_of(w))
         mine = out.setdefault(w.worker, {})  # a dict: in order, each key once
         mine.update((key, None) for key in keys if who.get(key) and w.worker not in who[key])
     return {worker: list(keys) for worker, keys in out.items()}
@@ -651,16 +723,17 @@ def _to_dask(x: Any, chunks: Any, eager: bool = False) -> da.Array:
                     meta=da.utils.meta_from_array(x, ndim=x.ndim))
 
 
-def _align(a: da.Array, b: da.Array, target: tuple, slots: int) -> tuple[da.Array, da.Array]:
+def _align(a: da.Array, b: da.Array, target: tuple, slots: int,
+           cut: bool = True) -> tuple[da.Array, da.Array]:
     """Rechunk as little as possible: A's and B's K chunks are made to agree, and row or column
     chunks are cut only when they are too coarse to give every worker's slot (``plan.Worker``) a
-    block.
+    block (and ``cut``).
 
     Rechunking persisted inputs moves whole chunks between workers, which costs more than a plan
     over the chunks as they are, so chunks that merely differ from the planner's target stay.
     """
     rows, cols = a.chunks[0], b.chunks[1]
-    if len(rows) * len(cols) < slots:
+    if cut and len(rows) * len(cols) < slots:
         rows, cols = _split_coarse(rows, target[0]), _split_coarse(cols, target[1])
     kch = graph.common_k_chunks(a.chunks[1], b.chunks[0])
     if (rows, kch) != a.chunks:

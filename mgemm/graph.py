@@ -207,12 +207,13 @@ def _staged_block(engine_name: str, shape: tuple, c: Any, alpha: float, beta: fl
     return result
 
 
-def input_keys(a_name: str, b_name: str, blk: Any, k0: int, k1: int) -> tuple[tuple, list]:
-    """The chunks one block task over K chunks [k0, k1) of ``blk`` reads, as ``_block_task``
-    takes them: (rows, ks, cols) and the keys, A's row by row, then B's K chunk by K chunk."""
-    keys = [(a_name, i, k) for i in range(blk.i0, blk.i1) for k in range(k0, k1)]
-    keys += [(b_name, k, j) for k in range(k0, k1) for j in range(blk.j0, blk.j1)]
-    return (blk.i1 - blk.i0, k1 - k0, blk.j1 - blk.j0), keys
+def input_keys(a_name: str, b_name: str, blk: Any, ks: Sequence[int]) -> tuple[tuple, list]:
+    """The chunks one block task over the K chunks ``ks`` of ``blk`` reads (``Plan.k_chunks_of``),
+    as ``_block_task`` takes them: (rows, len(ks), cols) and the keys, A's row by row, then B's
+    K chunk by K chunk."""
+    keys = [(a_name, i, k) for i in range(blk.i0, blk.i1) for k in ks]
+    keys += [(b_name, k, j) for k in ks for j in range(blk.j0, blk.j1)]
+    return (blk.i1 - blk.i0, len(ks), blk.j1 - blk.j0), keys
 
 
 def first_readers(plan: Plan) -> dict:
@@ -225,7 +226,7 @@ def first_readers(plan: Plan) -> dict:
     first: dict = {}
     for w in sorted(plan.work, key=lambda w: (w.seq, w.worker)):
         blk = plan.blocks[w.block]
-        for key in input_keys("a", "b", blk, w.k0, w.k1)[1]:
+        for key in input_keys("a", "b", blk, plan.k_chunks_of(w))[1]:
             first.setdefault(key, w.worker)
         first.setdefault(("c", bi_of[blk.i0], bj_of[blk.j0]), plan.fixup.get(w.block, w.worker))
     return first
@@ -319,7 +320,7 @@ def build(a: da.Array, b: da.Array, plan: Plan, *, c: da.Array | None = None, al
         listed = []
         for p, w in enumerate(sorted(works, key=lambda w: w.k0)):
             key = (name, bi, bj) if len(works) == 1 else (part_name, bi, bj, p)
-            shape, keys = input_keys(a.name, b.name, blk, w.k0, w.k1)
+            shape, keys = input_keys(a.name, b.name, blk, plan.k_chunks_of(w))
             listed.append((w, key, shape, keys))
             reads.setdefault(w.worker, []).append((key, keys))
         tasks[blk_index] = ((name, bi, bj), listed)

@@ -39,6 +39,10 @@ queued tasks while others run, but a fix-up can only read partials once they exi
 ``locations`` is known and ``split`` is not "off", a GPU worker's first block that reads remote
 chunks is also cut into K pieces so that held ones compute meanwhile (``_local_first``; kept
 only where its partials fit the worker's memory); without ``locations`` no block is cut so.
+With ``locations`` known and ``split`` not "off", a plan of another kind is priced beside that one
+and taken where it is faster, or as fast and fetching less (``_by_holder``): every block split
+along K by the worker holding each K chunk (a Gram product X.T @ X of a row-chunked X, whose C is
+small beside its inputs), the K chunks reordered so each worker's are one run (``Plan.k_order``).
 
 >>> plan = plan_from_shape(32768, 32768, 32768, itemsize=4, n_workers=2)
 >>> plan.grid, [(w.block, w.worker, w.seq) for w in plan.work_for("worker-1")]
@@ -264,6 +268,21 @@ class Plan:
     fixup: dict[int, str]
     predicted: dict[str, float]
     loads: dict[str, WorkerLoad] = field(default_factory=dict)
+    #: The K chunks in the order the Works' [k0, k1) index them (None: 0, 1, 2, ...).  A plan
+    #: that splits K by the workers holding the chunks (``_by_holder``) takes each worker's
+    #: chunks as one run.
+    k_order: tuple[int, ...] | None = None
+
+    def k_chunks_of(self, work: Work) -> Sequence[int]:
+        """The K chunk indices ``work`` reads, in the order it adds them.
+
+        >>> plan = make_plan(Problem((8,), (8,), (2,) * 4, 8), [Worker("w", "cpu", 1e9, GiB, 1e9)])
+        >>> list(plan.k_chunks_of(plan.work[0]))
+        [0, 1, 2, 3]
+        """
+        if self.k_order is None:
+            return range(work.k0, work.k1)
+        return self.k_order[work.k0:work.k1]
 
     def work_for(self, worker: str) -> tuple[Work, ...]:
         """The Works of ``worker`` in the order it runs them."""
@@ -296,7 +315,8 @@ class Plan:
     def signature(self) -> str:
         """What the plan computes where, as one string (for graph keys: 20x quicker to tokenize
         than ``to_dict``, and the predictions, which change nothing computed, are left out)."""
-        return repr((self.problem, self.blocks, self.work, sorted(self.fixup.items())))
+        return repr((self.problem, self.blocks, self.work, sorted(self.fixup.items()),
+                     self.k_order))
 
     def to_dict(self) -> dict:
         """Plain lists and dicts (``json.dumps``-able)."""
@@ -305,7 +325,8 @@ class Plan:
                 "work": [asdict(w) for w in self.work],
                 "fixup": {str(b): w for b, w in self.fixup.items()},
                 "predicted": dict(self.predicted), "makespan": self.makespan,
-                "loads": {name: asdict(load) for name, load in self.loads.items()}}
+                "loads": {name: asdict(load) for name, load in self.loads.items()},
+                "k_order": None if self.k_order is None else list(self.k_order)}
 
     def table(self) -> str:
         """A readable summary: the problem, one line per worker, each worker's blocks in order
@@ -328,6 +349,9 @@ class Plan:
                          f"(max({ld.compute_s:.3g}, {ld.fetch_s:.3g}) + {ld.fixup_s:.3g})"
                          f"  {_fmt_bytes(ld.memory)}")
         lines.append("order (block row,col in the grid; [K chunks k0:k1] of a split block):")
+        if self.k_order is not None:
+            lines.append("  (K split by the workers holding the chunks: k0:k1 index the K chunks "
+                         "taken in the order of their holders, k_order in --json)")
         for w in self.workers:
             steps = [f"({wk.block // gn},{wk.block % gn})"
                      + (f"[K{wk.k0}:{wk.k1}]" if wk.block in self.fixup else "")
@@ -508,7 +532,164 @@ def make_plan(problem: Problem, workers: Sequence[Worker], *, block_size: BlockS
         # (cutting one worker's order changes no other worker's peak)
         over = _over(model, ledger, cut, owner, [w for w in range(len(cut)) if cut[w] != orders[w]])
         orders = [order if w in over else cut[w] for w, order in enumerate(orders)]
+    if known and split != "off" and model.nk > 1:
+        local = _by_holder(problem, workers, row_runs, col_runs, locations, ledger.makespan())
+        if local is not None and _takes_over(local[3], ledger, _over(model, ledger, orders, owner)):
+            local_model, local_owner, local_orders, local_ledger, k_order = local
+            return _finish(local_model, local_ledger, local_orders, local_owner, (rows, cols),
+                           k_order=k_order)
     return _finish(model, ledger, orders, owner, (rows, cols), hint)
+
+
+def _by_holder(problem: Problem, workers: tuple[Worker, ...], row_runs: list[tuple[int, int]],
+               col_runs: list[tuple[int, int]], locations: Mapping[ChunkKey, str],
+               beat: float = math.inf) -> tuple | None:
+    """The plan that splits K by where the chunks live: every block in one part per worker, the
+    part over the K chunks that worker holds (A's and B's chunks at K index k count for the worker
+    holding most of their bytes), summed by a fix-up; (model, owner, orders, ledger, K order) in
+    a model whose K chunks are reordered so each worker's run is contiguous, or None where fewer
+    than two workers hold chunks or the plan does not fit the workers' memory.
+
+    This is how a Gram product X.T @ X of a row-chunked X is best made (deep K, a small C): its
+    inputs stay where they are and only C-sized partials move.  Two layouts of the runs are
+    priced, and the cheaper kept: each worker's own chunks, and those evened out by speed
+    (``_even_out``: for uneven holdings, a worker then also reads a chunk or two held by
+    another).  None, unpriced, where even its bound (all compute spread by speed, and
+    each block's partials from the other runs read by owners sharing them evenly) exceeds
+    ``beat`` by ``SPLIT_GAIN``.  A worker of several slots (``Worker.slots``) gets its run cut
+    into as many pieces per block as give each slot a task; where blocks x pieces leave slots
+    idle, its compute is priced at the slots it fills.
+    """
+    p, nk = len(workers), len(problem.k_chunks)
+    index = {w.name: i for i, w in enumerate(workers)}
+    held = [[0] * p for _ in range(nk)]
+    for name, runs, sizes in (("a", row_runs, problem.m_chunks), ("b", col_runs, problem.n_chunks)):
+        for c, k in itertools.product(range(runs[0][0], runs[-1][1]), range(nk)):
+            w = index.get(locations.get((name, c, k) if name == "a" else (name, k, c)))
+            if w is not None:
+                held[k][w] += sizes[c] * problem.k_chunks[k]
+    holder = [max(range(p), key=lambda w: (h[w], -w)) if max(h) else p for h in held]
+    runs = len({h for h in holder if h < p})
+    if runs < 2:
+        return None
+    c_parts = problem.m * problem.n * problem.part_itemsize
+    bound = (problem.flops / sum(w.flops for w in workers)
+             + c_parts * (runs - 1) / runs / max(w.bandwidth for w in workers))
+    if bound > beat * (1 + SPLIT_GAIN):
+        return None
+    sizes, speed = problem.k_chunks, [w.flops for w in workers]
+    own = _even_out(holder, sizes, speed, moves=0)
+    best = None
+    for assign in (own, _even_out(own, sizes, speed)):
+        k_order = tuple(sorted(range(nk), key=lambda k: (assign[k], k)))
+        model = _Model(Problem(problem.m_chunks, problem.n_chunks,
+                               tuple(sizes[k] for k in k_order), problem.itemsize,
+                               problem.part_itemsize), workers, row_runs, col_runs,
+                       _reordered(locations, k_order))
+        count = Counter(assign)  # worker w's run: [bounds[w], bounds[w + 1])
+        option = _holder_option(model, list(itertools.accumulate((count[w] for w in range(p)),
+                                                                  initial=0)))
+        if option is not None and (best is None or option[2].makespan() < best[3].makespan()):
+            best = (model, *option, k_order)
+    return best
+
+
+def _even_out(assign: list[int], sizes: Sequence[int], speed: list[float],
+              moves: int | None = None) -> list[int]:
+    """``assign`` (a worker per K chunk; ``len(speed)``: none) with the unassigned chunks given to
+    the worker that would finish first, then up to ``moves`` (None: any number of) chunks moved,
+    one at a time, from the worker whose share of K takes longest to the one whose takes least,
+    while that shortens the longer of the two.
+
+    >>> _even_out([0, 0, 0, 0, 1, 2], [1] * 6, [1.0, 1.0])  # chunk 5 is held by neither
+    [0, 0, 0, 1, 1, 1]
+    """
+    p = len(speed)
+    assign, load = list(assign), [0] * p
+    for k, w in enumerate(assign):
+        if w < p:
+            load[w] += sizes[k]
+    for k, w in enumerate(assign):
+        if w >= p:
+            assign[k] = min(range(p), key=lambda v: ((load[v] + sizes[k]) / speed[v], v))
+            load[assign[k]] += sizes[k]
+    for _ in range(len(assign) if moves is None else moves):
+        slow = max(range(p), key=lambda v: (load[v] / speed[v], -v))
+        fast = min(range(p), key=lambda v: (load[v] / speed[v], v))
+        k = min((k for k, w in enumerate(assign) if w == slow), default=None,
+                key=lambda k: (max((load[slow] - sizes[k]) / speed[slow],
+                                   (load[fast] + sizes[k]) / speed[fast]), -k))
+        if k is None or max((load[slow] - sizes[k]) / speed[slow],
+                            (load[fast] + sizes[k]) / speed[fast]) >= load[slow] / speed[slow]:
+            break
+        assign[k] = fast
+        load[slow] -= sizes[k]
+        load[fast] += sizes[k]
+    return assign
+
+
+def _reordered(locations: Mapping[ChunkKey, str], k_order: tuple[int, ...]) -> dict:
+    """``locations`` with each K index replaced by its position in ``k_order``."""
+    position = {k: pos for pos, k in enumerate(k_order)}
+    out = {}
+    for key, where in locations.items():
+        if isinstance(key, tuple) and len(key) == 3 and key[0] in ("a", "b"):
+            name, x, y = key
+            pos = position.get(y if name == "a" else x)
+            if pos is not None:
+                out[(name, x, pos) if name == "a" else (name, pos, y)] = where
+    return out
+
+
+def _holder_option(model: _Model, bounds: list[int]) -> tuple | None:
+    """(owner, orders, ledger) of ``_by_holder``'s plan with worker w's run [bounds[w],
+    bounds[w + 1]) of the reordered K chunks; None where fewer than two runs are non-empty or a
+    worker's memory would overflow."""
+    p, nb = len(model.workers), len(model.blocks)
+    runs = {w: (bounds[w], bounds[w + 1]) for w in range(p) if bounds[w] < bounds[w + 1]}
+    if len(runs) < 2:
+        return None
+    starts = model.kstart
+    orders: list[list[list[int]]] = [[] for _ in range(p)]
+    filled = {}
+    for w, (k0, k1) in runs.items():
+        pieces = min(k1 - k0, max(1, -(-model.workers[w].slots // nb)))
+        cuts = [k0] + [min(range(k0 + 1, k1), key=lambda pos: abs(
+            starts[pos] - starts[k0] - (starts[k1] - starts[k0]) * i / pieces))
+            for i in range(1, pieces)] + [k1]
+        cuts = sorted(set(cuts))
+        filled[w] = min(1.0, nb * (len(cuts) - 1) / model.workers[w].slots)
+        orders[w] = [[b, c0, c1] for b in range(nb) for c0, c1 in zip(cuts, cuts[1:])]
+    # each block's fix-up on the worker with the fewest partials to read so far (ties: the
+    # longest run, whose own partial it reads in place)
+    owner, reads = [0] * nb, [0] * p
+    for b in range(nb):
+        o = min(runs, key=lambda w: (reads[w], -(runs[w][1] - runs[w][0]), w))
+        owner[b] = o
+        reads[o] += sum(1 for w in runs if w != o)
+    ledger = _Ledger(model, orders, owner)
+    for w, share in filled.items():  # slots left idle: the same FLOPs at their share of speed
+        ledger.compute[w] /= share
+    if _over(model, ledger, orders, owner):
+        return None
+    return owner, orders, ledger
+
+
+def _takes_over(local: "_Ledger", ledger: "_Ledger", over: list[int]) -> bool:
+    """Whether ``_by_holder``'s plan (``local``) replaces the one made by blocks (``ledger``;
+    ``over``: its workers whose memory overflows): where it fits and the other does not, where
+    it is faster by ``SPLIT_GAIN``, or where it is within ``SPLIT_GAIN`` and its busiest fetcher
+    spends less time fetching (the model hides fetches behind compute, but a worker starts only
+    once its first inputs are in, and fetches over TCP take the CPU time that computes on CPU
+    workers); the time saved must be ``MIN_PIECE_SECONDS`` at least, for the tasks it adds."""
+    if over:
+        return True
+    best, mine = ledger.makespan(), local.makespan()
+    if mine < best * (1 - SPLIT_GAIN):
+        return best - mine >= MIN_PIECE_SECONDS
+    fetched = [max(x.fetched[w] / x.model.workers[w].bandwidth for w in range(len(x.fetched)))
+               for x in (ledger, local)]
+    return mine <= best * (1 + SPLIT_GAIN) and fetched[0] - fetched[1] >= MIN_PIECE_SECONDS
 
 
 def _local_first(model: _Model, w: int, order: list[list[int]],
@@ -770,8 +951,9 @@ class _Ledger:
                 self.add(w, b, k0, k1, 1)
         # The fix-up worker reads every partial made elsewhere; its own cost no link traffic.
         for w, order in enumerate(orders):
-            for b in {b for b, _, _ in order if owner[b] != w}:
-                self.fixup[owner[b]] += model.part_bytes(b) * sum(e[0] == b for e in order)
+            for b, count in Counter(b for b, _, _ in order).items():
+                if owner[b] != w:
+                    self.fixup[owner[b]] += model.part_bytes(b) * count
 
     def add(self, w: int, b: int, k0: int, k1: int, sign: int) -> None:
         m, whole = self.model, self.whole[w]
@@ -1056,9 +1238,9 @@ def _over(model: _Model, ledger: _Ledger, orders: list[list[list[int]]], owner: 
 
 
 def _finish(model: _Model, ledger: _Ledger, orders: list[list[list[int]]], owner: list[int],
-            size: tuple[int, int], hint: str = "") -> Plan:
+            size: tuple[int, int], hint: str = "", k_order: tuple[int, ...] | None = None) -> Plan:
     """Freeze the plan; raise if a worker's estimated peak memory exceeds its ``memory``
-    (``hint``: another remedy the error names)."""
+    (``hint``: another remedy the error names; ``k_order``: as ``Plan.k_order``)."""
     workers = model.workers
     parts = _parts(orders)
     work, loads = [], {}
@@ -1078,11 +1260,18 @@ def _finish(model: _Model, ledger: _Ledger, orders: list[list[list[int]]], owner
         bw = workers[w].bandwidth
         loads[workers[w].name] = WorkerLoad(
             sum(parts[b] == 1 for b, _, _ in order), sum(parts[b] > 1 for b, _, _ in order),
-            ledger.compute[w] * workers[w].flops, ledger.fetched[w], ledger.compute[w],
+            sum(model.flops(b, k0, k1) for b, k0, k1 in order), ledger.fetched[w], ledger.compute[w],
             ledger.fetched[w] / bw, ledger.fixup[w] / bw, peak)
-    return Plan(model.problem, workers, model.blocks, tuple(work),
+    problem = model.problem
+    if k_order is not None:  # the model's K chunks are in k_order: the plan's problem is not
+        sizes = [0] * len(k_order)
+        for pos, k in enumerate(k_order):
+            sizes[k] = problem.k_chunks[pos]
+        problem = Problem(problem.m_chunks, problem.n_chunks, tuple(sizes), problem.itemsize,
+                          problem.part_itemsize)
+    return Plan(problem, workers, model.blocks, tuple(work),
                 {b: workers[owner[b]].name for b in sorted(parts) if parts[b] > 1},
-                {w.name: ledger.time(i) for i, w in enumerate(workers)}, loads)
+                {w.name: ledger.time(i) for i, w in enumerate(workers)}, loads, k_order)
 
 
 def _remedy(model: _Model, w: int, size: tuple[int, int]) -> str:

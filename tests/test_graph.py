@@ -382,7 +382,7 @@ def test_first_readers_name_the_earliest_task_that_reads_each_chunk():
     first = first_readers(plan)
     readers: dict = {}
     for w in plan.work:
-        for key in input_keys("a", "b", plan.blocks[w.block], w.k0, w.k1)[1]:
+        for key in input_keys("a", "b", plan.blocks[w.block], plan.k_chunks_of(w))[1]:
             readers.setdefault(key, []).append((w.seq, w.worker))
     assert set(readers) == {key for key in first if key[0] != "c"}
     for key, tasks in readers.items():
@@ -593,7 +593,7 @@ def test_prefetch_asks_for_the_first_tasks_remote_chunks_only():
         first = plan.work_for("w0")[:count]
         want = []
         for w in first:
-            _, keys = input_keys(x.name, y.name, plan.blocks[w.block], w.k0, w.k1)
+            _, keys = input_keys(x.name, y.name, plan.blocks[w.block], plan.k_chunks_of(w))
             want += [k for k in keys if k not in want and k != (x.name, 0, 0)]
         assert list(asked) == ["w0"] and asked["w0"] == want, (count, asked)
         assert len(plan.work_for("w0")) == 6 and len(set(want)) == len(want)
@@ -947,3 +947,31 @@ def test_bench_persister_and_environment(client, monkeypatch):
     assert bench.environment(client)["commit"] == "c0ffee1"
     ucx = bench._ucx_environment()
     assert ucx["UCX_TLS"] == "tcp,cuda_copy" and "MGEMM_COMMIT" not in ucx and "transfer_limit" in ucx
+
+
+def test_a_gram_product_multiplies_each_chunk_of_x_where_it_lives(client, monkeypatch):
+    """X.T @ X of a persisted row-chunked X: each worker multiplies the rows of X it holds and
+    only the float64 partials of C move (the planner splits K by holder, ``plan._by_holder``,
+    following X.T's chunks back to X's); C keeps X's one column chunk, not cut into a block per
+    worker."""
+    from mgemm import cluster
+
+    monkeypatch.setitem(cluster.LINK_BANDWIDTH, "inproc", 1e9)  # the in-process link priced as TCP
+    # 16 row chunks, every other one on each worker (as even as the plan needs them: uneven
+    # holdings are evened out by moving a chunk or two)
+    workers = sorted(client.nthreads())
+    rows = np.random.default_rng(2).random((16, 2_000, 200))
+    held = [client.scatter(rows[i], workers=[workers[i % 2]]) for i in range(16)]
+    x = da.concatenate([da.from_delayed(f, (2_000, 200), np.float64) for f in held]).persist()
+    wait(x)
+    where = {key[1]: w for key, (w,) in client.who_has(x).items()}
+    assert [where[i] for i in range(16)] == [workers[i % 2] for i in range(16)]
+    client.run(lambda dask_worker: dask_worker.transfer_incoming_log.clear())
+    got = mgemm.matmul(x.T, x)
+    assert got.chunks == ((200,), (200,))
+    got = got.compute()
+    moved = sum(sum(t.get("total", 0) for t in log) for log in client.run(
+        lambda dask_worker: list(dask_worker.transfer_incoming_log)).values())
+    assert moved < x.nbytes / 16, f"{moved} bytes of X's {x.nbytes} moved between the workers"
+    whole = rows.reshape(32_000, 200)
+    assert_close(got, whole.T @ whole, np.float64)

@@ -87,10 +87,12 @@ def check_structure(plan) -> None:
     the plan is consistent: seq numbers, fix-ups, predictions."""
     p = plan.problem
     count = np.zeros((len(p.m_chunks), len(p.n_chunks), len(p.k_chunks)), dtype=int)
+    if plan.k_order is not None:
+        assert sorted(plan.k_order) == list(range(len(p.k_chunks)))
     for w in plan.work:
         blk = plan.blocks[w.block]
         assert blk.i0 < blk.i1 and blk.j0 < blk.j1 and w.k0 < w.k1
-        count[blk.i0:blk.i1, blk.j0:blk.j1, w.k0:w.k1] += 1
+        count[blk.i0:blk.i1, blk.j0:blk.j1, list(plan.k_chunks_of(w))] += 1
     assert (count == 1).all(), f"{(count != 1).sum()} chunk triples not computed exactly once"
     names = [w.name for w in plan.workers]
     for name in names:
@@ -147,10 +149,10 @@ def check_costs(plan, locations: dict) -> None:
     for w in plan.workers:
         flops, chunks = 0, set()
         for x in plan.work_for(w.name):
-            blk = plan.blocks[x.block]
-            flops += 2 * sum(m[blk.i0:blk.i1]) * sum(n[blk.j0:blk.j1]) * sum(k[x.k0:x.k1])
-            chunks |= {("a", i, kk) for i in range(blk.i0, blk.i1) for kk in range(x.k0, x.k1)}
-            chunks |= {("b", kk, j) for j in range(blk.j0, blk.j1) for kk in range(x.k0, x.k1)}
+            blk, ks = plan.blocks[x.block], plan.k_chunks_of(x)
+            flops += 2 * sum(m[blk.i0:blk.i1]) * sum(n[blk.j0:blk.j1]) * sum(k[kk] for kk in ks)
+            chunks |= {("a", i, kk) for i in range(blk.i0, blk.i1) for kk in ks}
+            chunks |= {("b", kk, j) for j in range(blk.j0, blk.j1) for kk in ks}
         fetched = sum((m[c[1]] * k[c[2]] if c[0] == "a" else k[c[1]] * n[c[2]]) * size
                       for c in chunks if locations.get(c) != w.name)
         fixup = 0
@@ -161,7 +163,11 @@ def check_costs(plan, locations: dict) -> None:
             fixup += (name == w.name) * away * sum(m[blk.i0:blk.i1]) * sum(
                 n[blk.j0:blk.j1]) * problem.part_itemsize
         assert plan.loads[w.name].fetched == fetched
-        expected = max(flops / w.flops, fetched / w.bandwidth) + fixup / w.bandwidth
+        assert plan.loads[w.name].flops == pytest.approx(flops, rel=1e-12)
+        compute = flops / w.flops
+        if plan.k_order is not None and flops:  # split by holder: fewer tasks than slots idle some
+            compute /= min(1.0, len(plan.work_for(w.name)) / w.slots)
+        expected = max(compute, fetched / w.bandwidth) + fixup / w.bandwidth
         assert plan.predicted[w.name] == pytest.approx(expected, rel=1e-9, abs=1e-15)
 
 
@@ -1314,3 +1320,87 @@ def test_cli_plan_with_a_bad_staging_setting_is_a_one_line_error(monkeypatch):
         result = CliRunner().invoke(main, ["plan", "--m", "1000", "--n", "1000", "--k", "1000",
                                            "--host-chunks"])
     assert result.exit_code == 1 and "mgemm.staging.cache-fraction" in result.output, result.output
+
+
+# -- K split by the workers holding the chunks (a Gram product X.T @ X) ------------------------------
+
+def gram_case(n_chunks: int, holder, bandwidth: float = 12.5e9, slots: int = 1, n: int = 8192):
+    """X.T @ X for X of ``n_chunks`` row chunks of 65536 × ``n`` in bfloat16 on four GPU-like
+    workers, X's chunk k (A's column chunk k, B's row chunk k) on worker ``holder(k)``."""
+    problem = Problem((n,), (n,), (65536,) * n_chunks, 2, 4)
+    workers = [Worker(f"w{i}", "gpu", 600e12, 120 * GiB, bandwidth, slots) for i in range(4)]
+    where = {("a", 0, k): f"w{holder(k)}" for k in range(n_chunks)}
+    where |= {("b", k, 0): f"w{holder(k)}" for k in range(n_chunks)}
+    return problem, workers, where
+
+
+@pytest.mark.parametrize("holder", [lambda k: k % 4, lambda k: k // 4, lambda k: (3 * k + 1) % 4],
+                         ids=["round-robin", "runs", "shuffled"])
+def test_a_gram_product_is_split_along_k_where_its_chunks_live(holder, monkeypatch):
+    problem, workers, where = gram_case(16, holder)
+    plan = make_plan(problem, workers, locations=where)
+    check_structure(plan)
+    check_costs(plan, where)
+    assert plan.k_order is not None and len(plan.blocks) == 1
+    for x in plan.work:  # each worker multiplies the chunks it holds, and nothing else
+        assert {where[("a", 0, k)] for k in plan.k_chunks_of(x)} == {x.worker}
+    assert all(load.fetched == 0 for load in plan.loads.values())
+    assert len(plan.work) == 4 and len(plan.fixup) == 1
+    # the plan by blocks (the planner without this split) fetches three quarters of X
+    monkeypatch.setattr(plan_module, "_by_holder", lambda *args: None)
+    by_blocks = make_plan(problem, workers, locations=where)
+    assert by_blocks.k_order is None
+    assert plan.makespan < 0.5 * by_blocks.makespan
+    assert max(load.fetched for load in by_blocks.loads.values()) >= 4 * GiB
+
+
+def test_uneven_holdings_are_evened_out_by_speed():
+    # Worker 0 holds 7 of 16 chunks: its own run would take 7/16 of the compute.  With fetches
+    # cheap, runs cut by speed (4 chunks each, a chunk or three read from a neighbour) win.
+    problem, workers, where = gram_case(16, lambda k: 0 if k < 7 else 1 + k % 3, bandwidth=300e9)
+    plan = make_plan(problem, workers, locations=where)
+    check_structure(plan)
+    check_costs(plan, where)
+    assert plan.k_order is not None
+    assert sorted(x.k1 - x.k0 for x in plan.work) == [4, 4, 4, 4]
+    # over a slow link the fetches cost more than the uneven compute: each keeps its own chunks
+    problem, workers, where = gram_case(16, lambda k: 0 if k < 7 else 1 + k % 3, bandwidth=1e9)
+    plan = make_plan(problem, workers, locations=where)
+    check_costs(plan, where)
+    assert all(load.fetched == 0 for load in plan.loads.values())
+
+
+def test_a_split_by_holder_gives_every_slot_of_a_worker_a_task():
+    # One block, CPU-like workers of 4 slots holding 4 chunks each: 4 pieces each, one a task.
+    problem, workers, where = gram_case(16, lambda k: k // 4, slots=4, n=2048)
+    plan = make_plan(problem, workers, locations=where)
+    check_structure(plan)
+    check_costs(plan, where)
+    assert plan.k_order is not None
+    assert [len(plan.work_for(w.name)) for w in workers] == [4, 4, 4, 4]
+    # holding 2 chunks each, 2 pieces: half the slots idle, priced so (check_costs)
+    problem, workers, where = gram_case(8, lambda k: k // 2, slots=4, n=2048)
+    plan = make_plan(problem, workers, locations=where)
+    check_costs(plan, where)
+    assert [len(plan.work_for(w.name)) for w in workers] == [2, 2, 2, 2]
+
+
+def test_large_outputs_and_split_off_stay_split_by_blocks():
+    # 32768² of C: its float32 partials would cost more to move than the inputs do
+    problem = Problem((8192,) * 4, (8192,) * 4, (8192,) * 4, 2, 4)
+    workers = [Worker(f"w{i}", "gpu", 600e12, 120 * GiB, 12.5e9) for i in range(4)]
+    where = {("a", i, k): f"w{k}" for i in range(4) for k in range(4)}
+    where |= {("b", k, j): f"w{k}" for k in range(4) for j in range(4)}
+    assert make_plan(problem, workers, locations=where).k_order is None
+    problem, workers, where = gram_case(16, lambda k: k % 4)
+    assert make_plan(problem, workers, locations=where, split="off").k_order is None
+    assert make_plan(problem, workers).k_order is None  # no locations: nothing to follow
+
+
+def test_a_plan_split_by_holder_prints_and_serialises_its_k_order():
+    problem, workers, where = gram_case(8, lambda k: k % 4)
+    plan = make_plan(problem, workers, locations=where)
+    assert plan.k_order == (0, 4, 1, 5, 2, 6, 3, 7)
+    assert json.loads(json.dumps(plan.to_dict()))["k_order"] == list(plan.k_order)
+    assert "taken in the order of their holders" in plan.table()
+    assert plan.problem == problem  # the plan speaks of the chunks as given

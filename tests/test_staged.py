@@ -602,7 +602,7 @@ def test_graph_counts_each_chunks_reads_on_each_worker():
     layer = out.dask.layers[out.name]
     gn = plan.grid[1]
     for w in workers:
-        mine = [(t, input_keys(x.name, y.name, plan.blocks[t.block], t.k0, t.k1)[1])
+        mine = [(t, input_keys(x.name, y.name, plan.blocks[t.block], plan.k_chunks_of(t))[1])
                 for t in plan.work_for(w.name)]
         reads = Counter(key for _, keys in mine for key in keys)
         assert max(reads.values()) > 1
