@@ -590,21 +590,36 @@ def _traced(client: Any, a: da.Array, b: da.Array, who: dict) -> dict:
     task's inputs, within ``TRACE_DEPTH`` tasks back, all lie on that one worker: Dask runs such
     a task there (X.T of a persisted X, a cut of a held chunk, ``astype``).  Asks the scheduler
     once more, only where some chunk is unheld."""
-    keys = [key for key in _input_keys(a, b) if not who.get(key)]
+    graphs = {x.name: x.__dask_graph__() for x in (a, b)}
+    # an operand whose layer depends on no other (a lazy da.random, say) is made from nothing held
+    follow = {name for name, g in graphs.items()
+              if getattr(g, "dependencies", {}).get(name, True)}
+    keys = [key for key in _input_keys(a, b) if key[0] in follow and not who.get(key)]
     if not keys:
         return who
-    graph: dict = {}
-    for x in (a, b):
-        graph.update(x.__dask_graph__())
+
+    def task(key: Any) -> Any:  # looked up, not the whole graph copied (a lazy operand's is big)
+        graph = graphs.get(key[0]) if isinstance(key, tuple) else None
+        for g in ([graph] if graph is not None else []) + list(graphs.values()):
+            try:
+                return g[key]
+            except KeyError:
+                continue
+        return None
+
     deps: dict = {}
     frontier = set(keys)
     for _ in range(TRACE_DEPTH):
         step = set()
         for key in frontier:
-            deps[key] = tuple(getattr(graph.get(key), "dependencies", None) or ())
+            deps[key] = tuple(getattr(task(key), "dependencies", None) or ())
             step.update(deps[key])
         frontier = step - set(deps)
+        if not frontier:
+            break
     ask = [key for key in frontier.union(*deps.values()) if key not in who]
+    if not ask:  # made from nothing held (a lazy operand): nothing to follow
+        return who
     from .cluster import scheduler_snapshot
     try:
         held = {**who, **(scheduler_snapshot(client, ask)[1] if ask else {})}
