@@ -7,7 +7,8 @@
 # Environment: TESTS=0 skips the GPU tests, TCP=0 the TCP case, LINK_PROBE=1 adds the link probe,
 # DASK_CONTROL=0 skips dask.array.matmul on a cluster without mgemm's transfer plugin,
 # TRANSFER_LIMIT=1GiB raises the bytes per worker-to-worker message on the embedded cluster,
-# CUBLASMP=1 adds cuBLASMp on the same products (benchmarks/cublasmp_bench.py; its wheel in .whl).
+# CUBLASMP=1 adds cuBLASMp on the same products (benchmarks/cublasmp_bench.py; its wheel in .whl),
+# GRAM=0 skips the Gram product X.T @ X (benchmarks/gram_products.py --gpu).
 # One device call runs 600 s at most: with the GPU tests, TCP and the dask control the whole script
 # takes longer, so split it (e.g. TESTS=0 TCP=0 for one call, then the rest).
 set -uo pipefail
@@ -41,4 +42,7 @@ timeout ${UCX_TIMEOUT:-300} python3 -m mgemm.cli bench --protocol ucx "${extra[@
   | tee "$out/ucx-device.txt"
 [ "${TCP:-1}" = 1 ] && timeout 150 python3 -m mgemm.cli bench --protocol tcp "${extra[@]}" --repeat "$tcp_repeat" --case float32-32768 \
   --json "$out/rows.jsonl" --trace "$out/trace.jsonl" 2>"$out/tcp.err" | tee "$out/tcp.txt"
+# a Gram product X.T @ X of a persisted row-chunked X (the planner's split by holder; GRAM=0: skip)
+[ "${GRAM:-1}" = 1 ] && timeout 200 python3 benchmarks/gram_products.py --gpu --rows 524288 --cols 8192 \
+  --chunk 32768 --dtype float32 --runs 5 2>"$out/gram.err" | tee "$out/gram.txt"
 for f in "$out"/ucx.err "$out"/tcp.err; do grep -v "UCX  WARN" "$f" | tail -n 5; done
