@@ -618,8 +618,6 @@ def _traced(client: Any, a: da.Array, b: da.Array, who: dict) -> dict:
         if not frontier:
             break
     ask = [key for key in frontier.union(*deps.values()) if key not in who]
-    if not ask:  # made from nothing held (a lazy operand): nothing to follow
-        return who
     from .cluster import scheduler_snapshot
     try:
         held = {**who, **(scheduler_snapshot(client, ask)[1] if ask else {})}

@@ -975,3 +975,31 @@ def test_a_gram_product_multiplies_each_chunk_of_x_where_it_lives(client, monkey
     assert moved < x.nbytes / 16, f"{moved} bytes of X's {x.nbytes} moved between the workers"
     whole = rows.reshape(32_000, 200)
     assert_close(got, whole.T @ whole, np.float64)
+
+
+def test_unpersisted_chunks_are_placed_where_their_inputs_are(client):
+    """``api._traced``: a chunk no worker holds yet but made from chunks all on one worker (x.T
+    of a persisted x, a cut of it, a cast) is placed there; one made from chunks on both workers,
+    or from nothing held, is not."""
+    from mgemm.api import _input_keys, _snapshot, _traced
+
+    workers = sorted(client.nthreads())
+    rows = np.random.default_rng(4).random((4, 100, 30))
+    held = [client.scatter(rows[i], workers=[workers[i % 2]]) for i in range(4)]
+    x = da.concatenate([da.from_delayed(f, (100, 30), np.float64) for f in held]).persist()
+    wait(x)
+    home = {key[1]: w for key, (w,) in client.who_has(x).items()}
+    for a, k_of in ((x.T, lambda k: k), (x.T.astype(np.float32), lambda k: k),
+                    (x.T.rechunk((15, 50)), lambda k: k // 2)):  # each row chunk of x cut in two
+        _, who = _snapshot(client, a, x)
+        where = _traced(client, a, x, who)
+        for key in _input_keys(a, x):
+            if key[0] == a.name:
+                assert where[key] == [home[k_of(key[2])]], (a.name, key)
+    merged = x.T.rechunk((30, 200))  # chunks 0+1 and 2+3 of x: one on each worker
+    _, who = _snapshot(client, merged, x)
+    where = _traced(client, merged, x, who)
+    assert not any(where.get(key) for key in _input_keys(merged, x) if key[0] == merged.name)
+    lazy = da.random.default_rng(5).random((30, 400), chunks=(30, 100))
+    _, who = _snapshot(client, lazy, x)
+    assert _traced(client, lazy, x, who) == who
