@@ -531,6 +531,7 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
     a = _to_dask(a, (target[0], "auto"), eager)
     b = _to_dask(b, ("auto", target[1]), eager)
     slots = sum(w.slots for w in workers)
+    cut_a, cut_b = _align(a, b, target, slots)
     plan = None
     if client is not None and not eager:
         # Too few blocks for the workers' slots: _align cuts A's rows and B's columns, and the
@@ -538,13 +539,13 @@ def _product(a: Any, b: Any, c: Any, alpha: float, beta: float, out_dtype: Any,
         # the workers holding them (a Gram product X.T @ X of a row-chunked X), that plan is
         # kept and nothing is cut.
         whole_a, whole_b = _align(a, b, target, slots, cut=False)
-        if (whole_a.chunks, whole_b.chunks) != tuple(x.chunks for x in _align(a, b, target, slots)):
+        if (whole_a.chunks, whole_b.chunks) != (cut_a.chunks, cut_b.chunks):
             trial = _plan(whole_a, whole_b, itemsize, part_itemsize, workers, target, opts,
                           client, who)
             if trial.k_order is not None:
                 a, b, plan = whole_a, whole_b, trial
     if plan is None:
-        a, b = _align(a, b, target, slots)
+        a, b = cut_a, cut_b
         plan = _plan(a, b, itemsize, part_itemsize, workers, target, opts, client, who)
     if plan_log.isEnabledFor(logging.DEBUG):
         plan_log.debug("%s", _PlanTable(plan))

@@ -563,24 +563,25 @@ def _by_holder(problem: Problem, workers: tuple[Worker, ...], row_runs: list[tup
     p, nk = len(workers), len(problem.k_chunks)
     index = {w.name: i for i, w in enumerate(workers)}
     held = [[0] * p for _ in range(nk)]
-    for name, runs, sizes in (("a", row_runs, problem.m_chunks), ("b", col_runs, problem.n_chunks)):
-        for c, k in itertools.product(range(runs[0][0], runs[-1][1]), range(nk)):
+    for name, edges in (("a", problem.m_chunks), ("b", problem.n_chunks)):
+        for c, k in itertools.product(range(len(edges)), range(nk)):
             w = index.get(locations.get((name, c, k) if name == "a" else (name, k, c)))
             if w is not None:
-                held[k][w] += sizes[c] * problem.k_chunks[k]
+                held[k][w] += edges[c] * problem.k_chunks[k]
     holder = [max(range(p), key=lambda w: (h[w], -w)) if max(h) else p for h in held]
-    runs = len({h for h in holder if h < p})
-    if runs < 2:
+    holders = len({h for h in holder if h < p})
+    if holders < 2:
         return None
     c_parts = problem.m * problem.n * problem.part_itemsize
     bound = (problem.flops / sum(w.flops for w in workers)
-             + c_parts * (runs - 1) / runs / max(w.bandwidth for w in workers))
+             + c_parts * (holders - 1) / holders / max(w.bandwidth for w in workers))
     if bound > beat * (1 + SPLIT_GAIN):
         return None
     sizes, speed = problem.k_chunks, [w.flops for w in workers]
     own = _even_out(holder, sizes, speed, moves=0)
+    evened = _even_out(own, sizes, speed)
     best = None
-    for assign in (own, _even_out(own, sizes, speed)):
+    for assign in [own] + ([evened] if evened != own else []):
         k_order = tuple(sorted(range(nk), key=lambda k: (assign[k], k)))
         model = _Model(Problem(problem.m_chunks, problem.n_chunks,
                                tuple(sizes[k] for k in k_order), problem.itemsize,
