@@ -949,6 +949,18 @@ def test_bench_persister_and_environment(client, monkeypatch):
     assert ucx["UCX_TLS"] == "tcp,cuda_copy" and "MGEMM_COMMIT" not in ucx and "transfer_limit" in ucx
 
 
+def rows_on_alternate_workers(client, rows: np.ndarray) -> tuple:
+    """X persisted from ``rows`` (chunk i = rows[i]), chunk i on the i % 2-th of the client's two
+    workers: (X, its rows, row chunk → worker)."""
+    workers = sorted(client.nthreads())
+    held = [client.scatter(part, workers=[workers[i % 2]]) for i, part in enumerate(rows)]
+    x = da.concatenate([da.from_delayed(f, rows.shape[1:], rows.dtype) for f in held]).persist()
+    wait(x)
+    home = {key[1]: w for key, (w,) in client.who_has(x).items()}
+    assert [home[i] for i in range(len(rows))] == [workers[i % 2] for i in range(len(rows))]
+    return x, rows, home
+
+
 def test_a_gram_product_multiplies_each_chunk_of_x_where_it_lives(client, monkeypatch):
     """X.T @ X of a persisted row-chunked X: each worker multiplies the rows of X it holds and
     only the float64 partials of C move (the planner splits K by holder, ``plan._by_holder``,
@@ -959,13 +971,7 @@ def test_a_gram_product_multiplies_each_chunk_of_x_where_it_lives(client, monkey
     monkeypatch.setitem(cluster.LINK_BANDWIDTH, "inproc", 1e9)  # the in-process link priced as TCP
     # 16 row chunks, every other one on each worker (as even as the plan needs them: uneven
     # holdings are evened out by moving a chunk or two)
-    workers = sorted(client.nthreads())
-    rows = np.random.default_rng(2).random((16, 2_000, 200))
-    held = [client.scatter(rows[i], workers=[workers[i % 2]]) for i in range(16)]
-    x = da.concatenate([da.from_delayed(f, (2_000, 200), np.float64) for f in held]).persist()
-    wait(x)
-    where = {key[1]: w for key, (w,) in client.who_has(x).items()}
-    assert [where[i] for i in range(16)] == [workers[i % 2] for i in range(16)]
+    x, rows, _ = rows_on_alternate_workers(client, np.random.default_rng(2).random((16, 2_000, 200)))
     client.run(lambda dask_worker: dask_worker.transfer_incoming_log.clear())
     got = mgemm.matmul(x.T, x)
     assert got.chunks == ((200,), (200,))
@@ -983,12 +989,7 @@ def test_unpersisted_chunks_are_placed_where_their_inputs_are(client):
     or from nothing held, is not."""
     from mgemm.api import _input_keys, _snapshot, _traced
 
-    workers = sorted(client.nthreads())
-    rows = np.random.default_rng(4).random((4, 100, 30))
-    held = [client.scatter(rows[i], workers=[workers[i % 2]]) for i in range(4)]
-    x = da.concatenate([da.from_delayed(f, (100, 30), np.float64) for f in held]).persist()
-    wait(x)
-    home = {key[1]: w for key, (w,) in client.who_has(x).items()}
+    x, _, home = rows_on_alternate_workers(client, np.random.default_rng(4).random((4, 100, 30)))
     for a, k_of in ((x.T, lambda k: k), (x.T.astype(np.float32), lambda k: k),
                     (x.T.rechunk((15, 50)), lambda k: k // 2)):  # each row chunk of x cut in two
         _, who = _snapshot(client, a, x)
