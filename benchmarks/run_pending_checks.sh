@@ -21,13 +21,15 @@
 #   bash benchmarks/run_pending_checks.sh rowsr   # ROWS_QUAD as committed (d1abca1: not over 128-wide
 #       stream-K), on a draw after that change: eight sizes at three tile rows and six at two
 #       where it changes the route (seeds 20261270 and 20261271, ranges as rowsq's), fp16 and bf16,
-#       beside the rule off (--prior); not yet run
+#       beside the rule off (--prior) (run in the ninetieth session: 12 of 14 ahead)
 #   bash benchmarks/run_pending_checks.sh typed2  # 24 more sizes as a user types them (seed 20261289,
-#       drawn as typed's), fp16 and bf16, as a caller gets them; not yet run
+#       drawn as typed's), fp16 and bf16, as a caller gets them (run in the ninetieth session: 0.935 /
+#       0.934)
 #   bash benchmarks/run_pending_checks.sh wave1   # 1 x 2 clusters of 128 x 256 (c12) beside the
 #       caller's single CTAs where those run one wave (100-132 tiles) of static 128 x 256 tiles and the
 #       pairs fit one wave too: 1384x2920x3352 (typed, 0.71 in the eighty-seventh session) and ten
-#       sizes of a CPU draw (seed 20261290), fp16 and bf16; not yet run
+#       sizes of a CPU draw (seed 20261290), fp16 and bf16 (run in the ninetieth session: behind on 8-9
+#       of 11, no rule)
 #   bash benchmarks/run_pending_checks.sh draws   # SK_256_CLUSTER_PAD on a draw of its own (fp16,
 #       bf16), the exact-width pricing on three narrow products, issue 4's table
 #   bash benchmarks/run_pending_checks.sh ladder  # a kernel branch against main, in turns, with
