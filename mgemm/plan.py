@@ -533,21 +533,20 @@ def make_plan(problem: Problem, workers: Sequence[Worker], *, block_size: BlockS
         over = _over(model, ledger, cut, owner, [w for w in range(len(cut)) if cut[w] != orders[w]])
         orders = [order if w in over else cut[w] for w, order in enumerate(orders)]
     if known and split != "off" and model.nk > 1:
-        local = _by_holder(problem, workers, row_runs, col_runs, locations, ledger.makespan())
+        local = _by_holder(model, row_runs, col_runs, locations, ledger.makespan())
         if local is not None and _takes_over(local[3], ledger, _over(model, ledger, orders, owner)):
             local_model, local_owner, local_orders, local_ledger, k_order = local
             return _finish(local_model, local_ledger, local_orders, local_owner, (rows, cols),
-                           k_order=k_order)
+                           reordered=(problem, k_order))
     return _finish(model, ledger, orders, owner, (rows, cols), hint)
 
 
-def _by_holder(problem: Problem, workers: tuple[Worker, ...], row_runs: list[tuple[int, int]],
-               col_runs: list[tuple[int, int]], locations: Mapping[ChunkKey, str],
-               beat: float = math.inf) -> tuple | None:
+def _by_holder(model: _Model, row_runs: list[tuple[int, int]], col_runs: list[tuple[int, int]],
+               locations: Mapping[ChunkKey, str], beat: float = math.inf) -> tuple | None:
     """The plan that splits K by where the chunks live: every block in one part per worker, the
     part over the K chunks that worker holds (A's and B's chunks at K index k count for the worker
-    holding most of their bytes), summed by a fix-up; (model, owner, orders, ledger, K order) in
-    a model whose K chunks are reordered so each worker's run is contiguous, or None where fewer
+    holding most of their bytes, as ``model``, the blocks' model, counts them), summed by a
+    fix-up; (model, owner, orders, ledger, K order) in a model whose K chunks are reordered so each worker's run is contiguous, or None where fewer
     than two workers hold chunks or the plan does not fit the workers' memory.
 
     This is how a Gram product X.T @ X of a row-chunked X is best made (deep K, a small C): its
@@ -560,14 +559,11 @@ def _by_holder(problem: Problem, workers: tuple[Worker, ...], row_runs: list[tup
     into as many pieces per block as give each slot a task; where blocks x pieces leave slots
     idle, its compute is priced at the slots it fills.
     """
-    p, nk = len(workers), len(problem.k_chunks)
-    index = {w.name: i for i, w in enumerate(workers)}
-    held = [[0] * p for _ in range(nk)]
-    for name, edges in (("a", problem.m_chunks), ("b", problem.n_chunks)):
-        for c, k in itertools.product(range(len(edges)), range(nk)):
-            w = index.get(locations.get((name, c, k) if name == "a" else (name, k, c)))
-            if w is not None:
-                held[k][w] += edges[c] * problem.k_chunks[k]
+    problem, workers, nk = model.problem, model.workers, model.nk
+    p, slabs = len(workers), range(0, len(model.slab_bytes), nk)
+    # bytes of A's and B's chunks at each K index that each worker holds (the blocks' model's)
+    held = [[sum(model.slab_bytes[q + k] - model.remote[w][q + k] for q in slabs)
+             for w in range(p)] for k in range(nk)]
     holder = [max(range(p), key=lambda w: (h[w], -w)) if max(h) else p for h in held]
     holders = len({h for h in holder if h < p})
     if holders < 2:
@@ -1239,9 +1235,11 @@ def _over(model: _Model, ledger: _Ledger, orders: list[list[list[int]]], owner: 
 
 
 def _finish(model: _Model, ledger: _Ledger, orders: list[list[list[int]]], owner: list[int],
-            size: tuple[int, int], hint: str = "", k_order: tuple[int, ...] | None = None) -> Plan:
+            size: tuple[int, int], hint: str = "",
+            reordered: tuple[Problem, tuple[int, ...]] | None = None) -> Plan:
     """Freeze the plan; raise if a worker's estimated peak memory exceeds its ``memory``
-    (``hint``: another remedy the error names; ``k_order``: as ``Plan.k_order``)."""
+    (``hint``: another remedy the error names; ``reordered``: the problem as given and the
+    ``Plan.k_order`` of a model whose K chunks are in that order)."""
     workers = model.workers
     parts = _parts(orders)
     work, loads = [], {}
@@ -1263,13 +1261,7 @@ def _finish(model: _Model, ledger: _Ledger, orders: list[list[list[int]]], owner
             sum(parts[b] == 1 for b, _, _ in order), sum(parts[b] > 1 for b, _, _ in order),
             sum(model.flops(b, k0, k1) for b, k0, k1 in order), ledger.fetched[w], ledger.compute[w],
             ledger.fetched[w] / bw, ledger.fixup[w] / bw, peak)
-    problem = model.problem
-    if k_order is not None:  # the model's K chunks are in k_order: the plan's problem is not
-        sizes = [0] * len(k_order)
-        for pos, k in enumerate(k_order):
-            sizes[k] = problem.k_chunks[pos]
-        problem = Problem(problem.m_chunks, problem.n_chunks, tuple(sizes), problem.itemsize,
-                          problem.part_itemsize)
+    problem, k_order = reordered or (model.problem, None)
     return Plan(problem, workers, model.blocks, tuple(work),
                 {b: workers[owner[b]].name for b in sorted(parts) if parts[b] > 1},
                 {w.name: ledger.time(i) for i, w in enumerate(workers)}, loads, k_order)
