@@ -5,7 +5,8 @@ workers fetched from each other (their transfer logs) and the error against floa
 mgemm splits such a product along K by the worker holding each chunk of X (``plan._by_holder``),
 so only C's partials move.  CPU workers (a ``LocalCluster`` of --workers processes of --threads
 threads, over TCP) by default; ``--gpu`` runs on the embedded GPU cluster (one worker a GPU) with
-CuPy chunks, every worker's device synchronized before each timer stops.
+CuPy chunks; each run is timed by ``mgemm.bench.timed`` (every worker's device synchronized
+before the timer stops).
 
     python3 benchmarks/gram_products.py [--workers 4] [--threads 1] [--rows 160000] [--cols 600]
         [--chunk 10000] [--dtype float64] [--runs 5] [--gpu]
@@ -16,7 +17,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -26,31 +26,16 @@ import numpy as np  # noqa: E402
 from distributed import Client, LocalCluster, wait  # noqa: E402
 
 import mgemm  # noqa: E402
+from mgemm import bench  # noqa: E402
 
 
-def fetched(dask_worker) -> int:
-    return sum(t.get("total", 0) for t in dask_worker.transfer_incoming_log)
-
-
-def forget_transfers(dask_worker) -> None:
-    dask_worker.transfer_incoming_log.clear()
-
-
-def synchronize(dask_worker) -> None:
-    import cupy
-    cupy.cuda.Device().synchronize()
-
-
-def timed(client, make, gpu: bool) -> tuple[float, int, tuple]:
-    """Seconds from the call to every block held (and every GPU idle), bytes fetched, C's chunks."""
-    client.run(forget_transfers)
-    start = time.perf_counter()
-    c = make().persist()
-    wait(c)
-    if gpu:
-        client.run(synchronize)
-    seconds = time.perf_counter() - start
-    return seconds, sum(client.run(fetched).values()), c.chunks
+def timed(client, make) -> tuple[float, int, tuple]:
+    """Seconds from the call to every block held and every GPU idle (``mgemm.bench.timed``),
+    bytes the workers fetched meanwhile, C's chunks."""
+    started: list[float] = []
+    seconds, c = bench.timed(client, make, started)
+    logs = client.run(bench._incoming_log, since=started[0])
+    return seconds, sum(nbytes for log in logs.values() for _, _, nbytes, _ in log), c.chunks
 
 
 def main() -> None:
@@ -84,7 +69,7 @@ def main() -> None:
         runs = {name: [] for name in ways}
         for _ in range(args.runs):
             for name, make in ways.items():  # in turns
-                runs[name].append(timed(client, make, args.gpu))
+                runs[name].append(timed(client, make))
         host = np.asarray(x.compute().get() if args.gpu else x.compute(), dtype=np.float64)
         ref = host.T @ host
         print(f"X {args.rows}x{args.cols} {args.dtype}, row chunks of {args.chunk}, "
@@ -101,7 +86,7 @@ def main() -> None:
         base = statistics.median(s for s, _, _ in runs["dask.array.matmul"])
         print(f"  mgemm x dask.array.matmul: {base / statistics.median(s for s, _, _ in runs['mgemm']):.2f}")
         del x
-        client.run(forget_transfers)  # (the chunks released before the cluster closes)
+        bench.synchronize_workers(client)  # a round trip: X released before the cluster closes
 
 
 if __name__ == "__main__":
