@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import dask
 import dask.array as da
 import numpy as np
@@ -967,17 +969,18 @@ def test_a_gram_product_multiplies_each_chunk_of_x_where_it_lives(client, monkey
     following X.T's chunks back to X's); C keeps X's one column chunk, not cut into a block per
     worker."""
     from mgemm import cluster
+    from mgemm.bench import _incoming_log
 
     monkeypatch.setitem(cluster.LINK_BANDWIDTH, "inproc", 1e9)  # the in-process link priced as TCP
     # 16 row chunks, every other one on each worker (as even as the plan needs them: uneven
     # holdings are evened out by moving a chunk or two)
     x, rows, _ = rows_on_alternate_workers(client, np.random.default_rng(2).random((16, 2_000, 200)))
-    client.run(lambda dask_worker: dask_worker.transfer_incoming_log.clear())
+    start = time.time()
     got = mgemm.matmul(x.T, x)
     assert got.chunks == ((200,), (200,))
     got = got.compute()
-    moved = sum(sum(t.get("total", 0) for t in log) for log in client.run(
-        lambda dask_worker: list(dask_worker.transfer_incoming_log)).values())
+    moved = sum(nbytes for log in client.run(_incoming_log, since=start).values()
+                for _, _, nbytes, _ in log)
     assert moved < x.nbytes / 16, f"{moved} bytes of X's {x.nbytes} moved between the workers"
     whole = rows.reshape(32_000, 200)
     assert_close(got, whole.T @ whole, np.float64)
