@@ -577,7 +577,8 @@ def _plan(a: da.Array, b: da.Array, itemsize: int, part_itemsize: int, workers: 
                       part_itemsize)
     locations = None
     if client is not None:
-        locations = _locations(a, b, _traced(client, a, b, who))
+        keys = _input_keys(a, b)
+        locations = _locations(a, b, _traced(client, a, b, who, keys), keys)
     return make_plan(problem, workers, block_size=target, split=opts["split"],
                      locations=locations)
 
@@ -586,16 +587,16 @@ def _plan(a: da.Array, b: da.Array, itemsize: int, part_itemsize: int, workers: 
 TRACE_DEPTH = 4
 
 
-def _traced(client: Any, a: da.Array, b: da.Array, who: dict) -> dict:
+def _traced(client: Any, a: da.Array, b: da.Array, who: dict, keys: dict | None = None) -> dict:
     """``who`` with a worker for each chunk of ``a`` and ``b`` that none holds yet but whose
     task's inputs, within ``TRACE_DEPTH`` tasks back, all lie on that one worker: Dask runs such
     a task there (X.T of a persisted X, a cut of a held chunk, ``astype``).  Asks the scheduler
-    once more, only where some chunk is unheld."""
+    once more, only where some chunk is unheld.  ``keys``: ``_input_keys(a, b)``, if made."""
     graphs = {x.name: x.__dask_graph__() for x in (a, b)}
     # an operand whose layer depends on no other (a lazy da.random, say) is made from nothing held
     follow = {name for name, g in graphs.items()
               if getattr(g, "dependencies", {}).get(name, True)}
-    keys = [key for key in _input_keys(a, b) if key[0] in follow and not who.get(key)]
+    keys = [key for key in (keys or _input_keys(a, b)) if key[0] in follow and not who.get(key)]
     if not keys:
         return who
 
@@ -790,7 +791,7 @@ def _snapshot(client: Any, a: Any, b: Any) -> tuple[dict, dict]:
         return scheduler_snapshot(client)[0], {}
 
 
-def _locations(a: da.Array, b: da.Array, who: dict) -> dict | None:
+def _locations(a: da.Array, b: da.Array, who: dict, keys: dict | None = None) -> dict | None:
     """Where each persisted input chunk lives, as the planner's ``("a", i, k)`` → worker map,
     from the scheduler's ``who_has`` answer for the chunks' keys.
 
@@ -798,9 +799,10 @@ def _locations(a: da.Array, b: da.Array, who: dict) -> dict | None:
     moment ago may be partly computed: its finished chunks would all sit on the workers that
     started first, and a plan that follows them would give those workers every block (on a
     freshly started GPU cluster, one worker can take seconds longer to make its first chunk).
-    Left out, the operand's chunks count as remote for every worker alike.
+    Left out, the operand's chunks count as remote for every worker alike.  ``keys``:
+    ``_input_keys(a, b)``, if made.
     """
-    keys = _input_keys(a, b)
+    keys = keys or _input_keys(a, b)
     out: dict = {}
     for operand in ("a", "b"):
         mine = {key: planner for key, planner in keys.items() if planner[0] == operand}
