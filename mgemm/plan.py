@@ -546,8 +546,9 @@ def _by_holder(model: _Model, row_runs: list[tuple[int, int]], col_runs: list[tu
     """The plan that splits K by where the chunks live: every block in one part per worker, the
     part over the K chunks that worker holds (A's and B's chunks at K index k count for the worker
     holding most of their bytes, as ``model``, the blocks' model, counts them), summed by a
-    fix-up; (model, owner, orders, ledger, K order) in a model whose K chunks are reordered so each worker's run is contiguous, or None where fewer
-    than two workers hold chunks or the plan does not fit the workers' memory.
+    fix-up; (model, owner, orders, ledger, K order) in a model whose K chunks are reordered so
+    each worker's run is contiguous, or None where fewer than two workers hold chunks or the
+    plan does not fit the workers' memory.
 
     This is how a Gram product X.T @ X of a row-chunked X is best made (deep K, a small C): its
     inputs stay where they are and only C-sized partials move.  Two layouts of the runs are
@@ -579,15 +580,15 @@ def _by_holder(model: _Model, row_runs: list[tuple[int, int]], col_runs: list[tu
     best = None
     for assign in [own] + ([evened] if evened != own else []):
         k_order = tuple(sorted(range(nk), key=lambda k: (assign[k], k)))
-        model = _Model(Problem(problem.m_chunks, problem.n_chunks,
-                               tuple(sizes[k] for k in k_order), problem.itemsize,
-                               problem.part_itemsize), workers, row_runs, col_runs,
-                       _reordered(locations, k_order))
+        reordered = _Model(Problem(problem.m_chunks, problem.n_chunks,
+                                   tuple(sizes[k] for k in k_order), problem.itemsize,
+                                   problem.part_itemsize), workers, row_runs, col_runs,
+                           _reordered(locations, k_order))
         count = Counter(assign)  # worker w's run: [bounds[w], bounds[w + 1])
-        option = _holder_option(model, list(itertools.accumulate((count[w] for w in range(p)),
-                                                                  initial=0)))
+        option = _holder_option(reordered, list(itertools.accumulate(
+            (count[w] for w in range(p)), initial=0)))
         if option is not None and (best is None or option[2].makespan() < best[3].makespan()):
-            best = (model, *option, k_order)
+            best = (reordered, *option, k_order)
     return best
 
 
@@ -613,11 +614,13 @@ def _even_out(assign: list[int], sizes: Sequence[int], speed: list[float],
     for _ in range(len(assign) if moves is None else moves):
         slow = max(range(p), key=lambda v: (load[v] / speed[v], -v))
         fast = min(range(p), key=lambda v: (load[v] / speed[v], v))
+
+        def after(k: int) -> float:  # the longer of the two shares with chunk k moved
+            return max((load[slow] - sizes[k]) / speed[slow], (load[fast] + sizes[k]) / speed[fast])
+
         k = min((k for k, w in enumerate(assign) if w == slow), default=None,
-                key=lambda k: (max((load[slow] - sizes[k]) / speed[slow],
-                                   (load[fast] + sizes[k]) / speed[fast]), -k))
-        if k is None or max((load[slow] - sizes[k]) / speed[slow],
-                            (load[fast] + sizes[k]) / speed[fast]) >= load[slow] / speed[slow]:
+                key=lambda k: (after(k), -k))
+        if k is None or after(k) >= load[slow] / speed[slow]:
             break
         assign[k] = fast
         load[slow] -= sizes[k]
