@@ -1356,7 +1356,7 @@ def test_a_gram_product_is_split_along_k_where_its_chunks_live(holder, monkeypat
 
 def test_uneven_holdings_are_evened_out_by_speed():
     # Worker 0 holds 7 of 16 chunks: its own run would take 7/16 of the compute.  With fetches
-    # cheap, runs cut by speed (4 chunks each, a chunk or three read from a neighbour) win.
+    # cheap, the evened-out runs win: 4 chunks each, worker 0 handing one to each of the others.
     problem, workers, where = gram_case(16, lambda k: 0 if k < 7 else 1 + k % 3, bandwidth=300e9)
     plan = make_plan(problem, workers, locations=where)
     check_structure(plan)
