@@ -1177,15 +1177,24 @@ def test_list_scheduling_counts_panels_a_worker_already_fetched_as_held():
 # a receiver takes two tails of one block, one after the other
 @example(case=(Problem((64,), (64,), (4,) * 64, 4), cpu_workers([1, 2, 3], bandwidth=1e15), 64,
                None), split="auto")
+# split by holder (K chunks alternating between two workers of two slots): two pieces each
+@example(case=(Problem((64,), (64,), (4096,) * 8, 4), cpu_workers([1, 1], bandwidth=1e6, slots=[2, 2]),
+               64, {("a", 0, k): f"w{k % 2}" for k in range(8)}
+               | {("b", k, 0): f"w{k % 2}" for k in range(8)}), split="auto")
 def test_a_worker_holds_adjacent_k_ranges_of_a_block_as_one_work(case, split):
-    # (CPU workers: a GPU worker cuts its own blocks into adjacent pieces on purpose.)
+    # (CPU workers: a GPU worker cuts its own blocks into adjacent pieces on purpose, and so does
+    # a plan split by holder, into one piece per slot of the worker.)
     problem, workers, block_size, locations = case
     plan = make_plan(problem, workers, block_size=block_size, split=split, locations=locations)
+    slots = {w.name: w.slots for w in plan.workers}
     ranges: dict = {}
     for x in plan.work:
         ranges.setdefault((x.worker, x.block), []).append((x.k0, x.k1))
-    for rs in ranges.values():
+    for (worker, _), rs in ranges.items():
         rs.sort()
+        if plan.k_order is not None:  # the worker's one run, in at most a piece per slot
+            assert len(rs) <= slots[worker] and all(a[1] == b[0] for a, b in zip(rs, rs[1:])), rs
+            continue
         assert all(a[1] < b[0] for a, b in zip(rs, rs[1:])), rs
 
 
