@@ -20,3 +20,16 @@ def test_docstring_examples(name):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0, f"{name} has no examples"
     assert result.failed == 0
+
+
+def test_census_summary_examples():
+    """benchmarks/census_summary.py, which the GPU studies' geomeans come from."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "census_summary.py"
+    spec = importlib.util.spec_from_file_location("census_summary", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result = doctest.testmod(module)
+    assert result.attempted > 0 and result.failed == 0
