@@ -24,12 +24,17 @@
 #       beside the rule off (--prior) (run in the ninetieth session: 12 of 14 ahead)
 #   bash benchmarks/run_pending_checks.sh typed2  # 24 more sizes as a user types them (seed 20261289,
 #       drawn as typed's), fp16 and bf16, as a caller gets them (run in the ninetieth session: 0.935 /
-#       0.934)
+#       0.934; in the ninety-first: 0.937 / 0.933)
 #   bash benchmarks/run_pending_checks.sh wave1   # 1 x 2 clusters of 128 x 256 (c12) beside the
 #       caller's single CTAs where those run one wave (100-132 tiles) of static 128 x 256 tiles and the
 #       pairs fit one wave too: 1384x2920x3352 (typed, 0.71 in the eighty-seventh session) and ten
 #       sizes of a CPU draw (seed 20261290), fp16 and bf16 (run in the ninetieth session: behind on 8-9
 #       of 11, no rule)
+#   bash benchmarks/run_pending_checks.sh single4  # static 2 x 2 clusters of 128 x 128 (q128) beside
+#       the caller on eight sizes with four 128-wide tile columns (N 392-512, M 2048-16384), A's and B's
+#       rows off 128-byte lines, whose heuristic config is single CTAs without clusters (seed
+#       20261303): the after-the-fact lead of the ninety-first session (six of eight ahead), fp16 and
+#       bf16 (queued in the ninety-first session, not run)
 #   bash benchmarks/run_pending_checks.sh draws   # SK_256_CLUSTER_PAD on a draw of its own (fp16,
 #       bf16), the exact-width pricing on three narrow products, issue 4's table
 #   bash benchmarks/run_pending_checks.sh ladder  # a kernel branch against main, in turns, with
@@ -79,12 +84,12 @@
 #   bash benchmarks/run_pending_checks.sh cublasmp  # cuBLASMp (benchmarks/cublasmp_bench.py; the
 #       nvidia-cublasmp-cu13 0.7.0 wheel in .whl) on every GPU of the host at 16384³ and 32768³,
 #       beside the one-GPU cuBLAS anchor: its first run anywhere (a 1 x 1 grid on one GPU)
-# Wheels (benchmarks/split_wheels.sh): typed, typed2, wave1, rows3, rowsq, rowsr, ladder, draws, leads, swap64, pad192, q256, duo, swapquad, quadlo, quadwide, boxes and cublasmp carry .whl
+# Wheels (benchmarks/split_wheels.sh): typed, typed2, wave1, single4, rows3, rowsq, rowsr, ladder, draws, leads, swap64, pad192, q256, duo, swapquad, quadlo, quadwide, boxes and cublasmp carry .whl
 # alone; suite, table and staged start GPU clusters and carry .whl and .whl-ucx.
 # The census rows through census_study.sh's census_study: every launch cold, in turns with
 # cuBLAS, every output checked against float64 on sampled rows; full outputs under $OUT.
 set -o pipefail
-[[ "${1:-}" =~ ^(suite|table|typed|typed2|wave1|rows3|rowsq|rowsr|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo|quadwide|boxes)$ ]] || { echo "usage: $0 suite|table|typed|typed2|wave1|rows3|rowsq|rowsr|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo|quadwide|boxes" >&2; exit 2; }
+[[ "${1:-}" =~ ^(suite|table|typed|typed2|wave1|single4|rows3|rowsq|rowsr|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo|quadwide|boxes)$ ]] || { echo "usage: $0 suite|table|typed|typed2|wave1|single4|rows3|rowsq|rowsr|draws|staged|ladder|cublasmp|leads|swap64|pad192|q256|duo|swapquad|quadlo|quadwide|boxes" >&2; exit 2; }
 if [[ $1 == ladder ]]; then  # each tree forward and back once (ROUNDS=1), within one device call
   SHAPES="8192x8192x256 4096x4096x512 16384x8192x256 6144x6144x384 8192x8192x8192 4096x4096x4096"
   SHAPES+=" 1408x1536x16384 64x8192x8192 896x2432x8192 1024x2112x8192 256x256x65536 944x5144x6400 7088x712x7872"
@@ -140,6 +145,11 @@ elif [[ $1 == typed2 ]]; then
     2176x1832x3968 704x3840x4944 1024x4488x2376 6672x936x7136 14992x1616x2984 11352x1032x4536
     2560x11744x14144 12848x2480x1568 3208x5392x8520 1320x13568x2520 832x912x5840" \
     DTYPES="float16 bfloat16" STUDY_TIMEOUT=200 census_study t89 --caller --scrub
+elif [[ $1 == single4 ]]; then
+  echo "== q128 beside single CTAs over four tile columns (seed 20261303)"
+  SHAPES="4960x480x2424 4512x424x2144 4504x488x15864 5536x416x9864 4568x400x2784 2416x480x2376
+    9144x416x3336 3936x496x11832" DTYPES="float16 bfloat16" STUDY_TIMEOUT=90 census_study single4 --caller \
+    --scrub --variant q128:policy=static,tile_n=128,stages=6,cluster_m=2,cluster_n=2
 elif [[ $1 == wave1 ]]; then
   echo "== 1 x 2 clusters of 128 x 256 (c12) beside one wave of static single CTAs"
   SHAPES="1384x2920x3352 368x9592x14352 360x10240x3152 264x10552x928 632x6040x4400 688x4544x4680
