@@ -2,9 +2,9 @@
 # root): makes $OUT (default /tmp/out) and sources gpu_env.sh, then census_study TAG ARG... times the caller's SHAPES with the heuristic and
 # the cublas_census.py arguments ARG... (variants, --split) for each of DTYPES (default float16), in
 # turns with cuBLAS, every output checked against float64; full output in $OUT/TAG-DTYPE.txt, the
-# rows printed with their configs shortened, then each label's geomean and weakest shapes
-# (census_summary.py; "auto" is what a caller gets, "hopper" the heuristic's config as given, without
-# the route).  CLUSTER_VARIANTS: static 2-CTA (c) and 2 x 2 (q)
+# rows printed with their configs shortened, then each label's geomean, weakest shapes and count
+# ahead of or behind "auto" (census_summary.py; "auto" is what a caller gets, "hopper" the
+# heuristic's config as given, without the route).  CLUSTER_VARIANTS: static 2-CTA (c) and 2 x 2 (q)
 # clusters of 128- and 256-wide tiles, as cublas_census.py --variant arguments.  study_tests TAG EXPR:
 # tests/test_hopper.py's GPU tests that pytest -k EXPR selects (TEST_WORKERS xdist workers, default
 # 12), full output in $OUT/pytest-TAG.log, the summary printed.
@@ -23,7 +23,7 @@ census_study() {
     timeout "${STUDY_TIMEOUT:-300}" python3 benchmarks/cublas_census.py --no-census --reps 8 --dtype "$dtype" \
       "$@" $SHAPES >"$OUT/$tag-$dtype.txt" 2>&1
     grep -v "^#" "$OUT/$tag-$dtype.txt" | sed -e 's/ | tiles.*//' -e "s/hopper $dtype->$dtype //" | cut -c1-150
-    python3 "$(dirname "${BASH_SOURCE[0]}")/census_summary.py" "$OUT/$tag-$dtype.txt"
+    python3 "$(dirname "${BASH_SOURCE[0]}")/census_summary.py" --against auto "$OUT/$tag-$dtype.txt"
   done
 }
 study_tests() {

@@ -7,7 +7,10 @@ over the label's, in the same turns), not from the two-decimal column.
 transposed product, a K-major copy of B, two bands of rows); "hopper" is the heuristic's config
 launched as given, without the route.  Numbers that speak for mgemm are the "auto" rows.
 
-    python3 benchmarks/census_summary.py FILE... [--weakest 4]
+    python3 benchmarks/census_summary.py FILE... [--weakest 4] [--against auto]
+
+With ``--against LABEL`` each other label is also counted against that one, shape by shape
+(``versus``: ahead or behind by more than ``LEVEL``).
 
 >>> rows = parse(["    64x64x64 cuBLAS    10.00 us  1.0 TFLOP/s",
 ...               "    64x64x64       auto    20.00 us  0.5 TFLOP/s x cuBLAS 0.50 | heuristic",
@@ -18,6 +21,8 @@ launched as given, without the route.  Numbers that speak for mgemm are the "aut
 {'64x64x64': 0.5, '8x8x8': 2.0}
 >>> round(geomean(rows["auto"].values()), 6)
 1.0
+>>> versus({"a": 0.80, "b": 1.00, "c": 0.90}, {"a": 0.90, "b": 1.003, "c": 0.85})
+(1, 1, 3)
 """
 
 from __future__ import annotations
@@ -53,10 +58,22 @@ def geomean(values: Iterable[float]) -> float:
     return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else float("nan")
 
 
+LEVEL = 0.005  # ratios to cuBLAS this close count as level (``versus``)
+
+
+def versus(ratios: dict[str, float], base: dict[str, float]) -> tuple[int, int, int]:
+    """(ahead, behind, shapes) of ``ratios`` against ``base`` over the shapes both ran."""
+    both = [s for s in ratios if s in base]
+    ahead = sum(ratios[s] > base[s] + LEVEL for s in both)
+    behind = sum(ratios[s] < base[s] - LEVEL for s in both)
+    return ahead, behind, len(both)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="+")
     ap.add_argument("--weakest", type=int, default=4)
+    ap.add_argument("--against", default=None, help="count each label ahead of / behind this one")
     args = ap.parse_args()
     for path in args.files:
         with open(path) as f:
@@ -66,6 +83,11 @@ def main() -> None:
             weak = sorted(ratios.items(), key=lambda kv: kv[1])[: args.weakest]
             print(f"  {label:>11} {geomean(ratios.values()):.3f} ({len(ratios)})  "
                   + ", ".join(f"{s} {r:.2f}" for s, r in weak))
+        base = rows.get(args.against) if args.against else None
+        for label, ratios in rows.items() if base else ():
+            if label != args.against:
+                ahead, behind, count = versus(ratios, base)
+                print(f"  {label:>11} against {args.against}: ahead {ahead}, behind {behind} of {count}")
 
 
 if __name__ == "__main__":
