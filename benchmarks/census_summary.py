@@ -19,7 +19,7 @@ With ``--against LABEL`` each other label is also counted against that one, shap
 ...               "    8x8x8       auto     5.00 us  2.0 TFLOP/s x cuBLAS 2.00 | heuristic"])
 >>> rows["auto"]
 {'64x64x64': 0.5, '8x8x8': 2.0}
->>> round(geomean(rows["auto"].values()), 6)
+>>> round(statistics.geometric_mean(rows["auto"].values()), 6)
 1.0
 >>> versus({"a": 0.80, "b": 1.00, "c": 0.90}, {"a": 0.90, "b": 1.003, "c": 0.85})
 (1, 1, 3)
@@ -28,8 +28,8 @@ With ``--against LABEL`` each other label is also counted against that one, shap
 from __future__ import annotations
 
 import argparse
-import math
 import re
+import statistics
 from collections import defaultdict
 from typing import Iterable
 
@@ -51,11 +51,6 @@ def parse(lines: Iterable[str]) -> dict[str, dict[str, float]]:
         elif shape in cublas and us > 0:
             out[label][shape] = cublas[shape] / us
     return dict(out)
-
-
-def geomean(values: Iterable[float]) -> float:
-    vals = list(values)
-    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else float("nan")
 
 
 LEVEL = 0.005  # ratios to cuBLAS this close count as level (``versus``)
@@ -81,7 +76,7 @@ def main() -> None:
         print(f"# {path}: geomean x cuBLAS by label (shapes), weakest first")
         for label, ratios in rows.items():
             weak = sorted(ratios.items(), key=lambda kv: kv[1])[: args.weakest]
-            print(f"  {label:>11} {geomean(ratios.values()):.3f} ({len(ratios)})  "
+            print(f"  {label:>11} {statistics.geometric_mean(ratios.values()):.3f} ({len(ratios)})  "
                   + ", ".join(f"{s} {r:.2f}" for s, r in weak))
         base = rows.get(args.against) if args.against else None
         for label, ratios in rows.items() if base else ():
