@@ -1,6 +1,7 @@
 """Common shapes of a Dask user's products on CPU workers: mgemm.matmul against
 dask.array.matmul on the same ``LocalCluster`` and the same persisted inputs, in turns, each run
-timed by ``mgemm.bench.timed`` (from the call until every block is held), medians of --runs,
+timed by ``mgemm.bench.timed`` (from the call until every block is held; every run starts from the
+inputs' layout as persisted), medians of --runs,
 and mgemm's result checked against NumPy's product of the same chunks (float64).
 
     python3 benchmarks/cpu_patterns.py [--workers 2] [--threads 1] [--runs 3] [--only NAME]
@@ -51,11 +52,12 @@ def main() -> None:
             rng = da.random.default_rng(1)
             a, b = rng.random(sa, chunks=ca).persist(), rng.random(sb, chunks=cb).persist()
             wait([a, b])
+            keep = bench.chunk_homes(client, a, b)  # every run starts from this layout
             ways = {"dask.array.matmul": lambda: a @ b, "mgemm": lambda: mgemm.matmul(a, b)}
             runs = {way: [] for way in ways}
             for _ in range(args.runs):
                 for way, make in ways.items():  # in turns
-                    runs[way].append(bench.timed(client, make)[0])
+                    runs[way].append(bench.timed(client, make, keep=keep)[0])
             ref = a.compute() @ b.compute()
             err = np.abs(mgemm.matmul(a, b).compute() - ref).max() / np.abs(ref).max()
             base, mine = (statistics.median(runs[way]) for way in ways)
